@@ -1,0 +1,255 @@
+/*
+ * flashcl: fused FlashAttention-style attention in OpenCL C, for any vendor's
+ * OpenCL 1.2+ driver.
+ *
+ * One header, C11. Everything is prefixed flashcl_ / FLASHCL_. Handles are
+ * opaque; every call returns a flashcl_status; flashcl_status_string() names
+ * it and flashcl_context_last_error() gives the detail of the last failure
+ * on a context (the full build log after a kernel compile failure).
+ *
+ * Thread safety: a flashcl_context may be shared by several threads, each
+ * enqueueing on its own cl_command_queue (or on the context's queue); the
+ * program cache and kernel launches are internally locked. The last-error
+ * message is per context, so when threads share a context the message
+ * describes whichever failure came last; give each thread its own context
+ * (they may wrap the same device) if you need per-thread messages.
+ */
+#ifndef FLASHCL_H
+#define FLASHCL_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(FLASHCL_SHARED_BUILD)
+#define FLASHCL_API __declspec(dllexport)
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define FLASHCL_API __attribute__((visibility("default")))
+#else
+#define FLASHCL_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Version                                                             */
+/* ------------------------------------------------------------------ */
+#define FLASHCL_VERSION_MAJOR 0
+#define FLASHCL_VERSION_MINOR 1
+#define FLASHCL_VERSION_PATCH 0
+#define FLASHCL_VERSION_NUMBER                                                 \
+    (FLASHCL_VERSION_MAJOR * 10000 + FLASHCL_VERSION_MINOR * 100 +            \
+     FLASHCL_VERSION_PATCH)
+#define FLASHCL_STRINGIFY_(x) #x
+#define FLASHCL_STRINGIFY(x) FLASHCL_STRINGIFY_(x)
+#define FLASHCL_VERSION_STRING                                                 \
+    FLASHCL_STRINGIFY(FLASHCL_VERSION_MAJOR)                                   \
+    "." FLASHCL_STRINGIFY(FLASHCL_VERSION_MINOR) "." FLASHCL_STRINGIFY(        \
+        FLASHCL_VERSION_PATCH)
+
+/** Runtime version of the library, as FLASHCL_VERSION_NUMBER (major*10000 +
+ *  minor*100 + patch); compare with the macro to detect a header/library
+ *  mismatch. */
+FLASHCL_API unsigned flashcl_version_number(void);
+
+/** Runtime version of the library as "major.minor.patch"; static storage. */
+FLASHCL_API const char *flashcl_version_string(void);
+
+/* ------------------------------------------------------------------ */
+/* Status                                                              */
+/* ------------------------------------------------------------------ */
+typedef enum flashcl_status {
+    FLASHCL_SUCCESS = 0,
+    FLASHCL_ERROR_NULL_ARGUMENT,       /* a required pointer or cl_mem is NULL */
+    FLASHCL_ERROR_INVALID_DIMENSION,   /* a size is negative or a product overflows */
+    FLASHCL_ERROR_HEAD_GROUPING,       /* heads_q is not a multiple of heads_kv */
+    FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED,/* head_dim outside 1..256 */
+    FLASHCL_ERROR_DTYPE_UNSUPPORTED,   /* unknown dtype, or one the device lacks */
+    FLASHCL_ERROR_INVALID_LAYOUT,      /* unknown layout enum, misaligned offset */
+    FLASHCL_ERROR_OUT_OF_BOUNDS,       /* a view reaches outside its cl_mem */
+    FLASHCL_ERROR_CONTEXT_MISMATCH,    /* buffer or queue of another cl_context */
+    FLASHCL_ERROR_ALIASING,            /* an output overlaps an input */
+    FLASHCL_ERROR_INVALID_VALUE,       /* e.g. a NaN/negative scale, bad enum */
+    FLASHCL_ERROR_DEVICE_NOT_FOUND,    /* device spec matched nothing */
+    FLASHCL_ERROR_NO_OPENCL,           /* no OpenCL platform or device at all */
+    FLASHCL_ERROR_BUILD_FAILED,        /* kernel compile failed (log in last error) */
+    FLASHCL_ERROR_OPENCL,              /* an OpenCL call failed (code in last error) */
+    FLASHCL_ERROR_OUT_OF_MEMORY,       /* host or device allocation failed */
+    FLASHCL_ERROR_UNSUPPORTED,         /* valid request this build/device cannot run */
+    FLASHCL_ERROR_BACKEND,             /* the reference backend (CLBlast) failed */
+    FLASHCL_STATUS_COUNT_              /* not a status; keeps the table honest */
+} flashcl_status;
+
+/** Short, static English name of a status ("success", "head grouping", ...).
+ *  Unknown values give "unknown status". */
+FLASHCL_API const char *flashcl_status_string(flashcl_status status);
+
+/* ------------------------------------------------------------------ */
+/* Context                                                             */
+/* ------------------------------------------------------------------ */
+typedef struct flashcl_context flashcl_context;
+
+/** Create a context on the device named by `device_spec`.
+ *
+ *  `device_spec` NULL or "" means: the FLASHCL_DEVICE environment variable if
+ *  set and non-empty, else the first GPU, else the first device. Grammar:
+ *    "N"         index over all devices of all platforms, in platform order
+ *    "P:D"       device D of platform P
+ *    "gpu" | "cpu" | "accelerator"   first device of that type
+ *    anything else: case-insensitive substring of the device, vendor or
+ *    platform name ("nvidia", "h200", "pocl"); the first match wins.
+ *  A spec that matches nothing fails with FLASHCL_ERROR_DEVICE_NOT_FOUND and
+ *  the message (flashcl_last_create_error()) lists the devices available.
+ *  The context creates and owns its cl_context and in-order queue (with
+ *  profiling enabled). */
+FLASHCL_API flashcl_status flashcl_context_create(flashcl_context **out,
+                                                  const char *device_spec);
+
+/** Create a context around the caller's queue: flashcl uses the queue's
+ *  cl_context and device, retains them for its lifetime and releases only
+ *  that retain; it never releases anything it did not create. */
+FLASHCL_API flashcl_status
+flashcl_context_create_from_queue(flashcl_context **out, cl_command_queue queue);
+
+/** Release a context and everything it created (programs, its own queue and
+ *  cl_context). NULL is accepted and ignored. Work already enqueued by
+ *  flashcl must be finished (clFinish) before release. */
+FLASHCL_API void flashcl_context_release(flashcl_context *ctx);
+
+/** Detail of the last failure on this context ("" if none): names the
+ *  offending argument, or holds the full build log after
+ *  FLASHCL_ERROR_BUILD_FAILED. Valid until the next call on the context. */
+FLASHCL_API const char *flashcl_context_last_error(const flashcl_context *ctx);
+
+/** Detail of the last failed flashcl_context_create*() on this thread (no
+ *  context exists to hold it), e.g. the list of devices for an unmatched
+ *  spec. */
+FLASHCL_API const char *flashcl_last_create_error(void);
+
+/** The OpenCL objects the context uses (not retained for the caller). */
+FLASHCL_API cl_command_queue flashcl_context_queue(const flashcl_context *ctx);
+/** The context's cl_context (not retained for the caller). */
+FLASHCL_API cl_context flashcl_context_cl_context(const flashcl_context *ctx);
+/** The context's cl_device_id (not retained for the caller). */
+FLASHCL_API cl_device_id flashcl_context_device(const flashcl_context *ctx);
+
+/* ------------------------------------------------------------------ */
+/* Attention                                                           */
+/* ------------------------------------------------------------------ */
+
+/** Storage type of Q, K, V and O. Accumulation is always fp32. fp16 uses
+ *  vload_half/vstore_half and bf16 bit shifts, so no cl_khr_fp16 is needed. */
+typedef enum flashcl_dtype {
+    FLASHCL_DTYPE_FP32 = 0, /* default */
+    FLASHCL_DTYPE_FP16 = 1,
+    FLASHCL_DTYPE_BF16 = 2
+} flashcl_dtype;
+
+/** Default element order used for a tensor whose strides are all zero (and
+ *  for the host-memory call). */
+typedef enum flashcl_layout {
+    FLASHCL_LAYOUT_BNHD = 0, /* [batch, seq, heads, dim] (FlashAttention's); default */
+    FLASHCL_LAYOUT_BHND = 1  /* [batch, heads, seq, dim] (PyTorch SDPA's) */
+} flashcl_layout;
+
+/** Where the causal diagonal sits when seqlen_q != seqlen_k. */
+typedef enum flashcl_causal_align {
+    /** Query i sees key j iff j <= i + seqlen_k - seqlen_q (FlashAttention
+     *  >= 2.1; the default). */
+    FLASHCL_CAUSAL_BOTTOM_RIGHT = 0
+} flashcl_causal_align;
+
+/** Which implementation computes the call. */
+typedef enum flashcl_backend {
+    FLASHCL_BACKEND_AUTO = 0, /* FLASHCL_BACKEND env var, else the fused kernel */
+    FLASHCL_BACKEND_FUSED = 1
+} flashcl_backend;
+
+/** A strided view of one 4-D tensor inside a cl_mem.
+ *
+ *  Element (b, h, s, d) lives at byte `offset + elem_size * (b*stride_batch +
+ *  h*stride_head + s*stride_seq + d*stride_dim)`. Strides are in elements.
+ *  If all four strides are zero the tensor is packed in the descriptor's
+ *  `layout` (LSE: packed [batch, heads_q, seqlen_q]). `offset` must be a
+ *  multiple of the element size. The whole view must lie inside the buffer's
+ *  CL_MEM_SIZE. */
+typedef struct flashcl_tensor {
+    cl_mem buffer;
+    size_t offset;       /* bytes */
+    size_t stride_batch; /* elements */
+    size_t stride_head;
+    size_t stride_seq;
+    size_t stride_dim;   /* for LSE: unused, leave 0 */
+} flashcl_tensor;
+
+/** Parameters of one attention forward call.
+ *
+ *  Zero-initialise it (`flashcl_attention_desc d = {0};`): every zero field
+ *  means its default, and fields added in later versions are appended with
+ *  zero meaning the behaviour of earlier versions, so existing callers keep
+ *  working after a recompile.
+ *
+ *  O[b, h, i, :] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h/g,j,:]) V[b,h/g,j,:]
+ *  with g = heads_q / heads_kv (GQA/MQA). */
+typedef struct flashcl_attention_desc {
+    /* Shape. heads_kv 0 means heads_q. */
+    int64_t batch;
+    int64_t heads_q;
+    int64_t heads_kv;
+    int64_t seqlen_q;
+    int64_t seqlen_k;
+    int64_t head_dim; /* 1..256 */
+
+    flashcl_dtype dtype;
+    flashcl_layout layout; /* default layout for zero-stride tensors */
+
+    /** Softmax scale; 0 means 1/sqrt(head_dim). Must be finite. */
+    float scale;
+    /** Non-zero: causal mask aligned as `causal_align` says. */
+    int causal;
+    flashcl_causal_align causal_align;
+    flashcl_backend backend;
+
+    /* Device tensors (for flashcl_attention_forward). */
+    flashcl_tensor q, k, v; /* inputs */
+    flashcl_tensor o;       /* output, same dtype, [.., seqlen_q, .., head_dim] */
+    /** Optional log-sum-exp output: fp32, natural log, [batch, heads_q,
+     *  seqlen_q]; lse.buffer NULL means not wanted. A row that sees no key
+     *  gets -inf. */
+    flashcl_tensor lse;
+} flashcl_attention_desc;
+
+/** Enqueue attention forward on `queue` (NULL: the context's queue), after
+ *  the `num_events_in_wait_list` events, returning in `*event` (if not NULL)
+ *  an event that completes when O and LSE are written; release it with
+ *  clReleaseEvent.
+ *
+ *  The queue must belong to the context's cl_context and device. On any
+ *  error nothing is enqueued and no output is touched; the status says what
+ *  was wrong and flashcl_context_last_error() names the argument. A problem
+ *  with zero batch, heads or seqlen_q is a successful no-op (the event, if
+ *  asked for, is a marker); seqlen_k == 0 writes O = 0 and LSE = -inf. The
+ *  first call for a new (device, head dim, dtype, ...) compiles a kernel. */
+FLASHCL_API flashcl_status flashcl_attention_forward(
+    flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *desc, cl_uint num_events_in_wait_list,
+    const cl_event *event_wait_list, cl_event *event);
+
+/** Host-memory convenience: copies q, k, v (packed in desc->layout, element
+ *  type desc->dtype) to the device, runs attention on the context's queue,
+ *  waits, and copies O (and LSE, if `lse` is not NULL: fp32 [batch,
+ *  heads_q, seqlen_q]) back. The desc's tensor fields are ignored. On error
+ *  `o` and `lse` are not written. */
+FLASHCL_API flashcl_status flashcl_attention_forward_host(
+    flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
+    const void *k, const void *v, void *o, float *lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCL_H */

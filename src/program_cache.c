@@ -1,0 +1,136 @@
+/* Runtime compilation of kernel variants and the per-context cache of
+ * compiled programs, keyed by everything that changes the binary. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool same_key(const variant_key *a, const variant_key *b)
+{
+    return a->family == b->family && a->head_dim_padded == b->head_dim_padded &&
+           a->block_m == b->block_m && a->block_n == b->block_n &&
+           a->wg_size == b->wg_size && a->vec == b->vec &&
+           a->dtype == b->dtype && a->causal == b->causal &&
+           a->dim_contiguous == b->dim_contiguous;
+}
+
+static char *build_log(cl_program program, cl_device_id device)
+{
+    size_t size = 0;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                              &size) != CL_SUCCESS)
+        return NULL;
+    char *log = malloc(size + 1);
+    if (!log)
+        return NULL;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log,
+                              NULL) != CL_SUCCESS)
+        size = 0;
+    log[size] = '\0';
+    return log;
+}
+
+/* Compile one variant; on failure the context's error holds the log. */
+static flashcl_status compile_variant(flashcl_context *ctx,
+                                      const variant_key *key,
+                                      cached_kernel *entry)
+{
+    char msg[512];
+    const char *file = kernel_family_file(key->family);
+    char *source = load_kernel_source(file, msg, sizeof msg);
+    if (!source)
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
+    char options[1024];
+    variant_build_options(key, &ctx->caps, options, sizeof options);
+    double start = now_ms();
+    cl_int err;
+    const char *text = source;
+    entry->program = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL,
+                                               &err);
+    free(source);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "clCreateProgramWithSource(%s): %s", file,
+                         cl_error_name(err));
+    err = clBuildProgram(entry->program, 1, &ctx->device, options, NULL, NULL);
+    /* Some drivers return an error with a successful build status (NVIDIA
+     * with verbose logs): trust the status, then clCreateKernel. */
+    cl_build_status build_status = CL_BUILD_ERROR;
+    clGetProgramBuildInfo(entry->program, ctx->device, CL_PROGRAM_BUILD_STATUS,
+                          sizeof build_status, &build_status, NULL);
+    if (build_status == CL_BUILD_SUCCESS)
+        entry->kernel =
+            clCreateKernel(entry->program, "flashcl_attention_fwd", &err);
+    if (build_status != CL_BUILD_SUCCESS || err != CL_SUCCESS) {
+        char what[1400];
+        snprintf(what, sizeof what, "building %s with \"%s\" failed: %s", file,
+                 options, cl_error_name(err));
+        return set_build_error(ctx, what,
+                               build_log(entry->program, ctx->device));
+    }
+    entry->compile_ms = now_ms() - start;
+    return FLASHCL_SUCCESS;
+}
+
+static void free_entry(cached_kernel *entry)
+{
+    if (entry->kernel)
+        clReleaseKernel(entry->kernel);
+    if (entry->program)
+        clReleaseProgram(entry->program);
+    pthread_mutex_destroy(&entry->launch_lock);
+    free(entry);
+}
+
+flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
+                          cached_kernel **out)
+{
+    /* One lock over lookup and compile: two threads asking for the same new
+     * variant compile it once. */
+    pthread_mutex_lock(&ctx->cache_lock);
+    for (cached_kernel *entry = ctx->kernels; entry; entry = entry->next)
+        if (same_key(&entry->key, key)) {
+            *out = entry;
+            pthread_mutex_unlock(&ctx->cache_lock);
+            return FLASHCL_SUCCESS;
+        }
+    flashcl_status status = FLASHCL_SUCCESS;
+    cached_kernel *entry = calloc(1, sizeof *entry);
+    if (!entry) {
+        status = set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                           "allocating a kernel cache entry");
+    } else {
+        entry->key = *key;
+        pthread_mutex_init(&entry->launch_lock, NULL);
+        status = compile_variant(ctx, key, entry);
+        if (status == FLASHCL_SUCCESS) {
+            entry->next = ctx->kernels;
+            ctx->kernels = entry;
+            *out = entry;
+        } else {
+            free_entry(entry);
+        }
+    }
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return status;
+}
+
+void release_kernel_cache(flashcl_context *ctx)
+{
+    cached_kernel *entry = ctx->kernels;
+    while (entry) {
+        cached_kernel *next = entry->next;
+        free_entry(entry);
+        entry = next;
+    }
+    ctx->kernels = NULL;
+}

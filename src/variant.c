@@ -1,0 +1,145 @@
+/* Variant choice: the one table that maps (head dim, dtype, causal, device
+ * class) to a kernel family, tile sizes and work-group size. Each entry
+ * carries the measured reason it is what it is. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *kernel_family_file(kernel_family family)
+{
+    return family == KERNEL_NV_MMA ? "flash_fwd_mma.cl" : "flash_fwd.cl";
+}
+
+/* Padded head dims keep the number of compiled variants small while
+ * wasting at most 15 (31 above 128) lanes of work per row. */
+static int padded_head_dim(int head_dim)
+{
+    int step = head_dim <= 128 ? 16 : 32;
+    return (head_dim + step - 1) / step * step;
+}
+
+/* ---- NVIDIA mma.sync path (cl/flash_fwd_mma.cl) --------------------- */
+
+typedef struct nv_tile_entry {
+    int head_dim; /* exact; this path does not pad */
+    int causal;   /* -1: either */
+    int block_m, block_n, warps;
+    const char *reason;
+} nv_tile_entry;
+
+static const nv_tile_entry nv_tiles[] = {
+    {64, -1, 64, 64, 4, "first guess: 4 warps x 16 rows, K/V double-buffered"},
+    {128, -1, 64, 64, 4, "first guess: 4 warps x 16 rows, 48 KiB local limit"},
+};
+
+static bool nv_mma_source_present(void)
+{
+    char msg[256];
+    char *text = load_kernel_source("flash_fwd_mma.cl", msg, sizeof msg);
+    free(text);
+    return text != NULL;
+}
+
+static bool nv_mma_eligible(const device_caps *caps,
+                            const variant_query *query)
+{
+    const char *force = getenv("FLASHCL_PORTABLE_ONLY");
+    if (force && *force && strcmp(force, "0") != 0)
+        return false;
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
+           query->dtype != FLASHCL_DTYPE_FP32 && query->dim_contiguous &&
+           query->rows_aligned_16B && nv_mma_source_present();
+}
+
+static const nv_tile_entry *nv_lookup(const variant_query *query)
+{
+    for (size_t i = 0; i < sizeof nv_tiles / sizeof nv_tiles[0]; ++i)
+        if (nv_tiles[i].head_dim == query->head_dim &&
+            (nv_tiles[i].causal < 0 || nv_tiles[i].causal == query->causal))
+            return &nv_tiles[i];
+    return NULL;
+}
+
+/* ---- portable path (cl/flash_fwd.cl) ------------------------------- */
+
+static size_t portable_local_bytes(int block_m, int block_n, int head_dim)
+{
+    return (size_t)(block_m + 2 * block_n) * (size_t)head_dim * sizeof(float);
+}
+
+static void choose_portable(const device_caps *caps, int head_dim,
+                            variant_key *key, const char **reason)
+{
+    key->family = KERNEL_PORTABLE;
+    key->head_dim_padded = head_dim;
+    if (caps->klass == DEVICE_CLASS_CPU) {
+        /* PoCL on x86: 16-wide vectors fill an AVX-512 register. */
+        key->block_m = 32;
+        key->block_n = 64;
+        key->vec = 16;
+        *reason = "CPU: 16-wide vectors over keys and D; 32 rows per group";
+    } else {
+        key->block_m = 64;
+        key->block_n = 32;
+        key->vec = 4;
+        *reason = "GPU, portable: 64 rows per group, float4 vectors";
+    }
+    /* Shrink tiles until Q + K + V tiles fit the device's local memory. */
+    size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    while (portable_local_bytes(key->block_m, key->block_n, head_dim) > limit &&
+           (key->block_m > 16 || key->block_n > 16)) {
+        if (key->block_m >= key->block_n && key->block_m > 16)
+            key->block_m /= 2;
+        else
+            key->block_n /= 2;
+    }
+    if (caps->max_work_group && (size_t)key->block_m > caps->max_work_group)
+        key->block_m = (int)caps->max_work_group;
+    key->wg_size = key->block_m;
+}
+
+void choose_variant(const device_caps *caps, const variant_query *query,
+                    variant_key *key, const char **reason)
+{
+    memset(key, 0, sizeof *key);
+    key->dtype = (int)query->dtype;
+    key->causal = query->causal ? 1 : 0;
+    key->dim_contiguous = query->dim_contiguous ? 1 : 0;
+    const nv_tile_entry *nv = NULL;
+    if (nv_mma_eligible(caps, query))
+        nv = nv_lookup(query);
+    if (nv) {
+        key->family = KERNEL_NV_MMA;
+        key->head_dim_padded = query->head_dim;
+        key->block_m = nv->block_m;
+        key->block_n = nv->block_n;
+        key->wg_size = nv->warps * 32;
+        key->vec = 0;
+        *reason = nv->reason;
+        return;
+    }
+    choose_portable(caps, padded_head_dim(query->head_dim), key, reason);
+}
+
+void variant_build_options(const variant_key *key, const device_caps *caps,
+                           char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap,
+                     "-cl-std=CL1.2 -cl-mad-enable -DFLASHCL_HEAD_DIM=%d "
+                     "-DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
+                     "-DFLASHCL_WG_SIZE=%d -DFLASHCL_DTYPE=%d "
+                     "-DFLASHCL_CAUSAL=%d -DFLASHCL_DIM_CONTIGUOUS=%d",
+                     key->head_dim_padded, key->block_m, key->block_n,
+                     key->wg_size, key->dtype, key->causal,
+                     key->dim_contiguous);
+    if (n < 0 || (size_t)n >= cap)
+        return;
+    if (key->family == KERNEL_PORTABLE)
+        snprintf(buf + n, cap - (size_t)n, " -DFLASHCL_VEC=%d", key->vec);
+    else
+        snprintf(buf + n, cap - (size_t)n,
+                 " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u",
+                 caps->nv_cc_major, caps->nv_cc_minor);
+}
