@@ -1,0 +1,438 @@
+/*
+ * flashcl: FlashAttention-2-class forward kernel for NVIDIA GPUs of compute
+ * capability >= 8.0, written in OpenCL C with inline PTX (mma.sync m16n8k16,
+ * ldmatrix, cp.async, shfl.sync). The host compiles this file only on NVIDIA
+ * cc >= 8.0 and passes -DFLASHCL_NV_MMA=1; anywhere else the file
+ * preprocesses to nothing (PoCL rejects asm).
+ *
+ * Work split (FlashAttention-2): a work-group owns FLASHCL_BLOCK_M query rows
+ * of one (batch, head); each warp owns BLOCK_M / warps rows (16 or 32, i.e.
+ * NV_MT m16 tiles) and keeps its Q fragments in registers for the whole
+ * kernel. K and V stream through local memory in tiles of FLASHCL_BLOCK_N
+ * keys, copied with cp.async:
+ *   FLASHCL_NV_STAGES 1: one K and one V buffer; V[j] loads while S = Q K[j]^T
+ *                        and the softmax run, K[j+1] loads while O += P V[j].
+ *   FLASHCL_NV_STAGES 2: two buffers of each; tile j+1 loads while tile j is
+ *                        computed.
+ * S stays in registers; the online softmax works in the exp2 domain with the
+ * scale folded into one FMA, row max and sum reduce across the quad with
+ * shuffles; P is repacked to 16-bit in registers as the A operand of P V.
+ * Local rows are padded by 16 bytes so that ldmatrix is free of bank
+ * conflicts for every head dim.
+ *
+ * Causal (bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q):
+ * key tiles past a block's last visible key are never loaded; only tiles
+ * that cross the diagonal (or the seqlen_k edge) are masked; a warp skips the
+ * arithmetic of a tile none of its rows sees. Blocks run heaviest-first.
+ * A row that sees no key writes O = 0 and LSE = -inf.
+ *
+ * Host guarantees on this path: head_dim == FLASHCL_HEAD_DIM, stride_dim ==
+ * 1, every row start 16-byte aligned (seq/head/batch strides and base
+ * offsets multiples of 8 elements), fp16 or bf16 storage.
+ */
+#ifndef FLASHCL_NV_MMA
+#define FLASHCL_NV_MMA 0
+#endif
+
+#if FLASHCL_NV_MMA
+
+#include "nv_mma.clh"
+
+/* ---------------------------------------------------------------- tunables */
+#ifndef FLASHCL_HEAD_DIM
+#define FLASHCL_HEAD_DIM 128
+#endif
+#ifndef FLASHCL_DTYPE
+#define FLASHCL_DTYPE 1
+#endif
+#ifndef FLASHCL_CAUSAL
+#define FLASHCL_CAUSAL 0
+#endif
+#ifndef FLASHCL_WG_SIZE
+#define FLASHCL_WG_SIZE 256
+#endif
+#ifndef FLASHCL_BLOCK_M
+#define FLASHCL_BLOCK_M 128
+#endif
+#ifndef FLASHCL_BLOCK_N
+#define FLASHCL_BLOCK_N 64
+#endif
+#ifndef FLASHCL_NV_STAGES
+#define FLASHCL_NV_STAGES 1
+#endif
+/* Accepted for ABI compatibility; this path always has dim stride 1. */
+#ifndef FLASHCL_DIM_CONTIGUOUS
+#define FLASHCL_DIM_CONTIGUOUS 1
+#endif
+#ifndef FLASHCL_VEC
+#define FLASHCL_VEC 8
+#endif
+
+#if FLASHCL_HEAD_DIM != 32 && FLASHCL_HEAD_DIM != 64 &&                        \
+    FLASHCL_HEAD_DIM != 96 && FLASHCL_HEAD_DIM != 128 &&                       \
+    FLASHCL_HEAD_DIM != 256
+#error "flash_fwd_mma: FLASHCL_HEAD_DIM must be 32, 64, 96, 128 or 256"
+#endif
+#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
+#error "flash_fwd_mma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
+#endif
+#if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
+#error "flash_fwd_mma: FLASHCL_CAUSAL must be 0 or 1"
+#endif
+#if FLASHCL_WG_SIZE % 32 != 0 || FLASHCL_WG_SIZE < 32 || FLASHCL_WG_SIZE > 512
+#error "flash_fwd_mma: FLASHCL_WG_SIZE must be a multiple of 32 in 32..512"
+#endif
+#define NV_WARPS (FLASHCL_WG_SIZE / 32)
+#if FLASHCL_BLOCK_M != NV_WARPS * 16 && FLASHCL_BLOCK_M != NV_WARPS * 32
+#error "flash_fwd_mma: FLASHCL_BLOCK_M must be 16 or 32 rows per warp"
+#endif
+#if FLASHCL_BLOCK_N % 16 != 0 || FLASHCL_BLOCK_N < 16 || FLASHCL_BLOCK_N > 256
+#error "flash_fwd_mma: FLASHCL_BLOCK_N must be a multiple of 16 in 16..256"
+#endif
+#if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
+#error "flash_fwd_mma: FLASHCL_NV_STAGES must be 1 or 2"
+#endif
+
+#define NV_D FLASHCL_HEAD_DIM
+#define NV_BM FLASHCL_BLOCK_M
+#define NV_BN FLASHCL_BLOCK_N
+#define NV_WROWS (NV_BM / NV_WARPS) /* rows per warp */
+#define NV_MT (NV_WROWS / 16)       /* m16 tiles per warp */
+#define NV_NT (NV_BN / 8)           /* n8 tiles of S per warp */
+#define NV_KC (NV_D / 16)           /* k16 steps of Q K^T */
+#define NV_DT (NV_D / 8)            /* n8 tiles of O */
+#define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
+#define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
+#define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
+#define NV_SMEM_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
+#define NV_CHUNKS (NV_BN * NV_CPR)  /* 16-byte chunks per tile */
+#define NV_CHUNK_ITERS ((NV_CHUNKS + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE)
+
+#if NV_SMEM_BYTES > 49152
+#error "flash_fwd_mma: K/V tiles exceed the 48 KiB of local memory"
+#endif
+
+#if FLASHCL_DTYPE == 1
+#define NV_MMA NV_MMA_F16
+#define NV_PACK nv_pack_f16
+#else
+#define NV_MMA NV_MMA_BF16
+#define NV_PACK nv_pack_bf16
+#endif
+
+/* Issue the cp.async copies of one BLOCK_N x D tile (rows n0.. of `src`,
+ * row stride `rs` elements) into local memory at byte address `dst`; rows
+ * at or past `nmax` are zero-filled. */
+#define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    do {                                                                       \
+        _Pragma("unroll") for (int ci_ = 0; ci_ < NV_CHUNK_ITERS; ++ci_)       \
+        {                                                                      \
+            const int c_ = tid + ci_ * FLASHCL_WG_SIZE;                        \
+            if (NV_CHUNKS % FLASHCL_WG_SIZE == 0 || c_ < NV_CHUNKS) {          \
+                const int r_ = c_ / NV_CPR, cc_ = c_ % NV_CPR;                 \
+                const int row_ = (n0) + r_;                                    \
+                const bool ok_ = row_ < (nmax);                                \
+                __global const ushort *g_ =                                    \
+                    (src) + (ok_ ? (ulong)row_ * (rs) : (ulong)0) +            \
+                    (ulong)(cc_ * 8);                                          \
+                NV_CP_ASYNC16((dst) + (uint)(r_ * NV_ROWB + cc_ * 16), g_,     \
+                              ok_ ? 16u : 0u);                                 \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
+__kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
+flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
+                      __global const ushort *v, __global ushort *o,
+                      __global float *lse, const ulong4 q_stride,
+                      const ulong4 k_stride, const ulong4 v_stride,
+                      const ulong4 o_stride, const ulong4 lse_stride,
+                      const ulong4 base, const ulong lse_base,
+                      const int seqlen_q, const int seqlen_k,
+                      const int head_dim, const int group_size,
+                      const float scale_log2, const int write_lse)
+{
+    __local uint4 smem[NV_SMEM_BYTES / 16] __attribute__((aligned(16)));
+    (void)head_dim; /* == FLASHCL_HEAD_DIM on this path */
+
+    const int tid = (int)get_local_id(0);
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int g = lane >> 2; /* row within an m16 tile (and +8) */
+    const int t4 = lane & 3; /* column pair within an n8 tile */
+
+    const int nqb = (int)get_num_groups(0);
+    /* Heaviest causal blocks (largest query index) first. */
+    const int qb = nqb - 1 - (int)get_group_id(0);
+    const int h = (int)get_group_id(1);
+    const int b = (int)get_group_id(2);
+    const int hk = h / group_size;
+
+    const int m0 = qb * NV_BM;
+    const int wr0 = m0 + warp * NV_WROWS; /* first row of this warp */
+    const int diag = seqlen_k - seqlen_q; /* i sees j iff j <= i + diag */
+
+    __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
+                                (ulong)h * q_stride.y;
+    __global const ushort *kp = k + base.y + (ulong)b * k_stride.x +
+                                (ulong)hk * k_stride.y;
+    __global const ushort *vp = v + base.z + (ulong)b * v_stride.x +
+                                (ulong)hk * v_stride.y;
+    __global ushort *op = o + base.w + (ulong)b * o_stride.x +
+                          (ulong)h * o_stride.y;
+    const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
+                os = o_stride.z;
+
+    /* ---- key range of this block ------------------------------------- */
+    const int mlast = min(m0 + NV_BM, seqlen_q); /* exclusive */
+#if FLASHCL_CAUSAL
+    const int n_end = min(seqlen_k, mlast + diag);
+    /* tiles whose every key is visible to the block's first row */
+    const int n_free_causal = (m0 + diag + 1) >= 0 ? (m0 + diag + 1) / NV_BN : 0;
+    const int n_free = min(n_free_causal, seqlen_k / NV_BN);
+    /* last key any row of this warp sees */
+    const int warp_last_key = min(wr0 + NV_WROWS, seqlen_q) - 1 + diag;
+#else
+    const int n_end = seqlen_k;
+    const int n_free = seqlen_k / NV_BN;
+#endif
+    const int n_tiles = n_end > 0 ? (n_end + NV_BN - 1) / NV_BN : 0;
+    const bool warp_rows = wr0 < seqlen_q;
+
+    /* ---- Q fragments straight from global memory into registers ------- */
+    uint qf[NV_MT][NV_KC][4];
+#pragma unroll
+    for (int mt = 0; mt < NV_MT; ++mt) {
+        const int r0 = wr0 + mt * 16 + g, r1 = r0 + 8;
+        __global const uint *q0 = (__global const uint *)(qp + (ulong)r0 * qs);
+        __global const uint *q1 = (__global const uint *)(qp + (ulong)r1 * qs);
+        const bool ok0 = r0 < seqlen_q, ok1 = r1 < seqlen_q;
+#pragma unroll
+        for (int c = 0; c < NV_KC; ++c) {
+            qf[mt][c][0] = ok0 ? q0[c * 8 + t4] : 0u;
+            qf[mt][c][1] = ok1 ? q1[c * 8 + t4] : 0u;
+            qf[mt][c][2] = ok0 ? q0[c * 8 + 4 + t4] : 0u;
+            qf[mt][c][3] = ok1 ? q1[c * 8 + 4 + t4] : 0u;
+        }
+    }
+
+    float acc[NV_MT][NV_DT][4];
+    float row_max[NV_MT][2]; /* running max of the raw scores */
+    float row_sum[NV_MT][2]; /* this thread's partial sum (quad-reduced at end) */
+#pragma unroll
+    for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+        for (int d = 0; d < NV_DT; ++d)
+            acc[mt][d][0] = acc[mt][d][1] = acc[mt][d][2] = acc[mt][d][3] = 0.f;
+        row_max[mt][0] = row_max[mt][1] = -INFINITY;
+        row_sum[mt][0] = row_sum[mt][1] = 0.f;
+    }
+
+    /* ---- local memory: K and V tiles, padded rows --------------------- */
+    const uint sbase = (uint)(size_t)smem;
+    /* ldmatrix row addresses of this lane inside a tile: lanes 8i..8i+7
+     * point at rows of matrix i. */
+    const int mi = lane >> 3, mr = lane & 7;
+    /* K (no trans): matrix i = keys +8*(i>>1), dims +8*(i&1). */
+    const uint k_lane = (uint)((((mi >> 1) << 3) + mr) * NV_ROWB + ((mi & 1) << 4));
+    /* V (trans): matrix i = keys +8*(i&1), dims +8*(i>>1). */
+    const uint v_lane = (uint)((((mi & 1) << 3) + mr) * NV_ROWB + ((mi >> 1) << 4));
+
+#if FLASHCL_NV_STAGES == 1
+    const uint sK = sbase, sV = sbase + NV_TILEB;
+#define NV_KBUF(j) sK
+#define NV_VBUF(j) sV
+#else
+#define NV_KBUF(j) (sbase + (uint)(((j)&1) * 2 * NV_TILEB))
+#define NV_VBUF(j) (sbase + (uint)(((j)&1) * 2 * NV_TILEB + NV_TILEB))
+#endif
+
+    float sc[NV_MT][NV_NT][4];
+
+    if (n_tiles > 0) {
+        NV_LOAD_TILE(NV_KBUF(0), kp, ks, 0, seqlen_k);
+#if FLASHCL_NV_STAGES == 2
+        NV_LOAD_TILE(NV_VBUF(0), vp, vs, 0, seqlen_k);
+#endif
+        NV_CP_COMMIT();
+    }
+
+    for (int j = 0; j < n_tiles; ++j) {
+        const int n0 = j * NV_BN;
+#if FLASHCL_NV_STAGES == 1
+        NV_CP_WAIT_ALL();
+        barrier(CLK_LOCAL_MEM_FENCE); /* K[j] landed; V buffer free */
+        NV_LOAD_TILE(NV_VBUF(j), vp, vs, n0, seqlen_k);
+        NV_CP_COMMIT();
+#else
+        if (j + 1 < n_tiles) {
+            NV_LOAD_TILE(NV_KBUF(j + 1), kp, ks, n0 + NV_BN, seqlen_k);
+            NV_LOAD_TILE(NV_VBUF(j + 1), vp, vs, n0 + NV_BN, seqlen_k);
+            NV_CP_COMMIT();
+            NV_CP_WAIT_1();
+        } else {
+            NV_CP_WAIT_ALL();
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* tile j landed */
+#endif
+
+#if FLASHCL_CAUSAL
+        const bool active = warp_rows && n0 <= warp_last_key;
+#else
+        const bool active = warp_rows;
+#endif
+        if (active) {
+            /* ---- S = Q K^T ------------------------------------------- */
+            const uint kb = NV_KBUF(j) + k_lane;
+#pragma unroll
+            for (int mt = 0; mt < NV_MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NV_NT; ++n)
+                    sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.f;
+#pragma unroll
+            for (int c = 0; c < NV_KC; ++c) {
+#pragma unroll
+                for (int p = 0; p < NV_NT / 2; ++p) {
+                    uint kf[4];
+                    NV_LDSM_X4(kf, kb + (uint)(p * 16 * NV_ROWB + c * 32));
+#pragma unroll
+                    for (int mt = 0; mt < NV_MT; ++mt) {
+                        NV_MMA(sc[mt][2 * p], qf[mt][c][0], qf[mt][c][1],
+                               qf[mt][c][2], qf[mt][c][3], kf[0], kf[1]);
+                        NV_MMA(sc[mt][2 * p + 1], qf[mt][c][0], qf[mt][c][1],
+                               qf[mt][c][2], qf[mt][c][3], kf[2], kf[3]);
+                    }
+                }
+            }
+
+            /* ---- masks: only on tiles crossing the diagonal / edge ---- */
+            if (j >= n_free) {
+#pragma unroll
+                for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const int row = wr0 + mt * 16 + g + hh * 8;
+#if FLASHCL_CAUSAL
+                        const int lim = min(row + diag, seqlen_k - 1);
+#else
+                        const int lim = seqlen_k - 1;
+#endif
+#pragma unroll
+                        for (int n = 0; n < NV_NT; ++n) {
+                            const int col = n0 + n * 8 + t4 * 2;
+                            if (col > lim)
+                                sc[mt][n][hh * 2] = -INFINITY;
+                            if (col + 1 > lim)
+                                sc[mt][n][hh * 2 + 1] = -INFINITY;
+                        }
+                    }
+                }
+            }
+
+            /* ---- online softmax (exp2 domain, scale folded) ---------- */
+#pragma unroll
+            for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    float mx = row_max[mt][hh];
+#pragma unroll
+                    for (int n = 0; n < NV_NT; ++n)
+                        mx = fmax(mx, fmax(sc[mt][n][hh * 2], sc[mt][n][hh * 2 + 1]));
+                    mx = fmax(mx, nv_shfl_xor(mx, 1));
+                    mx = fmax(mx, nv_shfl_xor(mx, 2));
+                    /* mx == -inf: nothing seen yet; keep exp2 arguments
+                     * finite-minus-inf (never inf - inf). */
+                    const float msc = mx == -INFINITY ? 0.f : mx * scale_log2;
+                    const float alpha = nv_ex2(row_max[mt][hh] * scale_log2 - msc);
+                    row_max[mt][hh] = mx;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int n = 0; n < NV_NT; ++n) {
+                        const float p0 = nv_ex2(fma(sc[mt][n][hh * 2], scale_log2, -msc));
+                        const float p1 = nv_ex2(fma(sc[mt][n][hh * 2 + 1], scale_log2, -msc));
+                        sc[mt][n][hh * 2] = p0;
+                        sc[mt][n][hh * 2 + 1] = p1;
+                        sum += p0 + p1;
+                    }
+                    row_sum[mt][hh] = row_sum[mt][hh] * alpha + sum;
+#pragma unroll
+                    for (int d = 0; d < NV_DT; ++d) {
+                        acc[mt][d][hh * 2] *= alpha;
+                        acc[mt][d][hh * 2 + 1] *= alpha;
+                    }
+                }
+            }
+        }
+
+#if FLASHCL_NV_STAGES == 1
+        NV_CP_WAIT_ALL();
+        barrier(CLK_LOCAL_MEM_FENCE); /* V[j] landed; K buffer free */
+        if (j + 1 < n_tiles) {
+            NV_LOAD_TILE(NV_KBUF(j + 1), kp, ks, n0 + NV_BN, seqlen_k);
+            NV_CP_COMMIT();
+        }
+#endif
+
+        if (active) {
+            /* ---- O += P V: P repacked from the S accumulators -------- */
+            const uint vb = NV_VBUF(j) + v_lane;
+#pragma unroll
+            for (int kk = 0; kk < NV_BN / 16; ++kk) {
+                uint pa[NV_MT][4];
+#pragma unroll
+                for (int mt = 0; mt < NV_MT; ++mt) {
+                    pa[mt][0] = NV_PACK(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+                    pa[mt][1] = NV_PACK(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+                    pa[mt][2] = NV_PACK(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+                    pa[mt][3] = NV_PACK(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < NV_DT / 2; ++dp) {
+                    uint vf[4];
+                    NV_LDSM_X4_TRANS(vf, vb + (uint)(kk * 16 * NV_ROWB + dp * 32));
+#pragma unroll
+                    for (int mt = 0; mt < NV_MT; ++mt) {
+                        NV_MMA(acc[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2],
+                               pa[mt][3], vf[0], vf[1]);
+                        NV_MMA(acc[mt][2 * dp + 1], pa[mt][0], pa[mt][1],
+                               pa[mt][2], pa[mt][3], vf[2], vf[3]);
+                    }
+                }
+            }
+        }
+#if FLASHCL_NV_STAGES == 2
+        barrier(CLK_LOCAL_MEM_FENCE); /* buffer j&1 free for tile j+2 */
+#endif
+    }
+
+    /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
+#pragma unroll
+    for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            float l = row_sum[mt][hh];
+            l += nv_shfl_xor(l, 1);
+            l += nv_shfl_xor(l, 2);
+            const int row = wr0 + mt * 16 + g + hh * 8;
+            const bool seen = l > 0.f;
+            const float inv = seen ? 1.f / l : 0.f;
+            if (row < seqlen_q) {
+                __global uint *orow = (__global uint *)(op + (ulong)row * os);
+#pragma unroll
+                for (int d = 0; d < NV_DT; ++d)
+                    orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
+                                               acc[mt][d][hh * 2 + 1] * inv);
+                if (write_lse && t4 == 0) {
+                    const float lv =
+                        seen ? (row_max[mt][hh] * scale_log2 + log2(l)) *
+                                   0.69314718055994530942f
+                             : -INFINITY;
+                    lse[lse_base + (ulong)b * lse_stride.x +
+                        (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] = lv;
+                }
+            }
+        }
+    }
+}
+
+#endif /* FLASHCL_NV_MMA */
