@@ -1,0 +1,644 @@
+#include "test_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- */
+/* Context and OpenCL                                                */
+/* ---------------------------------------------------------------- */
+
+static flashcl_context *the_context;
+
+static void print_device(flashcl_context *ctx)
+{
+    char name[256] = "?";
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME,
+                    sizeof name - 1, name, NULL);
+    fprintf(stderr, "flashcl %s on device: %s\n", flashcl_version_string(),
+            name);
+}
+
+flashcl_context *shared_context(void)
+{
+    if (the_context)
+        return the_context;
+    flashcl_status status = flashcl_context_create(&the_context, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS,
+                  "no OpenCL device could be opened (%s): %s",
+                  flashcl_status_string(status), flashcl_last_create_error());
+    ck_assert_ptr_nonnull(the_context);
+    print_device(the_context);
+    return the_context;
+}
+
+void release_shared_context(void)
+{
+    flashcl_context_release(the_context);
+    the_context = NULL;
+}
+
+cl_mem create_buffer(cl_context context, size_t bytes)
+{
+    cl_int err = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(context, CL_MEM_READ_WRITE,
+                                   bytes ? bytes : 1, NULL, &err);
+    ck_assert_msg(err == CL_SUCCESS && buffer,
+                  "clCreateBuffer(%zu bytes) failed: %d", bytes, (int)err);
+    return buffer;
+}
+
+void write_buffer(cl_command_queue queue, cl_mem buffer, const void *bytes,
+                  size_t count)
+{
+    CL_CHECK(clEnqueueWriteBuffer(queue, buffer, CL_TRUE, 0, count, bytes, 0,
+                                  NULL, NULL));
+}
+
+void read_buffer(cl_command_queue queue, cl_mem buffer, void *bytes,
+                 size_t count)
+{
+    CL_CHECK(clEnqueueReadBuffer(queue, buffer, CL_TRUE, 0, count, bytes, 0,
+                                 NULL, NULL));
+}
+
+void poison_buffer(cl_command_queue queue, cl_mem buffer, size_t bytes)
+{
+    unsigned char *poison = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(poison);
+    memset(poison, POISON_BYTE, bytes);
+    write_buffer(queue, buffer, poison, bytes);
+    free(poison);
+}
+
+int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes)
+{
+    unsigned char *contents = malloc(bytes ? bytes : 1);
+    ck_assert_ptr_nonnull(contents);
+    read_buffer(queue, buffer, contents, bytes);
+    int poisoned = 1;
+    for (size_t i = 0; i < bytes && poisoned; i++)
+        poisoned = contents[i] == POISON_BYTE;
+    free(contents);
+    return poisoned;
+}
+
+int run_suite(Suite *suite)
+{
+    SRunner *runner = srunner_create(suite);
+    srunner_set_fork_status(runner, CK_NOFORK);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    release_shared_context();
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* ---------------------------------------------------------------- */
+/* Random numbers                                                    */
+/* ---------------------------------------------------------------- */
+
+rng rng_seeded(uint64_t seed)
+{
+    rng r = {seed ^ 0x9e3779b97f4a7c15ull};
+    return r;
+}
+
+uint64_t rng_next(rng *r) /* splitmix64 */
+{
+    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform_open(rng *r) /* in (0, 1) */
+{
+    return ((double)(rng_next(r) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+double rng_normal(rng *r)
+{
+    double u1 = rng_uniform_open(r), u2 = rng_uniform_open(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* ---------------------------------------------------------------- */
+/* Strided tensors                                                   */
+/* ---------------------------------------------------------------- */
+
+size_t tensor_bytes(const test_tensor *t)
+{
+    return t->total_elems * ref_dtype_size(t->dtype);
+}
+
+size_t tensor_index(const test_tensor *t, size_t b, size_t h, size_t s,
+                    size_t d)
+{
+    return t->offset_elems + b * t->stride[0] + h * t->stride[1] +
+           s * t->stride[2] + d * t->stride[3];
+}
+
+/* Index one past the last element of the view (offset included). */
+static size_t view_end(const test_tensor *t)
+{
+    size_t sizes[4] = {t->shape.batch, t->shape.heads, t->shape.seq,
+                       t->shape.dim};
+    size_t last = t->offset_elems;
+    for (int axis = 0; axis < 4; axis++) {
+        if (sizes[axis] == 0)
+            return t->offset_elems;
+        last += (sizes[axis] - 1) * t->stride[axis];
+    }
+    return last + 1;
+}
+
+static void packed_strides(tensor_shape s, flashcl_layout layout,
+                           size_t stride[4])
+{
+    stride[3] = 1;
+    if (layout == FLASHCL_LAYOUT_BHND) {
+        stride[2] = s.dim;
+        stride[1] = s.seq * s.dim;
+        stride[0] = s.heads * s.seq * s.dim;
+    } else {
+        stride[1] = s.dim;
+        stride[2] = s.heads * s.dim;
+        stride[0] = s.seq * s.heads * s.dim;
+    }
+}
+
+/* Layout order with gaps between rows, heads and batches. */
+static void padded_strides(tensor_shape s, flashcl_layout layout,
+                           size_t dim_stride, size_t stride[4])
+{
+    size_t row = s.dim * dim_stride + 3;
+    stride[3] = dim_stride;
+    if (layout == FLASHCL_LAYOUT_BHND) {
+        stride[2] = row;
+        stride[1] = s.seq * row + 5;
+        stride[0] = s.heads * stride[1] + 7;
+    } else {
+        stride[1] = row;
+        stride[2] = s.heads * row + 5;
+        stride[0] = s.seq * stride[2] + 7;
+    }
+}
+
+static void set_view(test_tensor *t, view_kind kind)
+{
+    memset(&t->view, 0, sizeof t->view);
+    if (kind == VIEW_PACKED)
+        return; /* zero strides, zero offset */
+    t->view.offset = t->offset_elems * ref_dtype_size(t->dtype);
+    t->view.stride_batch = t->stride[0];
+    t->view.stride_head = t->stride[1];
+    t->view.stride_seq = t->stride[2];
+    t->view.stride_dim = t->stride[3];
+}
+
+void tensor_layout(test_tensor *t, tensor_shape shape, ref_dtype dtype,
+                   flashcl_layout layout, view_kind kind)
+{
+    memset(t, 0, sizeof *t);
+    t->shape = shape;
+    t->dtype = dtype;
+    if (kind == VIEW_PACKED) {
+        packed_strides(shape, layout, t->stride);
+    } else {
+        padded_strides(shape, layout, kind == VIEW_DIM_STRIDED ? 2 : 1,
+                       t->stride);
+        t->offset_elems = 11;
+    }
+    t->total_elems = view_end(t) + (kind == VIEW_PACKED ? 0 : 13);
+    set_view(t, kind);
+}
+
+void lse_layout(test_tensor *t, size_t batch, size_t heads_q,
+                size_t seqlen_q, view_kind kind)
+{
+    memset(t, 0, sizeof *t);
+    t->shape = (tensor_shape){batch, heads_q, seqlen_q, 1};
+    t->dtype = REF_FP32;
+    if (kind == VIEW_PACKED) {
+        t->stride[2] = 1;
+        t->stride[1] = seqlen_q;
+        t->stride[0] = heads_q * seqlen_q;
+    } else {
+        t->stride[2] = kind == VIEW_DIM_STRIDED ? 2 : 1;
+        t->stride[1] = seqlen_q * t->stride[2] + 3;
+        t->stride[0] = heads_q * t->stride[1] + 5;
+        t->offset_elems = 7;
+    }
+    t->total_elems = view_end(t) + (kind == VIEW_PACKED ? 0 : 13);
+    set_view(t, kind);
+    t->view.stride_dim = 0; /* unused for LSE */
+}
+
+static void allocate_host(test_tensor *t)
+{
+    t->host = malloc(tensor_bytes(t) ? tensor_bytes(t) : 1);
+    ck_assert_ptr_nonnull(t->host);
+    memset(t->host, POISON_BYTE, tensor_bytes(t));
+}
+
+static void upload(test_tensor *t, cl_context context, cl_command_queue queue)
+{
+    t->view.buffer = create_buffer(context, tensor_bytes(t));
+    write_buffer(queue, t->view.buffer, t->host, tensor_bytes(t));
+}
+
+void tensor_fill_random_host(test_tensor *t, rng *r, double amplitude)
+{
+    allocate_host(t); /* padding stays 0xFF..: NaN, so reading it shows */
+    tensor_shape s = t->shape;
+    for (size_t b = 0; b < s.batch; b++)
+        for (size_t h = 0; h < s.heads; h++)
+            for (size_t i = 0; i < s.seq; i++)
+                for (size_t d = 0; d < s.dim; d++)
+                    ref_store(t->host, tensor_index(t, b, h, i, d), t->dtype,
+                              amplitude * rng_normal(r));
+}
+
+void tensor_fill_random(test_tensor *t, rng *r, double amplitude,
+                        cl_context context, cl_command_queue queue)
+{
+    tensor_fill_random_host(t, r, amplitude);
+    upload(t, context, queue);
+}
+
+void tensor_make_poisoned(test_tensor *t, cl_context context,
+                          cl_command_queue queue)
+{
+    allocate_host(t);
+    upload(t, context, queue);
+}
+
+void tensor_download(test_tensor *t, cl_command_queue queue)
+{
+    read_buffer(queue, t->view.buffer, t->host, tensor_bytes(t));
+}
+
+void tensor_release(test_tensor *t)
+{
+    if (t->view.buffer)
+        clReleaseMemObject(t->view.buffer);
+    free(t->host);
+    t->view.buffer = NULL;
+    t->host = NULL;
+}
+
+ref_view tensor_ref_view(const test_tensor *t)
+{
+    ref_view v;
+    v.base = t->host;
+    v.offset = t->offset_elems * ref_dtype_size(t->dtype);
+    memcpy(v.stride, t->stride, sizeof v.stride);
+    return v;
+}
+
+static unsigned char *view_mask(const test_tensor *t)
+{
+    unsigned char *mask = calloc(t->total_elems ? t->total_elems : 1, 1);
+    ck_assert_ptr_nonnull(mask);
+    tensor_shape s = t->shape;
+    for (size_t b = 0; b < s.batch; b++)
+        for (size_t h = 0; h < s.heads; h++)
+            for (size_t i = 0; i < s.seq; i++)
+                for (size_t d = 0; d < s.dim; d++)
+                    mask[tensor_index(t, b, h, i, d)] = 1;
+    return mask;
+}
+
+size_t tensor_count_clobbered(const test_tensor *t, size_t *first)
+{
+    unsigned char *mask = view_mask(t);
+    size_t size = ref_dtype_size(t->dtype), clobbered = 0;
+    for (size_t e = 0; e < t->total_elems; e++) {
+        if (mask[e])
+            continue;
+        for (size_t byte = 0; byte < size; byte++)
+            if (t->host[e * size + byte] != POISON_BYTE) {
+                if (clobbered++ == 0 && first)
+                    *first = e;
+                break;
+            }
+    }
+    free(mask);
+    return clobbered;
+}
+
+/* ---------------------------------------------------------------- */
+/* Comparison with the reference                                     */
+/* ---------------------------------------------------------------- */
+
+/*
+ * Yardstick: an unfused computation in the same storage dtype, i.e. S = QK^T
+ * and P V accumulated in fp32 from the (already quantized) inputs, then O
+ * rounded once to the storage dtype. Its error per element is the output
+ * rounding, at most u * |O| with u = 2^-24 (fp32), 2^-11 (fp16), 2^-8
+ * (bf16) under round-to-nearest-even, plus the fp32 accumulation error,
+ * which is absolute, of the order of 1e-6 * max|O| here (sums of up to 333
+ * keys and dot products of up to 256 terms; bounded by n * 2^-24 ~ 2e-5).
+ *
+ * Measured on PoCL (CPU) over the design of test_forward (see its log):
+ *   fp32: max|err| / max|ref| <= 1.1e-6 (2.6e-6 with scale 1, logits of
+ *         standard deviation 8).
+ *   fp16: max|err| / max|ref| <= 3.8e-4 = 0.77 u; per element the error is
+ *         about u * |ref| (half the bound below is used), i.e. rounding.
+ *   bf16: max|err| / max|ref| <= 3.3e-3 = 0.85 u; per element likewise.
+ *   LSE, all dtypes: |err| / max(1, |LSE|) <= 4.7e-7.
+ * Tolerances, a few times above those and no looser:
+ *   floor_rel = 1e-5 for every dtype: about 4x the worst fp32 accumulation
+ *     error measured, still below n * 2^-24.
+ *   fp32: elem_rel 0 (its rounding is below the floor), max_rel 1e-5.
+ *   fp16/bf16: elem_rel = 2u (one ulp: twice what correct rounding can
+ *     cost), max_rel = 1.5u (rounding gives at most u * max|ref|).
+ *   LSE is fp32 for every dtype and is computed from the quantized inputs,
+ *     so only fp32 error enters: lse_rel 2e-6 (about 4x measured).
+ */
+tolerance tolerance_for(ref_dtype dtype)
+{
+    const double floor_rel = 1e-5, lse_rel = 2e-6;
+    double u = dtype == REF_FP16 ? ldexp(1.0, -11)
+             : dtype == REF_BF16 ? ldexp(1.0, -8)
+                                 : 0.0;
+    tolerance tol = {2.0 * u, floor_rel, dtype == REF_FP32 ? floor_rel : 1.5 * u,
+                     lse_rel};
+    return tol;
+}
+
+static double device_value(const test_tensor *t, size_t b, size_t h,
+                           size_t i, size_t d)
+{
+    return ref_load(t->host, tensor_index(t, b, h, i, d), t->dtype);
+}
+
+static double max_abs(const double *values, size_t count)
+{
+    double largest = 0.0;
+    for (size_t i = 0; i < count; i++)
+        if (fabs(values[i]) > largest)
+            largest = fabs(values[i]);
+    return largest;
+}
+
+static void fail_once(compare_result *res, const char *what, size_t b,
+                      size_t h, size_t i, size_t d, double got, double want,
+                      double bound)
+{
+    if (!res->ok)
+        return;
+    res->ok = 0;
+    snprintf(res->detail, sizeof res->detail,
+             "%s[b=%zu h=%zu i=%zu d=%zu] = %.9g, reference %.9g, "
+             "|err| %.3g > bound %.3g",
+             what, b, h, i, d, got, want, fabs(got - want), bound);
+}
+
+static void compare_o(const test_tensor *o, const double *ref_o,
+                      tolerance tol, compare_result *res)
+{
+    tensor_shape s = o->shape;
+    res->max_ref = max_abs(ref_o, s.batch * s.heads * s.seq * s.dim);
+    const double *want = ref_o;
+    for (size_t b = 0; b < s.batch; b++)
+        for (size_t h = 0; h < s.heads; h++)
+            for (size_t i = 0; i < s.seq; i++)
+                for (size_t d = 0; d < s.dim; d++, want++) {
+                    double got = device_value(o, b, h, i, d);
+                    double err = fabs(got - *want);
+                    double bound = tol.elem_rel * fabs(*want) +
+                                   tol.floor_rel * res->max_ref;
+                    if (!(err <= bound)) /* catches NaN too */
+                        fail_once(res, "O", b, h, i, d, got, *want, bound);
+                    if (bound > 0 && err / bound > res->worst_bound_use)
+                        res->worst_bound_use = err / bound;
+                    if (!(err <= res->max_err))
+                        res->max_err = isnan(err) ? INFINITY : err;
+                }
+    if (res->ok && res->max_err > tol.max_rel * res->max_ref) {
+        res->ok = 0;
+        snprintf(res->detail, sizeof res->detail,
+                 "max |err| %.3g > %.3g * max |ref| %.3g", res->max_err,
+                 tol.max_rel, res->max_ref);
+    }
+}
+
+static void compare_lse(const test_tensor *lse, const double *ref_lse,
+                        tolerance tol, compare_result *res)
+{
+    tensor_shape s = lse->shape;
+    const double *want = ref_lse;
+    for (size_t b = 0; b < s.batch; b++)
+        for (size_t h = 0; h < s.heads; h++)
+            for (size_t i = 0; i < s.seq; i++, want++) {
+                double got = device_value(lse, b, h, i, 0);
+                if (isinf(*want)) {
+                    if (!(isinf(got) && got < 0))
+                        fail_once(res, "LSE", b, h, i, 0, got, *want, 0);
+                    continue;
+                }
+                double err = fabs(got - *want) / fmax(1.0, fabs(*want));
+                if (!(err <= tol.lse_rel))
+                    fail_once(res, "LSE", b, h, i, 0, got, *want,
+                              tol.lse_rel * fmax(1.0, fabs(*want)));
+                if (!(err <= res->lse_max_err))
+                    res->lse_max_err = isnan(err) ? INFINITY : err;
+            }
+}
+
+static void check_untouched(const test_tensor *t, const char *what,
+                            compare_result *res)
+{
+    size_t first = 0;
+    size_t clobbered = tensor_count_clobbered(t, &first);
+    if (clobbered && res->ok) {
+        res->ok = 0;
+        snprintf(res->detail, sizeof res->detail,
+                 "%zu elements of %s outside its view were written "
+                 "(first at element %zu)",
+                 clobbered, what, first);
+    }
+}
+
+compare_result compare_output(const test_tensor *o, const double *ref_o,
+                              const test_tensor *lse, const double *ref_lse,
+                              tolerance tol)
+{
+    compare_result res;
+    memset(&res, 0, sizeof res);
+    res.ok = 1;
+    compare_o(o, ref_o, tol, &res);
+    check_untouched(o, "O", &res);
+    if (lse) {
+        compare_lse(lse, ref_lse, tol, &res);
+        check_untouched(lse, "LSE", &res);
+    }
+    return res;
+}
+
+const char *ref_dtype_name(ref_dtype dtype)
+{
+    switch (dtype) {
+    case REF_FP32: return "fp32";
+    case REF_FP16: return "fp16";
+    case REF_BF16: return "bf16";
+    }
+    return "?";
+}
+
+flashcl_dtype to_flashcl_dtype(ref_dtype dtype)
+{
+    switch (dtype) {
+    case REF_FP16: return FLASHCL_DTYPE_FP16;
+    case REF_BF16: return FLASHCL_DTYPE_BF16;
+    default: return FLASHCL_DTYPE_FP32;
+    }
+}
+
+/* ---------------------------------------------------------------- */
+/* One attention problem                                             */
+/* ---------------------------------------------------------------- */
+
+static const char *view_name(view_kind kind)
+{
+    switch (kind) {
+    case VIEW_PACKED: return "packed";
+    case VIEW_PADDED: return "padded";
+    case VIEW_DIM_STRIDED: return "dim-strided";
+    }
+    return "?";
+}
+
+void case_describe(const attention_case *c, char *text, size_t size)
+{
+    snprintf(text, size,
+             "%s B%zu Hq%zu/Hkv%zu Nq%zu Nk%zu D%zu %s %s %s scale=%g%s "
+             "seed=%llu",
+             ref_dtype_name(c->dtype), c->batch, c->heads_q, c->heads_kv,
+             c->seqlen_q, c->seqlen_k, c->head_dim,
+             c->causal ? "causal" : "full",
+             c->layout == FLASHCL_LAYOUT_BHND ? "BHND" : "BNHD",
+             view_name(c->view), (double)c->scale,
+             c->with_lse ? " +lse" : "", (unsigned long long)c->seed);
+}
+
+static double effective_scale(const attention_case *c)
+{
+    if (c->scale != 0.0f)
+        return c->scale;
+    return 1.0 / sqrt((double)c->head_dim);
+}
+
+static void compute_reference(const attention_case *c, case_data *data)
+{
+    size_t rows = c->batch * c->heads_q * c->seqlen_q;
+    data->ref_o = malloc((rows * c->head_dim + 1) * sizeof(double));
+    data->ref_lse = malloc((rows + 1) * sizeof(double));
+    ck_assert_ptr_nonnull(data->ref_o);
+    ck_assert_ptr_nonnull(data->ref_lse);
+    ref_problem p = {
+        .batch = c->batch, .heads_q = c->heads_q, .heads_kv = c->heads_kv,
+        .seqlen_q = c->seqlen_q, .seqlen_k = c->seqlen_k,
+        .head_dim = c->head_dim, .dtype = c->dtype,
+        .scale = effective_scale(c), .causal = c->causal,
+        .q = tensor_ref_view(&data->q), .k = tensor_ref_view(&data->k),
+        .v = tensor_ref_view(&data->v)};
+    ck_assert_int_eq(ref_attention(&p, data->ref_o, data->ref_lse), 0);
+}
+
+void case_prepare(const attention_case *c, cl_context context,
+                  cl_command_queue queue, case_data *data)
+{
+    memset(data, 0, sizeof *data);
+    rng r = rng_seeded(c->seed);
+    tensor_shape q_shape = {c->batch, c->heads_q, c->seqlen_q, c->head_dim};
+    tensor_shape kv_shape = {c->batch, c->heads_kv, c->seqlen_k, c->head_dim};
+    tensor_layout(&data->q, q_shape, c->dtype, c->layout, c->view);
+    tensor_layout(&data->k, kv_shape, c->dtype, c->layout, c->view);
+    tensor_layout(&data->v, kv_shape, c->dtype, c->layout, c->view);
+    tensor_layout(&data->o, q_shape, c->dtype, c->layout, c->view);
+    tensor_fill_random(&data->q, &r, 1.0, context, queue);
+    tensor_fill_random(&data->k, &r, 1.0, context, queue);
+    tensor_fill_random(&data->v, &r, 1.0, context, queue);
+    tensor_make_poisoned(&data->o, context, queue);
+    if (c->with_lse) {
+        lse_layout(&data->lse, c->batch, c->heads_q, c->seqlen_q, c->view);
+        tensor_make_poisoned(&data->lse, context, queue);
+    }
+    compute_reference(c, data);
+}
+
+flashcl_attention_desc case_desc(const attention_case *c,
+                                 const case_data *data)
+{
+    flashcl_attention_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.batch = (int64_t)c->batch;
+    desc.heads_q = (int64_t)c->heads_q;
+    desc.heads_kv = (int64_t)c->heads_kv;
+    desc.seqlen_q = (int64_t)c->seqlen_q;
+    desc.seqlen_k = (int64_t)c->seqlen_k;
+    desc.head_dim = (int64_t)c->head_dim;
+    desc.dtype = to_flashcl_dtype(c->dtype);
+    desc.layout = c->layout;
+    desc.scale = c->scale;
+    desc.causal = c->causal;
+    desc.q = data->q.view;
+    desc.k = data->k.view;
+    desc.v = data->v.view;
+    desc.o = data->o.view;
+    if (c->with_lse)
+        desc.lse = data->lse.view;
+    return desc;
+}
+
+compare_result case_check(const attention_case *c, case_data *data,
+                          cl_command_queue queue)
+{
+    tensor_download(&data->o, queue);
+    if (c->with_lse)
+        tensor_download(&data->lse, queue);
+    return compare_output(&data->o, data->ref_o,
+                          c->with_lse ? &data->lse : NULL, data->ref_lse,
+                          tolerance_for(c->dtype));
+}
+
+void case_release(case_data *data)
+{
+    tensor_release(&data->q);
+    tensor_release(&data->k);
+    tensor_release(&data->v);
+    tensor_release(&data->o);
+    tensor_release(&data->lse);
+    free(data->ref_o);
+    free(data->ref_lse);
+    data->ref_o = data->ref_lse = NULL;
+}
+
+compare_result run_case(const attention_case *c)
+{
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    char text[256];
+    case_describe(c, text, sizeof text);
+
+    case_data data;
+    case_prepare(c, flashcl_context_cl_context(ctx), queue, &data);
+    flashcl_attention_desc desc = case_desc(c, &data);
+    flashcl_status status = flashcl_attention_forward(ctx, NULL, &desc, 0,
+                                                      NULL, NULL);
+    if (status == FLASHCL_SUCCESS)
+        CL_CHECK(clFinish(queue));
+    compare_result res = {0};
+    if (status == FLASHCL_SUCCESS)
+        res = case_check(c, &data, queue);
+    case_release(&data);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s: status %s: %s", text,
+                  flashcl_status_string(status),
+                  flashcl_context_last_error(ctx));
+    ck_assert_msg(res.ok, "%s: %s (max |err| %.3g, max |ref| %.3g)", text,
+                  res.detail, res.max_err, res.max_ref);
+    return res;
+}
