@@ -249,6 +249,66 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
     flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
     const void *k, const void *v, void *o, float *lse);
 
+/* ------------------------------------------------------------------ */
+/* Introspection (for tools and logs)                                  */
+/* ------------------------------------------------------------------ */
+
+/** What flashcl read off the context's device when the context was made. */
+typedef struct flashcl_device_info {
+    char name[256];
+    char vendor[256];
+    char platform[256];
+    char driver_version[128];
+    char opencl_c_version[128];
+    unsigned vendor_id;
+    int is_cpu, is_gpu;
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem_bytes;
+    uint64_t local_mem_bytes;
+    uint64_t max_alloc_bytes;
+    size_t max_work_group_size;
+    int has_fp64;          /* cl_khr_fp64 */
+    int has_fp16_ext;      /* cl_khr_fp16 listed (flashcl does not need it) */
+    int fp16_storage;      /* flashcl's fp16 storage works here: always 1 */
+    int bf16_storage;      /* flashcl's bf16 storage works here: always 1 */
+    int has_subgroups;     /* cl_khr_subgroups or cl_intel_subgroups */
+    unsigned nv_compute_capability; /* major*10+minor, 0 if not NVIDIA */
+    char amd_gfx[64];      /* e.g. "gfx90a", "" if unknown */
+    /** Matrix instructions the device offers, as flashcl sees them. */
+    char matrix_path[160];
+    /** Which of them flashcl's kernels use on this device. */
+    char flashcl_path[160];
+} flashcl_device_info;
+
+/** Fill `info` for the context's device. */
+FLASHCL_API flashcl_status flashcl_context_device_info(
+    const flashcl_context *ctx, flashcl_device_info *info);
+
+/** The kernel variant flashcl picks for a problem on this context. */
+typedef struct flashcl_variant_info {
+    char kernel_file[64];   /* "flash_fwd.cl", "flash_fwd_mma.cl" */
+    int head_dim_padded;
+    int block_m, block_n;
+    int work_group_size;
+    int vector_width;       /* portable kernel only; 0 otherwise */
+    char reason[192];       /* why this entry of the tile table */
+    char build_options[512];
+} flashcl_variant_info;
+
+/** Describe the variant `desc` would run with (its shape, dtype and causal
+ *  fields are read; tensors are ignored and assumed packed in desc->layout).
+ *  Compiles nothing. */
+FLASHCL_API flashcl_status flashcl_describe_variant(
+    flashcl_context *ctx, const flashcl_attention_desc *desc,
+    flashcl_variant_info *info);
+
+/** Compile (if not yet cached) the variant `desc` would run with and return
+ *  the compile time in milliseconds in *compile_ms (0 when it was cached). */
+FLASHCL_API flashcl_status flashcl_prepare(flashcl_context *ctx,
+                                           const flashcl_attention_desc *desc,
+                                           double *compile_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -141,6 +141,8 @@ flashcl_status set_build_error(flashcl_context *ctx, const char *what,
 void clear_error(flashcl_context *ctx);
 const char *cl_error_name(cl_int err);
 
+bool variant_key_equal(const variant_key *a, const variant_key *b);
+
 /* Compiled kernel for a variant, compiling and caching on first use. */
 flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
                           cached_kernel **out);

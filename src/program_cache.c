@@ -14,7 +14,7 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static bool same_key(const variant_key *a, const variant_key *b)
+bool variant_key_equal(const variant_key *a, const variant_key *b)
 {
     return a->family == b->family && a->head_dim_padded == b->head_dim_padded &&
            a->block_m == b->block_m && a->block_n == b->block_n &&
@@ -98,7 +98,7 @@ flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
      * variant compile it once. */
     pthread_mutex_lock(&ctx->cache_lock);
     for (cached_kernel *entry = ctx->kernels; entry; entry = entry->next)
-        if (same_key(&entry->key, key)) {
+        if (variant_key_equal(&entry->key, key)) {
             *out = entry;
             pthread_mutex_unlock(&ctx->cache_lock);
             return FLASHCL_SUCCESS;

@@ -1,0 +1,164 @@
+/* Introspection for tools: device capabilities as flashcl sees them and
+ * the variant a problem would run with. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+/* Matrix instructions by what was probed (vendor id, extensions, NVIDIA
+ * compute capability, AMD gfx name), never by device name. */
+static void matrix_paths(const device_caps *caps, char *offer, size_t offer_cap,
+                         char *used, size_t used_cap)
+{
+    copy_text(used, used_cap, "portable fp32 FMA kernel");
+    if (caps->klass == DEVICE_CLASS_GPU_NVIDIA) {
+        unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
+        if (cc >= 90)
+            snprintf(offer, offer_cap,
+                     "sm_%u: mma.sync m16n8k16 (fp16/bf16), wgmma only via "
+                     "sm_90a PTX",
+                     cc);
+        else if (cc >= 80)
+            snprintf(offer, offer_cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16)",
+                     cc);
+        else if (cc >= 70)
+            snprintf(offer, offer_cap, "sm_%u: mma.sync m8n8k4 (fp16)", cc);
+        else
+            snprintf(offer, offer_cap, "%s",
+                     cc ? "none (compute capability < 7.0)"
+                        : "unknown (no cl_nv_device_attribute_query)");
+        if (cc >= 80)
+            copy_text(used, used_cap,
+                      "inline-PTX mma.sync kernel for fp16/bf16 (table "
+                      "head dims), portable kernel otherwise");
+    } else if (caps->klass == DEVICE_CLASS_GPU_AMD) {
+        const char *gfx = caps->amd_gfx;
+        if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx94", 5) ||
+            !strncmp(gfx, "gfx95", 5))
+            snprintf(offer, offer_cap, "%s: MFMA (not used by flashcl yet)",
+                     gfx);
+        else if (!strncmp(gfx, "gfx11", 5) || !strncmp(gfx, "gfx12", 5))
+            snprintf(offer, offer_cap, "%s: WMMA (not used by flashcl yet)",
+                     gfx);
+        else
+            snprintf(offer, offer_cap, "%s",
+                     *gfx ? "none known for this gfx"
+                          : "unknown (no cl_amd_device_attribute_query)");
+    } else if (caps->klass == DEVICE_CLASS_GPU_INTEL) {
+        copy_text(offer, offer_cap,
+                  caps->has_subgroups
+                      ? "subgroups (matrix extensions not probed yet)"
+                      : "none");
+    } else {
+        copy_text(offer, offer_cap, "none");
+    }
+}
+
+flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
+                                           flashcl_device_info *info)
+{
+    if (!ctx || !info)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    const device_caps *caps = &ctx->caps;
+    memset(info, 0, sizeof *info);
+    copy_text(info->name, sizeof info->name, caps->name);
+    copy_text(info->vendor, sizeof info->vendor, caps->vendor);
+    copy_text(info->platform, sizeof info->platform, caps->platform_name);
+    copy_text(info->driver_version, sizeof info->driver_version,
+              caps->driver_version);
+    copy_text(info->opencl_c_version, sizeof info->opencl_c_version,
+              caps->opencl_c_version);
+    info->vendor_id = caps->vendor_id;
+    info->is_cpu = (caps->type & CL_DEVICE_TYPE_CPU) != 0;
+    info->is_gpu = (caps->type & CL_DEVICE_TYPE_GPU) != 0;
+    info->compute_units = caps->compute_units;
+    info->clock_mhz = caps->clock_mhz;
+    info->global_mem_bytes = caps->global_mem;
+    info->local_mem_bytes = caps->local_mem;
+    info->max_alloc_bytes = caps->max_alloc;
+    info->max_work_group_size = caps->max_work_group;
+    info->has_fp64 = caps->has_fp64;
+    info->has_fp16_ext = caps->has_fp16_ext;
+    info->fp16_storage = 1;
+    info->bf16_storage = 1;
+    info->has_subgroups = caps->has_subgroups;
+    info->nv_compute_capability = caps->nv_cc_major * 10 + caps->nv_cc_minor;
+    copy_text(info->amd_gfx, sizeof info->amd_gfx, caps->amd_gfx);
+    matrix_paths(caps, info->matrix_path, sizeof info->matrix_path,
+                 info->flashcl_path, sizeof info->flashcl_path);
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status packed_variant(flashcl_context *ctx,
+                                     const flashcl_attention_desc *desc,
+                                     variant_key *key, const char **reason)
+{
+    flashcl_status status = validate_shape(ctx, desc);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const size_t row_bytes = (size_t)desc->head_dim * dtype_size(desc->dtype);
+    variant_query query = {
+        .head_dim = (int)desc->head_dim,
+        .dtype = desc->dtype,
+        .causal = desc->causal ? 1 : 0,
+        .dim_contiguous = true,
+        .rows_aligned_16B = row_bytes % 16 == 0,
+    };
+    choose_variant(&ctx->caps, &query, key, reason);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_describe_variant(flashcl_context *ctx,
+                                        const flashcl_attention_desc *desc,
+                                        flashcl_variant_info *info)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    if (!info)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
+    variant_key key;
+    const char *reason;
+    flashcl_status status = packed_variant(ctx, desc, &key, &reason);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    memset(info, 0, sizeof *info);
+    copy_text(info->kernel_file, sizeof info->kernel_file,
+              kernel_family_file(key.family));
+    info->head_dim_padded = key.head_dim_padded;
+    info->block_m = key.block_m;
+    info->block_n = key.block_n;
+    info->work_group_size = key.wg_size;
+    info->vector_width = key.vec;
+    copy_text(info->reason, sizeof info->reason, reason);
+    variant_build_options(&key, &ctx->caps, info->build_options,
+                          sizeof info->build_options);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_prepare(flashcl_context *ctx,
+                               const flashcl_attention_desc *desc,
+                               double *compile_ms)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    variant_key key;
+    const char *reason;
+    flashcl_status status = packed_variant(ctx, desc, &key, &reason);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    pthread_mutex_lock(&ctx->cache_lock);
+    bool cached = false;
+    for (cached_kernel *e = ctx->kernels; e && !cached; e = e->next)
+        cached = variant_key_equal(&e->key, &key);
+    pthread_mutex_unlock(&ctx->cache_lock);
+    cached_kernel *entry;
+    status = get_kernel(ctx, &key, &entry);
+    if (status == FLASHCL_SUCCESS && compile_ms)
+        *compile_ms = cached ? 0.0 : entry->compile_ms;
+    return status;
+}
