@@ -147,7 +147,10 @@ FLASHCL_API cl_device_id flashcl_context_device(const flashcl_context *ctx);
 typedef enum flashcl_dtype {
     FLASHCL_DTYPE_FP32 = 0, /* default */
     FLASHCL_DTYPE_FP16 = 1,
-    FLASHCL_DTYPE_BF16 = 2
+    FLASHCL_DTYPE_BF16 = 2,
+    /** fp64 storage and fp64 accumulation; needs cl_khr_fp64 (else
+     *  FLASHCL_ERROR_UNSUPPORTED). */
+    FLASHCL_DTYPE_FP64 = 3
 } flashcl_dtype;
 
 /** Default element order used for a tensor whose strides are all zero (and
@@ -161,13 +164,17 @@ typedef enum flashcl_layout {
 typedef enum flashcl_causal_align {
     /** Query i sees key j iff j <= i + seqlen_k - seqlen_q (FlashAttention
      *  >= 2.1; the default). */
-    FLASHCL_CAUSAL_BOTTOM_RIGHT = 0
+    FLASHCL_CAUSAL_BOTTOM_RIGHT = 0,
+    /** Query i sees key j iff j <= i (PyTorch's is_causal). */
+    FLASHCL_CAUSAL_TOP_LEFT = 1
 } flashcl_causal_align;
 
 /** Which implementation computes the call. */
 typedef enum flashcl_backend {
     FLASHCL_BACKEND_AUTO = 0, /* FLASHCL_BACKEND env var, else the fused kernel */
-    FLASHCL_BACKEND_FUSED = 1
+    FLASHCL_BACKEND_FUSED = 1,
+    /** Unfused: CLBlast GEMMs + a mask/softmax kernel, O(N^2) scratch. */
+    FLASHCL_BACKEND_REFERENCE = 2
 } flashcl_backend;
 
 /** A strided view of one 4-D tensor inside a cl_mem.
@@ -222,6 +229,49 @@ typedef struct flashcl_attention_desc {
      *  seqlen_q]; lse.buffer NULL means not wanted. A row that sees no key
      *  gets -inf. */
     flashcl_tensor lse;
+
+    /* ---- variants (all off when zero) -------------------------------
+     * The diagonal: diag = seqlen_k - seqlen_q (bottom-right) or 0
+     * (top-left). Scores are s = scale * q.k, then softcap, then ALiBi and
+     * bias are added, then causal/window/boolean masks remove keys. */
+
+    /** Non-zero: sliding window. Query i sees key j iff
+     *  i + diag - window_left <= j <= i + diag + window_right; -1 means
+     *  unbounded on that side. Combined with causal (which caps the right
+     *  side at 0). */
+    int window;
+    int64_t window_left;
+    int64_t window_right;
+
+    /** ALiBi: fp32 slopes, bias -slope * |i + diag - j| on the scaled
+     *  score. Slope of (b, h) at alibi_slopes.offset + 4 * (b *
+     *  stride_batch + h * stride_head); both strides zero means packed
+     *  [heads_q] shared by every batch. buffer NULL: off. */
+    flashcl_tensor alibi_slopes;
+
+    /** Additive bias on the scores, element (b, h, i, j) at offset +
+     *  elem_size * (b*stride_batch + h*stride_head + i*stride_seq +
+     *  j*stride_dim). Strides are literal: 0 broadcasts over that axis.
+     *  dtype bias_dtype (fp32/fp16/bf16). -inf entries mask. NULL: off. */
+    flashcl_tensor bias;
+    flashcl_dtype bias_dtype;
+
+    /** Boolean mask, uint8 (non-zero = attend), same addressing and stride
+     *  rules as `bias` with elem_size 1. NULL: off. */
+    flashcl_tensor mask;
+
+    /** Softcap: s <- softcap * tanh(s / softcap), applied to the scaled
+     *  score before ALiBi, bias and masks. 0: off; else finite and > 0. */
+    float softcap;
+
+    /** Attention sinks: one fp32 logit per query head that joins each
+     *  row's softmax (max and denominator) without a value vector. Element
+     *  h at offset + 4 * h * stride_head (0: packed). NULL: off. */
+    flashcl_tensor sinks;
+
+    /** Head dim of V and O when it differs from Q/K's (1..256); 0 means
+     *  head_dim. */
+    int64_t head_dim_v;
 } flashcl_attention_desc;
 
 /** Enqueue attention forward on `queue` (NULL: the context's queue), after
