@@ -60,6 +60,13 @@
 #ifndef FLASHCL_NV_STAGES
 #define FLASHCL_NV_STAGES 1
 #endif
+/* k16 slices of Q (out of HEAD_DIM/16) held in registers; the rest stays
+ * in local memory and is re-read by ldmatrix for every key tile. Fewer
+ * registers lets a warp own 32 rows (halving K/V local-memory traffic per
+ * mma) at D = 128. */
+#ifndef FLASHCL_NV_QREG
+#define FLASHCL_NV_QREG (FLASHCL_HEAD_DIM / 16)
+#endif
 /* Accepted for ABI compatibility; this path always has dim stride 1. */
 #ifndef FLASHCL_DIM_CONTIGUOUS
 #define FLASHCL_DIM_CONTIGUOUS 1
@@ -92,6 +99,9 @@
 #if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
 #error "flash_fwd_mma: FLASHCL_NV_STAGES must be 1 or 2"
 #endif
+#if FLASHCL_NV_QREG < 0 || FLASHCL_NV_QREG > FLASHCL_HEAD_DIM / 16
+#error "flash_fwd_mma: FLASHCL_NV_QREG must be in 0..HEAD_DIM/16"
+#endif
 
 #define NV_D FLASHCL_HEAD_DIM
 #define NV_BM FLASHCL_BLOCK_M
@@ -104,9 +114,17 @@
 #define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
 #define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
-#define NV_SMEM_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
-#define NV_CHUNKS (NV_BN * NV_CPR)  /* 16-byte chunks per tile */
-#define NV_CHUNK_ITERS ((NV_CHUNKS + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE)
+#define NV_KV_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
+#define NV_QREG FLASHCL_NV_QREG
+#define NV_QS_KC (NV_KC - NV_QREG)  /* k16 slices of Q in local memory */
+#if NV_QS_KC > 0
+#define NV_QS_ROWB (NV_QS_KC * 32 + 16)
+#define NV_QS_BYTES (NV_BM * NV_QS_ROWB)
+#else
+#define NV_QS_ROWB 16
+#define NV_QS_BYTES 0
+#endif
+#define NV_SMEM_BYTES (NV_KV_BYTES + NV_QS_BYTES)
 
 #if NV_SMEM_BYTES > 49152
 #error "flash_fwd_mma: K/V tiles exceed the 48 KiB of local memory"
@@ -120,26 +138,46 @@
 #define NV_PACK nv_pack_bf16
 #endif
 
-/* Issue the cp.async copies of one BLOCK_N x D tile (rows n0.. of `src`,
- * row stride `rs` elements) into local memory at byte address `dst`; rows
- * at or past `nmax` are zero-filled. */
-#define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+/* Issue the cp.async copies of NROWS rows x CPR 16-byte chunks (rows r0..
+ * of `src`, row stride `rs` elements, starting at element COL0) into local
+ * memory at byte address `dst` with row pitch ROWB; rows at or past `rmax`
+ * are zero-filled. */
+#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0)           \
     do {                                                                       \
-        _Pragma("unroll") for (int ci_ = 0; ci_ < NV_CHUNK_ITERS; ++ci_)       \
+        /* when CPR divides the group size a thread keeps its column and  \
+         * steps WG/CPR rows per copy: one pointer and one local address \
+         * per tensor stay live instead of one per copy */                \
+        const bool even_ = FLASHCL_WG_SIZE % (CPR) == 0;                      \
+        const int rt_ = tid / (CPR), ct_ = tid % (CPR);                        \
+        __global const ushort *gt_ = (src) + (ulong)((COL0) + ct_ * 8);        \
+        const uint lt_ = (dst) + (uint)(rt_ * (ROWB) + ct_ * 16);              \
+        _Pragma("unroll") for (int ci_ = 0;                                    \
+                               ci_ < ((NROWS) * (CPR) + FLASHCL_WG_SIZE - 1) / \
+                                         FLASHCL_WG_SIZE;                      \
+                               ++ci_)                                          \
         {                                                                      \
             const int c_ = tid + ci_ * FLASHCL_WG_SIZE;                        \
-            if (NV_CHUNKS % FLASHCL_WG_SIZE == 0 || c_ < NV_CHUNKS) {          \
-                const int r_ = c_ / NV_CPR, cc_ = c_ % NV_CPR;                 \
-                const int row_ = (n0) + r_;                                    \
-                const bool ok_ = row_ < (nmax);                                \
+            if (((NROWS) * (CPR)) % FLASHCL_WG_SIZE == 0 ||                    \
+                c_ < (NROWS) * (CPR)) {                                        \
+                const int r_ = even_ ? rt_ + ci_ * (FLASHCL_WG_SIZE / (CPR))   \
+                                     : c_ / (CPR);                             \
+                const int cc_ = even_ ? ct_ : c_ % (CPR);                      \
+                const int row_ = (r0) + r_;                                    \
+                const bool ok_ = row_ < (rmax);                                \
+                const ulong ro_ = ok_ ? (ulong)row_ * (rs) : (ulong)0;         \
                 __global const ushort *g_ =                                    \
-                    (src) + (ok_ ? (ulong)row_ * (rs) : (ulong)0) +            \
-                    (ulong)(cc_ * 8);                                          \
-                NV_CP_ASYNC16((dst) + (uint)(r_ * NV_ROWB + cc_ * 16), g_,     \
-                              ok_ ? 16u : 0u);                                 \
+                    even_ ? gt_ + ro_                                          \
+                          : (src) + ro_ + (ulong)((COL0) + cc_ * 8);           \
+                const uint l_ =                                                \
+                    even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *     \
+                                         (ROWB))                               \
+                          : (dst) + (uint)(r_ * (ROWB) + cc_ * 16);            \
+                NV_CP_ASYNC16(l_, g_, ok_ ? 16u : 0u);                         \
             }                                                                  \
         }                                                                      \
     } while (0)
+#define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
@@ -200,7 +238,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     const bool warp_rows = wr0 < seqlen_q;
 
     /* ---- Q fragments straight from global memory into registers ------- */
-    uint qf[NV_MT][NV_KC][4];
+    uint qf[NV_MT][NV_QREG > 0 ? NV_QREG : 1][4];
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
         const int r0 = wr0 + mt * 16 + g, r1 = r0 + 8;
@@ -208,7 +246,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
         __global const uint *q1 = (__global const uint *)(qp + (ulong)r1 * qs);
         const bool ok0 = r0 < seqlen_q, ok1 = r1 < seqlen_q;
 #pragma unroll
-        for (int c = 0; c < NV_KC; ++c) {
+        for (int c = 0; c < NV_QREG; ++c) {
             qf[mt][c][0] = ok0 ? q0[c * 8 + t4] : 0u;
             qf[mt][c][1] = ok1 ? q1[c * 8 + t4] : 0u;
             qf[mt][c][2] = ok0 ? q0[c * 8 + 4 + t4] : 0u;
@@ -248,8 +286,18 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
 #endif
 
     float sc[NV_MT][NV_NT][4];
+#if NV_QS_KC > 0
+    /* Q slices kept in local memory (rows of the block, zero past seqlen_q) */
+    const uint sQ = sbase + NV_KV_BYTES;
+    const uint q_lane = sQ + (uint)((warp * NV_WROWS + ((mi & 1) << 3) + mr) *
+                                        NV_QS_ROWB + ((mi >> 1) << 4));
+#endif
 
     if (n_tiles > 0) {
+#if NV_QS_KC > 0
+        NV_LOAD_ROWS(sQ, qp, qs, m0, seqlen_q, NV_BM, NV_QS_KC * 2, NV_QS_ROWB,
+                     NV_QREG * 16);
+#endif
         NV_LOAD_TILE(NV_KBUF(0), kp, ks, 0, seqlen_k);
 #if FLASHCL_NV_STAGES == 2
         NV_LOAD_TILE(NV_VBUF(0), vp, vs, 0, seqlen_k);
@@ -291,16 +339,32 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                     sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.f;
 #pragma unroll
             for (int c = 0; c < NV_KC; ++c) {
+                uint qa[NV_MT][4];
+#pragma unroll
+                for (int mt = 0; mt < NV_MT; ++mt) {
+                    if (c < NV_QREG) {
+                        qa[mt][0] = qf[mt][c < NV_QREG ? c : 0][0];
+                        qa[mt][1] = qf[mt][c < NV_QREG ? c : 0][1];
+                        qa[mt][2] = qf[mt][c < NV_QREG ? c : 0][2];
+                        qa[mt][3] = qf[mt][c < NV_QREG ? c : 0][3];
+                    }
+#if NV_QS_KC > 0
+                    else {
+                        NV_LDSM_X4(qa[mt], q_lane + (uint)(mt * 16 * NV_QS_ROWB +
+                                                           (c - NV_QREG) * 32));
+                    }
+#endif
+                }
 #pragma unroll
                 for (int p = 0; p < NV_NT / 2; ++p) {
                     uint kf[4];
                     NV_LDSM_X4(kf, kb + (uint)(p * 16 * NV_ROWB + c * 32));
 #pragma unroll
                     for (int mt = 0; mt < NV_MT; ++mt) {
-                        NV_MMA(sc[mt][2 * p], qf[mt][c][0], qf[mt][c][1],
-                               qf[mt][c][2], qf[mt][c][3], kf[0], kf[1]);
-                        NV_MMA(sc[mt][2 * p + 1], qf[mt][c][0], qf[mt][c][1],
-                               qf[mt][c][2], qf[mt][c][3], kf[2], kf[3]);
+                        NV_MMA(sc[mt][2 * p], qa[mt][0], qa[mt][1], qa[mt][2],
+                               qa[mt][3], kf[0], kf[1]);
+                        NV_MMA(sc[mt][2 * p + 1], qa[mt][0], qa[mt][1],
+                               qa[mt][2], qa[mt][3], kf[2], kf[3]);
                     }
                 }
             }
