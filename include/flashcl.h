@@ -266,7 +266,9 @@ typedef struct flashcl_attention_desc {
 
     /** Attention sinks: one fp32 logit per query head that joins each
      *  row's softmax (max and denominator) without a value vector. Element
-     *  h at offset + 4 * h * stride_head (0: packed). NULL: off. */
+     *  h at offset + 4 * h * stride_head (0: packed). NULL: off. The LSE
+     *  output includes the sink: LSE = log(exp(sink) + sum_j exp(s_j)); a
+     *  row that sees no key then gets O = 0 and LSE = sink. */
     flashcl_tensor sinks;
 
     /** Head dim of V and O when it differs from Q/K's (1..256); 0 means
