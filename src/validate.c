@@ -104,7 +104,8 @@ static flashcl_status check_values(flashcl_context *ctx,
                          "causal_align = %d is not a flashcl_causal_align",
                          (int)desc->causal_align);
     if (desc->backend != FLASHCL_BACKEND_AUTO &&
-        desc->backend != FLASHCL_BACKEND_FUSED)
+        desc->backend != FLASHCL_BACKEND_FUSED &&
+        desc->backend != FLASHCL_BACKEND_REFERENCE)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "backend = %d is not a flashcl_backend",
                          (int)desc->backend);
