@@ -165,12 +165,28 @@ typedef struct resolved_tensor {
 
 typedef struct resolved_problem {
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    int64_t head_dim_v; /* head dim of V and O (desc 0 -> head_dim) */
     flashcl_dtype dtype;
     size_t elem_size;
     int causal;
     float scale;
     resolved_tensor q, k, v, o, lse;
     bool empty; /* nothing to compute (zero batch/heads/seqlen_q) */
+
+    /* Visibility: query i sees key j iff
+     *   (left < 0  || j >= i + diag - left) &&
+     *   (right < 0 || j <= i + diag + right) && j < seqlen_k
+     * with causal already folded into right (right = min(right, 0)). */
+    int64_t diag;  /* seqlen_k - seqlen_q (bottom-right) or 0 (top-left) */
+    int64_t left;  /* -1: unbounded */
+    int64_t right; /* -1: unbounded */
+    float softcap; /* 0: off */
+    /* Optional per-score inputs; .present says whether each is on. Strides
+     * of bias/mask are (batch, head, query, key); alibi and sinks use
+     * stride[0] (batch) and stride[1] (head). */
+    resolved_tensor alibi, bias, mask, sinks;
+    flashcl_dtype bias_dtype;
+    bool has_variants; /* any of window/top-left/alibi/bias/mask/softcap/sinks/D_v */
 } resolved_problem;
 
 /* Check the shape and enum/value fields only (no tensors). */

@@ -106,6 +106,10 @@ flashcl_status launch_fused(flashcl_context *ctx, cl_command_queue queue,
                             const resolved_problem *p, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event)
 {
+    if (p->has_variants || p->dtype == FLASHCL_DTYPE_FP64)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "the fused kernel does not compute attention "
+                         "variants or fp64 yet");
     variant_query query;
     problem_variant_query(p, &query);
     variant_key key;

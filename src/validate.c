@@ -17,6 +17,8 @@ size_t dtype_size(flashcl_dtype dtype)
     case FLASHCL_DTYPE_FP16:
     case FLASHCL_DTYPE_BF16:
         return 2;
+    case FLASHCL_DTYPE_FP64:
+        return 8;
     }
     return 0;
 }
@@ -65,6 +67,14 @@ static flashcl_status check_dims(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED,
                          "head_dim = %lld; supported: 1..%d",
                          (long long)desc->head_dim, FLASHCL_MAX_HEAD_DIM);
+    if (desc->head_dim_v < 0)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_DIMENSION,
+                         "head_dim_v = %lld is negative",
+                         (long long)desc->head_dim_v);
+    if (desc->head_dim_v > FLASHCL_MAX_HEAD_DIM)
+        return set_error(ctx, FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED,
+                         "head_dim_v = %lld; supported: 1..%d (0: head_dim)",
+                         (long long)desc->head_dim_v, FLASHCL_MAX_HEAD_DIM);
     int64_t heads_kv = desc->heads_kv ? desc->heads_kv : desc->heads_q;
     if (desc->heads_q > 0 &&
         (heads_kv > desc->heads_q || desc->heads_q % heads_kv != 0))
@@ -77,7 +87,7 @@ static flashcl_status check_dims(flashcl_context *ctx,
         desc->seqlen_q > desc->seqlen_k ? desc->seqlen_q : desc->seqlen_k;
     if (!mul_u64((uint64_t)desc->batch, (uint64_t)desc->heads_q, &count) ||
         !mul_u64(count, (uint64_t)seqlen_max, &count) ||
-        !mul_u64(count, (uint64_t)desc->head_dim, &count) ||
+        !mul_u64(count, (uint64_t)FLASHCL_MAX_HEAD_DIM, &count) ||
         !mul_u64(count, 8, &count))
         return set_error(ctx, FLASHCL_ERROR_INVALID_DIMENSION,
                          "batch * heads_q * seqlen * head_dim overflows");
@@ -99,10 +109,31 @@ static flashcl_status check_values(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "scale = %g must be finite and >= 0 (0: default)",
                          (double)desc->scale);
-    if (desc->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT)
+    if (desc->dtype == FLASHCL_DTYPE_FP64 && !ctx->caps.has_fp64)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "dtype fp64 needs cl_khr_fp64, which %s lacks",
+                         ctx->caps.name);
+    if (desc->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT &&
+        desc->causal_align != FLASHCL_CAUSAL_TOP_LEFT)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "causal_align = %d is not a flashcl_causal_align",
                          (int)desc->causal_align);
+    if (desc->window && (desc->window_left < -1 || desc->window_right < -1))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "window_left = %lld, window_right = %lld: each must "
+                         "be >= -1 (-1: unbounded)",
+                         (long long)desc->window_left,
+                         (long long)desc->window_right);
+    if (!isfinite(desc->softcap) || desc->softcap < 0.0f)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "softcap = %g must be finite and > 0 (0: off)",
+                         (double)desc->softcap);
+    if (desc->bias.buffer && desc->bias_dtype != FLASHCL_DTYPE_FP32 &&
+        desc->bias_dtype != FLASHCL_DTYPE_FP16 &&
+        desc->bias_dtype != FLASHCL_DTYPE_BF16)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "bias_dtype = %d: the bias must be fp32, fp16 or bf16",
+                         (int)desc->bias_dtype);
     if (desc->backend != FLASHCL_BACKEND_AUTO &&
         desc->backend != FLASHCL_BACKEND_FUSED &&
         desc->backend != FLASHCL_BACKEND_REFERENCE)
@@ -113,18 +144,31 @@ static flashcl_status check_values(flashcl_context *ctx,
 }
 
 /* Shape of one tensor view: sizes of (batch, head, seq, dim). */
+/* What all-zero strides mean for a tensor. */
+typedef enum stride_rule {
+    STRIDES_PACKED_LAYOUT, /* q, k, v, o: packed in desc->layout */
+    STRIDES_PACKED_LSE,    /* [batch, heads, seq] */
+    STRIDES_PACKED_HEADS,  /* slopes, sinks: [heads], shared over batch */
+    STRIDES_LITERAL        /* bias, mask: zero broadcasts */
+} stride_rule;
+
 typedef struct view_shape {
     const char *name;
     uint64_t size[4];
     size_t elem_size;
     flashcl_layout layout;
-    bool is_lse;
+    stride_rule rule;
 } view_shape;
 
 static void default_strides(const view_shape *shape, uint64_t stride[4])
 {
     const uint64_t *n = shape->size;
-    if (shape->is_lse) { /* [batch, heads, seq] */
+    if (shape->rule == STRIDES_LITERAL) {
+        stride[0] = stride[1] = stride[2] = stride[3] = 0;
+    } else if (shape->rule == STRIDES_PACKED_HEADS) {
+        stride[0] = stride[2] = stride[3] = 0;
+        stride[1] = 1;
+    } else if (shape->rule == STRIDES_PACKED_LSE) { /* [batch, heads, seq] */
         stride[3] = 0;
         stride[2] = 1;
         stride[1] = n[2];
@@ -268,6 +312,12 @@ static flashcl_status check_aliasing(flashcl_context *ctx,
         {&p->o, &p->v, "o", "v"},     {&p->lse, &p->q, "lse", "q"},
         {&p->lse, &p->k, "lse", "k"}, {&p->lse, &p->v, "lse", "v"},
         {&p->lse, &p->o, "lse", "o"},
+        {&p->o, &p->bias, "o", "bias"},     {&p->o, &p->mask, "o", "mask"},
+        {&p->o, &p->alibi, "o", "alibi_slopes"},
+        {&p->o, &p->sinks, "o", "sinks"},
+        {&p->lse, &p->bias, "lse", "bias"}, {&p->lse, &p->mask, "lse", "mask"},
+        {&p->lse, &p->alibi, "lse", "alibi_slopes"},
+        {&p->lse, &p->sinks, "lse", "sinks"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; ++i)
         if (overlaps(pairs[i].out, pairs[i].other))
@@ -288,26 +338,52 @@ static flashcl_status resolve_tensors(flashcl_context *ctx,
 {
     const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
                    hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
-                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim;
-    const view_shape shapes[5] = {
-        {"q", {b, hq, nq, d}, p->elem_size, desc->layout, false},
-        {"k", {b, hkv, nk, d}, p->elem_size, desc->layout, false},
-        {"v", {b, hkv, nk, d}, p->elem_size, desc->layout, false},
-        {"o", {b, hq, nq, d}, p->elem_size, desc->layout, false},
-        {"lse", {b, hq, nq, 1}, sizeof(float), desc->layout, true},
+                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+                   dv = (uint64_t)p->head_dim_v;
+    const flashcl_layout layout = desc->layout;
+    const size_t elem = p->elem_size;
+    const view_shape shapes[9] = {
+        {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {"k", {b, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {"v", {b, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {"lse", {b, hq, nq, 1}, sizeof(float), layout, STRIDES_PACKED_LSE},
+        {"alibi_slopes", {b, hq, 1, 1}, sizeof(float), layout,
+         STRIDES_PACKED_HEADS},
+        {"bias", {b, hq, nq, nk}, dtype_size(desc->bias_dtype), layout,
+         STRIDES_LITERAL},
+        {"mask", {b, hq, nq, nk}, 1, layout, STRIDES_LITERAL},
+        {"sinks", {1, hq, 1, 1}, sizeof(float), layout, STRIDES_PACKED_HEADS},
     };
-    const flashcl_tensor *tensors[5] = {&desc->q, &desc->k, &desc->v, &desc->o,
-                                        &desc->lse};
-    resolved_tensor *outs[5] = {&p->q, &p->k, &p->v, &p->o, &p->lse};
-    for (int i = 0; i < 5; ++i) {
-        if (i == 4 && !desc->lse.buffer)
-            break; /* LSE is optional */
+    const flashcl_tensor *tensors[9] = {
+        &desc->q,   &desc->k,            &desc->v,    &desc->o,    &desc->lse,
+        &desc->alibi_slopes, &desc->bias, &desc->mask, &desc->sinks};
+    resolved_tensor *outs[9] = {&p->q,     &p->k,    &p->v,    &p->o,
+                                &p->lse,   &p->alibi, &p->bias, &p->mask,
+                                &p->sinks};
+    for (int i = 0; i < 9; ++i) {
+        if (i >= 4 && !tensors[i]->buffer)
+            continue; /* optional inputs and LSE */
         flashcl_status status =
             resolve_tensor(ctx, tensors[i], &shapes[i], outs[i]);
         if (status != FLASHCL_SUCCESS)
             return status;
     }
     return check_aliasing(ctx, p);
+}
+
+/* Causal and window as one band around the aligned diagonal. */
+static void resolve_visibility(const flashcl_attention_desc *desc,
+                               resolved_problem *p)
+{
+    p->diag = desc->causal_align == FLASHCL_CAUSAL_TOP_LEFT
+                  ? 0
+                  : p->seqlen_k - p->seqlen_q;
+    p->left = desc->window ? desc->window_left : -1;
+    p->right = desc->window ? desc->window_right : -1;
+    if (p->causal && (p->right < 0 || p->right > 0))
+        p->right = 0;
+    p->softcap = desc->softcap;
 }
 
 flashcl_status validate_shape(flashcl_context *ctx,
@@ -333,11 +409,20 @@ flashcl_status validate_desc(flashcl_context *ctx,
     p->seqlen_q = desc->seqlen_q;
     p->seqlen_k = desc->seqlen_k;
     p->head_dim = desc->head_dim;
+    p->head_dim_v = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
     p->dtype = desc->dtype;
     p->elem_size = dtype_size(desc->dtype);
     p->causal = desc->causal ? 1 : 0;
     p->scale = desc->scale != 0.0f ? desc->scale
                                    : 1.0f / sqrtf((float)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
-    return resolve_tensors(ctx, desc, p);
+    resolve_visibility(desc, p);
+    status = resolve_tensors(ctx, desc, p);
+    p->bias_dtype = desc->bias_dtype;
+    p->has_variants = p->head_dim_v != p->head_dim || p->left >= 0 ||
+                      p->right > 0 || (p->right == 0 && !p->causal) ||
+                      p->diag != p->seqlen_k - p->seqlen_q ||
+                      p->softcap != 0.0f || p->alibi.present ||
+                      p->bias.present || p->mask.present || p->sinks.present;
+    return status;
 }
