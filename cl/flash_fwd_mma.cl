@@ -60,6 +60,15 @@
 #ifndef FLASHCL_NV_STAGES
 #define FLASHCL_NV_STAGES 1
 #endif
+/* 1: skip the O rescale of a tile when no row of the warp got a new max */
+/* Development only (timing ablations, wrong results): 1 skips the
+ * exponentials, 2 skips the K/V copies after the first tile. */
+#ifndef FLASHCL_NV_ABLATE
+#define FLASHCL_NV_ABLATE 0
+#endif
+#ifndef FLASHCL_NV_LAZY_RESCALE
+#define FLASHCL_NV_LAZY_RESCALE 1
+#endif
 /* k16 slices of Q (out of HEAD_DIM/16) held in registers; the rest stays
  * in local memory and is re-read by ldmatrix for every key tile. Fewer
  * registers lets a warp own 32 rows (halving K/V local-memory traffic per
@@ -116,7 +125,16 @@
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
 #define NV_KV_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
 #define NV_QREG FLASHCL_NV_QREG
-#define NV_QS_KC (NV_KC - NV_QREG)  /* k16 slices of Q in local memory */
+#define NV_QS_KC (NV_KC - NV_QREG)  /* 1: skip the O rescale of a tile when no row of the warp got a new max */
+/* Development only (timing ablations, wrong results): 1 skips the
+ * exponentials, 2 skips the K/V copies after the first tile. */
+#ifndef FLASHCL_NV_ABLATE
+#define FLASHCL_NV_ABLATE 0
+#endif
+#ifndef FLASHCL_NV_LAZY_RESCALE
+#define FLASHCL_NV_LAZY_RESCALE 1
+#endif
+/* k16 slices of Q in local memory */
 #if NV_QS_KC > 0
 #define NV_QS_ROWB (NV_QS_KC * 32 + 16)
 #define NV_QS_BYTES (NV_BM * NV_QS_ROWB)
@@ -176,8 +194,16 @@
             }                                                                  \
         }                                                                      \
     } while (0)
+#if FLASHCL_NV_ABLATE == 2
+#define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    do {                                                                       \
+        if ((n0) == 0)                                                         \
+            NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0);   \
+    } while (0)
+#else
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
@@ -394,6 +420,8 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
             }
 
             /* ---- online softmax (exp2 domain, scale folded) ---------- */
+            float mnew[NV_MT][2];
+            bool grew = false;
 #pragma unroll
             for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
@@ -404,26 +432,56 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                         mx = fmax(mx, fmax(sc[mt][n][hh * 2], sc[mt][n][hh * 2 + 1]));
                     mx = fmax(mx, nv_shfl_xor(mx, 1));
                     mx = fmax(mx, nv_shfl_xor(mx, 2));
+                    mnew[mt][hh] = mx;
+                    grew |= mx > row_max[mt][hh];
+                }
+            }
+#if FLASHCL_NV_LAZY_RESCALE
+            /* Rescale O only when some row of the warp got a new maximum:
+             * after the first tiles that is rare, and alpha would be 1. */
+            if (nv_warp_any(grew))
+#endif
+            {
+#pragma unroll
+                for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+                    for (int hh = 0; hh < 2; ++hh) {
+                        const float mx = mnew[mt][hh];
+                        const float alpha =
+                            mx == -INFINITY ? 1.f : nv_ex2((row_max[mt][hh] - mx) * scale_log2);
+                        row_sum[mt][hh] *= alpha;
+#pragma unroll
+                        for (int d = 0; d < NV_DT; ++d) {
+                            acc[mt][d][hh * 2] *= alpha;
+                            acc[mt][d][hh * 2 + 1] *= alpha;
+                        }
+                    }
+                }
+            }
+#pragma unroll
+            for (int mt = 0; mt < NV_MT; ++mt) {
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const float mx = mnew[mt][hh];
+                    row_max[mt][hh] = mx;
                     /* mx == -inf: nothing seen yet; keep exp2 arguments
                      * finite-minus-inf (never inf - inf). */
                     const float msc = mx == -INFINITY ? 0.f : mx * scale_log2;
-                    const float alpha = nv_ex2(row_max[mt][hh] * scale_log2 - msc);
-                    row_max[mt][hh] = mx;
                     float sum = 0.f;
 #pragma unroll
                     for (int n = 0; n < NV_NT; ++n) {
+#if FLASHCL_NV_ABLATE == 1
+                        const float p0 = fma(sc[mt][n][hh * 2], scale_log2, -msc);
+                        const float p1 = fma(sc[mt][n][hh * 2 + 1], scale_log2, -msc);
+#else
                         const float p0 = nv_ex2(fma(sc[mt][n][hh * 2], scale_log2, -msc));
                         const float p1 = nv_ex2(fma(sc[mt][n][hh * 2 + 1], scale_log2, -msc));
+#endif
                         sc[mt][n][hh * 2] = p0;
                         sc[mt][n][hh * 2 + 1] = p1;
                         sum += p0 + p1;
                     }
-                    row_sum[mt][hh] = row_sum[mt][hh] * alpha + sum;
-#pragma unroll
-                    for (int d = 0; d < NV_DT; ++d) {
-                        acc[mt][d][hh * 2] *= alpha;
-                        acc[mt][d][hh * 2 + 1] *= alpha;
-                    }
+                    row_sum[mt][hh] += sum;
                 }
             }
         }
