@@ -5,15 +5,23 @@
  * consecutive words), then BLOCK_N-key K (transposed) and V tiles streamed
  * through local memory. Scores for a tile are vectors over keys (no
  * horizontal sums), the online softmax runs in base 2, and the accumulator
- * (vectors over D) is rescaled only when the row max moves. Causal: tiles
- * wholly above the diagonal are never loaded, masks apply only to tiles
- * that cross it or the end of the keys.
+ * (vectors over D_v) is rescaled only when the row max moves. Only tiles
+ * that intersect the visible band (causal / window) are loaded; masks apply
+ * only to tiles that cross a band edge or the end of the keys.
+ *
+ * Variants are compile-time switches so plain attention pays nothing:
+ * FLASHCL_CAUSAL (band bounded on the right), FLASHCL_WINDOW_LEFT (bounded
+ * on the left), FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_BIAS (0 none, 1 fp32,
+ * 2 fp16, 3 bf16), FLASHCL_MASK, FLASHCL_SINKS, FLASHCL_HEAD_DIM_V.
  *
  * Signature and launch contract: docs/kernel-abi.md. */
 #include "flashcl_common.clh"
 
 #ifndef FLASHCL_HEAD_DIM
 #define FLASHCL_HEAD_DIM 64
+#endif
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
 #endif
 #ifndef FLASHCL_BLOCK_M
 #define FLASHCL_BLOCK_M 64
@@ -30,12 +38,33 @@
 #ifndef FLASHCL_DIM_CONTIGUOUS
 #define FLASHCL_DIM_CONTIGUOUS 0
 #endif
+#ifndef FLASHCL_WINDOW_LEFT
+#define FLASHCL_WINDOW_LEFT 0
+#endif
+#ifndef FLASHCL_SOFTCAP
+#define FLASHCL_SOFTCAP 0
+#endif
+#ifndef FLASHCL_ALIBI
+#define FLASHCL_ALIBI 0
+#endif
+#ifndef FLASHCL_BIAS
+#define FLASHCL_BIAS 0
+#endif
+#ifndef FLASHCL_MASK
+#define FLASHCL_MASK 0
+#endif
+#ifndef FLASHCL_SINKS
+#define FLASHCL_SINKS 0
+#endif
 
 #if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
 #error "FLASHCL_VEC must be 2, 4, 8 or 16"
 #endif
 #if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
+#endif
+#if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
+#error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_VEC"
 #endif
 #if FLASHCL_BLOCK_N < FLASHCL_VEC || FLASHCL_BLOCK_N % FLASHCL_VEC != 0 || FLASHCL_BLOCK_N > 256
 #error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_VEC, at most 256"
@@ -46,50 +75,77 @@
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "the portable kernel runs one work-item per query row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
+#if FLASHCL_BIAS < 0 || FLASHCL_BIAS > 3
+#error "FLASHCL_BIAS must be 0 (none), 1 (fp32), 2 (fp16) or 3 (bf16)"
+#endif
 
 #define D FLASHCL_HEAD_DIM
+#define DV FLASHCL_HEAD_DIM_V
+#define D_STAGE (D > DV ? D : DV)
 #define BM FLASHCL_BLOCK_M
 #define BN FLASHCL_BLOCK_N
 #define VEC FLASHCL_VEC
-#define D_VECS (D / VEC)
+#define DV_VECS (DV / VEC)
 #define BN_VECS (BN / VEC)
+#define NEEDS_SCORE_PASS                                                       \
+    (FLASHCL_SOFTCAP || FLASHCL_ALIBI || FLASHCL_BIAS || FLASHCL_MASK)
 
-#define vec_t FLASHCL_CONCAT(float, VEC)
+#define vec_t FLASHCL_CONCAT(FLASHCL_REAL, VEC)
+#define half_vec_t FLASHCL_CONCAT(FLASHCL_REAL, 8)
+#define quarter_vec_t FLASHCL_CONCAT(FLASHCL_REAL, 4)
+#define pair_t FLASHCL_CONCAT(FLASHCL_REAL, 2)
 #define vload_vec FLASHCL_CONCAT(vload, VEC)
 #define vstore_vec FLASHCL_CONCAT(vstore, VEC)
 
-inline float vec_max_lanes(vec_t v)
+#if FLASHCL_BIAS == 1
+#define BIAS_T float
+inline float load_bias(__global const float *bias, ulong index) { return bias[index]; }
+#elif FLASHCL_BIAS == 2
+#define BIAS_T ushort
+inline float load_bias(__global const ushort *bias, ulong index)
+{
+    return vload_half(0, (__global const half *)(bias + index));
+}
+#else
+#define BIAS_T ushort
+inline float load_bias(__global const ushort *bias, ulong index)
+{
+    return bf16_bits_to_float(bias[index]);
+}
+#endif
+
+inline real_t vec_max_lanes(vec_t v)
 {
 #if VEC == 16
-    float8 v8 = fmax(v.lo, v.hi);
-    float4 v4 = fmax(v8.lo, v8.hi);
+    half_vec_t v8 = fmax(v.lo, v.hi);
+    quarter_vec_t v4 = fmax(v8.lo, v8.hi);
 #elif VEC == 8
-    float4 v4 = fmax(v.lo, v.hi);
+    quarter_vec_t v4 = fmax(v.lo, v.hi);
 #elif VEC == 4
-    float4 v4 = v;
+    quarter_vec_t v4 = v;
 #endif
 #if VEC >= 4
-    float2 v2 = fmax(v4.lo, v4.hi);
+    pair_t v2 = fmax(v4.lo, v4.hi);
 #else
-    float2 v2 = v;
+    pair_t v2 = v;
 #endif
     return fmax(v2.x, v2.y);
 }
 
-inline float vec_sum_lanes(vec_t v)
+inline real_t vec_sum_lanes(vec_t v)
 {
 #if VEC == 16
-    float8 v8 = v.lo + v.hi;
-    float4 v4 = v8.lo + v8.hi;
+    half_vec_t v8 = v.lo + v.hi;
+    quarter_vec_t v4 = v8.lo + v8.hi;
 #elif VEC == 8
-    float4 v4 = v.lo + v.hi;
+    quarter_vec_t v4 = v.lo + v.hi;
 #elif VEC == 4
-    float4 v4 = v;
+    quarter_vec_t v4 = v;
 #endif
 #if VEC >= 4
-    float2 v2 = v4.lo + v4.hi;
+    pair_t v2 = v4.lo + v4.hi;
 #else
-    float2 v2 = v;
+    pair_t v2 = v;
 #endif
     return v2.x + v2.y;
 }
@@ -106,14 +162,14 @@ inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)
 }
 
 /* q_t[d * BM + r] = q[row0 + r, d] * scale_log2, zero outside the problem. */
-inline void load_query_tile(__local float *q_t, __global const STORAGE_T *q,
+inline void load_query_tile(__local real_t *q_t, __global const STORAGE_T *q,
                             ulong head_base, ulong4 stride, int row0,
-                            int seqlen_q, int head_dim, float scale_log2)
+                            int seqlen_q, int head_dim, real_t scale_log2)
 {
     for (int idx = get_local_id(0); idx < BM * D; idx += BM) {
         int r = idx / D, d = idx % D;
         int row = row0 + r;
-        float value = 0.0f;
+        real_t value = 0;
         if (row < seqlen_q && d < head_dim)
             value = load_elem(q, elem_offset(head_base, stride, row, d)) *
                     scale_log2;
@@ -121,25 +177,43 @@ inline void load_query_tile(__local float *q_t, __global const STORAGE_T *q,
     }
 }
 
-/* k_t[d * BN + j] = k[n0 + j, d]; v_tile[j * D + d] = v[n0 + j, d]. */
-inline void load_kv_tile(__local float *k_t, __local float *v_tile,
-                         __global const STORAGE_T *k,
-                         __global const STORAGE_T *v, ulong k_head,
-                         ulong v_head, ulong4 k_stride, ulong4 v_stride,
-                         int n0, int seqlen_k, int head_dim)
+/* k_t[d * BN + j] = k[n0 + j, d]; zero past the keys and past head_dim. */
+inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
+                          ulong head_base, ulong4 stride, int n0, int seqlen_k,
+                          int head_dim)
 {
     for (int idx = get_local_id(0); idx < BN * D; idx += BM) {
         int j = idx / D, d = idx % D;
         int key = n0 + j;
-        float k_value = 0.0f, v_value = 0.0f;
-        if (key < seqlen_k && d < head_dim) {
-            k_value = load_elem(k, elem_offset(k_head, k_stride, key, d));
-            v_value = load_elem(v, elem_offset(v_head, v_stride, key, d));
-        }
-        k_t[d * BN + j] = k_value;
-        v_tile[j * D + d] = v_value;
+        real_t value = 0;
+        if (key < seqlen_k && d < head_dim)
+            value = load_elem(k, elem_offset(head_base, stride, key, d));
+        k_t[d * BN + j] = value;
     }
 }
+
+/* v_tile[j * DV + d] = v[n0 + j, d]; zero past the keys and head_dim_v. */
+inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
+                            ulong head_base, ulong4 stride, int n0,
+                            int seqlen_k, int head_dim_v)
+{
+    for (int idx = get_local_id(0); idx < BN * DV; idx += BM) {
+        int j = idx / DV, d = idx % DV;
+        int key = n0 + j;
+        real_t value = 0;
+        if (key < seqlen_k && d < head_dim_v)
+            value = load_elem(v, elem_offset(head_base, stride, key, d));
+        v_tile[j * DV + d] = value;
+    }
+}
+
+/* Per-row inputs of the score pass that do not change across tiles. */
+typedef struct row_extras {
+    long diag_row;    /* row + diag: the aligned diagonal's key */
+    real_t alibi_log2; /* ALiBi slope * log2 e */
+    ulong bias_row;   /* offset of bias(b, h, row, 0) */
+    ulong mask_row;   /* offset of mask(b, h, row, 0) */
+} row_extras;
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
@@ -150,15 +224,25 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
                       const ulong4 base, const ulong lse_base,
                       const int seqlen_q, const int seqlen_k,
                       const int head_dim, const int group_size,
-                      const float scale_log2, const int write_lse)
+                      const real_t scale_log2, const int write_lse,
+                      /* portable-kernel extras, see docs/kernel-abi.md */
+                      const int head_dim_v, const long diag,
+                      const long window_left, const long window_right,
+                      const real_t softcap_log2,
+                      __global const BIAS_T *bias, const ulong4 bias_stride,
+                      const ulong bias_base, __global const uchar *mask,
+                      const ulong4 mask_stride, const ulong mask_base,
+                      __global const float *alibi, const ulong4 alibi_stride,
+                      const ulong alibi_base, __global const float *sinks,
+                      const ulong4 sinks_stride, const ulong sinks_base)
 {
     /* The query tile's space is reused to stage the output. */
-    __local vec_t q_t_vecs[BM * D / VEC];
+    __local vec_t q_t_vecs[BM * D_STAGE / VEC];
     __local vec_t k_t_vecs[BN * D / VEC];
-    __local vec_t v_tile_vecs[BN * D / VEC];
-    __local float *q_t = (__local float *)q_t_vecs;
-    __local float *k_t = (__local float *)k_t_vecs;
-    __local float *v_tile = (__local float *)v_tile_vecs;
+    __local vec_t v_tile_vecs[BN * DV / VEC];
+    __local real_t *q_t = (__local real_t *)q_t_vecs;
+    __local real_t *k_t = (__local real_t *)k_t_vecs;
+    __local real_t *v_tile = (__local real_t *)v_tile_vecs;
 
     const int lid = get_local_id(0);
     const int num_blocks = get_num_groups(0);
@@ -173,56 +257,118 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
     const int kv_head = head / group_size;
     const int row0 = block * BM;
     const int row = row0 + lid;
-    /* Query i sees key j iff j <= i + diag (bottom-right alignment). */
-    const int diag = seqlen_k - seqlen_q;
+    const int row_last = min(seqlen_q, row0 + BM) - 1;
 
     const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
     const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
     const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
     const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
 
+    row_extras extras;
+    extras.diag_row = (long)row + diag;
+    extras.alibi_log2 = 0;
+    extras.bias_row = 0;
+    extras.mask_row = 0;
+#if FLASHCL_ALIBI
+    extras.alibi_log2 = alibi[alibi_base + batch * alibi_stride.s0 +
+                              head * alibi_stride.s1] *
+                        REAL_LOG2E;
+#endif
+#if FLASHCL_BIAS
+    extras.bias_row = bias_base + batch * bias_stride.s0 +
+                      head * bias_stride.s1 + (ulong)row * bias_stride.s2;
+#endif
+#if FLASHCL_MASK
+    extras.mask_row = mask_base + batch * mask_stride.s0 +
+                      head * mask_stride.s1 + (ulong)row * mask_stride.s2;
+#endif
+
     load_query_tile(q_t, q, q_head, q_stride, row0, seqlen_q, head_dim,
                     scale_log2);
 
-    vec_t acc[D_VECS];
-    for (int c = 0; c < D_VECS; ++c)
-        acc[c] = (vec_t)(0.0f);
-    float row_max = -INFINITY;
-    float row_sum = 0.0f;
-
-    int kv_end = seqlen_k;
-#if FLASHCL_CAUSAL
-    kv_end = min(seqlen_k, min(seqlen_q, row0 + BM) + diag);
+    vec_t acc[DV_VECS];
+    for (int c = 0; c < DV_VECS; ++c)
+        acc[c] = (vec_t)(0);
+    real_t row_max = -INFINITY;
+    real_t row_sum = 0;
+#if FLASHCL_SINKS
+    /* The sink is one more logit in the row with no value vector. */
+    row_max = sinks[sinks_base + head * sinks_stride.s1] * REAL_LOG2E;
+    row_sum = row_max == -INFINITY ? 0 : 1;
 #endif
-    for (int n0 = 0; n0 < kv_end; n0 += BN) {
+
+    /* Only tiles that intersect the rows' visible band. */
+    int kv_begin = 0, kv_end = seqlen_k;
+#if FLASHCL_CAUSAL
+    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
+                        (long)seqlen_k);
+#endif
+#if FLASHCL_WINDOW_LEFT
+    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
+    kv_begin = kv_begin / BN * BN;
+#endif
+    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
-        load_kv_tile(k_t, v_tile, k, v, k_head, v_head, k_stride, v_stride,
-                     n0, seqlen_k, head_dim);
+        load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
+        load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
         barrier(CLK_LOCAL_MEM_FENCE);
 
         vec_t score[BN_VECS];
         for (int jb = 0; jb < BN_VECS; ++jb)
-            score[jb] = (vec_t)(0.0f);
+            score[jb] = (vec_t)(0);
         for (int d = 0; d < D; ++d) {
-            float q_value = q_t[d * BM + lid];
+            real_t q_value = q_t[d * BM + lid];
 #pragma unroll
             for (int jb = 0; jb < BN_VECS; ++jb)
                 score[jb] = fma((vec_t)(q_value),
                                 vload_vec(jb, k_t + d * BN), score[jb]);
         }
 
-        float scores[BN];
+        real_t scores[BN];
 #pragma unroll
         for (int jb = 0; jb < BN_VECS; ++jb)
             vstore_vec(score[jb], jb, scores);
-        const bool crosses_end = n0 + BN > seqlen_k;
-        const bool crosses_diag = FLASHCL_CAUSAL && n0 + BN - 1 > row0 + diag;
-        if (crosses_end || crosses_diag) {
-            const int last_key = FLASHCL_CAUSAL ? min(seqlen_k - 1, row + diag)
-                                                : seqlen_k - 1;
+
+        /* Band edges inside this tile: keys outside [lo, hi] are masked. */
+        bool crosses_band = n0 + BN > seqlen_k;
+        long hi = seqlen_k - 1, lo = 0;
+#if FLASHCL_CAUSAL
+        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
+        hi = min(hi, extras.diag_row + window_right);
+#endif
+#if FLASHCL_WINDOW_LEFT
+        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
+        lo = extras.diag_row - window_left;
+#endif
+#if NEEDS_SCORE_PASS
+        if (row < seqlen_q) {
+#pragma unroll 4
+            for (int j = 0; j < BN; ++j) {
+                const int key = min(n0 + j, seqlen_k - 1);
+                real_t s = scores[j];
+#if FLASHCL_SOFTCAP
+                s = softcap_log2 * tanh(s / softcap_log2);
+#endif
+#if FLASHCL_ALIBI
+                s -= extras.alibi_log2 * fabs((real_t)(extras.diag_row - key));
+#endif
+#if FLASHCL_BIAS
+                s += (real_t)load_bias(bias, extras.bias_row +
+                                                 (ulong)key * bias_stride.s3) *
+                     REAL_LOG2E;
+#endif
+#if FLASHCL_MASK
+                if (!mask[extras.mask_row + (ulong)key * mask_stride.s3])
+                    s = -INFINITY;
+#endif
+                scores[j] = s;
+            }
+        }
+#endif
+        if (crosses_band) {
 #pragma unroll
             for (int j = 0; j < BN; ++j)
-                if (n0 + j > last_key)
+                if (n0 + j > hi || n0 + j < lo)
                     scores[j] = -INFINITY;
         }
 
@@ -230,13 +376,13 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
 #pragma unroll
         for (int jb = 1; jb < BN_VECS; ++jb)
             tile_max_vec = fmax(tile_max_vec, vload_vec(jb, scores));
-        const float new_max = fmax(row_max, vec_max_lanes(tile_max_vec));
+        const real_t new_max = fmax(row_max, vec_max_lanes(tile_max_vec));
 
         /* A row that has seen no key yet keeps max -inf: skip, never NaN. */
         if (new_max != -INFINITY) {
-            const float correction = exp2(row_max - new_max);
+            const real_t correction = exp2(row_max - new_max);
             row_max = new_max;
-            vec_t prob_sum = (vec_t)(0.0f);
+            vec_t prob_sum = (vec_t)(0);
 #pragma unroll
             for (int jb = 0; jb < BN_VECS; ++jb) {
                 vec_t prob = exp2(vload_vec(jb, scores) - (vec_t)(new_max));
@@ -244,35 +390,35 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
                 vstore_vec(prob, jb, scores);
             }
             row_sum = row_sum * correction + vec_sum_lanes(prob_sum);
-            for (int c = 0; c < D_VECS; ++c)
+            for (int c = 0; c < DV_VECS; ++c)
                 acc[c] *= correction;
 #pragma unroll 4
             for (int j = 0; j < BN; ++j) {
                 const vec_t prob = (vec_t)(scores[j]);
-                __local const float *v_row = v_tile + j * D;
-                for (int c = 0; c < D_VECS; ++c)
+                __local const real_t *v_row = v_tile + j * DV;
+                for (int c = 0; c < DV_VECS; ++c)
                     acc[c] = fma(prob, vload_vec(c, v_row), acc[c]);
             }
         }
     }
 
     /* Stage O through local memory so the global writes are coalesced. */
-    const float inv_sum = row_sum > 0.0f ? 1.0f / row_sum : 0.0f;
+    const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int c = 0; c < D_VECS; ++c)
-        vstore_vec(acc[c] * inv_sum, c, q_t + lid * D);
+    for (int c = 0; c < DV_VECS; ++c)
+        vstore_vec(acc[c] * inv_sum, c, q_t + lid * DV);
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int idx = lid; idx < BM * D; idx += BM) {
-        int r = idx / D, d = idx % D;
+    for (int idx = lid; idx < BM * DV; idx += BM) {
+        int r = idx / DV, d = idx % DV;
         int out_row = row0 + r;
-        if (out_row < seqlen_q && d < head_dim)
+        if (out_row < seqlen_q && d < head_dim_v)
             store_elem(o, elem_offset(o_head, o_stride, out_row, d),
-                       q_t[r * D + d]);
+                       q_t[r * DV + d]);
     }
     if (write_lse && row < seqlen_q) {
         const ulong at = lse_base + batch * lse_stride.s0 +
                          head * lse_stride.s1 + (ulong)row * lse_stride.s2;
-        lse[at] = row_sum > 0.0f ? (row_max + log2(row_sum)) * M_LN2_F
-                                 : -INFINITY;
+        lse[at] = row_sum > 0 ? (float)((row_max + log2(row_sum)) * REAL_LN2)
+                              : -INFINITY;
     }
 }

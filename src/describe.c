@@ -101,14 +101,16 @@ static flashcl_status packed_variant(flashcl_context *ctx,
     flashcl_status status = validate_shape(ctx, desc);
     if (status != FLASHCL_SUCCESS)
         return status;
-    const size_t row_bytes = (size_t)desc->head_dim * dtype_size(desc->dtype);
-    variant_query query = {
-        .head_dim = (int)desc->head_dim,
-        .dtype = desc->dtype,
-        .causal = desc->causal ? 1 : 0,
-        .dim_contiguous = true,
-        .rows_aligned_16B = row_bytes % 16 == 0,
-    };
+    resolved_problem problem;
+    resolve_problem_scalars(desc, &problem);
+    variant_query query;
+    problem_variant_query(&problem, &query);
+    /* Packed tensors: contiguous rows, aligned when whole rows are. */
+    const size_t elem = dtype_size(desc->dtype);
+    query.dim_contiguous = true;
+    query.rows_aligned_16B =
+        ((size_t)problem.head_dim * elem) % 16 == 0 &&
+        ((size_t)problem.head_dim_v * elem) % 16 == 0;
     choose_variant(&ctx->caps, &query, key, reason);
     return FLASHCL_SUCCESS;
 }

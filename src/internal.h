@@ -75,17 +75,25 @@ typedef struct variant_key {
     int wg_size;
     int vec;
     int dtype;
-    int causal;
+    int causal; /* band bounded on the right (causal or window_right) */
     int dim_contiguous;
+    /* Portable-kernel variants (zero on the NVIDIA path). */
+    int head_dim_v_padded;
+    int window_left; /* band bounded on the left */
+    int softcap, alibi, mask, sinks;
+    int bias; /* 0 none, 1 fp32, 2 fp16, 3 bf16 */
 } variant_key;
 
 /* The problem properties that variant choice depends on. */
 typedef struct variant_query {
     int head_dim;
+    int head_dim_v;
     flashcl_dtype dtype;
-    int causal;
+    int causal; /* band bounded on the right */
     bool dim_contiguous;
     bool rows_aligned_16B; /* all row starts 16-byte aligned */
+    bool has_variants;     /* anything beyond plain (causal) attention */
+    int window_left, softcap, alibi, mask, sinks, bias;
 } variant_query;
 
 /* The one place that maps (head dim, dtype, causal, device) to tiles. */
@@ -192,6 +200,11 @@ typedef struct resolved_problem {
 /* Check the shape and enum/value fields only (no tensors). */
 flashcl_status validate_shape(flashcl_context *ctx,
                               const flashcl_attention_desc *desc);
+
+/* Fill the scalar part of a problem (dims, defaults, visibility band,
+ * which optional inputs are present) from an already shape-checked desc. */
+void resolve_problem_scalars(const flashcl_attention_desc *desc,
+                             resolved_problem *p);
 
 /* Check every field of desc against the context; fill problem. */
 flashcl_status validate_desc(flashcl_context *ctx,

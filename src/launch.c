@@ -34,9 +34,20 @@ typedef struct kernel_args {
     cl_ulong lse_base;
     cl_int seqlen_q, seqlen_k, head_dim, group_size;
     cl_float scale_log2;
+    cl_double scale_log2_fp64; /* fp64 kernels take real_t = double */
     cl_int write_lse;
     cl_mem lse;
+    /* Portable-kernel extras. */
+    cl_int head_dim_v;
+    cl_long diag, window_left, window_right;
+    cl_float softcap_log2;
+    cl_double softcap_log2_fp64;
+    cl_mem extra_buffer[4]; /* bias, mask, alibi, sinks (dummy if absent) */
+    cl_ulong4 extra_stride[4];
+    cl_ulong extra_base[4];
 } kernel_args;
+
+#define LOG2E 1.4426950408889634
 
 static void pack_args(flashcl_context *ctx, const resolved_problem *p,
                       kernel_args *a)
@@ -51,15 +62,44 @@ static void pack_args(flashcl_context *ctx, const resolved_problem *p,
     a->seqlen_k = (cl_int)p->seqlen_k;
     a->head_dim = (cl_int)p->head_dim;
     a->group_size = (cl_int)(p->heads_q / p->heads_kv);
-    a->scale_log2 = (cl_float)(p->scale * 1.4426950408889634);
+    a->scale_log2_fp64 = (double)p->scale * LOG2E;
+    a->scale_log2 = (cl_float)a->scale_log2_fp64;
     a->write_lse = p->lse.present ? 1 : 0;
     /* The original (sub-)buffer, not the root used for aliasing checks. */
     a->lse = p->lse.present ? NULL : ctx->dummy_lse;
+    a->head_dim_v = (cl_int)p->head_dim_v;
+    a->diag = p->diag;
+    a->window_left = p->left;
+    a->window_right = p->right;
+    a->softcap_log2_fp64 = (double)p->softcap * LOG2E;
+    a->softcap_log2 = (cl_float)a->softcap_log2_fp64;
+    const resolved_tensor *extras[4] = {&p->bias, &p->mask, &p->alibi,
+                                        &p->sinks};
+    for (int i = 0; i < 4; ++i) {
+        a->extra_buffer[i] = ctx->dummy_lse;
+        a->extra_stride[i] = ulong4_of(extras[i]->stride);
+        a->extra_base[i] = extras[i]->base;
+    }
 }
 
-static cl_int set_args(cl_kernel kernel, const resolved_problem *p,
+/* The caller's (sub-)buffers of the optional inputs, in ABI order. */
+static void extra_buffers(const flashcl_attention_desc *desc,
+                          const resolved_problem *p, kernel_args *a)
+{
+    const flashcl_tensor *given[4] = {&desc->bias, &desc->mask,
+                                      &desc->alibi_slopes, &desc->sinks};
+    const resolved_tensor *resolved[4] = {&p->bias, &p->mask, &p->alibi,
+                                          &p->sinks};
+    for (int i = 0; i < 4; ++i)
+        if (resolved[i]->present)
+            a->extra_buffer[i] = given[i]->buffer;
+}
+
+static cl_int set_args(cl_kernel kernel, kernel_family family,
+                       const resolved_problem *p,
                        const flashcl_attention_desc *desc, const kernel_args *a)
 {
+    const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
     cl_int err = CL_SUCCESS;
     cl_uint i = 0;
 #define ARG(value)                                                             \
@@ -84,8 +124,26 @@ static cl_int set_args(cl_kernel kernel, const resolved_problem *p,
     ARG(a->seqlen_k);
     ARG(a->head_dim);
     ARG(a->group_size);
-    ARG(a->scale_log2);
+    if (fp64)
+        ARG(a->scale_log2_fp64);
+    else
+        ARG(a->scale_log2);
     ARG(a->write_lse);
+    if (family != KERNEL_PORTABLE)
+        return err;
+    ARG(a->head_dim_v);
+    ARG(a->diag);
+    ARG(a->window_left);
+    ARG(a->window_right);
+    if (fp64)
+        ARG(a->softcap_log2_fp64);
+    else
+        ARG(a->softcap_log2);
+    for (int t = 0; t < 4; ++t) {
+        ARG(a->extra_buffer[t]);
+        ARG(a->extra_stride[t]);
+        ARG(a->extra_base[t]);
+    }
 #undef ARG
     return err;
 }
@@ -93,8 +151,19 @@ static cl_int set_args(cl_kernel kernel, const resolved_problem *p,
 void problem_variant_query(const resolved_problem *p, variant_query *query)
 {
     query->head_dim = (int)p->head_dim;
+    query->head_dim_v = (int)p->head_dim_v;
     query->dtype = p->dtype;
-    query->causal = p->causal;
+    query->causal = p->right >= 0;
+    query->has_variants = p->has_variants;
+    query->window_left = p->left >= 0;
+    query->softcap = p->softcap != 0.0f;
+    query->alibi = p->alibi.present;
+    query->mask = p->mask.present;
+    query->sinks = p->sinks.present;
+    query->bias = !p->bias.present                      ? 0
+                  : p->bias_dtype == FLASHCL_DTYPE_FP32 ? 1
+                  : p->bias_dtype == FLASHCL_DTYPE_FP16 ? 2
+                                                        : 3;
     query->dim_contiguous = dims_contiguous(p);
     query->rows_aligned_16B =
         rows_aligned(&p->q, p->elem_size) && rows_aligned(&p->k, p->elem_size) &&
@@ -106,10 +175,6 @@ flashcl_status launch_fused(flashcl_context *ctx, cl_command_queue queue,
                             const resolved_problem *p, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event)
 {
-    if (p->has_variants || p->dtype == FLASHCL_DTYPE_FP64)
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the fused kernel does not compute attention "
-                         "variants or fp64 yet");
     variant_query query;
     problem_variant_query(p, &query);
     variant_key key;
@@ -121,13 +186,14 @@ flashcl_status launch_fused(flashcl_context *ctx, cl_command_queue queue,
         return status;
     kernel_args args;
     pack_args(ctx, p, &args);
+    extra_buffers(desc, p, &args);
     const size_t num_blocks =
         (size_t)((p->seqlen_q + key.block_m - 1) / key.block_m);
     const size_t local[3] = {(size_t)key.wg_size, 1, 1};
     const size_t global[3] = {num_blocks * (size_t)key.wg_size,
                               (size_t)p->heads_q, (size_t)p->batch};
     pthread_mutex_lock(&entry->launch_lock);
-    cl_int err = set_args(entry->kernel, p, desc, &args);
+    cl_int err = set_args(entry->kernel, key.family, p, desc, &args);
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(queue, entry->kernel, 3, NULL, global,
                                      local, num_wait, wait_list, event);

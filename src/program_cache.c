@@ -20,7 +20,11 @@ bool variant_key_equal(const variant_key *a, const variant_key *b)
            a->block_m == b->block_m && a->block_n == b->block_n &&
            a->wg_size == b->wg_size && a->vec == b->vec &&
            a->dtype == b->dtype && a->causal == b->causal &&
-           a->dim_contiguous == b->dim_contiguous;
+           a->dim_contiguous == b->dim_contiguous &&
+           a->head_dim_v_padded == b->head_dim_v_padded &&
+           a->window_left == b->window_left && a->softcap == b->softcap &&
+           a->alibi == b->alibi && a->mask == b->mask &&
+           a->sinks == b->sinks && a->bias == b->bias;
 }
 
 static char *build_log(cl_program program, cl_device_id device)

@@ -395,14 +395,10 @@ flashcl_status validate_shape(flashcl_context *ctx,
     return status != FLASHCL_SUCCESS ? status : check_values(ctx, desc);
 }
 
-flashcl_status validate_desc(flashcl_context *ctx,
-                             const flashcl_attention_desc *desc,
+void resolve_problem_scalars(const flashcl_attention_desc *desc,
                              resolved_problem *p)
 {
     memset(p, 0, sizeof *p);
-    flashcl_status status = validate_shape(ctx, desc);
-    if (status != FLASHCL_SUCCESS)
-        return status;
     p->batch = desc->batch;
     p->heads_q = desc->heads_q;
     p->heads_kv = desc->heads_kv ? desc->heads_kv : desc->heads_q;
@@ -417,12 +413,27 @@ flashcl_status validate_desc(flashcl_context *ctx,
                                    : 1.0f / sqrtf((float)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
     resolve_visibility(desc, p);
-    status = resolve_tensors(ctx, desc, p);
     p->bias_dtype = desc->bias_dtype;
+    /* Presence only; resolve_tensors fills the views. */
+    p->alibi.present = desc->alibi_slopes.buffer != NULL;
+    p->bias.present = desc->bias.buffer != NULL;
+    p->mask.present = desc->mask.buffer != NULL;
+    p->sinks.present = desc->sinks.buffer != NULL;
     p->has_variants = p->head_dim_v != p->head_dim || p->left >= 0 ||
                       p->right > 0 || (p->right == 0 && !p->causal) ||
                       p->diag != p->seqlen_k - p->seqlen_q ||
                       p->softcap != 0.0f || p->alibi.present ||
                       p->bias.present || p->mask.present || p->sinks.present;
-    return status;
+}
+
+flashcl_status validate_desc(flashcl_context *ctx,
+                             const flashcl_attention_desc *desc,
+                             resolved_problem *p)
+{
+    memset(p, 0, sizeof *p);
+    flashcl_status status = validate_shape(ctx, desc);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    resolve_problem_scalars(desc, p);
+    return resolve_tensors(ctx, desc, p);
 }

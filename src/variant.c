@@ -49,7 +49,9 @@ static bool nv_mma_eligible(const device_caps *caps,
     if (force && *force && strcmp(force, "0") != 0)
         return false;
     return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
-           query->dtype != FLASHCL_DTYPE_FP32 && query->dim_contiguous &&
+           (query->dtype == FLASHCL_DTYPE_FP16 ||
+            query->dtype == FLASHCL_DTYPE_BF16) &&
+           !query->has_variants && query->dim_contiguous &&
            query->rows_aligned_16B && nv_mma_source_present();
 }
 
@@ -64,16 +66,29 @@ static const nv_tile_entry *nv_lookup(const variant_query *query)
 
 /* ---- portable path (cl/flash_fwd.cl) ------------------------------- */
 
-static size_t portable_local_bytes(int block_m, int block_n, int head_dim)
+static size_t portable_local_bytes(const variant_key *key)
 {
-    return (size_t)(block_m + 2 * block_n) * (size_t)head_dim * sizeof(float);
+    const size_t real_size = key->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    const int d = key->head_dim_padded, dv = key->head_dim_v_padded;
+    const int stage = d > dv ? d : dv;
+    return ((size_t)key->block_m * (size_t)stage +
+            (size_t)key->block_n * (size_t)(d + dv)) *
+           real_size;
 }
 
-static void choose_portable(const device_caps *caps, int head_dim,
-                            variant_key *key, const char **reason)
+static void choose_portable(const device_caps *caps,
+                            const variant_query *query, variant_key *key,
+                            const char **reason)
 {
     key->family = KERNEL_PORTABLE;
-    key->head_dim_padded = head_dim;
+    key->head_dim_padded = padded_head_dim(query->head_dim);
+    key->head_dim_v_padded = padded_head_dim(query->head_dim_v);
+    key->window_left = query->window_left;
+    key->softcap = query->softcap;
+    key->alibi = query->alibi;
+    key->mask = query->mask;
+    key->sinks = query->sinks;
+    key->bias = query->bias;
     if (caps->klass == DEVICE_CLASS_CPU) {
         /* PoCL on x86: 16-wide vectors fill an AVX-512 register. */
         key->block_m = 32;
@@ -88,7 +103,7 @@ static void choose_portable(const device_caps *caps, int head_dim,
     }
     /* Shrink tiles until Q + K + V tiles fit the device's local memory. */
     size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
-    while (portable_local_bytes(key->block_m, key->block_n, head_dim) > limit &&
+    while (portable_local_bytes(key) > limit &&
            (key->block_m > 16 || key->block_n > 16)) {
         if (key->block_m >= key->block_n && key->block_m > 16)
             key->block_m /= 2;
@@ -120,7 +135,7 @@ void choose_variant(const device_caps *caps, const variant_query *query,
         *reason = nv->reason;
         return;
     }
-    choose_portable(caps, padded_head_dim(query->head_dim), key, reason);
+    choose_portable(caps, query, key, reason);
 }
 
 void variant_build_options(const variant_key *key, const device_caps *caps,
@@ -137,7 +152,13 @@ void variant_build_options(const variant_key *key, const device_caps *caps,
     if (n < 0 || (size_t)n >= cap)
         return;
     if (key->family == KERNEL_PORTABLE)
-        snprintf(buf + n, cap - (size_t)n, " -DFLASHCL_VEC=%d", key->vec);
+        snprintf(buf + n, cap - (size_t)n,
+                 " -DFLASHCL_VEC=%d -DFLASHCL_HEAD_DIM_V=%d "
+                 "-DFLASHCL_WINDOW_LEFT=%d -DFLASHCL_SOFTCAP=%d "
+                 "-DFLASHCL_ALIBI=%d -DFLASHCL_BIAS=%d -DFLASHCL_MASK=%d "
+                 "-DFLASHCL_SINKS=%d",
+                 key->vec, key->head_dim_v_padded, key->window_left,
+                 key->softcap, key->alibi, key->bias, key->mask, key->sinks);
     else
         snprintf(buf + n, cap - (size_t)n,
                  " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u",
