@@ -26,7 +26,7 @@ flashcl_context *shared_context(void)
     flashcl_status status = flashcl_context_create(&the_context, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS,
                   "no OpenCL device could be opened (%s): %s",
-                  flashcl_status_string(status), flashcl_last_create_error());
+                  flashcl_status_string(status), clip(flashcl_last_create_error()));
     ck_assert_ptr_nonnull(the_context);
     print_device(the_context);
     return the_context;
@@ -81,6 +81,19 @@ int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes)
         poisoned = contents[i] == POISON_BYTE;
     free(contents);
     return poisoned;
+}
+
+const char *clip(const char *text)
+{
+    static char clipped[1024];
+    if (!text)
+        return "(null)";
+    if (strlen(text) < sizeof clipped)
+        return text;
+    fprintf(stderr, "---- full message ----\n%s\n----\n", text);
+    snprintf(clipped, sizeof clipped, "%.*s ... (cut; full text on stderr)",
+             (int)sizeof clipped - 40, text);
+    return clipped;
 }
 
 int run_suite(Suite *suite)
@@ -617,28 +630,31 @@ void case_release(case_data *data)
     data->ref_o = data->ref_lse = NULL;
 }
 
-compare_result run_case(const attention_case *c)
+compare_result run_case_keep(flashcl_context *ctx, cl_command_queue queue,
+                             const attention_case *c, case_data *data)
 {
-    flashcl_context *ctx = shared_context();
-    cl_command_queue queue = flashcl_context_queue(ctx);
+    cl_command_queue q = queue ? queue : flashcl_context_queue(ctx);
     char text[256];
     case_describe(c, text, sizeof text);
 
-    case_data data;
-    case_prepare(c, flashcl_context_cl_context(ctx), queue, &data);
-    flashcl_attention_desc desc = case_desc(c, &data);
-    flashcl_status status = flashcl_attention_forward(ctx, NULL, &desc, 0,
+    case_prepare(c, flashcl_context_cl_context(ctx), q, data);
+    flashcl_attention_desc desc = case_desc(c, data);
+    flashcl_status status = flashcl_attention_forward(ctx, queue, &desc, 0,
                                                       NULL, NULL);
-    if (status == FLASHCL_SUCCESS)
-        CL_CHECK(clFinish(queue));
-    compare_result res = {0};
-    if (status == FLASHCL_SUCCESS)
-        res = case_check(c, &data, queue);
-    case_release(&data);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: status %s: %s", text,
                   flashcl_status_string(status),
-                  flashcl_context_last_error(ctx));
+                  clip(flashcl_context_last_error(ctx)));
+    CL_CHECK(clFinish(q));
+    compare_result res = case_check(c, data, q);
     ck_assert_msg(res.ok, "%s: %s (max |err| %.3g, max |ref| %.3g)", text,
                   res.detail, res.max_err, res.max_ref);
+    return res;
+}
+
+compare_result run_case(const attention_case *c)
+{
+    case_data data;
+    compare_result res = run_case_keep(shared_context(), NULL, c, &data);
+    case_release(&data);
     return res;
 }

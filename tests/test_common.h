@@ -45,6 +45,11 @@ void poison_buffer(cl_command_queue queue, cl_mem buffer, size_t bytes);
 /* 1 if every byte of the device buffer is still POISON_BYTE. */
 int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes);
 
+/* `text` cut to fit a Check failure message (Check aborts the whole run on
+ * a message over its limit, e.g. a kernel build log); a longer text is
+ * printed in full on stderr first. Static buffer: main thread only. */
+const char *clip(const char *text);
+
 /* Runs a Check suite without forking (one process shares one context, so
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);
@@ -183,6 +188,11 @@ void case_release(case_data *data);
  * the case's description (seed included) if the result is off. Returns
  * the comparison for the caller's statistics. */
 compare_result run_case(const attention_case *c);
+/* The same on any context and queue (NULL: the context's), leaving the
+ * data (downloaded O and LSE included) to the caller to inspect and
+ * release with case_release(). */
+compare_result run_case_keep(flashcl_context *ctx, cl_command_queue queue,
+                             const attention_case *c, case_data *data);
 
 const char *ref_dtype_name(ref_dtype dtype);
 flashcl_dtype to_flashcl_dtype(ref_dtype dtype);

@@ -131,7 +131,7 @@ static void expect_status(const expectation *e, flashcl_status got)
     int ok = got == e->status ||
              (e->also_ok != FLASHCL_SUCCESS && got == e->also_ok);
     ck_assert_msg(ok, "%s: got \"%s\" (%s), want \"%s\"", e->label,
-                  flashcl_status_string(got), flashcl_context_last_error(ctx),
+                  flashcl_status_string(got), clip(flashcl_context_last_error(ctx)),
                   flashcl_status_string(e->status));
 }
 
@@ -142,7 +142,7 @@ static void expect_message(const expectation *e)
     for (int i = 0; i < 2; i++)
         ck_assert_msg(!e->names[i] || mentions_any(message, e->names[i]),
                       "%s: message \"%s\" does not name %s", e->label,
-                      message, e->names[i]);
+                      clip(message), e->names[i]);
 }
 
 static void expect_outputs_untouched(const expectation *e)
@@ -199,7 +199,7 @@ static void expect_success(const flashcl_attention_desc *desc,
     flashcl_status got = flashcl_attention_forward(ctx, NULL, desc, 0, NULL,
                                                    NULL);
     ck_assert_msg(got == FLASHCL_SUCCESS, "%s: %s: %s", label,
-                  flashcl_status_string(got), flashcl_context_last_error(ctx));
+                  flashcl_status_string(got), clip(flashcl_context_last_error(ctx)));
     CL_CHECK(clFinish(queue));
 }
 
