@@ -302,6 +302,60 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
     const void *k, const void *v, void *o, float *lse);
 
 /* ------------------------------------------------------------------ */
+/* Reference backend scratch                                           */
+/* ------------------------------------------------------------------ */
+/* FLASHCL_BACKEND_REFERENCE computes S = scale * Q K^T and O = P V with
+ * CLBlast GEMMs and a softmax kernel in between, so it needs O(N^2) device
+ * scratch: packed fp32 (fp64 for fp64) copies of Q, K, V, the score matrix
+ * S and the unnormalised output. A call is cut into chunks of (batch, head)
+ * pairs, and of query rows when one head alone is too big, so that the
+ * scratch stays under a cap; each scratch buffer also stays under
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE. The cap is, first that applies:
+ *   flashcl_context_set_scratch_limit(ctx, bytes) with bytes > 0,
+ *   the FLASHCL_REFERENCE_SCRATCH_LIMIT environment variable (bytes, or
+ *   with a K, M or G suffix: "256M"), read at each call,
+ *   a quarter of CL_DEVICE_MAX_MEM_ALLOC_SIZE.
+ *
+ * The scratch is kept in the context and reused by later calls; it grows
+ * when a call needs more and is freed by flashcl_context_release_scratch()
+ * or flashcl_context_release(). Calls stay asynchronous and thread-safe: a
+ * call holds the context's scratch lock only while it enqueues, and its
+ * first command waits for the last command of the previous call that used
+ * the scratch (on whichever queue), so two calls never use it at the same
+ * time. The reference backend needs an in-order queue (else
+ * FLASHCL_ERROR_UNSUPPORTED); CLBlast failures give FLASHCL_ERROR_BACKEND
+ * with CLBlast's status code in the message. */
+
+/** Set the reference backend's scratch cap for this context in bytes; 0
+ *  restores the default (environment variable, else a quarter of the
+ *  device's largest allocation). Takes effect from the next call. */
+FLASHCL_API flashcl_status
+flashcl_context_set_scratch_limit(flashcl_context *ctx, size_t bytes);
+
+/** The scratch cap that the next reference call on this context will use,
+ *  in bytes, into *bytes. Fails with FLASHCL_ERROR_INVALID_VALUE when
+ *  FLASHCL_REFERENCE_SCRATCH_LIMIT is set but not a byte count. */
+FLASHCL_API flashcl_status
+flashcl_context_get_scratch_limit(flashcl_context *ctx, size_t *bytes);
+
+/** Free the reference backend's scratch buffers now. Safe while calls are
+ *  still running on the device (OpenCL frees a buffer only after the
+ *  commands using it finish); the next reference call allocates again. A
+ *  context that never ran the reference backend has nothing to free. */
+FLASHCL_API flashcl_status flashcl_context_release_scratch(flashcl_context *ctx);
+
+/** Scratch bytes the reference backend allocates for `desc` under the
+ *  context's current cap (shape, dtype and head_dim_v are read; tensors are
+ *  ignored), into *bytes; 0 for an empty problem. Fails with
+ *  FLASHCL_ERROR_OUT_OF_MEMORY when even the smallest chunk (K and V of
+ *  one head plus one query row) exceeds the cap. The fused backend needs
+ *  no scratch. */
+FLASHCL_API flashcl_status
+flashcl_reference_scratch_bytes(flashcl_context *ctx,
+                                const flashcl_attention_desc *desc,
+                                size_t *bytes);
+
+/* ------------------------------------------------------------------ */
 /* Introspection (for tools and logs)                                  */
 /* ------------------------------------------------------------------ */
 

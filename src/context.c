@@ -123,6 +123,7 @@ void flashcl_context_release(flashcl_context *ctx)
     if (!ctx)
         return;
     release_kernel_cache(ctx);
+    reference_state_release(ctx);
     if (ctx->dummy_lse)
         clReleaseMemObject(ctx->dummy_lse);
     /* Both paths hold exactly one reference each to queue and context. */

@@ -23,6 +23,30 @@ static flashcl_status check_queue(flashcl_context *ctx, cl_command_queue queue)
     return FLASHCL_SUCCESS;
 }
 
+/* desc->backend, else FLASHCL_BACKEND (auto | fused | reference), else
+ * fused. Read per call so that a test or tool can switch it at run time. */
+static flashcl_status choose_backend(flashcl_context *ctx,
+                                     const flashcl_attention_desc *desc,
+                                     flashcl_backend *backend)
+{
+    *backend = FLASHCL_BACKEND_FUSED;
+    if (desc->backend != FLASHCL_BACKEND_AUTO) {
+        *backend = desc->backend;
+        return FLASHCL_SUCCESS;
+    }
+    const char *env = getenv("FLASHCL_BACKEND");
+    if (!env || !*env || !strcmp(env, "auto") || !strcmp(env, "fused"))
+        return FLASHCL_SUCCESS;
+    if (!strcmp(env, "reference")) {
+        *backend = FLASHCL_BACKEND_REFERENCE;
+        return FLASHCL_SUCCESS;
+    }
+    return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                     "environment variable FLASHCL_BACKEND = \"%.64s\" is "
+                     "not auto, fused or reference",
+                     env);
+}
+
 flashcl_status flashcl_attention_forward(flashcl_context *ctx,
                                          cl_command_queue queue,
                                          const flashcl_attention_desc *desc,
@@ -60,6 +84,14 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
                                "clEnqueueMarkerWithWaitList: %s",
                                cl_error_name(err));
     }
+    flashcl_backend backend;
+    status = choose_backend(ctx, desc, &backend);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (backend == FLASHCL_BACKEND_REFERENCE)
+        return launch_reference(ctx, queue, desc, &problem,
+                                num_events_in_wait_list, event_wait_list,
+                                event);
     return launch_fused(ctx, queue, desc, &problem, num_events_in_wait_list,
                         event_wait_list, event);
 }

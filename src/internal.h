@@ -134,6 +134,9 @@ struct flashcl_context {
     pthread_mutex_t error_lock;
     char last_error[FLASHCL_ERROR_CAPACITY];
     char *build_log; /* full log after a failed build; owned */
+    /* Reference backend's programs and scratch; created on first use under
+     * cache_lock (backend_reference.c). */
+    struct reference_state *reference;
 };
 
 /* Record a failure and return `status`, printf-style. */
@@ -222,5 +225,19 @@ flashcl_status launch_fused(flashcl_context *ctx, cl_command_queue queue,
                             const flashcl_attention_desc *desc,
                             const resolved_problem *problem, cl_uint num_wait,
                             const cl_event *wait_list, cl_event *event);
+
+/* ---- reference backend (backend_reference.c) ----------------------- */
+
+typedef struct reference_state reference_state;
+
+/* Enqueue a validated, non-empty problem on the unfused CLBlast path. */
+flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
+                                const flashcl_attention_desc *desc,
+                                const resolved_problem *problem,
+                                cl_uint num_wait, const cl_event *wait_list,
+                                cl_event *event);
+
+/* Free the reference backend's programs and scratch (context release). */
+void reference_state_release(flashcl_context *ctx);
 
 #endif /* FLASHCL_INTERNAL_H */

@@ -1,0 +1,929 @@
+/* The reference backend: attention unfused, as three steps per chunk of
+ * (batch, head) pairs:
+ *
+ *   S  = scale * Q K^T          CLBlast strided-batched GEMM
+ *   P  = softmax(masked S)      ref_softmax (ours), LSE out
+ *   O  = (P V) / rowsum         CLBlast GEMM, then ref_store (ours)
+ *
+ * Q, K and V are first copied into packed scratch of the compute type
+ * (fp32, or fp64 for fp64 storage) by ref_pack. That one copy handles every
+ * layout, stride and GQA mapping, and converts fp16/bf16 on the device:
+ * CLBlast's half-precision GEMM refuses devices without cl_khr_fp16, and
+ * its results would be rounded to half anyway.
+ *
+ * Scratch is O(N^2) per head, so a call is cut into chunks of heads (and,
+ * when one head alone exceeds the cap, of query rows) whose scratch fits
+ * the context's limit. The buffers live in the context and are reused:
+ * a call holds the context's reference lock while it enqueues, and its
+ * first command waits for the last command of the previous call that used
+ * the scratch (the `busy` event), so calls on different queues never share
+ * scratch at the same time and no call has to block on the host. */
+#include "internal.h"
+
+#include <clblast_c.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REF_DTYPE_COUNT 4 /* fp32, fp16, bf16, fp64 */
+#define REF_DEFAULT_LIMIT_DIVISOR 4
+#define REF_MAX_WG 64
+#define REF_SCRATCH_ENV "FLASHCL_REFERENCE_SCRATCH_LIMIT"
+
+/* Bits of ref_softmax's flags (cl/reference_attention.cl). */
+#define REF_WRITE_LSE 1
+#define REF_ALIBI 2
+#define REF_BIAS 4
+#define REF_MASK 8
+#define REF_SINKS 16
+#define REF_SOFTCAP 32
+
+typedef enum scratch_slot {
+    SLOT_Q = 0,  /* chunk heads x rows x D */
+    SLOT_K,      /* chunk heads x Nk x D */
+    SLOT_V,      /* chunk heads x Nk x Dv */
+    SLOT_S,      /* chunk heads x rows x Nk: scores, then P */
+    SLOT_O,      /* chunk heads x rows x Dv: P V before normalisation */
+    SLOT_FACTOR, /* chunk heads x rows: 1 / row sum */
+    SLOT_COUNT
+} scratch_slot;
+
+typedef struct ref_program {
+    cl_program program;
+    cl_kernel pack, softmax, store;
+} ref_program;
+
+struct reference_state {
+    /* Held while a call enqueues: guards scratch, kernel arguments and
+     * `busy`. */
+    pthread_mutex_t lock;
+    ref_program programs[REF_DTYPE_COUNT];
+    int wg_size;
+    cl_mem scratch[SLOT_COUNT];
+    size_t capacity[SLOT_COUNT];
+    /* Completes when the last call that used the scratch is done. */
+    cl_event busy;
+    /* Set by flashcl_context_set_scratch_limit; 0: env var or default. */
+    size_t limit;
+};
+
+/* How one call is cut into chunks. */
+typedef struct ref_plan {
+    size_t elem;               /* compute type size: 4 or 8 */
+    uint64_t heads_total;      /* batch * heads_q */
+    uint64_t heads_per_chunk;
+    uint64_t rows_per_chunk;   /* seqlen_q unless one head alone is too big */
+    size_t bytes[SLOT_COUNT];
+    size_t total_bytes;
+} ref_plan;
+
+/* The sizes a plan depends on. */
+typedef struct ref_shape {
+    uint64_t heads_total, seqlen_q, seqlen_k, head_dim, head_dim_v;
+    size_t elem;
+} ref_shape;
+
+/* ---- state ---------------------------------------------------------- */
+
+static flashcl_status get_state(flashcl_context *ctx, reference_state **out)
+{
+    /* The cache lock already serialises lazy per-context setup. */
+    pthread_mutex_lock(&ctx->cache_lock);
+    if (!ctx->reference) {
+        reference_state *state = calloc(1, sizeof *state);
+        if (state) {
+            pthread_mutex_init(&state->lock, NULL);
+            size_t wg = REF_MAX_WG;
+            while (ctx->caps.max_work_group && wg > ctx->caps.max_work_group)
+                wg /= 2;
+            state->wg_size = (int)wg;
+            ctx->reference = state;
+        }
+    }
+    *out = ctx->reference;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    if (!*out)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating the reference backend's state");
+    return FLASHCL_SUCCESS;
+}
+
+/* Caller holds state->lock (or is the only user, at release). */
+static void free_scratch(reference_state *state)
+{
+    for (int i = 0; i < SLOT_COUNT; ++i) {
+        /* OpenCL deletes the buffer only after enqueued commands that use
+         * it have finished, so this is safe while work is in flight. */
+        if (state->scratch[i])
+            clReleaseMemObject(state->scratch[i]);
+        state->scratch[i] = NULL;
+        state->capacity[i] = 0;
+    }
+    if (state->busy)
+        clReleaseEvent(state->busy);
+    state->busy = NULL;
+}
+
+void reference_state_release(flashcl_context *ctx)
+{
+    reference_state *state = ctx->reference;
+    if (!state)
+        return;
+    free_scratch(state);
+    for (int i = 0; i < REF_DTYPE_COUNT; ++i) {
+        ref_program *p = &state->programs[i];
+        cl_kernel kernels[3] = {p->pack, p->softmax, p->store};
+        for (int k = 0; k < 3; ++k)
+            if (kernels[k])
+                clReleaseKernel(kernels[k]);
+        if (p->program)
+            clReleaseProgram(p->program);
+    }
+    pthread_mutex_destroy(&state->lock);
+    free(state);
+    ctx->reference = NULL;
+}
+
+/* ---- scratch limit -------------------------------------------------- */
+
+/* "268435456", "256M", "1G", "512k": bytes with an optional binary
+ * suffix. */
+static bool parse_bytes(const char *text, size_t *out)
+{
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (end == text || errno != 0 || *text == '-')
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+    }
+    if (*end != '\0' || value == 0 || value > (SIZE_MAX >> shift))
+        return false;
+    *out = (size_t)value << shift;
+    return true;
+}
+
+/* The cap in bytes: the setter's value, else the environment variable,
+ * else a fraction of the device's largest allocation. */
+static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
+                                    size_t *limit)
+{
+    if (set_value) {
+        *limit = set_value;
+        return FLASHCL_SUCCESS;
+    }
+    const char *env = getenv(REF_SCRATCH_ENV);
+    if (env && *env) {
+        if (!parse_bytes(env, limit))
+            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                             "environment variable %s = \"%s\" is not a "
+                             "positive byte count (e.g. 268435456 or 256M)",
+                             REF_SCRATCH_ENV, env);
+        return FLASHCL_SUCCESS;
+    }
+    uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
+                                             : (uint64_t)128 << 20;
+    *limit = (size_t)(max_alloc / REF_DEFAULT_LIMIT_DIVISOR);
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- planning ------------------------------------------------------- */
+
+/* Elements of every slot for `heads` chunk heads of `rows` rows. */
+static void slot_elements(const ref_shape *s, uint64_t heads, uint64_t rows,
+                          uint64_t elements[SLOT_COUNT])
+{
+    elements[SLOT_Q] = heads * rows * s->head_dim;
+    elements[SLOT_K] = heads * s->seqlen_k * s->head_dim;
+    elements[SLOT_V] = heads * s->seqlen_k * s->head_dim_v;
+    elements[SLOT_S] = heads * rows * s->seqlen_k;
+    elements[SLOT_O] = heads * rows * s->head_dim_v;
+    elements[SLOT_FACTOR] = heads * rows;
+}
+
+/* Whether a chunk fits the cap in total and the device's largest
+ * allocation per buffer. Sizes are bounded by validation (N < 2^31,
+ * D <= 256), so heads * rows * N stays far below 2^64 for heads <= 2^31. */
+static bool chunk_fits(const ref_shape *s, uint64_t heads, uint64_t rows,
+                       uint64_t limit, uint64_t max_alloc)
+{
+    uint64_t elements[SLOT_COUNT], total = 0;
+    slot_elements(s, heads, rows, elements);
+    for (int i = 0; i < SLOT_COUNT; ++i) {
+        if (elements[i] * s->elem > max_alloc)
+            return false;
+        total += elements[i] * s->elem;
+    }
+    return total <= limit;
+}
+
+/* Largest value in [1, hi] for which fits(value) holds (fits is monotone),
+ * or 0. */
+static uint64_t largest_fitting(const ref_shape *s, uint64_t hi, bool by_heads,
+                                uint64_t limit, uint64_t max_alloc)
+{
+    uint64_t lo = 0;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        bool fits = by_heads ? chunk_fits(s, mid, s->seqlen_q, limit, max_alloc)
+                             : chunk_fits(s, 1, mid, limit, max_alloc);
+        if (fits)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Same number of chunks, sizes as even as possible. */
+static uint64_t balanced(uint64_t total, uint64_t per_chunk)
+{
+    uint64_t chunks = (total + per_chunk - 1) / per_chunk;
+    return (total + chunks - 1) / chunks;
+}
+
+static flashcl_status make_plan(flashcl_context *ctx, const ref_shape *s,
+                                size_t limit, ref_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    const uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
+                                                   : UINT64_MAX;
+    plan->elem = s->elem;
+    plan->heads_total = s->heads_total;
+    uint64_t heads_cap = s->heads_total < INT32_MAX ? s->heads_total : INT32_MAX;
+    uint64_t heads = largest_fitting(s, heads_cap, true, limit, max_alloc);
+    uint64_t rows = s->seqlen_q;
+    if (heads == 0) { /* one head is too big: cut its query rows */
+        heads = 1;
+        rows = largest_fitting(s, s->seqlen_q, false, limit, max_alloc);
+        if (rows == 0) {
+            uint64_t need[SLOT_COUNT], total = 0;
+            slot_elements(s, 1, 1, need);
+            for (int i = 0; i < SLOT_COUNT; ++i)
+                total += need[i] * s->elem;
+            return set_error(
+                ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                "reference backend: the scratch limit of %zu bytes is below "
+                "the %llu bytes of the smallest chunk (K and V of one head "
+                "plus one query row); raise it with "
+                "flashcl_context_set_scratch_limit or %s",
+                limit, (unsigned long long)total, REF_SCRATCH_ENV);
+        }
+        rows = balanced(s->seqlen_q, rows);
+    } else {
+        heads = balanced(s->heads_total, heads);
+    }
+    plan->heads_per_chunk = heads;
+    plan->rows_per_chunk = rows;
+    uint64_t elements[SLOT_COUNT];
+    slot_elements(s, heads, rows, elements);
+    for (int i = 0; i < SLOT_COUNT; ++i) {
+        plan->bytes[i] = (size_t)(elements[i] * s->elem);
+        plan->total_bytes += plan->bytes[i];
+    }
+    return FLASHCL_SUCCESS;
+}
+
+static size_t compute_size(flashcl_dtype dtype)
+{
+    return dtype == FLASHCL_DTYPE_FP64 ? sizeof(double) : sizeof(float);
+}
+
+static ref_shape shape_of_problem(const resolved_problem *p)
+{
+    ref_shape s = {(uint64_t)p->batch * (uint64_t)p->heads_q,
+                   (uint64_t)p->seqlen_q, (uint64_t)p->seqlen_k,
+                   (uint64_t)p->head_dim, (uint64_t)p->head_dim_v,
+                   compute_size(p->dtype)};
+    return s;
+}
+
+/* ---- programs ------------------------------------------------------- */
+
+static char *program_build_log(cl_program program, cl_device_id device)
+{
+    size_t size = 0;
+    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL,
+                              &size) != CL_SUCCESS)
+        return NULL;
+    char *log = malloc(size + 1);
+    if (log && clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG,
+                                     size, log, NULL) != CL_SUCCESS)
+        size = 0;
+    if (log)
+        log[size] = '\0';
+    return log;
+}
+
+static flashcl_status build_program(flashcl_context *ctx, int wg_size,
+                                    flashcl_dtype dtype, ref_program *out)
+{
+    char msg[512];
+    char *source = load_kernel_source("reference_attention.cl", msg,
+                                      sizeof msg);
+    if (!source)
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
+    char options[128];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DREF_DTYPE=%d -DREF_WG=%d",
+             (int)dtype, wg_size);
+    cl_int err;
+    const char *text = source;
+    out->program = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL, &err);
+    free(source);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "clCreateProgramWithSource(reference_attention.cl): "
+                         "%s",
+                         cl_error_name(err));
+    err = clBuildProgram(out->program, 1, &ctx->device, options, NULL, NULL);
+    if (err == CL_SUCCESS)
+        out->pack = clCreateKernel(out->program, "ref_pack", &err);
+    if (err == CL_SUCCESS)
+        out->softmax = clCreateKernel(out->program, "ref_softmax", &err);
+    if (err == CL_SUCCESS)
+        out->store = clCreateKernel(out->program, "ref_store", &err);
+    if (err != CL_SUCCESS) {
+        char what[400];
+        snprintf(what, sizeof what,
+                 "building reference_attention.cl with \"%s\" failed: %s",
+                 options, cl_error_name(err));
+        return set_build_error(ctx, what,
+                               program_build_log(out->program, ctx->device));
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* Caller holds state->lock. */
+static flashcl_status get_program(flashcl_context *ctx, reference_state *state,
+                                  flashcl_dtype dtype, ref_program **out)
+{
+    ref_program *p = &state->programs[dtype];
+    if (!p->store) {
+        flashcl_status status = build_program(ctx, state->wg_size, dtype, p);
+        if (status != FLASHCL_SUCCESS) {
+            cl_kernel kernels[3] = {p->pack, p->softmax, p->store};
+            for (int k = 0; k < 3; ++k)
+                if (kernels[k])
+                    clReleaseKernel(kernels[k]);
+            if (p->program)
+                clReleaseProgram(p->program);
+            memset(p, 0, sizeof *p);
+            return status;
+        }
+    }
+    *out = p;
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- scratch buffers ------------------------------------------------ */
+
+/* Grow the buffers to the plan. New S and O buffers are zeroed once: a
+ * GEMM with beta = 0 may still read C, and 0 * NaN garbage would be NaN.
+ * Caller holds state->lock; `queue` already waits for `busy`. */
+static flashcl_status ensure_scratch(flashcl_context *ctx,
+                                     reference_state *state,
+                                     cl_command_queue queue,
+                                     const ref_plan *plan)
+{
+    for (int i = 0; i < SLOT_COUNT; ++i) {
+        size_t need = plan->bytes[i] ? plan->bytes[i] : 16;
+        if (state->scratch[i] && state->capacity[i] >= need)
+            continue;
+        if (state->scratch[i])
+            clReleaseMemObject(state->scratch[i]);
+        state->capacity[i] = 0;
+        cl_int err;
+        state->scratch[i] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, need,
+                                           NULL, &err);
+        if (err == CL_SUCCESS && (i == SLOT_S || i == SLOT_O)) {
+            const cl_uchar zero = 0;
+            err = clEnqueueFillBuffer(queue, state->scratch[i], &zero, 1, 0,
+                                      need, 0, NULL, NULL);
+        }
+        if (err != CL_SUCCESS) {
+            if (state->scratch[i])
+                clReleaseMemObject(state->scratch[i]);
+            state->scratch[i] = NULL;
+            return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                             "reference backend: allocating %zu bytes of "
+                             "scratch failed: %s",
+                             need, cl_error_name(err));
+        }
+        state->capacity[i] = need;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- one chunk ------------------------------------------------------ */
+
+/* What every kernel of one chunk needs to know. */
+typedef struct chunk {
+    const resolved_problem *p;
+    const flashcl_attention_desc *desc;
+    reference_state *state;
+    ref_program *program;
+    cl_command_queue queue;
+    cl_long bh0;   /* first (batch * heads_q + head) of the chunk */
+    cl_int count;  /* heads in the chunk */
+    cl_int row0, rows;
+} chunk;
+
+#define SET_ARG(kernel, index, value)                                          \
+    do {                                                                       \
+        if (err == CL_SUCCESS)                                                 \
+            err = clSetKernelArg(kernel, index, sizeof(value), &(value));       \
+    } while (0)
+
+static cl_ulong4 ulong4_from(const uint64_t v[4])
+{
+    cl_ulong4 out;
+    for (int i = 0; i < 4; ++i)
+        out.s[i] = v[i];
+    return out;
+}
+
+/* Packs rows [row0, row0 + rows) of every chunk head of one input. */
+static cl_int enqueue_pack(const chunk *c, cl_mem source,
+                           const resolved_tensor *view, cl_mem dest,
+                           cl_int row0, cl_int rows, cl_int dim, cl_int group)
+{
+    cl_kernel k = c->program->pack;
+    const cl_ulong base = view->base;
+    const cl_ulong4 stride = ulong4_from(view->stride);
+    const cl_int heads_q = (cl_int)c->p->heads_q;
+    cl_int err = CL_SUCCESS;
+    SET_ARG(k, 0, source);
+    SET_ARG(k, 1, base);
+    SET_ARG(k, 2, stride);
+    SET_ARG(k, 3, dest);
+    SET_ARG(k, 4, rows);
+    SET_ARG(k, 5, dim);
+    SET_ARG(k, 6, row0);
+    SET_ARG(k, 7, c->bh0);
+    SET_ARG(k, 8, heads_q);
+    SET_ARG(k, 9, group);
+    const size_t global[3] = {(size_t)dim, (size_t)rows, (size_t)c->count};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, NULL, 0,
+                                     NULL, NULL);
+    return err;
+}
+
+/* An optional input: the caller's cl_mem, or a dummy when absent. */
+static cl_mem input_or_dummy(const flashcl_context *ctx, cl_mem buffer,
+                             const resolved_tensor *view)
+{
+    return view->present ? buffer : ctx->dummy_lse;
+}
+
+static cl_int softmax_variant_args(flashcl_context *ctx, const chunk *c,
+                                   cl_kernel k, cl_int *flags)
+{
+    const resolved_problem *p = c->p;
+    const flashcl_attention_desc *d = c->desc;
+    const cl_mem alibi = input_or_dummy(ctx, d->alibi_slopes.buffer, &p->alibi);
+    const cl_ulong alibi_base = p->alibi.base;
+    cl_ulong2 alibi_stride;
+    alibi_stride.s[0] = p->alibi.stride[0];
+    alibi_stride.s[1] = p->alibi.stride[1];
+    const cl_mem bias = input_or_dummy(ctx, d->bias.buffer, &p->bias);
+    const cl_ulong bias_base = p->bias.base;
+    const cl_ulong4 bias_stride = ulong4_from(p->bias.stride);
+    const cl_int bias_dtype = (cl_int)p->bias_dtype;
+    const cl_mem mask = input_or_dummy(ctx, d->mask.buffer, &p->mask);
+    const cl_ulong mask_base = p->mask.base;
+    const cl_ulong4 mask_stride = ulong4_from(p->mask.stride);
+    const cl_mem sinks = input_or_dummy(ctx, d->sinks.buffer, &p->sinks);
+    const cl_ulong sinks_base = p->sinks.base;
+    const cl_ulong sinks_stride = p->sinks.stride[1];
+    *flags |= (p->alibi.present ? REF_ALIBI : 0) |
+              (p->bias.present ? REF_BIAS : 0) |
+              (p->mask.present ? REF_MASK : 0) |
+              (p->sinks.present ? REF_SINKS : 0) |
+              (p->softcap > 0.0f ? REF_SOFTCAP : 0);
+    cl_int err = CL_SUCCESS;
+    SET_ARG(k, 14, alibi);
+    SET_ARG(k, 15, alibi_base);
+    SET_ARG(k, 16, alibi_stride);
+    SET_ARG(k, 17, bias);
+    SET_ARG(k, 18, bias_base);
+    SET_ARG(k, 19, bias_stride);
+    SET_ARG(k, 20, bias_dtype);
+    SET_ARG(k, 21, mask);
+    SET_ARG(k, 22, mask_base);
+    SET_ARG(k, 23, mask_stride);
+    SET_ARG(k, 24, sinks);
+    SET_ARG(k, 25, sinks_base);
+    SET_ARG(k, 26, sinks_stride);
+    return err;
+}
+
+static cl_int enqueue_softmax(flashcl_context *ctx, const chunk *c)
+{
+    const resolved_problem *p = c->p;
+    cl_kernel k = c->program->softmax;
+    const cl_mem lse = p->lse.present ? c->desc->lse.buffer : ctx->dummy_lse;
+    const cl_ulong lse_base = p->lse.base;
+    const cl_ulong4 lse_stride = ulong4_from(p->lse.stride);
+    const cl_int nk = (cl_int)p->seqlen_k, heads_q = (cl_int)p->heads_q;
+    const cl_long diag = p->diag, left = p->left, right = p->right;
+    const cl_float softcap = p->softcap;
+    cl_int flags = p->lse.present ? REF_WRITE_LSE : 0;
+    cl_int err = softmax_variant_args(ctx, c, k, &flags);
+    SET_ARG(k, 0, c->state->scratch[SLOT_S]);
+    SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
+    SET_ARG(k, 2, lse);
+    SET_ARG(k, 3, lse_base);
+    SET_ARG(k, 4, lse_stride);
+    SET_ARG(k, 5, c->rows);
+    SET_ARG(k, 6, nk);
+    SET_ARG(k, 7, c->row0);
+    SET_ARG(k, 8, c->bh0);
+    SET_ARG(k, 9, heads_q);
+    SET_ARG(k, 10, diag);
+    SET_ARG(k, 11, left);
+    SET_ARG(k, 12, right);
+    SET_ARG(k, 13, softcap);
+    SET_ARG(k, 27, flags);
+    const size_t wg = (size_t)c->state->wg_size;
+    const size_t global[3] = {wg, (size_t)c->rows, (size_t)c->count};
+    const size_t local[3] = {wg, 1, 1};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, local, 0,
+                                     NULL, NULL);
+    return err;
+}
+
+static cl_int enqueue_store(const chunk *c)
+{
+    const resolved_problem *p = c->p;
+    cl_kernel k = c->program->store;
+    const cl_ulong base = p->o.base;
+    const cl_ulong4 stride = ulong4_from(p->o.stride);
+    const cl_int dim = (cl_int)p->head_dim_v, heads_q = (cl_int)p->heads_q;
+    const cl_int has_keys = p->seqlen_k > 0;
+    cl_int err = CL_SUCCESS;
+    SET_ARG(k, 0, c->state->scratch[SLOT_O]);
+    SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
+    SET_ARG(k, 2, c->desc->o.buffer);
+    SET_ARG(k, 3, base);
+    SET_ARG(k, 4, stride);
+    SET_ARG(k, 5, c->rows);
+    SET_ARG(k, 6, dim);
+    SET_ARG(k, 7, c->row0);
+    SET_ARG(k, 8, c->bh0);
+    SET_ARG(k, 9, heads_q);
+    SET_ARG(k, 10, has_keys);
+    const size_t global[3] = {(size_t)dim, (size_t)c->rows, (size_t)c->count};
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, NULL, 0,
+                                     NULL, NULL);
+    return err;
+}
+
+#undef SET_ARG
+
+/* One strided-batched row-major GEMM C = alpha * A op(B), in the compute
+ * type of the problem. */
+typedef struct gemm_call {
+    const char *what;
+    CLBlastTranspose b_transpose;
+    size_t m, n, k;
+    double alpha;
+    cl_mem a, b, c;
+    size_t a_ld, b_ld, c_ld, a_stride, b_stride, c_stride, batch;
+} gemm_call;
+
+static flashcl_status run_gemm(flashcl_context *ctx, cl_command_queue queue,
+                               flashcl_dtype dtype, const gemm_call *g)
+{
+    CLBlastStatusCode code;
+    const char *routine;
+    if (dtype == FLASHCL_DTYPE_FP64) {
+        routine = "CLBlastDgemmStridedBatched";
+        code = CLBlastDgemmStridedBatched(
+            CLBlastLayoutRowMajor, CLBlastTransposeNo, g->b_transpose, g->m,
+            g->n, g->k, g->alpha, g->a, 0, g->a_ld, g->a_stride, g->b, 0,
+            g->b_ld, g->b_stride, 0.0, g->c, 0, g->c_ld, g->c_stride,
+            g->batch, &queue, NULL);
+    } else {
+        routine = "CLBlastSgemmStridedBatched";
+        code = CLBlastSgemmStridedBatched(
+            CLBlastLayoutRowMajor, CLBlastTransposeNo, g->b_transpose, g->m,
+            g->n, g->k, (float)g->alpha, g->a, 0, g->a_ld, g->a_stride, g->b,
+            0, g->b_ld, g->b_stride, 0.0f, g->c, 0, g->c_ld, g->c_stride,
+            g->batch, &queue, NULL);
+    }
+    if (code != CLBlastSuccess)
+        return set_error(ctx, FLASHCL_ERROR_BACKEND,
+                         "reference backend: %s for %s (m=%zu n=%zu k=%zu "
+                         "batch=%zu) failed with CLBlast status %d",
+                         routine, g->what, g->m, g->n, g->k, g->batch,
+                         (int)code);
+    return FLASHCL_SUCCESS;
+}
+
+/* S = scale * Q K^T for the chunk. */
+static flashcl_status gemm_scores(flashcl_context *ctx, const chunk *c)
+{
+    const resolved_problem *p = c->p;
+    const size_t rows = (size_t)c->rows, nk = (size_t)p->seqlen_k,
+                 d = (size_t)p->head_dim;
+    const gemm_call g = {
+        "S = scale * Q K^T", CLBlastTransposeYes, rows, nk, d, p->scale,
+        c->state->scratch[SLOT_Q], c->state->scratch[SLOT_K],
+        c->state->scratch[SLOT_S], d, d, nk, rows * d, nk * d, rows * nk,
+        (size_t)c->count};
+    return run_gemm(ctx, c->queue, p->dtype, &g);
+}
+
+/* O' = P V for the chunk. */
+static flashcl_status gemm_values(flashcl_context *ctx, const chunk *c)
+{
+    const resolved_problem *p = c->p;
+    const size_t rows = (size_t)c->rows, nk = (size_t)p->seqlen_k,
+                 dv = (size_t)p->head_dim_v;
+    const gemm_call g = {
+        "O = P V", CLBlastTransposeNo, rows, dv, nk, 1.0,
+        c->state->scratch[SLOT_S], c->state->scratch[SLOT_V],
+        c->state->scratch[SLOT_O], nk, dv, dv, rows * nk, nk * dv, rows * dv,
+        (size_t)c->count};
+    return run_gemm(ctx, c->queue, p->dtype, &g);
+}
+
+static flashcl_status cl_failed(flashcl_context *ctx, const char *what,
+                                cl_int err)
+{
+    return set_error(ctx, FLASHCL_ERROR_OPENCL, "reference backend: %s: %s",
+                     what, cl_error_name(err));
+}
+
+static flashcl_status run_chunk(flashcl_context *ctx, const chunk *c)
+{
+    const resolved_problem *p = c->p;
+    const flashcl_attention_desc *d = c->desc;
+    reference_state *s = c->state;
+    const cl_int nk = (cl_int)p->seqlen_k;
+    const cl_int group = (cl_int)(p->heads_q / p->heads_kv);
+    cl_int err = CL_SUCCESS;
+    if (nk > 0) {
+        /* K and V of a head serve all its row chunks: pack them once. */
+        if (c->row0 == 0)
+            err = enqueue_pack(c, d->k.buffer, &p->k, s->scratch[SLOT_K], 0,
+                               nk, (cl_int)p->head_dim, group);
+        if (err == CL_SUCCESS && c->row0 == 0)
+            err = enqueue_pack(c, d->v.buffer, &p->v, s->scratch[SLOT_V], 0,
+                               nk, (cl_int)p->head_dim_v, group);
+        if (err == CL_SUCCESS)
+            err = enqueue_pack(c, d->q.buffer, &p->q, s->scratch[SLOT_Q],
+                               c->row0, c->rows, (cl_int)p->head_dim, 1);
+        if (err != CL_SUCCESS)
+            return cl_failed(ctx, "enqueueing ref_pack", err);
+        flashcl_status status = gemm_scores(ctx, c);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
+    err = enqueue_softmax(ctx, c);
+    if (err != CL_SUCCESS)
+        return cl_failed(ctx, "enqueueing ref_softmax", err);
+    if (nk > 0) {
+        flashcl_status status = gemm_values(ctx, c);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
+    err = enqueue_store(c);
+    return err == CL_SUCCESS ? FLASHCL_SUCCESS
+                             : cl_failed(ctx, "enqueueing ref_store", err);
+}
+
+/* ---- the call ------------------------------------------------------- */
+
+static flashcl_status check_in_order(flashcl_context *ctx,
+                                     cl_command_queue queue)
+{
+    cl_command_queue_properties props = 0;
+    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props,
+                                       &props, NULL);
+    if (err != CL_SUCCESS)
+        return cl_failed(ctx, "querying the queue's properties", err);
+    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "queue: the reference backend needs an in-order "
+                         "queue (CLBlast chains its kernels by queue order)");
+    return FLASHCL_SUCCESS;
+}
+
+/* First command of a call: waits for the caller's events and for the
+ * previous user of the scratch; in-order queue order does the rest. */
+static flashcl_status enqueue_entry_barrier(flashcl_context *ctx,
+                                            reference_state *state,
+                                            cl_command_queue queue,
+                                            cl_uint num_wait,
+                                            const cl_event *wait_list)
+{
+    cl_event stack_list[16];
+    cl_event *list = stack_list;
+    cl_uint count = num_wait + (state->busy ? 1 : 0);
+    if (count > 16 && !(list = malloc(count * sizeof *list)))
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating the event wait list");
+    for (cl_uint i = 0; i < num_wait; ++i)
+        list[i] = wait_list[i];
+    if (state->busy)
+        list[num_wait] = state->busy;
+    cl_int err = count ? clEnqueueBarrierWithWaitList(queue, count, list, NULL)
+                       : CL_SUCCESS;
+    if (list != stack_list)
+        free(list);
+    return err == CL_SUCCESS ? FLASHCL_SUCCESS
+                             : cl_failed(ctx, "enqueueing the entry barrier",
+                                         err);
+}
+
+/* Last command of a call: a marker that completes after every command of
+ * the call (CLBlast's own event would cover only its last kernel). It
+ * becomes the scratch's `busy` event and the caller's event. */
+static flashcl_status enqueue_exit_marker(flashcl_context *ctx,
+                                          reference_state *state,
+                                          cl_command_queue queue,
+                                          cl_event *event)
+{
+    cl_event marker = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &marker);
+    if (err != CL_SUCCESS) {
+        /* Without a marker nobody could wait for this call: finish it. */
+        clFinish(queue);
+        if (state->busy)
+            clReleaseEvent(state->busy);
+        state->busy = NULL;
+        return cl_failed(ctx, "enqueueing the exit marker", err);
+    }
+    if (state->busy)
+        clReleaseEvent(state->busy);
+    state->busy = marker;
+    if (event) {
+        clRetainEvent(marker);
+        *event = marker;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status run_chunks(flashcl_context *ctx, reference_state *state,
+                                 ref_program *program, cl_command_queue queue,
+                                 const flashcl_attention_desc *desc,
+                                 const resolved_problem *p,
+                                 const ref_plan *plan)
+{
+    chunk c = {p, desc, state, program, queue, 0, 0, 0, 0};
+    for (uint64_t bh0 = 0; bh0 < plan->heads_total;
+         bh0 += plan->heads_per_chunk) {
+        uint64_t left = plan->heads_total - bh0;
+        c.bh0 = (cl_long)bh0;
+        c.count = (cl_int)(left < plan->heads_per_chunk ? left
+                                                        : plan->heads_per_chunk);
+        for (uint64_t row0 = 0; row0 < (uint64_t)p->seqlen_q;
+             row0 += plan->rows_per_chunk) {
+            uint64_t rows_left = (uint64_t)p->seqlen_q - row0;
+            c.row0 = (cl_int)row0;
+            c.rows = (cl_int)(rows_left < plan->rows_per_chunk
+                                  ? rows_left
+                                  : plan->rows_per_chunk);
+            flashcl_status status = run_chunk(ctx, &c);
+            if (status != FLASHCL_SUCCESS)
+                return status;
+        }
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* Everything after the lock is taken. */
+static flashcl_status launch_locked(flashcl_context *ctx,
+                                    reference_state *state,
+                                    cl_command_queue queue,
+                                    const flashcl_attention_desc *desc,
+                                    const resolved_problem *p, cl_uint num_wait,
+                                    const cl_event *wait_list, cl_event *event)
+{
+    size_t limit;
+    flashcl_status status = scratch_limit(ctx, state->limit, &limit);
+    ref_plan plan;
+    const ref_shape shape = shape_of_problem(p);
+    if (status == FLASHCL_SUCCESS)
+        status = make_plan(ctx, &shape, limit, &plan);
+    ref_program *program = NULL;
+    if (status == FLASHCL_SUCCESS)
+        status = get_program(ctx, state, p->dtype, &program);
+    if (status != FLASHCL_SUCCESS)
+        return status; /* nothing enqueued yet */
+    status = enqueue_entry_barrier(ctx, state, queue, num_wait, wait_list);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    status = ensure_scratch(ctx, state, queue, &plan);
+    if (status == FLASHCL_SUCCESS)
+        status = run_chunks(ctx, state, program, queue, desc, p, &plan);
+    /* Also after a failure: commands already enqueued may use scratch. */
+    flashcl_status marker_status =
+        enqueue_exit_marker(ctx, state, queue,
+                            status == FLASHCL_SUCCESS ? event : NULL);
+    return status != FLASHCL_SUCCESS ? status : marker_status;
+}
+
+flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
+                                const flashcl_attention_desc *desc,
+                                const resolved_problem *p, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event)
+{
+    flashcl_status status = check_in_order(ctx, queue);
+    reference_state *state = NULL;
+    if (status == FLASHCL_SUCCESS)
+        status = get_state(ctx, &state);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    pthread_mutex_lock(&state->lock);
+    status = launch_locked(ctx, state, queue, desc, p, num_wait, wait_list,
+                           event);
+    pthread_mutex_unlock(&state->lock);
+    return status;
+}
+
+/* ---- public scratch API --------------------------------------------- */
+
+flashcl_status flashcl_context_set_scratch_limit(flashcl_context *ctx,
+                                                 size_t bytes)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    reference_state *state;
+    flashcl_status status = get_state(ctx, &state);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    pthread_mutex_lock(&state->lock);
+    state->limit = bytes;
+    pthread_mutex_unlock(&state->lock);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_get_scratch_limit(flashcl_context *ctx,
+                                                 size_t *bytes)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    if (!bytes)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    reference_state *state;
+    flashcl_status status = get_state(ctx, &state);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    pthread_mutex_lock(&state->lock);
+    status = scratch_limit(ctx, state->limit, bytes);
+    pthread_mutex_unlock(&state->lock);
+    return status;
+}
+
+flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    if (!ctx->reference)
+        return FLASHCL_SUCCESS; /* never used: nothing to free */
+    reference_state *state = ctx->reference;
+    pthread_mutex_lock(&state->lock);
+    free_scratch(state);
+    pthread_mutex_unlock(&state->lock);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
+                                               const flashcl_attention_desc *desc,
+                                               size_t *bytes)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    if (!bytes)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    size_t limit;
+    flashcl_status status = validate_shape(ctx, desc);
+    if (status == FLASHCL_SUCCESS)
+        status = flashcl_context_get_scratch_limit(ctx, &limit);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const int64_t dv = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
+    ref_shape shape = {(uint64_t)desc->batch * (uint64_t)desc->heads_q,
+                       (uint64_t)desc->seqlen_q, (uint64_t)desc->seqlen_k,
+                       (uint64_t)desc->head_dim, (uint64_t)dv,
+                       compute_size(desc->dtype)};
+    *bytes = 0;
+    if (shape.heads_total == 0 || shape.seqlen_q == 0)
+        return FLASHCL_SUCCESS; /* an empty problem runs nothing */
+    ref_plan plan;
+    status = make_plan(ctx, &shape, limit, &plan);
+    if (status == FLASHCL_SUCCESS)
+        *bytes = plan.total_bytes;
+    return status;
+}
