@@ -180,7 +180,7 @@ typedef struct resolved_problem {
     flashcl_dtype dtype;
     size_t elem_size;
     int causal;
-    float scale;
+    double scale; /* default 1/sqrt(D) computed in double for fp64 */
     resolved_tensor q, k, v, o, lse;
     bool empty; /* nothing to compute (zero batch/heads/seqlen_q) */
 

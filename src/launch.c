@@ -62,7 +62,7 @@ static void pack_args(flashcl_context *ctx, const resolved_problem *p,
     a->seqlen_k = (cl_int)p->seqlen_k;
     a->head_dim = (cl_int)p->head_dim;
     a->group_size = (cl_int)(p->heads_q / p->heads_kv);
-    a->scale_log2_fp64 = (double)p->scale * LOG2E;
+    a->scale_log2_fp64 = p->scale * LOG2E;
     a->scale_log2 = (cl_float)a->scale_log2_fp64;
     a->write_lse = p->lse.present ? 1 : 0;
     /* The original (sub-)buffer, not the root used for aliasing checks. */

@@ -409,8 +409,8 @@ void resolve_problem_scalars(const flashcl_attention_desc *desc,
     p->dtype = desc->dtype;
     p->elem_size = dtype_size(desc->dtype);
     p->causal = desc->causal ? 1 : 0;
-    p->scale = desc->scale != 0.0f ? desc->scale
-                                   : 1.0f / sqrtf((float)desc->head_dim);
+    p->scale = desc->scale != 0.0f ? (double)desc->scale
+                                   : 1.0 / sqrt((double)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
     resolve_visibility(desc, p);
     p->bias_dtype = desc->bias_dtype;

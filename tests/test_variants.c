@@ -1,0 +1,763 @@
+/*
+ * Attention variants (issue 5) against a float64 host reference written
+ * here from the semantics documented in flashcl.h: sliding windows, top-left
+ * causal, ALiBi, additive bias with broadcast strides, boolean masks,
+ * softcap, sinks, D_v != D_qk and fp64 storage; plus the validation of each
+ * new field (specific status, output untouched).
+ *
+ * Inputs are packed [B, N, H, D]; optional score inputs use literal
+ * strides as the API says. Every output buffer is poisoned before a call.
+ */
+#include "test_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tolerances, relative to max |O_ref| (and absolute for LSE). The yardstick
+ * is rounding O to the storage type: fp16 2^-11, bf16 2^-8 relative; fp32
+ * and fp64 accumulate in their own precision over at most a few hundred
+ * keys. */
+static double o_tolerance(flashcl_dtype dtype)
+{
+    switch (dtype) {
+    case FLASHCL_DTYPE_FP16:
+        return 2e-3;
+    case FLASHCL_DTYPE_BF16:
+        return 1.6e-2;
+    case FLASHCL_DTYPE_FP64:
+        return 1e-12;
+    default:
+        return 2e-5;
+    }
+}
+
+static double lse_tolerance(flashcl_dtype dtype)
+{
+    /* LSE is fp32 output for every dtype. */
+    return dtype == FLASHCL_DTYPE_FP64 ? 2e-6 : 1e-4;
+}
+
+typedef struct variant_case {
+    const char *name;
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, head_dim_v;
+    flashcl_dtype dtype;
+    int causal;
+    flashcl_causal_align align;
+    int window;
+    int64_t window_left, window_right;
+    int alibi;           /* 0 off, 1 per head, 2 per (batch, head) */
+    int bias;            /* 0 off, else bias_dtype + 1 */
+    size_t bias_stride[4]; /* literal (b, h, i, j); all 0 -> packed */
+    int bias_neg_inf;    /* sprinkle -inf, and one whole row */
+    int mask;            /* 0 off, 1 on */
+    size_t mask_stride[4];
+    int mask_dead_row;   /* one query row of the mask all zero */
+    float softcap;
+    int sinks;
+    double amplitude;    /* input scale: large values stress softcap */
+} variant_case;
+
+/* ---- host data -------------------------------------------------------- */
+
+static size_t dtype_bytes(flashcl_dtype dtype)
+{
+    return dtype == FLASHCL_DTYPE_FP64   ? 8
+           : dtype == FLASHCL_DTYPE_FP32 ? 4
+                                         : 2;
+}
+
+/* Store `value` in `dtype` at element i; returns what the device reads. */
+static double store_value(void *base, size_t i, flashcl_dtype dtype,
+                          double value)
+{
+    switch (dtype) {
+    case FLASHCL_DTYPE_FP64:
+        ((double *)base)[i] = value;
+        return value;
+    case FLASHCL_DTYPE_FP32:
+        ((float *)base)[i] = (float)value;
+        return (float)value;
+    case FLASHCL_DTYPE_FP16:
+        ((uint16_t *)base)[i] = ref_float_to_half((float)value);
+        return ref_half_to_float(((uint16_t *)base)[i]);
+    default:
+        ((uint16_t *)base)[i] = ref_float_to_bf16((float)value);
+        return ref_bf16_to_float(((uint16_t *)base)[i]);
+    }
+}
+
+static double load_value(const void *base, size_t i, flashcl_dtype dtype)
+{
+    switch (dtype) {
+    case FLASHCL_DTYPE_FP64:
+        return ((const double *)base)[i];
+    case FLASHCL_DTYPE_FP32:
+        return ((const float *)base)[i];
+    case FLASHCL_DTYPE_FP16:
+        return ref_half_to_float(((const uint16_t *)base)[i]);
+    default:
+        return ref_bf16_to_float(((const uint16_t *)base)[i]);
+    }
+}
+
+/* A host array mirrored in a device buffer; `value` holds what the
+ * device reads, in double. */
+typedef struct host_tensor {
+    void *bytes;
+    double *value;
+    size_t count, elem;
+    cl_mem buffer;
+} host_tensor;
+
+static void host_tensor_random(host_tensor *t, size_t count,
+                               flashcl_dtype dtype, rng *r, double amplitude)
+{
+    t->count = count;
+    t->elem = dtype_bytes(dtype);
+    t->bytes = calloc(count ? count : 1, t->elem);
+    t->value = calloc(count ? count : 1, sizeof(double));
+    ck_assert_ptr_nonnull(t->bytes);
+    ck_assert_ptr_nonnull(t->value);
+    for (size_t i = 0; i < count; ++i)
+        t->value[i] = store_value(t->bytes, i, dtype, rng_normal(r) * amplitude);
+}
+
+static void host_tensor_upload(host_tensor *t, flashcl_context *ctx)
+{
+    size_t bytes = t->count * t->elem;
+    t->buffer = create_buffer(flashcl_context_cl_context(ctx), bytes);
+    if (bytes)
+        write_buffer(flashcl_context_queue(ctx), t->buffer, t->bytes, bytes);
+}
+
+static void host_tensor_release(host_tensor *t)
+{
+    if (t->buffer)
+        clReleaseMemObject(t->buffer);
+    free(t->bytes);
+    free(t->value);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- the float64 reference -------------------------------------------- */
+
+typedef struct variant_data {
+    variant_case c;
+    host_tensor q, k, v, slopes, bias, sinks;
+    unsigned char *mask;
+    size_t mask_count;
+    cl_mem mask_buffer;
+    size_t bias_stride[4], mask_stride[4];
+} variant_data;
+
+static size_t qo_index(const variant_case *c, int b, int n, int h, int d,
+                       int seqlen, int heads, int dim)
+{
+    (void)c;
+    return (((size_t)b * seqlen + n) * heads + h) * dim + d;
+}
+
+static size_t lit_index(const size_t stride[4], int b, int h, int i, int j)
+{
+    return b * stride[0] + h * stride[1] + i * stride[2] + j * stride[3];
+}
+
+static double slope_of(const variant_data *data, int b, int h)
+{
+    const variant_case *c = &data->c;
+    return c->alibi == 2 ? data->slopes.value[(size_t)b * c->heads_q + h]
+                         : data->slopes.value[h];
+}
+
+/* Is key j visible to query i before the bias/mask inputs? */
+static int band_visible(const variant_case *c, int i, int j)
+{
+    int64_t diag = c->align == FLASHCL_CAUSAL_TOP_LEFT
+                       ? 0
+                       : (int64_t)c->seqlen_k - c->seqlen_q;
+    int64_t right = c->window ? c->window_right : -1;
+    int64_t left = c->window ? c->window_left : -1;
+    if (c->causal && (right < 0 || right > 0))
+        right = 0;
+    if (right >= 0 && j > i + diag + right)
+        return 0;
+    if (left >= 0 && j < i + diag - left)
+        return 0;
+    return 1;
+}
+
+static double score_of(const variant_data *data, int b, int h, int i, int j)
+{
+    const variant_case *c = &data->c;
+    const int hk = h / (c->heads_q / c->heads_kv);
+    double dot = 0;
+    for (int d = 0; d < c->head_dim; ++d)
+        dot += data->q.value[qo_index(c, b, i, h, d, c->seqlen_q, c->heads_q,
+                                      c->head_dim)] *
+               data->k.value[qo_index(c, b, j, hk, d, c->seqlen_k,
+                                      c->heads_kv, c->head_dim)];
+    double s = dot / sqrt((double)c->head_dim);
+    if (c->softcap > 0)
+        s = c->softcap * tanh(s / c->softcap);
+    if (c->alibi) {
+        int64_t diag = c->align == FLASHCL_CAUSAL_TOP_LEFT
+                           ? 0
+                           : (int64_t)c->seqlen_k - c->seqlen_q;
+        s -= slope_of(data, b, h) * fabs((double)(i + diag - j));
+    }
+    if (c->bias)
+        s += data->bias.value[lit_index(data->bias_stride, b, h, i, j)];
+    if (c->mask && !data->mask[lit_index(data->mask_stride, b, h, i, j)])
+        s = -INFINITY;
+    if (!band_visible(c, i, j))
+        s = -INFINITY;
+    return s;
+}
+
+/* O packed [B, Nq, Hq, Dv], LSE packed [B, Hq, Nq]. */
+static void reference(const variant_data *data, double *o, double *lse)
+{
+    const variant_case *c = &data->c;
+    const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
+    const int hk_group = c->heads_q / c->heads_kv;
+    double *s = malloc(sizeof(double) * (size_t)(c->seqlen_k + 1));
+    ck_assert_ptr_nonnull(s);
+    for (int b = 0; b < c->batch; ++b)
+        for (int h = 0; h < c->heads_q; ++h)
+            for (int i = 0; i < c->seqlen_q; ++i) {
+                double row_max = c->sinks ? data->sinks.value[h] : -INFINITY;
+                for (int j = 0; j < c->seqlen_k; ++j) {
+                    s[j] = score_of(data, b, h, i, j);
+                    row_max = fmax(row_max, s[j]);
+                }
+                double sum = 0;
+                if (row_max != -INFINITY) {
+                    for (int j = 0; j < c->seqlen_k; ++j)
+                        sum += (s[j] = exp(s[j] - row_max));
+                    if (c->sinks)
+                        sum += exp(data->sinks.value[h] - row_max);
+                }
+                for (int d = 0; d < dv; ++d) {
+                    double acc = 0;
+                    for (int j = 0; j < c->seqlen_k && sum > 0; ++j)
+                        acc += s[j] * data->v.value[qo_index(
+                                          c, b, j, h / hk_group, d,
+                                          c->seqlen_k, c->heads_kv, dv)];
+                    o[qo_index(c, b, i, h, d, c->seqlen_q, c->heads_q, dv)] =
+                        sum > 0 ? acc / sum : 0;
+                }
+                lse[((size_t)b * c->heads_q + h) * c->seqlen_q + i] =
+                    sum > 0 ? row_max + log(sum) : -INFINITY;
+            }
+    free(s);
+}
+
+/* ---- building a case ---------------------------------------------------- */
+
+static void packed_score_strides(const variant_case *c, size_t stride[4])
+{
+    stride[3] = 1;
+    stride[2] = (size_t)c->seqlen_k;
+    stride[1] = (size_t)c->seqlen_q * c->seqlen_k;
+    stride[0] = (size_t)c->heads_q * stride[1];
+}
+
+/* Elements a literal-stride view needs: 1 + the farthest index. */
+static size_t literal_extent(const variant_case *c, const size_t stride[4])
+{
+    return 1 + lit_index(stride, c->batch - 1, c->heads_q - 1,
+                         c->seqlen_q - 1, c->seqlen_k - 1);
+}
+
+static void build_bias(variant_data *data, rng *r)
+{
+    const variant_case *c = &data->c;
+    memcpy(data->bias_stride, c->bias_stride, sizeof data->bias_stride);
+    if (!c->bias_stride[0] && !c->bias_stride[1] && !c->bias_stride[2] &&
+        !c->bias_stride[3])
+        packed_score_strides(c, data->bias_stride);
+    const flashcl_dtype bias_dtype = (flashcl_dtype)(c->bias - 1);
+    host_tensor_random(&data->bias, literal_extent(c, data->bias_stride),
+                       bias_dtype, r, 1.0);
+    if (c->bias_neg_inf) {
+        for (size_t i = 0; i < data->bias.count; i += 7)
+            data->bias.value[i] =
+                store_value(data->bias.bytes, i, bias_dtype, -INFINITY);
+        /* Query row 1 of batch 0, head 0: every key -inf. */
+        for (int j = 0; j < c->seqlen_k && c->seqlen_q > 1; ++j) {
+            size_t at = lit_index(data->bias_stride, 0, 0, 1, j);
+            data->bias.value[at] =
+                store_value(data->bias.bytes, at, bias_dtype, -INFINITY);
+        }
+    }
+}
+
+static void build_mask(variant_data *data, rng *r)
+{
+    const variant_case *c = &data->c;
+    memcpy(data->mask_stride, c->mask_stride, sizeof data->mask_stride);
+    if (!c->mask_stride[0] && !c->mask_stride[1] && !c->mask_stride[2] &&
+        !c->mask_stride[3])
+        packed_score_strides(c, data->mask_stride);
+    data->mask_count = literal_extent(c, data->mask_stride);
+    data->mask = malloc(data->mask_count);
+    ck_assert_ptr_nonnull(data->mask);
+    for (size_t i = 0; i < data->mask_count; ++i)
+        data->mask[i] = (rng_next(r) % 4) != 0; /* 3 in 4 attend */
+    if (c->mask_dead_row && c->seqlen_q > 2)
+        for (int j = 0; j < c->seqlen_k; ++j)
+            data->mask[lit_index(data->mask_stride, 0, 0, 2, j)] = 0;
+}
+
+static void variant_build(variant_data *data, const variant_case *c, uint64_t seed,
+                       flashcl_context *ctx)
+{
+    memset(data, 0, sizeof *data);
+    data->c = *c;
+    rng r = rng_seeded(seed);
+    const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
+    const double amp = c->amplitude > 0 ? c->amplitude : 1.0;
+    host_tensor_random(&data->q,
+                       (size_t)c->batch * c->seqlen_q * c->heads_q * c->head_dim,
+                       c->dtype, &r, amp);
+    host_tensor_random(&data->k,
+                       (size_t)c->batch * c->seqlen_k * c->heads_kv * c->head_dim,
+                       c->dtype, &r, amp);
+    host_tensor_random(&data->v,
+                       (size_t)c->batch * c->seqlen_k * c->heads_kv * dv,
+                       c->dtype, &r, 1.0);
+    host_tensor_upload(&data->q, ctx);
+    host_tensor_upload(&data->k, ctx);
+    host_tensor_upload(&data->v, ctx);
+    if (c->alibi) {
+        size_t n = (size_t)(c->alibi == 2 ? c->batch : 1) * c->heads_q;
+        host_tensor_random(&data->slopes, n, FLASHCL_DTYPE_FP32, &r, 0.0);
+        for (size_t i = 0; i < n; ++i) /* geometric slopes as in ALiBi */
+            data->slopes.value[i] = store_value(
+                data->slopes.bytes, i, FLASHCL_DTYPE_FP32,
+                pow(2.0, -8.0 * (double)(i % c->heads_q + 1) / c->heads_q) *
+                    (1 + (double)(i / c->heads_q)));
+        host_tensor_upload(&data->slopes, ctx);
+    }
+    if (c->bias) {
+        build_bias(data, &r);
+        host_tensor_upload(&data->bias, ctx);
+    }
+    if (c->mask) {
+        build_mask(data, &r);
+        data->mask_buffer =
+            create_buffer(flashcl_context_cl_context(ctx), data->mask_count);
+        write_buffer(flashcl_context_queue(ctx), data->mask_buffer, data->mask,
+                     data->mask_count);
+    }
+    if (c->sinks) {
+        host_tensor_random(&data->sinks, (size_t)c->heads_q,
+                           FLASHCL_DTYPE_FP32, &r, 2.0);
+        host_tensor_upload(&data->sinks, ctx);
+    }
+}
+
+static void variant_release(variant_data *data)
+{
+    host_tensor_release(&data->q);
+    host_tensor_release(&data->k);
+    host_tensor_release(&data->v);
+    host_tensor_release(&data->slopes);
+    host_tensor_release(&data->bias);
+    host_tensor_release(&data->sinks);
+    if (data->mask_buffer)
+        clReleaseMemObject(data->mask_buffer);
+    free(data->mask);
+}
+
+static flashcl_attention_desc variant_desc(const variant_data *data)
+{
+    const variant_case *c = &data->c;
+    flashcl_attention_desc desc = {0};
+    desc.batch = c->batch;
+    desc.heads_q = c->heads_q;
+    desc.heads_kv = c->heads_kv;
+    desc.seqlen_q = c->seqlen_q;
+    desc.seqlen_k = c->seqlen_k;
+    desc.head_dim = c->head_dim;
+    desc.head_dim_v = c->head_dim_v;
+    desc.dtype = c->dtype;
+    desc.causal = c->causal;
+    desc.causal_align = c->align;
+    desc.window = c->window;
+    desc.window_left = c->window_left;
+    desc.window_right = c->window_right;
+    desc.softcap = c->softcap;
+    desc.q.buffer = data->q.buffer;
+    desc.k.buffer = data->k.buffer;
+    desc.v.buffer = data->v.buffer;
+    if (c->alibi) {
+        desc.alibi_slopes.buffer = data->slopes.buffer;
+        if (c->alibi == 2) {
+            desc.alibi_slopes.stride_batch = (size_t)c->heads_q;
+            desc.alibi_slopes.stride_head = 1;
+        }
+    }
+    if (c->bias) {
+        desc.bias.buffer = data->bias.buffer;
+        desc.bias_dtype = (flashcl_dtype)(c->bias - 1);
+        desc.bias.stride_batch = data->bias_stride[0];
+        desc.bias.stride_head = data->bias_stride[1];
+        desc.bias.stride_seq = data->bias_stride[2];
+        desc.bias.stride_dim = data->bias_stride[3];
+    }
+    if (c->mask) {
+        desc.mask.buffer = data->mask_buffer;
+        desc.mask.stride_batch = data->mask_stride[0];
+        desc.mask.stride_head = data->mask_stride[1];
+        desc.mask.stride_seq = data->mask_stride[2];
+        desc.mask.stride_dim = data->mask_stride[3];
+    }
+    if (c->sinks)
+        desc.sinks.buffer = data->sinks.buffer;
+    return desc;
+}
+
+/* ---- running and comparing ---------------------------------------------- */
+
+static void check_against_reference(const variant_data *data, const void *o_bytes,
+                                    const float *lse, uint64_t seed)
+{
+    const variant_case *c = &data->c;
+    const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
+    const size_t o_count = (size_t)c->batch * c->seqlen_q * c->heads_q * dv;
+    const size_t lse_count = (size_t)c->batch * c->heads_q * c->seqlen_q;
+    double *o_ref = malloc(sizeof(double) * o_count);
+    double *lse_ref = malloc(sizeof(double) * lse_count);
+    ck_assert_ptr_nonnull(o_ref);
+    ck_assert_ptr_nonnull(lse_ref);
+    reference(data, o_ref, lse_ref);
+    double ref_max = 1e-30, o_err = 0;
+    for (size_t i = 0; i < o_count; ++i)
+        ref_max = fmax(ref_max, fabs(o_ref[i]));
+    for (size_t i = 0; i < o_count; ++i) {
+        double got = load_value(o_bytes, i, c->dtype);
+        ck_assert_msg(isfinite(got), "%s (seed %llu): O[%zu] = %g not finite",
+                      c->name, (unsigned long long)seed, i, got);
+        o_err = fmax(o_err, fabs(got - o_ref[i]));
+    }
+    double lse_err = 0;
+    for (size_t i = 0; i < lse_count; ++i) {
+        if (isinf(lse_ref[i])) {
+            ck_assert_msg(isinf(lse[i]) && lse[i] < 0,
+                          "%s (seed %llu): LSE[%zu] = %g, expected -inf",
+                          c->name, (unsigned long long)seed, i, (double)lse[i]);
+            continue;
+        }
+        ck_assert_msg(isfinite(lse[i]), "%s: LSE[%zu] = %g", c->name, i,
+                      (double)lse[i]);
+        lse_err = fmax(lse_err, fabs(lse[i] - lse_ref[i]));
+    }
+    fprintf(stderr, "  %-40s O max err / max|O| = %.2e, LSE max err = %.2e\n",
+            c->name, o_err / ref_max, lse_err);
+    ck_assert_msg(o_err / ref_max <= o_tolerance(c->dtype),
+                  "%s (seed %llu): O error %.3e > %.1e", c->name,
+                  (unsigned long long)seed, o_err / ref_max,
+                  o_tolerance(c->dtype));
+    ck_assert_msg(lse_err <= lse_tolerance(c->dtype) * fmax(1.0, ref_max),
+                  "%s (seed %llu): LSE error %.3e", c->name,
+                  (unsigned long long)seed, lse_err);
+    free(o_ref);
+    free(lse_ref);
+}
+
+static void run_variant(const variant_case *c, uint64_t seed)
+{
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    variant_data data;
+    variant_build(&data, c, seed, ctx);
+    const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
+    const size_t o_bytes =
+        (size_t)c->batch * c->seqlen_q * c->heads_q * dv * dtype_bytes(c->dtype);
+    const size_t lse_bytes = sizeof(float) * c->batch * c->heads_q * c->seqlen_q;
+    flashcl_attention_desc desc = variant_desc(&data);
+    desc.o.buffer = create_buffer(flashcl_context_cl_context(ctx), o_bytes);
+    desc.lse.buffer = create_buffer(flashcl_context_cl_context(ctx), lse_bytes);
+    poison_buffer(queue, desc.o.buffer, o_bytes);
+    poison_buffer(queue, desc.lse.buffer, lse_bytes);
+    flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", c->name,
+                  flashcl_status_string(status),
+                  clip(flashcl_context_last_error(ctx)));
+    void *o = malloc(o_bytes);
+    float *lse = malloc(lse_bytes);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_ptr_nonnull(lse);
+    read_buffer(queue, desc.o.buffer, o, o_bytes);
+    read_buffer(queue, desc.lse.buffer, lse, lse_bytes);
+    check_against_reference(&data, o, lse, seed);
+    free(o);
+    free(lse);
+    clReleaseMemObject(desc.o.buffer);
+    clReleaseMemObject(desc.lse.buffer);
+    variant_release(&data);
+}
+
+/* ---- the cases ------------------------------------------------------------ */
+
+#define F32 FLASHCL_DTYPE_FP32
+#define F16 FLASHCL_DTYPE_FP16
+#define B16 FLASHCL_DTYPE_BF16
+#define F64 FLASHCL_DTYPE_FP64
+#define TOP_LEFT FLASHCL_CAUSAL_TOP_LEFT
+
+static const variant_case cases[] = {
+    {.name = "window 16/8, Nq<Nk", .batch = 1, .heads_q = 2, .heads_kv = 2,
+     .seqlen_q = 65, .seqlen_k = 203, .head_dim = 40, .dtype = F32,
+     .window = 1, .window_left = 16, .window_right = 8},
+    {.name = "window 32/-1 + causal, Nq>Nk, GQA 2", .batch = 2, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 64,
+     .dtype = F16, .causal = 1, .window = 1, .window_left = 32,
+     .window_right = -1},
+    {.name = "window width 0", .batch = 1, .heads_q = 2, .heads_kv = 1,
+     .seqlen_q = 63, .seqlen_k = 113, .head_dim = 32, .dtype = F32,
+     .window = 1, .window_left = 0, .window_right = 0},
+    {.name = "window wider than Nk", .batch = 1, .heads_q = 1, .heads_kv = 1,
+     .seqlen_q = 113, .seqlen_k = 65, .head_dim = 80, .dtype = B16,
+     .window = 1, .window_left = 5000, .window_right = 5000},
+    {.name = "window -1/-1 (unbounded) + causal", .batch = 1, .heads_q = 2,
+     .heads_kv = 2, .seqlen_q = 128, .seqlen_k = 128, .head_dim = 64,
+     .dtype = F32, .causal = 1, .window = 1, .window_left = -1,
+     .window_right = -1},
+    {.name = "top-left causal, Nq<Nk", .batch = 1, .heads_q = 2, .heads_kv = 2,
+     .seqlen_q = 65, .seqlen_k = 203, .head_dim = 64, .dtype = F32,
+     .causal = 1, .align = TOP_LEFT},
+    {.name = "top-left causal, Nq>Nk, GQA 8", .batch = 1, .heads_q = 8,
+     .heads_kv = 1, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 16,
+     .dtype = F16, .causal = 1, .align = TOP_LEFT},
+    {.name = "ALiBi per head + causal, GQA 2", .batch = 2, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 113, .seqlen_k = 113, .head_dim = 64,
+     .dtype = F32, .causal = 1, .alibi = 1},
+    {.name = "ALiBi per (batch, head), Nq<Nk", .batch = 2, .heads_q = 2,
+     .heads_kv = 2, .seqlen_q = 7, .seqlen_k = 203, .head_dim = 96,
+     .dtype = B16, .alibi = 2},
+    {.name = "bias fp32 packed, -inf rows", .batch = 2, .heads_q = 2,
+     .heads_kv = 1, .seqlen_q = 65, .seqlen_k = 63, .head_dim = 64,
+     .dtype = F32, .bias = 1 + F32, .bias_neg_inf = 1},
+    {.name = "bias fp16 broadcast over batch+head", .batch = 2, .heads_q = 4,
+     .heads_kv = 4, .seqlen_q = 63, .seqlen_k = 129, .head_dim = 32,
+     .dtype = F16, .causal = 1, .bias = 1 + F16,
+     .bias_stride = {0, 0, 129, 1}},
+    {.name = "bias bf16 broadcast over queries", .batch = 1, .heads_q = 2,
+     .heads_kv = 2, .seqlen_q = 100, .seqlen_k = 77, .head_dim = 48,
+     .dtype = B16, .bias = 1 + B16, .bias_stride = {154, 77, 0, 1}},
+    {.name = "mask broadcast over heads, dead row", .batch = 2, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 65, .seqlen_k = 203, .head_dim = 64,
+     .dtype = F32, .mask = 1, .mask_stride = {65 * 203, 0, 203, 1},
+     .mask_dead_row = 1},
+    {.name = "mask + causal, Nq>Nk", .batch = 1, .heads_q = 2, .heads_kv = 2,
+     .seqlen_q = 203, .seqlen_k = 65, .head_dim = 40, .dtype = F16,
+     .causal = 1, .mask = 1},
+    {.name = "softcap 5 with large scores", .batch = 1, .heads_q = 2,
+     .heads_kv = 2, .seqlen_q = 113, .seqlen_k = 65, .head_dim = 64,
+     .dtype = F32, .softcap = 5.0f, .amplitude = 6.0},
+    {.name = "softcap 30 + causal, bf16", .batch = 1, .heads_q = 2,
+     .heads_kv = 1, .seqlen_q = 64, .seqlen_k = 128, .head_dim = 128,
+     .dtype = B16, .causal = 1, .softcap = 30.0f, .amplitude = 3.0},
+    {.name = "sinks, causal Nq>Nk (dead rows)", .batch = 2, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 64,
+     .dtype = F32, .causal = 1, .sinks = 1},
+    {.name = "sinks + window, fp16", .batch = 1, .heads_q = 2, .heads_kv = 2,
+     .seqlen_q = 65, .seqlen_k = 333, .head_dim = 32, .dtype = F16,
+     .window = 1, .window_left = 40, .window_right = 0, .sinks = 1},
+    {.name = "D_v 24 < D 64", .batch = 1, .heads_q = 2, .heads_kv = 1,
+     .seqlen_q = 65, .seqlen_k = 113, .head_dim = 64, .head_dim_v = 24,
+     .dtype = F32, .causal = 1},
+    {.name = "D_v 128 > D 40, bf16", .batch = 2, .heads_q = 2, .heads_kv = 2,
+     .seqlen_q = 63, .seqlen_k = 65, .head_dim = 40, .head_dim_v = 128,
+     .dtype = B16},
+    {.name = "fp64 plain", .batch = 2, .heads_q = 2, .heads_kv = 1,
+     .seqlen_q = 65, .seqlen_k = 203, .head_dim = 64, .dtype = F64},
+    {.name = "fp64 causal + window + ALiBi", .batch = 1, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 40,
+     .dtype = F64, .causal = 1, .window = 1, .window_left = 20,
+     .window_right = -1, .alibi = 1},
+    {.name = "everything at once, GQA 8", .batch = 2, .heads_q = 8,
+     .heads_kv = 1, .seqlen_q = 77, .seqlen_k = 130, .head_dim = 64,
+     .head_dim_v = 48, .dtype = F16, .causal = 1, .window = 1,
+     .window_left = 50, .window_right = -1, .alibi = 1, .bias = 1 + F32,
+     .bias_stride = {0, 77 * 130, 130, 1}, .mask = 1, .softcap = 20.0f,
+     .sinks = 1},
+};
+
+START_TEST(variant_matches_reference)
+{
+    run_variant(&cases[_i], 1000u + (uint64_t)_i);
+}
+END_TEST
+
+/* ---- validation of the new fields ---------------------------------------- */
+
+/* Runs `desc` expecting `expected`; O and LSE must stay poisoned. */
+static void expect_rejected(flashcl_attention_desc *desc,
+                            flashcl_status expected, const char *needle)
+{
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    size_t o_bytes = 0, lse_bytes = 0;
+    CL_CHECK(clGetMemObjectInfo(desc->o.buffer, CL_MEM_SIZE, sizeof o_bytes,
+                                &o_bytes, NULL));
+    CL_CHECK(clGetMemObjectInfo(desc->lse.buffer, CL_MEM_SIZE,
+                                sizeof lse_bytes, &lse_bytes, NULL));
+    poison_buffer(queue, desc->o.buffer, o_bytes);
+    poison_buffer(queue, desc->lse.buffer, lse_bytes);
+    flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, desc, 0, NULL, NULL);
+    CL_CHECK(clFinish(queue));
+    const char *message = flashcl_context_last_error(ctx);
+    ck_assert_msg(status == expected, "expected %s, got %s (%s)",
+                  flashcl_status_string(expected),
+                  flashcl_status_string(status), clip(message));
+    ck_assert_msg(strstr(message, needle) != NULL,
+                  "message \"%s\" does not name \"%s\"", clip(message), needle);
+    ck_assert_msg(buffer_is_poisoned(queue, desc->o.buffer, o_bytes),
+                  "O was written by a rejected call");
+    ck_assert_msg(buffer_is_poisoned(queue, desc->lse.buffer, lse_bytes),
+                  "LSE was written by a rejected call");
+}
+
+static const variant_case base_case = {
+    .name = "validation", .batch = 2, .heads_q = 4, .heads_kv = 2,
+    .seqlen_q = 33, .seqlen_k = 47, .head_dim = 32, .dtype = F32,
+    .alibi = 1, .bias = 1 + F32, .mask = 1, .sinks = 1};
+
+/* A valid desc with every optional input present, plus O and LSE. */
+static flashcl_attention_desc valid_desc(variant_data *data)
+{
+    flashcl_context *ctx = shared_context();
+    variant_build(data, &base_case, 7, ctx);
+    flashcl_attention_desc desc = variant_desc(data);
+    const variant_case *c = &base_case;
+    desc.o.buffer = create_buffer(flashcl_context_cl_context(ctx),
+                                  (size_t)c->batch * c->seqlen_q * c->heads_q *
+                                      c->head_dim * 4);
+    desc.lse.buffer = create_buffer(flashcl_context_cl_context(ctx),
+                                    (size_t)c->batch * c->heads_q *
+                                        c->seqlen_q * 4);
+    return desc;
+}
+
+static void release_desc(flashcl_attention_desc *desc, variant_data *data)
+{
+    clReleaseMemObject(desc->o.buffer);
+    clReleaseMemObject(desc->lse.buffer);
+    variant_release(data);
+}
+
+START_TEST(valid_desc_runs)
+{
+    variant_data data;
+    flashcl_attention_desc desc = valid_desc(&data);
+    flashcl_status status =
+        flashcl_attention_forward(shared_context(), NULL, &desc, 0, NULL, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s",
+                  clip(flashcl_context_last_error(shared_context())));
+    CL_CHECK(clFinish(flashcl_context_queue(shared_context())));
+    release_desc(&desc, &data);
+}
+END_TEST
+
+START_TEST(bad_variant_fields_rejected)
+{
+    variant_data data;
+    flashcl_attention_desc good = valid_desc(&data);
+    flashcl_attention_desc desc;
+
+    desc = good;
+    desc.window = 1;
+    desc.window_left = -2;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "window_left");
+
+    desc = good;
+    desc.window = 1;
+    desc.window_right = -7;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "window_right");
+
+    desc = good;
+    desc.softcap = -1.0f;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "softcap");
+
+    desc = good;
+    desc.softcap = NAN;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "softcap");
+
+    desc = good;
+    desc.softcap = INFINITY;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "softcap");
+
+    desc = good;
+    desc.causal_align = (flashcl_causal_align)7;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_VALUE, "causal_align");
+
+    desc = good;
+    desc.bias_dtype = FLASHCL_DTYPE_FP64;
+    expect_rejected(&desc, FLASHCL_ERROR_DTYPE_UNSUPPORTED, "bias_dtype");
+
+    desc = good;
+    desc.head_dim_v = 257;
+    expect_rejected(&desc, FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED, "head_dim_v");
+
+    desc = good;
+    desc.head_dim_v = -3;
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_DIMENSION, "head_dim_v");
+
+    /* Slopes per (batch, head) in a buffer sized for [heads_q]. */
+    desc = good;
+    desc.alibi_slopes.stride_batch = 4;
+    desc.alibi_slopes.stride_head = 1;
+    expect_rejected(&desc, FLASHCL_ERROR_OUT_OF_BOUNDS, "alibi_slopes");
+
+    /* A bias stride that walks past the buffer. */
+    desc = good;
+    desc.bias.stride_seq += 1;
+    expect_rejected(&desc, FLASHCL_ERROR_OUT_OF_BOUNDS, "bias");
+
+    desc = good;
+    desc.mask.offset = 5;
+    expect_rejected(&desc, FLASHCL_ERROR_OUT_OF_BOUNDS, "mask");
+
+    desc = good;
+    desc.sinks.offset = 4;
+    expect_rejected(&desc, FLASHCL_ERROR_OUT_OF_BOUNDS, "sinks");
+
+    desc = good;
+    desc.bias.offset = 2; /* not a multiple of sizeof(float) */
+    expect_rejected(&desc, FLASHCL_ERROR_INVALID_LAYOUT, "bias");
+
+    desc = good;
+    desc.lse.buffer = good.bias.buffer;
+    expect_rejected(&desc, FLASHCL_ERROR_ALIASING, "lse overlaps bias");
+
+    desc = good;
+    desc.o.buffer = good.bias.buffer;
+    expect_rejected(&desc, FLASHCL_ERROR_ALIASING, "o overlaps bias");
+
+    release_desc(&good, &data);
+}
+END_TEST
+
+static Suite *variants_suite(void)
+{
+    Suite *suite = suite_create("variants");
+    TCase *matrix = tcase_create("against float64 reference");
+    tcase_set_timeout(matrix, 600);
+    tcase_add_loop_test(matrix, variant_matches_reference, 0,
+                        (int)(sizeof cases / sizeof cases[0]));
+    suite_add_tcase(suite, matrix);
+    TCase *validation = tcase_create("validation");
+    tcase_set_timeout(validation, 300);
+    tcase_add_test(validation, valid_desc_runs);
+    tcase_add_test(validation, bad_variant_fields_rejected);
+    suite_add_tcase(suite, validation);
+    return suite;
+}
+
+int main(void) { return run_suite(variants_suite()); }
