@@ -143,6 +143,11 @@ void reference_state_release(flashcl_context *ctx)
     pthread_mutex_destroy(&state->lock);
     free(state);
     ctx->reference = NULL;
+    /* CLBlast caches its compiled programs per cl_context, and they retain
+     * the context: without this a caller's cl_context would never be
+     * freed. The cache is global, so other contexts' CLBlast programs are
+     * rebuilt on next use (the driver's kernel cache makes that cheap). */
+    CLBlastClearCache();
 }
 
 /* ---- scratch limit -------------------------------------------------- */
