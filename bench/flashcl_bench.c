@@ -27,9 +27,12 @@ typedef struct bench_options {
     long tokens, hidden;
     int reps, warmup;
     int sgemm_n; /* 0: no peer */
+    const char *variants[8];
+    int num_variants;
 } bench_options;
 
 typedef struct bench_row {
+    const char *variant;
     const char *dtype;
     int head_dim, causal, seqlen, batch, heads;
     double first_call_ms, median_ms, min_ms, tflops, gbps;
@@ -82,6 +85,8 @@ static void usage(void)
            "  --reps N --warmup N  timed and warm-up runs (default 10, 2)\n"
            "  --sgemm N            also time CLBlast SGEMM NxNxN as the peer "
            "(default 2048 on CPU, 8192 on GPU; 0 = off)\n"
+           "  --variants LIST      plain,windowW,alibi,bias,softcap (default "
+           "plain); windowW: sliding window of W keys left of the diagonal\n"
            "  --csv FILE           also write the rows as CSV\n");
 }
 
@@ -138,7 +143,15 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->warmup = atoi(value);
         else if (!strcmp(arg, "--sgemm"))
             opt->sgemm_n = atoi(value);
-        else {
+        else if (!strcmp(arg, "--variants")) {
+            static char storage[256];
+            snprintf(storage, sizeof storage, "%s", value);
+            opt->num_variants = 0;
+            char *save = NULL;
+            for (char *tok = strtok_r(storage, ",", &save);
+                 tok && opt->num_variants < 8; tok = strtok_r(NULL, ",", &save))
+                opt->variants[opt->num_variants++] = tok;
+        } else {
             fprintf(stderr, "flashcl-bench: unknown option %s (see --help)\n",
                     arg);
             return -1;
@@ -180,6 +193,73 @@ static void apply_defaults(bench_options *opt, bool is_cpu)
         opt->hidden = is_cpu ? 256 : 2048;
     if (opt->sgemm_n < 0)
         opt->sgemm_n = is_cpu ? 2048 : 8192;
+    if (opt->num_variants == 0)
+        opt->variants[opt->num_variants++] = "plain";
+}
+
+/* Query-key pairs a row sees: causal and/or a window of `window` keys to
+ * the left of the diagonal (-1: none). Gives the FLOPs actually needed. */
+static double visible_pairs(int seqlen, int causal, long window)
+{
+    double pairs = 0;
+    for (long i = 0; i < seqlen; ++i) {
+        long hi = causal ? i : seqlen - 1;
+        long lo = window >= 0 ? i - window : 0;
+        if (lo < 0)
+            lo = 0;
+        pairs += (double)(hi - lo + 1);
+    }
+    return pairs;
+}
+
+static cl_mem filled_buffer(cl_context context, size_t count, float value)
+{
+    float *host = malloc(count * sizeof *host);
+    if (!host)
+        return NULL;
+    for (size_t i = 0; i < count; ++i)
+        host[i] = value * (float)(i % 7 + 1) / 7.0f;
+    cl_int err;
+    cl_mem buffer =
+        clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                       count * sizeof *host, host, &err);
+    free(host);
+    return err == CL_SUCCESS ? buffer : NULL;
+}
+
+/* Sets the descriptor fields of a named variant; returns the window (-1
+ * when none) or -2 for an unknown name. The extra buffer goes to *extra. */
+static long apply_variant(const char *variant, flashcl_attention_desc *desc,
+                          cl_context context, cl_mem *extra)
+{
+    *extra = NULL;
+    if (!strcmp(variant, "plain"))
+        return -1;
+    if (!strncmp(variant, "window", 6) && atol(variant + 6) > 0) {
+        desc->window = 1;
+        desc->window_left = atol(variant + 6);
+        desc->window_right = desc->causal ? 0 : -1;
+        return desc->window_left;
+    }
+    if (!strcmp(variant, "softcap")) {
+        desc->softcap = 30.0f;
+        return -1;
+    }
+    if (!strcmp(variant, "alibi")) {
+        *extra = filled_buffer(context, (size_t)desc->heads_q, 0.0625f);
+        desc->alibi_slopes.buffer = *extra;
+        return *extra ? -1 : -2;
+    }
+    if (!strcmp(variant, "bias")) { /* one [N, N] fp32 bias for all heads */
+        size_t n = (size_t)desc->seqlen_q;
+        *extra = filled_buffer(context, n * n, -0.5f);
+        desc->bias.buffer = *extra;
+        desc->bias_dtype = FLASHCL_DTYPE_FP32;
+        desc->bias.stride_seq = n;
+        desc->bias.stride_dim = 1;
+        return *extra ? -1 : -2;
+    }
+    return -2;
 }
 
 /* Random bits of the storage type, uniform in [-1, 1). */
@@ -200,9 +280,9 @@ static void fill_random(void *data, size_t count, int dtype, unsigned *seed)
                 int exponent = (int)((bits >> 23) & 0xff) - 127 + 15;
                 uint16_t mantissa = (uint16_t)((bits >> 13) & 0x3ffu);
                 ((uint16_t *)data)[i] =
-                    exponent <= 0 ? sign
-                                  : (uint16_t)(sign | (exponent << 10) |
-                                               mantissa);
+                    exponent <= 0
+                        ? sign
+                        : (uint16_t)(sign | (exponent << 10) | mantissa);
             }
         }
     }
@@ -217,9 +297,9 @@ static cl_mem random_buffer(cl_context context, size_t count, int dtype,
         return NULL;
     fill_random(host, count, dtype, seed);
     cl_int err;
-    cl_mem buffer = clCreateBuffer(context, CL_MEM_READ_WRITE |
-                                                CL_MEM_COPY_HOST_PTR,
-                                   count * elem, host, &err);
+    cl_mem buffer =
+        clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       count * elem, host, &err);
     free(host);
     return err == CL_SUCCESS ? buffer : NULL;
 }
@@ -235,13 +315,13 @@ static double event_ms(cl_event event)
 }
 
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
-                     int dtype, int head_dim, int causal, int seqlen,
-                     bench_row *row)
+                     const char *variant, int dtype, int head_dim, int causal,
+                     int seqlen, bench_row *row)
 {
     const long heads = opt->hidden / head_dim;
     const long batch = opt->tokens / seqlen > 0 ? opt->tokens / seqlen : 1;
-    const size_t count = (size_t)batch * (size_t)heads * (size_t)seqlen *
-                         (size_t)head_dim;
+    const size_t count =
+        (size_t)batch * (size_t)heads * (size_t)seqlen * (size_t)head_dim;
     const size_t elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
@@ -257,12 +337,16 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
     desc.k.buffer = random_buffer(context, count, dtype, &seed);
     desc.v.buffer = random_buffer(context, count, dtype, &seed);
     desc.o.buffer = random_buffer(context, count, dtype, &seed);
+    cl_mem extra = NULL;
+    const long window = apply_variant(variant, &desc, context, &extra);
     int failed = !desc.q.buffer || !desc.k.buffer || !desc.v.buffer ||
-                 !desc.o.buffer;
+                 !desc.o.buffer || window == -2;
     double *times = calloc((size_t)opt->reps, sizeof *times);
     if (failed || !times) {
-        fprintf(stderr, "flashcl-bench: allocation failed (%zu elements)\n",
-                count);
+        fprintf(stderr,
+                "flashcl-bench: allocation failed or unknown variant \"%s\" "
+                "(%zu elements)\n",
+                variant, count);
         failed = 1;
         goto done;
     }
@@ -290,19 +374,32 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
         goto done;
     }
     qsort(times, (size_t)opt->reps, sizeof *times, compare_double);
-    double flops = 4.0 * (double)batch * (double)heads * (double)seqlen *
-                   (double)seqlen * (double)head_dim * (causal ? 0.5 : 1.0);
-    *row = (bench_row){dtype_name(dtype), head_dim, causal, seqlen,
-                       (int)batch, (int)heads, row->first_call_ms,
-                       times[opt->reps / 2], times[0], 0, 0};
+    /* The paper's convention (N^2, halved for causal) for plain rows; the
+     * visible pairs for windows, whose point is to skip the rest. */
+    double pairs = window >= 0 ? visible_pairs(seqlen, causal, window)
+                               : (double)seqlen * seqlen * (causal ? 0.5 : 1.0);
+    double flops =
+        4.0 * (double)batch * (double)heads * pairs * (double)head_dim;
+    *row = (bench_row){variant,
+                       dtype_name(dtype),
+                       head_dim,
+                       causal,
+                       seqlen,
+                       (int)batch,
+                       (int)heads,
+                       row->first_call_ms,
+                       times[opt->reps / 2],
+                       times[0],
+                       0,
+                       0};
     row->tflops = flops / (row->median_ms * 1e-3) / 1e12;
-    row->gbps = 4.0 * (double)count * (double)elem / (row->median_ms * 1e-3) /
-                1e9;
+    row->gbps =
+        4.0 * (double)count * (double)elem / (row->median_ms * 1e-3) / 1e9;
 done:
     free(times);
-    cl_mem all[4] = {desc.q.buffer, desc.k.buffer, desc.v.buffer,
-                     desc.o.buffer};
-    for (int i = 0; i < 4; ++i)
+    cl_mem all[5] = {desc.q.buffer, desc.k.buffer, desc.v.buffer, desc.o.buffer,
+                     extra};
+    for (int i = 0; i < 5; ++i)
         if (all[i])
             clReleaseMemObject(all[i]);
     return failed ? -1 : 0;
@@ -325,11 +422,10 @@ static double sgemm_gflops(flashcl_context *ctx, int n, int reps)
         CLBlastStatusCode status = CLBlastSuccess;
         for (int i = -1; i < reps && status == CLBlastSuccess; ++i) {
             double start = host_ms();
-            status = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                  CLBlastTransposeNo, (size_t)n, (size_t)n,
-                                  (size_t)n, 1.0f, a, 0, (size_t)n, b, 0,
-                                  (size_t)n, 0.0f, c, 0, (size_t)n, &queue,
-                                  NULL);
+            status = CLBlastSgemm(
+                CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
+                (size_t)n, (size_t)n, (size_t)n, 1.0f, a, 0, (size_t)n, b, 0,
+                (size_t)n, 0.0f, c, 0, (size_t)n, &queue, NULL);
             clFinish(queue);
             if (i >= 0)
                 times[i] = host_ms() - start; /* i = -1 is the warm-up */
@@ -352,16 +448,17 @@ static double sgemm_gflops(flashcl_context *ctx, int n, int reps)
 
 static void print_row(FILE *csv, const bench_row *r)
 {
-    printf("| %-4s | %3d | %-6s | %5d | %3d | %3d | %10.3f | %10.3f | "
+    printf("| %-10s | %-4s | %3d | %-6s | %5d | %3d | %3d | %10.3f | %10.3f | "
            "%9.4f | %8.2f | %9.1f |\n",
-           r->dtype, r->head_dim, r->causal ? "yes" : "no", r->seqlen,
-           r->batch, r->heads, r->median_ms, r->min_ms, r->tflops,
+           r->variant, r->dtype, r->head_dim, r->causal ? "yes" : "no",
+           r->seqlen, r->batch, r->heads, r->median_ms, r->min_ms, r->tflops,
            r->tflops * 1e3, r->gbps);
     fflush(stdout);
     if (csv)
-        fprintf(csv, "%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.6f,%.3f\n", r->dtype,
-                r->head_dim, r->causal, r->seqlen, r->batch, r->heads,
-                r->first_call_ms, r->median_ms, r->min_ms, r->tflops, r->gbps);
+        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.6f,%.3f\n",
+                r->variant, r->dtype, r->head_dim, r->causal, r->seqlen,
+                r->batch, r->heads, r->first_call_ms, r->median_ms, r->min_ms,
+                r->tflops, r->gbps);
 }
 
 int main(int argc, char **argv)
@@ -390,33 +487,35 @@ int main(int argc, char **argv)
            flashcl_version_string(), name, driver, opt.reps, opt.warmup);
     FILE *csv = opt.csv_path ? fopen(opt.csv_path, "w") : NULL;
     if (csv)
-        fprintf(csv, "dtype,head_dim,causal,seqlen,batch,heads,first_call_ms,"
+        fprintf(csv, "variant,dtype,head_dim,causal,seqlen,batch,heads,"
+                     "first_call_ms,"
                      "median_ms,min_ms,tflops,gbps\n");
-    printf("| dtype | D | causal | N | B | H | median ms | min ms | TFLOP/s "
-           "| GFLOP/s | GB/s |\n|---|---|---|---|---|---|---|---|---|---|---|"
-           "\n");
+    printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
+           "TFLOP/s | GFLOP/s | GB/s |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int failures = 0;
-    bench_row rows[4 * MAX_LIST * MAX_LIST];
+    bench_row rows[4 * 8 * MAX_LIST * MAX_LIST];
     int num_rows = 0;
     for (int t = 0; t < opt.num_dtypes; ++t)
         for (int h = 0; h < opt.num_head_dims; ++h)
             for (int c = 0; c < opt.num_causal; ++c)
-                for (int s = 0; s < opt.num_seqlens; ++s) {
-                    bench_row row = {0};
-                    if (run_shape(ctx, &opt, opt.dtypes[t], opt.head_dims[h],
-                                  opt.causal_modes[c], opt.seqlens[s],
-                                  &row) != 0) {
-                        ++failures;
-                        continue;
+                for (int s = 0; s < opt.num_seqlens; ++s)
+                    for (int w = 0; w < opt.num_variants; ++w) {
+                        bench_row row = {0};
+                        if (run_shape(ctx, &opt, opt.variants[w], opt.dtypes[t],
+                                      opt.head_dims[h], opt.causal_modes[c],
+                                      opt.seqlens[s], &row) != 0) {
+                            ++failures;
+                            continue;
+                        }
+                        print_row(csv, &row);
+                        if (num_rows < (int)(sizeof rows / sizeof rows[0]))
+                            rows[num_rows++] = row;
                     }
-                    print_row(csv, &row);
-                    if (num_rows < (int)(sizeof rows / sizeof rows[0]))
-                        rows[num_rows++] = row;
-                }
     printf("\nfirst call (kernel compile + first run), host clock:\n");
     for (int i = 0; i < num_rows; ++i)
-        printf("  %s D=%d causal=%d N=%d: %.1f ms\n", rows[i].dtype,
-               rows[i].head_dim, rows[i].causal, rows[i].seqlen,
+        printf("  %s %s D=%d causal=%d N=%d: %.1f ms\n", rows[i].variant,
+               rows[i].dtype, rows[i].head_dim, rows[i].causal, rows[i].seqlen,
                rows[i].first_call_ms);
     if (opt.sgemm_n > 0) {
         double gflops = sgemm_gflops(ctx, opt.sgemm_n, 3);
