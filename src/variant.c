@@ -101,11 +101,13 @@ static void choose_portable(const device_caps *caps,
         key->vec = 4;
         *reason = "GPU, portable: 64 rows per group, float4 vectors";
     }
-    /* Shrink tiles until Q + K + V tiles fit the device's local memory. */
+    /* Shrink tiles until Q + K + V tiles fit the device's local memory
+     * (48 KiB on NVIDIA: D = 256 fp32 ends at 16 x 16, fp64 at 8 x 8). */
+    const int min_tile = key->vec > 8 ? key->vec : 8;
     size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
     while (portable_local_bytes(key) > limit &&
-           (key->block_m > 16 || key->block_n > 16)) {
-        if (key->block_m >= key->block_n && key->block_m > 16)
+           (key->block_m > min_tile || key->block_n > min_tile)) {
+        if (key->block_m >= key->block_n && key->block_m > min_tile)
             key->block_m /= 2;
         else
             key->block_n /= 2;
