@@ -1,0 +1,478 @@
+#define _POSIX_C_SOURCE 200809L /* setenv */
+/*
+ * The reference (CLBlast) backend: fused against reference on the same
+ * inputs, each also against the float64 host reference, over a matrix of
+ * awkward shapes; chunking under a small scratch cap; the scratch API and
+ * its environment variable; backend selection; event and queue contracts.
+ *
+ * The reference backend against the float64 reference over the whole
+ * covering design of issue 2, and over every variant of issue 5, is run by
+ * ctest as test_forward_reference / test_variants_reference (the same
+ * executables with FLASHCL_BACKEND=reference).
+ */
+#include "test_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BNHD FLASHCL_LAYOUT_BNHD
+#define BHND FLASHCL_LAYOUT_BHND
+
+/* Nq != Nk both ways, sizes off every block multiple, GQA 1/2/8, both
+ * layouts, all three view kinds, every storage dtype, with and without
+ * causal and LSE, a one-row and a one-key problem. */
+static const attention_case matrix[] = {
+    {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11},
+    {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12},
+    {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13},
+    {2, 3, 3, 113, 128, 128, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 0, 14},
+    {1, 4, 2, 203, 65, 40, REF_FP32, 0, BNHD, VIEW_PADDED, 0.5f, 1, 15},
+    {1, 2, 1, 64, 203, 256, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 16},
+    {2, 2, 2, 63, 64, 16, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 0, 17},
+    {1, 8, 2, 129, 257, 96, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 18},
+    {1, 2, 2, 333, 1, 32, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 19},
+    {2, 4, 4, 1, 333, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 20},
+};
+
+#define MATRIX_ROWS ((int)(sizeof matrix / sizeof matrix[0]))
+
+static tolerance doubled(tolerance tol)
+{
+    tol.elem_rel *= 2;
+    tol.floor_rel *= 2;
+    tol.max_rel *= 2;
+    tol.lse_rel *= 2;
+    return tol;
+}
+
+/* O (packed [b][h][s][d]) and LSE (packed [b][h][s]) of a finished run, as
+ * doubles, to compare a second run with. */
+static void snapshot(const attention_case *c, const case_data *data,
+                     double *o, double *lse)
+{
+    size_t at = 0;
+    for (size_t b = 0; b < c->batch; b++)
+        for (size_t h = 0; h < c->heads_q; h++)
+            for (size_t s = 0; s < c->seqlen_q; s++) {
+                for (size_t d = 0; d < c->head_dim; d++)
+                    o[at * c->head_dim + d] = ref_load(
+                        data->o.host, tensor_index(&data->o, b, h, s, d),
+                        c->dtype);
+                lse[at] = c->with_lse
+                              ? ref_load(data->lse.host,
+                                         tensor_index(&data->lse, b, h, s, 0),
+                                         REF_FP32)
+                              : 0.0;
+                at++;
+            }
+}
+
+/* Runs the case's prepared data on one backend and checks it against the
+ * float64 reference. */
+static compare_result run_backend(const attention_case *c, case_data *data,
+                                  flashcl_backend backend)
+{
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    char text[256];
+    case_describe(c, text, sizeof text);
+    poison_buffer(queue, data->o.view.buffer, tensor_bytes(&data->o));
+    if (c->with_lse)
+        poison_buffer(queue, data->lse.view.buffer, tensor_bytes(&data->lse));
+    flashcl_attention_desc desc = case_desc(c, data);
+    desc.backend = backend;
+    flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s backend, %s: %s: %s",
+                  backend == FLASHCL_BACKEND_REFERENCE ? "reference" : "fused",
+                  text, flashcl_status_string(status),
+                  clip(flashcl_context_last_error(ctx)));
+    compare_result r = case_check(c, data, queue);
+    ck_assert_msg(r.ok, "%s backend vs float64, %s: %s",
+                  backend == FLASHCL_BACKEND_REFERENCE ? "reference" : "fused",
+                  text, r.detail);
+    return r;
+}
+
+START_TEST(fused_matches_reference)
+{
+    const attention_case *c = &matrix[_i];
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    case_data data;
+    case_prepare(c, flashcl_context_cl_context(ctx), queue, &data);
+    run_backend(c, &data, FLASHCL_BACKEND_FUSED);
+    const size_t rows = c->batch * c->heads_q * c->seqlen_q;
+    double *fused_o = malloc((rows * c->head_dim + 1) * sizeof *fused_o);
+    double *fused_lse = malloc((rows + 1) * sizeof *fused_lse);
+    ck_assert_ptr_nonnull(fused_o);
+    ck_assert_ptr_nonnull(fused_lse);
+    snapshot(c, &data, fused_o, fused_lse);
+    compare_result r = run_backend(c, &data, FLASHCL_BACKEND_REFERENCE);
+    compare_result both =
+        compare_output(&data.o, fused_o, c->with_lse ? &data.lse : NULL,
+                       fused_lse, doubled(tolerance_for(c->dtype)));
+    char text[256];
+    case_describe(c, text, sizeof text);
+    printf("%-80s ref vs f64 %.2e  fused vs ref %.2e\n", text,
+           r.max_err / (r.max_ref > 0 ? r.max_ref : 1),
+           both.max_err / (both.max_ref > 0 ? both.max_ref : 1));
+    ck_assert_msg(both.ok, "fused vs reference, %s: %s", text, both.detail);
+    free(fused_o);
+    free(fused_lse);
+    case_release(&data);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- */
+/* Chunking and the scratch API                                      */
+/* ---------------------------------------------------------------- */
+
+static flashcl_attention_desc shape_desc(const attention_case *c)
+{
+    flashcl_attention_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.batch = (int64_t)c->batch;
+    desc.heads_q = (int64_t)c->heads_q;
+    desc.heads_kv = (int64_t)c->heads_kv;
+    desc.seqlen_q = (int64_t)c->seqlen_q;
+    desc.seqlen_k = (int64_t)c->seqlen_k;
+    desc.head_dim = (int64_t)c->head_dim;
+    desc.dtype = to_flashcl_dtype(c->dtype);
+    return desc;
+}
+
+/* Scratch of one head, all rows: Q, K, V, S, O' and the row factors. */
+static size_t one_head_bytes(const attention_case *c)
+{
+    return 4 * (c->seqlen_q * c->head_dim + 2 * c->seqlen_k * c->head_dim +
+                c->seqlen_q * c->seqlen_k + c->seqlen_q * c->head_dim +
+                c->seqlen_q);
+}
+
+/* A cap of `limit` bytes must split the call into chunks (of heads, or of
+ * rows within a head) and still give the right answer. */
+static void run_capped(const attention_case *c, size_t limit)
+{
+    flashcl_context *ctx = shared_context();
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, limit),
+                     FLASHCL_SUCCESS);
+    flashcl_attention_desc shape = shape_desc(c);
+    shape.backend = FLASHCL_BACKEND_REFERENCE;
+    size_t bytes = 0;
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &shape, &bytes),
+                     FLASHCL_SUCCESS);
+    ck_assert_msg(bytes > 0 && bytes <= limit,
+                  "scratch %zu bytes under a cap of %zu", bytes, limit);
+    case_data data;
+    case_prepare(c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    run_backend(c, &data, FLASHCL_BACKEND_REFERENCE);
+    case_release(&data);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+}
+
+START_TEST(chunks_of_heads)
+{
+    const attention_case c = {3, 4, 2, 77, 91, 64, REF_FP32, 1,
+                              BNHD, VIEW_PADDED, 0.0f, 1, 31};
+    /* Room for 2.5 heads: 12 heads run as 5 chunks of 2-3. */
+    run_capped(&c, one_head_bytes(&c) * 5 / 2);
+}
+END_TEST
+
+START_TEST(chunks_of_rows)
+{
+    const attention_case c = {1, 2, 1, 301, 150, 48, REF_BF16, 0,
+                              BHND, VIEW_PACKED, 0.0f, 1, 32};
+    /* Less than one head: each head is cut into row blocks. */
+    run_capped(&c, one_head_bytes(&c) / 3);
+}
+END_TEST
+
+START_TEST(scratch_bytes_reported)
+{
+    flashcl_context *ctx = shared_context();
+    const attention_case c = {2, 4, 2, 100, 60, 32, REF_FP32, 0,
+                              BNHD, VIEW_PACKED, 0.0f, 0, 0};
+    flashcl_attention_desc desc = shape_desc(&c);
+    size_t bytes = 0, limit = 0;
+    ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_gt(limit, 0);
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, &bytes),
+                     FLASHCL_SUCCESS);
+    /* Everything fits one chunk: 8 heads' worth. */
+    ck_assert_uint_eq(bytes, 8 * one_head_bytes(&c));
+    desc.dtype = FLASHCL_DTYPE_FP16; /* still fp32 scratch */
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, &bytes),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_eq(bytes, 8 * one_head_bytes(&c));
+    desc.seqlen_q = 0; /* empty problem: nothing */
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, &bytes),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_eq(bytes, 0);
+
+    /* A cap below one row of one head is refused with a message. */
+    desc.seqlen_q = 100;
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 1000),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, &bytes),
+                     FLASHCL_ERROR_OUT_OF_MEMORY);
+    ck_assert_ptr_nonnull(
+        strstr(flashcl_context_last_error(ctx), "scratch limit"));
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+
+    /* Argument checks name the argument. */
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(NULL, &desc, &bytes),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx), "bytes"));
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, NULL, &bytes),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    desc.head_dim = 0;
+    ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &desc, &bytes),
+                     FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(NULL, 1),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    ck_assert_int_eq(flashcl_context_release_scratch(NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+}
+END_TEST
+
+START_TEST(scratch_limit_environment)
+{
+    flashcl_context *ctx = shared_context();
+    size_t limit = 0;
+    setenv("FLASHCL_REFERENCE_SCRATCH_LIMIT", "3M", 1);
+    ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_eq(limit, (size_t)3 << 20);
+    /* The setter wins over the environment. */
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 12345),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_eq(limit, 12345);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+
+    /* A bad value fails the call before anything is enqueued. */
+    setenv("FLASHCL_REFERENCE_SCRATCH_LIMIT", "lots", 1);
+    ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx),
+                                 "FLASHCL_REFERENCE_SCRATCH_LIMIT"));
+    const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
+                              BNHD, VIEW_PACKED, 0.0f, 1, 33};
+    case_data data;
+    case_prepare(&c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    flashcl_attention_desc desc = case_desc(&c, &data);
+    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc, 0, NULL,
+                                               NULL),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    ck_assert(buffer_is_poisoned(queue, data.o.view.buffer,
+                                 tensor_bytes(&data.o)));
+    ck_assert(buffer_is_poisoned(queue, data.lse.view.buffer,
+                                 tensor_bytes(&data.lse)));
+    unsetenv("FLASHCL_REFERENCE_SCRATCH_LIMIT");
+    case_release(&data);
+}
+END_TEST
+
+START_TEST(release_scratch_then_reuse)
+{
+    flashcl_context *ctx = shared_context();
+    const attention_case c = {1, 3, 1, 50, 70, 32, REF_FP16, 1,
+                              BNHD, VIEW_PACKED, 0.0f, 1, 34};
+    case_data data;
+    case_prepare(&c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    run_backend(&c, &data, FLASHCL_BACKEND_REFERENCE);
+    ck_assert_int_eq(flashcl_context_release_scratch(ctx), FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_release_scratch(ctx), FLASHCL_SUCCESS);
+    run_backend(&c, &data, FLASHCL_BACKEND_REFERENCE);
+    case_release(&data);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- */
+/* Backend selection, events and queues                              */
+/* ---------------------------------------------------------------- */
+
+START_TEST(backend_environment)
+{
+    flashcl_context *ctx = shared_context();
+    const attention_case c = {1, 2, 1, 20, 30, 16, REF_BF16, 1,
+                              BHND, VIEW_PACKED, 0.0f, 1, 35};
+    case_data data;
+    case_prepare(&c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    /* AUTO follows the environment variable. */
+    setenv("FLASHCL_BACKEND", "reference", 1);
+    run_backend(&c, &data, FLASHCL_BACKEND_AUTO);
+    setenv("FLASHCL_BACKEND", "fused", 1);
+    run_backend(&c, &data, FLASHCL_BACKEND_AUTO);
+    /* An unknown value fails before anything is enqueued. */
+    setenv("FLASHCL_BACKEND", "cublas", 1);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    poison_buffer(queue, data.o.view.buffer, tensor_bytes(&data.o));
+    flashcl_attention_desc desc = case_desc(&c, &data);
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc, 0, NULL,
+                                               NULL),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_ptr_nonnull(
+        strstr(flashcl_context_last_error(ctx), "FLASHCL_BACKEND"));
+    ck_assert(buffer_is_poisoned(queue, data.o.view.buffer,
+                                 tensor_bytes(&data.o)));
+    /* An explicit backend in the descriptor wins. */
+    run_backend(&c, &data, FLASHCL_BACKEND_REFERENCE);
+    unsetenv("FLASHCL_BACKEND");
+    case_release(&data);
+}
+END_TEST
+
+/* The returned event covers every command of the call: another queue that
+ * waits for it reads the finished O. */
+START_TEST(event_covers_whole_call)
+{
+    flashcl_context *ctx = shared_context();
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_int err = CL_SUCCESS;
+    cl_command_queue reader = clCreateCommandQueue(
+        context, flashcl_context_device(ctx), 0, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const attention_case c = {2, 4, 2, 150, 170, 64, REF_FP32, 1,
+                              BNHD, VIEW_PACKED, 0.0f, 1, 36};
+    case_data data;
+    case_prepare(&c, context, flashcl_context_queue(ctx), &data);
+    flashcl_attention_desc desc = case_desc(&c, &data);
+    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    cl_event done = NULL;
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc, 0, NULL,
+                                               &done),
+                     FLASHCL_SUCCESS);
+    ck_assert_ptr_nonnull(done);
+    CL_CHECK(clEnqueueReadBuffer(reader, data.o.view.buffer, CL_TRUE, 0,
+                                 tensor_bytes(&data.o), data.o.host, 1, &done,
+                                 NULL));
+    CL_CHECK(clEnqueueReadBuffer(reader, data.lse.view.buffer, CL_TRUE, 0,
+                                 tensor_bytes(&data.lse), data.lse.host, 0,
+                                 NULL, NULL));
+    compare_result r = compare_output(&data.o, data.ref_o, &data.lse,
+                                      data.ref_lse, tolerance_for(c.dtype));
+    ck_assert_msg(r.ok, "read after the event: %s", r.detail);
+    CL_CHECK(clReleaseEvent(done));
+    CL_CHECK(clFinish(flashcl_context_queue(ctx)));
+    CL_CHECK(clReleaseCommandQueue(reader));
+    case_release(&data);
+}
+END_TEST
+
+/* Two calls on two queues share the context's scratch without waiting on
+ * the host: the second must not overwrite the first's scratch early. */
+START_TEST(two_queues_share_scratch)
+{
+    flashcl_context *ctx = shared_context();
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_int err = CL_SUCCESS;
+    cl_command_queue other = clCreateCommandQueue(
+        context, flashcl_context_device(ctx), 0, &err);
+    ck_assert_int_eq(err, CL_SUCCESS);
+    const attention_case a = {2, 4, 4, 200, 180, 64, REF_FP32, 0,
+                              BHND, VIEW_PACKED, 0.0f, 1, 37};
+    const attention_case b = {1, 8, 2, 190, 210, 64, REF_FP16, 1,
+                              BNHD, VIEW_PADDED, 0.0f, 1, 38};
+    case_data da, db;
+    case_prepare(&a, context, flashcl_context_queue(ctx), &da);
+    case_prepare(&b, context, other, &db);
+    flashcl_attention_desc desc_a = case_desc(&a, &da);
+    flashcl_attention_desc desc_b = case_desc(&b, &db);
+    desc_a.backend = desc_b.backend = FLASHCL_BACKEND_REFERENCE;
+    for (int round = 0; round < 2; ++round) {
+        ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc_a, 0,
+                                                   NULL, NULL),
+                         FLASHCL_SUCCESS);
+        ck_assert_int_eq(flashcl_attention_forward(ctx, other, &desc_b, 0,
+                                                   NULL, NULL),
+                         FLASHCL_SUCCESS);
+    }
+    CL_CHECK(clFinish(other));
+    CL_CHECK(clFinish(flashcl_context_queue(ctx)));
+    compare_result ra = case_check(&a, &da, flashcl_context_queue(ctx));
+    compare_result rb = case_check(&b, &db, other);
+    ck_assert_msg(ra.ok, "first queue: %s", ra.detail);
+    ck_assert_msg(rb.ok, "second queue: %s", rb.detail);
+    CL_CHECK(clReleaseCommandQueue(other));
+    case_release(&da);
+    case_release(&db);
+}
+END_TEST
+
+START_TEST(out_of_order_queue_refused)
+{
+    flashcl_context *ctx = shared_context();
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_int err = CL_SUCCESS;
+    cl_command_queue queue = clCreateCommandQueue(
+        context, flashcl_context_device(ctx),
+        CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    if (err != CL_SUCCESS) { /* device without out-of-order queues */
+        printf("out-of-order queues not supported here; nothing to check\n");
+        return;
+    }
+    const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
+                              BNHD, VIEW_PACKED, 0.0f, 1, 39};
+    case_data data;
+    case_prepare(&c, context, flashcl_context_queue(ctx), &data);
+    flashcl_attention_desc desc = case_desc(&c, &data);
+    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    ck_assert_int_eq(flashcl_attention_forward(ctx, queue, &desc, 0, NULL,
+                                               NULL),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx), "queue"));
+    ck_assert(buffer_is_poisoned(flashcl_context_queue(ctx),
+                                 data.o.view.buffer, tensor_bytes(&data.o)));
+    CL_CHECK(clReleaseCommandQueue(queue));
+    case_release(&data);
+}
+END_TEST
+
+static Suite *reference_backend_suite(void)
+{
+    Suite *suite = suite_create("reference backend");
+    TCase *matrix_case = tcase_create("fused vs reference");
+    tcase_set_timeout(matrix_case, 600);
+    tcase_add_loop_test(matrix_case, fused_matches_reference, 0, MATRIX_ROWS);
+    suite_add_tcase(suite, matrix_case);
+    TCase *scratch = tcase_create("scratch");
+    tcase_set_timeout(scratch, 600);
+    tcase_add_test(scratch, chunks_of_heads);
+    tcase_add_test(scratch, chunks_of_rows);
+    tcase_add_test(scratch, scratch_bytes_reported);
+    tcase_add_test(scratch, scratch_limit_environment);
+    tcase_add_test(scratch, release_scratch_then_reuse);
+    suite_add_tcase(suite, scratch);
+    TCase *api = tcase_create("selection, events, queues");
+    tcase_set_timeout(api, 600);
+    tcase_add_test(api, backend_environment);
+    tcase_add_test(api, event_covers_whole_call);
+    tcase_add_test(api, two_queues_share_scratch);
+    tcase_add_test(api, out_of_order_queue_refused);
+    suite_add_tcase(suite, api);
+    return suite;
+}
+
+int main(void)
+{
+    return run_suite(reference_backend_suite());
+}
