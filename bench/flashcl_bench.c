@@ -29,6 +29,7 @@ typedef struct bench_options {
     int sgemm_n; /* 0: no peer */
     const char *variants[8];
     int num_variants;
+    int check_rows; /* --check: rows compared with float64, 0 = off */
 } bench_options;
 
 typedef struct bench_row {
@@ -87,7 +88,9 @@ static void usage(void)
            "(default 2048 on CPU, 8192 on GPU; 0 = off)\n"
            "  --variants LIST      plain,windowW,alibi,bias,softcap (default "
            "plain); windowW: sliding window of W keys left of the diagonal\n"
-           "  --csv FILE           also write the rows as CSV\n");
+           "  --csv FILE           also write the rows as CSV\n"
+           "  --check ROWS         plain rows: relative L2 error of ROWS "
+           "sampled output rows vs float64 on the host (prints check| lines)\n");
 }
 
 static int parse_dtypes(const char *text, int *out)
@@ -141,6 +144,8 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->reps = atoi(value);
         else if (!strcmp(arg, "--warmup"))
             opt->warmup = atoi(value);
+        else if (!strcmp(arg, "--check"))
+            opt->check_rows = atoi(value);
         else if (!strcmp(arg, "--sgemm"))
             opt->sgemm_n = atoi(value);
         else if (!strcmp(arg, "--variants")) {
@@ -314,6 +319,79 @@ static double event_ms(cl_event event)
     return (double)(end - start) / 1e6;
 }
 
+static double storage_to_double(const uint16_t *data, size_t i, int dtype)
+{
+    uint32_t bits = data[i];
+    float out;
+    if (dtype == FLASHCL_DTYPE_BF16) {
+        bits <<= 16;
+        memcpy(&out, &bits, 4);
+        return out;
+    }
+    int exponent = (int)((bits >> 10) & 0x1f), mantissa = (int)(bits & 0x3ff);
+    double magnitude = exponent == 0 ? ldexp(mantissa, -24)
+                                     : ldexp(mantissa | 0x400, exponent - 25);
+    return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+/* --check: relative L2 error of `rows` sampled output rows (packed BNHD,
+ * fp16/bf16) against float64 attention on the host. -1 on failure. */
+static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d,
+                         int rows)
+{
+    const size_t count = (size_t)d->batch * (size_t)d->heads_q *
+                         (size_t)d->seqlen_q * (size_t)d->head_dim;
+    const long n = (long)d->seqlen_q, hq = (long)d->heads_q,
+               dim = (long)d->head_dim;
+    uint16_t *host[4] = {malloc(count * 2), malloc(count * 2),
+                         malloc(count * 2), malloc(count * 2)};
+    double *score = malloc((size_t)n * sizeof *score);
+    double err2 = 0, ref2 = 0, result = -1;
+    const cl_mem bufs[4] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
+    int ok = score != NULL;
+    for (int i = 0; i < 4; ++i)
+        ok = ok && host[i] &&
+             clEnqueueReadBuffer(queue, bufs[i], CL_TRUE, 0, count * 2, host[i],
+                                 0, NULL, NULL) == CL_SUCCESS;
+    const double scale = 1.0 / sqrt((double)dim);
+    unsigned seed = 99u;
+    for (int r = 0; ok && r < rows; ++r) {
+        seed = seed * 1664525u + 1013904223u;
+        long b = (long)(seed >> 8) % d->batch;
+        seed = seed * 1664525u + 1013904223u;
+        long h = (long)(seed >> 8) % hq;
+        seed = seed * 1664525u + 1013904223u;
+        long i = r == 0 ? n - 1 : r == 1 ? 0 : (long)(seed >> 8) % n;
+        const long last = d->causal ? i : n - 1;
+        double row_max = -INFINITY, sum = 0;
+        for (long j = 0; j <= last; ++j) {
+            double dot = 0;
+            for (long e = 0; e < dim; ++e)
+                dot += storage_to_double(host[0], (size_t)(((b * n + i) * hq + h) * dim + e), d->dtype) *
+                       storage_to_double(host[1], (size_t)(((b * n + j) * hq + h) * dim + e), d->dtype);
+            score[j] = dot * scale;
+            row_max = fmax(row_max, score[j]);
+        }
+        for (long j = 0; j <= last; ++j)
+            sum += (score[j] = exp(score[j] - row_max));
+        for (long e = 0; e < dim; ++e) {
+            double ref = 0;
+            for (long j = 0; j <= last; ++j)
+                ref += score[j] * storage_to_double(host[2], (size_t)(((b * n + j) * hq + h) * dim + e), d->dtype);
+            ref /= sum;
+            double got = storage_to_double(host[3], (size_t)(((b * n + i) * hq + h) * dim + e), d->dtype);
+            err2 += (got - ref) * (got - ref);
+            ref2 += ref * ref;
+        }
+    }
+    if (ok)
+        result = isfinite(err2) ? sqrt(err2 / ref2) : INFINITY;
+    for (int i = 0; i < 4; ++i)
+        free(host[i]);
+    free(score);
+    return result;
+}
+
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      const char *variant, int dtype, int head_dim, int causal,
                      int seqlen, bench_row *row)
@@ -393,6 +471,13 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                        0,
                        0};
     row->tflops = flops / (row->median_ms * 1e-3) / 1e12;
+    if (opt->check_rows > 0 && window == -1 && !strcmp(variant, "plain") &&
+        dtype != FLASHCL_DTYPE_FP32) {
+        double err = check_rows(queue, &desc, opt->check_rows);
+        printf("check| %s | %d | %d | %d | rel_l2 %.3e | rows %d\n",
+               dtype_name(dtype), head_dim, causal, seqlen, err,
+               opt->check_rows);
+    }
     row->gbps =
         4.0 * (double)count * (double)elem / (row->median_ms * 1e-3) / 1e9;
 done:

@@ -4,7 +4,7 @@
  * row poisoned first and checked written) and times it with profiling
  * events. One line per config:
  *
- *   nv_kernel_probe [opts] CFG...      CFG = BM,BN,WARPS,STAGES[,QREG]
+ *   nv_kernel_probe [opts] CFG...      CFG = BM,BN,WARPS[,STAGES[,QREG]]
  *     -d D -t fp16|bf16 -c 0|1 -b B -H Hq -K Hkv -q Nq -k Nk
  *     -i iters -r rows_checked_per_head_sample -x extra_build_options
  *
@@ -265,19 +265,22 @@ int main(int argc, char **argv)
     double flops = 4.0 * B * H * (double)NQ * NK * D * (causal ? 0.5 : 1.0);
 
     for (int ci = ai; ci < argc; ++ci) {
-        int BM, BN, W, ST, QR = -1;
-        if (sscanf(argv[ci], "%d,%d,%d,%d,%d", &BM, &BN, &W, &ST, &QR) < 4) {
+        int BM, BN, W, ST = -1, QR = -1;
+        if (sscanf(argv[ci], "%d,%d,%d,%d,%d", &BM, &BN, &W, &ST, &QR) < 3) {
             fprintf(stderr, "bad cfg %s\n", argv[ci]);
             return 2;
         }
-        char opts[1024], qreg[64] = "";
+        char opts[1024], qreg[96] = "";
         if (QR >= 0)
             snprintf(qreg, sizeof qreg, "-DFLASHCL_NV_QREG=%d", QR);
+        if (ST > 0)
+            snprintf(qreg + strlen(qreg), sizeof qreg - strlen(qreg),
+                     " -DFLASHCL_NV_STAGES=%d", ST);
         snprintf(opts, sizeof opts,
                  "-cl-std=CL1.2 -cl-mad-enable -I %s -DFLASHCL_NV_MMA=1 -DFLASHCL_HEAD_DIM=%d "
                  "-DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d -DFLASHCL_WG_SIZE=%d "
-                 "-DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d -DFLASHCL_NV_STAGES=%d %s %s",
-                 kdir, D, BM, BN, W * 32, bf16 ? 2 : 1, causal, ST, qreg, extra);
+                 "-DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d %s %s",
+                 kdir, D, BM, BN, W * 32, bf16 ? 2 : 1, causal, qreg, extra);
         double t0 = now();
         cl_program prog = clCreateProgramWithSource(ctx, 1, (const char **)&src, NULL, &err);
         CHECK(err);

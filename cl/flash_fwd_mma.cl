@@ -57,25 +57,20 @@
 #ifndef FLASHCL_BLOCK_N
 #define FLASHCL_BLOCK_N 64
 #endif
-#ifndef FLASHCL_NV_STAGES
-#define FLASHCL_NV_STAGES 1
-#endif
 /* 1: skip the O rescale of a tile when no row of the warp got a new max */
+#ifndef FLASHCL_NV_LAZY_RESCALE
+#define FLASHCL_NV_LAZY_RESCALE 1
+#endif
 /* Development only (timing ablations, wrong results): 1 skips the
  * exponentials, 2 skips the K/V copies after the first tile. */
 #ifndef FLASHCL_NV_ABLATE
 #define FLASHCL_NV_ABLATE 0
 #endif
-#ifndef FLASHCL_NV_LAZY_RESCALE
-#define FLASHCL_NV_LAZY_RESCALE 1
-#endif
-/* k16 slices of Q (out of HEAD_DIM/16) held in registers; the rest stays
- * in local memory and is re-read by ldmatrix for every key tile. Fewer
- * registers lets a warp own 32 rows (halving K/V local-memory traffic per
- * mma) at D = 128. */
-#ifndef FLASHCL_NV_QREG
-#define FLASHCL_NV_QREG (FLASHCL_HEAD_DIM / 16)
-#endif
+/* FLASHCL_NV_QREG: k16 slices of Q (out of HEAD_DIM/16) held in registers;
+ * the rest stays in local memory and is re-read by ldmatrix for every key
+ * tile. Fewer registers let a warp own 32 rows (halving K/V local-memory
+ * traffic per mma) at D = 128. FLASHCL_NV_STAGES: 1 or 2 K/V buffers.
+ * Both default below, once the tile sizes are known. */
 /* Accepted for ABI compatibility; this path always has dim stride 1. */
 #ifndef FLASHCL_DIM_CONTIGUOUS
 #define FLASHCL_DIM_CONTIGUOUS 1
@@ -105,12 +100,6 @@
 #if FLASHCL_BLOCK_N % 16 != 0 || FLASHCL_BLOCK_N < 16 || FLASHCL_BLOCK_N > 256
 #error "flash_fwd_mma: FLASHCL_BLOCK_N must be a multiple of 16 in 16..256"
 #endif
-#if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
-#error "flash_fwd_mma: FLASHCL_NV_STAGES must be 1 or 2"
-#endif
-#if FLASHCL_NV_QREG < 0 || FLASHCL_NV_QREG > FLASHCL_HEAD_DIM / 16
-#error "flash_fwd_mma: FLASHCL_NV_QREG must be in 0..HEAD_DIM/16"
-#endif
 
 #define NV_D FLASHCL_HEAD_DIM
 #define NV_BM FLASHCL_BLOCK_M
@@ -123,18 +112,38 @@
 #define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
 #define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
+/* Defaults measured on the H200 (bench/results/): all of Q in registers
+ * when a warp owns 16 rows or D <= 64 with BLOCK_N <= 64; with 32 rows
+ * per warp at D = 128, O alone takes 128 registers, so only 6 of Q's 8
+ * k16 slices stay in registers (2 with single-buffered tiles). */
+#ifndef FLASHCL_NV_QREG
+#if NV_WROWS == 16 || (NV_D <= 64 && NV_BN <= 64)
+#define FLASHCL_NV_QREG NV_KC
+#elif NV_D <= 64
+#define FLASHCL_NV_QREG 2
+#elif 4 * NV_TILEB + NV_BM * ((NV_KC - 6) * 32 + 16) <= 49152
+#define FLASHCL_NV_QREG 6
+#else
+#define FLASHCL_NV_QREG 2
+#endif
+#endif
+#if FLASHCL_NV_QREG < 0 || FLASHCL_NV_QREG > FLASHCL_HEAD_DIM / 16
+#error "flash_fwd_mma: FLASHCL_NV_QREG must be in 0..HEAD_DIM/16"
+#endif
+/* Double-buffer K and V whenever two stages fit next to Q's local slices. */
+#ifndef FLASHCL_NV_STAGES
+#if 4 * NV_TILEB + (FLASHCL_NV_QREG < NV_KC ? NV_BM * ((NV_KC - FLASHCL_NV_QREG) * 32 + 16) : 0) <= 49152
+#define FLASHCL_NV_STAGES 2
+#else
+#define FLASHCL_NV_STAGES 1
+#endif
+#endif
+#if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
+#error "flash_fwd_mma: FLASHCL_NV_STAGES must be 1 or 2"
+#endif
 #define NV_KV_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
 #define NV_QREG FLASHCL_NV_QREG
-#define NV_QS_KC (NV_KC - NV_QREG)  /* 1: skip the O rescale of a tile when no row of the warp got a new max */
-/* Development only (timing ablations, wrong results): 1 skips the
- * exponentials, 2 skips the K/V copies after the first tile. */
-#ifndef FLASHCL_NV_ABLATE
-#define FLASHCL_NV_ABLATE 0
-#endif
-#ifndef FLASHCL_NV_LAZY_RESCALE
-#define FLASHCL_NV_LAZY_RESCALE 1
-#endif
-/* k16 slices of Q in local memory */
+#define NV_QS_KC (NV_KC - NV_QREG) /* k16 slices of Q in local memory */
 #if NV_QS_KC > 0
 #define NV_QS_ROWB (NV_QS_KC * 32 + 16)
 #define NV_QS_BYTES (NV_BM * NV_QS_ROWB)
@@ -160,15 +169,16 @@
  * of `src`, row stride `rs` elements, starting at element COL0) into local
  * memory at byte address `dst` with row pitch ROWB; rows at or past `rmax`
  * are zero-filled. */
-#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0)           \
+#define NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, CHECK)   \
     do {                                                                       \
         /* when CPR divides the group size a thread keeps its column and  \
          * steps WG/CPR rows per copy: one pointer and one local address \
          * per tensor stay live instead of one per copy */                \
         const bool even_ = FLASHCL_WG_SIZE % (CPR) == 0;                      \
         const int rt_ = tid / (CPR), ct_ = tid % (CPR);                        \
-        __global const ushort *gt_ = (src) + (ulong)((COL0) + ct_ * 8);        \
         const uint lt_ = (dst) + (uint)(rt_ * (ROWB) + ct_ * 16);              \
+        __global const ushort *gt_ =                                           \
+            (src) + (ulong)((r0) + rt_) * (rs) + (ulong)((COL0) + ct_ * 8);    \
         _Pragma("unroll") for (int ci_ = 0;                                    \
                                ci_ < ((NROWS) * (CPR) + FLASHCL_WG_SIZE - 1) / \
                                          FLASHCL_WG_SIZE;                      \
@@ -181,11 +191,13 @@
                                      : c_ / (CPR);                             \
                 const int cc_ = even_ ? ct_ : c_ % (CPR);                      \
                 const int row_ = (r0) + r_;                                    \
-                const bool ok_ = row_ < (rmax);                                \
-                const ulong ro_ = ok_ ? (ulong)row_ * (rs) : (ulong)0;         \
-                __global const ushort *g_ =                                    \
-                    even_ ? gt_ + ro_                                          \
-                          : (src) + ro_ + (ulong)((COL0) + cc_ * 8);           \
+                const bool ok_ = !(CHECK) || row_ < (rmax);                    \
+                __global const ushort *g_;                                     \
+                if (even_ && !(CHECK))                                         \
+                    g_ = gt_ + (ulong)(ci_ * (FLASHCL_WG_SIZE / (CPR))) * (rs); \
+                else                                                           \
+                    g_ = (src) + (ok_ ? (ulong)row_ * (rs) : (ulong)0) +       \
+                         (ulong)((COL0) + cc_ * 8);                            \
                 const uint l_ =                                                \
                     even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *     \
                                          (ROWB))                               \
@@ -193,6 +205,14 @@
                 NV_CP_ASYNC16(l_, g_, ok_ ? 16u : 0u);                         \
             }                                                                  \
         }                                                                      \
+    } while (0)
+/* Full tiles (the common case) skip the row checks. */
+#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0)           \
+    do {                                                                       \
+        if ((r0) + (NROWS) <= (rmax))                                          \
+            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, 0);  \
+        else                                                                   \
+            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, 1);  \
     } while (0)
 #if FLASHCL_NV_ABLATE == 2
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
@@ -339,15 +359,16 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
         NV_LOAD_TILE(NV_VBUF(j), vp, vs, n0, seqlen_k);
         NV_CP_COMMIT();
 #else
+        /* One barrier per tile: after it, tile j has landed for everyone
+         * and every warp has finished tile j-1, whose buffers then take
+         * tile j+1 while tile j is computed. */
+        NV_CP_WAIT_ALL();
+        barrier(CLK_LOCAL_MEM_FENCE);
         if (j + 1 < n_tiles) {
             NV_LOAD_TILE(NV_KBUF(j + 1), kp, ks, n0 + NV_BN, seqlen_k);
             NV_LOAD_TILE(NV_VBUF(j + 1), vp, vs, n0 + NV_BN, seqlen_k);
             NV_CP_COMMIT();
-            NV_CP_WAIT_1();
-        } else {
-            NV_CP_WAIT_ALL();
         }
-        barrier(CLK_LOCAL_MEM_FENCE); /* tile j landed */
 #endif
 
 #if FLASHCL_CAUSAL
@@ -522,9 +543,6 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                 }
             }
         }
-#if FLASHCL_NV_STAGES == 2
-        barrier(CLK_LOCAL_MEM_FENCE); /* buffer j&1 free for tile j+2 */
-#endif
     }
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */

@@ -29,9 +29,23 @@ typedef struct nv_tile_entry {
     const char *reason;
 } nv_tile_entry;
 
+/* Measured on the H200 through NVIDIA's OpenCL (bench/nv_kernel_probe.c,
+ * bench/results/); the kernel picks FLASHCL_NV_QREG / FLASHCL_NV_STAGES
+ * from these sizes (cl/flash_fwd_mma.cl). */
 static const nv_tile_entry nv_tiles[] = {
-    {64, -1, 64, 64, 4, "first guess: 4 warps x 16 rows, K/V double-buffered"},
-    {128, -1, 64, 64, 4, "first guess: 4 warps x 16 rows, 48 KiB local limit"},
+    {32, -1, 128, 64, 4, "4 warps x 32 rows, K/V double-buffered"},
+    {64, 0, 128, 64, 4,
+     "4 warps x 32 rows (half the K/V ldmatrix traffic of 16), K/V "
+     "double-buffered: best of 7 tile configs, N=4096"},
+    {64, 1, 128, 128, 4,
+     "4 warps x 32 rows, 128-key tiles, 2 of 4 Q slices in local memory: "
+     "best causal config of 7, N=4096"},
+    {96, -1, 64, 64, 4, "4 warps x 16 rows, all of Q in registers"},
+    {128, -1, 128, 32, 4,
+     "4 warps x 32 rows, 6 of 8 Q slices in registers, 32-key tiles "
+     "double-buffered in 45 KiB: +8% over 16 rows/warp, N=4096"},
+    {256, -1, 64, 16, 4,
+     "4 warps x 16 rows, 16-key tiles double-buffered: no spills"},
 };
 
 static bool nv_mma_source_present(void)
