@@ -152,6 +152,14 @@
 #define NV_QS_BYTES 0
 #endif
 #define NV_SMEM_BYTES (NV_KV_BYTES + NV_QS_BYTES)
+/* 1: stage O through local memory for 16-byte global stores (when the
+ * BLOCK_M x D tile fits where K, V and Q were) */
+#ifndef FLASHCL_NV_STAGE_O
+#define FLASHCL_NV_STAGE_O (NV_BM * NV_ROWB <= NV_SMEM_BYTES)
+#endif
+#if FLASHCL_NV_STAGE_O && NV_BM * NV_ROWB > NV_SMEM_BYTES
+#error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs BLOCK_M x D in local memory"
+#endif
 
 #if NV_SMEM_BYTES > 49152
 #error "flash_fwd_mma: K/V tiles exceed the 48 KiB of local memory"
@@ -546,6 +554,13 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     }
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
+#if FLASHCL_NV_STAGE_O
+    /* O goes through local memory so that global stores are whole 16-byte
+     * row chunks: wait until every warp is done with the K/V tiles. */
+    NV_CP_WAIT_ALL();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __local uint *so = (__local uint *)smem;
+#endif
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
@@ -556,12 +571,23 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
             const int row = wr0 + mt * 16 + g + hh * 8;
             const bool seen = l > 0.f;
             const float inv = seen ? 1.f / l : 0.f;
+#if FLASHCL_NV_STAGE_O
+            /* padded rows: the 32 lanes hit 32 different banks */
+            __local uint *orow =
+                so + (warp * NV_WROWS + mt * 16 + g + hh * 8) * (NV_ROWB / 4);
+#pragma unroll
+            for (int d = 0; d < NV_DT; ++d)
+                orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
+                                           acc[mt][d][hh * 2 + 1] * inv);
+#endif
             if (row < seqlen_q) {
+#if !FLASHCL_NV_STAGE_O
                 __global uint *orow = (__global uint *)(op + (ulong)row * os);
 #pragma unroll
                 for (int d = 0; d < NV_DT; ++d)
                     orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
                                                acc[mt][d][hh * 2 + 1] * inv);
+#endif
                 if (write_lse && t4 == 0) {
                     const float lv =
                         seen ? (row_max[mt][hh] * scale_log2 + log2(l)) *
@@ -573,6 +599,18 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
             }
         }
     }
+#if FLASHCL_NV_STAGE_O
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int ci = 0; ci < (NV_BM * NV_CPR + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE; ++ci) {
+        const int c = tid + ci * FLASHCL_WG_SIZE;
+        const int r = c / NV_CPR, cc = c % NV_CPR;
+        if ((NV_BM * NV_CPR % FLASHCL_WG_SIZE == 0 || c < NV_BM * NV_CPR) &&
+            m0 + r < seqlen_q)
+            *(__global uint4 *)(op + (ulong)(m0 + r) * os + (ulong)(cc * 8)) =
+                ((__local uint4 *)smem)[r * (NV_ROWB / 16) + cc];
+    }
+#endif
 }
 
 #endif /* FLASHCL_NV_MMA */
