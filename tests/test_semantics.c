@@ -556,22 +556,26 @@ static int contains_ignoring_case(const char *text, const char *part)
     return 0;
 }
 
-/* First device whose name, vendor or platform name contains `part`. */
+/* First device whose name or vendor, or whose platform's name or vendor,
+ * contains `part` ("vendor" in the grammar: PoCL's device vendor is the
+ * CPU's maker, and "pocl" appears only in its platform vendor, "The pocl
+ * project"; the platform name is "Portable Computing Language"). */
 static cl_device_id first_matching(const device_list *list, const char *part)
 {
     for (cl_uint i = 0; i < list->count; i++) {
-        char name[256], vendor[256], platform_name[256];
+        char text[4][256];
         cl_platform_id platform;
-        device_string(list->id[i], CL_DEVICE_NAME, name, sizeof name);
-        device_string(list->id[i], CL_DEVICE_VENDOR, vendor, sizeof vendor);
+        device_string(list->id[i], CL_DEVICE_NAME, text[0], sizeof text[0]);
+        device_string(list->id[i], CL_DEVICE_VENDOR, text[1], sizeof text[1]);
         CL_CHECK(clGetDeviceInfo(list->id[i], CL_DEVICE_PLATFORM,
                                  sizeof platform, &platform, NULL));
         CL_CHECK(clGetPlatformInfo(platform, CL_PLATFORM_NAME,
-                                   sizeof platform_name, platform_name, NULL));
-        if (contains_ignoring_case(name, part) ||
-            contains_ignoring_case(vendor, part) ||
-            contains_ignoring_case(platform_name, part))
-            return list->id[i];
+                                   sizeof text[2], text[2], NULL));
+        CL_CHECK(clGetPlatformInfo(platform, CL_PLATFORM_VENDOR,
+                                   sizeof text[3], text[3], NULL));
+        for (int t = 0; t < 4; t++)
+            if (contains_ignoring_case(text[t], part))
+                return list->id[i];
     }
     return NULL;
 }
