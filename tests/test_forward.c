@@ -136,6 +136,24 @@ START_TEST(test_sharp_softmax)
 }
 END_TEST
 
+/* head_dim is any of 1..256, not only the design's multiples of 8: odd
+ * sizes below and between the padded sizes, in padded views with an odd
+ * element offset (so no load may assume vector alignment). */
+START_TEST(test_odd_head_dims)
+{
+    static const struct { size_t dim; ref_dtype dtype; int causal; } odd[] = {
+        {1, REF_FP32, 0}, {3, REF_FP16, 1}, {17, REF_BF16, 0},
+        {255, REF_FP16, 0}};
+    attention_case c = case_from_row(&design[14], 600u + (uint64_t)_i);
+    c.head_dim = odd[_i].dim;
+    c.dtype = odd[_i].dtype;
+    c.causal = odd[_i].causal;
+    c.view = VIEW_PADDED;
+    c.with_lse = 1;
+    log_errors(200 + _i, &c, run_case(&c));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- */
 /* Host-memory call                                                  */
 /* ---------------------------------------------------------------- */
@@ -257,6 +275,7 @@ static Suite *forward_suite(void)
     TCase *design_case = tcase_create("design");
     tcase_add_loop_test(design_case, test_design_row, 0, DESIGN_ROWS);
     tcase_add_loop_test(design_case, test_sharp_softmax, 0, 2);
+    tcase_add_loop_test(design_case, test_odd_head_dims, 0, 4);
     suite_add_tcase(suite, design_case);
 
     TCase *host = tcase_create("host");
