@@ -35,7 +35,7 @@ if [ ! -x build-h200/flashcl-bench ]; then
   cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF >"$OUT/build.log" 2>&1 &&
     cmake --build build-h200 -j >>"$OUT/build.log" 2>&1 || { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
 fi
-./build-h200/flashcl info 2>&1 | tee "$OUT/info.txt" | head -40
+./build-h200/flashcl info 2>&1 | tee -a "$OUT/env.txt" | head -40
 
 echo "== flashcl-bench"
 ./build-h200/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 --check 24 \
@@ -53,17 +53,20 @@ if [ -x build-nv/nv_kernel_probe ]; then
     $P -d 128 -t fp16 -c 0 -b 2 -H 6 -K 2 -q 77 -k 133 -r 77 128,32,4
     $P -d 128 -t bf16 -c 1 -b 2 -H 4 -K 1 -q 300 -k 77 -r 300 128,32,4
     $P -d 128 -t fp16 -c 1 -b 1 -H 2 -q 1 -k 1000 -r 1 128,32,4
-    $P -d 64 -t fp16 -c 1 -b 3 -H 4 -K 4 -q 1000 -k 1000 -r 1000 128,128,4
+    $P -d 64 -t fp16 -c 1 -b 3 -H 4 -K 4 -q 1000 -k 1000 -r 1000 128,64,4
     $P -d 64 -t bf16 -c 0 -b 1 -H 8 -K 2 -q 129 -k 4099 -r 129 128,64,4
     $P -d 32 -t fp16 -c 1 -b 1 -H 3 -q 333 -k 500 -r 333 128,64,4
     $P -d 96 -t bf16 -c 1 -b 1 -H 3 -q 257 -k 255 -r 257 64,64,4
     $P -d 256 -t fp16 -c 1 -b 1 -H 2 -q 190 -k 190 -r 190 64,16,4
   } 2>&1 | tee "$OUT/odd_shapes.log"
 fi
+# the core suites on the GPU (fixed file count: at most 8 files come back)
+: >"$OUT/tests.log"
 for t in test_forward test_semantics; do
   if [ -x build-h200/tests/$t ]; then
-    timeout 300 ./build-h200/tests/$t >"$OUT/$t.log" 2>&1
-    echo "$t: exit $? ($(grep -E '^[0-9]+%: Checks' "$OUT/$t.log" | tail -1))"
+    echo "### $t" >>"$OUT/tests.log"
+    timeout 300 ./build-h200/tests/$t >>"$OUT/tests.log" 2>&1
+    echo "$t: exit $? ($(grep -E '^[0-9]+%: Checks' "$OUT/tests.log" | tail -1))"
   fi
 done
 
