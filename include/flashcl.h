@@ -324,7 +324,11 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
  * the scratch (on whichever queue), so two calls never use it at the same
  * time. The reference backend needs an in-order queue (else
  * FLASHCL_ERROR_UNSUPPORTED); CLBlast failures give FLASHCL_ERROR_BACKEND
- * with CLBlast's status code in the message. */
+ * with CLBlast's status code in the message. Its output event is a marker
+ * enqueued after the call's last command: wait on it, but time the call
+ * with the host clock (the marker's own profiling interval is empty). When
+ * a context that used the reference backend is released, CLBlast's global
+ * program cache is cleared (it holds references to the cl_context). */
 
 /** Set the reference backend's scratch cap for this context in bytes; 0
  *  restores the default (environment variable, else a quarter of the
