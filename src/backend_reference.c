@@ -200,32 +200,39 @@ static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
 
 /* ---- planning ------------------------------------------------------- */
 
+/* a * b, or UINT64_MAX when that overflows: a saturated size never fits. */
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+    return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
+}
+
 /* Elements of every slot for `heads` chunk heads of `rows` rows. */
 static void slot_elements(const ref_shape *s, uint64_t heads, uint64_t rows,
                           uint64_t elements[SLOT_COUNT])
 {
-    elements[SLOT_Q] = heads * rows * s->head_dim;
-    elements[SLOT_K] = heads * s->seqlen_k * s->head_dim;
-    elements[SLOT_V] = heads * s->seqlen_k * s->head_dim_v;
-    elements[SLOT_S] = heads * rows * s->seqlen_k;
-    elements[SLOT_O] = heads * rows * s->head_dim_v;
-    elements[SLOT_FACTOR] = heads * rows;
+    const uint64_t cells = mul_sat(heads, rows);
+    elements[SLOT_Q] = mul_sat(cells, s->head_dim);
+    elements[SLOT_K] = mul_sat(mul_sat(heads, s->seqlen_k), s->head_dim);
+    elements[SLOT_V] = mul_sat(mul_sat(heads, s->seqlen_k), s->head_dim_v);
+    elements[SLOT_S] = mul_sat(cells, s->seqlen_k);
+    elements[SLOT_O] = mul_sat(cells, s->head_dim_v);
+    elements[SLOT_FACTOR] = cells;
 }
 
 /* Whether a chunk fits the cap in total and the device's largest
- * allocation per buffer. Sizes are bounded by validation (N < 2^31,
- * D <= 256), so heads * rows * N stays far below 2^64 for heads <= 2^31. */
+ * allocation per buffer. */
 static bool chunk_fits(const ref_shape *s, uint64_t heads, uint64_t rows,
                        uint64_t limit, uint64_t max_alloc)
 {
     uint64_t elements[SLOT_COUNT], total = 0;
     slot_elements(s, heads, rows, elements);
     for (int i = 0; i < SLOT_COUNT; ++i) {
-        if (elements[i] * s->elem > max_alloc)
+        const uint64_t bytes = mul_sat(elements[i], s->elem);
+        if (bytes > max_alloc || bytes > limit - total)
             return false;
-        total += elements[i] * s->elem;
+        total += bytes;
     }
-    return total <= limit;
+    return true;
 }
 
 /* Largest value in [1, hi] for which fits(value) holds (fits is monotone),
@@ -271,7 +278,7 @@ static flashcl_status make_plan(flashcl_context *ctx, const ref_shape *s,
             uint64_t need[SLOT_COUNT], total = 0;
             slot_elements(s, 1, 1, need);
             for (int i = 0; i < SLOT_COUNT; ++i)
-                total += need[i] * s->elem;
+                total += mul_sat(need[i], s->elem);
             return set_error(
                 ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
                 "reference backend: the scratch limit of %zu bytes is below "
