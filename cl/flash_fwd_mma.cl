@@ -61,6 +61,15 @@
 #ifndef FLASHCL_NV_LAZY_RESCALE
 #define FLASHCL_NV_LAZY_RESCALE 1
 #endif
+/* 1: a warp's m16 tiles are spread over the block (warp w owns rows
+ * 16w.. and 16w + 16*warps..) instead of being contiguous, and a warp skips
+ * the mma of an m16 tile none of whose rows sees the key tile. On causal
+ * diagonal tiles this spreads the visible rows over all warps (for 128x32
+ * tiles: 6 instead of 8 half-tile steps per diagonal block). Not yet
+ * measured on the GPU: off by default. */
+#ifndef FLASHCL_NV_INTERLEAVE
+#define FLASHCL_NV_INTERLEAVE 0
+#endif
 /* Development only (timing ablations, wrong results): 1 skips the
  * exponentials, 2 skips the K/V copies after the first tile. */
 #ifndef FLASHCL_NV_ABLATE
@@ -110,6 +119,13 @@
 #define NV_KC (NV_D / 16)           /* k16 steps of Q K^T */
 #define NV_DT (NV_D / 8)            /* n8 tiles of O */
 #define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
+#if FLASHCL_NV_INTERLEAVE
+#define NV_WSTRIDE 16                /* rows between warps */
+#define NV_MSTRIDE (NV_WARPS * 16)   /* rows between a warp's m16 tiles */
+#else
+#define NV_WSTRIDE NV_WROWS
+#define NV_MSTRIDE 16
+#endif
 #define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
@@ -263,7 +279,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     const int hk = h / group_size;
 
     const int m0 = qb * NV_BM;
-    const int wr0 = m0 + warp * NV_WROWS; /* first row of this warp */
+    const int wr0 = m0 + warp * NV_WSTRIDE; /* first row of this warp */
     const int diag = seqlen_k - seqlen_q; /* i sees j iff j <= i + diag */
 
     __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
@@ -285,7 +301,8 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     const int n_free_causal = (m0 + diag + 1) >= 0 ? (m0 + diag + 1) / NV_BN : 0;
     const int n_free = min(n_free_causal, seqlen_k / NV_BN);
     /* last key any row of this warp sees */
-    const int warp_last_key = min(wr0 + NV_WROWS, seqlen_q) - 1 + diag;
+    const int warp_last_key =
+        min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1 + diag;
 #else
     const int n_end = seqlen_k;
     const int n_free = seqlen_k / NV_BN;
@@ -297,7 +314,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     uint qf[NV_MT][NV_QREG > 0 ? NV_QREG : 1][4];
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
-        const int r0 = wr0 + mt * 16 + g, r1 = r0 + 8;
+        const int r0 = wr0 + mt * NV_MSTRIDE + g, r1 = r0 + 8;
         __global const uint *q0 = (__global const uint *)(qp + (ulong)r0 * qs);
         __global const uint *q1 = (__global const uint *)(qp + (ulong)r1 * qs);
         const bool ok0 = r0 < seqlen_q, ok1 = r1 < seqlen_q;
@@ -345,7 +362,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
 #if NV_QS_KC > 0
     /* Q slices kept in local memory (rows of the block, zero past seqlen_q) */
     const uint sQ = sbase + NV_KV_BYTES;
-    const uint q_lane = sQ + (uint)((warp * NV_WROWS + ((mi & 1) << 3) + mr) *
+    const uint q_lane = sQ + (uint)((warp * NV_WSTRIDE + ((mi & 1) << 3) + mr) *
                                         NV_QS_ROWB + ((mi >> 1) << 4));
 #endif
 
@@ -386,6 +403,24 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
 #else
         const bool active = warp_rows;
 #endif
+        /* m16 tiles whose rows see some key of this tile; the others are
+         * masked to -inf below (they only occur on masked tiles), so their
+         * mma can be skipped: P = 0 for them. */
+        bool mt_on[NV_MT];
+#pragma unroll
+        for (int mt = 0; mt < NV_MT; ++mt) {
+#if FLASHCL_NV_INTERLEAVE
+            const int first = wr0 + mt * NV_MSTRIDE;
+#if FLASHCL_CAUSAL
+            mt_on[mt] = NV_MT == 1 || (first < seqlen_q &&
+                                       n0 <= min(first + 16, seqlen_q) - 1 + diag);
+#else
+            mt_on[mt] = NV_MT == 1 || first < seqlen_q;
+#endif
+#else
+            mt_on[mt] = true; /* contiguous rows: the warp test suffices */
+#endif
+        }
         if (active) {
             /* ---- S = Q K^T ------------------------------------------- */
             const uint kb = NV_KBUF(j) + k_lane;
@@ -407,7 +442,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                     }
 #if NV_QS_KC > 0
                     else {
-                        NV_LDSM_X4(qa[mt], q_lane + (uint)(mt * 16 * NV_QS_ROWB +
+                        NV_LDSM_X4(qa[mt], q_lane + (uint)(mt * NV_MSTRIDE * NV_QS_ROWB +
                                                            (c - NV_QREG) * 32));
                     }
 #endif
@@ -418,10 +453,12 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                     NV_LDSM_X4(kf, kb + (uint)(p * 16 * NV_ROWB + c * 32));
 #pragma unroll
                     for (int mt = 0; mt < NV_MT; ++mt) {
-                        NV_MMA(sc[mt][2 * p], qa[mt][0], qa[mt][1], qa[mt][2],
-                               qa[mt][3], kf[0], kf[1]);
-                        NV_MMA(sc[mt][2 * p + 1], qa[mt][0], qa[mt][1],
-                               qa[mt][2], qa[mt][3], kf[2], kf[3]);
+                        if (mt_on[mt]) {
+                            NV_MMA(sc[mt][2 * p], qa[mt][0], qa[mt][1], qa[mt][2],
+                                   qa[mt][3], kf[0], kf[1]);
+                            NV_MMA(sc[mt][2 * p + 1], qa[mt][0], qa[mt][1],
+                                   qa[mt][2], qa[mt][3], kf[2], kf[3]);
+                        }
                     }
                 }
             }
@@ -432,7 +469,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                 for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
                     for (int hh = 0; hh < 2; ++hh) {
-                        const int row = wr0 + mt * 16 + g + hh * 8;
+                        const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
 #if FLASHCL_CAUSAL
                         const int lim = min(row + diag, seqlen_k - 1);
 #else
@@ -545,10 +582,12 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                     NV_LDSM_X4_TRANS(vf, vb + (uint)(kk * 16 * NV_ROWB + dp * 32));
 #pragma unroll
                     for (int mt = 0; mt < NV_MT; ++mt) {
-                        NV_MMA(acc[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2],
-                               pa[mt][3], vf[0], vf[1]);
-                        NV_MMA(acc[mt][2 * dp + 1], pa[mt][0], pa[mt][1],
-                               pa[mt][2], pa[mt][3], vf[2], vf[3]);
+                        if (mt_on[mt]) {
+                            NV_MMA(acc[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2],
+                                   pa[mt][3], vf[0], vf[1]);
+                            NV_MMA(acc[mt][2 * dp + 1], pa[mt][0], pa[mt][1],
+                                   pa[mt][2], pa[mt][3], vf[2], vf[3]);
+                        }
                     }
                 }
             }
@@ -570,13 +609,13 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
             float l = row_sum[mt][hh];
             l += nv_shfl_xor(l, 1);
             l += nv_shfl_xor(l, 2);
-            const int row = wr0 + mt * 16 + g + hh * 8;
+            const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
             const bool seen = l > 0.f;
             const float inv = seen ? 1.f / l : 0.f;
 #if FLASHCL_NV_STAGE_O
             /* padded rows: the 32 lanes hit 32 different banks */
             __local uint *orow =
-                so + (warp * NV_WROWS + mt * 16 + g + hh * 8) * (NV_ROWB / 4);
+                so + (warp * NV_WSTRIDE + mt * NV_MSTRIDE + g + hh * 8) * (NV_ROWB / 4);
 #pragma unroll
             for (int d = 0; d < NV_DT; ++d)
                 orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
