@@ -121,7 +121,7 @@ static void print_run(const run_options *o, const flashcl_device_info *dev,
            r->error.o, r->error.lse);
     printf("time: %.3f ms (median of 5, host clock), %.2f GFLOP/s\n", r->ms,
            r->gflops);
-    printf("%s (tolerance %.0e)\n", r->pass ? "PASS" : "FAIL",
+    printf("%s (tolerance %.1e)\n", r->pass ? "PASS" : "FAIL",
            o_tolerance(o->dtype));
 }
 
