@@ -47,6 +47,11 @@ if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
 fi
 
 echo "== odd shapes"
+if [ ! -x build-nv/nv_kernel_probe ]; then  # kernel-level probe (bench/nv_kernel_probe.c)
+  mkdir -p build-nv
+  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I/usr/local/cuda/include bench/nv_kernel_probe.c \
+    -o build-nv/nv_kernel_probe -l:libOpenCL.so.1 -lm 2>/dev/null || echo "(probe not built: no CL headers)"
+fi
 if [ -x build-nv/nv_kernel_probe ]; then
   P="build-nv/nv_kernel_probe -i 0"
   {
