@@ -7,13 +7,16 @@
  *
  * Work split (FlashAttention-2): a work-group owns FLASHCL_BLOCK_M query rows
  * of one (batch, head); each warp owns BLOCK_M / warps rows (16 or 32, i.e.
- * NV_MT m16 tiles) and keeps its Q fragments in registers for the whole
- * kernel. K and V stream through local memory in tiles of FLASHCL_BLOCK_N
- * keys, copied with cp.async:
+ * NV_MT m16 tiles). Q is read once: FLASHCL_NV_QREG of its D/16 k-slices
+ * stay in registers as mma A fragments for the whole kernel, the others in
+ * local memory (re-read by ldmatrix per key tile), so that 32 rows per warp
+ * fit in 255 registers at D = 128. K and V stream through local memory in
+ * tiles of FLASHCL_BLOCK_N keys, copied with cp.async:
  *   FLASHCL_NV_STAGES 1: one K and one V buffer; V[j] loads while S = Q K[j]^T
  *                        and the softmax run, K[j+1] loads while O += P V[j].
- *   FLASHCL_NV_STAGES 2: two buffers of each; tile j+1 loads while tile j is
- *                        computed.
+ *   FLASHCL_NV_STAGES 2: two buffers of each, one barrier per tile; tile
+ *                        j+1 loads while tile j is computed.
+ * See docs/nvidia-path.md for the measured tile table.
  * S stays in registers; the online softmax works in the exp2 domain with the
  * scale folded into one FMA, row max and sum reduce across the quad with
  * shuffles; P is repacked to 16-bit in registers as the A operand of P V.
