@@ -101,8 +101,9 @@ typedef struct flashcl_context flashcl_context;
  *    "N"         index over all devices of all platforms, in platform order
  *    "P:D"       device D of platform P
  *    "gpu" | "cpu" | "accelerator"   first device of that type
- *    anything else: case-insensitive substring of the device, vendor or
- *    platform name ("nvidia", "h200", "pocl"); the first match wins.
+ *    anything else: case-insensitive substring of the device name, device
+ *    vendor, platform name or platform vendor ("nvidia", "h200", "pocl");
+ *    the first match wins.
  *  A spec that matches nothing fails with FLASHCL_ERROR_DEVICE_NOT_FOUND and
  *  the message (flashcl_last_create_error()) lists the devices available.
  *  The context creates and owns its cl_context and in-order queue (with

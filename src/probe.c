@@ -246,9 +246,17 @@ static bool spec_matches(const char *spec, const device_entry *entry,
         return (type & CL_DEVICE_TYPE_ACCELERATOR) != 0;
     device_caps caps;
     probe_device(entry->device, &caps);
+    /* PoCL says "pocl" only in its platform vendor ("The pocl project"). */
+    char platform_vendor[256] = "";
+    if (clGetPlatformInfo(entry->platform, CL_PLATFORM_VENDOR,
+                          sizeof platform_vendor, platform_vendor,
+                          NULL) != CL_SUCCESS)
+        platform_vendor[0] = '\0';
+    platform_vendor[sizeof platform_vendor - 1] = '\0';
     return contains_nocase(caps.name, spec) ||
            contains_nocase(caps.vendor, spec) ||
-           contains_nocase(caps.platform_name, spec);
+           contains_nocase(caps.platform_name, spec) ||
+           contains_nocase(platform_vendor, spec);
 }
 
 static void describe_devices(const device_entry *entries, size_t count,
@@ -258,10 +266,14 @@ static void describe_devices(const device_entry *entries, size_t count,
     for (size_t i = 0; i < count && used + 1 < cap; ++i) {
         device_caps caps;
         probe_device(entries[i].device, &caps);
+        char platform_vendor[256] = "";
+        clGetPlatformInfo(entries[i].platform, CL_PLATFORM_VENDOR,
+                          sizeof platform_vendor - 1, platform_vendor, NULL);
         int n = snprintf(msg + used, cap - used,
-                         "\n  %zu (%u:%u) %s | %s | %s", i,
+                         "\n  %zu (%u:%u) %s | %s | %s (%s)", i,
                          entries[i].platform_index, entries[i].device_index,
-                         caps.name, caps.vendor, caps.platform_name);
+                         caps.name, caps.vendor, caps.platform_name,
+                         platform_vendor);
         if (n < 0)
             break;
         used += (size_t)n;
