@@ -163,6 +163,9 @@ flashcl_context *open_device(const char *command, const char *spec)
     const char *message = flashcl_last_create_error();
     const char *newline = strchr(message, '\n');
     int length = newline ? (int)(newline - message) : (int)strlen(message);
+    const char *listing = strstr(message, "; available");
+    if (listing && listing - message < length)
+        length = (int)(listing - message);
     if (length > 0 && message[length - 1] == ':')
         --length;
     fprintf(stderr, "flashcl %s: %s: %.*s (see flashcl info)\n", command,
