@@ -607,6 +607,36 @@ flashcl_attention_desc case_desc(const attention_case *c,
     return desc;
 }
 
+/*
+ * The NVIDIA tensor-core kernel rounds P to the storage dtype before P.V, as
+ * FlashAttention-2 does and as an unfused fp16/bf16 computation that stores
+ * P does: that adds up to u * sum_j p_j |v_j| per element. Measured on the
+ * H200 (docs/nvidia-path.md): misses of 1.0-5.5x the bound above, all
+ * within u * max|ref| more. Only granted when that kernel is the one the
+ * library picks for the call; PoCL keeps the strict bound.
+ */
+tolerance tolerance_for_desc(ref_dtype dtype,
+                             const flashcl_attention_desc *desc)
+{
+    tolerance tol = tolerance_for(dtype);
+    flashcl_variant_info info;
+    if (dtype != REF_FP32 &&
+        flashcl_describe_variant(shared_context(), desc, &info) ==
+            FLASHCL_SUCCESS &&
+        strcmp(info.kernel_file, "flash_fwd_mma.cl") == 0) {
+        double u = dtype == REF_FP16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
+        tol.floor_rel += u;
+        tol.max_rel += u;
+    }
+    return tol;
+}
+
+tolerance tolerance_for_call(const attention_case *c, const case_data *data)
+{
+    flashcl_attention_desc desc = case_desc(c, data);
+    return tolerance_for_desc(c->dtype, &desc);
+}
+
 compare_result case_check(const attention_case *c, case_data *data,
                           cl_command_queue queue)
 {
@@ -615,7 +645,7 @@ compare_result case_check(const attention_case *c, case_data *data,
         tensor_download(&data->lse, queue);
     return compare_output(&data->o, data->ref_o,
                           c->with_lse ? &data->lse : NULL, data->ref_lse,
-                          tolerance_for(c->dtype));
+                          tolerance_for_call(c, data));
 }
 
 void case_release(case_data *data)

@@ -181,6 +181,12 @@ void case_prepare(const attention_case *c, cl_context context,
 flashcl_attention_desc case_desc(const attention_case *c,
                                  const case_data *data);
 /* Downloads O and LSE and compares them with the reference. */
+/* tolerance_for(c->dtype), widened by the P rounding of the NVIDIA
+ * tensor-core kernel when that is the kernel the call runs on. */
+tolerance tolerance_for_call(const attention_case *c, const case_data *data);
+tolerance tolerance_for_desc(ref_dtype dtype,
+                             const flashcl_attention_desc *desc);
+
 compare_result case_check(const attention_case *c, case_data *data,
                           cl_command_queue queue);
 void case_release(case_data *data);

@@ -262,7 +262,7 @@ START_TEST(test_forward_host)
     test_tensor lse = host_lse_tensor(&h);
     compare_result r = compare_output(&h.o, h.ref_o,
                                       h.c.with_lse ? &lse : NULL, h.ref_lse,
-                                      tolerance_for(h.c.dtype));
+                                      tolerance_for_desc(h.c.dtype, &desc));
     host_case_release(&h);
     ck_assert_msg(r.ok, "%s: %s", text, r.detail);
     log_errors(100 + _i, &h.c, r);

@@ -112,7 +112,7 @@ START_TEST(fused_matches_reference)
     compare_result r = run_backend(c, &data, FLASHCL_BACKEND_REFERENCE);
     compare_result both =
         compare_output(&data.o, fused_o, c->with_lse ? &data.lse : NULL,
-                       fused_lse, doubled(tolerance_for(c->dtype)));
+                       fused_lse, doubled(tolerance_for_call(c, &data)));
     char text[256];
     case_describe(c, text, sizeof text);
     printf("%-80s ref vs f64 %.2e  fused vs ref %.2e\n", text,

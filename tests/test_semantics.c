@@ -376,7 +376,7 @@ START_TEST(test_large_offsets)
     arena_transfer(&a, flashcl_context_queue(ctx), 3, 0);
     arena_transfer(&a, flashcl_context_queue(ctx), 4, 0);
     compare_result r = compare_output(&a.o, a.ref_o, &a.lse, a.ref_lse,
-                                      tolerance_for(REF_FP16));
+                                      tolerance_for_desc(REF_FP16, &desc));
     arena_release(&a);
     ck_assert_msg(r.ok, "large offsets: %s", r.detail);
 }
