@@ -19,10 +19,52 @@
 #define BNHD FLASHCL_LAYOUT_BNHD
 #define BHND FLASHCL_LAYOUT_BHND
 
-/* Nq != Nk both ways, sizes off every block multiple, GQA 1/2/8, both
- * layouts, all three view kinds, every storage dtype, with and without
- * causal and LSE, a one-row and a one-key problem. */
+/* The core issue's shape matrix: the 40 rows of the covering design in
+ * test_forward.c (same shapes, dtypes, causal, layouts, views and LSE;
+ * its rationale is documented there), then a few more: Nq = Nk = 1,
+ * scale 0.5, GQA 8/2 at Nq 129 / Nk 257. */
 static const attention_case matrix[] = {
+    {1, 4, 2, 1, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 100},
+    {2, 8, 1, 7, 63, 80, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 0, 101},
+    {2, 3, 3, 63, 64, 128, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 102},
+    {1, 3, 3, 64, 65, 192, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 103},
+    {1, 4, 2, 65, 113, 96, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 0, 104},
+    {1, 8, 1, 113, 128, 40, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 105},
+    {2, 4, 2, 128, 203, 64, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 106},
+    {2, 8, 1, 203, 256, 16, REF_FP32, 1, BNHD, VIEW_PACKED, 0.0f, 0, 107},
+    {2, 3, 3, 256, 333, 32, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 108},
+    {1, 4, 2, 333, 1, 256, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 109},
+    {2, 8, 1, 1, 333, 160, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 110},
+    {1, 3, 3, 7, 1, 80, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 111},
+    {2, 3, 3, 63, 7, 64, REF_FP32, 0, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 112},
+    {1, 8, 1, 64, 63, 192, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 113},
+    {2, 4, 2, 65, 64, 40, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 114},
+    {1, 8, 1, 113, 65, 32, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 115},
+    {1, 4, 2, 128, 113, 128, REF_BF16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 116},
+    {2, 3, 3, 203, 128, 16, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 117},
+    {1, 3, 3, 256, 203, 96, REF_FP16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 118},
+    {1, 4, 2, 333, 256, 16, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 119},
+    {1, 3, 3, 1, 64, 256, REF_FP32, 0, BHND, VIEW_PACKED, 0.0f, 0, 120},
+    {2, 8, 1, 7, 65, 128, REF_FP16, 1, BHND, VIEW_PACKED, 0.0f, 0, 121},
+    {1, 4, 2, 63, 113, 80, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 122},
+    {1, 4, 2, 64, 128, 192, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 123},
+    {2, 8, 1, 65, 203, 64, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 124},
+    {1, 3, 3, 113, 256, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 125},
+    {2, 3, 3, 128, 333, 40, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 126},
+    {1, 8, 1, 203, 1, 256, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 127},
+    {1, 8, 1, 256, 7, 96, REF_BF16, 1, BHND, VIEW_PACKED, 0.0f, 1, 128},
+    {2, 4, 2, 333, 63, 32, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 129},
+    {2, 8, 1, 1, 203, 16, REF_BF16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 130},
+    {1, 4, 2, 7, 256, 256, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 131},
+    {1, 3, 3, 63, 333, 128, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 132},
+    {2, 4, 2, 64, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 133},
+    {1, 8, 1, 65, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 134},
+    {1, 3, 3, 113, 63, 192, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 135},
+    {1, 4, 2, 128, 64, 80, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 136},
+    {1, 8, 1, 203, 65, 32, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 137},
+    {2, 3, 3, 256, 113, 96, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 138},
+    {1, 3, 3, 333, 128, 40, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 139},
+
     {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11},
     {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12},
     {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13},
