@@ -298,7 +298,10 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
 #endif
 
     /* Only tiles that intersect the rows' visible band. */
-    int kv_begin = 0, kv_end = seqlen_k;
+    /* The bound involves the group's rows even without a band: PoCL 3.1
+     * compiled the loop with a bound that depends on kernel arguments alone
+     * about 4x slower (fp32, D = 64, N = 2048: 10 vs 44 GFLOP/s). */
+    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
 #if FLASHCL_CAUSAL
     kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
                         (long)seqlen_k);

@@ -86,6 +86,7 @@ typedef struct variant_key {
 
 /* The problem properties that variant choice depends on. */
 typedef struct variant_query {
+    int64_t seqlen_q; /* short queries get smaller row blocks on CPUs */
     int head_dim;
     int head_dim_v;
     flashcl_dtype dtype;

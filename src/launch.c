@@ -150,6 +150,7 @@ static cl_int set_args(cl_kernel kernel, kernel_family family,
 
 void problem_variant_query(const resolved_problem *p, variant_query *query)
 {
+    query->seqlen_q = p->seqlen_q;
     query->head_dim = (int)p->head_dim;
     query->head_dim_v = (int)p->head_dim_v;
     query->dtype = p->dtype;
