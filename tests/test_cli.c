@@ -200,8 +200,10 @@ START_TEST(matching_device_specs)
     int count = 3;
     if (strstr(info.out, "type: CPU"))
         specs[count++] = "cpu";
-    if (strstr(info.out, "Portable Computing Language"))
+    if (strstr(info.out, "Portable Computing Language")) {
         specs[count++] = "portable computing"; /* platform name, any case */
+        specs[count++] = "pocl";               /* platform vendor */
+    }
     for (int i = 0; i < count; ++i) {
         char args[128];
         if (specs[i][0] == '-')
