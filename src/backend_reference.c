@@ -902,9 +902,11 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
-    if (!ctx->reference)
-        return FLASHCL_SUCCESS; /* never used: nothing to free */
+    pthread_mutex_lock(&ctx->cache_lock); /* guards the lazy creation */
     reference_state *state = ctx->reference;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    if (!state)
+        return FLASHCL_SUCCESS; /* never used: nothing to free */
     pthread_mutex_lock(&state->lock);
     free_scratch(state);
     pthread_mutex_unlock(&state->lock);
