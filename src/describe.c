@@ -15,7 +15,7 @@ static void copy_text(char *dst, size_t cap, const char *src)
 static void matrix_paths(const device_caps *caps, char *offer, size_t offer_cap,
                          char *used, size_t used_cap)
 {
-    copy_text(used, used_cap, "portable fp32 FMA kernel");
+    copy_text(used, used_cap, "portable kernel (fp32 FMA; fp64 for fp64 storage)");
     if (caps->klass == DEVICE_CLASS_GPU_NVIDIA) {
         unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
         if (cc >= 90)
