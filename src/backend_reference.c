@@ -318,55 +318,25 @@ static ref_shape shape_of_problem(const resolved_problem *p)
 
 /* ---- programs ------------------------------------------------------- */
 
-static char *program_build_log(cl_program program, cl_device_id device)
-{
-    size_t size = 0;
-    if (clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                              &size) != CL_SUCCESS)
-        return NULL;
-    char *log = malloc(size + 1);
-    if (log && clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG,
-                                     size, log, NULL) != CL_SUCCESS)
-        size = 0;
-    if (log)
-        log[size] = '\0';
-    return log;
-}
-
 static flashcl_status build_program(flashcl_context *ctx, int wg_size,
                                     flashcl_dtype dtype, ref_program *out)
 {
-    char msg[512];
-    char *source = load_kernel_source("reference_attention.cl", msg,
-                                      sizeof msg);
-    if (!source)
-        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
     char options[128];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DREF_DTYPE=%d -DREF_WG=%d",
              (int)dtype, wg_size);
-    cl_int err;
-    const char *text = source;
-    out->program = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL, &err);
-    free(source);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OPENCL,
-                         "clCreateProgramWithSource(reference_attention.cl): "
-                         "%s",
-                         cl_error_name(err));
-    err = clBuildProgram(out->program, 1, &ctx->device, options, NULL, NULL);
-    if (err == CL_SUCCESS)
-        out->pack = clCreateKernel(out->program, "ref_pack", &err);
-    if (err == CL_SUCCESS)
-        out->softmax = clCreateKernel(out->program, "ref_softmax", &err);
-    if (err == CL_SUCCESS)
-        out->store = clCreateKernel(out->program, "ref_store", &err);
-    if (err != CL_SUCCESS) {
-        char what[400];
-        snprintf(what, sizeof what,
-                 "building reference_attention.cl with \"%s\" failed: %s",
-                 options, cl_error_name(err));
-        return set_build_error(ctx, what,
-                               program_build_log(out->program, ctx->device));
+    flashcl_status status = build_program_file(ctx, "reference_attention.cl",
+                                               options, &out->program);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const char *names[3] = {"ref_pack", "ref_softmax", "ref_store"};
+    cl_kernel *kernels[3] = {&out->pack, &out->softmax, &out->store};
+    for (int i = 0; i < 3; ++i) {
+        cl_int err;
+        *kernels[i] = clCreateKernel(out->program, names[i], &err);
+        if (err != CL_SUCCESS)
+            return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                             "clCreateKernel(%s) in reference_attention.cl: %s",
+                             names[i], cl_error_name(err));
     }
     return FLASHCL_SUCCESS;
 }

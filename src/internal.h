@@ -155,6 +155,12 @@ const char *cl_error_name(cl_int err);
 
 bool variant_key_equal(const variant_key *a, const variant_key *b);
 
+/* Compile cl/`file` (includes resolved) with `options` for the context's
+ * device. On failure *out may hold the failed program (caller releases it)
+ * and the context's error holds the build log. */
+flashcl_status build_program_file(flashcl_context *ctx, const char *file,
+                                  const char *options, cl_program *out);
+
 /* Compiled kernel for a variant, compiling and caching on first use. */
 flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
                           cached_kernel **out);

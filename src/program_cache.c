@@ -44,43 +44,54 @@ static char *build_log(cl_program program, cl_device_id device)
 }
 
 /* Compile one variant; on failure the context's error holds the log. */
-static flashcl_status compile_variant(flashcl_context *ctx,
-                                      const variant_key *key,
-                                      cached_kernel *entry)
+flashcl_status build_program_file(flashcl_context *ctx, const char *file,
+                                  const char *options, cl_program *out)
 {
     char msg[512];
-    const char *file = kernel_family_file(key->family);
     char *source = load_kernel_source(file, msg, sizeof msg);
     if (!source)
         return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
-    char options[1024];
-    variant_build_options(key, &ctx->caps, options, sizeof options);
-    double start = now_ms();
     cl_int err;
     const char *text = source;
-    entry->program = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL,
-                                               &err);
+    *out = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL, &err);
     free(source);
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "clCreateProgramWithSource(%s): %s", file,
                          cl_error_name(err));
-    err = clBuildProgram(entry->program, 1, &ctx->device, options, NULL, NULL);
+    err = clBuildProgram(*out, 1, &ctx->device, options, NULL, NULL);
     /* Some drivers return an error with a successful build status (NVIDIA
-     * with verbose logs): trust the status, then clCreateKernel. */
+     * with verbose logs): trust the status. */
     cl_build_status build_status = CL_BUILD_ERROR;
-    clGetProgramBuildInfo(entry->program, ctx->device, CL_PROGRAM_BUILD_STATUS,
+    clGetProgramBuildInfo(*out, ctx->device, CL_PROGRAM_BUILD_STATUS,
                           sizeof build_status, &build_status, NULL);
-    if (build_status == CL_BUILD_SUCCESS)
-        entry->kernel =
-            clCreateKernel(entry->program, "flashcl_attention_fwd", &err);
-    if (build_status != CL_BUILD_SUCCESS || err != CL_SUCCESS) {
+    if (build_status != CL_BUILD_SUCCESS) {
         char what[1400];
         snprintf(what, sizeof what, "building %s with \"%s\" failed: %s", file,
                  options, cl_error_name(err));
-        return set_build_error(ctx, what,
-                               build_log(entry->program, ctx->device));
+        return set_build_error(ctx, what, build_log(*out, ctx->device));
     }
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status compile_variant(flashcl_context *ctx,
+                                      const variant_key *key,
+                                      cached_kernel *entry)
+{
+    const char *file = kernel_family_file(key->family);
+    char options[1024];
+    variant_build_options(key, &ctx->caps, options, sizeof options);
+    double start = now_ms();
+    flashcl_status status =
+        build_program_file(ctx, file, options, &entry->program);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    cl_int err;
+    entry->kernel =
+        clCreateKernel(entry->program, "flashcl_attention_fwd", &err);
+    if (err != CL_SUCCESS)
+        return set_build_error(ctx, "clCreateKernel(flashcl_attention_fwd)",
+                               build_log(entry->program, ctx->device));
     entry->compile_ms = now_ms() - start;
     return FLASHCL_SUCCESS;
 }
