@@ -23,7 +23,8 @@
  * Local rows are padded by 16 bytes so that ldmatrix is free of bank
  * conflicts for every head dim.
  *
- * Causal (bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q):
+ * Causal (bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q;
+ * with FLASHCL_TOP_LEFT, iff j <= i):
  * key tiles past a block's last visible key are never loaded; only tiles
  * that cross the diagonal (or the seqlen_k edge) are masked; a warp skips the
  * arithmetic of a tile none of its rows sees. Blocks run heaviest-first.
@@ -47,6 +48,12 @@
 #endif
 #ifndef FLASHCL_DTYPE
 #define FLASHCL_DTYPE 1
+#endif
+#ifndef FLASHCL_TOP_LEFT
+#define FLASHCL_TOP_LEFT 0 /* causal diagonal at the top-left corner */
+#endif
+#if FLASHCL_TOP_LEFT != 0 && FLASHCL_TOP_LEFT != 1
+#error "flash_fwd_mma: FLASHCL_TOP_LEFT must be 0 or 1"
 #endif
 #ifndef FLASHCL_CAUSAL
 #define FLASHCL_CAUSAL 0
@@ -283,7 +290,8 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
 
     const int m0 = qb * NV_BM;
     const int wr0 = m0 + warp * NV_WSTRIDE; /* first row of this warp */
-    const int diag = seqlen_k - seqlen_q; /* i sees j iff j <= i + diag */
+    /* i sees j iff j <= i + diag: bottom-right, or top-left (PyTorch). */
+    const int diag = FLASHCL_TOP_LEFT ? 0 : seqlen_k - seqlen_q;
 
     __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
                                 (ulong)h * q_stride.y;

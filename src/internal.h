@@ -82,6 +82,7 @@ typedef struct variant_key {
     int window_left; /* band bounded on the left */
     int softcap, alibi, mask, sinks;
     int bias; /* 0 none, 1 fp32, 2 fp16, 3 bf16 */
+    int top_left; /* NVIDIA kernel: causal diagonal at the top-left */
 } variant_key;
 
 /* The problem properties that variant choice depends on. */
@@ -93,7 +94,8 @@ typedef struct variant_query {
     int causal; /* band bounded on the right */
     bool dim_contiguous;
     bool rows_aligned_16B; /* all row starts 16-byte aligned */
-    bool has_variants;     /* anything beyond plain (causal) attention */
+    bool has_variants;     /* beyond plain or causal (either alignment) */
+    bool top_left;         /* the diagonal is 0 rather than Nk - Nq */
     int window_left, softcap, alibi, mask, sinks, bias;
 } variant_query;
 
@@ -204,7 +206,7 @@ typedef struct resolved_problem {
      * stride[0] (batch) and stride[1] (head). */
     resolved_tensor alibi, bias, mask, sinks;
     flashcl_dtype bias_dtype;
-    bool has_variants; /* any of window/top-left/alibi/bias/mask/softcap/sinks/D_v */
+    bool has_variants; /* any of window/alibi/bias/mask/softcap/sinks/D_v */
 } resolved_problem;
 
 /* Check the shape and enum/value fields only (no tensors). */

@@ -156,6 +156,7 @@ void problem_variant_query(const resolved_problem *p, variant_query *query)
     query->dtype = p->dtype;
     query->causal = p->right >= 0;
     query->has_variants = p->has_variants;
+    query->top_left = p->causal && p->diag != p->seqlen_k - p->seqlen_q;
     query->window_left = p->left >= 0;
     query->softcap = p->softcap != 0.0f;
     query->alibi = p->alibi.present;

@@ -24,7 +24,8 @@ bool variant_key_equal(const variant_key *a, const variant_key *b)
            a->head_dim_v_padded == b->head_dim_v_padded &&
            a->window_left == b->window_left && a->softcap == b->softcap &&
            a->alibi == b->alibi && a->mask == b->mask &&
-           a->sinks == b->sinks && a->bias == b->bias;
+           a->sinks == b->sinks && a->bias == b->bias &&
+           a->top_left == b->top_left;
 }
 
 static char *build_log(cl_program program, cl_device_id device)

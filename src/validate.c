@@ -421,7 +421,6 @@ void resolve_problem_scalars(const flashcl_attention_desc *desc,
     p->sinks.present = desc->sinks.buffer != NULL;
     p->has_variants = p->head_dim_v != p->head_dim || p->left >= 0 ||
                       p->right > 0 || (p->right == 0 && !p->causal) ||
-                      p->diag != p->seqlen_k - p->seqlen_q ||
                       p->softcap != 0.0f || p->alibi.present ||
                       p->bias.present || p->mask.present || p->sinks.present;
 }

@@ -158,6 +158,7 @@ void choose_variant(const device_caps *caps, const variant_query *query,
         key->block_n = nv->block_n;
         key->wg_size = nv->warps * 32;
         key->vec = 0;
+        key->top_left = query->top_left ? 1 : 0;
         *reason = nv->reason;
         return;
     }
@@ -187,6 +188,7 @@ void variant_build_options(const variant_key *key, const device_caps *caps,
                  key->softcap, key->alibi, key->bias, key->mask, key->sinks);
     else
         snprintf(buf + n, cap - (size_t)n,
-                 " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u",
-                 caps->nv_cc_major, caps->nv_cc_minor);
+                 " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u "
+                 "-DFLASHCL_TOP_LEFT=%d",
+                 caps->nv_cc_major, caps->nv_cc_minor, key->top_left);
 }

@@ -454,7 +454,7 @@ static void check_against_reference(const variant_data *data, const void *o_byte
                       (double)lse[i]);
         lse_err = fmax(lse_err, fabs(lse[i] - lse_ref[i]));
     }
-    fprintf(stderr, "  %-40s O max err / max|O| = %.2e, LSE max err = %.2e\n",
+    fprintf(stderr, "  %-40s O max err / max|O| = %.2e, LSE max err = %.2e",
             c->name, o_err / ref_max, lse_err);
     ck_assert_msg(o_err / ref_max <= o_tolerance(c->dtype),
                   "%s (seed %llu): O error %.3e > %.1e", c->name,
@@ -493,7 +493,11 @@ static void run_variant(const variant_case *c, uint64_t seed)
     ck_assert_ptr_nonnull(lse);
     read_buffer(queue, desc.o.buffer, o, o_bytes);
     read_buffer(queue, desc.lse.buffer, lse, lse_bytes);
+    flashcl_variant_info info;
+    if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
+        fprintf(stderr, "  [%s]", info.kernel_file);
     check_against_reference(&data, o, lse, seed);
+    fprintf(stderr, "\n");
     free(o);
     free(lse);
     clReleaseMemObject(desc.o.buffer);
@@ -533,6 +537,13 @@ static const variant_case cases[] = {
     {.name = "top-left causal, Nq>Nk, GQA 8", .batch = 1, .heads_q = 8,
      .heads_kv = 1, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 16,
      .dtype = F16, .causal = 1, .align = TOP_LEFT},
+    /* Shapes the NVIDIA tensor-core kernel takes (fp16/bf16, D 64/128). */
+    {.name = "top-left causal fp16 D=64, Nq<Nk", .batch = 2, .heads_q = 4,
+     .heads_kv = 2, .seqlen_q = 77, .seqlen_k = 203, .head_dim = 64,
+     .dtype = F16, .causal = 1, .align = TOP_LEFT},
+    {.name = "top-left causal bf16 D=128, Nq>Nk", .batch = 1, .heads_q = 2,
+     .heads_kv = 1, .seqlen_q = 203, .seqlen_k = 65, .head_dim = 128,
+     .dtype = B16, .causal = 1, .align = TOP_LEFT},
     {.name = "ALiBi per head + causal, GQA 2", .batch = 2, .heads_q = 4,
      .heads_kv = 2, .seqlen_q = 113, .seqlen_k = 113, .head_dim = 64,
      .dtype = F32, .causal = 1, .alibi = 1},
