@@ -493,8 +493,13 @@ static void run_variant(const variant_case *c, uint64_t seed)
     ck_assert_ptr_nonnull(lse);
     read_buffer(queue, desc.o.buffer, o, o_bytes);
     read_buffer(queue, desc.lse.buffer, lse, lse_bytes);
+    /* Which implementation ran: the reference backend when the env var
+     * selects it, else the fused kernel the library picks. */
+    const char *backend = getenv("FLASHCL_BACKEND");
     flashcl_variant_info info;
-    if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
+    if (backend && strcmp(backend, "reference") == 0)
+        fprintf(stderr, "  [reference]");
+    else if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
         fprintf(stderr, "  [%s]", info.kernel_file);
     check_against_reference(&data, o, lse, seed);
     fprintf(stderr, "\n");
