@@ -467,6 +467,58 @@ static void check_against_reference(const variant_data *data, const void *o_byte
     free(lse_ref);
 }
 
+/* The same call on the CLBlast reference backend agrees with the first
+ * result within twice the dtype's tolerance (each is within one of the
+ * float64 reference). */
+static void compare_with_clblast_path(const variant_data *data,
+                                      const flashcl_attention_desc *first,
+                                      const void *o, const float *lse,
+                                      size_t o_bytes, size_t lse_bytes)
+{
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    const variant_case *c = &data->c;
+    flashcl_attention_desc desc = *first;
+    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    poison_buffer(queue, desc.o.buffer, o_bytes);
+    poison_buffer(queue, desc.lse.buffer, lse_bytes);
+    flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, NULL);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s (reference backend): %s: %s",
+                  c->name, flashcl_status_string(status),
+                  clip(flashcl_context_last_error(ctx)));
+    void *o_ref = malloc(o_bytes);
+    float *lse_ref = malloc(lse_bytes);
+    ck_assert_ptr_nonnull(o_ref);
+    ck_assert_ptr_nonnull(lse_ref);
+    read_buffer(queue, desc.o.buffer, o_ref, o_bytes);
+    read_buffer(queue, desc.lse.buffer, lse_ref, lse_bytes);
+    const size_t o_count = o_bytes / dtype_bytes(c->dtype);
+    double o_max = 1e-30, o_diff = 0, lse_diff = 0;
+    for (size_t i = 0; i < o_count; ++i) {
+        double a = load_value(o, i, c->dtype), b = load_value(o_ref, i, c->dtype);
+        o_max = fmax(o_max, fabs(a));
+        o_diff = isnan(b) ? INFINITY : fmax(o_diff, fabs(a - b));
+    }
+    for (size_t i = 0; i < lse_bytes / sizeof(float); ++i) {
+        if (isinf(lse[i]) || isinf(lse_ref[i])) {
+            ck_assert_msg(lse[i] == lse_ref[i], "%s: LSE[%zu] %g vs %g",
+                          c->name, i, (double)lse[i], (double)lse_ref[i]);
+            continue;
+        }
+        lse_diff = fmax(lse_diff, fabs((double)lse[i] - lse_ref[i]));
+    }
+    fprintf(stderr, ", vs CLBlast path %.2e", o_diff / o_max);
+    ck_assert_msg(o_diff / o_max <= 2 * o_tolerance(c->dtype),
+                  "%s: fused and CLBlast paths differ by %.3e", c->name,
+                  o_diff / o_max);
+    ck_assert_msg(lse_diff <= 2 * lse_tolerance(c->dtype) * fmax(1.0, o_max),
+                  "%s: LSE of the two paths differs by %.3e", c->name,
+                  lse_diff);
+    free(o_ref);
+    free(lse_ref);
+}
+
 static void run_variant(const variant_case *c, uint64_t seed)
 {
     flashcl_context *ctx = shared_context();
@@ -502,6 +554,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
     else if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
         fprintf(stderr, "  [%s]", info.kernel_file);
     check_against_reference(&data, o, lse, seed);
+    compare_with_clblast_path(&data, &desc, o, lse, o_bytes, lse_bytes);
     fprintf(stderr, "\n");
     free(o);
     free(lse);
