@@ -153,14 +153,10 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
     flashcl_status status = packed_variant(ctx, desc, &key, &reason);
     if (status != FLASHCL_SUCCESS)
         return status;
-    pthread_mutex_lock(&ctx->cache_lock);
-    bool cached = false;
-    for (cached_kernel *e = ctx->kernels; e && !cached; e = e->next)
-        cached = variant_key_equal(&e->key, &key);
-    pthread_mutex_unlock(&ctx->cache_lock);
     cached_kernel *entry;
-    status = get_kernel(ctx, &key, &entry);
+    bool compiled_now;
+    status = get_kernel(ctx, &key, &entry, &compiled_now);
     if (status == FLASHCL_SUCCESS && compile_ms)
-        *compile_ms = cached ? 0.0 : entry->compile_ms;
+        *compile_ms = compiled_now ? entry->compile_ms : 0.0;
     return status;
 }

@@ -163,9 +163,10 @@ bool variant_key_equal(const variant_key *a, const variant_key *b);
 flashcl_status build_program_file(flashcl_context *ctx, const char *file,
                                   const char *options, cl_program *out);
 
-/* Compiled kernel for a variant, compiling and caching on first use. */
+/* Compiled kernel for a variant, compiling and caching on first use;
+ * *compiled_now (may be NULL) says whether this call compiled it. */
 flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
-                          cached_kernel **out);
+                          cached_kernel **out, bool *compiled_now);
 void release_kernel_cache(flashcl_context *ctx);
 
 /* Build options string for a variant. */

@@ -183,7 +183,7 @@ flashcl_status launch_fused(flashcl_context *ctx, cl_command_queue queue,
     const char *reason;
     choose_variant(&ctx->caps, &query, &key, &reason);
     cached_kernel *entry;
-    flashcl_status status = get_kernel(ctx, &key, &entry);
+    flashcl_status status = get_kernel(ctx, &key, &entry, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
     kernel_args args;

@@ -108,8 +108,10 @@ static void free_entry(cached_kernel *entry)
 }
 
 flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
-                          cached_kernel **out)
+                          cached_kernel **out, bool *compiled_now)
 {
+    if (compiled_now)
+        *compiled_now = false;
     /* One lock over lookup and compile: two threads asking for the same new
      * variant compile it once. */
     pthread_mutex_lock(&ctx->cache_lock);
@@ -132,6 +134,8 @@ flashcl_status get_kernel(flashcl_context *ctx, const variant_key *key,
             entry->next = ctx->kernels;
             ctx->kernels = entry;
             *out = entry;
+            if (compiled_now)
+                *compiled_now = true;
         } else {
             free_entry(entry);
         }
