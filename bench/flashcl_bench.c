@@ -404,7 +404,7 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
     cl_context context = flashcl_context_cl_context(ctx);
     cl_command_queue queue = flashcl_context_queue(ctx);
     unsigned seed = 12345u + (unsigned)seqlen;
-    flashcl_attention_desc desc = {0};
+    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
     desc.batch = batch;
     desc.heads_q = heads;
     desc.seqlen_q = desc.seqlen_k = seqlen;

@@ -381,7 +381,7 @@ flashcl_attention_desc problem_desc(const problem *p, flashcl_backend backend)
 {
     const problem_spec *s = &p->spec;
     flashcl_attention_desc d;
-    memset(&d, 0, sizeof d);
+    flashcl_attention_desc_init(&d);
     d.batch = s->batch;
     d.heads_q = s->heads_q;
     d.heads_kv = s->heads_kv;

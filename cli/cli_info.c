@@ -135,7 +135,7 @@ static flashcl_status describe(flashcl_context *ctx, int head_dim,
                                flashcl_dtype dtype, flashcl_variant_info *v)
 {
     flashcl_attention_desc desc;
-    memset(&desc, 0, sizeof desc);
+    flashcl_attention_desc_init(&desc);
     desc.batch = desc.heads_q = 1;
     desc.seqlen_q = desc.seqlen_k = 1024;
     desc.head_dim = head_dim;

@@ -74,7 +74,7 @@ static bool build_group(flashcl_context *ctx, flashcl_dtype dtype, int causal,
     *total_ms = 0;
     for (int i = 0; i < BUILD_DIMS; ++i) {
         flashcl_attention_desc desc;
-        memset(&desc, 0, sizeof desc);
+        flashcl_attention_desc_init(&desc);
         desc.batch = desc.heads_q = 1;
         desc.seqlen_q = desc.seqlen_k = 128;
         desc.head_dim = build_dims[i];

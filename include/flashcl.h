@@ -8,11 +8,19 @@
  * on a context (the full build log after a kernel compile failure).
  *
  * Thread safety: a flashcl_context may be shared by several threads, each
- * enqueueing on its own cl_command_queue (or on the context's queue); the
- * program cache and kernel launches are internally locked. The last-error
- * message is per context, so when threads share a context the message
- * describes whichever failure came last; give each thread its own context
- * (they may wrap the same device) if you need per-thread messages.
+ * enqueueing on its own cl_command_queue (or on the context's queue). The
+ * program cache is locked inside; a kernel compile runs outside that lock,
+ * so launches of already-compiled kernels never wait for another thread's
+ * compile, and two threads asking for the same new kernel compile it once.
+ *
+ * Diagnostics are per thread: flashcl_context_last_error(ctx) describes the
+ * last call this thread made on ctx, and only when that call failed; every
+ * call clears it first, so after a success it is "". Another thread's calls
+ * never change what this thread reads.
+ *
+ * Stable and experimental API: everything in this header is stable (covered
+ * by the ABI policy in the README) except the section marked EXPERIMENTAL,
+ * which tools use and which may change in any minor version.
  */
 #ifndef FLASHCL_H
 #define FLASHCL_H
@@ -40,7 +48,7 @@ extern "C" {
 /* Version                                                             */
 /* ------------------------------------------------------------------ */
 #define FLASHCL_VERSION_MAJOR 0
-#define FLASHCL_VERSION_MINOR 1
+#define FLASHCL_VERSION_MINOR 2
 #define FLASHCL_VERSION_PATCH 0
 #define FLASHCL_VERSION_NUMBER                                                 \
     (FLASHCL_VERSION_MAJOR * 10000 + FLASHCL_VERSION_MINOR * 100 +            \
@@ -122,9 +130,12 @@ flashcl_context_create_from_queue(flashcl_context **out, cl_command_queue queue)
  *  flashcl must be finished (clFinish) before release. */
 FLASHCL_API void flashcl_context_release(flashcl_context *ctx);
 
-/** Detail of the last failure on this context ("" if none): names the
+/** Detail of the last call this thread made on ctx, when it failed (""
+ *  after a success, or when this thread made no call on ctx): names the
  *  offending argument, or holds the full build log after
- *  FLASHCL_ERROR_BUILD_FAILED. Valid until the next call on the context. */
+ *  FLASHCL_ERROR_BUILD_FAILED. The text is this thread's own copy: other
+ *  threads cannot change or free it. Valid until this thread's next flashcl
+ *  call. */
 FLASHCL_API const char *flashcl_context_last_error(const flashcl_context *ctx);
 
 /** Detail of the last failed flashcl_context_create*() on this thread (no
@@ -197,14 +208,25 @@ typedef struct flashcl_tensor {
 
 /** Parameters of one attention forward call.
  *
- *  Zero-initialise it (`flashcl_attention_desc d = {0};`): every zero field
- *  means its default, and fields added in later versions are appended with
- *  zero meaning the behaviour of earlier versions, so existing callers keep
- *  working after a recompile.
+ *  Initialise it with FLASHCL_ATTENTION_DESC_INIT (or
+ *  flashcl_attention_desc_init()), which sets `struct_size` and zeroes the
+ *  rest: every zero field means its default. A descriptor whose
+ *  `struct_size` is 0 is rejected (FLASHCL_ERROR_INVALID_VALUE), so a
+ *  forgotten initialiser is caught rather than misread.
+ *
+ *  ABI: fields are only ever appended. `struct_size` tells the library which
+ *  fields the caller's header had: a smaller (older) descriptor reads as if
+ *  the missing fields were zero; a larger (newer) one is accepted when every
+ *  byte past the fields this library knows is zero, else rejected with
+ *  FLASHCL_ERROR_UNSUPPORTED. See "ABI policy" in the README.
  *
  *  O[b, h, i, :] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h/g,j,:]) V[b,h/g,j,:]
  *  with g = heads_q / heads_kv (GQA/MQA). */
 typedef struct flashcl_attention_desc {
+    /** sizeof(flashcl_attention_desc) as the caller compiled it (set by
+     *  FLASHCL_ATTENTION_DESC_INIT). */
+    size_t struct_size;
+
     /* Shape. heads_kv 0 means heads_q. */
     int64_t batch;
     int64_t heads_q;
@@ -216,7 +238,9 @@ typedef struct flashcl_attention_desc {
     flashcl_dtype dtype;
     flashcl_layout layout; /* default layout for zero-stride tensors */
 
-    /** Softmax scale; 0 means 1/sqrt(head_dim). Must be finite. */
+    /** Softmax scale; 0 means 1/sqrt(head_dim) unless `explicit_scale` is
+     *  set. Any finite value with |scale| <= FLASHCL_MAX_SCALE, negative
+     *  included. Scores scale * q.k must stay finite in fp32. */
     float scale;
     /** Non-zero: causal mask aligned as `causal_align` says. */
     int causal;
@@ -238,8 +262,11 @@ typedef struct flashcl_attention_desc {
 
     /** Non-zero: sliding window. Query i sees key j iff
      *  i + diag - window_left <= j <= i + diag + window_right; -1 means
-     *  unbounded on that side. Combined with causal (which caps the right
-     *  side at 0). */
+     *  unbounded on that side; any value >= -1 is accepted (bounds beyond
+     *  the sequences mean the same as unbounded). Combined with causal
+     *  (which caps the right side at 0). window_left or window_right
+     *  non-zero while window is 0 is rejected (FLASHCL_ERROR_INVALID_VALUE)
+     *  rather than ignored. */
     int window;
     int64_t window_left;
     int64_t window_right;
@@ -262,7 +289,8 @@ typedef struct flashcl_attention_desc {
     flashcl_tensor mask;
 
     /** Softcap: s <- softcap * tanh(s / softcap), applied to the scaled
-     *  score before ALiBi, bias and masks. 0: off; else finite and > 0. */
+     *  score before ALiBi, bias and masks. 0: off; else in
+     *  [FLASHCL_MIN_SOFTCAP, FLASHCL_MAX_SCALE]. */
     float softcap;
 
     /** Attention sinks: one fp32 logit per query head that joins each
@@ -275,7 +303,27 @@ typedef struct flashcl_attention_desc {
     /** Head dim of V and O when it differs from Q/K's (1..256); 0 means
      *  head_dim. */
     int64_t head_dim_v;
+
+    /** Non-zero: `scale` is used as given, so scale = 0 means exactly 0
+     *  (uniform attention over the visible keys). Zero: scale 0 means the
+     *  default 1/sqrt(head_dim). */
+    int explicit_scale;
 } flashcl_attention_desc;
+
+/** Largest |scale| and softcap accepted: scale * log2(e), which the kernels
+ *  fold into one multiply, stays finite in fp32 with room to spare. */
+#define FLASHCL_MAX_SCALE 1e30f
+/** Smallest softcap accepted (besides 0, off): softcap * log2(e) stays a
+ *  normal fp32 number, so no device flushes it to zero. */
+#define FLASHCL_MIN_SOFTCAP 1e-30f
+
+/** Initialiser of a descriptor: struct_size set, everything else zero
+ *  (defaults). `flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;` */
+#define FLASHCL_ATTENTION_DESC_INIT {sizeof(flashcl_attention_desc)}
+
+/** The same as FLASHCL_ATTENTION_DESC_INIT for a descriptor in memory:
+ *  zeroes *desc and sets struct_size. NULL is ignored. */
+FLASHCL_API void flashcl_attention_desc_init(flashcl_attention_desc *desc);
 
 /** Enqueue attention forward on `queue` (NULL: the context's queue), after
  *  the `num_events_in_wait_list` events, returning in `*event` (if not NULL)
@@ -361,7 +409,9 @@ flashcl_reference_scratch_bytes(flashcl_context *ctx,
                                 size_t *bytes);
 
 /* ------------------------------------------------------------------ */
-/* Introspection (for tools and logs)                                  */
+/* EXPERIMENTAL: introspection for tools and logs. These structs and     */
+/* functions may change in any minor version (not covered by the ABI     */
+/* policy).                                                             */
 /* ------------------------------------------------------------------ */
 
 /** What flashcl read off the context's device when the context was made. */
@@ -399,23 +449,33 @@ FLASHCL_API flashcl_status flashcl_context_device_info(
 /** The kernel variant flashcl picks for a problem on this context. */
 typedef struct flashcl_variant_info {
     char kernel_file[64];   /* "flash_fwd.cl", "flash_fwd_mma.cl" */
+    char path[32];          /* the kernel path: "portable", "nv_mma" */
     int head_dim_padded;
     int block_m, block_n;
     int work_group_size;
     int vector_width;       /* portable kernel only; 0 otherwise */
-    char reason[192];       /* why this entry of the tile table */
-    char build_options[512];
+    char reason[256];       /* why this entry of the tile table, and where
+                             * it was measured */
+    /** Why faster paths were passed over ("" when the first path runs). */
+    char skipped[512];
+    char variants[160];     /* the variants the call uses, "" for none */
+    char build_options[1024];
 } flashcl_variant_info;
 
-/** Describe the variant `desc` would run with (its shape, dtype and causal
- *  fields are read; tensors are ignored and assumed packed in desc->layout).
- *  Compiles nothing. */
+/** Describe the variant `desc` would run with. The descriptor is the one a
+ *  forward call takes: shape, dtype, variant fields and tensor views
+ *  (offsets and strides) are read. Tensor buffers may be NULL, in which
+ *  case the views are taken as given without bounds checks (all-zero
+ *  strides: packed in desc->layout); present buffers are checked as
+ *  flashcl_attention_forward checks them. Compiles nothing. */
 FLASHCL_API flashcl_status flashcl_describe_variant(
     flashcl_context *ctx, const flashcl_attention_desc *desc,
     flashcl_variant_info *info);
 
-/** Compile (if not yet cached) the variant `desc` would run with and return
- *  the compile time in milliseconds in *compile_ms (0 when it was cached). */
+/** Compile (if not yet cached) the kernels `desc` would run with (the same
+ *  descriptor rules as flashcl_describe_variant) and return the compile
+ *  time in milliseconds in *compile_ms (0 when they were cached; may be
+ *  NULL). */
 FLASHCL_API flashcl_status flashcl_prepare(flashcl_context *ctx,
                                            const flashcl_attention_desc *desc,
                                            double *compile_ms);

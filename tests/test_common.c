@@ -587,7 +587,7 @@ flashcl_attention_desc case_desc(const attention_case *c,
                                  const case_data *data)
 {
     flashcl_attention_desc desc;
-    memset(&desc, 0, sizeof desc);
+    flashcl_attention_desc_init(&desc);
     desc.batch = (int64_t)c->batch;
     desc.heads_q = (int64_t)c->heads_q;
     desc.heads_kv = (int64_t)c->heads_kv;

@@ -52,7 +52,7 @@ static void setup(void)
     read_buffer(queue, q_buf, q_init, Q_BYTES);
     read_buffer(queue, k_buf, k_init, KV_BYTES);
     read_buffer(queue, v_buf, v_init, KV_BYTES);
-    memset(&valid, 0, sizeof valid);
+    flashcl_attention_desc_init(&valid);
     valid.batch = BATCH;
     valid.heads_q = HEADS_Q;
     valid.heads_kv = HEADS_KV;

@@ -242,7 +242,7 @@ START_TEST(test_forward_host)
 
     flashcl_context *ctx = shared_context();
     flashcl_attention_desc desc;
-    memset(&desc, 0, sizeof desc);
+    flashcl_attention_desc_init(&desc);
     desc.batch = (int64_t)h.c.batch;
     desc.heads_q = (int64_t)h.c.heads_q;
     desc.heads_kv = (int64_t)h.c.heads_kv;

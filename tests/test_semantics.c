@@ -353,7 +353,7 @@ START_TEST(test_large_offsets)
            a.arena_bytes, a.high, a.high / 2);
 
     flashcl_attention_desc desc;
-    memset(&desc, 0, sizeof desc);
+    flashcl_attention_desc_init(&desc);
     desc.batch = 2;
     desc.heads_q = (int64_t)a.c.heads_q;
     desc.heads_kv = (int64_t)a.c.heads_kv;

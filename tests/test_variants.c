@@ -374,7 +374,7 @@ static void variant_release(variant_data *data)
 static flashcl_attention_desc variant_desc(const variant_data *data)
 {
     const variant_case *c = &data->c;
-    flashcl_attention_desc desc = {0};
+    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
     desc.batch = c->batch;
     desc.heads_q = c->heads_q;
     desc.heads_kv = c->heads_kv;

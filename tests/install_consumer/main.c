@@ -20,7 +20,7 @@ int main(void)
     const float q[2] = {1.0f, 0.0f}, k[4] = {0.0f, 1.0f, 0.0f, -1.0f},
                 v[4] = {1.0f, 2.0f, 3.0f, 4.0f};
     float o[2] = {NAN, NAN};
-    flashcl_attention_desc d = {0};
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
     d.batch = d.heads_q = 1;
     d.seqlen_q = 1;
     d.seqlen_k = 2;
