@@ -319,7 +319,11 @@ typedef struct flashcl_attention_desc {
 
 /** Initialiser of a descriptor: struct_size set, everything else zero
  *  (defaults). `flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;` */
+#ifdef __cplusplus
 #define FLASHCL_ATTENTION_DESC_INIT {sizeof(flashcl_attention_desc)}
+#else /* designated, so -Wmissing-field-initializers stays quiet */
+#define FLASHCL_ATTENTION_DESC_INIT {.struct_size = sizeof(flashcl_attention_desc)}
+#endif
 
 /** The same as FLASHCL_ATTENTION_DESC_INIT for a descriptor in memory:
  *  zeroes *desc and sets struct_size. NULL is ignored. */

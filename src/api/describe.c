@@ -1,6 +1,6 @@
 /* Introspection for tools: device capabilities as flashcl sees them and
  * the variant a problem would run with. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <string.h>

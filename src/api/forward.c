@@ -1,5 +1,5 @@
 /* Public forward entry points: device-buffer enqueue and host convenience. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdlib.h>
 #include <string.h>

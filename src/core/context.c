@@ -1,5 +1,5 @@
 /* Context lifetime: own device/queue or wrap the caller's queue. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

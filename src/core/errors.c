@@ -1,5 +1,5 @@
 /* Status names, per-context last-error message and OpenCL error names. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,4 +129,12 @@ const char *cl_error_name(cl_int err)
     default:
         return "unknown OpenCL error";
     }
+}
+
+void flashcl_attention_desc_init(flashcl_attention_desc *desc)
+{
+    if (!desc)
+        return;
+    memset(desc, 0, sizeof *desc);
+    desc->struct_size = sizeof *desc;
 }

@@ -1,6 +1,6 @@
 /* Device enumeration, device-spec matching and the one-time capability
  * probe that vendor paths are chosen from. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <ctype.h>
 #include <stdio.h>

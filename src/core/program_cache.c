@@ -1,6 +1,6 @@
 /* Runtime compilation of kernel variants and the per-context cache of
  * compiled programs, keyed by everything that changes the binary. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

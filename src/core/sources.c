@@ -1,14 +1,15 @@
 /* Kernel sources: the embedded copies, or $FLASHCL_KERNEL_DIR while
  * developing kernels. `#include "x.clh"` lines are resolved here because
  * programs are built from strings, where the driver has no include path. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct embedded_kernel {
-    const char *name;
+    const char *name; /* base name, unique */
+    const char *path; /* relative to cl/ */
     const char *text;
     size_t size;
 };

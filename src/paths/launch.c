@@ -1,5 +1,5 @@
 /* Launch of the fused forward kernel: variant choice, arguments, NDRange. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <math.h>
 #include <string.h>

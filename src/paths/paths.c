@@ -1,7 +1,7 @@
 /* Variant choice: the one table that maps (head dim, dtype, causal, device
  * class) to a kernel family, tile sizes and work-group size. Each entry
  * carries the measured reason it is what it is. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

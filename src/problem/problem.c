@@ -1,6 +1,6 @@
 /* Argument checking for the forward call. Everything is checked before
  * anything is enqueued, so a rejected call leaves every buffer as it was. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <math.h>
 #include <stdio.h>

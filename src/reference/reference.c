@@ -18,7 +18,7 @@
  * first command waits for the last command of the previous call that used
  * the scratch (the `busy` event), so calls on different queues never share
  * scratch at the same time and no call has to block on the host. */
-#include "internal.h"
+#include "../internal.h"
 
 #include <clblast_c.h>
 #include <errno.h>
