@@ -165,6 +165,7 @@ typedef struct attention_case {
     float scale;      /* as in the descriptor: 0 means 1/sqrt(head_dim) */
     int with_lse;
     uint64_t seed;
+    int explicit_scale; /* as in the descriptor: scale used as given */
 } attention_case;
 
 typedef struct case_data {

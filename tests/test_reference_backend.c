@@ -24,57 +24,57 @@
  * its rationale is documented there), then a few more: Nq = Nk = 1,
  * scale 0.5, GQA 8/2 at Nq 129 / Nk 257. */
 static const attention_case matrix[] = {
-    {1, 4, 2, 1, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 100},
-    {2, 8, 1, 7, 63, 80, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 0, 101},
-    {2, 3, 3, 63, 64, 128, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 102},
-    {1, 3, 3, 64, 65, 192, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 103},
-    {1, 4, 2, 65, 113, 96, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 0, 104},
-    {1, 8, 1, 113, 128, 40, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 105},
-    {2, 4, 2, 128, 203, 64, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 106},
-    {2, 8, 1, 203, 256, 16, REF_FP32, 1, BNHD, VIEW_PACKED, 0.0f, 0, 107},
-    {2, 3, 3, 256, 333, 32, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 108},
-    {1, 4, 2, 333, 1, 256, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 109},
-    {2, 8, 1, 1, 333, 160, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 110},
-    {1, 3, 3, 7, 1, 80, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 111},
-    {2, 3, 3, 63, 7, 64, REF_FP32, 0, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 112},
-    {1, 8, 1, 64, 63, 192, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 113},
-    {2, 4, 2, 65, 64, 40, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 114},
-    {1, 8, 1, 113, 65, 32, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 115},
-    {1, 4, 2, 128, 113, 128, REF_BF16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 116},
-    {2, 3, 3, 203, 128, 16, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 117},
-    {1, 3, 3, 256, 203, 96, REF_FP16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 118},
-    {1, 4, 2, 333, 256, 16, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 119},
-    {1, 3, 3, 1, 64, 256, REF_FP32, 0, BHND, VIEW_PACKED, 0.0f, 0, 120},
-    {2, 8, 1, 7, 65, 128, REF_FP16, 1, BHND, VIEW_PACKED, 0.0f, 0, 121},
-    {1, 4, 2, 63, 113, 80, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 122},
-    {1, 4, 2, 64, 128, 192, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 123},
-    {2, 8, 1, 65, 203, 64, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 124},
-    {1, 3, 3, 113, 256, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 125},
-    {2, 3, 3, 128, 333, 40, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 126},
-    {1, 8, 1, 203, 1, 256, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 127},
-    {1, 8, 1, 256, 7, 96, REF_BF16, 1, BHND, VIEW_PACKED, 0.0f, 1, 128},
-    {2, 4, 2, 333, 63, 32, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 129},
-    {2, 8, 1, 1, 203, 16, REF_BF16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 130},
-    {1, 4, 2, 7, 256, 256, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 131},
-    {1, 3, 3, 63, 333, 128, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 132},
-    {2, 4, 2, 64, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 133},
-    {1, 8, 1, 65, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 134},
-    {1, 3, 3, 113, 63, 192, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 135},
-    {1, 4, 2, 128, 64, 80, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 136},
-    {1, 8, 1, 203, 65, 32, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 137},
-    {2, 3, 3, 256, 113, 96, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 138},
-    {1, 3, 3, 333, 128, 40, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 139},
+    {1, 4, 2, 1, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 100, 0},
+    {2, 8, 1, 7, 63, 80, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 0, 101, 0},
+    {2, 3, 3, 63, 64, 128, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 102, 0},
+    {1, 3, 3, 64, 65, 192, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 103, 0},
+    {1, 4, 2, 65, 113, 96, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 0, 104, 0},
+    {1, 8, 1, 113, 128, 40, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 105, 0},
+    {2, 4, 2, 128, 203, 64, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 106, 0},
+    {2, 8, 1, 203, 256, 16, REF_FP32, 1, BNHD, VIEW_PACKED, 0.0f, 0, 107, 0},
+    {2, 3, 3, 256, 333, 32, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 108, 0},
+    {1, 4, 2, 333, 1, 256, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 109, 0},
+    {2, 8, 1, 1, 333, 160, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 110, 0},
+    {1, 3, 3, 7, 1, 80, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 111, 0},
+    {2, 3, 3, 63, 7, 64, REF_FP32, 0, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 112, 0},
+    {1, 8, 1, 64, 63, 192, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 113, 0},
+    {2, 4, 2, 65, 64, 40, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 114, 0},
+    {1, 8, 1, 113, 65, 32, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 115, 0},
+    {1, 4, 2, 128, 113, 128, REF_BF16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 116, 0},
+    {2, 3, 3, 203, 128, 16, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 117, 0},
+    {1, 3, 3, 256, 203, 96, REF_FP16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 118, 0},
+    {1, 4, 2, 333, 256, 16, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 119, 0},
+    {1, 3, 3, 1, 64, 256, REF_FP32, 0, BHND, VIEW_PACKED, 0.0f, 0, 120, 0},
+    {2, 8, 1, 7, 65, 128, REF_FP16, 1, BHND, VIEW_PACKED, 0.0f, 0, 121, 0},
+    {1, 4, 2, 63, 113, 80, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 122, 0},
+    {1, 4, 2, 64, 128, 192, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 123, 0},
+    {2, 8, 1, 65, 203, 64, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 124, 0},
+    {1, 3, 3, 113, 256, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 125, 0},
+    {2, 3, 3, 128, 333, 40, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 126, 0},
+    {1, 8, 1, 203, 1, 256, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 127, 0},
+    {1, 8, 1, 256, 7, 96, REF_BF16, 1, BHND, VIEW_PACKED, 0.0f, 1, 128, 0},
+    {2, 4, 2, 333, 63, 32, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 129, 0},
+    {2, 8, 1, 1, 203, 16, REF_BF16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 130, 0},
+    {1, 4, 2, 7, 256, 256, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 131, 0},
+    {1, 3, 3, 63, 333, 128, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 132, 0},
+    {2, 4, 2, 64, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 133, 0},
+    {1, 8, 1, 65, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 134, 0},
+    {1, 3, 3, 113, 63, 192, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 135, 0},
+    {1, 4, 2, 128, 64, 80, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 136, 0},
+    {1, 8, 1, 203, 65, 32, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 137, 0},
+    {2, 3, 3, 256, 113, 96, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 138, 0},
+    {1, 3, 3, 333, 128, 40, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 139, 0},
 
-    {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11},
-    {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12},
-    {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13},
-    {2, 3, 3, 113, 128, 128, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 0, 14},
-    {1, 4, 2, 203, 65, 40, REF_FP32, 0, BNHD, VIEW_PADDED, 0.5f, 1, 15},
-    {1, 2, 1, 64, 203, 256, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 16},
-    {2, 2, 2, 63, 64, 16, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 0, 17},
-    {1, 8, 2, 129, 257, 96, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 18},
-    {1, 2, 2, 333, 1, 32, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 19},
-    {2, 4, 4, 1, 333, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 20},
+    {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11, 0},
+    {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12, 0},
+    {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13, 0},
+    {2, 3, 3, 113, 128, 128, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 0, 14, 0},
+    {1, 4, 2, 203, 65, 40, REF_FP32, 0, BNHD, VIEW_PADDED, 0.5f, 1, 15, 0},
+    {1, 2, 1, 64, 203, 256, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 16, 0},
+    {2, 2, 2, 63, 64, 16, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 0, 17, 0},
+    {1, 8, 2, 129, 257, 96, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 18, 0},
+    {1, 2, 2, 333, 1, 32, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 19, 0},
+    {2, 4, 4, 1, 333, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 20, 0},
 };
 
 #define MATRIX_ROWS ((int)(sizeof matrix / sizeof matrix[0]))
@@ -219,7 +219,7 @@ static void run_capped(const attention_case *c, size_t limit)
 START_TEST(chunks_of_heads)
 {
     const attention_case c = {3, 4, 2, 77, 91, 64, REF_FP32, 1,
-                              BNHD, VIEW_PADDED, 0.0f, 1, 31};
+                              BNHD, VIEW_PADDED, 0.0f, 1, 31, 0};
     /* Room for 2.5 heads: 12 heads run as 5 chunks of 2-3. */
     run_capped(&c, one_head_bytes(&c) * 5 / 2);
 }
@@ -228,7 +228,7 @@ END_TEST
 START_TEST(chunks_of_rows)
 {
     const attention_case c = {1, 2, 1, 301, 150, 48, REF_BF16, 0,
-                              BHND, VIEW_PACKED, 0.0f, 1, 32};
+                              BHND, VIEW_PACKED, 0.0f, 1, 32, 0};
     /* Less than one head: each head is cut into row blocks. */
     run_capped(&c, one_head_bytes(&c) / 3);
 }
@@ -238,7 +238,7 @@ START_TEST(scratch_bytes_reported)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {2, 4, 2, 100, 60, 32, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 0, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 0, 0, 0};
     flashcl_attention_desc desc = shape_desc(&c);
     size_t bytes = 0, limit = 0;
     ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
@@ -312,7 +312,7 @@ START_TEST(scratch_limit_environment)
     ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx),
                                  "FLASHCL_REFERENCE_SCRATCH_LIMIT"));
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 33};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 33, 0};
     case_data data;
     case_prepare(&c, flashcl_context_cl_context(ctx),
                  flashcl_context_queue(ctx), &data);
@@ -335,7 +335,7 @@ START_TEST(release_scratch_then_reuse)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {1, 3, 1, 50, 70, 32, REF_FP16, 1,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 34};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 34, 0};
     case_data data;
     case_prepare(&c, flashcl_context_cl_context(ctx),
                  flashcl_context_queue(ctx), &data);
@@ -355,7 +355,7 @@ START_TEST(backend_environment)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {1, 2, 1, 20, 30, 16, REF_BF16, 1,
-                              BHND, VIEW_PACKED, 0.0f, 1, 35};
+                              BHND, VIEW_PACKED, 0.0f, 1, 35, 0};
     case_data data;
     case_prepare(&c, flashcl_context_cl_context(ctx),
                  flashcl_context_queue(ctx), &data);
@@ -394,7 +394,7 @@ START_TEST(event_covers_whole_call)
         context, flashcl_context_device(ctx), 0, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     const attention_case c = {2, 4, 2, 150, 170, 64, REF_FP32, 1,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 36};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 36, 0};
     case_data data;
     case_prepare(&c, context, flashcl_context_queue(ctx), &data);
     flashcl_attention_desc desc = case_desc(&c, &data);
@@ -431,9 +431,9 @@ START_TEST(two_queues_share_scratch)
         context, flashcl_context_device(ctx), 0, &err);
     ck_assert_int_eq(err, CL_SUCCESS);
     const attention_case a = {2, 4, 4, 200, 180, 64, REF_FP32, 0,
-                              BHND, VIEW_PACKED, 0.0f, 1, 37};
+                              BHND, VIEW_PACKED, 0.0f, 1, 37, 0};
     const attention_case b = {1, 8, 2, 190, 210, 64, REF_FP16, 1,
-                              BNHD, VIEW_PADDED, 0.0f, 1, 38};
+                              BNHD, VIEW_PADDED, 0.0f, 1, 38, 0};
     case_data da, db;
     case_prepare(&a, context, flashcl_context_queue(ctx), &da);
     case_prepare(&b, context, other, &db);
@@ -473,7 +473,7 @@ START_TEST(out_of_order_queue_refused)
         return;
     }
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 39};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 39, 0};
     case_data data;
     case_prepare(&c, context, flashcl_context_queue(ctx), &data);
     flashcl_attention_desc desc = case_desc(&c, &data);

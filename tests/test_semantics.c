@@ -6,6 +6,10 @@
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "test_common.h"
 
+#ifdef FLASHCL_TEST_CLBLAST
+#include <clblast_c.h>
+#endif
+
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
@@ -167,16 +171,30 @@ START_TEST(test_default_scale)
 END_TEST
 
 /* Explicit scales are applied (the reference uses the same scale, and at
- * these values the results are far apart). */
+ * these values the results are far apart), negative ones too (FlashAttention
+ * and PyTorch accept any finite scale). */
 START_TEST(test_explicit_scale)
 {
-    const float scales[] = {1e-3f, 0.3f, 2.5f};
+    const float scales[] = {1e-3f, 0.3f, 2.5f, -0.7f, -1e-3f};
     attention_case c = small_case(_i == 0 ? REF_FP32 : REF_FP16, 40, 90,
                                   _i, 340 + _i);
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 5; s++) {
         c.scale = scales[s];
         run_case(&c);
     }
+}
+END_TEST
+
+/* explicit_scale with scale 0 is exactly 0: every visible key weighs the
+ * same, so O is the mean of the visible V rows (the oracle computes that
+ * independently of the default 1/sqrt(D) rule). */
+START_TEST(test_exact_zero_scale)
+{
+    attention_case c = small_case(_i == 0 ? REF_FP32 : REF_BF16, 40, 90,
+                                  _i, 350 + _i);
+    c.scale = 0.0f;
+    c.explicit_scale = 1;
+    run_case(&c);
 }
 END_TEST
 
@@ -438,6 +456,12 @@ START_TEST(test_context_from_caller_queue)
     flashcl_context_release(ctx);
 
     CL_CHECK(clFinish(queue));
+#ifdef FLASHCL_TEST_CLBLAST
+    /* The reference backend's GEMMs leave CLBlast's process-wide program
+     * cache holding the cl_context; flashcl no longer clears that cache
+     * (it is other users' too), and the caller can, as here. */
+    CLBlastClearCache();
+#endif
     ck_assert_uint_eq(settled_ref_count(queue, NULL, queue_refs), queue_refs);
     ck_assert_uint_eq(settled_ref_count(NULL, mine, context_refs),
                       context_refs);
@@ -896,6 +920,7 @@ static Suite *semantics_suite(void)
     tcase_add_loop_test(rows, test_zero_size_is_noop, 0, 4);
     tcase_add_test(rows, test_default_scale);
     tcase_add_loop_test(rows, test_explicit_scale, 0, 2);
+    tcase_add_loop_test(rows, test_exact_zero_scale, 0, 2);
     tcase_add_test(rows, test_large_offsets);
     tcase_add_test(rows, test_event_wait_list);
     suite_add_tcase(suite, rows);

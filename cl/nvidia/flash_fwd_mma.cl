@@ -106,6 +106,11 @@
 #if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
 #error "flash_fwd_mma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
 #endif
+/* The shared argument list; the variant arguments are dummies on this
+ * path. Storage is raw 16-bit words, arithmetic fp32. */
+#define STORAGE_T ushort
+typedef float real_t;
+#include "kernel_args.clh"
 #if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
 #error "flash_fwd_mma: FLASHCL_CAUSAL must be 0 or 1"
 #endif
@@ -262,15 +267,7 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
-flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
-                      __global const ushort *v, __global ushort *o,
-                      __global float *lse, const ulong4 q_stride,
-                      const ulong4 k_stride, const ulong4 v_stride,
-                      const ulong4 o_stride, const ulong4 lse_stride,
-                      const ulong4 base, const ulong lse_base,
-                      const int seqlen_q, const int seqlen_k,
-                      const int head_dim, const int group_size,
-                      const float scale_log2, const int write_lse)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
     __local uint4 smem[NV_SMEM_BYTES / 16] __attribute__((aligned(16)));
     (void)head_dim; /* == FLASHCL_HEAD_DIM on this path */
@@ -291,7 +288,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     const int m0 = qb * NV_BM;
     const int wr0 = m0 + warp * NV_WSTRIDE; /* first row of this warp */
     /* i sees j iff j <= i + diag: bottom-right, or top-left (PyTorch). */
-    const int diag = FLASHCL_TOP_LEFT ? 0 : seqlen_k - seqlen_q;
+    const int nv_diag = FLASHCL_TOP_LEFT ? 0 : seqlen_k - seqlen_q;
 
     __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
                                 (ulong)h * q_stride.y;
@@ -307,13 +304,13 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
     /* ---- key range of this block ------------------------------------- */
     const int mlast = min(m0 + NV_BM, seqlen_q); /* exclusive */
 #if FLASHCL_CAUSAL
-    const int n_end = min(seqlen_k, mlast + diag);
+    const int n_end = min(seqlen_k, mlast + nv_diag);
     /* tiles whose every key is visible to the block's first row */
-    const int n_free_causal = (m0 + diag + 1) >= 0 ? (m0 + diag + 1) / NV_BN : 0;
+    const int n_free_causal = (m0 + nv_diag + 1) >= 0 ? (m0 + nv_diag + 1) / NV_BN : 0;
     const int n_free = min(n_free_causal, seqlen_k / NV_BN);
     /* last key any row of this warp sees */
     const int warp_last_key =
-        min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1 + diag;
+        min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1 + nv_diag;
 #else
     const int n_end = seqlen_k;
     const int n_free = seqlen_k / NV_BN;
@@ -424,7 +421,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
             const int first = wr0 + mt * NV_MSTRIDE;
 #if FLASHCL_CAUSAL
             mt_on[mt] = NV_MT == 1 || (first < seqlen_q &&
-                                       n0 <= min(first + 16, seqlen_q) - 1 + diag);
+                                       n0 <= min(first + 16, seqlen_q) - 1 + nv_diag);
 #else
             mt_on[mt] = NV_MT == 1 || first < seqlen_q;
 #endif
@@ -482,7 +479,7 @@ flashcl_attention_fwd(__global const ushort *q, __global const ushort *k,
                     for (int hh = 0; hh < 2; ++hh) {
                         const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
 #if FLASHCL_CAUSAL
-                        const int lim = min(row + diag, seqlen_k - 1);
+                        const int lim = min(row + nv_diag, seqlen_k - 1);
 #else
                         const int lim = seqlen_k - 1;
 #endif

@@ -14,8 +14,10 @@
  * on the left), FLASHCL_SOFTCAP, FLASHCL_ALIBI, FLASHCL_BIAS (0 none, 1 fp32,
  * 2 fp16, 3 bf16), FLASHCL_MASK, FLASHCL_SINKS, FLASHCL_HEAD_DIM_V.
  *
- * Signature and launch contract: docs/kernel-abi.md. */
+ * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md.
+ * Score modifiers of the variants: cl/common/variants.clh. */
 #include "flashcl_common.clh"
+#include "kernel_args.clh"
 
 #ifndef FLASHCL_HEAD_DIM
 #define FLASHCL_HEAD_DIM 64
@@ -41,21 +43,6 @@
 #ifndef FLASHCL_WINDOW_LEFT
 #define FLASHCL_WINDOW_LEFT 0
 #endif
-#ifndef FLASHCL_SOFTCAP
-#define FLASHCL_SOFTCAP 0
-#endif
-#ifndef FLASHCL_ALIBI
-#define FLASHCL_ALIBI 0
-#endif
-#ifndef FLASHCL_BIAS
-#define FLASHCL_BIAS 0
-#endif
-#ifndef FLASHCL_MASK
-#define FLASHCL_MASK 0
-#endif
-#ifndef FLASHCL_SINKS
-#define FLASHCL_SINKS 0
-#endif
 
 #if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
 #error "FLASHCL_VEC must be 2, 4, 8 or 16"
@@ -75,9 +62,6 @@
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "the portable kernel runs one work-item per query row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
-#if FLASHCL_BIAS < 0 || FLASHCL_BIAS > 3
-#error "FLASHCL_BIAS must be 0 (none), 1 (fp32), 2 (fp16) or 3 (bf16)"
-#endif
 
 #define D FLASHCL_HEAD_DIM
 #define DV FLASHCL_HEAD_DIM_V
@@ -87,8 +71,6 @@
 #define VEC FLASHCL_VEC
 #define DV_VECS (DV / VEC)
 #define BN_VECS (BN / VEC)
-#define NEEDS_SCORE_PASS                                                       \
-    (FLASHCL_SOFTCAP || FLASHCL_ALIBI || FLASHCL_BIAS || FLASHCL_MASK)
 
 #define vec_t FLASHCL_CONCAT(FLASHCL_REAL, VEC)
 #define half_vec_t FLASHCL_CONCAT(FLASHCL_REAL, 8)
@@ -96,23 +78,6 @@
 #define pair_t FLASHCL_CONCAT(FLASHCL_REAL, 2)
 #define vload_vec FLASHCL_CONCAT(vload, VEC)
 #define vstore_vec FLASHCL_CONCAT(vstore, VEC)
-
-#if FLASHCL_BIAS == 1
-#define BIAS_T float
-inline float load_bias(__global const float *bias, ulong index) { return bias[index]; }
-#elif FLASHCL_BIAS == 2
-#define BIAS_T ushort
-inline float load_bias(__global const ushort *bias, ulong index)
-{
-    return vload_half(0, (__global const half *)(bias + index));
-}
-#else
-#define BIAS_T ushort
-inline float load_bias(__global const ushort *bias, ulong index)
-{
-    return bf16_bits_to_float(bias[index]);
-}
-#endif
 
 inline real_t vec_max_lanes(vec_t v)
 {
@@ -207,34 +172,8 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
     }
 }
 
-/* Per-row inputs of the score pass that do not change across tiles. */
-typedef struct row_extras {
-    long diag_row;    /* row + diag: the aligned diagonal's key */
-    real_t alibi_log2; /* ALiBi slope * log2 e */
-    ulong bias_row;   /* offset of bias(b, h, row, 0) */
-    ulong mask_row;   /* offset of mask(b, h, row, 0) */
-} row_extras;
-
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
-flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
-                      __global const STORAGE_T *v, __global STORAGE_T *o,
-                      __global float *lse, const ulong4 q_stride,
-                      const ulong4 k_stride, const ulong4 v_stride,
-                      const ulong4 o_stride, const ulong4 lse_stride,
-                      const ulong4 base, const ulong lse_base,
-                      const int seqlen_q, const int seqlen_k,
-                      const int head_dim, const int group_size,
-                      const real_t scale_log2, const int write_lse,
-                      /* portable-kernel extras, see docs/kernel-abi.md */
-                      const int head_dim_v, const long diag,
-                      const long window_left, const long window_right,
-                      const real_t softcap_log2,
-                      __global const BIAS_T *bias, const ulong4 bias_stride,
-                      const ulong bias_base, __global const uchar *mask,
-                      const ulong4 mask_stride, const ulong mask_base,
-                      __global const float *alibi, const ulong4 alibi_stride,
-                      const ulong alibi_base, __global const float *sinks,
-                      const ulong4 sinks_stride, const ulong sinks_base)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
     /* The query tile's space is reused to stage the output. */
     __local vec_t q_t_vecs[BM * D_STAGE / VEC];
@@ -264,24 +203,8 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
     const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
     const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
 
-    row_extras extras;
-    extras.diag_row = (long)row + diag;
-    extras.alibi_log2 = 0;
-    extras.bias_row = 0;
-    extras.mask_row = 0;
-#if FLASHCL_ALIBI
-    extras.alibi_log2 = alibi[alibi_base + batch * alibi_stride.s0 +
-                              head * alibi_stride.s1] *
-                        REAL_LOG2E;
-#endif
-#if FLASHCL_BIAS
-    extras.bias_row = bias_base + batch * bias_stride.s0 +
-                      head * bias_stride.s1 + (ulong)row * bias_stride.s2;
-#endif
-#if FLASHCL_MASK
-    extras.mask_row = mask_base + batch * mask_stride.s0 +
-                      head * mask_stride.s1 + (ulong)row * mask_stride.s2;
-#endif
+    const score_row extras = score_row_init(
+        batch, head, row, diag, REAL_LOG2E FLASHCL_VARIANT_NAMES);
 
     load_query_tile(q_t, q, q_head, q_stride, row0, seqlen_q, head_dim,
                     scale_log2);
@@ -293,7 +216,7 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
     real_t row_sum = 0;
 #if FLASHCL_SINKS
     /* The sink is one more logit in the row with no value vector. */
-    row_max = sinks[sinks_base + head * sinks_stride.s1] * REAL_LOG2E;
+    row_max = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
     row_sum = row_max == -INFINITY ? 0 : 1;
 #endif
 
@@ -343,28 +266,13 @@ flashcl_attention_fwd(__global const STORAGE_T *q, __global const STORAGE_T *k,
         crosses_band |= (long)n0 < (long)row_last + diag - window_left;
         lo = extras.diag_row - window_left;
 #endif
-#if NEEDS_SCORE_PASS
+#if FLASHCL_NEEDS_SCORE_PASS
         if (row < seqlen_q) {
 #pragma unroll 4
             for (int j = 0; j < BN; ++j) {
                 const int key = min(n0 + j, seqlen_k - 1);
-                real_t s = scores[j];
-#if FLASHCL_SOFTCAP
-                s = softcap_log2 * tanh(s / softcap_log2);
-#endif
-#if FLASHCL_ALIBI
-                s -= extras.alibi_log2 * fabs((real_t)(extras.diag_row - key));
-#endif
-#if FLASHCL_BIAS
-                s += (real_t)load_bias(bias, extras.bias_row +
-                                                 (ulong)key * bias_stride.s3) *
-                     REAL_LOG2E;
-#endif
-#if FLASHCL_MASK
-                if (!mask[extras.mask_row + (ulong)key * mask_stride.s3])
-                    s = -INFINITY;
-#endif
-                scores[j] = s;
+                scores[j] = score_apply(&extras, key, scores[j]
+                                            FLASHCL_VARIANT_NAMES);
             }
         }
 #endif

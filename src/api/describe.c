@@ -1,6 +1,7 @@
 /* Introspection for tools: device capabilities as flashcl sees them and
  * the variant a problem would run with. */
-#include "../internal.h"
+#include "paths/path.h"
+#include "problem/problem.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -10,12 +11,12 @@ static void copy_text(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src);
 }
 
-/* Matrix instructions by what was probed (vendor id, extensions, NVIDIA
- * compute capability, AMD gfx name), never by device name. */
-static void matrix_paths(const device_caps *caps, char *offer, size_t offer_cap,
-                         char *used, size_t used_cap)
+/* Matrix instructions the device offers, by what was probed (vendor id,
+ * extensions, NVIDIA compute capability, AMD gfx name), never by device
+ * name. Which of them flashcl uses is the paths' to say (paths_summary). */
+static void matrix_offers(const device_caps *caps, char *offer,
+                          size_t offer_cap)
 {
-    copy_text(used, used_cap, "portable kernel (fp32 FMA; fp64 for fp64 storage)");
     if (caps->klass == DEVICE_CLASS_GPU_NVIDIA) {
         unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
         if (cc >= 90)
@@ -32,10 +33,6 @@ static void matrix_paths(const device_caps *caps, char *offer, size_t offer_cap,
             snprintf(offer, offer_cap, "%s",
                      cc ? "none (compute capability < 7.0)"
                         : "unknown (no cl_nv_device_attribute_query)");
-        if (cc >= 80)
-            copy_text(used, used_cap,
-                      "inline-PTX mma.sync kernel for fp16/bf16 (table "
-                      "head dims), portable kernel otherwise");
     } else if (caps->klass == DEVICE_CLASS_GPU_AMD) {
         const char *gfx = caps->amd_gfx;
         if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx94", 5) ||
@@ -89,29 +86,8 @@ flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
     info->has_subgroups = caps->has_subgroups;
     info->nv_compute_capability = caps->nv_cc_major * 10 + caps->nv_cc_minor;
     copy_text(info->amd_gfx, sizeof info->amd_gfx, caps->amd_gfx);
-    matrix_paths(caps, info->matrix_path, sizeof info->matrix_path,
-                 info->flashcl_path, sizeof info->flashcl_path);
-    return FLASHCL_SUCCESS;
-}
-
-static flashcl_status packed_variant(flashcl_context *ctx,
-                                     const flashcl_attention_desc *desc,
-                                     variant_key *key, const char **reason)
-{
-    flashcl_status status = validate_shape(ctx, desc);
-    if (status != FLASHCL_SUCCESS)
-        return status;
-    resolved_problem problem;
-    resolve_problem_scalars(desc, &problem);
-    variant_query query;
-    problem_variant_query(&problem, &query);
-    /* Packed tensors: contiguous rows, aligned when whole rows are. */
-    const size_t elem = dtype_size(desc->dtype);
-    query.dim_contiguous = true;
-    query.rows_aligned_16B =
-        ((size_t)problem.head_dim * elem) % 16 == 0 &&
-        ((size_t)problem.head_dim_v * elem) % 16 == 0;
-    choose_variant(&ctx->caps, &query, key, reason);
+    matrix_offers(caps, info->matrix_path, sizeof info->matrix_path);
+    paths_summary(caps, info->flashcl_path, sizeof info->flashcl_path);
     return FLASHCL_SUCCESS;
 }
 
@@ -121,24 +97,27 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     if (!info)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
-    variant_key key;
-    const char *reason;
-    flashcl_status status = packed_variant(ctx, desc, &key, &reason);
+    problem p;
+    flashcl_status status =
+        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
+    kernel_plan plan;
     memset(info, 0, sizeof *info);
-    copy_text(info->kernel_file, sizeof info->kernel_file,
-              kernel_family_file(key.family));
-    info->head_dim_padded = key.head_dim_padded;
-    info->block_m = key.block_m;
-    info->block_n = key.block_n;
-    info->work_group_size = key.wg_size;
-    info->vector_width = key.vec;
-    copy_text(info->reason, sizeof info->reason, reason);
-    variant_build_options(&key, &ctx->caps, info->build_options,
-                          sizeof info->build_options);
+    choose_plan(&ctx->caps, &p, &plan, info->skipped, sizeof info->skipped);
+    copy_text(info->kernel_file, sizeof info->kernel_file, plan.source);
+    copy_text(info->path, sizeof info->path, plan.path->name);
+    info->head_dim_padded = plan.head_dim_padded;
+    info->block_m = plan.block_m;
+    info->block_n = plan.block_n;
+    info->work_group_size = plan.wg_size;
+    info->vector_width = plan.vec;
+    copy_text(info->reason, sizeof info->reason, plan.reason);
+    variants_describe(p.variants, info->variants, sizeof info->variants);
+    copy_text(info->build_options, sizeof info->build_options, plan.options);
     return FLASHCL_SUCCESS;
 }
 
@@ -148,15 +127,19 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
-    variant_key key;
-    const char *reason;
-    flashcl_status status = packed_variant(ctx, desc, &key, &reason);
+    begin_call(ctx);
+    problem p;
+    flashcl_status status =
+        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
-    cached_kernel *entry;
+    kernel_plan plan;
+    choose_plan(&ctx->caps, &p, &plan, NULL, 0);
+    const program_request request = plan_request(&plan);
+    compiled_program *program;
     bool compiled_now;
-    status = get_kernel(ctx, &key, &entry, &compiled_now);
+    status = program_cache_get(ctx, &request, &program, &compiled_now);
     if (status == FLASHCL_SUCCESS && compile_ms)
-        *compile_ms = compiled_now ? entry->compile_ms : 0.0;
+        *compile_ms = compiled_now ? program->compile_ms : 0.0;
     return status;
 }

@@ -1,5 +1,8 @@
-/* Public forward entry points: device-buffer enqueue and host convenience. */
-#include "../internal.h"
+/* Public forward entry points: device-buffer enqueue and host convenience.
+ * Both resolve the descriptor into a problem and hand it to a backend. */
+#include "paths/path.h"
+#include "problem/problem.h"
+#include "reference/reference.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,28 +26,24 @@ static flashcl_status check_queue(flashcl_context *ctx, cl_command_queue queue)
     return FLASHCL_SUCCESS;
 }
 
-/* desc->backend, else FLASHCL_BACKEND (auto | fused | reference), else
- * fused. Read per call so that a test or tool can switch it at run time. */
-static flashcl_status choose_backend(flashcl_context *ctx,
-                                     const flashcl_attention_desc *desc,
-                                     flashcl_backend *backend)
+static flashcl_status run_problem(flashcl_context *ctx, cl_command_queue queue,
+                                  const problem *p, cl_uint num_wait,
+                                  const cl_event *wait_list, cl_event *event)
 {
-    *backend = FLASHCL_BACKEND_FUSED;
-    if (desc->backend != FLASHCL_BACKEND_AUTO) {
-        *backend = desc->backend;
-        return FLASHCL_SUCCESS;
+    if (p->empty) {
+        if (!event)
+            return FLASHCL_SUCCESS;
+        cl_int err =
+            clEnqueueMarkerWithWaitList(queue, num_wait, wait_list, event);
+        return err == CL_SUCCESS
+                   ? FLASHCL_SUCCESS
+                   : set_error(ctx, FLASHCL_ERROR_OPENCL,
+                               "clEnqueueMarkerWithWaitList: %s",
+                               cl_error_name(err));
     }
-    const char *env = getenv("FLASHCL_BACKEND");
-    if (!env || !*env || !strcmp(env, "auto") || !strcmp(env, "fused"))
-        return FLASHCL_SUCCESS;
-    if (!strcmp(env, "reference")) {
-        *backend = FLASHCL_BACKEND_REFERENCE;
-        return FLASHCL_SUCCESS;
-    }
-    return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                     "environment variable FLASHCL_BACKEND = \"%.64s\" is "
-                     "not auto, fused or reference",
-                     env);
+    if (p->backend == FLASHCL_BACKEND_REFERENCE)
+        return launch_reference(ctx, queue, p, num_wait, wait_list, event);
+    return run_fused(ctx, queue, p, num_wait, wait_list, event);
 }
 
 flashcl_status flashcl_attention_forward(flashcl_context *ctx,
@@ -56,6 +55,7 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     if ((num_events_in_wait_list > 0) != (event_wait_list != NULL))
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "num_events_in_wait_list = %u does not match "
@@ -69,31 +69,13 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
         if (status != FLASHCL_SUCCESS)
             return status;
     }
-    resolved_problem problem;
-    flashcl_status status = validate_desc(ctx, desc, &problem);
+    problem p;
+    flashcl_status status =
+        problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
-    if (problem.empty) {
-        if (!event)
-            return FLASHCL_SUCCESS;
-        cl_int err = clEnqueueMarkerWithWaitList(
-            queue, num_events_in_wait_list, event_wait_list, event);
-        return err == CL_SUCCESS
-                   ? FLASHCL_SUCCESS
-                   : set_error(ctx, FLASHCL_ERROR_OPENCL,
-                               "clEnqueueMarkerWithWaitList: %s",
-                               cl_error_name(err));
-    }
-    flashcl_backend backend;
-    status = choose_backend(ctx, desc, &backend);
-    if (status != FLASHCL_SUCCESS)
-        return status;
-    if (backend == FLASHCL_BACKEND_REFERENCE)
-        return launch_reference(ctx, queue, desc, &problem,
-                                num_events_in_wait_list, event_wait_list,
-                                event);
-    return launch_fused(ctx, queue, desc, &problem, num_events_in_wait_list,
-                        event_wait_list, event);
+    return run_problem(ctx, queue, &p, num_events_in_wait_list,
+                       event_wait_list, event);
 }
 
 /* ---- host-memory convenience --------------------------------------- */
@@ -121,6 +103,51 @@ static cl_mem make_buffer(flashcl_context *ctx, size_t bytes, const void *init,
                           init && bytes ? (void *)init : NULL, err);
 }
 
+static flashcl_status make_host_buffers(flashcl_context *ctx,
+                                        const problem *p, const void *q,
+                                        const void *k, const void *v,
+                                        bool want_lse, host_buffers *b)
+{
+    size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes;
+    problem_packed_bytes(p, &q_bytes, &k_bytes, &v_bytes, &o_bytes,
+                         &lse_bytes);
+    cl_int err = CL_SUCCESS;
+    b->q = make_buffer(ctx, q_bytes, q, &err);
+    if (err == CL_SUCCESS)
+        b->k = make_buffer(ctx, k_bytes, k, &err);
+    if (err == CL_SUCCESS)
+        b->v = make_buffer(ctx, v_bytes, v, &err);
+    if (err == CL_SUCCESS)
+        b->o = make_buffer(ctx, o_bytes, NULL, &err);
+    if (err == CL_SUCCESS && want_lse)
+        b->lse = make_buffer(ctx, lse_bytes, NULL, &err);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating device buffers for the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status read_back(flashcl_context *ctx, const problem *p,
+                                const host_buffers *b, void *o, float *lse)
+{
+    size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes;
+    problem_packed_bytes(p, &q_bytes, &k_bytes, &v_bytes, &o_bytes,
+                         &lse_bytes);
+    cl_int err = clFinish(ctx->queue);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, b->o, CL_TRUE, 0, o_bytes, o, 0,
+                                  NULL, NULL);
+    if (err == CL_SUCCESS && lse)
+        err = clEnqueueReadBuffer(ctx->queue, b->lse, CL_TRUE, 0, lse_bytes,
+                                  lse, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "running or reading back the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
 flashcl_status flashcl_attention_forward_host(flashcl_context *ctx,
                                               const flashcl_attention_desc *desc,
                                               const void *q, const void *k,
@@ -129,63 +156,26 @@ flashcl_status flashcl_attention_forward_host(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
-    flashcl_status status = validate_shape(ctx, desc);
+    begin_call(ctx);
+    problem p;
+    flashcl_status status =
+        problem_from_desc(ctx, desc, PROBLEM_FOR_HOST_CALL, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
     if (!q || !k || !v || !o)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
                          "host pointer %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "o");
-    const size_t elem = dtype_size(desc->dtype);
-    const int64_t heads_kv = desc->heads_kv ? desc->heads_kv : desc->heads_q;
-    /* validate_shape bounded these products. */
-    const size_t q_bytes = (size_t)(desc->batch * desc->heads_q *
-                                    desc->seqlen_q * desc->head_dim) * elem;
-    const size_t kv_bytes = (size_t)(desc->batch * heads_kv * desc->seqlen_k *
-                                     desc->head_dim) * elem;
-    const size_t lse_bytes =
-        (size_t)(desc->batch * desc->heads_q * desc->seqlen_q) * sizeof(float);
-    if (q_bytes == 0)
+    if (p.empty)
         return FLASHCL_SUCCESS;
-    flashcl_attention_desc call = *desc;
-    const flashcl_tensor none = {0};
-    call.q = call.k = call.v = call.o = call.lse = none;
     host_buffers b = {0};
-    cl_int err = CL_SUCCESS;
-    b.q = make_buffer(ctx, q_bytes, q, &err);
-    if (err == CL_SUCCESS)
-        b.k = make_buffer(ctx, kv_bytes, k, &err);
-    if (err == CL_SUCCESS)
-        b.v = make_buffer(ctx, kv_bytes, v, &err);
-    if (err == CL_SUCCESS)
-        b.o = make_buffer(ctx, q_bytes, NULL, &err);
-    if (err == CL_SUCCESS && lse)
-        b.lse = make_buffer(ctx, lse_bytes, NULL, &err);
-    if (err != CL_SUCCESS) {
-        release_host_buffers(&b);
-        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                         "allocating device buffers for the host call: %s",
-                         cl_error_name(err));
-    }
-    call.q.buffer = b.q;
-    call.k.buffer = b.k;
-    call.v.buffer = b.v;
-    call.o.buffer = b.o;
-    call.lse.buffer = b.lse;
-    status = flashcl_attention_forward(ctx, ctx->queue, &call, 0, NULL, NULL);
-    if (status == FLASHCL_SUCCESS) {
-        err = clFinish(ctx->queue);
-        if (err == CL_SUCCESS)
-            err = clEnqueueReadBuffer(ctx->queue, b.o, CL_TRUE, 0, q_bytes, o,
-                                      0, NULL, NULL);
-        if (err == CL_SUCCESS && lse)
-            err = clEnqueueReadBuffer(ctx->queue, b.lse, CL_TRUE, 0,
-                                      lse_bytes, lse, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            status = set_error(ctx, FLASHCL_ERROR_OPENCL,
-                               "running or reading back the host call: %s",
-                               cl_error_name(err));
-    }
+    status = make_host_buffers(ctx, &p, q, k, v, lse != NULL, &b);
+    if (status == FLASHCL_SUCCESS)
+        status = problem_bind_packed(ctx, &p, b.q, b.k, b.v, b.o, b.lse);
+    if (status == FLASHCL_SUCCESS)
+        status = run_problem(ctx, ctx->queue, &p, 0, NULL, NULL);
+    if (status == FLASHCL_SUCCESS)
+        status = read_back(ctx, &p, &b, o, lse);
     release_host_buffers(&b);
     return status;
 }

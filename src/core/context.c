@@ -1,5 +1,6 @@
 /* Context lifetime: own device/queue or wrap the caller's queue. */
-#include "../internal.h"
+#include "core/core.h"
+#include "reference/reference.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ static flashcl_context *context_alloc(void)
     if (!ctx)
         return NULL;
     pthread_mutex_init(&ctx->cache_lock, NULL);
-    pthread_mutex_init(&ctx->error_lock, NULL);
+    pthread_cond_init(&ctx->cache_changed, NULL);
     return ctx;
 }
 
@@ -31,7 +32,7 @@ static flashcl_status context_finish(flashcl_context *ctx)
 {
     probe_device(ctx->device, &ctx->caps);
     cl_int err;
-    ctx->dummy_lse =
+    ctx->dummy =
         clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, 16, NULL, &err);
     if (err != CL_SUCCESS)
         return create_failed(FLASHCL_ERROR_OPENCL,
@@ -122,18 +123,18 @@ void flashcl_context_release(flashcl_context *ctx)
 {
     if (!ctx)
         return;
-    release_kernel_cache(ctx);
+    forget_context_errors(ctx);
+    program_cache_release(ctx);
     reference_state_release(ctx);
-    if (ctx->dummy_lse)
-        clReleaseMemObject(ctx->dummy_lse);
+    if (ctx->dummy)
+        clReleaseMemObject(ctx->dummy);
     /* Both paths hold exactly one reference each to queue and context. */
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->cl_ctx)
         clReleaseContext(ctx->cl_ctx);
     pthread_mutex_destroy(&ctx->cache_lock);
-    pthread_mutex_destroy(&ctx->error_lock);
-    free(ctx->build_log);
+    pthread_cond_destroy(&ctx->cache_changed);
     free(ctx);
 }
 

@@ -1,5 +1,7 @@
-/* Status names, per-context last-error message and OpenCL error names. */
-#include "../internal.h"
+/* Status names, per-thread diagnostics and OpenCL error names. */
+#include "core/core.h"
+
+#define FLASHCL_ERROR_CAPACITY 1024
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,52 +40,117 @@ unsigned flashcl_version_number(void) { return FLASHCL_VERSION_NUMBER; }
 
 const char *flashcl_version_string(void) { return FLASHCL_VERSION_STRING; }
 
+/* Per-thread diagnostics. Each thread owns one record: the context its
+ * last call was on, the message, and the build log after a failed compile.
+ * Nothing is shared between threads, so no lock and no torn text; the
+ * record is freed when the thread exits. */
+typedef struct thread_diag {
+    const flashcl_context *ctx;
+    char message[FLASHCL_ERROR_CAPACITY];
+    char *log; /* "what\nbuild log:\n..." after a build failure; owned */
+} thread_diag;
+
+static pthread_key_t diag_key;
+static pthread_once_t diag_once = PTHREAD_ONCE_INIT;
+static bool diag_key_ok;
+
+static void free_diag(void *record)
+{
+    thread_diag *diag = record;
+    free(diag->log);
+    free(diag);
+}
+
+static void make_diag_key(void)
+{
+    diag_key_ok = pthread_key_create(&diag_key, free_diag) == 0;
+}
+
+/* This thread's record, created on first use; NULL when memory ran out
+ * (the status still tells the caller what happened). */
+static thread_diag *this_thread(bool create)
+{
+    pthread_once(&diag_once, make_diag_key);
+    if (!diag_key_ok)
+        return NULL;
+    thread_diag *diag = pthread_getspecific(diag_key);
+    if (!diag && create) {
+        diag = calloc(1, sizeof *diag);
+        if (diag && pthread_setspecific(diag_key, diag) != 0) {
+            free(diag);
+            diag = NULL;
+        }
+    }
+    return diag;
+}
+
+static void reset(thread_diag *diag, const flashcl_context *ctx)
+{
+    diag->ctx = ctx;
+    diag->message[0] = '\0';
+    free(diag->log);
+    diag->log = NULL;
+}
+
+void begin_call(const flashcl_context *ctx)
+{
+    thread_diag *diag = this_thread(false);
+    if (diag)
+        reset(diag, ctx);
+}
+
+void forget_context_errors(const flashcl_context *ctx)
+{
+    thread_diag *diag = this_thread(false);
+    if (diag && diag->ctx == ctx)
+        reset(diag, NULL);
+}
+
 flashcl_status set_error(flashcl_context *ctx, flashcl_status status,
                          const char *fmt, ...)
 {
-    if (!ctx)
+    thread_diag *diag = ctx ? this_thread(true) : NULL;
+    if (!diag)
         return status;
-    pthread_mutex_lock(&ctx->error_lock);
+    reset(diag, ctx);
     va_list args;
     va_start(args, fmt);
-    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, args);
+    vsnprintf(diag->message, sizeof diag->message, fmt, args);
     va_end(args);
-    free(ctx->build_log);
-    ctx->build_log = NULL;
-    pthread_mutex_unlock(&ctx->error_lock);
     return status;
 }
 
 flashcl_status set_build_error(flashcl_context *ctx, const char *what,
                                char *log)
 {
-    pthread_mutex_lock(&ctx->error_lock);
-    free(ctx->build_log);
-    size_t len = strlen(what) + (log ? strlen(log) : 0) + 32;
-    ctx->build_log = malloc(len);
-    if (ctx->build_log)
-        snprintf(ctx->build_log, len, "%s\nbuild log:\n%s", what,
-                 log ? log : "(empty)");
-    snprintf(ctx->last_error, sizeof ctx->last_error, "%s", what);
-    pthread_mutex_unlock(&ctx->error_lock);
+    thread_diag *diag = this_thread(true);
+    if (diag) {
+        reset(diag, ctx);
+        snprintf(diag->message, sizeof diag->message, "%s", what);
+        size_t len = strlen(what) + (log ? strlen(log) : 0) + 32;
+        diag->log = malloc(len);
+        if (diag->log)
+            snprintf(diag->log, len, "%s\nbuild log:\n%s", what,
+                     log ? log : "(empty)");
+    }
     free(log);
     return FLASHCL_ERROR_BUILD_FAILED;
-}
-
-void clear_error(flashcl_context *ctx)
-{
-    pthread_mutex_lock(&ctx->error_lock);
-    ctx->last_error[0] = '\0';
-    free(ctx->build_log);
-    ctx->build_log = NULL;
-    pthread_mutex_unlock(&ctx->error_lock);
 }
 
 const char *flashcl_context_last_error(const flashcl_context *ctx)
 {
     if (!ctx)
         return "no context";
-    return ctx->build_log ? ctx->build_log : ctx->last_error;
+    const thread_diag *diag = this_thread(false);
+    if (!diag || diag->ctx != ctx)
+        return "";
+    return diag->log ? diag->log : diag->message;
+}
+
+bool verbose_enabled(void)
+{
+    const char *env = getenv("FLASHCL_VERBOSE");
+    return env && *env && strcmp(env, "0") != 0;
 }
 
 const char *cl_error_name(cl_int err)

@@ -1,6 +1,6 @@
 /* Device enumeration, device-spec matching and the one-time capability
  * probe that vendor paths are chosen from. */
-#include "../internal.h"
+#include "core/core.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -106,6 +106,17 @@ void probe_device(cl_device_id device, device_caps *caps)
                           sizeof caps->platform_name, caps->platform_name,
                           NULL) != CL_SUCCESS)
         caps->platform_name[0] = '\0';
+    if (!platform || clGetPlatformInfo(platform, CL_PLATFORM_VENDOR,
+                                       sizeof caps->platform_vendor,
+                                       caps->platform_vendor,
+                                       NULL) != CL_SUCCESS)
+        caps->platform_vendor[0] = '\0';
+    clGetDeviceInfo(device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT,
+                    sizeof caps->preferred_vector_float,
+                    &caps->preferred_vector_float, NULL);
+    clGetDeviceInfo(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT,
+                    sizeof caps->native_vector_float,
+                    &caps->native_vector_float, NULL);
     clGetDeviceInfo(device, CL_DEVICE_VENDOR_ID, sizeof caps->vendor_id,
                     &caps->vendor_id, NULL);
     clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof caps->type, &caps->type,

@@ -1,11 +1,15 @@
 /* Kernel sources: the embedded copies, or $FLASHCL_KERNEL_DIR while
  * developing kernels. `#include "x.clh"` lines are resolved here because
  * programs are built from strings, where the driver has no include path. */
-#include "../internal.h"
+#include "core/core.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct embedded_kernel {
     const char *name; /* base name, unique */
@@ -16,48 +20,94 @@ struct embedded_kernel {
 extern const struct embedded_kernel flashcl_embedded_kernels[];
 
 #define MAX_INCLUDE_DEPTH 8
+#define MAX_SOURCE_BYTES (16u << 20)
 
-static char *read_disk_file(const char *dir, const char *name)
+static const struct embedded_kernel *embedded(const char *name)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *file = fopen(path, "rb");
-    if (!file)
+    for (const struct embedded_kernel *k = flashcl_embedded_kernels; k->name;
+         ++k)
+        if (strcmp(k->name, name) == 0)
+            return k;
+    return NULL;
+}
+
+/* Reads a regular file only: a FIFO or device there would block or never
+ * end, so the file is opened non-blocking and checked before reading. */
+static char *read_regular_file(const char *path, char *msg, size_t msg_cap)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(msg, msg_cap, "cannot open kernel source %s: %s", path,
+                 strerror(errno));
         return NULL;
+    }
+    struct stat st;
     char *text = NULL;
-    if (fseek(file, 0, SEEK_END) == 0) {
-        long size = ftell(file);
-        if (size >= 0 && fseek(file, 0, SEEK_SET) == 0) {
-            text = malloc((size_t)size + 1);
-            if (text && fread(text, 1, (size_t)size, file) != (size_t)size) {
-                free(text);
-                text = NULL;
-            } else if (text) {
-                text[size] = '\0';
-            }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        snprintf(msg, msg_cap, "kernel source %s is not a regular file", path);
+    else if (st.st_size == 0)
+        snprintf(msg, msg_cap, "kernel source %s is empty", path);
+    else if ((unsigned long long)st.st_size > MAX_SOURCE_BYTES)
+        snprintf(msg, msg_cap, "kernel source %s is larger than %u bytes",
+                 path, MAX_SOURCE_BYTES);
+    else if (!(text = malloc((size_t)st.st_size + 1)))
+        snprintf(msg, msg_cap, "out of memory reading %s", path);
+    else {
+        size_t got = 0, want = (size_t)st.st_size;
+        while (got < want) {
+            ssize_t n = read(fd, text + got, want - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        if (got != want) {
+            snprintf(msg, msg_cap, "reading kernel source %s failed", path);
+            free(text);
+            text = NULL;
+        } else {
+            text[got] = '\0';
         }
     }
-    fclose(file);
+    close(fd);
     return text;
 }
 
-/* Unexpanded text of one file. Caller frees. */
-static char *raw_source(const char *name)
+/* $FLASHCL_KERNEL_DIR/<path in cl/> if it exists, else $dir/<name>. */
+static char *read_from_dir(const char *dir, const char *name, char *msg,
+                           size_t msg_cap)
+{
+    char path[4096];
+    const struct embedded_kernel *k = embedded(name);
+    struct stat st;
+    if (k) {
+        snprintf(path, sizeof path, "%s/%s", dir, k->path);
+        if (stat(path, &st) == 0)
+            return read_regular_file(path, msg, msg_cap);
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return read_regular_file(path, msg, msg_cap);
+}
+
+/* Unexpanded text of one file, or NULL with msg written. Caller frees. */
+static char *raw_source(const char *name, char *msg, size_t msg_cap)
 {
     const char *dir = getenv("FLASHCL_KERNEL_DIR");
     if (dir && *dir)
-        return read_disk_file(dir, name);
-    for (const struct embedded_kernel *k = flashcl_embedded_kernels; k->name;
-         ++k)
-        if (strcmp(k->name, name) == 0) {
-            char *copy = malloc(k->size + 1);
-            if (copy) {
-                memcpy(copy, k->text, k->size);
-                copy[k->size] = '\0';
-            }
-            return copy;
-        }
-    return NULL;
+        return read_from_dir(dir, name, msg, msg_cap);
+    const struct embedded_kernel *k = embedded(name);
+    if (!k) {
+        snprintf(msg, msg_cap,
+                 "kernel source \"%s\" is not in the embedded table", name);
+        return NULL;
+    }
+    char *copy = malloc(k->size + 1);
+    if (!copy) {
+        snprintf(msg, msg_cap, "out of memory copying \"%s\"", name);
+        return NULL;
+    }
+    memcpy(copy, k->text, k->size);
+    copy[k->size] = '\0';
+    return copy;
 }
 
 typedef struct text_buffer {
@@ -107,14 +157,9 @@ static bool include_target(const char *line, size_t len, char *name,
 static bool expand(text_buffer *out, const char *name, int depth, char *msg,
                    size_t msg_cap)
 {
-    char *text = raw_source(name);
-    if (!text) {
-        const char *dir = getenv("FLASHCL_KERNEL_DIR");
-        snprintf(msg, msg_cap, "kernel source \"%s\" not found (%s%s)", name,
-                 dir && *dir ? "FLASHCL_KERNEL_DIR=" : "embedded table",
-                 dir && *dir ? dir : "");
+    char *text = raw_source(name, msg, msg_cap);
+    if (!text)
         return false;
-    }
     bool ok = true;
     for (const char *line = text; *line && ok;) {
         const char *newline = strchr(line, '\n');
@@ -140,6 +185,8 @@ static bool expand(text_buffer *out, const char *name, int depth, char *msg,
 
 char *load_kernel_source(const char *file, char *msg, size_t msg_cap)
 {
+    if (msg_cap)
+        msg[0] = '\0';
     text_buffer out = {0};
     if (!expand(&out, file, 0, msg, msg_cap) || out.failed) {
         if (out.failed)

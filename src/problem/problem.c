@@ -1,9 +1,13 @@
-/* Argument checking for the forward call. Everything is checked before
- * anything is enqueued, so a rejected call leaves every buffer as it was. */
-#include "../internal.h"
+/* The problem module: checks a descriptor and resolves it into a
+ * `problem`. This is the only file (with variants.c, its table) that reads
+ * flashcl_attention_desc. Everything is checked before anything is
+ * enqueued, so a rejected call leaves every buffer as it was. */
+#include "problem/problem.h"
+#include "problem/variants.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_SEQLEN (INT32_MAX - 4096) /* kernels index rows with int */
@@ -94,8 +98,20 @@ static flashcl_status check_dims(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-static flashcl_status check_values(flashcl_context *ctx,
-                                   const flashcl_attention_desc *desc)
+static flashcl_status check_scale(flashcl_context *ctx,
+                                  const flashcl_attention_desc *desc)
+{
+    if (!isfinite(desc->scale) || fabsf(desc->scale) > FLASHCL_MAX_SCALE)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "scale = %g: must be finite with |scale| <= %g "
+                         "(scale * log2(e) must stay finite in fp32); 0 means "
+                         "1/sqrt(head_dim) unless explicit_scale is set",
+                         (double)desc->scale, (double)FLASHCL_MAX_SCALE);
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status check_enums(flashcl_context *ctx,
+                                  const flashcl_attention_desc *desc)
 {
     if (dtype_size(desc->dtype) == 0)
         return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
@@ -105,10 +121,6 @@ static flashcl_status check_values(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_INVALID_LAYOUT,
                          "layout = %d is not a flashcl_layout",
                          (int)desc->layout);
-    if (!isfinite(desc->scale) || desc->scale < 0.0f)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "scale = %g must be finite and >= 0 (0: default)",
-                         (double)desc->scale);
     if (desc->dtype == FLASHCL_DTYPE_FP64 && !ctx->caps.has_fp64)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "dtype fp64 needs cl_khr_fp64, which %s lacks",
@@ -118,47 +130,78 @@ static flashcl_status check_values(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "causal_align = %d is not a flashcl_causal_align",
                          (int)desc->causal_align);
-    if (desc->window && (desc->window_left < -1 || desc->window_right < -1))
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "window_left = %lld, window_right = %lld: each must "
-                         "be >= -1 (-1: unbounded)",
-                         (long long)desc->window_left,
-                         (long long)desc->window_right);
-    if (!isfinite(desc->softcap) || desc->softcap < 0.0f)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "softcap = %g must be finite and > 0 (0: off)",
-                         (double)desc->softcap);
-    if (desc->bias.buffer && desc->bias_dtype != FLASHCL_DTYPE_FP32 &&
-        desc->bias_dtype != FLASHCL_DTYPE_FP16 &&
-        desc->bias_dtype != FLASHCL_DTYPE_BF16)
-        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
-                         "bias_dtype = %d: the bias must be fp32, fp16 or bf16",
-                         (int)desc->bias_dtype);
     if (desc->backend != FLASHCL_BACKEND_AUTO &&
         desc->backend != FLASHCL_BACKEND_FUSED &&
         desc->backend != FLASHCL_BACKEND_REFERENCE)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "backend = %d is not a flashcl_backend",
                          (int)desc->backend);
-    return FLASHCL_SUCCESS;
+    return check_scale(ctx, desc);
 }
 
-/* Shape of one tensor view: sizes of (batch, head, seq, dim). */
-/* What all-zero strides mean for a tensor. */
-typedef enum stride_rule {
-    STRIDES_PACKED_LAYOUT, /* q, k, v, o: packed in desc->layout */
-    STRIDES_PACKED_LSE,    /* [batch, heads, seq] */
-    STRIDES_PACKED_HEADS,  /* slopes, sinks: [heads], shared over batch */
-    STRIDES_LITERAL        /* bias, mask: zero broadcasts */
-} stride_rule;
+/* desc->backend, else FLASHCL_BACKEND (auto | fused | reference), else
+ * fused. Read per call so that a test or tool can switch it at run time. */
+static flashcl_status resolve_backend(flashcl_context *ctx,
+                                      const flashcl_attention_desc *desc,
+                                      flashcl_backend *backend)
+{
+    *backend = FLASHCL_BACKEND_FUSED;
+    if (desc->backend != FLASHCL_BACKEND_AUTO) {
+        *backend = desc->backend;
+        return FLASHCL_SUCCESS;
+    }
+    const char *env = getenv("FLASHCL_BACKEND");
+    if (!env || !*env || !strcmp(env, "auto") || !strcmp(env, "fused"))
+        return FLASHCL_SUCCESS;
+    if (!strcmp(env, "reference")) {
+        *backend = FLASHCL_BACKEND_REFERENCE;
+        return FLASHCL_SUCCESS;
+    }
+    return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                     "environment variable FLASHCL_BACKEND = \"%.64s\" is "
+                     "not auto, fused or reference",
+                     env);
+}
 
-typedef struct view_shape {
-    const char *name;
-    uint64_t size[4];
-    size_t elem_size;
-    flashcl_layout layout;
-    stride_rule rule;
-} view_shape;
+/* ---- the descriptor's size (ABI) ------------------------------------ */
+
+/* Everything up to `window` has been in the descriptor since struct_size
+ * exists; later fields may be missing from an older caller's struct. */
+#define DESC_MIN_SIZE offsetof(flashcl_attention_desc, window)
+
+/* The caller's descriptor as this library's struct: fields past the
+ * caller's struct_size read as zero; a newer caller's extra bytes must be
+ * zero (a feature this library does not know is never silently dropped). */
+static flashcl_status read_desc(flashcl_context *ctx,
+                                const flashcl_attention_desc *desc,
+                                flashcl_attention_desc *out)
+{
+    if (!desc)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "desc is NULL");
+    const size_t size = desc->struct_size;
+    if (size == 0)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "desc.struct_size is 0: initialise the descriptor "
+                         "with FLASHCL_ATTENTION_DESC_INIT or "
+                         "flashcl_attention_desc_init()");
+    if (size < DESC_MIN_SIZE)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "desc.struct_size = %zu is smaller than any "
+                         "descriptor this library knows (%zu)",
+                         size, (size_t)DESC_MIN_SIZE);
+    memset(out, 0, sizeof *out);
+    memcpy(out, desc, size < sizeof *out ? size : sizeof *out);
+    const unsigned char *bytes = (const unsigned char *)desc;
+    for (size_t i = sizeof *out; i < size; ++i)
+        if (bytes[i] != 0)
+            return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                             "desc.struct_size = %zu: byte %zu is set, in a "
+                             "field this library (%s, %zu-byte descriptor) "
+                             "does not know",
+                             size, i, FLASHCL_VERSION_STRING, sizeof *out);
+    out->struct_size = sizeof *out;
+    return FLASHCL_SUCCESS;
+}
 
 static void default_strides(const view_shape *shape, uint64_t stride[4])
 {
@@ -226,20 +269,78 @@ static flashcl_status check_buffer(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-/* Resolve strides and check the view lies inside its buffer. */
-static flashcl_status resolve_tensor(flashcl_context *ctx,
-                                     const flashcl_tensor *tensor,
-                                     const view_shape *shape,
-                                     resolved_tensor *out)
+/* Distinct elements of a view never share bytes: with the axes of more
+ * than one element sorted by stride, each stride must step over the whole
+ * extent of the axes below it. (Views that interleave axes without overlap
+ * are rejected too: no caller needs them, and the check stays simple.) */
+static bool view_is_injective(const tensor_view *t)
+{
+    uint64_t stride[4], size[4];
+    int n = 0;
+    for (int i = 0; i < 4; ++i)
+        if (t->size[i] == 0)
+            return true; /* no elements at all */
+    for (int i = 0; i < 4; ++i)
+        if (t->size[i] > 1) {
+            stride[n] = t->stride[i];
+            size[n++] = t->size[i];
+        }
+    for (int i = 1; i < n; ++i) /* insertion sort by stride */
+        for (int j = i; j > 0 && stride[j] < stride[j - 1]; --j) {
+            uint64_t s = stride[j], z = size[j];
+            stride[j] = stride[j - 1], size[j] = size[j - 1];
+            stride[j - 1] = s, size[j - 1] = z;
+        }
+    uint64_t extent = 1; /* elements spanned by the axes so far */
+    for (int i = 0; i < n; ++i) {
+        if (stride[i] < extent)
+            return false;
+        uint64_t reach;
+        if (!mul_u64(stride[i], size[i] - 1, &reach) ||
+            !add_u64(reach, 1, &extent))
+            return false;
+    }
+    return true;
+}
+
+static flashcl_status view_extent(flashcl_context *ctx,
+                                  const flashcl_tensor *tensor,
+                                  const view_shape *shape, tensor_view *out,
+                                  uint64_t *end_byte)
+{
+    uint64_t last = out->base;
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; ++i)
+        if (shape->size[i] != 0) {
+            uint64_t reach;
+            ok = mul_u64(shape->size[i] - 1, out->stride[i], &reach) &&
+                 add_u64(last, reach, &last);
+        }
+    ok = ok && add_u64(last, 1, end_byte) &&
+         mul_u64(*end_byte, shape->elem_size, end_byte);
+    if (!ok)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_BOUNDS,
+                         "%s: offset %zu and strides overflow 64-bit "
+                         "addressing",
+                         shape->name, tensor->offset);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
+                            const view_shape *shape, problem_mode mode,
+                            bool required, tensor_view *out)
 {
     memset(out, 0, sizeof *out);
-    if (!tensor->buffer)
+    if (!tensor->buffer && required && mode == PROBLEM_FOR_LAUNCH)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s.buffer is NULL",
                          shape->name);
     size_t mem_size = 0;
-    flashcl_status status = check_buffer(ctx, tensor, shape->name, &mem_size);
-    if (status != FLASHCL_SUCCESS)
-        return status;
+    if (tensor->buffer) {
+        flashcl_status status =
+            check_buffer(ctx, tensor, shape->name, &mem_size);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
     if (tensor->offset % shape->elem_size != 0)
         return set_error(ctx, FLASHCL_ERROR_INVALID_LAYOUT,
                          "%s.offset = %zu is not a multiple of the element "
@@ -247,36 +348,25 @@ static flashcl_status resolve_tensor(flashcl_context *ctx,
                          shape->name, tensor->offset, shape->elem_size);
     const size_t given[4] = {tensor->stride_batch, tensor->stride_head,
                              tensor->stride_seq, tensor->stride_dim};
-    bool all_zero = !given[0] && !given[1] && !given[2] && !given[3];
-    if (all_zero)
+    if (!given[0] && !given[1] && !given[2] && !given[3])
         default_strides(shape, out->stride);
     else
         for (int i = 0; i < 4; ++i)
             out->stride[i] = given[i];
-    out->buffer = tensor->buffer;
+    memcpy(out->size, shape->size, sizeof out->size);
     out->base = tensor->offset / shape->elem_size;
-    out->present = true;
-    bool empty = false;
-    uint64_t last = out->base;
-    bool ok = true;
-    for (int i = 0; i < 4 && ok; ++i) {
-        if (shape->size[i] == 0)
-            empty = true;
-        else {
-            uint64_t reach;
-            ok = mul_u64(shape->size[i] - 1, out->stride[i], &reach) &&
-                 add_u64(last, reach, &last);
-        }
-    }
     uint64_t end_byte = 0;
-    ok = ok && add_u64(last, 1, &end_byte) &&
-         mul_u64(end_byte, shape->elem_size, &end_byte);
-    if (!ok)
-        return set_error(ctx, FLASHCL_ERROR_OUT_OF_BOUNDS,
-                         "%s: offset and strides overflow 64-bit addressing",
-                         shape->name);
-    if (empty)
+    flashcl_status status = view_extent(ctx, tensor, shape, out, &end_byte);
+    if (status != FLASHCL_SUCCESS || !tensor->buffer)
+        return status; /* planning without a buffer: the view as given */
+    out->present = true;
+    out->given = tensor->buffer;
+    const bool empty = !shape->size[0] || !shape->size[1] ||
+                       !shape->size[2] || !shape->size[3];
+    if (empty) {
+        out->root = tensor->buffer;
         return FLASHCL_SUCCESS; /* touches nothing */
+    }
     if (end_byte > mem_size)
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_BOUNDS,
                          "%s: the view reaches byte %llu but the buffer has "
@@ -288,117 +378,73 @@ static flashcl_status resolve_tensor(flashcl_context *ctx,
                          (unsigned long long)out->stride[2],
                          (unsigned long long)out->stride[3]);
     uint64_t root_offset;
-    out->buffer = root_buffer(tensor->buffer, &root_offset);
+    out->root = root_buffer(tensor->buffer, &root_offset);
     out->first_byte = root_offset + out->base * shape->elem_size;
     out->end_byte = root_offset + end_byte;
     return FLASHCL_SUCCESS;
 }
 
-static bool overlaps(const resolved_tensor *a, const resolved_tensor *b)
+/* ---- aliasing ------------------------------------------------------- */
+
+static bool overlaps(const tensor_view *a, const tensor_view *b)
 {
-    return a->present && b->present && a->buffer == b->buffer &&
+    return a->present && b->present && a->root == b->root &&
            a->end_byte > a->first_byte && b->end_byte > b->first_byte &&
            a->first_byte < b->end_byte && b->first_byte < a->end_byte;
 }
 
-static flashcl_status check_aliasing(flashcl_context *ctx,
-                                     const resolved_problem *p)
+typedef struct named_view {
+    const tensor_view *view;
+    const char *name;
+} named_view;
+
+static flashcl_status alias_error(flashcl_context *ctx, named_view out,
+                                  named_view other)
 {
-    const struct {
-        const resolved_tensor *out, *other;
-        const char *out_name, *other_name;
-    } pairs[] = {
-        {&p->o, &p->q, "o", "q"},     {&p->o, &p->k, "o", "k"},
-        {&p->o, &p->v, "o", "v"},     {&p->lse, &p->q, "lse", "q"},
-        {&p->lse, &p->k, "lse", "k"}, {&p->lse, &p->v, "lse", "v"},
-        {&p->lse, &p->o, "lse", "o"},
-        {&p->o, &p->bias, "o", "bias"},     {&p->o, &p->mask, "o", "mask"},
-        {&p->o, &p->alibi, "o", "alibi_slopes"},
-        {&p->o, &p->sinks, "o", "sinks"},
-        {&p->lse, &p->bias, "lse", "bias"}, {&p->lse, &p->mask, "lse", "mask"},
-        {&p->lse, &p->alibi, "lse", "alibi_slopes"},
-        {&p->lse, &p->sinks, "lse", "sinks"},
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; ++i)
-        if (overlaps(pairs[i].out, pairs[i].other))
+    return set_error(ctx, FLASHCL_ERROR_ALIASING,
+                     "%s overlaps %s in the same buffer (bytes %llu..%llu and "
+                     "%llu..%llu)",
+                     out.name, other.name,
+                     (unsigned long long)out.view->first_byte,
+                     (unsigned long long)out.view->end_byte,
+                     (unsigned long long)other.view->first_byte,
+                     (unsigned long long)other.view->end_byte);
+}
+
+/* Outputs (O, LSE) may overlap nothing else, and no element of an output
+ * may share bytes with another element of it. */
+static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
+{
+    named_view all[5 + PROBLEM_MAX_VARIANTS] = {
+        {&p->o, "o"}, {&p->lse, "lse"}, {&p->q, "q"}, {&p->k, "k"},
+        {&p->v, "v"}};
+    size_t count = 5;
+    for (size_t i = 0; i < variant_count(); ++i)
+        if (p->variant_tensor[i].present)
+            all[count++] = (named_view){&p->variant_tensor[i],
+                                        variant_at(i)->name};
+    for (size_t out = 0; out < 2; ++out) {
+        if (all[out].view->present && !view_is_injective(all[out].view))
             return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                             "%s overlaps %s in the same buffer (bytes "
-                             "%llu..%llu and %llu..%llu)",
-                             pairs[i].out_name, pairs[i].other_name,
-                             (unsigned long long)pairs[i].out->first_byte,
-                             (unsigned long long)pairs[i].out->end_byte,
-                             (unsigned long long)pairs[i].other->first_byte,
-                             (unsigned long long)pairs[i].other->end_byte);
+                             "%s: its strides (%llu/%llu/%llu/%llu) make "
+                             "distinct elements share memory, so the result "
+                             "would depend on write order",
+                             all[out].name,
+                             (unsigned long long)all[out].view->stride[0],
+                             (unsigned long long)all[out].view->stride[1],
+                             (unsigned long long)all[out].view->stride[2],
+                             (unsigned long long)all[out].view->stride[3]);
+        for (size_t other = out + 1; other < count; ++other)
+            if (overlaps(all[out].view, all[other].view))
+                return alias_error(ctx, all[out], all[other]);
+    }
     return FLASHCL_SUCCESS;
 }
 
-static flashcl_status resolve_tensors(flashcl_context *ctx,
-                                      const flashcl_attention_desc *desc,
-                                      resolved_problem *p)
-{
-    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
-                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
-                   dv = (uint64_t)p->head_dim_v;
-    const flashcl_layout layout = desc->layout;
-    const size_t elem = p->elem_size;
-    const view_shape shapes[9] = {
-        {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
-        {"k", {b, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
-        {"v", {b, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
-        {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
-        {"lse", {b, hq, nq, 1}, sizeof(float), layout, STRIDES_PACKED_LSE},
-        {"alibi_slopes", {b, hq, 1, 1}, sizeof(float), layout,
-         STRIDES_PACKED_HEADS},
-        {"bias", {b, hq, nq, nk}, dtype_size(desc->bias_dtype), layout,
-         STRIDES_LITERAL},
-        {"mask", {b, hq, nq, nk}, 1, layout, STRIDES_LITERAL},
-        {"sinks", {1, hq, 1, 1}, sizeof(float), layout, STRIDES_PACKED_HEADS},
-    };
-    const flashcl_tensor *tensors[9] = {
-        &desc->q,   &desc->k,            &desc->v,    &desc->o,    &desc->lse,
-        &desc->alibi_slopes, &desc->bias, &desc->mask, &desc->sinks};
-    resolved_tensor *outs[9] = {&p->q,     &p->k,    &p->v,    &p->o,
-                                &p->lse,   &p->alibi, &p->bias, &p->mask,
-                                &p->sinks};
-    for (int i = 0; i < 9; ++i) {
-        if (i >= 4 && !tensors[i]->buffer)
-            continue; /* optional inputs and LSE */
-        flashcl_status status =
-            resolve_tensor(ctx, tensors[i], &shapes[i], outs[i]);
-        if (status != FLASHCL_SUCCESS)
-            return status;
-    }
-    return check_aliasing(ctx, p);
-}
+/* ---- the problem ---------------------------------------------------- */
 
-/* Causal and window as one band around the aligned diagonal. */
-static void resolve_visibility(const flashcl_attention_desc *desc,
-                               resolved_problem *p)
+static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
 {
-    p->diag = desc->causal_align == FLASHCL_CAUSAL_TOP_LEFT
-                  ? 0
-                  : p->seqlen_k - p->seqlen_q;
-    p->left = desc->window ? desc->window_left : -1;
-    p->right = desc->window ? desc->window_right : -1;
-    if (p->causal && (p->right < 0 || p->right > 0))
-        p->right = 0;
-    p->softcap = desc->softcap;
-}
-
-flashcl_status validate_shape(flashcl_context *ctx,
-                              const flashcl_attention_desc *desc)
-{
-    if (!desc)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "desc is NULL");
-    flashcl_status status = check_dims(ctx, desc);
-    return status != FLASHCL_SUCCESS ? status : check_values(ctx, desc);
-}
-
-void resolve_problem_scalars(const flashcl_attention_desc *desc,
-                             resolved_problem *p)
-{
-    memset(p, 0, sizeof *p);
     p->batch = desc->batch;
     p->heads_q = desc->heads_q;
     p->heads_kv = desc->heads_kv ? desc->heads_kv : desc->heads_q;
@@ -408,31 +454,127 @@ void resolve_problem_scalars(const flashcl_attention_desc *desc,
     p->head_dim_v = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
     p->dtype = desc->dtype;
     p->elem_size = dtype_size(desc->dtype);
-    p->causal = desc->causal ? 1 : 0;
-    p->scale = desc->scale != 0.0f ? (double)desc->scale
-                                   : 1.0 / sqrt((double)desc->head_dim);
+    p->layout = desc->layout;
+    p->causal = desc->causal != 0;
+    p->scale = desc->scale != 0.0f || desc->explicit_scale
+                   ? (double)desc->scale
+                   : 1.0 / sqrt((double)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
-    resolve_visibility(desc, p);
-    p->bias_dtype = desc->bias_dtype;
-    /* Presence only; resolve_tensors fills the views. */
-    p->alibi.present = desc->alibi_slopes.buffer != NULL;
-    p->bias.present = desc->bias.buffer != NULL;
-    p->mask.present = desc->mask.buffer != NULL;
-    p->sinks.present = desc->sinks.buffer != NULL;
-    p->has_variants = p->head_dim_v != p->head_dim || p->left >= 0 ||
-                      p->right > 0 || (p->right == 0 && !p->causal) ||
-                      p->softcap != 0.0f || p->alibi.present ||
-                      p->bias.present || p->mask.present || p->sinks.present;
+    p->diag = p->seqlen_k - p->seqlen_q;
+    p->left = -1;
+    p->right = p->causal ? 0 : -1;
 }
 
-flashcl_status validate_desc(flashcl_context *ctx,
-                             const flashcl_attention_desc *desc,
-                             resolved_problem *p)
+static flashcl_status resolve_base_views(flashcl_context *ctx,
+                                         const flashcl_attention_desc *desc,
+                                         problem_mode mode, problem *p)
+{
+    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
+                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
+                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+                   dv = (uint64_t)p->head_dim_v;
+    const flashcl_layout layout = desc->layout;
+    const size_t elem = p->elem_size;
+    const struct {
+        const flashcl_tensor *tensor;
+        view_shape shape;
+        tensor_view *out;
+        bool required;
+    } views[5] = {
+        {&desc->q, {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+         &p->q, true},
+        {&desc->k, {"k", {b, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+         &p->k, true},
+        {&desc->v, {"v", {b, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+         &p->v, true},
+        {&desc->o, {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+         &p->o, true},
+        {&desc->lse,
+         {"lse", {b, hq, nq, 1}, sizeof(float), layout, STRIDES_PACKED_LSE},
+         &p->lse, false},
+    };
+    const flashcl_tensor none = {0};
+    for (int i = 0; i < 5; ++i) {
+        const flashcl_tensor *tensor =
+            mode == PROBLEM_FOR_HOST_CALL ? &none : views[i].tensor;
+        flashcl_status status =
+            resolve_view(ctx, tensor, &views[i].shape,
+                         mode == PROBLEM_FOR_HOST_CALL ? PROBLEM_FOR_PLANNING
+                                                       : mode,
+                         views[i].required, views[i].out);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* Absent optional tensors still need a valid cl_mem argument. */
+static void dummy_variant_args(flashcl_context *ctx, problem *p)
+{
+    p->vargs.bias = p->vargs.mask = p->vargs.alibi = p->vargs.sinks =
+        ctx->dummy;
+}
+
+flashcl_status problem_from_desc(flashcl_context *ctx,
+                                 const flashcl_attention_desc *given,
+                                 problem_mode mode, problem *p)
 {
     memset(p, 0, sizeof *p);
-    flashcl_status status = validate_shape(ctx, desc);
+    flashcl_attention_desc desc_storage;
+    flashcl_status status = read_desc(ctx, given, &desc_storage);
     if (status != FLASHCL_SUCCESS)
         return status;
-    resolve_problem_scalars(desc, p);
-    return resolve_tensors(ctx, desc, p);
+    const flashcl_attention_desc *desc = &desc_storage;
+    status = check_dims(ctx, desc);
+    if (status == FLASHCL_SUCCESS)
+        status = check_enums(ctx, desc);
+    if (status == FLASHCL_SUCCESS)
+        status = resolve_backend(ctx, desc, &p->backend);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    resolve_scalars(desc, p);
+    dummy_variant_args(ctx, p);
+    status = variants_resolve(ctx, desc, mode, p);
+    if (status == FLASHCL_SUCCESS)
+        status = resolve_base_views(ctx, desc, mode, p);
+    if (status == FLASHCL_SUCCESS)
+        status = check_aliasing(ctx, p);
+    return status;
+}
+
+void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,
+                          size_t *o, size_t *lse)
+{
+    /* check_dims bounded these products. */
+    const size_t e = p->elem_size;
+    *q = (size_t)(p->batch * p->heads_q * p->seqlen_q * p->head_dim) * e;
+    *k = (size_t)(p->batch * p->heads_kv * p->seqlen_k * p->head_dim) * e;
+    *v = (size_t)(p->batch * p->heads_kv * p->seqlen_k * p->head_dim_v) * e;
+    *o = (size_t)(p->batch * p->heads_q * p->seqlen_q * p->head_dim_v) * e;
+    *lse = (size_t)(p->batch * p->heads_q * p->seqlen_q) * sizeof(float);
+}
+
+flashcl_status problem_bind_packed(flashcl_context *ctx, problem *p, cl_mem q,
+                                   cl_mem k, cl_mem v, cl_mem o, cl_mem lse)
+{
+    flashcl_attention_desc packed = FLASHCL_ATTENTION_DESC_INIT;
+    packed.layout = p->layout;
+    packed.q.buffer = q;
+    packed.k.buffer = k;
+    packed.v.buffer = v;
+    packed.o.buffer = o;
+    packed.lse.buffer = lse;
+    flashcl_status status =
+        resolve_base_views(ctx, &packed, PROBLEM_FOR_LAUNCH, p);
+    return status != FLASHCL_SUCCESS ? status : check_aliasing(ctx, p);
+}
+
+bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align)
+{
+    if (t->stride[3] != 1 || (t->base * elem_size) % align != 0)
+        return false;
+    for (int i = 0; i < 3; ++i)
+        if (t->size[i] > 1 && (t->stride[i] * elem_size) % align != 0)
+            return false;
+    return true;
 }

@@ -18,7 +18,9 @@
  * first command waits for the last command of the previous call that used
  * the scratch (the `busy` event), so calls on different queues never share
  * scratch at the same time and no call has to block on the host. */
-#include "../internal.h"
+#include "paths/path.h"
+#include "problem/variants.h"
+#include "reference/reference.h"
 
 #include <clblast_c.h>
 #include <errno.h>
@@ -26,18 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REF_DTYPE_COUNT 4 /* fp32, fp16, bf16, fp64 */
 #define REF_DEFAULT_LIMIT_DIVISOR 4
 #define REF_MAX_WG 64
 #define REF_SCRATCH_ENV "FLASHCL_REFERENCE_SCRATCH_LIMIT"
 
-/* Bits of ref_softmax's flags (cl/reference_attention.cl). */
-#define REF_WRITE_LSE 1
-#define REF_ALIBI 2
-#define REF_BIAS 4
-#define REF_MASK 8
-#define REF_SINKS 16
-#define REF_SOFTCAP 32
 
 typedef enum scratch_slot {
     SLOT_Q = 0,  /* chunk heads x rows x D */
@@ -49,8 +43,9 @@ typedef enum scratch_slot {
     SLOT_COUNT
 } scratch_slot;
 
+/* The three kernels of cl/reference/reference_attention.cl, from the
+ * context's program cache (compiled per dtype and variant switches). */
 typedef struct ref_program {
-    cl_program program;
     cl_kernel pack, softmax, store;
 } ref_program;
 
@@ -58,7 +53,6 @@ struct reference_state {
     /* Held while a call enqueues: guards scratch, kernel arguments and
      * `busy`. */
     pthread_mutex_t lock;
-    ref_program programs[REF_DTYPE_COUNT];
     int wg_size;
     cl_mem scratch[SLOT_COUNT];
     size_t capacity[SLOT_COUNT];
@@ -131,23 +125,12 @@ void reference_state_release(flashcl_context *ctx)
     if (!state)
         return;
     free_scratch(state);
-    for (int i = 0; i < REF_DTYPE_COUNT; ++i) {
-        ref_program *p = &state->programs[i];
-        cl_kernel kernels[3] = {p->pack, p->softmax, p->store};
-        for (int k = 0; k < 3; ++k)
-            if (kernels[k])
-                clReleaseKernel(kernels[k]);
-        if (p->program)
-            clReleaseProgram(p->program);
-    }
     pthread_mutex_destroy(&state->lock);
     free(state);
     ctx->reference = NULL;
-    /* CLBlast caches its compiled programs per cl_context, and they retain
-     * the context: without this a caller's cl_context would never be
-     * freed. The cache is global, so other contexts' CLBlast programs are
-     * rebuilt on next use (the driver's kernel cache makes that cheap). */
-    CLBlastClearCache();
+    /* CLBlast's program cache is process-wide and also serves other users
+     * of CLBlast in the process, so it is left alone (flashcl.h says how
+     * to clear it). */
 }
 
 /* ---- scratch limit -------------------------------------------------- */
@@ -307,7 +290,7 @@ static size_t compute_size(flashcl_dtype dtype)
     return dtype == FLASHCL_DTYPE_FP64 ? sizeof(double) : sizeof(float);
 }
 
-static ref_shape shape_of_problem(const resolved_problem *p)
+static ref_shape shape_of_problem(const problem *p)
 {
     ref_shape s = {(uint64_t)p->batch * (uint64_t)p->heads_q,
                    (uint64_t)p->seqlen_q, (uint64_t)p->seqlen_k,
@@ -318,48 +301,27 @@ static ref_shape shape_of_problem(const resolved_problem *p)
 
 /* ---- programs ------------------------------------------------------- */
 
-static flashcl_status build_program(flashcl_context *ctx, int wg_size,
-                                    flashcl_dtype dtype, ref_program *out)
+/* The reference kernels compiled with the problem's dtype and variant
+ * switches (the same -D names the fused kernels read). */
+static flashcl_status get_program(flashcl_context *ctx,
+                                  const reference_state *state,
+                                  const problem *p, ref_program *out)
 {
-    char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DREF_DTYPE=%d -DREF_WG=%d",
-             (int)dtype, wg_size);
-    flashcl_status status = build_program_file(ctx, "reference_attention.cl",
-                                               options, &out->program);
+    char options[512];
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DREF_WG=%d",
+             verbose_enabled() ? "" : " -w", (int)p->dtype, state->wg_size);
+    variants_append_defines(p, options, sizeof options);
+    const program_request request = {
+        "reference_attention.cl", options,
+        {"ref_pack", "ref_softmax", "ref_store"}, 3};
+    compiled_program *program;
+    flashcl_status status = program_cache_get(ctx, &request, &program, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
-    const char *names[3] = {"ref_pack", "ref_softmax", "ref_store"};
-    cl_kernel *kernels[3] = {&out->pack, &out->softmax, &out->store};
-    for (int i = 0; i < 3; ++i) {
-        cl_int err;
-        *kernels[i] = clCreateKernel(out->program, names[i], &err);
-        if (err != CL_SUCCESS)
-            return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED,
-                             "clCreateKernel(%s) in reference_attention.cl: %s",
-                             names[i], cl_error_name(err));
-    }
-    return FLASHCL_SUCCESS;
-}
-
-/* Caller holds state->lock. */
-static flashcl_status get_program(flashcl_context *ctx, reference_state *state,
-                                  flashcl_dtype dtype, ref_program **out)
-{
-    ref_program *p = &state->programs[dtype];
-    if (!p->store) {
-        flashcl_status status = build_program(ctx, state->wg_size, dtype, p);
-        if (status != FLASHCL_SUCCESS) {
-            cl_kernel kernels[3] = {p->pack, p->softmax, p->store};
-            for (int k = 0; k < 3; ++k)
-                if (kernels[k])
-                    clReleaseKernel(kernels[k]);
-            if (p->program)
-                clReleaseProgram(p->program);
-            memset(p, 0, sizeof *p);
-            return status;
-        }
-    }
-    *out = p;
+    out->pack = program->kernels[0];
+    out->softmax = program->kernels[1];
+    out->store = program->kernels[2];
     return FLASHCL_SUCCESS;
 }
 
@@ -406,10 +368,9 @@ static flashcl_status ensure_scratch(flashcl_context *ctx,
 
 /* What every kernel of one chunk needs to know. */
 typedef struct chunk {
-    const resolved_problem *p;
-    const flashcl_attention_desc *desc;
+    const problem *p;
     reference_state *state;
-    ref_program *program;
+    const ref_program *program;
     cl_command_queue queue;
     cl_long bh0;   /* first (batch * heads_q + head) of the chunk */
     cl_int count;  /* heads in the chunk */
@@ -432,7 +393,7 @@ static cl_ulong4 ulong4_from(const uint64_t v[4])
 
 /* Packs rows [row0, row0 + rows) of every chunk head of one input. */
 static cl_int enqueue_pack(const chunk *c, cl_mem source,
-                           const resolved_tensor *view, cl_mem dest,
+                           const tensor_view *view, cl_mem dest,
                            cl_int row0, cl_int rows, cl_int dim, cl_int group)
 {
     cl_kernel k = c->program->pack;
@@ -457,67 +418,17 @@ static cl_int enqueue_pack(const chunk *c, cl_mem source,
     return err;
 }
 
-/* An optional input: the caller's cl_mem, or a dummy when absent. */
-static cl_mem input_or_dummy(const flashcl_context *ctx, cl_mem buffer,
-                             const resolved_tensor *view)
-{
-    return view->present ? buffer : ctx->dummy_lse;
-}
-
-static cl_int softmax_variant_args(flashcl_context *ctx, const chunk *c,
-                                   cl_kernel k, cl_int *flags)
-{
-    const resolved_problem *p = c->p;
-    const flashcl_attention_desc *d = c->desc;
-    const cl_mem alibi = input_or_dummy(ctx, d->alibi_slopes.buffer, &p->alibi);
-    const cl_ulong alibi_base = p->alibi.base;
-    cl_ulong2 alibi_stride;
-    alibi_stride.s[0] = p->alibi.stride[0];
-    alibi_stride.s[1] = p->alibi.stride[1];
-    const cl_mem bias = input_or_dummy(ctx, d->bias.buffer, &p->bias);
-    const cl_ulong bias_base = p->bias.base;
-    const cl_ulong4 bias_stride = ulong4_from(p->bias.stride);
-    const cl_int bias_dtype = (cl_int)p->bias_dtype;
-    const cl_mem mask = input_or_dummy(ctx, d->mask.buffer, &p->mask);
-    const cl_ulong mask_base = p->mask.base;
-    const cl_ulong4 mask_stride = ulong4_from(p->mask.stride);
-    const cl_mem sinks = input_or_dummy(ctx, d->sinks.buffer, &p->sinks);
-    const cl_ulong sinks_base = p->sinks.base;
-    const cl_ulong sinks_stride = p->sinks.stride[1];
-    *flags |= (p->alibi.present ? REF_ALIBI : 0) |
-              (p->bias.present ? REF_BIAS : 0) |
-              (p->mask.present ? REF_MASK : 0) |
-              (p->sinks.present ? REF_SINKS : 0) |
-              (p->softcap > 0.0f ? REF_SOFTCAP : 0);
-    cl_int err = CL_SUCCESS;
-    SET_ARG(k, 14, alibi);
-    SET_ARG(k, 15, alibi_base);
-    SET_ARG(k, 16, alibi_stride);
-    SET_ARG(k, 17, bias);
-    SET_ARG(k, 18, bias_base);
-    SET_ARG(k, 19, bias_stride);
-    SET_ARG(k, 20, bias_dtype);
-    SET_ARG(k, 21, mask);
-    SET_ARG(k, 22, mask_base);
-    SET_ARG(k, 23, mask_stride);
-    SET_ARG(k, 24, sinks);
-    SET_ARG(k, 25, sinks_base);
-    SET_ARG(k, 26, sinks_stride);
-    return err;
-}
-
 static cl_int enqueue_softmax(flashcl_context *ctx, const chunk *c)
 {
-    const resolved_problem *p = c->p;
+    const problem *p = c->p;
     cl_kernel k = c->program->softmax;
-    const cl_mem lse = p->lse.present ? c->desc->lse.buffer : ctx->dummy_lse;
+    const cl_mem lse = p->lse.present ? p->lse.given : ctx->dummy;
     const cl_ulong lse_base = p->lse.base;
     const cl_ulong4 lse_stride = ulong4_from(p->lse.stride);
     const cl_int nk = (cl_int)p->seqlen_k, heads_q = (cl_int)p->heads_q;
     const cl_long diag = p->diag, left = p->left, right = p->right;
-    const cl_float softcap = p->softcap;
-    cl_int flags = p->lse.present ? REF_WRITE_LSE : 0;
-    cl_int err = softmax_variant_args(ctx, c, k, &flags);
+    const cl_int write_lse = p->lse.present ? 1 : 0;
+    cl_int err = CL_SUCCESS;
     SET_ARG(k, 0, c->state->scratch[SLOT_S]);
     SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
     SET_ARG(k, 2, lse);
@@ -531,8 +442,11 @@ static cl_int enqueue_softmax(flashcl_context *ctx, const chunk *c)
     SET_ARG(k, 10, diag);
     SET_ARG(k, 11, left);
     SET_ARG(k, 12, right);
-    SET_ARG(k, 13, softcap);
-    SET_ARG(k, 27, flags);
+    SET_ARG(k, 13, write_lse);
+    cl_uint index = 14; /* then the variants' arguments, as the kernels' */
+    if (err == CL_SUCCESS)
+        err = set_variant_args(k, &index, &p->vargs,
+                               p->dtype == FLASHCL_DTYPE_FP64);
     const size_t wg = (size_t)c->state->wg_size;
     const size_t global[3] = {wg, (size_t)c->rows, (size_t)c->count};
     const size_t local[3] = {wg, 1, 1};
@@ -544,7 +458,7 @@ static cl_int enqueue_softmax(flashcl_context *ctx, const chunk *c)
 
 static cl_int enqueue_store(const chunk *c)
 {
-    const resolved_problem *p = c->p;
+    const problem *p = c->p;
     cl_kernel k = c->program->store;
     const cl_ulong base = p->o.base;
     const cl_ulong4 stride = ulong4_from(p->o.stride);
@@ -553,7 +467,7 @@ static cl_int enqueue_store(const chunk *c)
     cl_int err = CL_SUCCESS;
     SET_ARG(k, 0, c->state->scratch[SLOT_O]);
     SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
-    SET_ARG(k, 2, c->desc->o.buffer);
+    SET_ARG(k, 2, p->o.given);
     SET_ARG(k, 3, base);
     SET_ARG(k, 4, stride);
     SET_ARG(k, 5, c->rows);
@@ -614,7 +528,7 @@ static flashcl_status run_gemm(flashcl_context *ctx, cl_command_queue queue,
 /* S = scale * Q K^T for the chunk. */
 static flashcl_status gemm_scores(flashcl_context *ctx, const chunk *c)
 {
-    const resolved_problem *p = c->p;
+    const problem *p = c->p;
     const size_t rows = (size_t)c->rows, nk = (size_t)p->seqlen_k,
                  d = (size_t)p->head_dim;
     const gemm_call g = {
@@ -628,7 +542,7 @@ static flashcl_status gemm_scores(flashcl_context *ctx, const chunk *c)
 /* O' = P V for the chunk. */
 static flashcl_status gemm_values(flashcl_context *ctx, const chunk *c)
 {
-    const resolved_problem *p = c->p;
+    const problem *p = c->p;
     const size_t rows = (size_t)c->rows, nk = (size_t)p->seqlen_k,
                  dv = (size_t)p->head_dim_v;
     const gemm_call g = {
@@ -648,8 +562,7 @@ static flashcl_status cl_failed(flashcl_context *ctx, const char *what,
 
 static flashcl_status run_chunk(flashcl_context *ctx, const chunk *c)
 {
-    const resolved_problem *p = c->p;
-    const flashcl_attention_desc *d = c->desc;
+    const problem *p = c->p;
     reference_state *s = c->state;
     const cl_int nk = (cl_int)p->seqlen_k;
     const cl_int group = (cl_int)(p->heads_q / p->heads_kv);
@@ -657,13 +570,13 @@ static flashcl_status run_chunk(flashcl_context *ctx, const chunk *c)
     if (nk > 0) {
         /* K and V of a head serve all its row chunks: pack them once. */
         if (c->row0 == 0)
-            err = enqueue_pack(c, d->k.buffer, &p->k, s->scratch[SLOT_K], 0,
+            err = enqueue_pack(c, p->k.given, &p->k, s->scratch[SLOT_K], 0,
                                nk, (cl_int)p->head_dim, group);
         if (err == CL_SUCCESS && c->row0 == 0)
-            err = enqueue_pack(c, d->v.buffer, &p->v, s->scratch[SLOT_V], 0,
+            err = enqueue_pack(c, p->v.given, &p->v, s->scratch[SLOT_V], 0,
                                nk, (cl_int)p->head_dim_v, group);
         if (err == CL_SUCCESS)
-            err = enqueue_pack(c, d->q.buffer, &p->q, s->scratch[SLOT_Q],
+            err = enqueue_pack(c, p->q.given, &p->q, s->scratch[SLOT_Q],
                                c->row0, c->rows, (cl_int)p->head_dim, 1);
         if (err != CL_SUCCESS)
             return cl_failed(ctx, "enqueueing ref_pack", err);
@@ -746,9 +659,14 @@ static flashcl_status enqueue_exit_marker(flashcl_context *ctx,
         state->busy = NULL;
         return cl_failed(ctx, "enqueueing the exit marker", err);
     }
+    /* Calls on other queues wait on `busy`; OpenCL 1.2 (5.13) wants the
+     * queue that holds it flushed before another queue waits on it. */
+    err = clFlush(queue);
     if (state->busy)
         clReleaseEvent(state->busy);
     state->busy = marker;
+    if (err != CL_SUCCESS)
+        return cl_failed(ctx, "flushing after the exit marker", err);
     if (event) {
         clRetainEvent(marker);
         *event = marker;
@@ -757,12 +675,11 @@ static flashcl_status enqueue_exit_marker(flashcl_context *ctx,
 }
 
 static flashcl_status run_chunks(flashcl_context *ctx, reference_state *state,
-                                 ref_program *program, cl_command_queue queue,
-                                 const flashcl_attention_desc *desc,
-                                 const resolved_problem *p,
+                                 const ref_program *program,
+                                 cl_command_queue queue, const problem *p,
                                  const ref_plan *plan)
 {
-    chunk c = {p, desc, state, program, queue, 0, 0, 0, 0};
+    chunk c = {p, state, program, queue, 0, 0, 0, 0};
     for (uint64_t bh0 = 0; bh0 < plan->heads_total;
          bh0 += plan->heads_per_chunk) {
         uint64_t left = plan->heads_total - bh0;
@@ -787,9 +704,8 @@ static flashcl_status run_chunks(flashcl_context *ctx, reference_state *state,
 /* Everything after the lock is taken. */
 static flashcl_status launch_locked(flashcl_context *ctx,
                                     reference_state *state,
-                                    cl_command_queue queue,
-                                    const flashcl_attention_desc *desc,
-                                    const resolved_problem *p, cl_uint num_wait,
+                                    cl_command_queue queue, const problem *p,
+                                    cl_uint num_wait,
                                     const cl_event *wait_list, cl_event *event)
 {
     size_t limit;
@@ -798,9 +714,9 @@ static flashcl_status launch_locked(flashcl_context *ctx,
     const ref_shape shape = shape_of_problem(p);
     if (status == FLASHCL_SUCCESS)
         status = make_plan(ctx, &shape, limit, &plan);
-    ref_program *program = NULL;
+    ref_program program;
     if (status == FLASHCL_SUCCESS)
-        status = get_program(ctx, state, p->dtype, &program);
+        status = get_program(ctx, state, p, &program);
     if (status != FLASHCL_SUCCESS)
         return status; /* nothing enqueued yet */
     status = enqueue_entry_barrier(ctx, state, queue, num_wait, wait_list);
@@ -808,7 +724,7 @@ static flashcl_status launch_locked(flashcl_context *ctx,
         return status;
     status = ensure_scratch(ctx, state, queue, &plan);
     if (status == FLASHCL_SUCCESS)
-        status = run_chunks(ctx, state, program, queue, desc, p, &plan);
+        status = run_chunks(ctx, state, &program, queue, p, &plan);
     /* Also after a failure: commands already enqueued may use scratch. */
     flashcl_status marker_status =
         enqueue_exit_marker(ctx, state, queue,
@@ -817,8 +733,7 @@ static flashcl_status launch_locked(flashcl_context *ctx,
 }
 
 flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
-                                const flashcl_attention_desc *desc,
-                                const resolved_problem *p, cl_uint num_wait,
+                                const problem *p, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event)
 {
     flashcl_status status = check_in_order(ctx, queue);
@@ -828,8 +743,7 @@ flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
     if (status != FLASHCL_SUCCESS)
         return status;
     pthread_mutex_lock(&state->lock);
-    status = launch_locked(ctx, state, queue, desc, p, num_wait, wait_list,
-                           event);
+    status = launch_locked(ctx, state, queue, p, num_wait, wait_list, event);
     pthread_mutex_unlock(&state->lock);
     return status;
 }
@@ -841,6 +755,7 @@ flashcl_status flashcl_context_set_scratch_limit(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     reference_state *state;
     flashcl_status status = get_state(ctx, &state);
     if (status != FLASHCL_SUCCESS)
@@ -856,6 +771,7 @@ flashcl_status flashcl_context_get_scratch_limit(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     if (!bytes)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
     reference_state *state;
@@ -872,6 +788,7 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     pthread_mutex_lock(&ctx->cache_lock); /* guards the lazy creation */
     reference_state *state = ctx->reference;
     pthread_mutex_unlock(&ctx->cache_lock);
@@ -889,19 +806,18 @@ flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
 {
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     if (!bytes)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    problem p;
     size_t limit;
-    flashcl_status status = validate_shape(ctx, desc);
+    flashcl_status status =
+        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
     if (status == FLASHCL_SUCCESS)
         status = flashcl_context_get_scratch_limit(ctx, &limit);
     if (status != FLASHCL_SUCCESS)
         return status;
-    const int64_t dv = desc->head_dim_v ? desc->head_dim_v : desc->head_dim;
-    ref_shape shape = {(uint64_t)desc->batch * (uint64_t)desc->heads_q,
-                       (uint64_t)desc->seqlen_q, (uint64_t)desc->seqlen_k,
-                       (uint64_t)desc->head_dim, (uint64_t)dv,
-                       compute_size(desc->dtype)};
+    ref_shape shape = shape_of_problem(&p);
     *bytes = 0;
     if (shape.heads_total == 0 || shape.seqlen_q == 0)
         return FLASHCL_SUCCESS; /* an empty problem runs nothing */

@@ -1,0 +1,149 @@
+/* The core of the host library: the context, what was probed off its
+ * device, diagnostics, kernel sources and the program cache. Nothing here
+ * knows about attention problems, variants or kernel paths. */
+#ifndef FLASHCL_CORE_H
+#define FLASHCL_CORE_H
+
+#include "flashcl.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FLASHCL_MAX_HEAD_DIM 256
+
+/* ---- device probe (probe.c) ---------------------------------------- */
+
+typedef enum device_class {
+    DEVICE_CLASS_CPU = 0,
+    DEVICE_CLASS_GPU_GENERIC,
+    DEVICE_CLASS_GPU_NVIDIA,
+    DEVICE_CLASS_GPU_AMD,
+    DEVICE_CLASS_GPU_INTEL
+} device_class;
+
+/* What flashcl reads off a device once, when a context is created. Paths
+ * decide from these fields only, never from device names. */
+typedef struct device_caps {
+    char name[256];
+    char vendor[256];
+    char platform_name[256];
+    char platform_vendor[256];
+    char driver_version[128];
+    char device_version[128];
+    char opencl_c_version[128];
+    cl_uint vendor_id;
+    cl_device_type type;
+    cl_uint compute_units;
+    cl_uint clock_mhz;
+    cl_ulong global_mem;
+    cl_ulong local_mem;
+    cl_ulong max_alloc;
+    size_t max_work_group;
+    cl_uint mem_base_addr_align_bits;
+    cl_uint preferred_vector_float; /* CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT */
+    cl_uint native_vector_float;    /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
+    bool has_fp64;
+    bool has_fp16_ext;   /* cl_khr_fp16 listed */
+    bool has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
+    bool has_nv_attribute_query;
+    cl_uint nv_cc_major; /* 0 when unknown */
+    cl_uint nv_cc_minor;
+    char amd_gfx[64];    /* "" when unknown */
+    device_class klass;
+} device_caps;
+
+/* Fill caps from the device; never fails hard (unknown values stay 0/""). */
+void probe_device(cl_device_id device, device_caps *caps);
+
+/* Resolve a device spec (grammar in flashcl.h). On failure writes a message
+ * listing the available devices into msg. */
+flashcl_status select_device(const char *spec, cl_device_id *device,
+                             cl_platform_id *platform, char *msg,
+                             size_t msg_cap);
+
+/* ---- diagnostics (errors.c) ----------------------------------------
+ * Messages are per thread (see flashcl.h): set_error records this thread's
+ * failure on ctx and returns `status`; begin_call clears it at the start of
+ * every public call. */
+
+flashcl_status set_error(flashcl_context *ctx, flashcl_status status,
+                         const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* Record a build failure with the full log (takes ownership of log). */
+flashcl_status set_build_error(flashcl_context *ctx, const char *what,
+                               char *log);
+void begin_call(const flashcl_context *ctx);
+/* A context about to be freed: this thread's message for it goes too. */
+void forget_context_errors(const flashcl_context *ctx);
+const char *cl_error_name(cl_int err);
+
+/* Non-zero when FLASHCL_VERBOSE asks the library to print build logs. */
+bool verbose_enabled(void);
+
+/* ---- kernel sources (sources.c) ------------------------------------ */
+
+/* Full source of `file` (a base name, "flash_fwd.cl") with `#include
+ * "x.clh"` lines resolved, from the embedded table or, when
+ * FLASHCL_KERNEL_DIR is set, from that folder (at the same relative path
+ * as in cl/, or directly inside it). Caller frees. NULL with msg set when a
+ * file is missing, empty, not a regular file or unreadable. */
+char *load_kernel_source(const char *file, char *msg, size_t msg_cap);
+
+/* ---- program cache (program_cache.c) ------------------------------- */
+
+#define PROGRAM_MAX_KERNELS 4
+
+/* What was compiled: the key is the source name, the exact options
+ * string and the kernel names, and nothing else. */
+typedef struct program_request {
+    const char *source;  /* "flash_fwd.cl" */
+    const char *options; /* full clBuildProgram options */
+    const char *kernel_names[PROGRAM_MAX_KERNELS];
+    int kernel_count;
+} program_request;
+
+typedef struct compiled_program compiled_program;
+struct compiled_program {
+    char *source, *options, *names; /* the key ("a\nb" for names) */
+    cl_program program;
+    cl_kernel kernels[PROGRAM_MAX_KERNELS];
+    /* clSetKernelArg and the enqueue that follows are one step. */
+    pthread_mutex_t launch_lock;
+    double compile_ms;
+    int state; /* program_cache.c: building, ready or failed */
+    int waiters;
+    compiled_program *next;
+};
+
+/* The program for `request`, compiling it on first use. The compile runs
+ * outside the cache lock; a second thread asking for the same program
+ * while it compiles waits for that compile. *compiled_now (may be NULL)
+ * says whether this call compiled it. */
+flashcl_status program_cache_get(flashcl_context *ctx,
+                                 const program_request *request,
+                                 compiled_program **out, bool *compiled_now);
+void program_cache_release(flashcl_context *ctx);
+
+/* ---- context (context.c) ------------------------------------------- */
+
+struct flashcl_context {
+    cl_context cl_ctx;
+    cl_device_id device;
+    cl_command_queue queue;
+    device_caps caps;
+    pthread_mutex_t cache_lock;
+    pthread_cond_t cache_changed; /* a compile finished */
+    compiled_program *programs;
+    cl_mem dummy; /* 16-byte buffer for absent tensor arguments */
+    /* Reference backend's scratch; created on first use under cache_lock
+     * (src/reference/reference.c). */
+    struct reference_state *reference;
+};
+
+#endif /* FLASHCL_CORE_H */

@@ -1,0 +1,103 @@
+/* The NVIDIA tensor-core path: cl/nvidia/flash_fwd_mma.cl, inline PTX
+ * mma.sync m16n8k16 with ldmatrix and cp.async, for compute capability >=
+ * 8.0 (read once through cl_nv_device_attribute_query), fp16/bf16
+ * storage, the head dims of its tile table, contiguous 16-byte-aligned
+ * rows, and the variants the table marks for it. */
+#include "paths/path.h"
+#include "paths/nv_mma_tiles.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const nv_tile *lookup(const problem *p)
+{
+    for (size_t i = 0; i < sizeof nv_tiles / sizeof nv_tiles[0]; ++i)
+        if (nv_tiles[i].head_dim == p->head_dim &&
+            (nv_tiles[i].causal < 0 || nv_tiles[i].causal == (int)p->causal))
+            return &nv_tiles[i];
+    return NULL;
+}
+
+/* cp.async and ldmatrix move 16-byte rows. */
+static bool rows_aligned(const problem *p)
+{
+    return view_rows_aligned(&p->q, p->elem_size, 16) &&
+           view_rows_aligned(&p->k, p->elem_size, 16) &&
+           view_rows_aligned(&p->v, p->elem_size, 16) &&
+           view_rows_aligned(&p->o, p->elem_size, 16);
+}
+
+static bool refuse(char *why, size_t cap, const char *text)
+{
+    snprintf(why, cap, "%s", text);
+    return false;
+}
+
+static bool serves(const device_caps *caps)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8;
+}
+
+static bool nv_mma_can_run(const device_caps *caps, const problem *p,
+                           char *why, size_t cap)
+{
+    if (!serves(caps))
+        return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
+                                "8.0");
+    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
+        return refuse(why, cap, "fp16/bf16 storage only");
+    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
+    if (missing) {
+        char names[160];
+        variants_describe(missing, names, sizeof names);
+        snprintf(why, cap, "does not compute %s", names);
+        return false;
+    }
+    if (!lookup(p)) {
+        snprintf(why, cap, "no tile entry for head_dim %lld (32, 64, 96, 128, "
+                 "256)", (long long)p->head_dim);
+        return false;
+    }
+    if (!rows_aligned(p))
+        return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
+    return true;
+}
+
+static void nv_mma_plan(const device_caps *caps, const problem *p,
+                        kernel_plan *plan)
+{
+    const nv_tile *tile = lookup(p);
+    plan->source = "flash_fwd_mma.cl";
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
+    plan->head_dim_padded = plan->head_dim_v_padded = (int)p->head_dim;
+    plan->block_m = tile->block_m;
+    plan->block_n = tile->block_n;
+    plan->wg_size = tile->warps * 32;
+    plan->vec = 0;
+    snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u", caps->nv_cc_major,
+             caps->nv_cc_minor);
+    variants_append_defines(p, plan->options, sizeof plan->options);
+    const size_t blocks =
+        (size_t)((p->seqlen_q + plan->block_m - 1) / plan->block_m);
+    plan->local[0] = (size_t)plan->wg_size;
+    plan->local[1] = plan->local[2] = 1;
+    plan->global[0] = blocks * (size_t)plan->wg_size;
+    plan->global[1] = (size_t)p->heads_q;
+    plan->global[2] = (size_t)p->batch;
+}
+
+const kernel_path nv_mma_path = {
+    .name = "nv_mma",
+    .bit = PATH_BIT_NV_MMA,
+    .summary = "inline-PTX mma.sync kernel for fp16/bf16 (head dims 32, 64, "
+               "96, 128, 256; plain, causal, top-left causal)",
+    .serves_device = serves,
+    .can_run = nv_mma_can_run,
+    .plan = nv_mma_plan,
+    .launch = launch_forward_kernel,
+};

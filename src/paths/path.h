@@ -1,0 +1,90 @@
+/* Kernel paths: one unit per way of computing fused attention, behind one
+ * small interface. A path knows its vendor (capability checks, its tile
+ * table in its own *_tiles.h, the register and stage choices its kernel
+ * derives) and nothing else knows them.
+ *
+ *   can_run  may it run this problem on this device? (why not, if not)
+ *   plan     program source, -D options, kernel names, grid and work-group,
+ *            tiles, and the measured reason for them
+ *   launch   set the arguments and enqueue
+ *
+ * paths.c holds the ordered list; the portable path is always last and
+ * runs everything. Adding a path: docs/architecture.md. */
+#ifndef FLASHCL_PATH_H
+#define FLASHCL_PATH_H
+
+#include "problem/problem.h"
+#include "problem/variants.h"
+
+typedef struct kernel_path kernel_path;
+
+typedef struct kernel_plan {
+    const kernel_path *path;
+    const char *source;          /* "flash_fwd.cl" */
+    const char *kernel_names[PROGRAM_MAX_KERNELS];
+    int kernel_count;
+    char options[1024];          /* everything that changes the binary */
+    size_t global[3], local[3];
+    /* Tiles, for describe and logs. */
+    int head_dim_padded, head_dim_v_padded;
+    int block_m, block_n, wg_size, vec;
+    char reason[256];            /* why these tiles, measured where */
+} kernel_plan;
+
+struct kernel_path {
+    const char *name; /* "portable", "nv_mma" */
+    unsigned bit;     /* PATH_BIT_* as the variant table names it */
+    /* What the path uses on a device it serves, for `flashcl info`. */
+    const char *summary;
+    /* Whether the path serves this device at all (some problems). */
+    bool (*serves_device)(const device_caps *caps);
+    /* True when the path can run `p`; else writes why not into `why`. */
+    bool (*can_run)(const device_caps *caps, const problem *p, char *why,
+                    size_t why_cap);
+    void (*plan)(const device_caps *caps, const problem *p, kernel_plan *plan);
+    flashcl_status (*launch)(flashcl_context *ctx, cl_command_queue queue,
+                             const problem *p, const kernel_plan *plan,
+                             compiled_program *program, cl_uint num_wait,
+                             const cl_event *wait_list, cl_event *event);
+};
+
+extern const kernel_path portable_path;
+extern const kernel_path nv_mma_path;
+
+/* The first path in the ordered list that can run `p`. `skipped` (may be
+ * NULL) collects why earlier paths could not. Never fails: the portable
+ * path runs everything. */
+void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
+                 char *skipped, size_t skipped_cap);
+
+/* "<summary>; ...; portable kernel otherwise" for a device. */
+void paths_summary(const device_caps *caps, char *buf, size_t cap);
+
+/* Base -D options every forward kernel takes, for a plan being built. */
+void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
+                       size_t cap);
+
+/* The one-kernel forward launch shared by today's paths: sets the
+ * arguments of cl/common/kernel_args.clh and enqueues plan->global/local. */
+flashcl_status launch_forward_kernel(flashcl_context *ctx,
+                                     cl_command_queue queue, const problem *p,
+                                     const kernel_plan *plan,
+                                     compiled_program *program,
+                                     cl_uint num_wait,
+                                     const cl_event *wait_list,
+                                     cl_event *event);
+
+/* Sets the variant arguments (cl/common/variants.clh) starting at *index,
+ * advancing it; shared with the reference backend. */
+cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
+                        const variant_args *a, bool fp64);
+
+/* Compile (or find) and launch: what the fused backend does per call. */
+flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
+                         const problem *p, cl_uint num_wait,
+                         const cl_event *wait_list, cl_event *event);
+
+/* Program request of a plan. */
+program_request plan_request(const kernel_plan *plan);
+
+#endif /* FLASHCL_PATH_H */

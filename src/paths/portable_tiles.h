@@ -1,0 +1,32 @@
+/* Tile table of the portable path (cl/portable/flash_fwd.cl). Each entry
+ * says where its numbers were measured; a device of another kind gets the
+ * entry of its class, which is a starting point, not a measurement. */
+#ifndef FLASHCL_PORTABLE_TILES_H
+#define FLASHCL_PORTABLE_TILES_H
+
+typedef struct portable_tile {
+    bool cpu;         /* CPU devices, else GPUs and accelerators */
+    int max_head_dim; /* applies to padded D up to this */
+    int block_m, block_n;
+    int vec;          /* 0: the device's preferred float vector width */
+    const char *measured;
+} portable_tile;
+
+/* First match wins. CPU rows: a sweep of (rows x keys) on PoCL 3.1 on a
+ * 2-core AVX-512 EPYC (the CI machine), fp32, N = 2048, non-causal, in
+ * GFLOP/s for D = 64 / 128: 32x64 33/36, 64x64 46/52, 128x64 53/52,
+ * 128x128 48/63, 256x128 47/65. PoCL runs padding rows in full, so short
+ * queries get smaller row blocks (portable.c). */
+static const portable_tile portable_tiles[] = {
+    {true, 64, 128, 64, 0,
+     "128x64 tiles: 53 GFLOP/s fp32 D=64 N=2048 on PoCL 3.1, 2-core "
+     "AVX-512 EPYC (32x64: 33)"},
+    {true, 256, 128, 128, 0,
+     "128x128 tiles: 63 GFLOP/s fp32 D=128 N=2048 on PoCL 3.1, 2-core "
+     "AVX-512 EPYC (128x64: 52)"},
+    {false, 256, 64, 32, 4,
+     "64x32 tiles, float4: a guess checked only on an NVIDIA H200 (17.7 "
+     "TFLOP/s fp32 D=64 N=4096 there, against 33.5 for CLBlast SGEMM)"},
+};
+
+#endif /* FLASHCL_PORTABLE_TILES_H */

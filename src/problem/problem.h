@@ -1,0 +1,99 @@
+/* The problem module: the only code that reads flashcl_attention_desc. It
+ * checks a descriptor and turns it into a resolved `problem` (shapes,
+ * scalars with defaults applied, every tensor view with both the caller's
+ * buffer and its root allocation), which is all that backends, paths and
+ * introspection see. Variant fields are handled through the variant table
+ * (variants.h). */
+#ifndef FLASHCL_PROBLEM_H
+#define FLASHCL_PROBLEM_H
+
+#include "core/core.h"
+#include "common/kernel_args.clh"
+
+/* One strided view, resolved. */
+typedef struct tensor_view {
+    bool present;
+    cl_mem given;       /* the caller's (sub-)buffer: what kernels receive */
+    cl_mem root;        /* its root allocation: what aliasing compares */
+    uint64_t base;      /* element offset inside `given` */
+    uint64_t stride[4]; /* batch, head, seq, dim; elements */
+    uint64_t size[4];   /* extent along each axis */
+    uint64_t first_byte, end_byte; /* byte range in `root` (end exclusive) */
+} tensor_view;
+
+/* The variants' kernel arguments (cl/common/variants.clh), on the host. */
+typedef struct variant_args {
+#define FLASHCL_HOST_FIELD(kind, name) FLASHCL_HTYPE_##kind name;
+#define FLASHCL_HTYPE_REAL double
+#define FLASHCL_HTYPE_BIAS_IN cl_mem
+#define FLASHCL_HTYPE_UCHAR_IN cl_mem
+#define FLASHCL_HTYPE_FLOAT_IN cl_mem
+#define FLASHCL_HTYPE_ULONG cl_ulong
+#define FLASHCL_HTYPE_ULONG4 cl_ulong4
+    FLASHCL_VARIANT_ARGS(FLASHCL_HOST_FIELD)
+} variant_args;
+
+#define PROBLEM_MAX_VARIANTS 16
+
+typedef struct problem {
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k;
+    int64_t head_dim, head_dim_v; /* head_dim_v: desc 0 -> head_dim */
+    flashcl_dtype dtype;
+    size_t elem_size;
+    flashcl_layout layout;   /* of zero-stride views and the host call */
+    flashcl_backend backend; /* AUTO resolved (FLASHCL_BACKEND) */
+    double scale;            /* defaults applied; in double for fp64 */
+    bool causal;
+    /* Visibility: query i sees key j iff
+     *   (left < 0  || j >= i + diag - left) &&
+     *   (right < 0 || j <= i + diag + right) && j < seqlen_k,
+     * causal folded into right (right = min(right, 0)); both clamped to
+     * the sequences, so i + diag +- bound never overflows. */
+    int64_t diag; /* seqlen_k - seqlen_q (bottom-right) or 0 (top-left) */
+    int64_t left, right;
+    tensor_view q, k, v, o, lse;
+    /* Variants: bit i of `variants` is entry i of the variant table,
+     * variant_tensor[i] its tensor (if it has one) and variant_value[i]
+     * the value of its -D switch. */
+    uint32_t variants;
+    tensor_view variant_tensor[PROBLEM_MAX_VARIANTS];
+    int variant_value[PROBLEM_MAX_VARIANTS];
+    variant_args vargs;
+    bool empty; /* nothing to compute (zero batch/heads/seqlen_q) */
+} problem;
+
+/* How strictly the tensors of a descriptor are read. */
+typedef enum problem_mode {
+    /* flashcl_attention_forward: q, k, v, o required, all checked. */
+    PROBLEM_FOR_LAUNCH,
+    /* describe/prepare: a NULL q/k/v/o/lse buffer is allowed and its view
+     * taken as given (strides, offset); present buffers are checked as for
+     * a launch. */
+    PROBLEM_FOR_PLANNING,
+    /* flashcl_attention_forward_host: q/k/v/o/lse fields are ignored (the
+     * call brings host arrays); problem_bind_packed binds them later. */
+    PROBLEM_FOR_HOST_CALL
+} problem_mode;
+
+/* Check every field of `desc` and fill `p`. On failure nothing is written
+ * to any buffer and the context's error names the field. */
+flashcl_status problem_from_desc(flashcl_context *ctx,
+                                 const flashcl_attention_desc *desc,
+                                 problem_mode mode, problem *p);
+
+/* Bind packed device buffers (the host call's) to q, k, v, o and lse (NULL:
+ * no LSE) in the problem's layout, checking bounds and aliasing again. */
+flashcl_status problem_bind_packed(flashcl_context *ctx, problem *p, cl_mem q,
+                                   cl_mem k, cl_mem v, cl_mem o, cl_mem lse);
+
+/* Bytes of the packed q, k/v, o and lse tensors of a problem. */
+void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,
+                          size_t *o, size_t *lse);
+
+size_t dtype_size(flashcl_dtype dtype);
+
+/* True when every row start of a view is 16-byte aligned and its dim
+ * stride is 1 (vector and async-copy paths need both). */
+bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
+
+#endif /* FLASHCL_PROBLEM_H */

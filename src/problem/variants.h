@@ -1,0 +1,89 @@
+/* The variant table: every attention variant (sliding window, top-left
+ * causal, ALiBi, bias, mask, softcap, sinks, D_v != D) is one entry in
+ * src/problem/variants.c. The entry says which descriptor fields it reads,
+ * how they are checked, the tensor it brings, what it writes into the
+ * problem and the kernel arguments, its -D switch, and which kernel paths
+ * compute it. Validation, the build options (hence the program cache key),
+ * the reference backend, path eligibility and describe all read the table.
+ *
+ * Adding a variant: an entry here, its arguments and score code in
+ * cl/common/variants.clh (plus kernel code, if it changes more than the
+ * score), the descriptor field in include/flashcl.h, an oracle branch and
+ * test rows. See docs/architecture.md. */
+#ifndef FLASHCL_VARIANTS_H
+#define FLASHCL_VARIANTS_H
+
+#include "problem/problem.h"
+
+/* Kernel paths, as the table names them (src/paths/path.h owns the paths
+ * themselves). */
+#define PATH_BIT_PORTABLE 1u
+#define PATH_BIT_NV_MMA 2u
+
+/* What all-zero strides mean for a tensor (problem.c). */
+typedef enum stride_rule {
+    STRIDES_PACKED_LAYOUT, /* q, k, v, o: packed in desc->layout */
+    STRIDES_PACKED_LSE,    /* [batch, heads, seq] */
+    STRIDES_PACKED_HEADS,  /* slopes, sinks: [heads], shared over batch */
+    STRIDES_LITERAL        /* bias, mask: zero broadcasts */
+} stride_rule;
+
+/* The shape a view must have: sizes of (batch, head, seq, dim). */
+typedef struct view_shape {
+    const char *name;
+    uint64_t size[4];
+    size_t elem_size;
+    flashcl_layout layout;
+    stride_rule rule;
+} view_shape;
+
+/* Resolve one view (problem.c): strides, bounds against the buffer, root
+ * allocation. `required` false lets a NULL buffer through as "absent"
+ * (optional inputs), or as a view without buffer in planning mode. */
+flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
+                            const view_shape *shape, problem_mode mode,
+                            bool required, tensor_view *out);
+
+typedef struct variant_entry {
+    const char *name;   /* as describe prints it */
+    const char *fields; /* the descriptor fields it reads */
+    /* Paths that compute it (PATH_BIT_*); the reference backend computes
+     * every variant. */
+    unsigned paths;
+    /* -D switch its kernels read (value from `apply`), or NULL. */
+    const char *define;
+    /* Checks its fields before anything is resolved; NULL: none. */
+    flashcl_status (*check)(flashcl_context *ctx,
+                            const flashcl_attention_desc *desc);
+    /* Whether the call uses it (after the base problem is resolved). */
+    bool (*active)(const flashcl_attention_desc *desc, const problem *p);
+    /* Its tensor: the descriptor member and the shape it must have. */
+    const flashcl_tensor *(*tensor)(const flashcl_attention_desc *desc);
+    void (*tensor_shape)(const flashcl_attention_desc *desc, const problem *p,
+                         view_shape *shape);
+    /* Writes what the kernels need into the problem; returns the value of
+     * `define`. */
+    int (*apply)(const flashcl_attention_desc *desc, const tensor_view *view,
+                 problem *p);
+} variant_entry;
+
+/* The table. */
+size_t variant_count(void);
+const variant_entry *variant_at(size_t index);
+
+/* Checks, resolves and applies every variant of `desc` (problem.c calls
+ * this after the base problem is filled). */
+flashcl_status variants_resolve(flashcl_context *ctx,
+                                const flashcl_attention_desc *desc,
+                                problem_mode mode, problem *p);
+
+/* Variants of `p` that no path in `path_bits` computes (0: all covered). */
+uint32_t variants_unsupported(const problem *p, unsigned path_bits);
+
+/* Appends " -DNAME=value" for every active variant with a switch. */
+void variants_append_defines(const problem *p, char *buf, size_t cap);
+
+/* "window, softcap" for the variants in `mask` ("" for none). */
+void variants_describe(uint32_t mask, char *buf, size_t cap);
+
+#endif /* FLASHCL_VARIANTS_H */

@@ -1,0 +1,20 @@
+/* The reference backend (CLBlast GEMMs plus our own pack, softmax and
+ * store kernels): unfused, O(N^2) scratch, every variant. Built when the
+ * FLASHCL_WITH_CLBLAST CMake option is on (the default); without it the
+ * calls below report FLASHCL_ERROR_UNSUPPORTED. */
+#ifndef FLASHCL_REFERENCE_H
+#define FLASHCL_REFERENCE_H
+
+#include "problem/problem.h"
+
+typedef struct reference_state reference_state;
+
+/* Enqueue a checked, non-empty problem on the unfused path. */
+flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
+                                const problem *p, cl_uint num_wait,
+                                const cl_event *wait_list, cl_event *event);
+
+/* Free the backend's scratch (context release). */
+void reference_state_release(flashcl_context *ctx);
+
+#endif /* FLASHCL_REFERENCE_H */
