@@ -681,6 +681,102 @@ START_TEST(test_context_usable_after_errors)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- */
+/* Fixes issue: values the kernels cannot compute, ignored fields,   */
+/* self-overlapping outputs, the descriptor's size (ABI)             */
+/* ---------------------------------------------------------------- */
+
+/* softcap near FLT_MAX overflowed softcap * log2(e); tiny ones flush to
+ * zero on some devices. */
+START_TEST(test_bad_softcap)
+{
+    const float bad[] = {3e38f, 2e30f, 1e-38f, -1.0f, NAN};
+    for (int i = 0; i < 5; i++) {
+        flashcl_attention_desc d = valid;
+        d.softcap = bad[i];
+        expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "softcap", "softcap");
+    }
+}
+END_TEST
+
+/* window_left/right set while window == 0 used to be ignored silently. */
+START_TEST(test_window_bounds_without_window)
+{
+    flashcl_attention_desc d = valid;
+    d.window_left = 3;
+    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "window_left, window 0",
+                 "window|window_left");
+    d = valid;
+    d.window_right = -1;
+    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "window_right, window 0",
+                 "window|window_right");
+}
+END_TEST
+
+/* O or LSE views whose distinct elements share bytes made the result
+ * depend on write order. */
+START_TEST(test_self_overlapping_outputs)
+{
+    flashcl_attention_desc d = valid;
+    /* BNHD strides of O with the seq stride zeroed: rows collide. */
+    d.o.stride_batch = (size_t)SEQ * HEADS_Q * DIM;
+    d.o.stride_head = DIM;
+    d.o.stride_seq = 0;
+    d.o.stride_dim = 1;
+    expect_error(&d, FLASHCL_ERROR_ALIASING, "o stride_seq 0", "o");
+    d = valid;
+    d.o.stride_batch = (size_t)SEQ * HEADS_Q * DIM;
+    d.o.stride_head = DIM;
+    d.o.stride_seq = DIM * HEADS_Q;
+    d.o.stride_dim = 0;
+    expect_error(&d, FLASHCL_ERROR_ALIASING, "o stride_dim 0", "o");
+    d = valid;
+    /* Heads overlap rows: head stride 1 with dim stride 1. */
+    d.o.stride_batch = (size_t)SEQ * HEADS_Q * DIM;
+    d.o.stride_head = 1;
+    d.o.stride_seq = DIM * HEADS_Q;
+    d.o.stride_dim = 1;
+    expect_error(&d, FLASHCL_ERROR_ALIASING, "o heads interleaved", "o");
+    d = valid;
+    d.lse.stride_batch = (size_t)HEADS_Q * SEQ;
+    d.lse.stride_head = SEQ;
+    d.lse.stride_seq = 0;
+    expect_error(&d, FLASHCL_ERROR_ALIASING, "lse stride_seq 0", "lse");
+}
+END_TEST
+
+START_TEST(test_struct_size_zero)
+{
+    flashcl_attention_desc d = valid;
+    d.struct_size = 0;
+    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "struct_size 0",
+                 "struct_size");
+    d.struct_size = 8;
+    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "struct_size 8",
+                 "struct_size");
+}
+END_TEST
+
+/* A newer caller's descriptor (larger) is accepted when its extra bytes
+ * are zero, refused when they are not (a feature this library lacks). */
+START_TEST(test_struct_size_newer_caller)
+{
+    const size_t extra = 64;
+    unsigned char *bytes = calloc(1, sizeof valid + extra);
+    ck_assert_ptr_nonnull(bytes);
+    memcpy(bytes, &valid, sizeof valid);
+    flashcl_attention_desc *d = (flashcl_attention_desc *)bytes;
+    d->struct_size = sizeof valid + extra;
+    poison_buffer(queue, o_buf, Q_BYTES);
+    expect_success(d, "newer caller, extra bytes zero");
+    bytes[sizeof valid + 7] = 1;
+    expectation e = {"newer caller, extra byte set", FLASHCL_ERROR_UNSUPPORTED,
+                     FLASHCL_SUCCESS, {"struct_size", NULL}};
+    expect_rejected(d, &e);
+    free(bytes);
+}
+END_TEST
+
 static Suite *errors_suite(void)
 {
     Suite *suite = suite_create("errors");
@@ -709,6 +805,11 @@ static Suite *errors_suite(void)
     tcase_add_test(tc, test_shared_buffer_ranges);
     tcase_add_test(tc, test_sub_buffer_aliasing);
     tcase_add_test(tc, test_context_usable_after_errors);
+    tcase_add_test(tc, test_bad_softcap);
+    tcase_add_test(tc, test_window_bounds_without_window);
+    tcase_add_test(tc, test_self_overlapping_outputs);
+    tcase_add_test(tc, test_struct_size_zero);
+    tcase_add_test(tc, test_struct_size_newer_caller);
     suite_add_tcase(suite, tc);
     return suite;
 }

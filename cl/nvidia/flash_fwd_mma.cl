@@ -534,6 +534,20 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     }
                 }
             }
+            /* p = 2^(s*c - m*c). One FMA against the rounded m*c is exact
+             * enough while |m*c| is small, but its rounding error grows
+             * with |m*c| (ulp/2 = 4096 at 2^36) and then 2^(fma) is inf or
+             * 0: with large-magnitude inputs that gave NaN. A warp whose
+             * rows have |m*c| >= 2^16 takes (s - m) * c, which is <= 0
+             * whatever the magnitude; the usual case keeps the FMA. */
+            bool large = false;
+#pragma unroll
+            for (int mt = 0; mt < NV_MT; ++mt)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh)
+                    large |= mnew[mt][hh] != -INFINITY &&
+                             fabs(mnew[mt][hh] * scale_log2) >= 0x1p16f;
+            const bool exact = nv_warp_any(large);
 #pragma unroll
             for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
@@ -543,15 +557,20 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     /* mx == -inf: nothing seen yet; keep exp2 arguments
                      * finite-minus-inf (never inf - inf). */
                     const float msc = mx == -INFINITY ? 0.f : mx * scale_log2;
+                    const float m0 = mx == -INFINITY ? 0.f : mx;
                     float sum = 0.f;
 #pragma unroll
                     for (int n = 0; n < NV_NT; ++n) {
+                        const float s0 = sc[mt][n][hh * 2];
+                        const float s1 = sc[mt][n][hh * 2 + 1];
 #if FLASHCL_NV_ABLATE == 1
-                        const float p0 = fma(sc[mt][n][hh * 2], scale_log2, -msc);
-                        const float p1 = fma(sc[mt][n][hh * 2 + 1], scale_log2, -msc);
+                        const float p0 = fma(s0, scale_log2, -msc);
+                        const float p1 = fma(s1, scale_log2, -msc);
 #else
-                        const float p0 = nv_ex2(fma(sc[mt][n][hh * 2], scale_log2, -msc));
-                        const float p1 = nv_ex2(fma(sc[mt][n][hh * 2 + 1], scale_log2, -msc));
+                        const float p0 = nv_ex2(exact ? (s0 - m0) * scale_log2
+                                                      : fma(s0, scale_log2, -msc));
+                        const float p1 = nv_ex2(exact ? (s1 - m0) * scale_log2
+                                                      : fma(s1, scale_log2, -msc));
 #endif
                         sc[mt][n][hh * 2] = p0;
                         sc[mt][n][hh * 2 + 1] = p1;
