@@ -71,20 +71,6 @@
 #ifndef FLASHCL_NV_LAZY_RESCALE
 #define FLASHCL_NV_LAZY_RESCALE 1
 #endif
-/* 1: a warp's m16 tiles are spread over the block (warp w owns rows
- * 16w.. and 16w + 16*warps..) instead of being contiguous, and a warp skips
- * the mma of an m16 tile none of whose rows sees the key tile. On causal
- * diagonal tiles this spreads the visible rows over all warps (for 128x32
- * tiles: 6 instead of 8 half-tile steps per diagonal block). Not yet
- * measured on the GPU: off by default. */
-#ifndef FLASHCL_NV_INTERLEAVE
-#define FLASHCL_NV_INTERLEAVE 0
-#endif
-/* Development only (timing ablations, wrong results): 1 skips the
- * exponentials, 2 skips the K/V copies after the first tile. */
-#ifndef FLASHCL_NV_ABLATE
-#define FLASHCL_NV_ABLATE 0
-#endif
 /* FLASHCL_NV_QREG: k16 slices of Q (out of HEAD_DIM/16) held in registers;
  * the rest stays in local memory and is re-read by ldmatrix for every key
  * tile. Fewer registers let a warp own 32 rows (halving K/V local-memory
@@ -134,13 +120,8 @@ typedef float real_t;
 #define NV_KC (NV_D / 16)           /* k16 steps of Q K^T */
 #define NV_DT (NV_D / 8)            /* n8 tiles of O */
 #define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
-#if FLASHCL_NV_INTERLEAVE
-#define NV_WSTRIDE 16                /* rows between warps */
-#define NV_MSTRIDE (NV_WARPS * 16)   /* rows between a warp's m16 tiles */
-#else
-#define NV_WSTRIDE NV_WROWS
-#define NV_MSTRIDE 16
-#endif
+#define NV_WSTRIDE NV_WROWS /* rows between warps */
+#define NV_MSTRIDE 16       /* rows between a warp's m16 tiles */
 #define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
@@ -255,16 +236,8 @@ typedef float real_t;
         else                                                                   \
             NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, 1);  \
     } while (0)
-#if FLASHCL_NV_ABLATE == 2
-#define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
-    do {                                                                       \
-        if ((n0) == 0)                                                         \
-            NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0);   \
-    } while (0)
-#else
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
-#endif
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
@@ -417,17 +390,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         bool mt_on[NV_MT];
 #pragma unroll
         for (int mt = 0; mt < NV_MT; ++mt) {
-#if FLASHCL_NV_INTERLEAVE
-            const int first = wr0 + mt * NV_MSTRIDE;
-#if FLASHCL_CAUSAL
-            mt_on[mt] = NV_MT == 1 || (first < seqlen_q &&
-                                       n0 <= min(first + 16, seqlen_q) - 1 + nv_diag);
-#else
-            mt_on[mt] = NV_MT == 1 || first < seqlen_q;
-#endif
-#else
             mt_on[mt] = true; /* contiguous rows: the warp test suffices */
-#endif
         }
         if (active) {
             /* ---- S = Q K^T ------------------------------------------- */
@@ -563,15 +526,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     for (int n = 0; n < NV_NT; ++n) {
                         const float s0 = sc[mt][n][hh * 2];
                         const float s1 = sc[mt][n][hh * 2 + 1];
-#if FLASHCL_NV_ABLATE == 1
-                        const float p0 = fma(s0, scale_log2, -msc);
-                        const float p1 = fma(s1, scale_log2, -msc);
-#else
                         const float p0 = nv_ex2(exact ? (s0 - m0) * scale_log2
                                                       : fma(s0, scale_log2, -msc));
                         const float p1 = nv_ex2(exact ? (s1 - m0) * scale_log2
                                                       : fma(s1, scale_log2, -msc));
-#endif
                         sc[mt][n][hh * 2] = p0;
                         sc[mt][n][hh * 2 + 1] = p1;
                         sum += p0 + p1;
