@@ -1,33 +1,30 @@
 /*
- * Float64 CPU reference attention for the flashcl tests.
- *
- * Independent of the library: it reads the same bytes the device reads
- * (fp32, fp16 or bf16, decoded on the host) through the same kind of strided
- * view, and computes softmax(scale * Q K^T) V in double precision with GQA,
- * bottom-right aligned causal masking and the natural-log LSE.
+ * The tests' view of the float64 oracle (support/oracle.h): the ref_* names
+ * the suites were written against, mapped onto the one oracle the tests,
+ * the `flashcl` tool and the benchmark share. Plain attention only (GQA,
+ * bottom-right causal, any scale); variant cases build an oracle_problem
+ * themselves.
  */
 #ifndef FLASHCL_TESTS_REFERENCE_H
 #define FLASHCL_TESTS_REFERENCE_H
 
+#include "oracle.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum ref_dtype { REF_FP32 = 0, REF_FP16 = 1, REF_BF16 = 2 } ref_dtype;
-
-/* IEEE binary16 and bfloat16 conversions, round-to-nearest-even; NaN stays
- * NaN, overflow goes to infinity, fp16 subnormals are handled. */
-uint16_t ref_float_to_half(float value);
-float ref_half_to_float(uint16_t bits);
-uint16_t ref_float_to_bf16(float value);
-float ref_bf16_to_float(uint16_t bits);
+/* Same values as flashcl_dtype, so a ref_dtype converts by a cast. */
+typedef enum ref_dtype {
+    REF_FP32 = FLASHCL_DTYPE_FP32,
+    REF_FP16 = FLASHCL_DTYPE_FP16,
+    REF_BF16 = FLASHCL_DTYPE_BF16
+} ref_dtype;
 
 size_t ref_dtype_size(ref_dtype dtype);
 /* Value of element `index` (in elements) of an array of `dtype` at `base`. */
 double ref_load(const void *base, size_t index, ref_dtype dtype);
 /* Stores `value` rounded to `dtype` (via fp32 first, as a host would). */
 void ref_store(void *base, size_t index, ref_dtype dtype, double value);
-/* `value` rounded to `dtype` and back: what the device would read. */
-double ref_quantize(double value, ref_dtype dtype);
 
 /* A 4-D strided view: element (b, h, s, d) lives at byte
  * offset + size * (b*stride[0] + h*stride[1] + s*stride[2] + d*stride[3]). */
@@ -49,5 +46,8 @@ typedef struct ref_problem {
  * as [batch][heads_q][seqlen_q] (either may be NULL). A row that sees no key
  * gets O = 0 and LSE = -inf. Returns 0, or -1 if memory ran out. */
 int ref_attention(const ref_problem *problem, double *o, double *lse);
+
+/* The oracle problem of `problem` (no variants). */
+oracle_problem ref_oracle_problem(const ref_problem *problem);
 
 #endif

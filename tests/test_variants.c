@@ -1,9 +1,12 @@
 /*
- * Attention variants (issue 5) against a float64 host reference written
- * here from the semantics documented in flashcl.h: sliding windows, top-left
- * causal, ALiBi, additive bias with broadcast strides, boolean masks,
- * softcap, sinks, D_v != D_qk and fp64 storage; plus the validation of each
- * new field (specific status, output untouched).
+ * Attention variants (issue 5) against the shared float64 oracle
+ * (support/oracle.h, written from the semantics documented in flashcl.h and
+ * checked on closed forms by test_reference), fed the very descriptor the
+ * library runs: sliding windows, top-left causal, ALiBi, additive bias with
+ * broadcast strides, boolean masks, softcap, sinks, D_v != D_qk and fp64
+ * storage; each case also runs on the CLBlast reference backend and is
+ * compared with the fused result; plus the validation of each new field
+ * (specific status, output untouched).
  *
  * Inputs are packed [B, N, H, D]; optional score inputs use literal
  * strides as the API says. Every output buffer is poisoned before a call.
@@ -60,52 +63,9 @@ typedef struct variant_case {
 
 /* ---- host data -------------------------------------------------------- */
 
-static size_t dtype_bytes(flashcl_dtype dtype)
-{
-    return dtype == FLASHCL_DTYPE_FP64   ? 8
-           : dtype == FLASHCL_DTYPE_FP32 ? 4
-                                         : 2;
-}
-
-/* Store `value` in `dtype` at element i; returns what the device reads. */
-static double store_value(void *base, size_t i, flashcl_dtype dtype,
-                          double value)
-{
-    switch (dtype) {
-    case FLASHCL_DTYPE_FP64:
-        ((double *)base)[i] = value;
-        return value;
-    case FLASHCL_DTYPE_FP32:
-        ((float *)base)[i] = (float)value;
-        return (float)value;
-    case FLASHCL_DTYPE_FP16:
-        ((uint16_t *)base)[i] = ref_float_to_half((float)value);
-        return ref_half_to_float(((uint16_t *)base)[i]);
-    default:
-        ((uint16_t *)base)[i] = ref_float_to_bf16((float)value);
-        return ref_bf16_to_float(((uint16_t *)base)[i]);
-    }
-}
-
-static double load_value(const void *base, size_t i, flashcl_dtype dtype)
-{
-    switch (dtype) {
-    case FLASHCL_DTYPE_FP64:
-        return ((const double *)base)[i];
-    case FLASHCL_DTYPE_FP32:
-        return ((const float *)base)[i];
-    case FLASHCL_DTYPE_FP16:
-        return ref_half_to_float(((const uint16_t *)base)[i]);
-    default:
-        return ref_bf16_to_float(((const uint16_t *)base)[i]);
-    }
-}
-
-/* A host array mirrored in a device buffer; `value` holds what the
- * device reads, in double. */
+/* A host array mirrored in a device buffer. */
 typedef struct host_tensor {
     void *bytes;
-    double *value;
     size_t count, elem;
     cl_mem buffer;
 } host_tensor;
@@ -114,13 +74,11 @@ static void host_tensor_random(host_tensor *t, size_t count,
                                flashcl_dtype dtype, rng *r, double amplitude)
 {
     t->count = count;
-    t->elem = dtype_bytes(dtype);
+    t->elem = oracle_dtype_size(dtype);
     t->bytes = calloc(count ? count : 1, t->elem);
-    t->value = calloc(count ? count : 1, sizeof(double));
     ck_assert_ptr_nonnull(t->bytes);
-    ck_assert_ptr_nonnull(t->value);
     for (size_t i = 0; i < count; ++i)
-        t->value[i] = store_value(t->bytes, i, dtype, rng_normal(r) * amplitude);
+        oracle_store(t->bytes, i, dtype, rng_normal(r) * amplitude);
 }
 
 static void host_tensor_upload(host_tensor *t, flashcl_context *ctx)
@@ -136,11 +94,8 @@ static void host_tensor_release(host_tensor *t)
     if (t->buffer)
         clReleaseMemObject(t->buffer);
     free(t->bytes);
-    free(t->value);
     memset(t, 0, sizeof *t);
 }
-
-/* ---- the float64 reference -------------------------------------------- */
 
 typedef struct variant_data {
     variant_case c;
@@ -151,106 +106,9 @@ typedef struct variant_data {
     size_t bias_stride[4], mask_stride[4];
 } variant_data;
 
-static size_t qo_index(const variant_case *c, int b, int n, int h, int d,
-                       int seqlen, int heads, int dim)
-{
-    (void)c;
-    return (((size_t)b * seqlen + n) * heads + h) * dim + d;
-}
-
 static size_t lit_index(const size_t stride[4], int b, int h, int i, int j)
 {
     return b * stride[0] + h * stride[1] + i * stride[2] + j * stride[3];
-}
-
-static double slope_of(const variant_data *data, int b, int h)
-{
-    const variant_case *c = &data->c;
-    return c->alibi == 2 ? data->slopes.value[(size_t)b * c->heads_q + h]
-                         : data->slopes.value[h];
-}
-
-/* Is key j visible to query i before the bias/mask inputs? */
-static int band_visible(const variant_case *c, int i, int j)
-{
-    int64_t diag = c->align == FLASHCL_CAUSAL_TOP_LEFT
-                       ? 0
-                       : (int64_t)c->seqlen_k - c->seqlen_q;
-    int64_t right = c->window ? c->window_right : -1;
-    int64_t left = c->window ? c->window_left : -1;
-    if (c->causal && (right < 0 || right > 0))
-        right = 0;
-    if (right >= 0 && j > i + diag + right)
-        return 0;
-    if (left >= 0 && j < i + diag - left)
-        return 0;
-    return 1;
-}
-
-static double score_of(const variant_data *data, int b, int h, int i, int j)
-{
-    const variant_case *c = &data->c;
-    const int hk = h / (c->heads_q / c->heads_kv);
-    double dot = 0;
-    for (int d = 0; d < c->head_dim; ++d)
-        dot += data->q.value[qo_index(c, b, i, h, d, c->seqlen_q, c->heads_q,
-                                      c->head_dim)] *
-               data->k.value[qo_index(c, b, j, hk, d, c->seqlen_k,
-                                      c->heads_kv, c->head_dim)];
-    double s = dot / sqrt((double)c->head_dim);
-    if (c->softcap > 0)
-        s = c->softcap * tanh(s / c->softcap);
-    if (c->alibi) {
-        int64_t diag = c->align == FLASHCL_CAUSAL_TOP_LEFT
-                           ? 0
-                           : (int64_t)c->seqlen_k - c->seqlen_q;
-        s -= slope_of(data, b, h) * fabs((double)(i + diag - j));
-    }
-    if (c->bias)
-        s += data->bias.value[lit_index(data->bias_stride, b, h, i, j)];
-    if (c->mask && !data->mask[lit_index(data->mask_stride, b, h, i, j)])
-        s = -INFINITY;
-    if (!band_visible(c, i, j))
-        s = -INFINITY;
-    return s;
-}
-
-/* O packed [B, Nq, Hq, Dv], LSE packed [B, Hq, Nq]. */
-static void reference(const variant_data *data, double *o, double *lse)
-{
-    const variant_case *c = &data->c;
-    const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
-    const int hk_group = c->heads_q / c->heads_kv;
-    double *s = malloc(sizeof(double) * (size_t)(c->seqlen_k + 1));
-    ck_assert_ptr_nonnull(s);
-    for (int b = 0; b < c->batch; ++b)
-        for (int h = 0; h < c->heads_q; ++h)
-            for (int i = 0; i < c->seqlen_q; ++i) {
-                double row_max = c->sinks ? data->sinks.value[h] : -INFINITY;
-                for (int j = 0; j < c->seqlen_k; ++j) {
-                    s[j] = score_of(data, b, h, i, j);
-                    row_max = fmax(row_max, s[j]);
-                }
-                double sum = 0;
-                if (row_max != -INFINITY) {
-                    for (int j = 0; j < c->seqlen_k; ++j)
-                        sum += (s[j] = exp(s[j] - row_max));
-                    if (c->sinks)
-                        sum += exp(data->sinks.value[h] - row_max);
-                }
-                for (int d = 0; d < dv; ++d) {
-                    double acc = 0;
-                    for (int j = 0; j < c->seqlen_k && sum > 0; ++j)
-                        acc += s[j] * data->v.value[qo_index(
-                                          c, b, j, h / hk_group, d,
-                                          c->seqlen_k, c->heads_kv, dv)];
-                    o[qo_index(c, b, i, h, d, c->seqlen_q, c->heads_q, dv)] =
-                        sum > 0 ? acc / sum : 0;
-                }
-                lse[((size_t)b * c->heads_q + h) * c->seqlen_q + i] =
-                    sum > 0 ? row_max + log(sum) : -INFINITY;
-            }
-    free(s);
 }
 
 /* ---- building a case ---------------------------------------------------- */
@@ -282,13 +140,11 @@ static void build_bias(variant_data *data, rng *r)
                        bias_dtype, r, 1.0);
     if (c->bias_neg_inf) {
         for (size_t i = 0; i < data->bias.count; i += 7)
-            data->bias.value[i] =
-                store_value(data->bias.bytes, i, bias_dtype, -INFINITY);
+            oracle_store(data->bias.bytes, i, bias_dtype, -INFINITY);
         /* Query row 1 of batch 0, head 0: every key -inf. */
         for (int j = 0; j < c->seqlen_k && c->seqlen_q > 1; ++j) {
             size_t at = lit_index(data->bias_stride, 0, 0, 1, j);
-            data->bias.value[at] =
-                store_value(data->bias.bytes, at, bias_dtype, -INFINITY);
+            oracle_store(data->bias.bytes, at, bias_dtype, -INFINITY);
         }
     }
 }
@@ -334,7 +190,7 @@ static void variant_build(variant_data *data, const variant_case *c, uint64_t se
         size_t n = (size_t)(c->alibi == 2 ? c->batch : 1) * c->heads_q;
         host_tensor_random(&data->slopes, n, FLASHCL_DTYPE_FP32, &r, 0.0);
         for (size_t i = 0; i < n; ++i) /* geometric slopes as in ALiBi */
-            data->slopes.value[i] = store_value(
+            oracle_store(
                 data->slopes.bytes, i, FLASHCL_DTYPE_FP32,
                 pow(2.0, -8.0 * (double)(i % c->heads_q + 1) / c->heads_q) *
                     (1 + (double)(i / c->heads_q)));
@@ -421,8 +277,34 @@ static flashcl_attention_desc variant_desc(const variant_data *data)
 
 /* ---- running and comparing ---------------------------------------------- */
 
-static void check_against_reference(const variant_data *data, const void *o_bytes,
-                                    const float *lse, uint64_t seed)
+/* The oracle of the descriptor the library ran, over the host copies of its
+ * buffers: O packed [B, Nq, Hq, Dv] like the device's, LSE [B, Hq, Nq]. */
+static void reference(const variant_data *data,
+                      const flashcl_attention_desc *desc, double *o,
+                      double *lse)
+{
+    const oracle_inputs in = {.q = data->q.bytes,
+                              .k = data->k.bytes,
+                              .v = data->v.bytes,
+                              .alibi_slopes = data->slopes.bytes,
+                              .bias = data->bias.bytes,
+                              .mask = data->mask,
+                              .sinks = data->sinks.bytes};
+    oracle_problem problem;
+    char why[256];
+    ck_assert_msg(oracle_problem_from_desc(desc, &in, &problem, why,
+                                           sizeof why) == 0,
+                  "%s: %s", data->c.name, why);
+    size_t stride[4];
+    oracle_packed_strides(FLASHCL_LAYOUT_BNHD, problem.heads_q,
+                          problem.seqlen_q, problem.head_dim_v, stride);
+    ck_assert_int_eq(oracle_attention(&problem, o, stride, lse), 0);
+}
+
+static void check_against_reference(const variant_data *data,
+                                    const flashcl_attention_desc *desc,
+                                    const void *o_bytes, const float *lse,
+                                    uint64_t seed)
 {
     const variant_case *c = &data->c;
     const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
@@ -432,12 +314,12 @@ static void check_against_reference(const variant_data *data, const void *o_byte
     double *lse_ref = malloc(sizeof(double) * lse_count);
     ck_assert_ptr_nonnull(o_ref);
     ck_assert_ptr_nonnull(lse_ref);
-    reference(data, o_ref, lse_ref);
+    reference(data, desc, o_ref, lse_ref);
     double ref_max = 1e-30, o_err = 0;
     for (size_t i = 0; i < o_count; ++i)
         ref_max = fmax(ref_max, fabs(o_ref[i]));
     for (size_t i = 0; i < o_count; ++i) {
-        double got = load_value(o_bytes, i, c->dtype);
+        double got = oracle_load(o_bytes, i, c->dtype);
         ck_assert_msg(isfinite(got), "%s (seed %llu): O[%zu] = %g not finite",
                       c->name, (unsigned long long)seed, i, got);
         o_err = fmax(o_err, fabs(got - o_ref[i]));
@@ -493,10 +375,10 @@ static void compare_with_clblast_path(const variant_data *data,
     ck_assert_ptr_nonnull(lse_ref);
     read_buffer(queue, desc.o.buffer, o_ref, o_bytes);
     read_buffer(queue, desc.lse.buffer, lse_ref, lse_bytes);
-    const size_t o_count = o_bytes / dtype_bytes(c->dtype);
+    const size_t o_count = o_bytes / oracle_dtype_size(c->dtype);
     double o_max = 1e-30, o_diff = 0, lse_diff = 0;
     for (size_t i = 0; i < o_count; ++i) {
-        double a = load_value(o, i, c->dtype), b = load_value(o_ref, i, c->dtype);
+        double a = oracle_load(o, i, c->dtype), b = oracle_load(o_ref, i, c->dtype);
         o_max = fmax(o_max, fabs(a));
         o_diff = isnan(b) ? INFINITY : fmax(o_diff, fabs(a - b));
     }
@@ -527,7 +409,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
     variant_build(&data, c, seed, ctx);
     const int dv = c->head_dim_v ? c->head_dim_v : c->head_dim;
     const size_t o_bytes =
-        (size_t)c->batch * c->seqlen_q * c->heads_q * dv * dtype_bytes(c->dtype);
+        (size_t)c->batch * c->seqlen_q * c->heads_q * dv * oracle_dtype_size(c->dtype);
     const size_t lse_bytes = sizeof(float) * c->batch * c->heads_q * c->seqlen_q;
     flashcl_attention_desc desc = variant_desc(&data);
     desc.o.buffer = create_buffer(flashcl_context_cl_context(ctx), o_bytes);
@@ -553,7 +435,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
         fprintf(stderr, "  [reference]");
     else if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
         fprintf(stderr, "  [%s]", info.kernel_file);
-    check_against_reference(&data, o, lse, seed);
+    check_against_reference(&data, &desc, o, lse, seed);
     compare_with_clblast_path(&data, &desc, o, lse, o_bytes, lse_bytes);
     fprintf(stderr, "\n");
     free(o);
