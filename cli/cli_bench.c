@@ -3,34 +3,17 @@
  * reference backend side by side, with the speed-up and each one's scratch
  * memory. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli_common.h"
+#include "cli.h"
+#include "cli_args.h"
+#include "cli_device.h"
+#include "cli_problem.h"
+#include "cli_report.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_LIST 16
-
-static const char bench_usage[] =
-    "usage: flashcl bench [--device SPEC] [options] [--json]\n"
-    "  --dtype LIST       fp32,fp16,bf16,fp64 (default: fp32 on a CPU,\n"
-    "                     fp16,bf16 on a GPU)\n"
-    "  --head-dim LIST    head dims (default 64; GPU 64,128)\n"
-    "  --seqlen LIST      sequence lengths (default 256,512,1024,2048; GPU\n"
-    "                     512..16384)\n"
-    "  --causal MODE      0, 1 or both (default 0 on a CPU, both on a GPU)\n"
-    "  --window N         sliding window of N keys to the left (default off)\n"
-    "  --tokens N         batch * seqlen (default 2048; GPU 16384)\n"
-    "  --hidden N         heads * head_dim (default 256; GPU 2048)\n"
-    "  --backend LIST     fused,reference (default both)\n"
-    "  --reps N           timed calls per point, median (default 5)\n"
-    "  --warmup N         untimed calls first (default 1)\n"
-    "  --no-progress      no progress line on stderr (it is shown only\n"
-    "                     when stderr is a terminal anyway)\n"
-    "Times are host clock around enqueue + clFinish for both backends (the\n"
-    "reference path is many commands). Scratch is the device memory a call\n"
-    "allocates besides its inputs and outputs: 0 for fused.\n";
 
 typedef struct bench_options {
     flashcl_dtype dtypes[4];
@@ -40,112 +23,101 @@ typedef struct bench_options {
     int causal_modes[2], num_causal;
     int window; /* 0: off */
     long tokens, hidden;
-    bool fused, reference;
+    bool fused, reference, backends_given;
     int reps, warmup;
     bool no_progress;
 } bench_options;
 
-static int parse_causal(bench_options *o, const char *value)
+static bool parse_causal(void *opts, const char *value)
 {
+    bench_options *o = opts;
     o->num_causal = 0;
-    if (!value || (strcmp(value, "0") && strcmp(value, "1") &&
-                   strcmp(value, "both"))) {
-        usage_error("bench", "--causal needs 0, 1 or both");
-        return -1;
-    }
+    if (strcmp(value, "0") && strcmp(value, "1") && strcmp(value, "both"))
+        return false;
     if (strcmp(value, "1") != 0)
         o->causal_modes[o->num_causal++] = 0;
     if (strcmp(value, "0") != 0)
         o->causal_modes[o->num_causal++] = 1;
-    return 2;
+    return true;
 }
 
-static int parse_backends(bench_options *o, const char *value)
+static bool parse_backends(void *opts, const char *value)
 {
-    o->fused = value && strstr(value, "fused");
-    o->reference = value && strstr(value, "reference");
-    char *copy = strdup(value ? value : "");
+    bench_options *o = opts;
+    char *copy = strdup(value);
     bool ok = copy && *copy;
+    o->fused = o->reference = false;
+    o->backends_given = true;
     char *save = NULL;
     for (char *item = ok ? strtok_r(copy, ",", &save) : NULL; item && ok;
-         item = strtok_r(NULL, ",", &save))
-        ok = !strcmp(item, "fused") || !strcmp(item, "reference");
+         item = strtok_r(NULL, ",", &save)) {
+        bool fused = !strcmp(item, "fused");
+        ok = fused || !strcmp(item, "reference");
+        *(fused ? &o->fused : &o->reference) = true;
+    }
     free(copy);
-    if (!ok) {
-        usage_error("bench", "--backend needs fused, reference or both");
-        return -1;
-    }
-    return 2;
+    return ok;
 }
 
-static int parse_number(const char *arg, const char *value, long min,
-                        long max, long *out)
+static bool parse_dtypes(void *opts, const char *value)
 {
-    if (!parse_int(value, min, max, out)) {
-        usage_error("bench", "%s needs an integer in %ld..%ld", arg, min, max);
-        return -1;
-    }
-    return 2;
+    bench_options *o = opts;
+    return parse_dtype_list(value, o->dtypes, 4, &o->num_dtypes);
 }
 
-static int parse_list_option(const char *arg, const char *value, long min,
-                             long max, int *out, int *count)
+static bool parse_head_dims(void *opts, const char *value)
 {
-    if (!parse_int_list(value, min, max, out, MAX_LIST, count)) {
-        usage_error("bench", "%s needs a list like 64,128 (each %ld..%ld, "
-                    "at most %d)", arg, min, max, MAX_LIST);
-        return -1;
-    }
-    return 2;
+    bench_options *o = opts;
+    return parse_int_list(value, 1, 256, o->head_dims, MAX_LIST,
+                          &o->num_head_dims);
 }
 
-static int parse_bench_option(void *opaque, const char *arg, const char *value)
+static bool parse_seqlens(void *opts, const char *value)
 {
-    bench_options *o = opaque;
-    long n = 0;
-    int used = 0;
-    if (!strcmp(arg, "--no-progress")) {
-        o->no_progress = true;
-        return 1;
-    }
-    if (!strcmp(arg, "--dtype")) {
-        if (!parse_dtype_list(value, o->dtypes, 4, &o->num_dtypes)) {
-            usage_error("bench", "--dtype needs a list of fp32, fp16, bf16, "
-                                 "fp64");
-            return -1;
-        }
-        return 2;
-    }
-    if (!strcmp(arg, "--head-dim"))
-        return parse_list_option(arg, value, 1, 256, o->head_dims,
-                                 &o->num_head_dims);
-    if (!strcmp(arg, "--seqlen"))
-        return parse_list_option(arg, value, 1, 1 << 24, o->seqlens,
-                                 &o->num_seqlens);
-    if (!strcmp(arg, "--causal"))
-        return parse_causal(o, value);
-    if (!strcmp(arg, "--backend"))
-        return parse_backends(o, value);
-    const struct {
-        const char *name;
-        long min, max;
-    } numbers[] = {{"--window", 0, 1L << 24}, {"--tokens", 1, 1L << 30},
-                   {"--hidden", 1, 1L << 20}, {"--reps", 1, 1000},
-                   {"--warmup", 0, 100}};
-    for (size_t i = 0; i < sizeof numbers / sizeof numbers[0]; ++i)
-        if (!strcmp(arg, numbers[i].name)) {
-            used = parse_number(arg, value, numbers[i].min, numbers[i].max, &n);
-            if (used < 0)
-                return used;
-            if (i == 0) o->window = (int)n;
-            if (i == 1) o->tokens = n;
-            if (i == 2) o->hidden = n;
-            if (i == 3) o->reps = (int)n;
-            if (i == 4) o->warmup = (int)n;
-            return used;
-        }
-    return 0;
+    bench_options *o = opts;
+    return parse_int_list(value, 1, 1 << 24, o->seqlens, MAX_LIST,
+                          &o->num_seqlens);
 }
+
+#define BENCH(kind, field) kind, offsetof(bench_options, field)
+
+static const cli_option bench_table[] = {
+    {"dtype", "LIST", "fp32,fp16,bf16,fp64 (default: fp32 on a CPU,\n"
+                      "fp16,bf16 on a GPU)",
+     CLI_CUSTOM, 0, 0, 0, parse_dtypes, "a list of fp32, fp16, bf16, fp64"},
+    {"head-dim", "LIST", "head dims (default 64; GPU 64,128)", CLI_CUSTOM, 0,
+     0, 0, parse_head_dims, "a list like 64,128 (each 1..256, at most 16)"},
+    {"seqlen", "LIST", "sequence lengths (default 256,512,1024,2048; GPU\n"
+                       "512..16384)",
+     CLI_CUSTOM, 0, 0, 0, parse_seqlens,
+     "a list like 512,1024 (each 1..16777216, at most 16)"},
+    {"causal", "MODE", "0, 1 or both (default 0 on a CPU, both on a GPU)",
+     CLI_CUSTOM, 0, 0, 0, parse_causal, "0, 1 or both"},
+    {"window", "N", "sliding window of N keys to the left (default off)",
+     BENCH(CLI_INT, window), 0, 1L << 24, NULL, NULL},
+    {"tokens", "N", "batch * seqlen (default 2048; GPU 16384)",
+     BENCH(CLI_LONG, tokens), 1, 1L << 30, NULL, NULL},
+    {"hidden", "N", "heads * head_dim (default 256; GPU 2048)",
+     BENCH(CLI_LONG, hidden), 1, 1L << 20, NULL, NULL},
+    {"backend", "LIST", "fused,reference (default both)", CLI_CUSTOM, 0, 0, 0,
+     parse_backends, "fused, reference or both"},
+    {"reps", "N", "timed calls per point, median (default 5)",
+     BENCH(CLI_INT, reps), 1, 1000, NULL, NULL},
+    {"warmup", "N", "untimed calls first (default 1)", BENCH(CLI_INT, warmup),
+     0, 100, NULL, NULL},
+    {"no-progress", NULL, "no progress on stderr", BENCH(CLI_FLAG, no_progress),
+     0, 0, NULL, NULL},
+    {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+const cli_command bench_command = {
+    "bench", "Fused and reference backends side by side.",
+    "Times are host clock around enqueue + clFinish for both backends (the\n"
+    "reference path is many commands). Scratch is the device memory a call\n"
+    "allocates besides its inputs and outputs: 0 for fused. Progress goes\n"
+    "to stderr: one line rewritten in place on a terminal, else one\n"
+    "\"[k/n] point\" line per backend and point.\n",
+    bench_table};
 
 /* The paper's sweep on a GPU, a smaller one that finishes in a minute or
  * two on a CPU. */
@@ -174,6 +146,8 @@ static void apply_defaults(bench_options *o, bool is_cpu)
         o->tokens = is_cpu ? 2048 : 16384;
     if (!o->hidden)
         o->hidden = is_cpu ? 256 : 2048;
+    if (!o->backends_given)
+        o->fused = o->reference = true;
 }
 
 /* ---- one point ------------------------------------------------------ */
@@ -181,28 +155,11 @@ static void apply_defaults(bench_options *o, bool is_cpu)
 typedef struct bench_point {
     flashcl_dtype dtype;
     int head_dim, causal, seqlen, batch, heads;
-    double ms[2];       /* fused, reference; <0 not run */
+    double ms[2]; /* fused, reference; <0 not run */
     double gflops[2];
     size_t scratch[2];
     char failure[256];
 } bench_point;
-
-static void progress(const bench_options *o, int index, int total,
-                     const bench_point *p, const char *what)
-{
-    if (o->no_progress || !isatty(STDERR_FILENO))
-        return;
-    fprintf(stderr, "\r\033[K[%d/%d] %s D=%d N=%d B=%d H=%d%s: %s", index,
-            total, dtype_name(p->dtype), p->head_dim, p->seqlen, p->batch,
-            p->heads, p->causal ? " causal" : "", what);
-    fflush(stderr);
-}
-
-static void clear_progress(const bench_options *o)
-{
-    if (!o->no_progress && isatty(STDERR_FILENO))
-        fprintf(stderr, "\r\033[K");
-}
 
 /* Attention FLOPs: QK^T and PV, halved by causal (windows are counted
  * in full: the number says how fast the dense equivalent would run). */
@@ -221,8 +178,9 @@ static void time_backend(flashcl_context *ctx, const bench_options *o,
     flashcl_status status = FLASHCL_SUCCESS;
     if (which)
         status = flashcl_reference_scratch_bytes(ctx, &desc, &p->scratch[1]);
+    timing_result time;
     if (status == FLASHCL_SUCCESS)
-        p->ms[which] = time_calls(ctx, &desc, o->warmup, o->reps, &status);
+        status = time_forward(ctx, &desc, o->warmup, o->reps, &time);
     if (status != FLASHCL_SUCCESS) {
         p->ms[which] = -1;
         snprintf(p->failure, sizeof p->failure, "%s: %s: %.180s",
@@ -230,11 +188,12 @@ static void time_backend(flashcl_context *ctx, const bench_options *o,
                  flashcl_context_last_error(ctx));
         return;
     }
-    p->gflops[which] = point_flops(p) / (p->ms[which] * 1e-3) / 1e9;
+    p->ms[which] = time.median_ms;
+    p->gflops[which] = point_flops(p) / (time.median_ms * 1e-3) / 1e9;
 }
 
 static void run_point(flashcl_context *ctx, const bench_options *o,
-                      bench_point *p, int index, int total)
+                      bench_point *p, int index, progress *bar)
 {
     problem_spec spec = {.name = "bench", .batch = p->batch,
                          .heads_q = p->heads, .heads_kv = p->heads,
@@ -244,30 +203,29 @@ static void run_point(flashcl_context *ctx, const bench_options *o,
                          .window_right = -1};
     p->ms[0] = p->ms[1] = -1;
     problem prob;
-    progress(o, index, total, p, "preparing inputs");
-    if (problem_create(ctx, &spec, p->dtype, 12345u + (unsigned)index,
-                       &prob) != 0) {
-        snprintf(p->failure, sizeof p->failure, "could not allocate inputs");
+    if (problem_create(ctx, &spec, p->dtype, 12345u + (unsigned)index, &prob,
+                       p->failure, sizeof p->failure) != FLASHCL_SUCCESS)
         return;
-    }
     for (int which = 0; which < 2; ++which) {
         if (!(which ? o->reference : o->fused))
             continue;
-        progress(o, index, total, p, which ? "reference" : "fused");
+        progress_step(bar, index, "%s D=%d N=%d B=%d H=%d%s: %s",
+                      dtype_name(p->dtype), p->head_dim, p->seqlen, p->batch,
+                      p->heads, p->causal ? " causal" : "",
+                      which ? "reference" : "fused");
         time_backend(ctx, o, &prob, which, p);
     }
     problem_release(&prob);
-    clear_progress(o);
 }
 
 /* ---- output --------------------------------------------------------- */
 
-static void print_cell(double ms)
+static void print_cell(double value, const char *format)
 {
-    if (ms < 0)
+    if (value < 0)
         printf(" - |");
     else
-        printf(" %.2f |", ms);
+        printf(format, value);
 }
 
 static void print_point_text(const bench_point *p)
@@ -275,12 +233,10 @@ static void print_point_text(const bench_point *p)
     printf("| %s | %d | %s | %d | %d | %d |", dtype_name(p->dtype),
            p->head_dim, p->causal ? "yes" : "no", p->seqlen, p->batch,
            p->heads);
-    print_cell(p->ms[0]);
-    print_cell(p->ms[1]);
-    if (p->ms[0] > 0 && p->ms[1] > 0)
-        printf(" %.2fx |", p->ms[1] / p->ms[0]);
-    else
-        printf(" - |");
+    print_cell(p->ms[0], " %.2f |");
+    print_cell(p->ms[1], " %.2f |");
+    print_cell(p->ms[0] > 0 && p->ms[1] > 0 ? p->ms[1] / p->ms[0] : -1,
+               " %.2fx |");
     printf(" %.1f | %.1f | %.1f | %.1f |%s%s\n", p->gflops[0], p->gflops[1],
            (double)p->scratch[0] / 1048576.0,
            (double)p->scratch[1] / 1048576.0, p->failure[0] ? " " : "",
@@ -288,41 +244,40 @@ static void print_point_text(const bench_point *p)
     fflush(stdout);
 }
 
-static void print_point_json(const bench_point *p, bool first)
+static void print_point_json(json_writer *j, const bench_point *p)
 {
-    printf("%s\n    {\"dtype\": \"%s\", \"head_dim\": %d, \"causal\": %s, "
-           "\"seqlen\": %d, \"batch\": %d, \"heads\": %d, \"fused_ms\": ",
-           first ? "" : ",", dtype_name(p->dtype), p->head_dim,
-           p->causal ? "true" : "false", p->seqlen, p->batch, p->heads);
-    json_number(stdout, p->ms[0] >= 0 ? p->ms[0] : NAN);
-    printf(", \"reference_ms\": ");
-    json_number(stdout, p->ms[1] >= 0 ? p->ms[1] : NAN);
-    printf(", \"speedup\": ");
-    json_number(stdout, p->ms[0] > 0 && p->ms[1] > 0 ? p->ms[1] / p->ms[0]
-                                                      : NAN);
-    printf(", \"fused_gflops\": ");
-    json_number(stdout, p->ms[0] > 0 ? p->gflops[0] : NAN);
-    printf(", \"reference_gflops\": ");
-    json_number(stdout, p->ms[1] > 0 ? p->gflops[1] : NAN);
-    printf(", \"fused_scratch_bytes\": %zu, \"reference_scratch_bytes\": "
-           "%zu, \"error\": ",
-           p->scratch[0], p->scratch[1]);
-    json_string(stdout, p->failure);
-    printf("}");
+    const bool both = p->ms[0] > 0 && p->ms[1] > 0;
+    json_object(j, NULL);
+    json_string(j, "dtype", dtype_name(p->dtype));
+    json_integer(j, "head_dim", p->head_dim);
+    json_bool(j, "causal", p->causal);
+    json_integer(j, "seqlen", p->seqlen);
+    json_integer(j, "batch", p->batch);
+    json_integer(j, "heads", p->heads);
+    json_number(j, "fused_ms", p->ms[0] >= 0 ? p->ms[0] : NAN);
+    json_number(j, "reference_ms", p->ms[1] >= 0 ? p->ms[1] : NAN);
+    json_number(j, "speedup", both ? p->ms[1] / p->ms[0] : NAN);
+    json_number(j, "fused_gflops", p->ms[0] > 0 ? p->gflops[0] : NAN);
+    json_number(j, "reference_gflops", p->ms[1] > 0 ? p->gflops[1] : NAN);
+    json_integer(j, "fused_scratch_bytes", (long long)p->scratch[0]);
+    json_integer(j, "reference_scratch_bytes", (long long)p->scratch[1]);
+    json_string(j, "error", p->failure);
+    json_close(j);
 }
 
-static void print_header(const bench_options *o, const flashcl_device_info *d,
-                         bool json)
+static void print_header(json_writer *j, const bench_options *o,
+                         const flashcl_device_info *d)
 {
-    if (json) {
-        printf("{\"flashcl_version\": \"%s\", \"device\": ",
-               flashcl_version_string());
-        json_string(stdout, d->name);
-        printf(", \"driver\": ");
-        json_string(stdout, d->driver_version);
-        printf(", \"reps\": %d, \"warmup\": %d, \"window\": %d, "
-               "\"timing\": \"host clock, median\", \"rows\": [",
-               o->reps, o->warmup, o->window);
+    if (j) {
+        json_object(j, NULL);
+        json_string(j, "flashcl_version", flashcl_version_string());
+        json_string(j, "device", d->name);
+        json_string(j, "driver", d->driver_version);
+        json_integer(j, "reps", o->reps);
+        json_integer(j, "warmup", o->warmup);
+        json_integer(j, "window", o->window);
+        json_string(j, "timing", "host clock, median");
+        json_array(j, "rows");
         return;
     }
     printf("flashcl %s bench on %s (driver %s)\nmedian of %d calls after %d "
@@ -337,31 +292,37 @@ static void print_header(const bench_options *o, const flashcl_device_info *d,
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
+static bench_point make_point(const bench_options *o, int t, int h, int c,
+                              int s)
+{
+    bench_point p = {0};
+    p.dtype = o->dtypes[t];
+    p.head_dim = o->head_dims[h];
+    p.causal = o->causal_modes[c];
+    p.seqlen = o->seqlens[s];
+    p.batch = o->tokens / p.seqlen > 0 ? (int)(o->tokens / p.seqlen) : 1;
+    p.heads = o->hidden / p.head_dim > 0 ? (int)(o->hidden / p.head_dim) : 1;
+    return p;
+}
+
 /* Runs the sweep; returns the number of failed points. */
-static int sweep(flashcl_context *ctx, const bench_options *o, bool json)
+static int sweep(flashcl_context *ctx, const bench_options *o, json_writer *j)
 {
     const int total = o->num_dtypes * o->num_head_dims * o->num_causal *
                       o->num_seqlens;
+    progress bar;
+    progress_begin(&bar, total, !o->no_progress);
     int index = 0, failures = 0;
     for (int t = 0; t < o->num_dtypes; ++t)
         for (int h = 0; h < o->num_head_dims; ++h)
             for (int c = 0; c < o->num_causal; ++c)
                 for (int s = 0; s < o->num_seqlens; ++s) {
-                    bench_point p = {0};
-                    p.dtype = o->dtypes[t];
-                    p.head_dim = o->head_dims[h];
-                    p.causal = o->causal_modes[c];
-                    p.seqlen = o->seqlens[s];
-                    p.batch = o->tokens / p.seqlen > 0
-                                  ? (int)(o->tokens / p.seqlen)
-                                  : 1;
-                    p.heads = o->hidden / p.head_dim > 0
-                                  ? (int)(o->hidden / p.head_dim)
-                                  : 1;
-                    run_point(ctx, o, &p, ++index, total);
+                    bench_point p = make_point(o, t, h, c, s);
+                    run_point(ctx, o, &p, ++index, &bar);
+                    progress_clear(&bar);
                     failures += p.failure[0] != '\0';
-                    if (json)
-                        print_point_json(&p, index == 1);
+                    if (j)
+                        print_point_json(j, &p);
                     else
                         print_point_text(&p);
                 }
@@ -370,26 +331,32 @@ static int sweep(flashcl_context *ctx, const bench_options *o, bool json)
 
 int cmd_bench(int argc, char **argv)
 {
-    bench_options o = {.fused = true, .reference = true, .reps = 5,
-                       .warmup = 1};
+    bench_options o = {.reps = 5, .warmup = 1};
     common_options common = {0};
-    if (parse_command_line("bench", argc, argv, 2, &common,
-                           parse_bench_option, &o) != 0)
+    if (cli_parse(&bench_command, argc, argv, &common, &o) != 0)
         return EXIT_USAGE;
     if (common.help) {
-        printf("%s", bench_usage);
+        cli_print_help(&bench_command, stdout);
         return EXIT_OK;
     }
-    flashcl_context *ctx = open_device("bench", common.device);
+    int rc;
+    flashcl_context *ctx = open_device("bench", common.device, common.json,
+                                       &rc);
     if (!ctx)
-        return EXIT_DEVICE;
+        return rc;
     flashcl_device_info dev;
     flashcl_context_device_info(ctx, &dev);
     apply_defaults(&o, dev.is_cpu);
-    print_header(&o, &dev, common.json);
-    int failures = sweep(ctx, &o, common.json);
-    if (common.json)
-        printf("\n  ], \"failed_points\": %d}\n", failures);
+    json_writer j;
+    json_begin(&j, stdout, 2);
+    print_header(common.json ? &j : NULL, &o, &dev);
+    int failures = sweep(ctx, &o, common.json ? &j : NULL);
+    if (common.json) {
+        json_close(&j);
+        json_integer(&j, "failed_points", failures);
+        json_close(&j);
+        json_end(&j);
+    }
     flashcl_context_release(ctx);
     return failures ? EXIT_DEVICE : EXIT_OK;
 }

@@ -1,7 +1,13 @@
 /* `flashcl info`: every OpenCL platform and device, what each offers and
- * what flashcl would run there; marks the device that would be selected. */
+ * what flashcl would run there; marks the device that would be selected,
+ * or says why the spec selects none. The devices are listed straight from
+ * the OpenCL API, so a bad spec, or a device flashcl cannot open, still
+ * shows every device there is. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli_common.h"
+#include "cli.h"
+#include "cli_args.h"
+#include "cli_device.h"
+#include "cli_report.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -11,19 +17,22 @@
 #define INFO_WAVEFRONT_WIDTH_AMD 0x4043
 #define INFO_SUB_GROUP_SIZES_INTEL 0x4108
 
-#define MAX_PLATFORMS 16
-#define MAX_DEVICES 16
+const cli_command info_command = {
+    "info", "Every OpenCL platform and device and what flashcl runs there.",
+    "Per device: vendor, driver, OpenCL C version, compute units, clock,\n"
+    "memory, fp16/bf16/fp64 support, subgroups, matrix instructions, the\n"
+    "kernel variant flashcl would use for head dims 64 and 128 in each\n"
+    "dtype (file, path, tiles, the library's reason, and the faster paths\n"
+    "it skipped and why), and the reference backend's scratch cap. Marks\n"
+    "the device that --device SPEC (else FLASHCL_DEVICE, else the default:\n"
+    "first GPU, else first device) selects; when the spec matches nothing,\n"
+    "every device is still listed, the failure is shown, and the exit\n"
+    "status is 3. A device flashcl cannot open is listed with what OpenCL\n"
+    "says about it and why.\n",
+    NULL};
 
-static const char info_usage[] =
-    "usage: flashcl info [--device SPEC] [--json]\n"
-    "Lists every OpenCL platform and device: vendor, driver, OpenCL C\n"
-    "version, compute units, clock, memory, fp16/bf16/fp64 support,\n"
-    "subgroups, matrix instructions, the kernel variant and tiles flashcl\n"
-    "would use for head dims 64 and 128, and the reference backend's scratch\n"
-    "cap. Marks the device that --device SPEC (else FLASHCL_DEVICE, else the\n"
-    "default: first GPU, else first device) selects.\n";
+/* ---- what the CLI reads itself ------------------------------------- */
 
-/* What the CLI reads itself, beyond flashcl_device_info. */
 typedef struct device_extras {
     char subgroups[192];
     char matrix_ext[192];
@@ -60,6 +69,20 @@ static void append(char *buf, size_t cap, const char *text)
     snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", text);
 }
 
+static void append_width(cl_device_id device, const char *ext,
+                         const char *extension, cl_device_info query,
+                         const char *label, char *buf, size_t cap)
+{
+    cl_uint width = 0;
+    char text[96];
+    if (listed(ext, extension) &&
+        clGetDeviceInfo(device, query, sizeof width, &width, NULL) ==
+            CL_SUCCESS) {
+        snprintf(text, sizeof text, "%s %u", label, width);
+        append(buf, cap, text);
+    }
+}
+
 /* Subgroup support: the extensions, and the widths a vendor query gives. */
 static void describe_subgroups(cl_device_id device, const char *ext,
                                char *buf, size_t cap)
@@ -71,25 +94,15 @@ static void describe_subgroups(cl_device_id device, const char *ext,
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         if (listed(ext, names[i]))
             append(buf, cap, names[i]);
-    cl_uint width = 0;
-    char text[96];
-    if (listed(ext, "cl_nv_device_attribute_query") &&
-        clGetDeviceInfo(device, INFO_WARP_SIZE_NV, sizeof width, &width,
-                        NULL) == CL_SUCCESS) {
-        snprintf(text, sizeof text, "warp size %u", width);
-        append(buf, cap, text);
-    }
-    if (listed(ext, "cl_amd_device_attribute_query") &&
-        clGetDeviceInfo(device, INFO_WAVEFRONT_WIDTH_AMD, sizeof width,
-                        &width, NULL) == CL_SUCCESS) {
-        snprintf(text, sizeof text, "wavefront %u", width);
-        append(buf, cap, text);
-    }
+    append_width(device, ext, "cl_nv_device_attribute_query",
+                 INFO_WARP_SIZE_NV, "warp size", buf, cap);
+    append_width(device, ext, "cl_amd_device_attribute_query",
+                 INFO_WAVEFRONT_WIDTH_AMD, "wavefront", buf, cap);
     size_t sizes[8], bytes = 0;
     if (listed(ext, "cl_intel_required_subgroup_size") &&
         clGetDeviceInfo(device, INFO_SUB_GROUP_SIZES_INTEL, sizeof sizes,
                         sizes, &bytes) == CL_SUCCESS) {
-        strcpy(text, "sizes");
+        char text[96] = "sizes";
         for (size_t i = 0; i < bytes / sizeof sizes[0]; ++i)
             snprintf(text + strlen(text), sizeof text - strlen(text), " %zu",
                      sizes[i]);
@@ -143,57 +156,114 @@ static flashcl_status describe(flashcl_context *ctx, int head_dim,
     return flashcl_describe_variant(ctx, &desc, v);
 }
 
-static void print_variants(flashcl_context *ctx, bool has_fp64)
+static void print_variant_text(int head_dim, flashcl_dtype dtype,
+                               const flashcl_variant_info *v)
+{
+    printf("    D=%-3d %s: %s", head_dim, dtype_name(dtype), v->kernel_file);
+    if (v->path[0])
+        printf(" (%s path)", v->path);
+    printf(", BLOCK_M=%d BLOCK_N=%d WG=%d", v->block_m, v->block_n,
+           v->work_group_size);
+    if (v->vector_width)
+        printf(" VEC=%d", v->vector_width);
+    printf("\n      reason: %s\n", v->reason);
+    if (v->variants[0])
+        printf("      variants: %s\n", v->variants);
+    if (v->skipped[0])
+        printf("      skipped: %s\n", v->skipped);
+}
+
+static void print_variants_text(flashcl_context *ctx, bool has_fp64)
 {
     printf("  kernel variants (N=1024, non-causal):\n");
     for (int t = 0; t < (has_fp64 ? 4 : 3); ++t)
         for (int h = 0; h < 2; ++h) {
             flashcl_variant_info v;
-            if (describe(ctx, info_head_dims[h], all_dtypes[t], &v) !=
-                FLASHCL_SUCCESS) {
+            if (describe(ctx, info_head_dims[h], all_dtypes[t], &v) ==
+                FLASHCL_SUCCESS)
+                print_variant_text(info_head_dims[h], all_dtypes[t], &v);
+            else
                 printf("    D=%-3d %s: %s\n", info_head_dims[h],
                        dtype_name(all_dtypes[t]),
                        flashcl_context_last_error(ctx));
-                continue;
-            }
-            char vec[16] = "";
-            if (v.vector_width)
-                snprintf(vec, sizeof vec, " VEC=%d", v.vector_width);
-            printf("    D=%-3d %s: %s, BLOCK_M=%d BLOCK_N=%d WG=%d%s (%s)\n",
-                   info_head_dims[h], dtype_name(all_dtypes[t]),
-                   v.kernel_file, v.block_m, v.block_n, v.work_group_size, vec,
-                   v.reason);
         }
 }
 
-/* ---- text ---------------------------------------------------------- */
+static void print_variants_json(json_writer *j, flashcl_context *ctx,
+                                bool has_fp64)
+{
+    json_array(j, "variants");
+    for (int t = 0; t < (has_fp64 ? 4 : 3); ++t)
+        for (int h = 0; h < 2; ++h) {
+            flashcl_variant_info v;
+            if (describe(ctx, info_head_dims[h], all_dtypes[t], &v) !=
+                FLASHCL_SUCCESS)
+                continue;
+            json_object(j, NULL);
+            json_integer(j, "head_dim", info_head_dims[h]);
+            json_string(j, "dtype", dtype_name(all_dtypes[t]));
+            json_string(j, "kernel", v.kernel_file);
+            json_string(j, "path", v.path);
+            json_integer(j, "block_m", v.block_m);
+            json_integer(j, "block_n", v.block_n);
+            json_integer(j, "work_group", v.work_group_size);
+            json_integer(j, "vector_width", v.vector_width);
+            json_string(j, "reason", v.reason);
+            json_string(j, "variants", v.variants);
+            json_string(j, "skipped", v.skipped);
+            json_close(j);
+        }
+    json_close(j);
+}
 
-static void print_device_text(flashcl_context *ctx, unsigned index,
-                              const char *spec, bool chosen, const char *why)
+/* ---- one device ---------------------------------------------------- */
+
+/* How `info` came to (not) select a device. */
+typedef struct selection {
+    flashcl_context *ctx; /* NULL when the spec selects nothing */
+    flashcl_status status;
+    char why[256];      /* where the spec came from */
+    char failure[512];  /* the library's message, first line */
+} selection;
+
+static const char *type_name(const flashcl_device_info *d)
+{
+    return d->is_gpu ? "GPU" : d->is_cpu ? "CPU" : "other";
+}
+
+static void print_memory_text(const flashcl_device_info *d)
+{
+    printf("  compute units: %u, clock: %u MHz, max work-group: %zu\n",
+           d->compute_units, d->clock_mhz, d->max_work_group_size);
+    printf("  global memory: %.2f GiB, local: %.0f KiB, max allocation: "
+           "%.2f GiB\n",
+           (double)d->global_mem_bytes / 1073741824.0,
+           (double)d->local_mem_bytes / 1024.0,
+           (double)d->max_alloc_bytes / 1073741824.0);
+    printf("  fp16 storage: yes (cl_khr_fp16 %s), bf16 storage: yes, fp64: "
+           "%s\n",
+           d->has_fp16_ext ? "listed" : "not listed, not needed",
+           d->has_fp64 ? "yes (cl_khr_fp64)" : "no");
+}
+
+static void print_device_text(flashcl_context *ctx,
+                              const cl_device_entry *entry,
+                              const selection *sel)
 {
     flashcl_device_info d;
     device_extras x;
     flashcl_context_device_info(ctx, &d);
     read_extras(ctx, &x);
-    printf("\ndevice %u (%s): %s%s\n", index, spec, d.name,
-           chosen ? "   <== selected" : "");
+    const bool chosen =
+        sel->ctx && flashcl_context_device(sel->ctx) == entry->device;
+    printf("\ndevice %u (%u:%u): %s%s\n", entry->index, entry->platform_index,
+           entry->device_index, d.name, chosen ? "   <== selected" : "");
     if (chosen)
-        printf("  selected because: %s\n", why);
-    printf("  type: %s, vendor: %s (0x%04x), platform: %s\n",
-           d.is_gpu ? "GPU" : d.is_cpu ? "CPU" : "other", d.vendor,
-           d.vendor_id, d.platform);
+        printf("  selected because: %s\n", sel->why);
+    printf("  type: %s, vendor: %s (0x%04x), platform: %s\n", type_name(&d),
+           d.vendor, d.vendor_id, d.platform);
     printf("  driver: %s, %s\n", d.driver_version, d.opencl_c_version);
-    printf("  compute units: %u, clock: %u MHz, max work-group: %zu\n",
-           d.compute_units, d.clock_mhz, d.max_work_group_size);
-    printf("  global memory: %.2f GiB, local: %.0f KiB, max allocation: "
-           "%.2f GiB\n",
-           (double)d.global_mem_bytes / 1073741824.0,
-           (double)d.local_mem_bytes / 1024.0,
-           (double)d.max_alloc_bytes / 1073741824.0);
-    printf("  fp16 storage: yes (cl_khr_fp16 %s), bf16 storage: yes, fp64: "
-           "%s\n",
-           d.has_fp16_ext ? "listed" : "not listed, not needed",
-           d.has_fp64 ? "yes (cl_khr_fp64)" : "no");
+    print_memory_text(&d);
     printf("  subgroups: %s\n", x.subgroups);
     if (d.nv_compute_capability)
         printf("  NVIDIA compute capability: %u.%u\n",
@@ -203,169 +273,205 @@ static void print_device_text(flashcl_context *ctx, unsigned index,
     printf("  matrix instructions: %s\n", d.matrix_path);
     printf("  matrix extensions: %s\n", x.matrix_ext);
     printf("  flashcl path: %s\n", d.flashcl_path);
-    print_variants(ctx, d.has_fp64);
+    print_variants_text(ctx, d.has_fp64);
     printf("  reference backend: CLBlast GEMMs (fp32%s), scratch cap %.1f "
            "MiB\n",
            d.has_fp64 ? "; fp64 for fp64" : "",
            (double)x.scratch_cap / 1048576.0);
 }
 
-/* ---- JSON ---------------------------------------------------------- */
-
-static void json_field(const char *key, const char *value, bool comma)
+static void json_device_numbers(json_writer *j, const flashcl_device_info *d)
 {
-    printf("      \"%s\": ", key);
-    json_string(stdout, value);
-    printf("%s\n", comma ? "," : "");
+    json_integer(j, "compute_units", d->compute_units);
+    json_integer(j, "clock_mhz", d->clock_mhz);
+    json_integer(j, "global_mem_bytes", (long long)d->global_mem_bytes);
+    json_integer(j, "local_mem_bytes", (long long)d->local_mem_bytes);
+    json_integer(j, "max_alloc_bytes", (long long)d->max_alloc_bytes);
+    json_integer(j, "max_work_group", (long long)d->max_work_group_size);
+    json_bool(j, "fp16_storage", true);
+    json_bool(j, "cl_khr_fp16", d->has_fp16_ext);
+    json_bool(j, "bf16_storage", true);
+    json_bool(j, "fp64", d->has_fp64);
 }
 
-static void print_variants_json(flashcl_context *ctx, bool has_fp64)
-{
-    printf("      \"variants\": [");
-    bool first = true;
-    for (int t = 0; t < (has_fp64 ? 4 : 3); ++t)
-        for (int h = 0; h < 2; ++h) {
-            flashcl_variant_info v;
-            if (describe(ctx, info_head_dims[h], all_dtypes[t], &v) !=
-                FLASHCL_SUCCESS)
-                continue;
-            printf("%s\n        {\"head_dim\": %d, \"dtype\": \"%s\", "
-                   "\"kernel\": ",
-                   first ? "" : ",", info_head_dims[h],
-                   dtype_name(all_dtypes[t]));
-            json_string(stdout, v.kernel_file);
-            printf(", \"block_m\": %d, \"block_n\": %d, \"work_group\": %d, "
-                   "\"vector_width\": %d, \"reason\": ",
-                   v.block_m, v.block_n, v.work_group_size, v.vector_width);
-            json_string(stdout, v.reason);
-            printf("}");
-            first = false;
-        }
-    printf("\n      ],\n");
-}
-
-static void print_device_json(flashcl_context *ctx, unsigned index,
-                              const char *spec, bool chosen, bool first)
+static void print_device_json(json_writer *j, flashcl_context *ctx,
+                              const cl_device_entry *entry,
+                              const selection *sel, const char *spec)
 {
     flashcl_device_info d;
     device_extras x;
     flashcl_context_device_info(ctx, &d);
     read_extras(ctx, &x);
-    printf("%s    {\n      \"index\": %u,\n", first ? "" : ",\n", index);
-    json_field("spec", spec, true);
-    printf("      \"selected\": %s,\n", chosen ? "true" : "false");
-    json_field("name", d.name, true);
-    json_field("type", d.is_gpu ? "GPU" : d.is_cpu ? "CPU" : "other", true);
-    json_field("vendor", d.vendor, true);
-    printf("      \"vendor_id\": %u,\n", d.vendor_id);
-    json_field("platform", d.platform, true);
-    json_field("driver", d.driver_version, true);
-    json_field("opencl_c", d.opencl_c_version, true);
-    printf("      \"compute_units\": %u,\n      \"clock_mhz\": %u,\n"
-           "      \"global_mem_bytes\": %llu,\n      \"local_mem_bytes\": "
-           "%llu,\n      \"max_alloc_bytes\": %llu,\n"
-           "      \"max_work_group\": %zu,\n",
-           d.compute_units, d.clock_mhz,
-           (unsigned long long)d.global_mem_bytes,
-           (unsigned long long)d.local_mem_bytes,
-           (unsigned long long)d.max_alloc_bytes, d.max_work_group_size);
-    printf("      \"fp16_storage\": true,\n      \"cl_khr_fp16\": %s,\n"
-           "      \"bf16_storage\": true,\n      \"fp64\": %s,\n",
-           d.has_fp16_ext ? "true" : "false", d.has_fp64 ? "true" : "false");
-    json_field("subgroups", x.subgroups, true);
-    printf("      \"nv_compute_capability\": %u,\n", d.nv_compute_capability);
-    json_field("amd_gfx", d.amd_gfx, true);
-    json_field("matrix_instructions", d.matrix_path, true);
-    json_field("matrix_extensions", x.matrix_ext, true);
-    json_field("flashcl_path", d.flashcl_path, true);
-    print_variants_json(ctx, d.has_fp64);
-    printf("      \"reference_scratch_cap_bytes\": %zu\n    }", x.scratch_cap);
+    json_object(j, NULL);
+    json_integer(j, "index", entry->index);
+    json_string(j, "spec", spec);
+    json_bool(j, "selected",
+              sel->ctx && flashcl_context_device(sel->ctx) == entry->device);
+    json_bool(j, "usable", true);
+    json_string(j, "name", d.name);
+    json_string(j, "type", type_name(&d));
+    json_string(j, "vendor", d.vendor);
+    json_integer(j, "vendor_id", d.vendor_id);
+    json_string(j, "platform", d.platform);
+    json_string(j, "driver", d.driver_version);
+    json_string(j, "opencl_c", d.opencl_c_version);
+    json_device_numbers(j, &d);
+    json_string(j, "subgroups", x.subgroups);
+    json_integer(j, "nv_compute_capability", d.nv_compute_capability);
+    json_string(j, "amd_gfx", d.amd_gfx);
+    json_string(j, "matrix_instructions", d.matrix_path);
+    json_string(j, "matrix_extensions", x.matrix_ext);
+    json_string(j, "flashcl_path", d.flashcl_path);
+    print_variants_json(j, ctx, d.has_fp64);
+    json_integer(j, "reference_scratch_cap_bytes", (long long)x.scratch_cap);
+    json_close(j);
+}
+
+/* A device flashcl could not open: what OpenCL says, and why. */
+static void print_unusable(json_writer *j, const cl_device_entry *entry,
+                           const char *spec, const char *error)
+{
+    cl_device_basics b;
+    read_cl_basics(entry, &b);
+    if (!j) {
+        printf("\ndevice %u (%s): %s\n  type: %s, vendor: %s, platform: %s\n"
+               "  driver: %s, %s\n  flashcl cannot use it: %s\n",
+               entry->index, spec, b.name, b.type, b.vendor, b.platform,
+               b.driver, b.version, error);
+        return;
+    }
+    json_object(j, NULL);
+    json_integer(j, "index", entry->index);
+    json_string(j, "spec", spec);
+    json_bool(j, "selected", false);
+    json_bool(j, "usable", false);
+    json_string(j, "name", b.name);
+    json_string(j, "type", b.type);
+    json_string(j, "vendor", b.vendor);
+    json_string(j, "platform", b.platform);
+    json_string(j, "driver", b.driver);
+    json_string(j, "opencl_version", b.version);
+    json_string(j, "error", error);
+    json_close(j);
+}
+
+static void print_device(json_writer *j, const cl_device_entry *entry,
+                         const selection *sel)
+{
+    char spec[32];
+    snprintf(spec, sizeof spec, "%u:%u", entry->platform_index,
+             entry->device_index);
+    flashcl_context *ctx = NULL;
+    if (flashcl_context_create(&ctx, spec) != FLASHCL_SUCCESS)
+        print_unusable(j, entry, spec, flashcl_last_create_error());
+    else if (j)
+        print_device_json(j, ctx, entry, sel, spec);
+    else
+        print_device_text(ctx, entry, sel);
+    flashcl_context_release(ctx);
 }
 
 /* ---- the command ---------------------------------------------------- */
 
-static void selection_reason(const char *spec, char *why, size_t cap)
+/* The first line of the library's message, without the device list that
+ * `info` prints in full anyway. */
+static void first_line(const char *message, char *out, size_t cap)
 {
-    const char *env = getenv("FLASHCL_DEVICE");
-    if (spec)
-        snprintf(why, cap, "--device \"%s\"", spec);
-    else if (env && *env)
-        snprintf(why, cap, "FLASHCL_DEVICE=\"%s\"", env);
-    else
-        snprintf(why, cap,
-                 "default (first GPU, else first device; FLASHCL_DEVICE "
-                 "unset)");
+    size_t length = strcspn(message, "\n");
+    const char *listing = strstr(message, "; available");
+    if (listing && (size_t)(listing - message) < length)
+        length = (size_t)(listing - message);
+    snprintf(out, cap, "%.*s", (int)length, message);
 }
 
-/* Every device, in the flat order of the "N" spec. */
-static int list_devices(cl_device_id selected, const char *why, bool json)
+static void open_selection(const char *spec, selection *sel)
 {
-    cl_platform_id platforms[MAX_PLATFORMS];
-    cl_uint num_platforms = 0;
-    if (clGetPlatformIDs(MAX_PLATFORMS, platforms, &num_platforms) !=
-            CL_SUCCESS ||
-        num_platforms == 0)
-        return -1;
-    if (num_platforms > MAX_PLATFORMS)
-        num_platforms = MAX_PLATFORMS;
-    unsigned flat = 0, shown = 0;
-    for (cl_uint p = 0; p < num_platforms; ++p) {
-        cl_device_id devices[MAX_DEVICES];
-        cl_uint count = 0;
-        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES,
-                           devices, &count) != CL_SUCCESS)
-            continue;
-        for (cl_uint d = 0; d < count && d < MAX_DEVICES; ++d, ++flat) {
-            char spec[32];
-            snprintf(spec, sizeof spec, "%u:%u", p, d);
-            flashcl_context *ctx = NULL;
-            if (flashcl_context_create(&ctx, spec) != FLASHCL_SUCCESS) {
-                if (!json)
-                    printf("\ndevice %u (%s): cannot create a context: %s\n",
-                           flat, spec, flashcl_last_create_error());
-                continue;
-            }
-            bool chosen = devices[d] == selected;
-            if (json)
-                print_device_json(ctx, flat, spec, chosen, shown++ == 0);
-            else
-                print_device_text(ctx, flat, spec, chosen, why);
-            flashcl_context_release(ctx);
-        }
+    memset(sel, 0, sizeof *sel);
+    selection_reason(spec, sel->why, sizeof sel->why);
+    sel->status = flashcl_context_create(&sel->ctx, spec);
+    if (sel->status != FLASHCL_SUCCESS) {
+        sel->ctx = NULL;
+        first_line(flashcl_last_create_error(), sel->failure,
+                   sizeof sel->failure);
     }
-    return 0;
+}
+
+static void print_header_text(const selection *sel)
+{
+    printf("flashcl %s\n", flashcl_version_string());
+    if (!sel->ctx)
+        printf("\nselected: none: %s: %s: %s; every device is listed "
+               "below\n",
+               sel->why, flashcl_status_string(sel->status), sel->failure);
+}
+
+static void print_header_json(json_writer *j, const selection *sel)
+{
+    json_object(j, NULL);
+    json_string(j, "flashcl_version", flashcl_version_string());
+    if (sel->ctx) {
+        json_string(j, "selected_because", sel->why);
+        json_null(j, "selection_error");
+    } else {
+        json_null(j, "selected_because");
+        json_object(j, "selection_error");
+        json_string(j, "spec_source", sel->why);
+        json_string(j, "error", flashcl_status_string(sel->status));
+        json_integer(j, "status", (long long)sel->status);
+        json_string(j, "message", sel->failure);
+        json_close(j);
+    }
+    json_array(j, "devices");
+}
+
+static int list_all(const selection *sel, bool json)
+{
+    cl_device_entry entries[MAX_CL_DEVICES];
+    cl_int error;
+    const int count = list_cl_devices(entries, MAX_CL_DEVICES, &error);
+    if (count == 0) {
+        char message[128];
+        snprintf(message, sizeof message, "no OpenCL device found (OpenCL "
+                                          "error %d; is an ICD such as "
+                                          "pocl-opencl-icd installed?)",
+                 (int)error);
+        return report_failure("info", json, FLASHCL_ERROR_NO_OPENCL, message,
+                              EXIT_DEVICE);
+    }
+    json_writer j;
+    json_begin(&j, stdout, 4);
+    if (json)
+        print_header_json(&j, sel);
+    else
+        print_header_text(sel);
+    for (int i = 0; i < count; ++i)
+        print_device(json ? &j : NULL, &entries[i], sel);
+    if (json) {
+        json_close(&j);
+        json_close(&j);
+        json_end(&j);
+    }
+    return EXIT_OK;
 }
 
 int cmd_info(int argc, char **argv)
 {
     common_options common = {0};
-    if (parse_command_line("info", argc, argv, 2, &common, NULL, NULL) != 0)
+    if (cli_parse(&info_command, argc, argv, &common, NULL) != 0)
         return EXIT_USAGE;
     if (common.help) {
-        printf("%s", info_usage);
+        cli_print_help(&info_command, stdout);
         return EXIT_OK;
     }
-    flashcl_context *selected = open_device("info", common.device);
-    if (!selected)
-        return EXIT_DEVICE;
-    char why[256];
-    selection_reason(common.device, why, sizeof why);
-    if (common.json) {
-        printf("{\n  \"flashcl_version\": \"%s\",\n  \"selected_because\": ",
-               flashcl_version_string());
-        json_string(stdout, why);
-        printf(",\n  \"devices\": [\n");
-    } else {
-        printf("flashcl %s\n", flashcl_version_string());
+    selection sel;
+    open_selection(common.device, &sel);
+    int rc = list_all(&sel, common.json);
+    if (rc == EXIT_OK && !sel.ctx) {
+        fprintf(stderr, "flashcl info: %s: %s (%s); every device is listed "
+                        "on stdout\n",
+                flashcl_status_string(sel.status), sel.failure, sel.why);
+        rc = EXIT_DEVICE;
     }
-    int listed_ok = list_devices(flashcl_context_device(selected), why,
-                                 common.json);
-    if (common.json)
-        printf("\n  ]\n}\n");
-    flashcl_context_release(selected);
-    if (listed_ok != 0) {
-        fprintf(stderr, "flashcl info: no OpenCL platform found\n");
-        return EXIT_DEVICE;
-    }
-    return EXIT_OK;
+    flashcl_context_release(sel.ctx);
+    return rc;
 }

@@ -1,29 +1,50 @@
 /* `flashcl selftest`: builds every plain kernel variant the device would
- * use, then checks fused against the reference backend and both against a
- * float64 host reference on a handful of awkward shapes, in every dtype
- * the device can store. */
+ * use, then checks fused against the reference backend and both against the
+ * float64 oracle on a handful of awkward shapes, in every dtype the device
+ * can store. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli_common.h"
+#include "cli.h"
+#include "cli_args.h"
+#include "cli_device.h"
+#include "cli_problem.h"
+#include "cli_report.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char selftest_usage[] =
-    "usage: flashcl selftest [--device SPEC] [--json]\n"
+typedef struct selftest_options {
+    bool no_progress;
+} selftest_options;
+
+static const cli_option selftest_table[] = {
+    {"no-progress", NULL, "no progress on stderr", CLI_FLAG,
+     offsetof(selftest_options, no_progress), 0, 0, NULL, NULL},
+    {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL},
+};
+
+const cli_command selftest_command = {
+    "selftest", "Build every kernel variant; fused vs reference vs float64.",
     "1. builds the fused kernel for every head-dim class (16..256), dtype\n"
     "   (fp32, fp16, bf16, and fp64 where the device has cl_khr_fp64) and\n"
     "   causal/non-causal, as flashcl_prepare would;\n"
     "2. runs awkward shapes (Nq != Nk both ways, GQA/MQA, rows that see no\n"
     "   key, no keys at all, D = 256, every variant at once) in each dtype\n"
-    "   on the fused and the reference backend and compares both with a\n"
-    "   float64 host reference and with each other.\n"
-    "Prints a PASS/FAIL table; exit status 1 if anything failed.\n";
+    "   on the fused and the reference backend and compares both with the\n"
+    "   float64 oracle and with each other; a row passes when every O error\n"
+    "   is within the O tolerance and every LSE error within the LSE one.\n"
+    "Prints a PASS/FAIL table; exit status 1 if anything failed. Progress\n"
+    "goes to stderr: one line rewritten in place on a terminal, else one\n"
+    "\"[k/n] step\" line per step.\n",
+    selftest_table};
 
 /* Head dims, one per padded class of the portable kernel. */
 static const int build_dims[] = {16, 32, 48, 64, 80, 96, 112, 128,
                                  160, 192, 224, 256};
 #define BUILD_DIMS ((int)(sizeof build_dims / sizeof build_dims[0]))
+
+static const flashcl_dtype dtypes[4] = {FLASHCL_DTYPE_FP32, FLASHCL_DTYPE_FP16,
+                                        FLASHCL_DTYPE_BF16, FLASHCL_DTYPE_FP64};
 
 static const problem_spec shapes[] = {
     {.name = "one query, one key", .batch = 1, .heads_q = 1, .heads_kv = 1,
@@ -53,8 +74,10 @@ static const problem_spec shapes[] = {
 #define SHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 typedef struct tally {
-    int passed, failed;
-    bool json, first_row;
+    int passed, failed, step;
+    bool json;
+    json_writer j;
+    progress progress;
 } tally;
 
 static void record(tally *t, bool ok)
@@ -91,39 +114,44 @@ static bool build_group(flashcl_context *ctx, flashcl_dtype dtype, int causal,
     return true;
 }
 
+static void print_build(tally *t, flashcl_dtype dtype, int causal, double ms,
+                        bool ok, const char *failure)
+{
+    progress_clear(&t->progress);
+    if (t->json) {
+        json_object(&t->j, NULL);
+        json_string(&t->j, "kind", "build");
+        json_string(&t->j, "dtype", dtype_name(dtype));
+        json_bool(&t->j, "causal", causal);
+        json_number(&t->j, "compile_ms", ms);
+        json_string(&t->j, "detail", failure);
+        json_bool(&t->j, "pass", ok);
+        json_close(&t->j);
+        return;
+    }
+    printf("| %s | %s | %.0f | %s%s%s |\n", dtype_name(dtype),
+           causal ? "yes" : "no", ms, ok ? "PASS" : "FAIL", ok ? "" : ": ",
+           failure);
+    fflush(stdout);
+}
+
 static void run_builds(flashcl_context *ctx, int num_dtypes, tally *t)
 {
-    static const flashcl_dtype dtypes[4] = {
-        FLASHCL_DTYPE_FP32, FLASHCL_DTYPE_FP16, FLASHCL_DTYPE_BF16,
-        FLASHCL_DTYPE_FP64};
     if (!t->json)
         printf("\nkernel builds (%d head-dim classes, 16..256, each):\n"
-               "| dtype | causal | compile ms (0 = cached) | result |\n"
-               "|---|---|---|---|\n",
+               "| dtype | causal | compile ms in this process (0: was "
+               "cached) | result |\n|---|---|---|---|\n",
                BUILD_DIMS);
     for (int d = 0; d < num_dtypes; ++d)
         for (int causal = 0; causal < 2; ++causal) {
+            progress_step(&t->progress, ++t->step, "build %s%s",
+                          dtype_name(dtypes[d]), causal ? " causal" : "");
             double ms;
             char failure[256] = "";
             bool ok = build_group(ctx, dtypes[d], causal, &ms, failure,
                                   sizeof failure);
             record(t, ok);
-            if (t->json) {
-                printf("%s\n    {\"kind\": \"build\", \"dtype\": \"%s\", "
-                       "\"causal\": %s, \"compile_ms\": ",
-                       t->first_row ? "" : ",", dtype_name(dtypes[d]),
-                       causal ? "true" : "false");
-                json_number(stdout, ms);
-                printf(", \"detail\": ");
-                json_string(stdout, failure);
-                printf(", \"pass\": %s}", ok ? "true" : "false");
-                t->first_row = false;
-            } else {
-                printf("| %s | %s | %.0f | %s%s%s |\n", dtype_name(dtypes[d]),
-                       causal ? "yes" : "no", ms, ok ? "PASS" : "FAIL",
-                       ok ? "" : ": ", failure);
-            }
-            fflush(stdout);
+            print_build(t, dtypes[d], causal, ms, ok, failure);
         }
 }
 
@@ -131,144 +159,175 @@ static void run_builds(flashcl_context *ctx, int num_dtypes, tally *t)
 
 typedef struct check_result {
     error_pair fused, reference, between;
+    double lse; /* the worst of the three */
     char failure[256];
     bool ok;
 } check_result;
 
-static bool within(error_pair e, flashcl_dtype dtype)
+/* Fused and reference on the same inputs, each against the oracle, and
+ * against each other. */
+static flashcl_status compare_backends(flashcl_context *ctx, problem *p,
+                                       const reference_result *ref,
+                                       check_result *r)
 {
-    return e.o <= o_tolerance(dtype) && e.lse <= lse_tolerance(dtype);
+    double *fused_o = malloc((p->o_count + 1) * sizeof *fused_o);
+    double *fused_lse = malloc((p->lse_count + 1) * sizeof *fused_lse);
+    flashcl_status status = fused_o && fused_lse
+                                ? problem_run(ctx, p, FLASHCL_BACKEND_FUSED)
+                                : FLASHCL_ERROR_OUT_OF_MEMORY;
+    if (status == FLASHCL_SUCCESS) {
+        r->fused = problem_error(p, ref->o, ref->lse);
+        problem_snapshot(p, fused_o, fused_lse);
+        status = problem_run(ctx, p, FLASHCL_BACKEND_REFERENCE);
+    }
+    if (status == FLASHCL_SUCCESS) {
+        r->reference = problem_error(p, ref->o, ref->lse);
+        r->between = problem_error(p, fused_o, fused_lse);
+    }
+    free(fused_o);
+    free(fused_lse);
+    return status;
 }
 
-/* Fused, then reference, on the same inputs. */
 static void check_shape(flashcl_context *ctx, const problem_spec *spec,
                         flashcl_dtype dtype, check_result *r)
 {
     memset(r, 0, sizeof *r);
     problem p;
-    if (problem_create(ctx, spec, dtype, 77, &p) != 0) {
-        snprintf(r->failure, sizeof r->failure, "could not set up buffers");
+    flashcl_status status = problem_create(ctx, spec, dtype, 77, &p,
+                                           r->failure, sizeof r->failure);
+    if (status != FLASHCL_SUCCESS)
         return;
-    }
-    const size_t o_n = p.o_count + 1, l_n = p.lse_count + 1;
-    double *ref_o = malloc(o_n * sizeof *ref_o);
-    double *ref_lse = malloc(l_n * sizeof *ref_lse);
-    double *fused_o = malloc(o_n * sizeof *fused_o);
-    double *fused_lse = malloc(l_n * sizeof *fused_lse);
-    flashcl_status status = FLASHCL_ERROR_OUT_OF_MEMORY;
-    if (ref_o && ref_lse && fused_o && fused_lse &&
-        problem_host_reference(&p, ref_o, ref_lse) == 0)
-        status = problem_run(ctx, &p, FLASHCL_BACKEND_FUSED);
+    reference_result ref = problem_reference(&p);
+    status = ref.o ? compare_backends(ctx, &p, &ref, r)
+                   : FLASHCL_ERROR_OUT_OF_MEMORY;
     if (status == FLASHCL_SUCCESS) {
-        r->fused = problem_error(&p, ref_o, ref_lse);
-        problem_snapshot(&p, fused_o, fused_lse);
-        status = problem_run(ctx, &p, FLASHCL_BACKEND_REFERENCE);
-    }
-    if (status == FLASHCL_SUCCESS) {
-        r->reference = problem_error(&p, ref_o, ref_lse);
-        r->between = problem_error(&p, fused_o, fused_lse);
-        r->ok = within(r->fused, dtype) && within(r->reference, dtype) &&
-                within(r->between, dtype);
+        r->lse = fmax(fmax(r->fused.lse, r->reference.lse), r->between.lse);
+        r->ok = within_tolerance(r->fused, dtype) &&
+                within_tolerance(r->reference, dtype) &&
+                within_tolerance(r->between, dtype);
     } else {
         snprintf(r->failure, sizeof r->failure, "%s: %.200s",
                  flashcl_status_string(status),
                  flashcl_context_last_error(ctx));
     }
-    free(ref_o);
-    free(ref_lse);
-    free(fused_o);
-    free(fused_lse);
+    reference_free(&ref);
     problem_release(&p);
 }
 
-static void print_check(const problem_spec *s, flashcl_dtype dtype,
-                        const check_result *r, tally *t)
+static void print_check_json(tally *t, const problem_spec *s,
+                             flashcl_dtype dtype, const check_result *r)
 {
+    json_object(&t->j, NULL);
+    json_string(&t->j, "kind", "check");
+    json_string(&t->j, "shape", s->name);
+    json_string(&t->j, "dtype", dtype_name(dtype));
+    json_number(&t->j, "fused_error", r->fused.o);
+    json_number(&t->j, "reference_error", r->reference.o);
+    json_number(&t->j, "fused_vs_reference", r->between.o);
+    json_number(&t->j, "o_tolerance", o_tolerance(dtype));
+    json_number(&t->j, "lse_error", r->lse);
+    json_number(&t->j, "lse_tolerance", lse_tolerance(dtype));
+    json_string(&t->j, "detail", r->failure);
+    json_bool(&t->j, "pass", r->ok);
+    json_close(&t->j);
+}
+
+static void print_check(tally *t, const problem_spec *s, flashcl_dtype dtype,
+                        const check_result *r)
+{
+    progress_clear(&t->progress);
     if (t->json) {
-        printf("%s\n    {\"kind\": \"check\", \"shape\": ",
-               t->first_row ? "" : ",");
-        json_string(stdout, s->name);
-        printf(", \"dtype\": \"%s\", \"fused_error\": ", dtype_name(dtype));
-        json_number(stdout, r->fused.o);
-        printf(", \"reference_error\": ");
-        json_number(stdout, r->reference.o);
-        printf(", \"fused_vs_reference\": ");
-        json_number(stdout, r->between.o);
-        printf(", \"lse_error\": ");
-        json_number(stdout, fmax(r->fused.lse, r->reference.lse));
-        printf(", \"tolerance\": %g, \"detail\": ", o_tolerance(dtype));
-        json_string(stdout, r->failure);
-        printf(", \"pass\": %s}", r->ok ? "true" : "false");
-        t->first_row = false;
+        print_check_json(t, s, dtype, r);
         return;
     }
-    printf("| %-30s | %s | %.1e | %.1e | %.1e | %.1e | %.1e | %s%s%s |\n",
+    printf("| %-30s | %s | %.1e | %.1e | %.1e | %.1e | %.1e | %.1e | %s%s%s "
+           "|\n",
            s->name, dtype_name(dtype), r->fused.o, r->reference.o,
-           r->between.o, fmax(fmax(r->fused.lse, r->reference.lse),
-                              r->between.lse),
-           o_tolerance(dtype), r->ok ? "PASS" : "FAIL",
-           r->failure[0] ? ": " : "", r->failure);
+           r->between.o, o_tolerance(dtype), r->lse, lse_tolerance(dtype),
+           r->ok ? "PASS" : "FAIL", r->failure[0] ? ": " : "", r->failure);
     fflush(stdout);
 }
 
 static void run_checks(flashcl_context *ctx, int num_dtypes, tally *t)
 {
-    static const flashcl_dtype dtypes[4] = {
-        FLASHCL_DTYPE_FP32, FLASHCL_DTYPE_FP16, FLASHCL_DTYPE_BF16,
-        FLASHCL_DTYPE_FP64};
     if (!t->json)
-        printf("\nfused vs reference vs float64 host (max |err| / max |O|; "
-               "LSE: max |err| / max(1, |LSE|)):\n"
-               "| shape | dtype | fused | reference | fused-ref | LSE | "
-               "tolerance | result |\n|---|---|---|---|---|---|---|---|\n");
+        printf("\nfused vs reference vs float64 oracle (O: max |err| / max "
+               "|O|; LSE: max |err| / max(1, |LSE|), the worst of the "
+               "three):\n| shape | dtype | fused | reference | fused-ref | "
+               "O tol | LSE | LSE tol | result |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
     for (int s = 0; s < SHAPES; ++s)
         for (int d = 0; d < num_dtypes; ++d) {
+            progress_step(&t->progress, ++t->step, "check %s, %s",
+                          shapes[s].name, dtype_name(dtypes[d]));
             check_result r;
             check_shape(ctx, &shapes[s], dtypes[d], &r);
             record(t, r.ok);
-            print_check(&shapes[s], dtypes[d], &r, t);
+            print_check(t, &shapes[s], dtypes[d], &r);
         }
+}
+
+/* ---- the command ---------------------------------------------------- */
+
+static void print_start(tally *t, const flashcl_device_info *dev)
+{
+    if (t->json) {
+        json_begin(&t->j, stdout, 2);
+        json_object(&t->j, NULL);
+        json_string(&t->j, "device", dev->name);
+        json_string(&t->j, "platform", dev->platform);
+        json_array(&t->j, "rows");
+        return;
+    }
+    printf("flashcl %s selftest on %s (%s)%s\n", flashcl_version_string(),
+           dev->name, dev->platform,
+           dev->has_fp64 ? "" : "; no cl_khr_fp64: fp64 skipped");
+}
+
+static void print_end(tally *t, double seconds)
+{
+    progress_clear(&t->progress);
+    const char *result = t->failed ? "FAIL" : "PASS";
+    if (!t->json) {
+        printf("\n%s: %d passed, %d failed (%.1f s)\n", result, t->passed,
+               t->failed, seconds);
+        return;
+    }
+    json_close(&t->j);
+    json_integer(&t->j, "passed", t->passed);
+    json_integer(&t->j, "failed", t->failed);
+    json_number(&t->j, "seconds", seconds);
+    json_string(&t->j, "result", result);
+    json_close(&t->j);
+    json_end(&t->j);
 }
 
 int cmd_selftest(int argc, char **argv)
 {
+    selftest_options o = {0};
     common_options common = {0};
-    if (parse_command_line("selftest", argc, argv, 2, &common, NULL, NULL) !=
-        0)
+    if (cli_parse(&selftest_command, argc, argv, &common, &o) != 0)
         return EXIT_USAGE;
     if (common.help) {
-        printf("%s", selftest_usage);
+        cli_print_help(&selftest_command, stdout);
         return EXIT_OK;
     }
-    flashcl_context *ctx = open_device("selftest", common.device);
+    int rc;
+    flashcl_context *ctx =
+        open_device("selftest", common.device, common.json, &rc);
     if (!ctx)
-        return EXIT_DEVICE;
+        return rc;
     flashcl_device_info dev;
     flashcl_context_device_info(ctx, &dev);
     const int num_dtypes = dev.has_fp64 ? 4 : 3;
-    tally t = {0, 0, common.json, true};
-    const double start = host_ms();
-    if (common.json) {
-        printf("{\"device\": ");
-        json_string(stdout, dev.name);
-        printf(", \"platform\": ");
-        json_string(stdout, dev.platform);
-        printf(", \"rows\": [");
-    } else {
-        printf("flashcl %s selftest on %s (%s)%s\n", flashcl_version_string(),
-               dev.name, dev.platform,
-               dev.has_fp64 ? "" : "; no cl_khr_fp64: fp64 skipped");
-    }
+    tally t = {.json = common.json};
+    progress_begin(&t.progress, num_dtypes * (2 + SHAPES), !o.no_progress);
+    const double start = timing_host_ms();
+    print_start(&t, &dev);
     run_builds(ctx, num_dtypes, &t);
     run_checks(ctx, num_dtypes, &t);
-    const double seconds = (host_ms() - start) / 1e3;
-    if (common.json)
-        printf("\n  ], \"passed\": %d, \"failed\": %d, \"seconds\": %.1f, "
-               "\"result\": \"%s\"}\n",
-               t.passed, t.failed, seconds, t.failed ? "FAIL" : "PASS");
-    else
-        printf("\n%s: %d passed, %d failed (%.1f s)\n",
-               t.failed ? "FAIL" : "PASS", t.passed, t.failed, seconds);
+    print_end(&t, (timing_host_ms() - start) / 1e3);
     flashcl_context_release(ctx);
     return t.failed ? EXIT_FAILED : EXIT_OK;
 }

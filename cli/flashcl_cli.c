@@ -1,39 +1,66 @@
 /* flashcl: command-line tool. `info` lists every OpenCL device with what
  * flashcl would run there; `run` computes one attention and checks it;
  * `selftest` builds every kernel variant and checks fused against the
- * reference backend and a float64 host reference; `bench` times both
- * backends side by side. Each command lives in its own cli_*.c file. */
+ * reference backend and the float64 oracle; `bench` times both backends
+ * side by side. Each command lives in its own cli_*.c file. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli_common.h"
+#include "cli.h"
+#include "cli_args.h"
 
 #include <string.h>
 
+typedef struct command_entry {
+    const cli_command *command;
+    int (*run)(int argc, char **argv);
+} command_entry;
+
+static const command_entry commands[] = {
+    {&info_command, cmd_info},
+    {&run_command, cmd_run},
+    {&selftest_command, cmd_selftest},
+    {&bench_command, cmd_bench},
+};
+#define COMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+/* Every variable the library (or the tool) reads, so that --help is the
+ * one place a user needs to look. */
+static const char environment_help[] =
+    "environment:\n"
+    "  FLASHCL_DEVICE         default device spec (as --device)\n"
+    "  FLASHCL_BACKEND        auto|fused|reference for calls that leave the\n"
+    "                         backend to it; `run` follows it unless\n"
+    "                         --backend is given\n"
+    "  FLASHCL_KERNEL_DIR     load .cl/.clh kernel sources from this folder\n"
+    "                         instead of the embedded copies\n"
+    "  FLASHCL_PORTABLE_ONLY  1: never use a vendor kernel (portable path\n"
+    "                         only)\n"
+    "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
+    "                         the reference backend may use\n"
+    "  FLASHCL_VERBOSE        1: print kernel build warnings on stderr\n";
+
 static void usage(FILE *out)
 {
+    fprintf(out, "usage: flashcl <command> [options]\ncommands:\n");
+    for (int i = 0; i < COMMANDS; ++i)
+        fprintf(out, "  %-9s %s\n", commands[i].command->name,
+                commands[i].command->summary);
     fprintf(out,
-            "usage: flashcl <command> [options]\n"
-            "commands:\n"
-            "  info      every OpenCL device and what flashcl runs there\n"
-            "  run       one attention: error vs float64 and time\n"
-            "  selftest  build every kernel variant; fused vs reference vs "
-            "float64\n"
-            "  bench     fused and reference backends side by side\n"
-            "options of every command:\n"
+            "options of every command (flashcl <command> --help for the "
+            "rest):\n"
             "  --device SPEC  index (0), platform:device (1:0), gpu|cpu|"
             "accelerator,\n"
             "                 or a name substring (nvidia, pocl); default "
             "FLASHCL_DEVICE,\n"
             "                 else the first GPU, else the first device\n"
-            "  --json         machine-readable output on stdout\n"
+            "  --json         machine-readable output on stdout (and a JSON "
+            "error\n"
+            "                 object when a command fails after parsing)\n"
             "  --help         the command's own options (flashcl bench "
             "--help)\n"
             "exit status: 0 ok, 1 a check failed, 2 usage error, 3 no "
-            "device or a\n"
-            "flashcl/OpenCL error\n"
-            "environment: FLASHCL_DEVICE, FLASHCL_BACKEND (auto|fused|"
-            "reference),\n"
-            "FLASHCL_REFERENCE_SCRATCH_LIMIT (bytes, or 256M), "
-            "FLASHCL_KERNEL_DIR\n");
+            "device, a device\n"
+            "spec that matches nothing, or a flashcl/OpenCL error\n%s",
+            environment_help);
 }
 
 int main(int argc, char **argv)
@@ -42,25 +69,20 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    const char *command = argv[1];
-    if (!strcmp(command, "--help") || !strcmp(command, "-h") ||
-        !strcmp(command, "help")) {
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") ||
+        !strcmp(name, "help")) {
         usage(stdout);
         return EXIT_OK;
     }
-    if (!strcmp(command, "--version")) {
+    if (!strcmp(name, "--version")) {
         printf("flashcl %s\n", flashcl_version_string());
         return EXIT_OK;
     }
-    if (!strcmp(command, "info"))
-        return cmd_info(argc, argv);
-    if (!strcmp(command, "run"))
-        return cmd_run(argc, argv);
-    if (!strcmp(command, "selftest"))
-        return cmd_selftest(argc, argv);
-    if (!strcmp(command, "bench"))
-        return cmd_bench(argc, argv);
+    for (int i = 0; i < COMMANDS; ++i)
+        if (!strcmp(name, commands[i].command->name))
+            return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "flashcl: unknown command \"%s\" (see flashcl --help)\n",
-            command);
+            name);
     return EXIT_USAGE;
 }
