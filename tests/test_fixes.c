@@ -27,8 +27,9 @@ typedef struct small_shape {
     int b, hq, hkv, nq, nk, d, dv;
 } small_shape;
 
-static void naive_attention(const small_shape *s, const float *q,
-                            const float *k, const float *v, double *o)
+static void naive_attention_causal(const small_shape *s, const float *q,
+                                   const float *k, const float *v, int causal,
+                                   double *o)
 {
     const double scale = 1.0 / sqrt((double)s->d);
     double *w = malloc((size_t)s->nk * sizeof *w);
@@ -39,7 +40,12 @@ static void naive_attention(const small_shape *s, const float *q,
                 const int g = h / (s->hq / s->hkv);
                 const float *qi = q + (((size_t)b * s->nq + i) * s->hq + h) * s->d;
                 double mx = -INFINITY, sum = 0;
+                const int last = causal ? i + s->nk - s->nq : s->nk - 1;
                 for (int j = 0; j < s->nk; ++j) {
+                    if (j > last) {
+                        w[j] = -INFINITY;
+                        continue;
+                    }
                     const float *kj =
                         k + (((size_t)b * s->nk + j) * s->hkv + g) * s->d;
                     double dot = 0;
@@ -60,6 +66,12 @@ static void naive_attention(const small_shape *s, const float *q,
                 }
             }
     free(w);
+}
+
+static void naive_attention(const small_shape *s, const float *q,
+                            const float *k, const float *v, double *o)
+{
+    naive_attention_causal(s, q, k, v, 0, o);
 }
 
 static float *random_floats(size_t count, uint64_t seed)
@@ -100,6 +112,71 @@ START_TEST(test_host_call_head_dim_v)
         ck_assert_msg(fabs(o[i] - ref[i]) <= 1e-5, "O[%zu] = %g, want %g", i,
                       (double)o[i], ref[i]);
     free(q), free(k), free(v), free(o), free(ref);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- */
+/* Large magnitudes                                                   */
+/* ---------------------------------------------------------------- */
+
+/* On the NVIDIA tensor-core kernel, bf16 inputs of magnitude 1e5 gave NaN:
+ * 2^(s*c - round(m*c)) overflowed once |m*c| was large. Scores this large
+ * make the softmax nearly one-hot, so O is close to one V row and the
+ * comparison is against the oracle of the quantised inputs, relative to
+ * max |O|, at the storage type's rounding (plus P's, on tensor cores). */
+START_TEST(test_large_magnitudes)
+{
+    const struct {
+        ref_dtype dtype;
+        double amplitude, tolerance;
+        int d, causal;
+    } cases[] = {
+        {REF_BF16, 1e5, 2e-2, 128, 0}, {REF_BF16, 1e5, 2e-2, 64, 1},
+        {REF_FP16, 200, 4e-3, 128, 1}, {REF_FP16, 200, 4e-3, 64, 0},
+        {REF_FP32, 1e5, 1e-5, 128, 0}, {REF_FP32, 1e5, 1e-5, 64, 1},
+    };
+    const int c = _i;
+    const small_shape s = {1, 4, 2, 70, 70, cases[c].d, cases[c].d};
+    const size_t nq = (size_t)s.b * s.nq * s.hq, nk = (size_t)s.b * s.nk * s.hkv;
+    float *q = random_floats(nq * s.d, 21 + c), *k = random_floats(nk * s.d, 31 + c);
+    float *v = random_floats(nk * s.d, 41 + c);
+    const size_t elem = ref_dtype_size(cases[c].dtype);
+    unsigned char *qs = malloc(nq * s.d * elem), *ks = malloc(nk * s.d * elem),
+                  *vs = malloc(nk * s.d * elem), *os = malloc(nq * s.d * elem);
+    double *ref = malloc(nq * s.d * sizeof *ref);
+    ck_assert(qs && ks && vs && os && ref);
+    /* Inputs as the device will read them: scaled, then quantised. */
+    float *all[3] = {q, k, v};
+    unsigned char *stored[3] = {qs, ks, vs};
+    const size_t counts[3] = {nq * s.d, nk * s.d, nk * s.d};
+    for (int t = 0; t < 3; ++t)
+        for (size_t i = 0; i < counts[t]; ++i) {
+            ref_store(stored[t], i, cases[c].dtype, all[t][i] * cases[c].amplitude);
+            all[t][i] = (float)ref_load(stored[t], i, cases[c].dtype);
+        }
+    memset(os, 0xff, nq * s.d * elem); /* NaN in every dtype */
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.batch = s.b, d.heads_q = s.hq, d.heads_kv = s.hkv;
+    d.seqlen_q = s.nq, d.seqlen_k = s.nk, d.head_dim = s.d;
+    d.dtype = to_flashcl_dtype(cases[c].dtype);
+    d.causal = cases[c].causal;
+    flashcl_context *ctx = shared_context();
+    flashcl_status st = flashcl_attention_forward_host(ctx, &d, qs, ks, vs, os, NULL);
+    ck_assert_msg(st == FLASHCL_SUCCESS, "%s", flashcl_context_last_error(ctx));
+    naive_attention_causal(&s, q, k, v, cases[c].causal, ref);
+    double max_ref = 0, max_err = 0;
+    for (size_t i = 0; i < nq * s.d; ++i) {
+        const double got = ref_load(os, i, cases[c].dtype);
+        ck_assert_msg(isfinite(got), "case %d: O[%zu] = %g", c, i, got);
+        max_ref = fmax(max_ref, fabs(ref[i]));
+        max_err = fmax(max_err, fabs(got - ref[i]));
+    }
+    ck_assert_msg(max_err <= cases[c].tolerance * max_ref,
+                  "case %d (%s, |x| ~ %g, D %d, causal %d): max err %g, max|O| "
+                  "%g",
+                  c, ref_dtype_name(cases[c].dtype), cases[c].amplitude,
+                  cases[c].d, cases[c].causal, max_err, max_ref);
+    free(q), free(k), free(v), free(qs), free(ks), free(vs), free(os), free(ref);
 }
 END_TEST
 
@@ -370,6 +447,7 @@ static Suite *fixes_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_host_call_head_dim_v, 0, 2);
     tcase_add_loop_test(tc, test_window_bounds_near_int64_max, 0, 2);
+    tcase_add_loop_test(tc, test_large_magnitudes, 0, 6);
     tcase_add_test(tc, test_error_cleared_by_success);
     tcase_add_test(tc, test_kernel_dir_empty_file);
     tcase_add_test(tc, test_kernel_dir_fifo);
