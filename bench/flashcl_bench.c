@@ -2,9 +2,13 @@
  * paper's protocol (batch * seqlen = tokens, heads = hidden / head_dim),
  * timed with OpenCL profiling events: median of repeated runs, warm-up and
  * first-call (compile) time excluded and printed separately. A peer is
- * measured in the same run: CLBlast's SGEMM on the same device. */
+ * measured in the same run: CLBlast's SGEMM on the same device. Timing and
+ * medians come from support/timing.h and the --check rows from the float64
+ * oracle (support/oracle.h), shared with the tests and the `flashcl` tool. */
 #define _POSIX_C_SOURCE 200809L
 #include "flashcl.h"
+#include "oracle.h"
+#include "timing.h"
 
 #include <clblast_c.h>
 #include <math.h>
@@ -13,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_LIST 16
 
@@ -39,19 +42,6 @@ typedef struct bench_row {
     double first_call_ms, median_ms, min_ms, tflops, gbps;
 } bench_row;
 
-static double host_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int parse_list(const char *text, int *out, int max)
 {
     int count = 0;
@@ -65,9 +55,7 @@ static int parse_list(const char *text, int *out, int max)
 
 static const char *dtype_name(int dtype)
 {
-    return dtype == FLASHCL_DTYPE_FP16   ? "fp16"
-           : dtype == FLASHCL_DTYPE_BF16 ? "bf16"
-                                         : "fp32";
+    return oracle_dtype_name((flashcl_dtype)dtype);
 }
 
 static void usage(void)
@@ -90,7 +78,7 @@ static void usage(void)
            "plain); windowW: sliding window of W keys left of the diagonal\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
-           "sampled output rows vs float64 on the host (prints check| lines)\n");
+           "sampled output rows vs the float64 oracle (prints check| lines)\n");
 }
 
 static int parse_dtypes(const char *text, int *out)
@@ -267,36 +255,20 @@ static long apply_variant(const char *variant, flashcl_attention_desc *desc,
     return -2;
 }
 
-/* Random bits of the storage type, uniform in [-1, 1). */
+/* Uniform in [-1, 1), rounded to the storage type. */
 static void fill_random(void *data, size_t count, int dtype, unsigned *seed)
 {
     for (size_t i = 0; i < count; ++i) {
         *seed = *seed * 1664525u + 1013904223u;
-        float value = (float)(*seed >> 8) / 8388608.0f - 1.0f;
-        if (dtype == FLASHCL_DTYPE_FP32) {
-            ((float *)data)[i] = value;
-        } else {
-            uint32_t bits;
-            memcpy(&bits, &value, 4);
-            if (dtype == FLASHCL_DTYPE_BF16)
-                ((uint16_t *)data)[i] = (uint16_t)(bits >> 16);
-            else { /* fp16 of a value in [-1, 1): normal or tiny-zero */
-                uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-                int exponent = (int)((bits >> 23) & 0xff) - 127 + 15;
-                uint16_t mantissa = (uint16_t)((bits >> 13) & 0x3ffu);
-                ((uint16_t *)data)[i] =
-                    exponent <= 0
-                        ? sign
-                        : (uint16_t)(sign | (exponent << 10) | mantissa);
-            }
-        }
+        oracle_store(data, i, (flashcl_dtype)dtype,
+                     (double)(*seed >> 8) / 8388608.0 - 1.0);
     }
 }
 
 static cl_mem random_buffer(cl_context context, size_t count, int dtype,
                             unsigned *seed)
 {
-    size_t elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
+    size_t elem = oracle_dtype_size((flashcl_dtype)dtype);
     void *host = malloc(count * elem);
     if (!host)
         return NULL;
@@ -309,225 +281,261 @@ static cl_mem random_buffer(cl_context context, size_t count, int dtype,
     return err == CL_SUCCESS ? buffer : NULL;
 }
 
-static double event_ms(cl_event event)
+static int read_tensor(cl_command_queue queue, cl_mem buffer, size_t bytes,
+                       void **out)
 {
-    cl_ulong start = 0, end = 0;
-    clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof start,
-                            &start, NULL);
-    clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof end, &end,
-                            NULL);
-    return (double)(end - start) / 1e6;
+    *out = malloc(bytes ? bytes : 1);
+    return *out && clEnqueueReadBuffer(queue, buffer, CL_TRUE, 0, bytes, *out,
+                                       0, NULL, NULL) == CL_SUCCESS;
 }
 
-static double storage_to_double(const uint16_t *data, size_t i, int dtype)
+/* Squared error and squared reference of one row b, h, i against the
+ * oracle. */
+static void check_one_row(oracle *ref, const flashcl_attention_desc *d,
+                          const void *o, long b, long h, long i, double *row,
+                          double *err2, double *ref2)
 {
-    uint32_t bits = data[i];
-    float out;
-    if (dtype == FLASHCL_DTYPE_BF16) {
-        bits <<= 16;
-        memcpy(&out, &bits, 4);
-        return out;
+    const long n = (long)d->seqlen_q, hq = (long)d->heads_q,
+               dim = (long)d->head_dim;
+    double lse;
+    oracle_row(ref, (size_t)b, (size_t)h, (size_t)i, row, &lse);
+    for (long e = 0; e < dim; ++e) {
+        double got = oracle_load(o, (size_t)(((b * n + i) * hq + h) * dim + e),
+                                 d->dtype);
+        *err2 += (got - row[e]) * (got - row[e]);
+        *ref2 += row[e] * row[e];
     }
-    int exponent = (int)((bits >> 10) & 0x1f), mantissa = (int)(bits & 0x3ff);
-    double magnitude = exponent == 0 ? ldexp(mantissa, -24)
-                                     : ldexp(mantissa | 0x400, exponent - 25);
-    return (bits & 0x8000) ? -magnitude : magnitude;
 }
 
-/* --check: relative L2 error of `rows` sampled output rows (packed BNHD,
- * fp16/bf16) against float64 attention on the host. -1 on failure. */
+/* --check: relative L2 error of `rows` sampled output rows (packed BNHD)
+ * against the float64 oracle. -1 on failure. */
 static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d,
                          int rows)
 {
-    const size_t count = (size_t)d->batch * (size_t)d->heads_q *
-                         (size_t)d->seqlen_q * (size_t)d->head_dim;
-    const long n = (long)d->seqlen_q, hq = (long)d->heads_q,
-               dim = (long)d->head_dim;
-    uint16_t *host[4] = {malloc(count * 2), malloc(count * 2),
-                         malloc(count * 2), malloc(count * 2)};
-    double *score = malloc((size_t)n * sizeof *score);
-    double err2 = 0, ref2 = 0, result = -1;
+    const size_t bytes = (size_t)d->batch * (size_t)d->heads_q *
+                         (size_t)d->seqlen_q * (size_t)d->head_dim *
+                         oracle_dtype_size(d->dtype);
+    void *host[4] = {NULL, NULL, NULL, NULL};
     const cl_mem bufs[4] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
-    int ok = score != NULL;
+    int ok = 1;
     for (int i = 0; i < 4; ++i)
-        ok = ok && host[i] &&
-             clEnqueueReadBuffer(queue, bufs[i], CL_TRUE, 0, count * 2, host[i],
-                                 0, NULL, NULL) == CL_SUCCESS;
-    const double scale = 1.0 / sqrt((double)dim);
+        ok = read_tensor(queue, bufs[i], bytes, &host[i]) && ok;
+    const oracle_inputs in = {.q = host[0], .k = host[1], .v = host[2]};
+    oracle_problem problem;
+    char why[256];
+    oracle *ref = NULL;
+    if (ok && oracle_problem_from_desc(d, &in, &problem, why, sizeof why) == 0)
+        ref = oracle_create(&problem);
+    double *row = malloc((size_t)d->head_dim * sizeof *row);
+    double err2 = 0, ref2 = 0, result = -1;
     unsigned seed = 99u;
-    for (int r = 0; ok && r < rows; ++r) {
+    for (int r = 0; ref && row && r < rows; ++r) {
         seed = seed * 1664525u + 1013904223u;
         long b = (long)(seed >> 8) % d->batch;
         seed = seed * 1664525u + 1013904223u;
-        long h = (long)(seed >> 8) % hq;
+        long h = (long)(seed >> 8) % d->heads_q;
         seed = seed * 1664525u + 1013904223u;
-        long i = r == 0 ? n - 1 : r == 1 ? 0 : (long)(seed >> 8) % n;
-        const long last = d->causal ? i : n - 1;
-        double row_max = -INFINITY, sum = 0;
-        for (long j = 0; j <= last; ++j) {
-            double dot = 0;
-            for (long e = 0; e < dim; ++e)
-                dot += storage_to_double(host[0], (size_t)(((b * n + i) * hq + h) * dim + e), d->dtype) *
-                       storage_to_double(host[1], (size_t)(((b * n + j) * hq + h) * dim + e), d->dtype);
-            score[j] = dot * scale;
-            row_max = fmax(row_max, score[j]);
-        }
-        for (long j = 0; j <= last; ++j)
-            sum += (score[j] = exp(score[j] - row_max));
-        for (long e = 0; e < dim; ++e) {
-            double ref = 0;
-            for (long j = 0; j <= last; ++j)
-                ref += score[j] * storage_to_double(host[2], (size_t)(((b * n + j) * hq + h) * dim + e), d->dtype);
-            ref /= sum;
-            double got = storage_to_double(host[3], (size_t)(((b * n + i) * hq + h) * dim + e), d->dtype);
-            err2 += (got - ref) * (got - ref);
-            ref2 += ref * ref;
-        }
+        long i = r == 0   ? (long)d->seqlen_q - 1
+                 : r == 1 ? 0
+                          : (long)(seed >> 8) % (long)d->seqlen_q;
+        check_one_row(ref, d, host[3], b, h, i, row, &err2, &ref2);
     }
-    if (ok)
+    if (ref && row)
         result = isfinite(err2) ? sqrt(err2 / ref2) : INFINITY;
+    oracle_release(ref);
+    free(row);
     for (int i = 0; i < 4; ++i)
         free(host[i]);
-    free(score);
     return result;
+}
+
+/* Warm-up and timed calls of the fused kernel, each timed by its own
+ * profiling event (kernel time only, no launch overhead). */
+typedef struct timed_call {
+    flashcl_context *ctx;
+    const flashcl_attention_desc *desc;
+    flashcl_status status;
+} timed_call;
+
+static int one_event_call(void *arg, double *ms)
+{
+    timed_call *t = arg;
+    cl_event event = NULL;
+    t->status = flashcl_attention_forward(t->ctx, NULL, t->desc, 0, NULL,
+                                          &event);
+    if (t->status != FLASHCL_SUCCESS)
+        return 1;
+    clWaitForEvents(1, &event);
+    *ms = timing_event_ms(event);
+    clReleaseEvent(event);
+    return *ms < 0 ? 1 : 0;
+}
+
+/* The descriptor and device buffers of one point; -1 when allocation
+ * failed or the variant is unknown (window: -1 none, else the width). */
+static int setup_shape(flashcl_context *ctx, const bench_options *opt,
+                       const char *variant, int dtype, int head_dim,
+                       int causal, int seqlen, flashcl_attention_desc *desc,
+                       cl_mem *extra, long *window)
+{
+    const long heads = opt->hidden / head_dim;
+    const long batch = opt->tokens / seqlen > 0 ? opt->tokens / seqlen : 1;
+    const size_t count =
+        (size_t)batch * (size_t)heads * (size_t)seqlen * (size_t)head_dim;
+    cl_context context = flashcl_context_cl_context(ctx);
+    unsigned seed = 12345u + (unsigned)seqlen;
+    flashcl_attention_desc_init(desc);
+    desc->batch = batch;
+    desc->heads_q = heads;
+    desc->seqlen_q = desc->seqlen_k = seqlen;
+    desc->head_dim = head_dim;
+    desc->dtype = (flashcl_dtype)dtype;
+    desc->causal = causal;
+    /* Profiling events time the fused kernel; the reference path (several
+     * kernels and CLBlast calls) is timed by `flashcl bench`. */
+    desc->backend = FLASHCL_BACKEND_FUSED;
+    desc->q.buffer = random_buffer(context, count, dtype, &seed);
+    desc->k.buffer = random_buffer(context, count, dtype, &seed);
+    desc->v.buffer = random_buffer(context, count, dtype, &seed);
+    desc->o.buffer = random_buffer(context, count, dtype, &seed);
+    *window = apply_variant(variant, desc, context, extra);
+    if (desc->q.buffer && desc->k.buffer && desc->v.buffer &&
+        desc->o.buffer && *window != -2)
+        return 0;
+    fprintf(stderr,
+            "flashcl-bench: allocation failed or unknown variant \"%s\" "
+            "(%zu elements)\n",
+            variant, count);
+    return -1;
+}
+
+static void release_shape(flashcl_attention_desc *desc, cl_mem extra)
+{
+    cl_mem all[5] = {desc->q.buffer, desc->k.buffer, desc->v.buffer,
+                     desc->o.buffer, extra};
+    for (int i = 0; i < 5; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
+
+/* First call (compile + run, host clock), then warm-up and timed calls. */
+static int time_shape(flashcl_context *ctx, const bench_options *opt,
+                      const flashcl_attention_desc *desc, bench_row *row,
+                      timing_result *time)
+{
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    const double start = timing_host_ms();
+    timed_call call = {ctx, desc, FLASHCL_SUCCESS};
+    call.status = flashcl_attention_forward(ctx, queue, desc, 0, NULL, NULL);
+    clFinish(queue);
+    row->first_call_ms = timing_host_ms() - start;
+    if (call.status == FLASHCL_SUCCESS &&
+        timing_repeat(opt->warmup, opt->reps, one_event_call, &call, time) ==
+            0)
+        return 0;
+    fprintf(stderr, "flashcl-bench: %s: %s\n",
+            flashcl_status_string(call.status),
+            call.status == FLASHCL_SUCCESS ? "no profiling information"
+                                           : flashcl_context_last_error(ctx));
+    return -1;
+}
+
+static void fill_row(const char *variant,
+                     const flashcl_attention_desc *d, long window,
+                     const timing_result *time, bench_row *row)
+{
+    const int seqlen = (int)d->seqlen_q;
+    const size_t count = (size_t)d->batch * (size_t)d->heads_q *
+                         (size_t)seqlen * (size_t)d->head_dim;
+    /* The paper's convention (N^2, halved for causal) for plain rows; the
+     * visible pairs for windows, whose point is to skip the rest. */
+    double pairs = window >= 0 ? visible_pairs(seqlen, d->causal, window)
+                               : (double)seqlen * seqlen *
+                                     (d->causal ? 0.5 : 1.0);
+    double flops = 4.0 * (double)d->batch * (double)d->heads_q * pairs *
+                   (double)d->head_dim;
+    row->variant = variant;
+    row->dtype = dtype_name(d->dtype);
+    row->head_dim = (int)d->head_dim;
+    row->causal = d->causal;
+    row->seqlen = seqlen;
+    row->batch = (int)d->batch;
+    row->heads = (int)d->heads_q;
+    row->median_ms = time->median_ms;
+    row->min_ms = time->min_ms;
+    row->tflops = flops / (row->median_ms * 1e-3) / 1e12;
+    row->gbps = 4.0 * (double)count * (double)oracle_dtype_size(d->dtype) /
+                (row->median_ms * 1e-3) / 1e9;
 }
 
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      const char *variant, int dtype, int head_dim, int causal,
                      int seqlen, bench_row *row)
 {
-    const long heads = opt->hidden / head_dim;
-    const long batch = opt->tokens / seqlen > 0 ? opt->tokens / seqlen : 1;
-    const size_t count =
-        (size_t)batch * (size_t)heads * (size_t)seqlen * (size_t)head_dim;
-    const size_t elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
-    cl_context context = flashcl_context_cl_context(ctx);
-    cl_command_queue queue = flashcl_context_queue(ctx);
-    unsigned seed = 12345u + (unsigned)seqlen;
-    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
-    desc.batch = batch;
-    desc.heads_q = heads;
-    desc.seqlen_q = desc.seqlen_k = seqlen;
-    desc.head_dim = head_dim;
-    desc.dtype = (flashcl_dtype)dtype;
-    desc.causal = causal;
-    /* Profiling events time the fused kernel; the reference path (several
-     * kernels and CLBlast calls) is timed by `flashcl bench`. */
-    desc.backend = FLASHCL_BACKEND_FUSED;
-    desc.q.buffer = random_buffer(context, count, dtype, &seed);
-    desc.k.buffer = random_buffer(context, count, dtype, &seed);
-    desc.v.buffer = random_buffer(context, count, dtype, &seed);
-    desc.o.buffer = random_buffer(context, count, dtype, &seed);
+    flashcl_attention_desc desc;
     cl_mem extra = NULL;
-    const long window = apply_variant(variant, &desc, context, &extra);
-    int failed = !desc.q.buffer || !desc.k.buffer || !desc.v.buffer ||
-                 !desc.o.buffer || window == -2;
-    double *times = calloc((size_t)opt->reps, sizeof *times);
-    if (failed || !times) {
-        fprintf(stderr,
-                "flashcl-bench: allocation failed or unknown variant \"%s\" "
-                "(%zu elements)\n",
-                variant, count);
-        failed = 1;
-        goto done;
-    }
-    double start = host_ms();
-    flashcl_status status =
-        flashcl_attention_forward(ctx, queue, &desc, 0, NULL, NULL);
-    clFinish(queue);
-    row->first_call_ms = host_ms() - start;
-    for (int i = 0; status == FLASHCL_SUCCESS && i < opt->warmup; ++i)
-        status = flashcl_attention_forward(ctx, queue, &desc, 0, NULL, NULL);
-    clFinish(queue);
-    for (int i = 0; status == FLASHCL_SUCCESS && i < opt->reps; ++i) {
-        cl_event event = NULL;
-        status = flashcl_attention_forward(ctx, queue, &desc, 0, NULL, &event);
-        if (status == FLASHCL_SUCCESS) {
-            clWaitForEvents(1, &event);
-            times[i] = event_ms(event);
-            clReleaseEvent(event);
-        }
-    }
-    if (status != FLASHCL_SUCCESS) {
-        fprintf(stderr, "flashcl-bench: %s: %s\n",
-                flashcl_status_string(status), flashcl_context_last_error(ctx));
-        failed = 1;
-        goto done;
-    }
-    qsort(times, (size_t)opt->reps, sizeof *times, compare_double);
-    /* The paper's convention (N^2, halved for causal) for plain rows; the
-     * visible pairs for windows, whose point is to skip the rest. */
-    double pairs = window >= 0 ? visible_pairs(seqlen, causal, window)
-                               : (double)seqlen * seqlen * (causal ? 0.5 : 1.0);
-    double flops =
-        4.0 * (double)batch * (double)heads * pairs * (double)head_dim;
-    *row = (bench_row){variant,
-                       dtype_name(dtype),
-                       head_dim,
-                       causal,
-                       seqlen,
-                       (int)batch,
-                       (int)heads,
-                       row->first_call_ms,
-                       times[opt->reps / 2],
-                       times[0],
-                       0,
-                       0};
-    row->tflops = flops / (row->median_ms * 1e-3) / 1e12;
-    if (opt->check_rows > 0 && window == -1 && !strcmp(variant, "plain") &&
-        dtype != FLASHCL_DTYPE_FP32) {
-        double err = check_rows(queue, &desc, opt->check_rows);
+    long window = -1;
+    timing_result time;
+    int failed = setup_shape(ctx, opt, variant, dtype, head_dim, causal,
+                             seqlen, &desc, &extra, &window) != 0 ||
+                 time_shape(ctx, opt, &desc, row, &time) != 0;
+    if (!failed)
+        fill_row(variant, &desc, window, &time, row);
+    if (!failed && opt->check_rows > 0 && !strcmp(variant, "plain")) {
+        double err = check_rows(flashcl_context_queue(ctx), &desc,
+                                opt->check_rows);
         printf("check| %s | %d | %d | %d | rel_l2 %.3e | rows %d\n",
                dtype_name(dtype), head_dim, causal, seqlen, err,
                opt->check_rows);
     }
-    row->gbps =
-        4.0 * (double)count * (double)elem / (row->median_ms * 1e-3) / 1e9;
-done:
-    free(times);
-    cl_mem all[5] = {desc.q.buffer, desc.k.buffer, desc.v.buffer, desc.o.buffer,
-                     extra};
-    for (int i = 0; i < 5; ++i)
-        if (all[i])
-            clReleaseMemObject(all[i]);
+    release_shape(&desc, extra);
     return failed ? -1 : 0;
 }
 
-/* CLBlast SGEMM NxNxN on the same queue, timed by host clock around
- * clFinish (CLBlast's own event covers only its last internal kernel). */
+typedef struct sgemm_call {
+    cl_command_queue queue;
+    cl_mem a, b, c;
+    size_t n;
+    CLBlastStatusCode status;
+} sgemm_call;
+
+/* Host clock around clFinish: CLBlast's own event covers only its last
+ * internal kernel. */
+static int one_sgemm(void *arg, double *ms)
+{
+    sgemm_call *g = arg;
+    const double start = timing_host_ms();
+    g->status = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                             CLBlastTransposeNo, g->n, g->n, g->n, 1.0f, g->a,
+                             0, g->n, g->b, 0, g->n, 0.0f, g->c, 0, g->n,
+                             &g->queue, NULL);
+    clFinish(g->queue);
+    *ms = timing_host_ms() - start;
+    return g->status == CLBlastSuccess ? 0 : 1;
+}
+
+/* CLBlast SGEMM NxNxN on the same queue, median of `reps` after one
+ * warm-up. */
 static double sgemm_gflops(flashcl_context *ctx, int n, int reps)
 {
     cl_context context = flashcl_context_cl_context(ctx);
-    cl_command_queue queue = flashcl_context_queue(ctx);
     size_t count = (size_t)n * (size_t)n;
     unsigned seed = 7;
-    cl_mem a = random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed);
-    cl_mem b = random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed);
-    cl_mem c = random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed);
+    sgemm_call g = {flashcl_context_queue(ctx),
+                    random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed),
+                    random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed),
+                    random_buffer(context, count, FLASHCL_DTYPE_FP32, &seed),
+                    (size_t)n, CLBlastSuccess};
     double result = -1;
-    double *times = calloc((size_t)reps, sizeof *times);
-    if (a && b && c && times) {
-        CLBlastStatusCode status = CLBlastSuccess;
-        for (int i = -1; i < reps && status == CLBlastSuccess; ++i) {
-            double start = host_ms();
-            status = CLBlastSgemm(
-                CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo,
-                (size_t)n, (size_t)n, (size_t)n, 1.0f, a, 0, (size_t)n, b, 0,
-                (size_t)n, 0.0f, c, 0, (size_t)n, &queue, NULL);
-            clFinish(queue);
-            if (i >= 0)
-                times[i] = host_ms() - start; /* i = -1 is the warm-up */
-        }
-        if (status == CLBlastSuccess) {
-            qsort(times, (size_t)reps, sizeof *times, compare_double);
-            result = 2.0 * n * (double)n * n / (times[reps / 2] * 1e-3) / 1e9;
-        } else {
+    timing_result time;
+    if (g.a && g.b && g.c) {
+        if (timing_repeat(1, reps, one_sgemm, &g, &time) == 0)
+            result = 2.0 * n * (double)n * n / (time.median_ms * 1e-3) / 1e9;
+        else
             fprintf(stderr, "flashcl-bench: CLBlastSgemm failed: %d\n",
-                    (int)status);
-        }
+                    (int)g.status);
     }
-    free(times);
-    cl_mem all[3] = {a, b, c};
+    cl_mem all[3] = {g.a, g.b, g.c};
     for (int i = 0; i < 3; ++i)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -556,6 +564,8 @@ int main(int argc, char **argv)
         return 2;
     if (opt.reps < 1)
         opt.reps = 1;
+    if (opt.reps > TIMING_MAX_REPS)
+        opt.reps = TIMING_MAX_REPS;
     flashcl_context *ctx = NULL;
     flashcl_status status = flashcl_context_create(&ctx, opt.device);
     if (status != FLASHCL_SUCCESS) {
