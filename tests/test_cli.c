@@ -4,11 +4,20 @@
  * flag or value, 3 for a spec that matches no device), --help, --json, and
  * `flashcl info`, `run`, `selftest` and `bench` on the test device.
  *
+ * Expected values come from outside the tool: the OpenCL API (device
+ * names), the library (flashcl_describe_variant, the environment variables
+ * its sources read) and the tool's own numbers checked for consistency
+ * (an error next to its tolerance), never from a copy of its output.
+ *
  * Usage: test_cli PATH_TO_FLASHCL
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* posix_openpt for the terminal test */
 #include "test_common.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -131,6 +140,124 @@ static void expect_json(const char *text, const char *key)
                       "JSON has a non-finite number: %s", clip(text));
 }
 
+/* The number after the first "key": in a JSON text; NAN when absent or
+ * null. */
+static double json_number_of(const char *text, const char *key)
+{
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "\"%s\": ", key);
+    const char *at = strstr(text, quoted);
+    if (!at)
+        return NAN;
+    char *end = NULL;
+    double value = strtod(at + strlen(quoted), &end);
+    return end == at + strlen(quoted) ? NAN : value;
+}
+
+/* The string after the first "key": with \" \\ and \n unescaped; false
+ * if none. */
+static int json_string_of(const char *text, const char *key, char *out,
+                          size_t cap)
+{
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "\"%s\": \"", key);
+    const char *at = strstr(text, quoted);
+    if (!at)
+        return 0;
+    size_t used = 0;
+    for (at += strlen(quoted); *at && *at != '"' && used + 1 < cap; ++at) {
+        char c = *at;
+        if (c == '\\' && at[1]) {
+            ++at;
+            c = *at == 'n' ? '\n' : *at;
+        }
+        out[used++] = c;
+    }
+    out[used] = '\0';
+    return 1;
+}
+
+static int json_bool_of(const char *text, const char *key)
+{
+    char quoted[128];
+    snprintf(quoted, sizeof quoted, "\"%s\": true", key);
+    if (strstr(text, quoted))
+        return 1;
+    snprintf(quoted, sizeof quoted, "\"%s\": false", key);
+    return strstr(text, quoted) ? 0 : -1;
+}
+
+#define MAX_TEST_DEVICES 32
+
+/* Device names as the OpenCL API gives them, independent of the tool. */
+static int opencl_device_names(char names[][256], int cap)
+{
+    cl_platform_id platforms[16];
+    cl_uint num_platforms = 0;
+    if (clGetPlatformIDs(16, platforms, &num_platforms) != CL_SUCCESS)
+        return 0;
+    int count = 0;
+    for (cl_uint p = 0; p < num_platforms && p < 16; ++p) {
+        cl_device_id devices[16];
+        cl_uint n = 0;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices,
+                           &n) != CL_SUCCESS)
+            continue;
+        for (cl_uint d = 0; d < n && d < 16 && count < cap; ++d, ++count) {
+            names[count][0] = '\0';
+            clGetDeviceInfo(devices[d], CL_DEVICE_NAME, 255, names[count],
+                            NULL);
+            names[count][255] = '\0';
+        }
+    }
+    return count;
+}
+
+/* Runs `flashcl ARGS` with stderr on a pseudo-terminal (stdout to a
+ * file); returns what the terminal received. */
+static char *tool_with_tty_stderr(const char *args, int *status)
+{
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    ck_assert_int_ge(master, 0);
+    ck_assert_int_eq(grantpt(master), 0);
+    ck_assert_int_eq(unlockpt(master), 0);
+    char slave_name[128];
+    snprintf(slave_name, sizeof slave_name, "%s", ptsname(master));
+    char command[2048];
+    snprintf(command, sizeof command, "'%s' %s >/dev/null", flashcl_path,
+             args);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int slave = open(slave_name, O_RDWR | O_NOCTTY);
+        if (slave < 0 || dup2(slave, STDERR_FILENO) < 0)
+            _exit(126);
+        close(master);
+        execl("/bin/sh", "sh", "-c", command, (char *)NULL);
+        _exit(127);
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = calloc(cap, 1);
+    ck_assert_ptr_nonnull(text);
+    int raw = 0;
+    for (;;) { /* EIO once the child has closed the terminal */
+        ssize_t got = read(master, text + len, cap - len - 1);
+        if (got > 0)
+            len += (size_t)got;
+        else if (got < 0 && errno == EINTR)
+            continue;
+        else
+            break;
+        if (len + 1 >= cap)
+            break;
+    }
+    waitpid(pid, &raw, 0);
+    close(master);
+    text[len] = '\0';
+    *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return text;
+}
+
 /* ---------------------------------------------------------------- */
 
 START_TEST(usage_and_bad_arguments)
@@ -155,23 +282,146 @@ START_TEST(usage_and_bad_arguments)
     }
     expect_usage_error("frobnicate", "unknown command");
     expect_usage_error("info --frobnicate", "unknown option");
+    expect_usage_error("info extra", "unexpected argument");
     expect_usage_error("run --device", "--device needs");
+    expect_usage_error("run --device=", "--device needs");
     expect_usage_error("run --seqlen abc", "--seqlen");
     expect_usage_error("run --seqlen 0", "--seqlen");
+    expect_usage_error("run --seqlen=0", "--seqlen");
+    expect_usage_error("run --seq 64", "unknown option"); /* no prefixes */
     expect_usage_error("run --dtype fp8", "--dtype");
     expect_usage_error("run --backend cublas", "--backend");
     expect_usage_error("run --causal=1", "takes no value");
+    expect_usage_error("run --json=1", "takes no value");
+    expect_usage_error("run --seqlen-q 0", "--seqlen-q");
+    expect_usage_error("run --seqlen-k -1", "--seqlen-k");
+    expect_usage_error("run --heads 6 --heads-kv 4", "--heads-kv");
+    expect_usage_error("run --window 5", "--window");
+    expect_usage_error("run --window -2,0", "--window");
+    expect_usage_error("run --window 3,x", "--window");
+    expect_usage_error("run --softcap -1", "--softcap");
+    expect_usage_error("run --softcap nan", "--softcap");
+    expect_usage_error("run --reps 0", "--reps");
+    expect_usage_error("run --reps", "--reps");
     expect_usage_error("bench --causal 2", "--causal");
     expect_usage_error("bench --head-dim 64,,x", "--head-dim");
+    expect_usage_error("bench --head-dim 64,", "--head-dim");
     expect_usage_error("bench --head-dim 512", "--head-dim");
     expect_usage_error("bench --reps", "--reps");
     expect_usage_error("selftest --seqlen 5", "unknown option");
 }
 END_TEST
 
-/* Specs that match nothing: exit 3 and one line naming the spec. */
+/* Every option a command's --help names is one its parser takes: given
+ * without its value (or followed by an unknown option), the error is
+ * about the value or the unknown option, never about the named one. */
+START_TEST(help_names_only_real_options)
+{
+    const char *commands[] = {"info", "run", "selftest", "bench"};
+    for (int c = 0; c < 4; ++c) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --help", commands[c]);
+        tool_result help = tool(NULL, args);
+        int seen = 0;
+        for (const char *at = strstr(help.out, "\n  --"); at;
+             at = strstr(at + 1, "\n  --")) {
+            char name[64];
+            size_t length = strcspn(at + 3, " \n");
+            snprintf(name, sizeof name, "%.*s", (int)length, at + 3);
+            if (!strcmp(name, "--help"))
+                continue;
+            snprintf(args, sizeof args, "%s %s --zz-not-an-option",
+                     commands[c], name);
+            tool_result r = tool(NULL, args);
+            char unknown[96];
+            snprintf(unknown, sizeof unknown, "unknown option \"%s\"", name);
+            /* 3: --device took "--zz-not-an-option" as its spec */
+            ck_assert_msg((r.status == 2 || r.status == 3) &&
+                              !strstr(r.err, unknown),
+                          "flashcl %s: exit %d, %s", args, r.status,
+                          clip(r.err));
+            tool_free(&r);
+            ++seen;
+        }
+        ck_assert_msg(seen >= 2, "flashcl %s --help lists %d options",
+                      commands[c], seen);
+        tool_free(&help);
+    }
+}
+END_TEST
+
+/* `flashcl --help` names every environment variable the library reads:
+ * those its sources pass to getenv (found here, so a new one cannot be
+ * forgotten), and the documented set. */
+static void scan_getenv(const char *dir, char found[][64], int *count, int cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n = strlen(e->d_name);
+        if (n > 2 && (!strcmp(e->d_name + n - 2, ".c") ||
+                      !strcmp(e->d_name + n - 2, ".h"))) {
+            FILE *f = fopen(path, "r");
+            char *text = f ? read_all(f) : NULL;
+            if (f)
+                fclose(f);
+            const char *needles[] = {"getenv(\"FLASHCL_", "_ENV \"FLASHCL_"};
+            for (int k = 0; text && k < 2; ++k)
+                for (const char *at = strstr(text, needles[k]); at;
+                     at = strstr(at + 1, needles[k])) {
+                    const char *name = strchr(at, '"') + 1;
+                    size_t length = strcspn(name, "\"");
+                    if (*count < cap)
+                        snprintf(found[(*count)++], 64, "%.*s", (int)length,
+                                 name);
+                }
+            free(text);
+        } else {
+            scan_getenv(path, found, count, cap); /* a folder, or nothing */
+        }
+    }
+    closedir(d);
+}
+
+START_TEST(help_lists_environment)
+{
+    char names[64][64] = {"FLASHCL_DEVICE", "FLASHCL_BACKEND",
+                          "FLASHCL_KERNEL_DIR", "FLASHCL_PORTABLE_ONLY",
+                          "FLASHCL_REFERENCE_SCRATCH_LIMIT",
+                          "FLASHCL_VERBOSE"};
+    int count = 6;
+    char src[1024];
+    snprintf(src, sizeof src, "%s", __FILE__);
+    char *tests = strstr(src, "tests/test_cli.c");
+    if (src[0] == '/' && tests) {
+        strcpy(tests, "src");
+        int before = count;
+        scan_getenv(src, names, &count, 64);
+        ck_assert_msg(count > before, "no getenv(\"FLASHCL_...\") in %s", src);
+    }
+    tool_result r = tool(NULL, "--help");
+    ck_assert_int_eq(r.status, 0);
+    for (int i = 0; i < count; ++i)
+        ck_assert_msg(strstr(r.out, names[i]) != NULL,
+                      "flashcl --help does not name %s:\n%s", names[i],
+                      clip(r.out));
+    tool_free(&r);
+}
+END_TEST
+
+/* Specs that match nothing: exit 3 and the spec named. `info` still lists
+ * every device OpenCL has (and says why nothing is selected); the other
+ * commands pass on the library's list of devices. */
 START_TEST(unmatched_device_specs)
 {
+    char names[MAX_TEST_DEVICES][256];
+    const int devices = opencl_device_names(names, MAX_TEST_DEVICES);
+    ck_assert_int_gt(devices, 0);
     const char *specs[] = {"99", "0:99", "7:0", "no-such-device-xyz"};
     for (int i = 0; i < 4; ++i) {
         char args[128];
@@ -179,15 +429,35 @@ START_TEST(unmatched_device_specs)
         tool_result r = tool(NULL, args);
         ck_assert_msg(r.status == 3, "flashcl %s: exit %d (%s)", args,
                       r.status, clip(r.err));
-        ck_assert_msg(count_lines(r.err) == 1 && strstr(r.err, specs[i]) &&
-                          strstr(r.err, "flashcl info"),
+        ck_assert_msg(count_lines(r.err) == 1 && strstr(r.err, specs[i]),
                       "flashcl %s: stderr %s", args, clip(r.err));
+        ck_assert_msg(strstr(r.out, specs[i]) && !strstr(r.out, "<== "),
+                      "flashcl %s: stdout names no failed spec: %s", args,
+                      clip(r.out));
+        for (int d = 0; d < devices; ++d)
+            ck_assert_msg(strstr(r.out, names[d]) != NULL,
+                          "flashcl %s does not list \"%s\": %s", args,
+                          names[d], clip(r.out));
         tool_free(&r);
     }
-    tool_result r = tool("FLASHCL_DEVICE=no-such-device-xyz", "run");
+    tool_result r = tool("FLASHCL_DEVICE=no-such-device-xyz", "info --json");
     ck_assert_int_eq(r.status, 3);
-    ck_assert_ptr_nonnull(strstr(r.err, "no-such-device-xyz"));
+    expect_json(r.out, "selection_error");
+    for (int d = 0; d < devices; ++d)
+        ck_assert_ptr_nonnull(strstr(r.out, names[d]));
     tool_free(&r);
+    const char *commands[] = {"run", "selftest", "bench"};
+    for (int c = 0; c < 3; ++c) {
+        r = tool("FLASHCL_DEVICE=no-such-device-xyz", commands[c]);
+        ck_assert_int_eq(r.status, 3);
+        ck_assert_ptr_nonnull(strstr(r.err, "no-such-device-xyz"));
+        for (int d = 0; d < devices; ++d)
+            ck_assert_msg(strstr(r.err, names[d]) != NULL,
+                          "flashcl %s: the error does not list \"%s\": %s",
+                          commands[c], names[d], clip(r.err));
+        ck_assert_msg(r.out[0] == '\0', "stdout: %s", clip(r.out));
+        tool_free(&r);
+    }
 }
 END_TEST
 
@@ -266,6 +536,219 @@ START_TEST(run_both_backends)
 }
 END_TEST
 
+/* FLASHCL_BACKEND picks run's backend; --backend wins over it. The
+ * reference backend is the one that needs scratch. */
+START_TEST(run_follows_backend_env)
+{
+    const char *args = "run --seqlen 64 --heads 2 --json";
+    tool_result r = tool("FLASHCL_BACKEND=reference", args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    char backend[32] = "";
+    ck_assert(json_string_of(r.out, "backend", backend, sizeof backend));
+    ck_assert_str_eq(backend, "reference");
+    ck_assert(json_number_of(r.out, "scratch_bytes") > 0);
+    tool_free(&r);
+    r = tool("FLASHCL_BACKEND=reference",
+             "run --seqlen 64 --heads 2 --json --backend fused");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    ck_assert(json_string_of(r.out, "backend", backend, sizeof backend));
+    ck_assert_str_eq(backend, "fused");
+    ck_assert(json_number_of(r.out, "scratch_bytes") == 0);
+    tool_free(&r);
+    r = tool("FLASHCL_BACKEND=fused", args);
+    ck_assert(json_string_of(r.out, "backend", backend, sizeof backend));
+    ck_assert_str_eq(backend, "fused");
+    tool_free(&r);
+    r = tool("FLASHCL_BACKEND=cublas", args);
+    ck_assert_msg(r.status == 2 && strstr(r.err, "FLASHCL_BACKEND"),
+                  "exit %d: %s", r.status, clip(r.err));
+    tool_free(&r);
+}
+END_TEST
+
+/* A failure after the arguments were read: the same exit status, and
+ * under --json one JSON error object on stdout. */
+static void expect_json_failure(const char *env, const char *args,
+                                const char *needle)
+{
+    tool_result r = tool(env, args);
+    ck_assert_msg(r.status == 3, "flashcl %s: exit %d: %s", args, r.status,
+                  clip(r.err));
+    expect_json(r.out, "error");
+    char message[512] = "";
+    ck_assert(json_string_of(r.out, "message", message, sizeof message));
+    ck_assert_msg(strstr(message, needle), "\"%s\" not in %s", needle,
+                  clip(r.out));
+    ck_assert(json_number_of(r.out, "status") > 0);
+    ck_assert(json_number_of(r.out, "exit_status") == 3);
+    ck_assert_msg(strstr(r.err, needle), "stderr: %s", clip(r.err));
+    tool_free(&r);
+}
+
+START_TEST(run_json_failure)
+{
+    expect_json_failure(NULL, "run --json --device no-such-device-xyz",
+                        "no-such-device-xyz");
+    /* The library refuses: no chunk of the reference backend fits 1 KiB. */
+    expect_json_failure("FLASHCL_REFERENCE_SCRATCH_LIMIT=1K",
+                        "run --json --seqlen 256 --backend reference",
+                        "scratch");
+}
+END_TEST
+
+/* The new shape and variant options reach the call (the JSON echoes them)
+ * and the result still matches the oracle. */
+START_TEST(run_shape_and_variant_options)
+{
+    tool_result r = tool(NULL, "run --seqlen-q 37 --seqlen-k 91 --heads 4 "
+                               "--heads-kv 2 --window 8,3 --softcap 15 "
+                               "--reps 2 --dtype fp16 --json");
+    ck_assert_msg(r.status == 0, "exit %d: %s %s", r.status, clip(r.out),
+                  clip(r.err));
+    expect_json(r.out, "seqlen_q");
+    const struct {
+        const char *key;
+        double want;
+    } echoed[] = {{"seqlen_q", 37},   {"seqlen_k", 91},    {"heads", 4},
+                  {"heads_kv", 2},    {"window_left", 8},  {"window_right", 3},
+                  {"softcap", 15},    {"reps", 2}};
+    for (size_t i = 0; i < sizeof echoed / sizeof echoed[0]; ++i)
+        ck_assert_msg(json_number_of(r.out, echoed[i].key) == echoed[i].want,
+                      "%s: %g, want %g", echoed[i].key,
+                      json_number_of(r.out, echoed[i].key), echoed[i].want);
+    ck_assert_int_eq(json_bool_of(r.out, "pass"), 1);
+    ck_assert(json_number_of(r.out, "o_error") <=
+              json_number_of(r.out, "o_tolerance"));
+    tool_free(&r);
+    r = tool(NULL, "run --seqlen 80 --heads 2 --causal --window 16,-1 "
+                   "--backend reference");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "window 16,-1") &&
+                      strstr(r.out, "PASS"),
+                  "exit %d: %s %s", r.status, clip(r.out), clip(r.err));
+    tool_free(&r);
+}
+END_TEST
+
+/* Whether the kernel was compiled in this process comes from
+ * flashcl_prepare (0 ms: it was cached); the text says so in words that
+ * match the number, and the first call is reported on its own. */
+START_TEST(run_reports_compile_and_first_call)
+{
+    tool_result r = tool(NULL, "run --seqlen 64 --heads 1 --json");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    const double compile_ms = json_number_of(r.out, "compile_ms");
+    const int compiled = json_bool_of(r.out, "kernel_compiled");
+    ck_assert_int_ge(compiled, 0);
+    ck_assert_msg(compiled == (compile_ms > 0), "compiled %d, compile_ms %g",
+                  compiled, compile_ms);
+    ck_assert(json_number_of(r.out, "first_call_ms") > 0);
+    tool_free(&r);
+    r = tool(NULL, "run --seqlen 64 --heads 1");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_null(strstr(r.out, "0 = cached"));
+    ck_assert_ptr_nonnull(strstr(r.out, "first call: "));
+    ck_assert_ptr_nonnull(strstr(r.out, compiled ? "compiled in this process"
+                                                 : "already compiled"));
+    tool_free(&r);
+}
+END_TEST
+
+/* The row of `info` for one (D, dtype): "    D=64  fp16: ..." and the
+ * lines under it up to the next row. */
+static const char *variant_row(const char *out, int head_dim,
+                               flashcl_dtype dtype, size_t *length)
+{
+    const char *names[4] = {"fp32", "fp16", "bf16", "fp64"};
+    char head[32];
+    snprintf(head, sizeof head, "\n    D=%-3d %s: ", head_dim, names[dtype]);
+    const char *at = strstr(out, head);
+    if (!at)
+        return NULL;
+    const char *next = strstr(at + 1, "\n    D=");
+    const char *end = strstr(at + 1, "\n  reference backend");
+    if (!next || (end && end < next))
+        next = end;
+    *length = next ? (size_t)(next - at) : strlen(at);
+    return at;
+}
+
+static int contains_within(const char *text, size_t length, const char *needle)
+{
+    const char *hit = strstr(text, needle);
+    return hit && (size_t)(hit - text) + strlen(needle) <= length;
+}
+
+/* Each dtype's row shows that dtype's own reason, path and skipped paths
+ * from flashcl_describe_variant, asked here directly. */
+START_TEST(info_variant_rows_from_library)
+{
+    tool_result r = tool(NULL, "info --device 0");
+    ck_assert_int_eq(r.status, 0);
+    const char *device0 = strstr(r.out, "\ndevice 0 ");
+    ck_assert_ptr_nonnull(device0);
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, "0"), FLASHCL_SUCCESS);
+    flashcl_device_info dev;
+    ck_assert_int_eq(flashcl_context_device_info(ctx, &dev), FLASHCL_SUCCESS);
+    for (int t = 0; t < (dev.has_fp64 ? 4 : 3); ++t)
+        for (int d = 64; d <= 128; d += 64) {
+            flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
+            desc.batch = desc.heads_q = 1;
+            desc.seqlen_q = desc.seqlen_k = 1024;
+            desc.head_dim = d;
+            desc.dtype = (flashcl_dtype)t;
+            flashcl_variant_info v;
+            ck_assert_int_eq(flashcl_describe_variant(ctx, &desc, &v),
+                             FLASHCL_SUCCESS);
+            size_t length = 0;
+            const char *row = variant_row(device0, d, (flashcl_dtype)t,
+                                          &length);
+            ck_assert_msg(row != NULL, "no D=%d dtype %d row", d, t);
+            char want[600];
+            snprintf(want, sizeof want, "reason: %s\n", v.reason);
+            ck_assert_msg(contains_within(row, length, want),
+                          "D=%d dtype %d: \"%s\" not in %.*s", d, t, want,
+                          (int)length, row);
+            ck_assert(contains_within(row, length, v.kernel_file));
+            if (v.path[0])
+                ck_assert(contains_within(row, length, v.path));
+            snprintf(want, sizeof want, "skipped: %s", v.skipped);
+            ck_assert_int_eq(contains_within(row, length, "skipped: "),
+                             v.skipped[0] != '\0');
+            if (v.skipped[0])
+                ck_assert(contains_within(row, length, want));
+        }
+    flashcl_context_release(ctx);
+    tool_free(&r);
+    r = tool(NULL, "info --json");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"path\": "));
+    ck_assert_ptr_nonnull(strstr(r.out, "\"skipped\": "));
+    tool_free(&r);
+}
+END_TEST
+
+/* Progress on a terminal: one line rewritten in place. */
+START_TEST(progress_on_a_terminal)
+{
+    int status = 0;
+    char *tty = tool_with_tty_stderr("bench --seqlen 64 --tokens 64 --hidden "
+                                     "64 --reps 1 --warmup 0 --backend fused",
+                                     &status);
+    ck_assert_msg(status == 0, "exit %d: %s", status, clip(tty));
+    ck_assert_msg(strstr(tty, "\r\033[K[1/1] ") != NULL, "terminal got: %s",
+                  clip(tty));
+    ck_assert_ptr_null(strstr(tty, "[1/1] fp32 D=64 N=64 B=1 H=1: fused\n"));
+    free(tty);
+    tty = tool_with_tty_stderr("bench --seqlen 64 --tokens 64 --hidden 64 "
+                               "--reps 1 --warmup 0 --no-progress",
+                               &status);
+    ck_assert_int_eq(status, 0);
+    ck_assert_ptr_null(strstr(tty, "[1/"));
+    free(tty);
+}
+END_TEST
+
 START_TEST(bench_small_sweep)
 {
     tool_result r = tool(NULL, "bench --seqlen 64,96 --tokens 192 --hidden 64 "
@@ -283,6 +766,97 @@ START_TEST(bench_small_sweep)
 }
 END_TEST
 
+/* Splits a markdown row "| a | b | c |" into trimmed cells; returns the
+ * number of cells. */
+static int table_cells(const char *line, char cells[][64], int cap)
+{
+    int n = 0;
+    const char *at = line + 1; /* past the first '|' */
+    while (*at && *at != '\n' && n < cap) {
+        size_t length = strcspn(at, "|\n");
+        if (at[length] != '|')
+            break;
+        const char *start = at;
+        while (*start == ' ' && start < at + length)
+            ++start;
+        size_t used = (size_t)(at + length - start);
+        while (used && start[used - 1] == ' ')
+            --used;
+        snprintf(cells[n++], 64, "%.*s", (int)used, start);
+        at += length + 1;
+    }
+    return n;
+}
+
+static int column_of(char cells[][64], int n, const char *name)
+{
+    for (int i = 0; i < n; ++i)
+        if (!strcmp(cells[i], name))
+            return i;
+    return -1;
+}
+
+/* Every check row: the O errors within the O tolerance and the LSE error
+ * within the LSE tolerance printed next to them, exactly when it says
+ * PASS. Returns the number of rows of both tables. */
+static int check_selftest_table(const char *out)
+{
+    const char *header = strstr(out, "\n| shape |");
+    ck_assert_msg(header != NULL, "no check table: %s", clip(out));
+    char cells[16][64];
+    const int n = table_cells(header + 1, cells, 16);
+    const int o_cols[3] = {column_of(cells, n, "fused"),
+                           column_of(cells, n, "reference"),
+                           column_of(cells, n, "fused-ref")};
+    const int o_tol = column_of(cells, n, "O tol"),
+              lse = column_of(cells, n, "LSE"),
+              lse_tol = column_of(cells, n, "LSE tol"),
+              result = column_of(cells, n, "result");
+    ck_assert_msg(o_tol >= 0 && lse >= 0 && lse_tol >= 0 && result >= 0 &&
+                      o_cols[0] >= 0 && o_cols[1] >= 0 && o_cols[2] >= 0,
+                  "check table header lacks a column: %.200s", header);
+    int rows = 0;
+    for (const char *line = strstr(out, "\n| "); line;
+         line = strstr(line + 1, "\n| ")) {
+        char row[16][64];
+        const int m = table_cells(line + 1, row, 16);
+        if (m == 0 || !strcmp(row[0], "dtype") || !strcmp(row[0], "shape"))
+            continue; /* a header */
+        ++rows;
+        if (m != n)
+            continue; /* a build row */
+        int within = atof(row[lse]) <= atof(row[lse_tol]);
+        for (int k = 0; k < 3; ++k)
+            within = within && atof(row[o_cols[k]]) <= atof(row[o_tol]);
+        ck_assert_msg(within == !strncmp(row[result], "PASS", 4),
+                      "row \"%s\" %s: says %s, errors %s within the "
+                      "tolerances",
+                      row[0], row[1], row[result], within ? "all" : "not");
+    }
+    return rows;
+}
+
+/* "[k/n] ..." lines, k = 1..n in order, one per table row. */
+static void check_progress_lines(const char *err, int rows)
+{
+    int expected = 1, total = -1;
+    for (const char *line = err; *line;) {
+        int k = 0, n = 0;
+        if (sscanf(line, "[%d/%d] ", &k, &n) == 2) {
+            ck_assert_msg(k == expected, "progress [%d/%d], expected %d", k,
+                          n, expected);
+            ck_assert(total < 0 || n == total);
+            total = n;
+            ++expected;
+        }
+        const char *next = strchr(line, '\n');
+        line = next ? next + 1 : line + strlen(line);
+    }
+    ck_assert_msg(total == rows && expected == rows + 1,
+                  "%d progress lines of %d for %d rows:\n%s", expected - 1,
+                  total, rows, clip(err));
+}
+
 START_TEST(selftest_passes)
 {
     tool_result r = tool(NULL, "selftest");
@@ -291,6 +865,9 @@ START_TEST(selftest_passes)
     ck_assert_ptr_nonnull(strstr(r.out, "PASS: "));
     ck_assert_ptr_null(strstr(r.out, "FAIL"));
     ck_assert_ptr_nonnull(strstr(r.out, "all variants"));
+    const int rows = check_selftest_table(r.out);
+    ck_assert_int_gt(rows, 8);
+    check_progress_lines(r.err, rows);
     printf("%s", r.out);
     tool_free(&r);
 }
@@ -307,6 +884,8 @@ int main(int argc, char **argv)
     TCase *parsing = tcase_create("parsing");
     tcase_set_timeout(parsing, 300);
     tcase_add_test(parsing, usage_and_bad_arguments);
+    tcase_add_test(parsing, help_names_only_real_options);
+    tcase_add_test(parsing, help_lists_environment);
     tcase_add_test(parsing, unmatched_device_specs);
     tcase_add_test(parsing, matching_device_specs);
     suite_add_tcase(suite, parsing);
@@ -314,6 +893,12 @@ int main(int argc, char **argv)
     tcase_set_timeout(commands, 600);
     tcase_add_test(commands, info_lists_the_device);
     tcase_add_test(commands, run_both_backends);
+    tcase_add_test(commands, run_follows_backend_env);
+    tcase_add_test(commands, run_json_failure);
+    tcase_add_test(commands, run_shape_and_variant_options);
+    tcase_add_test(commands, run_reports_compile_and_first_call);
+    tcase_add_test(commands, info_variant_rows_from_library);
+    tcase_add_test(commands, progress_on_a_terminal);
     tcase_add_test(commands, bench_small_sweep);
     tcase_add_test(commands, selftest_passes);
     suite_add_tcase(suite, commands);
