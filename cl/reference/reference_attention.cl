@@ -4,11 +4,20 @@
  *   ref_pack     strided Q/K/V of the caller's dtype -> packed real_t scratch
  *   ref_softmax  softcap, ALiBi, bias, masks, softmax of each row of S in
  *                place (unnormalised P), row factor 1/sum and LSE
- *   ref_store    O = factor * O' in the caller's dtype and strides
+ *   ref_store    O = factor * O' in the caller's dtype and strides, O' the
+ *                compensated sum of the partial products P V of the key
+ *                chunks when seqlen_k is cut into several
  *
  * A chunk covers `count` consecutive (batch, head) pairs bh0 .. bh0+count-1
  * (bh = b * heads_q + h) and `rows` query rows starting at row0. Scratch
- * matrices are packed [chunk head][row][column]. */
+ * matrices are packed [chunk head][row][column]; the partial products are
+ * [key chunk][chunk head][row][column].
+ *
+ * Sums over keys are compensated so that their error does not grow with
+ * seqlen_k: each work-item of ref_softmax keeps its share of the row sum as
+ * a pair hi + lo (TwoSum per term, errors summed in lo: Ogita, Rump and
+ * Oishi's Sum2), and the work-group combines the pairs the same way;
+ * ref_store adds the key chunks' partial products likewise. */
 /* Storage type (FLASHCL_DTYPE), real_t (fp32, or fp64 for fp64 storage)
  * and the variants' score modifiers (-D FLASHCL_SOFTCAP, ...), shared with
  * the fused kernels. */
@@ -66,17 +75,36 @@ inline real_t ref_reduce_max(__local real_t *scratch, real_t value)
     return result;
 }
 
-inline real_t ref_reduce_sum(__local real_t *scratch, real_t value)
+/* *hi + *lo += x, compensated: *hi <- fl(*hi + x) and its exact rounding
+ * error (Knuth's TwoSum, branch-free, no condition on the magnitudes) goes
+ * into *lo. Additions only, so -cl-mad-enable has nothing to contract. */
+inline void ref_add_compensated(real_t *hi, real_t *lo, real_t x)
+{
+    const real_t s = *hi + x;
+    const real_t b = s - *hi;
+    *lo += (*hi - (s - b)) + (x - b);
+    *hi = s;
+}
+
+/* The sum of every work-item's pair hi + lo, combined pairwise with the
+ * same compensation. */
+inline real_t ref_reduce_sum(__local real_t *scratch, real_t hi, real_t lo)
 {
     const int lid = (int)get_local_id(0);
-    scratch[lid] = value;
+    __local real_t *scratch_lo = scratch + REF_WG;
+    scratch[lid] = hi;
+    scratch_lo[lid] = lo;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int half_width = REF_WG / 2; half_width > 0; half_width /= 2) {
-        if (lid < half_width)
-            scratch[lid] += scratch[lid + half_width];
+        if (lid < half_width) {
+            real_t h = scratch[lid], l = scratch_lo[lid];
+            ref_add_compensated(&h, &l, scratch[lid + half_width]);
+            scratch[lid] = h;
+            scratch_lo[lid] = l + scratch_lo[lid + half_width];
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    const real_t result = scratch[0];
+    const real_t result = scratch[0] + scratch_lo[0];
     barrier(CLK_LOCAL_MEM_FENCE);
     return result;
 }
@@ -91,7 +119,7 @@ ref_softmax(__global real_t *s, __global real_t *factor, __global float *lse,
             const long diag, const long left, const long right,
             const int write_lse FLASHCL_VARIANT_ARGS(FLASHCL_KPARAM))
 {
-    __local real_t reduce[REF_WG];
+    __local real_t reduce[2 * REF_WG];
     const int lid = (int)get_local_id(0);
     const int r = (int)get_global_id(1);
     const int c = (int)get_global_id(2);
@@ -115,13 +143,13 @@ ref_softmax(__global real_t *s, __global real_t *factor, __global float *lse,
     row_max = fmax(row_max, sink);
     /* Nothing visible (and no finite sink): P = 0 everywhere, no NaN. */
     const bool empty = isinf(row_max) && row_max < 0;
-    real_t sum = 0;
+    real_t sum_hi = 0, sum_lo = 0;
     for (int j = lid; j < nk; j += REF_WG) {
         const real_t p = empty ? (real_t)0 : exp(srow[j] - row_max);
         srow[j] = p;
-        sum += p;
+        ref_add_compensated(&sum_hi, &sum_lo, p);
     }
-    sum = ref_reduce_sum(reduce, sum);
+    real_t sum = ref_reduce_sum(reduce, sum_hi, sum_lo);
     if (lid != 0)
         return;
     if (!empty && sink != -INFINITY)
@@ -134,12 +162,14 @@ ref_softmax(__global real_t *s, __global real_t *factor, __global float *lse,
 }
 
 /* global = (dim_v, rows, count). has_keys 0 (seqlen_k == 0): O' was never
- * computed, write zeros. */
+ * computed, write zeros. O' is the sum of `parts` partial products (one per
+ * key chunk), `part_stride` elements apart; 1 when the keys were not cut. */
 __kernel void ref_store(__global const real_t *o_scratch,
                         __global const real_t *factor, __global STORAGE_T *o,
                         const ulong base, const ulong4 stride, const int rows,
                         const int dim, const int row0, const long bh0,
-                        const int heads_q, const int has_keys)
+                        const int heads_q, const int has_keys,
+                        const int parts, const ulong part_stride)
 {
     const int d = (int)get_global_id(0);
     const int r = (int)get_global_id(1);
@@ -148,8 +178,15 @@ __kernel void ref_store(__global const real_t *o_scratch,
         return;
     const ulong row_index = (ulong)c * (ulong)rows + (ulong)r;
     const real_t f = has_keys ? factor[row_index] : (real_t)0;
-    const real_t value =
-        f != 0 ? o_scratch[row_index * (ulong)dim + (ulong)d] * f : (real_t)0;
+    real_t value = 0;
+    if (f != 0) {
+        __global const real_t *part =
+            o_scratch + row_index * (ulong)dim + (ulong)d;
+        real_t hi = part[0], lo = 0;
+        for (int i = 1; i < parts; ++i)
+            ref_add_compensated(&hi, &lo, part[(ulong)i * part_stride]);
+        value = (hi + lo) * f;
+    }
     const long bh = bh0 + c;
     const ulong index = base + (ulong)(bh / heads_q) * stride.s0 +
                         (ulong)(bh % heads_q) * stride.s1 +

@@ -5,6 +5,13 @@
  *   P  = softmax(masked S)      ref_softmax (ours), LSE out
  *   O  = (P V) / rowsum         CLBlast GEMM, then ref_store (ours)
  *
+ * P V is one GEMM over all keys while seqlen_k <= REF_KEY_CHUNK. Longer
+ * rows are cut into chunks of REF_KEY_CHUNK keys (the last one shorter),
+ * one partial product each, and ref_store adds the partial products with a
+ * compensated sum: inside a GEMM the error of O grows with its k (CLBlast
+ * sums each output element over k in one running sum), so cutting k keeps
+ * the error of any seqlen_k at that of a REF_KEY_CHUNK-key problem.
+ *
  * Q, K and V are first copied into packed scratch of the compute type
  * (fp32, or fp64 for fp64 storage) by ref_pack. That one copy handles every
  * layout, stride and GQA mapping, and converts fp16/bf16 on the device:
@@ -30,6 +37,15 @@
 
 #define REF_DEFAULT_LIMIT_DIVISOR 4
 #define REF_MAX_WG 64
+/* Keys per P V partial product. The error of a GEMM's running sum over k
+ * keys grows about like sqrt(k) to k ulps (fp32, evenly spread attention:
+ * 6e-6 of max|O| at k = 64K keys, 2e-5 at 1M, 7e-5 at 4M); at 1024 it is
+ * under 1e-6, the level every problem of up to 1024 keys has anyway, and
+ * the partial products take dv / 1024 of S's memory (6 % at D = 64, 25 %
+ * at 256), about what the error level buys: at 256 they would equal S at
+ * D = 256. Problems with seqlen_k <= 1024 keep the single GEMM and their
+ * scratch. */
+#define REF_KEY_CHUNK 1024
 #define REF_SCRATCH_ENV "FLASHCL_REFERENCE_SCRATCH_LIMIT"
 
 
@@ -38,7 +54,8 @@ typedef enum scratch_slot {
     SLOT_K,      /* chunk heads x Nk x D */
     SLOT_V,      /* chunk heads x Nk x Dv */
     SLOT_S,      /* chunk heads x rows x Nk: scores, then P */
-    SLOT_O,      /* chunk heads x rows x Dv: P V before normalisation */
+    SLOT_O,      /* key chunks x chunk heads x rows x Dv: the partial
+                  * products P V (one key chunk: P V itself) */
     SLOT_FACTOR, /* chunk heads x rows: 1 / row sum */
     SLOT_COUNT
 } scratch_slot;
@@ -189,6 +206,15 @@ static uint64_t mul_sat(uint64_t a, uint64_t b)
     return a != 0 && b > UINT64_MAX / a ? UINT64_MAX : a * b;
 }
 
+/* Partial products of P V: seqlen_k cut into REF_KEY_CHUNK-key chunks, 1
+ * when it fits one (and for seqlen_k = 0). */
+static uint64_t key_parts(uint64_t seqlen_k)
+{
+    return seqlen_k <= REF_KEY_CHUNK
+               ? 1
+               : (seqlen_k + REF_KEY_CHUNK - 1) / REF_KEY_CHUNK;
+}
+
 /* Elements of every slot for `heads` chunk heads of `rows` rows. */
 static void slot_elements(const ref_shape *s, uint64_t heads, uint64_t rows,
                           uint64_t elements[SLOT_COUNT])
@@ -198,7 +224,8 @@ static void slot_elements(const ref_shape *s, uint64_t heads, uint64_t rows,
     elements[SLOT_K] = mul_sat(mul_sat(heads, s->seqlen_k), s->head_dim);
     elements[SLOT_V] = mul_sat(mul_sat(heads, s->seqlen_k), s->head_dim_v);
     elements[SLOT_S] = mul_sat(cells, s->seqlen_k);
-    elements[SLOT_O] = mul_sat(cells, s->head_dim_v);
+    elements[SLOT_O] =
+        mul_sat(mul_sat(cells, s->head_dim_v), key_parts(s->seqlen_k));
     elements[SLOT_FACTOR] = cells;
 }
 
@@ -464,6 +491,10 @@ static cl_int enqueue_store(const chunk *c)
     const cl_ulong4 stride = ulong4_from(p->o.stride);
     const cl_int dim = (cl_int)p->head_dim_v, heads_q = (cl_int)p->heads_q;
     const cl_int has_keys = p->seqlen_k > 0;
+    const cl_int parts = (cl_int)key_parts((uint64_t)p->seqlen_k);
+    /* Partial products [key chunk][chunk head][row][column]. */
+    const cl_ulong part_stride =
+        (cl_ulong)c->count * (cl_ulong)c->rows * (cl_ulong)dim;
     cl_int err = CL_SUCCESS;
     SET_ARG(k, 0, c->state->scratch[SLOT_O]);
     SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
@@ -476,6 +507,8 @@ static cl_int enqueue_store(const chunk *c)
     SET_ARG(k, 8, c->bh0);
     SET_ARG(k, 9, heads_q);
     SET_ARG(k, 10, has_keys);
+    SET_ARG(k, 11, parts);
+    SET_ARG(k, 12, part_stride);
     const size_t global[3] = {(size_t)dim, (size_t)c->rows, (size_t)c->count};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, NULL, 0,
@@ -486,7 +519,7 @@ static cl_int enqueue_store(const chunk *c)
 #undef SET_ARG
 
 /* One strided-batched row-major GEMM C = alpha * A op(B), in the compute
- * type of the problem. */
+ * type of the problem; offsets and strides in elements. */
 typedef struct gemm_call {
     const char *what;
     CLBlastTranspose b_transpose;
@@ -494,6 +527,7 @@ typedef struct gemm_call {
     double alpha;
     cl_mem a, b, c;
     size_t a_ld, b_ld, c_ld, a_stride, b_stride, c_stride, batch;
+    size_t a_offset, b_offset, c_offset;
 } gemm_call;
 
 static flashcl_status run_gemm(flashcl_context *ctx, cl_command_queue queue,
@@ -505,16 +539,16 @@ static flashcl_status run_gemm(flashcl_context *ctx, cl_command_queue queue,
         routine = "CLBlastDgemmStridedBatched";
         code = CLBlastDgemmStridedBatched(
             CLBlastLayoutRowMajor, CLBlastTransposeNo, g->b_transpose, g->m,
-            g->n, g->k, g->alpha, g->a, 0, g->a_ld, g->a_stride, g->b, 0,
-            g->b_ld, g->b_stride, 0.0, g->c, 0, g->c_ld, g->c_stride,
-            g->batch, &queue, NULL);
+            g->n, g->k, g->alpha, g->a, g->a_offset, g->a_ld, g->a_stride,
+            g->b, g->b_offset, g->b_ld, g->b_stride, 0.0, g->c, g->c_offset,
+            g->c_ld, g->c_stride, g->batch, &queue, NULL);
     } else {
         routine = "CLBlastSgemmStridedBatched";
         code = CLBlastSgemmStridedBatched(
             CLBlastLayoutRowMajor, CLBlastTransposeNo, g->b_transpose, g->m,
-            g->n, g->k, (float)g->alpha, g->a, 0, g->a_ld, g->a_stride, g->b,
-            0, g->b_ld, g->b_stride, 0.0f, g->c, 0, g->c_ld, g->c_stride,
-            g->batch, &queue, NULL);
+            g->n, g->k, (float)g->alpha, g->a, g->a_offset, g->a_ld,
+            g->a_stride, g->b, g->b_offset, g->b_ld, g->b_stride, 0.0f, g->c,
+            g->c_offset, g->c_ld, g->c_stride, g->batch, &queue, NULL);
     }
     if (code != CLBlastSuccess)
         return set_error(ctx, FLASHCL_ERROR_BACKEND,
@@ -535,21 +569,48 @@ static flashcl_status gemm_scores(flashcl_context *ctx, const chunk *c)
         "S = scale * Q K^T", CLBlastTransposeYes, rows, nk, d, p->scale,
         c->state->scratch[SLOT_Q], c->state->scratch[SLOT_K],
         c->state->scratch[SLOT_S], d, d, nk, rows * d, nk * d, rows * nk,
-        (size_t)c->count};
+        (size_t)c->count, 0, 0, 0};
     return run_gemm(ctx, c->queue, p->dtype, &g);
 }
 
-/* O' = P V for the chunk. */
+/* O' = P V for the chunk: one GEMM when the keys fit one key chunk, else
+ * the partial products of the key chunks, [key chunk][head][row][column],
+ * which ref_store adds up. */
 static flashcl_status gemm_values(flashcl_context *ctx, const chunk *c)
 {
     const problem *p = c->p;
     const size_t rows = (size_t)c->rows, nk = (size_t)p->seqlen_k,
-                 dv = (size_t)p->head_dim_v;
+                 dv = (size_t)p->head_dim_v, count = (size_t)c->count;
+    cl_mem s = c->state->scratch[SLOT_S], v = c->state->scratch[SLOT_V],
+           o = c->state->scratch[SLOT_O];
+    if (key_parts(nk) == 1) {
+        const gemm_call g = {"O = P V", CLBlastTransposeNo, rows, dv, nk, 1.0,
+                             s, v, o, nk, dv, dv, rows * nk, nk * dv,
+                             rows * dv, count, 0, 0, 0};
+        return run_gemm(ctx, c->queue, p->dtype, &g);
+    }
+    const size_t full = nk / REF_KEY_CHUNK, rest = nk % REF_KEY_CHUNK;
+    const size_t part_stride = count * rows * dv;
+    /* Whole key chunks: one call per head, batched over its chunks (the
+     * heads' P blocks are rows * nk apart, so no single stride spans both
+     * heads and chunks). */
+    for (size_t h = 0; h < count; ++h) {
+        const gemm_call g = {
+            "O = P V (key chunks)", CLBlastTransposeNo, rows, dv,
+            REF_KEY_CHUNK, 1.0, s, v, o, nk, dv, dv, REF_KEY_CHUNK,
+            REF_KEY_CHUNK * dv, part_stride, full, h * rows * nk,
+            h * nk * dv, h * rows * dv};
+        flashcl_status status = run_gemm(ctx, c->queue, p->dtype, &g);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
+    if (rest == 0)
+        return FLASHCL_SUCCESS;
+    /* The shorter last chunk of every head: one call batched over heads. */
     const gemm_call g = {
-        "O = P V", CLBlastTransposeNo, rows, dv, nk, 1.0,
-        c->state->scratch[SLOT_S], c->state->scratch[SLOT_V],
-        c->state->scratch[SLOT_O], nk, dv, dv, rows * nk, nk * dv, rows * dv,
-        (size_t)c->count};
+        "O = P V (last key chunk)", CLBlastTransposeNo, rows, dv, rest, 1.0,
+        s, v, o, nk, dv, dv, rows * nk, nk * dv, rows * dv, count,
+        full * REF_KEY_CHUNK, full * REF_KEY_CHUNK * dv, full * part_stride};
     return run_gemm(ctx, c->queue, p->dtype, &g);
 }
 
