@@ -596,6 +596,7 @@ flashcl_attention_desc case_desc(const attention_case *c,
     desc.dtype = to_flashcl_dtype(c->dtype);
     desc.layout = c->layout;
     desc.scale = c->scale;
+    desc.explicit_scale = c->explicit_scale;
     desc.causal = c->causal;
     desc.q = data->q.view;
     desc.k = data->k.view;
@@ -619,8 +620,13 @@ tolerance tolerance_for_desc(ref_dtype dtype,
 {
     tolerance tol = tolerance_for(dtype);
     flashcl_variant_info info;
+    /* Asked of the shared context, whose cl_context may not own the call's
+     * buffers: describe the views without them. */
+    flashcl_attention_desc views = *desc;
+    views.q.buffer = views.k.buffer = views.v.buffer = NULL;
+    views.o.buffer = views.lse.buffer = NULL;
     if (dtype != REF_FP32 &&
-        flashcl_describe_variant(shared_context(), desc, &info) ==
+        flashcl_describe_variant(shared_context(), &views, &info) ==
             FLASHCL_SUCCESS &&
         strcmp(info.kernel_file, "flash_fwd_mma.cl") == 0) {
         double u = dtype == REF_FP16 ? ldexp(1.0, -11) : ldexp(1.0, -8);

@@ -46,6 +46,11 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                                 "8.0");
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
+    /* The kernel takes the row max of the raw scores and scales after, which
+     * holds only for a positive scale. */
+    if (!(p->scale > 0))
+        return refuse(why, cap, "needs scale > 0 (the row max is taken "
+                                "before scaling)");
     const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
     if (missing) {
         char names[160];
