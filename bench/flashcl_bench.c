@@ -557,6 +557,75 @@ static void print_row(FILE *csv, const bench_row *r)
                 r->tflops, r->gbps);
 }
 
+/* A table of rows as they are measured; the first-call times after it. */
+typedef struct row_log {
+    bench_row rows[4 * 8 * MAX_LIST * MAX_LIST];
+    int count, failures;
+} row_log;
+
+static void sweep(flashcl_context *ctx, const bench_options *opt, FILE *csv,
+                  row_log *log)
+{
+    for (int t = 0; t < opt->num_dtypes; ++t)
+        for (int h = 0; h < opt->num_head_dims; ++h)
+            for (int c = 0; c < opt->num_causal; ++c)
+                for (int s = 0; s < opt->num_seqlens; ++s)
+                    for (int w = 0; w < opt->num_variants; ++w) {
+                        bench_row row = {0};
+                        if (run_shape(ctx, opt, opt->variants[w],
+                                      opt->dtypes[t], opt->head_dims[h],
+                                      opt->causal_modes[c], opt->seqlens[s],
+                                      &row) != 0) {
+                            ++log->failures;
+                            continue;
+                        }
+                        print_row(csv, &row);
+                        if (log->count < (int)(sizeof log->rows /
+                                               sizeof log->rows[0]))
+                            log->rows[log->count++] = row;
+                    }
+}
+
+static void print_first_calls(const row_log *log)
+{
+    printf("\nfirst call (kernel compile + first run), host clock:\n");
+    for (int i = 0; i < log->count; ++i) {
+        const bench_row *r = &log->rows[i];
+        printf("  %s %s D=%d causal=%d N=%d: %.1f ms\n", r->variant, r->dtype,
+               r->head_dim, r->causal, r->seqlen, r->first_call_ms);
+    }
+}
+
+static void print_peer(flashcl_context *ctx, const bench_options *opt,
+                       FILE *csv)
+{
+    if (opt->sgemm_n <= 0)
+        return;
+    double gflops = sgemm_gflops(ctx, opt->sgemm_n, 3);
+    printf("\npeer, same run: CLBlast SGEMM %dx%dx%d: %.2f GFLOP/s "
+           "(median of 3, host clock around clFinish)\n",
+           opt->sgemm_n, opt->sgemm_n, opt->sgemm_n, gflops);
+    if (csv)
+        fprintf(csv, "# clblast_sgemm_%d_gflops,%.3f\n", opt->sgemm_n, gflops);
+}
+
+static void print_header(flashcl_context *ctx, bench_options *opt)
+{
+    cl_device_id device = flashcl_context_device(ctx);
+    char name[256] = "", driver[128] = "";
+    cl_device_type type = 0;
+    clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
+    clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof driver, driver, NULL);
+    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    printf("flashcl %s on %s (driver %s); median of %d runs after %d "
+           "warm-up, OpenCL profiling events\n\n",
+           flashcl_version_string(), name, driver, opt->reps, opt->warmup);
+    printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
+           "TFLOP/s | GFLOP/s | GB/s |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+}
+
 int main(int argc, char **argv)
 {
     bench_options opt = {.reps = 10, .warmup = 2, .sgemm_n = -1};
@@ -573,59 +642,18 @@ int main(int argc, char **argv)
                 flashcl_status_string(status), flashcl_last_create_error());
         return 1;
     }
-    cl_device_id device = flashcl_context_device(ctx);
-    char name[256] = "", driver[128] = "";
-    cl_device_type type = 0;
-    clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
-    clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof driver, driver, NULL);
-    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    apply_defaults(&opt, (type & CL_DEVICE_TYPE_CPU) != 0);
-    printf("flashcl %s on %s (driver %s); median of %d runs after %d "
-           "warm-up, OpenCL profiling events\n\n",
-           flashcl_version_string(), name, driver, opt.reps, opt.warmup);
+    print_header(ctx, &opt);
     FILE *csv = opt.csv_path ? fopen(opt.csv_path, "w") : NULL;
     if (csv)
         fprintf(csv, "variant,dtype,head_dim,causal,seqlen,batch,heads,"
                      "first_call_ms,"
                      "median_ms,min_ms,tflops,gbps\n");
-    printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
-           "TFLOP/s | GFLOP/s | GB/s |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    int failures = 0;
-    bench_row rows[4 * 8 * MAX_LIST * MAX_LIST];
-    int num_rows = 0;
-    for (int t = 0; t < opt.num_dtypes; ++t)
-        for (int h = 0; h < opt.num_head_dims; ++h)
-            for (int c = 0; c < opt.num_causal; ++c)
-                for (int s = 0; s < opt.num_seqlens; ++s)
-                    for (int w = 0; w < opt.num_variants; ++w) {
-                        bench_row row = {0};
-                        if (run_shape(ctx, &opt, opt.variants[w], opt.dtypes[t],
-                                      opt.head_dims[h], opt.causal_modes[c],
-                                      opt.seqlens[s], &row) != 0) {
-                            ++failures;
-                            continue;
-                        }
-                        print_row(csv, &row);
-                        if (num_rows < (int)(sizeof rows / sizeof rows[0]))
-                            rows[num_rows++] = row;
-                    }
-    printf("\nfirst call (kernel compile + first run), host clock:\n");
-    for (int i = 0; i < num_rows; ++i)
-        printf("  %s %s D=%d causal=%d N=%d: %.1f ms\n", rows[i].variant,
-               rows[i].dtype, rows[i].head_dim, rows[i].causal, rows[i].seqlen,
-               rows[i].first_call_ms);
-    if (opt.sgemm_n > 0) {
-        double gflops = sgemm_gflops(ctx, opt.sgemm_n, 3);
-        printf("\npeer, same run: CLBlast SGEMM %dx%dx%d: %.2f GFLOP/s "
-               "(median of 3, host clock around clFinish)\n",
-               opt.sgemm_n, opt.sgemm_n, opt.sgemm_n, gflops);
-        if (csv)
-            fprintf(csv, "# clblast_sgemm_%d_gflops,%.3f\n", opt.sgemm_n,
-                    gflops);
-    }
+    static row_log log; /* large: not on the stack */
+    sweep(ctx, &opt, csv, &log);
+    print_first_calls(&log);
+    print_peer(ctx, &opt, csv);
     if (csv)
         fclose(csv);
     flashcl_context_release(ctx);
-    return failures ? 1 : 0;
+    return log.failures ? 1 : 0;
 }
