@@ -239,6 +239,35 @@ typedef float real_t;
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
 
+/* Row max is known (mnew): P = 2^(EXPR) in place of S, row sums updated.
+ * EXPR sees s (the raw score), m0 (the row max, 0 while none) and msc
+ * (m0 * scale_log2). mx == -inf means nothing seen yet: arguments stay
+ * finite-minus-inf, never inf - inf. */
+#define NV_SOFTMAX_EXP(EXPR)                                                   \
+    do {                                                                       \
+        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
+            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
+                const float mx = mnew[mt][hh];                                 \
+                row_max[mt][hh] = mx;                                          \
+                const float m0 = mx == -INFINITY ? 0.f : mx;                   \
+                const float msc = m0 * scale_log2;                             \
+                float sum = 0.f;                                               \
+                _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
+                    float s = sc[mt][n][hh * 2];                               \
+                    const float p0 = nv_ex2(EXPR);                             \
+                    s = sc[mt][n][hh * 2 + 1];                                 \
+                    const float p1 = nv_ex2(EXPR);                             \
+                    sc[mt][n][hh * 2] = p0;                                    \
+                    sc[mt][n][hh * 2 + 1] = p1;                                \
+                    sum += p0 + p1;                                            \
+                }                                                              \
+                row_sum[mt][hh] += sum;                                        \
+                (void)msc;                                                     \
+                (void)m0;                                                      \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
@@ -511,32 +540,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     large |= mnew[mt][hh] != -INFINITY &&
                              fabs(mnew[mt][hh] * scale_log2) >= 0x1p16f;
             const bool exact = nv_warp_any(large);
-#pragma unroll
-            for (int mt = 0; mt < NV_MT; ++mt) {
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh) {
-                    const float mx = mnew[mt][hh];
-                    row_max[mt][hh] = mx;
-                    /* mx == -inf: nothing seen yet; keep exp2 arguments
-                     * finite-minus-inf (never inf - inf). */
-                    const float msc = mx == -INFINITY ? 0.f : mx * scale_log2;
-                    const float m0 = mx == -INFINITY ? 0.f : mx;
-                    float sum = 0.f;
-#pragma unroll
-                    for (int n = 0; n < NV_NT; ++n) {
-                        const float s0 = sc[mt][n][hh * 2];
-                        const float s1 = sc[mt][n][hh * 2 + 1];
-                        const float p0 = nv_ex2(exact ? (s0 - m0) * scale_log2
-                                                      : fma(s0, scale_log2, -msc));
-                        const float p1 = nv_ex2(exact ? (s1 - m0) * scale_log2
-                                                      : fma(s1, scale_log2, -msc));
-                        sc[mt][n][hh * 2] = p0;
-                        sc[mt][n][hh * 2 + 1] = p1;
-                        sum += p0 + p1;
-                    }
-                    row_sum[mt][hh] += sum;
-                }
-            }
+            /* A warp-uniform branch around the whole loop, so the usual
+             * case runs exactly the FMA version. */
+            if (exact)
+                NV_SOFTMAX_EXP((s - m0) * scale_log2);
+            else
+                NV_SOFTMAX_EXP(fma(s, scale_log2, -msc));
         }
 
 #if FLASHCL_NV_STAGES == 1
