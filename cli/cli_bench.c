@@ -111,7 +111,7 @@ static const cli_option bench_table[] = {
 };
 
 const cli_command bench_command = {
-    "bench", "Fused and reference backends side by side.",
+    "bench", "fused and reference backends side by side",
     "Times are host clock around enqueue + clFinish for both backends (the\n"
     "reference path is many commands). Scratch is the device memory a call\n"
     "allocates besides its inputs and outputs: 0 for fused. Progress goes\n"

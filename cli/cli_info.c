@@ -18,7 +18,7 @@
 #define INFO_SUB_GROUP_SIZES_INTEL 0x4108
 
 const cli_command info_command = {
-    "info", "Every OpenCL platform and device and what flashcl runs there.",
+    "info", "every OpenCL device and what flashcl runs there",
     "Per device: vendor, driver, OpenCL C version, compute units, clock,\n"
     "memory, fp16/bf16/fp64 support, subgroups, matrix instructions, the\n"
     "kernel variant flashcl would use for head dims 64 and 128 in each\n"

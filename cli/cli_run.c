@@ -100,7 +100,8 @@ static const cli_option run_table[] = {
 };
 
 const cli_command run_command = {
-    "run", "One attention (packed BNHD, random inputs in [-1, 1)) on the device.",
+    "run", "one attention: error vs float64, compile and time",
+    "One attention (packed BNHD, random inputs in [-1, 1)) on the device.\n"
     "Prints max |O - O_ref| / max |O_ref| and the LSE error against the\n"
     "float64 oracle with their tolerances (PASS needs both), whether the\n"
     "kernel was compiled in this process or already cached (flashcl_prepare;\n"

@@ -24,7 +24,7 @@ static const cli_option selftest_table[] = {
 };
 
 const cli_command selftest_command = {
-    "selftest", "Build every kernel variant; fused vs reference vs float64.",
+    "selftest", "build every kernel variant; fused vs reference vs float64",
     "1. builds the fused kernel for every head-dim class (16..256), dtype\n"
     "   (fp32, fp16, bf16, and fp64 where the device has cl_khr_fp64) and\n"
     "   causal/non-causal, as flashcl_prepare would;\n"

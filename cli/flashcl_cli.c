@@ -32,11 +32,11 @@ static const char environment_help[] =
     "                         --backend is given\n"
     "  FLASHCL_KERNEL_DIR     load .cl/.clh kernel sources from this folder\n"
     "                         instead of the embedded copies\n"
-    "  FLASHCL_PORTABLE_ONLY  1: never use a vendor kernel (portable path\n"
-    "                         only)\n"
+    "  FLASHCL_PORTABLE_ONLY  1 (any value but 0): never use a vendor kernel\n"
     "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
     "                         the reference backend may use\n"
-    "  FLASHCL_VERBOSE        1: print kernel build warnings on stderr\n";
+    "  FLASHCL_VERBOSE        1 (any value but 0): kernel build logs and\n"
+    "                         warnings on stderr\n";
 
 static void usage(FILE *out)
 {
