@@ -1,0 +1,43 @@
+"""flashcl: fused FlashAttention-style attention in OpenCL, from Python.
+
+A thin ctypes layer over libflashcl's public C API (include/flashcl.h)::
+
+    import numpy as np, flashcl
+    q = np.random.randn(1, 128, 8, 64).astype(np.float32)  # [batch, seq, heads, dim]
+    o = flashcl.attention(q, q, q, causal=True)
+
+NumPy arrays go through the library's host call; ``pyopencl.array.Array``
+inputs go through its device call with no copies. See
+:func:`attention`, :func:`devices` and the README's Python section. Not
+there yet (the C library has no such calls): decoding with split KV, paged
+KV caches, variable-length batches, the backward pass.
+"""
+from . import _lib
+from ._attention import attention
+from ._devices import Device, devices
+from ._errors import (ERROR_CLASSES, AliasingError, BackendError,
+                      BuildFailedError, ContextMismatchError,
+                      DeviceNotFoundError, DtypeUnsupportedError, Error,
+                      HeadDimUnsupportedError, HeadGroupingError,
+                      InvalidDimensionError, InvalidLayoutError,
+                      InvalidValueError, NoOpenCLError, NullArgumentError,
+                      OpenCLError, OutOfBoundsError, OutOfMemoryError, Status,
+                      UnsupportedError)
+
+__version__ = "0.2.0"
+
+#: The libflashcl file in use and how it was found ("FLASHCL_LIBRARY",
+#: "bundled", "in-tree build-...", "system").
+library_path = _lib.library_path
+library_source = _lib.library_source
+
+
+def library_version() -> str:
+    """The loaded libflashcl's version (flashcl_version_string)."""
+    return _lib.decode(_lib.version_string())
+
+
+__all__ = [
+    "attention", "devices", "Device", "Status", "Error", "library_path",
+    "library_source", "library_version",
+] + [cls.__name__ for cls in ERROR_CLASSES]
