@@ -25,6 +25,22 @@ double timing_event_ms(cl_event event)
     return (double)(end - start) / 1e6;
 }
 
+static double profiling_ns(cl_event event, cl_profiling_info what)
+{
+    cl_ulong ns = 0;
+    return clGetEventProfilingInfo(event, what, sizeof ns, &ns, NULL) ==
+                   CL_SUCCESS
+               ? (double)ns
+               : -1.0;
+}
+
+double timing_interval_ms(cl_event before, cl_event last)
+{
+    const double start = profiling_ns(before, CL_PROFILING_COMMAND_END);
+    const double end = profiling_ns(last, CL_PROFILING_COMMAND_END);
+    return start < 0 || end < start ? -1.0 : (end - start) / 1e6;
+}
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -22,6 +22,12 @@ double timing_host_ms(void);
  * -1 when the queue has no profiling or the query fails. */
 double timing_event_ms(cl_event event);
 
+/* Device time from the end of `before` (a marker enqueued just ahead of
+ * the work) to the end of `last` (the work's last event), in
+ * milliseconds: on an in-order queue it covers every command in between,
+ * so work of several kernels is timed whole. -1 when a query fails. */
+double timing_interval_ms(cl_event before, cl_event last);
+
 /* Median of `count` samples (sorted in place; the upper middle one for an
  * even count). NaN when count is 0. */
 double timing_median(double *samples, size_t count);
