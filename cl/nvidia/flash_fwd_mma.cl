@@ -71,6 +71,19 @@
 #ifndef FLASHCL_NV_LAZY_RESCALE
 #define FLASHCL_NV_LAZY_RESCALE 1
 #endif
+/* 0: the fast pass, exponent 2^(fma(s, c, -m*c)); it marks blocks whose
+ * rows had |m*c| >= 2^12 (where the rounding of m*c starts to show in P)
+ * or a non-finite row sum with a NaN in O[row][0]. 1: the fix-up pass run
+ * after it: marked blocks are recomputed with 2^((s - m) * c), exact
+ * whatever the magnitude (bf16 inputs of magnitude 1e5 gave NaN in the
+ * fast pass alone); the others return at once. A guard inside the fast
+ * loop cost 6-13% on the H200 (bench/results/h200-2026-12-01-checks.md). */
+#ifndef FLASHCL_NV_FIXUP
+#define FLASHCL_NV_FIXUP 0
+#endif
+#if FLASHCL_NV_FIXUP != 0 && FLASHCL_NV_FIXUP != 1
+#error "flash_fwd_mma: FLASHCL_NV_FIXUP must be 0 or 1"
+#endif
 /* FLASHCL_NV_QREG: k16 slices of Q (out of HEAD_DIM/16) held in registers;
  * the rest stays in local memory and is re-read by ldmatrix for every key
  * tile. Fewer registers let a warp own 32 rows (halving K/V local-memory
@@ -239,6 +252,12 @@ typedef float real_t;
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
 
+/* A NaN of the storage type in raw 16-bit form. */
+static inline bool nv_is_nan16(ushort bits)
+{
+    return (bits & 0x7fffu) > (FLASHCL_DTYPE == 1 ? 0x7c00u : 0x7f80u);
+}
+
 /* Row max is known (mnew): P = 2^(EXPR) in place of S, row sums updated.
  * EXPR sees s (the raw score), m0 (the row max, 0 while none) and msc
  * (m0 * scale_log2). mx == -inf means nothing seen yet: arguments stay
@@ -302,6 +321,19 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                           (ulong)h * o_stride.y;
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
                 os = o_stride.z;
+#if FLASHCL_NV_FIXUP
+    /* Only the blocks the fast pass marked (a NaN in O[row][0]). */
+    __local int nv_marked;
+    if (tid == 0)
+        nv_marked = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int r = tid; r < NV_BM; r += FLASHCL_WG_SIZE)
+        if (m0 + r < seqlen_q && nv_is_nan16(op[(ulong)(m0 + r) * os]))
+            nv_marked = 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!nv_marked)
+        return;
+#endif
 
     /* ---- key range of this block ------------------------------------- */
     const int mlast = min(m0 + NV_BM, seqlen_q); /* exclusive */
@@ -526,26 +558,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     }
                 }
             }
-            /* p = 2^(s*c - m*c). One FMA against the rounded m*c is exact
-             * enough while |m*c| is small, but its rounding error grows
-             * with |m*c| (ulp/2 = 4096 at 2^36) and then 2^(fma) is inf or
-             * 0: with large-magnitude inputs that gave NaN. A warp whose
-             * rows have |m*c| >= 2^16 takes (s - m) * c, which is <= 0
-             * whatever the magnitude; the usual case keeps the FMA. */
-            bool large = false;
-#pragma unroll
-            for (int mt = 0; mt < NV_MT; ++mt)
-#pragma unroll
-                for (int hh = 0; hh < 2; ++hh)
-                    large |= mnew[mt][hh] != -INFINITY &&
-                             fabs(mnew[mt][hh] * scale_log2) >= 0x1p16f;
-            const bool exact = nv_warp_any(large);
-            /* A warp-uniform branch around the whole loop, so the usual
-             * case runs exactly the FMA version. */
-            if (exact)
-                NV_SOFTMAX_EXP((s - m0) * scale_log2);
-            else
-                NV_SOFTMAX_EXP(fma(s, scale_log2, -msc));
+            /* p = 2^(s*c - m*c): see FLASHCL_NV_FIXUP. */
+#if FLASHCL_NV_FIXUP
+            NV_SOFTMAX_EXP((s - m0) * scale_log2);
+#else
+            NV_SOFTMAX_EXP(fma(s, scale_log2, -msc));
+#endif
         }
 
 #if FLASHCL_NV_STAGES == 1
@@ -589,6 +607,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     }
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
+    bool marked[NV_MT][2];
 #if FLASHCL_NV_STAGE_O
     /* O goes through local memory so that global stores are whole 16-byte
      * row chunks: wait until every warp is done with the K/V tiles. */
@@ -606,6 +625,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
             const bool seen = l > 0.f;
             const float inv = seen ? 1.f / l : 0.f;
+            marked[mt][hh] = !isfinite(l) ||
+                             (seen && fabs(row_max[mt][hh] * scale_log2) >= 0x1p12f);
 #if FLASHCL_NV_STAGE_O
             /* padded rows: the 32 lanes hit 32 different banks */
             __local uint *orow =
@@ -645,6 +666,18 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             *(__global uint4 *)(op + (ulong)(m0 + r) * os + (ulong)(cc * 8)) =
                 ((__local uint4 *)smem)[r * (NV_ROWB / 16) + cc];
     }
+    /* The sentinels below must land after every thread's O stores. */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+#endif
+#if !FLASHCL_NV_FIXUP
+#pragma unroll
+    for (int mt = 0; mt < NV_MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
+            if (marked[mt][hh] && t4 == 0 && row < seqlen_q)
+                op[(ulong)row * os] = (ushort)0x7fff; /* NaN in fp16 and bf16 */
+        }
 #endif
 }
 

@@ -135,11 +135,6 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
         return status;
     kernel_plan plan;
     choose_plan(&ctx->caps, &p, &plan, NULL, 0);
-    const program_request request = plan_request(&plan);
-    compiled_program *program;
-    bool compiled_now;
-    status = program_cache_get(ctx, &request, &program, &compiled_now);
-    if (status == FLASHCL_SUCCESS && compile_ms)
-        *compile_ms = compiled_now ? program->compile_ms : 0.0;
-    return status;
+    compiled_program *programs[2];
+    return plan_programs(ctx, &plan, programs, compile_ms);
 }

@@ -132,22 +132,40 @@ void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
              plan->wg_size, (int)p->dtype, p->right >= 0 ? 1 : 0);
 }
 
-program_request plan_request(const kernel_plan *plan)
+program_request plan_request(const kernel_plan *plan, int which)
 {
-    program_request request = {plan->source, plan->options, {NULL},
-                               plan->kernel_count};
+    program_request request = {which ? plan->extra_source : plan->source,
+                               which ? plan->extra_options : plan->options,
+                               {NULL}, plan->kernel_count};
     for (int i = 0; i < plan->kernel_count; ++i)
         request.kernel_names[i] = plan->kernel_names[i];
     return request;
 }
 
-flashcl_status launch_forward_kernel(flashcl_context *ctx,
-                                     cl_command_queue queue, const problem *p,
-                                     const kernel_plan *plan,
-                                     compiled_program *program,
-                                     cl_uint num_wait,
-                                     const cl_event *wait_list,
-                                     cl_event *event)
+flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
+                             compiled_program *programs[2],
+                             double *compiled_ms)
+{
+    programs[0] = programs[1] = NULL;
+    if (compiled_ms)
+        *compiled_ms = 0;
+    for (int which = 0; which < (plan->extra_source ? 2 : 1); ++which) {
+        const program_request request = plan_request(plan, which);
+        bool compiled_now = false;
+        flashcl_status status =
+            program_cache_get(ctx, &request, &programs[which], &compiled_now);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+        if (compiled_ms && compiled_now)
+            *compiled_ms += programs[which]->compile_ms;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
+                               const problem *p, const kernel_plan *plan,
+                               compiled_program *program, cl_uint num_wait,
+                               const cl_event *wait_list, cl_event *event)
 {
     base_args base;
     fill_base_args(ctx, p, &base);
@@ -162,10 +180,22 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "launching %s (path %s, D=%d, BM=%d, BN=%d, WG=%d): %s",
-                         plan->source, plan->path->name, plan->head_dim_padded,
-                         plan->block_m, plan->block_n, plan->wg_size,
-                         cl_error_name(err));
+                         program->source, plan->path->name,
+                         plan->head_dim_padded, plan->block_m, plan->block_n,
+                         plan->wg_size, cl_error_name(err));
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status launch_forward_kernel(flashcl_context *ctx,
+                                     cl_command_queue queue, const problem *p,
+                                     const kernel_plan *plan,
+                                     compiled_program *const programs[2],
+                                     cl_uint num_wait,
+                                     const cl_event *wait_list,
+                                     cl_event *event)
+{
+    return enqueue_forward(ctx, queue, p, plan, programs[0], num_wait,
+                           wait_list, event);
 }
 
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
@@ -174,11 +204,10 @@ flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
 {
     kernel_plan plan;
     choose_plan(&ctx->caps, p, &plan, NULL, 0);
-    const program_request request = plan_request(&plan);
-    compiled_program *program;
-    flashcl_status status = program_cache_get(ctx, &request, &program, NULL);
+    compiled_program *programs[2];
+    flashcl_status status = plan_programs(ctx, &plan, programs, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
-    return plan.path->launch(ctx, queue, p, &plan, program, num_wait,
+    return plan.path->launch(ctx, queue, p, &plan, programs, num_wait,
                              wait_list, event);
 }

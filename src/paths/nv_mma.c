@@ -87,6 +87,13 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
              " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u", caps->nv_cc_major,
              caps->nv_cc_minor);
     variants_append_defines(p, plan->options, sizeof plan->options);
+    /* The fix-up pass: the same kernel with the exact exponent, which
+     * redoes only the blocks the first pass marked (see the kernel). */
+    plan->extra_source = plan->source;
+    memcpy(plan->extra_options, plan->options, sizeof plan->extra_options);
+    len = strlen(plan->extra_options);
+    snprintf(plan->extra_options + len, sizeof plan->extra_options - len,
+             " -DFLASHCL_NV_FIXUP=1");
     const size_t blocks =
         (size_t)((p->seqlen_q + plan->block_m - 1) / plan->block_m);
     plan->local[0] = (size_t)plan->wg_size;
@@ -94,6 +101,29 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan->global[0] = blocks * (size_t)plan->wg_size;
     plan->global[1] = (size_t)p->heads_q;
     plan->global[2] = (size_t)p->batch;
+}
+
+/* The fast pass, then the fix-up pass after it. Blocks whose scores were
+ * too large for the fast exponent (|max * scale * log2 e| >= 2^12, or a
+ * non-finite row sum) are marked by the first pass and recomputed by the
+ * second; the others return at once. Measured on the H200: a guard inside
+ * the fast loop cost 6-13%; this costs one launch. */
+static flashcl_status nv_mma_launch(flashcl_context *ctx,
+                                    cl_command_queue queue, const problem *p,
+                                    const kernel_plan *plan,
+                                    compiled_program *const programs[2],
+                                    cl_uint num_wait,
+                                    const cl_event *wait_list, cl_event *event)
+{
+    cl_event fast_done = NULL;
+    flashcl_status status = enqueue_forward(ctx, queue, p, plan, programs[0],
+                                            num_wait, wait_list, &fast_done);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    status = enqueue_forward(ctx, queue, p, plan, programs[1], 1, &fast_done,
+                             event);
+    clReleaseEvent(fast_done);
+    return status;
 }
 
 const kernel_path nv_mma_path = {
@@ -104,5 +134,5 @@ const kernel_path nv_mma_path = {
     .serves_device = serves,
     .can_run = nv_mma_can_run,
     .plan = nv_mma_plan,
-    .launch = launch_forward_kernel,
+    .launch = nv_mma_launch,
 };

@@ -24,6 +24,11 @@ typedef struct kernel_plan {
     const char *kernel_names[PROGRAM_MAX_KERNELS];
     int kernel_count;
     char options[1024];          /* everything that changes the binary */
+    /* A second program the path runs after the first, with the same
+     * arguments and NDRange (the NVIDIA path's exact fix-up pass); NULL
+     * when the path has none. */
+    const char *extra_source;
+    char extra_options[1024];
     size_t global[3], local[3];
     /* Tiles, for describe and logs. */
     int head_dim_padded, head_dim_v_padded;
@@ -42,10 +47,12 @@ struct kernel_path {
     bool (*can_run)(const device_caps *caps, const problem *p, char *why,
                     size_t why_cap);
     void (*plan)(const device_caps *caps, const problem *p, kernel_plan *plan);
+    /* programs[0] is the plan's program, programs[1] its extra one. */
     flashcl_status (*launch)(flashcl_context *ctx, cl_command_queue queue,
                              const problem *p, const kernel_plan *plan,
-                             compiled_program *program, cl_uint num_wait,
-                             const cl_event *wait_list, cl_event *event);
+                             compiled_program *const programs[2],
+                             cl_uint num_wait, const cl_event *wait_list,
+                             cl_event *event);
 };
 
 extern const kernel_path portable_path;
@@ -64,12 +71,19 @@ void paths_summary(const device_caps *caps, char *buf, size_t cap);
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap);
 
-/* The one-kernel forward launch shared by today's paths: sets the
- * arguments of cl/common/kernel_args.clh and enqueues plan->global/local. */
+/* Sets the arguments of cl/common/kernel_args.clh on the program's first
+ * kernel and enqueues plan->global/local. */
+flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
+                               const problem *p, const kernel_plan *plan,
+                               compiled_program *program, cl_uint num_wait,
+                               const cl_event *wait_list, cl_event *event);
+
+/* The one-kernel launch (enqueue_forward of programs[0]), as a path's
+ * `launch`. */
 flashcl_status launch_forward_kernel(flashcl_context *ctx,
                                      cl_command_queue queue, const problem *p,
                                      const kernel_plan *plan,
-                                     compiled_program *program,
+                                     compiled_program *const programs[2],
                                      cl_uint num_wait,
                                      const cl_event *wait_list,
                                      cl_event *event);
@@ -84,7 +98,13 @@ flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const problem *p, cl_uint num_wait,
                          const cl_event *wait_list, cl_event *event);
 
-/* Program request of a plan. */
-program_request plan_request(const kernel_plan *plan);
+/* Program request of a plan: which 0 is the main program, 1 the extra. */
+program_request plan_request(const kernel_plan *plan, int which);
+
+/* Compiles (or finds) the plan's programs; *compiled_ms (may be NULL) gets
+ * the time this call spent compiling, 0 when all were cached. */
+flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
+                             compiled_program *programs[2],
+                             double *compiled_ms);
 
 #endif /* FLASHCL_PATH_H */
