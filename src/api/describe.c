@@ -91,23 +91,33 @@ flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+/* Describe and prepare share everything up to the plan. */
+static flashcl_status plan_call(flashcl_context *ctx,
+                                const flashcl_attention_desc *desc,
+                                const void *out, const char *out_name,
+                                kernel_plan *plan, problem *p,
+                                char *skipped, size_t skipped_cap)
+{
+    flashcl_status status = problem_begin_call(ctx, desc, PROBLEM_FOR_PLANNING,
+                                               out, out_name, p);
+    if (status == FLASHCL_SUCCESS)
+        choose_plan(&ctx->caps, p, plan, skipped, skipped_cap);
+    return status;
+}
+
 flashcl_status flashcl_describe_variant(flashcl_context *ctx,
                                         const flashcl_attention_desc *desc,
                                         flashcl_variant_info *info)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!info)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
     problem p;
-    flashcl_status status =
-        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
+    kernel_plan plan;
+    char skipped[sizeof info->skipped];
+    flashcl_status status = plan_call(ctx, desc, info, "info", &plan, &p,
+                                      skipped, sizeof skipped);
     if (status != FLASHCL_SUCCESS)
         return status;
-    kernel_plan plan;
     memset(info, 0, sizeof *info);
-    choose_plan(&ctx->caps, &p, &plan, info->skipped, sizeof info->skipped);
+    copy_text(info->skipped, sizeof info->skipped, skipped);
     copy_text(info->kernel_file, sizeof info->kernel_file, plan.source);
     copy_text(info->path, sizeof info->path, plan.path->name);
     info->head_dim_padded = plan.head_dim_padded;
@@ -125,16 +135,11 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
                                const flashcl_attention_desc *desc,
                                double *compile_ms)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
     problem p;
-    flashcl_status status =
-        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
+    kernel_plan plan;
+    flashcl_status status = plan_call(ctx, desc, NULL, NULL, &plan, &p, NULL, 0);
     if (status != FLASHCL_SUCCESS)
         return status;
-    kernel_plan plan;
-    choose_plan(&ctx->caps, &p, &plan, NULL, 0);
     compiled_program *programs[2];
     return plan_programs(ctx, &plan, programs, compile_ms);
 }

@@ -154,12 +154,9 @@ flashcl_status flashcl_attention_forward_host(flashcl_context *ctx,
                                               const void *v, void *o,
                                               float *lse)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
     problem p;
-    flashcl_status status =
-        problem_from_desc(ctx, desc, PROBLEM_FOR_HOST_CALL, &p);
+    flashcl_status status = problem_begin_call(
+        ctx, desc, PROBLEM_FOR_HOST_CALL, NULL, NULL, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
     if (!q || !k || !v || !o)

@@ -198,6 +198,17 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
                            wait_list, event);
 }
 
+void plan_row_blocks(const problem *p, kernel_plan *plan)
+{
+    const size_t blocks =
+        (size_t)((p->seqlen_q + plan->block_m - 1) / plan->block_m);
+    plan->local[0] = (size_t)plan->wg_size;
+    plan->local[1] = plan->local[2] = 1;
+    plan->global[0] = blocks * (size_t)plan->wg_size;
+    plan->global[1] = (size_t)p->heads_q;
+    plan->global[2] = (size_t)p->batch;
+}
+
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const problem *p, cl_uint num_wait,
                          const cl_event *wait_list, cl_event *event)

@@ -94,13 +94,7 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     len = strlen(plan->extra_options);
     snprintf(plan->extra_options + len, sizeof plan->extra_options - len,
              " -DFLASHCL_NV_FIXUP=1");
-    const size_t blocks =
-        (size_t)((p->seqlen_q + plan->block_m - 1) / plan->block_m);
-    plan->local[0] = (size_t)plan->wg_size;
-    plan->local[1] = plan->local[2] = 1;
-    plan->global[0] = blocks * (size_t)plan->wg_size;
-    plan->global[1] = (size_t)p->heads_q;
-    plan->global[2] = (size_t)p->batch;
+    plan_row_blocks(p, plan);
 }
 
 /* The fast pass, then the fix-up pass after it. Blocks whose scores were
@@ -126,13 +120,9 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
     return status;
 }
 
+/* name, bit, summary, serves_device, can_run, plan, launch */
 const kernel_path nv_mma_path = {
-    .name = "nv_mma",
-    .bit = PATH_BIT_NV_MMA,
-    .summary = "inline-PTX mma.sync kernel for fp16/bf16 (head dims 32, 64, "
-               "96, 128, 256; plain, causal, top-left causal)",
-    .serves_device = serves,
-    .can_run = nv_mma_can_run,
-    .plan = nv_mma_plan,
-    .launch = nv_mma_launch,
-};
+    "nv_mma", PATH_BIT_NV_MMA,
+    "inline-PTX mma.sync kernel for fp16/bf16 (head dims 32, 64, 96, 128, "
+    "256; plain, causal, top-left causal)",
+    serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch};

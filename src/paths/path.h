@@ -17,8 +17,19 @@
 #include "problem/variants.h"
 
 typedef struct kernel_path kernel_path;
+typedef struct kernel_plan kernel_plan;
 
-typedef struct kernel_plan {
+/* A path's launch: programs[0] is the plan's program, programs[1] its
+ * extra one (or NULL). */
+typedef flashcl_status path_launch_fn(flashcl_context *ctx,
+                                      cl_command_queue queue,
+                                      const problem *p, const kernel_plan *plan,
+                                      compiled_program *const programs[2],
+                                      cl_uint num_wait,
+                                      const cl_event *wait_list,
+                                      cl_event *event);
+
+struct kernel_plan {
     const kernel_path *path;
     const char *source;          /* "flash_fwd.cl" */
     const char *kernel_names[PROGRAM_MAX_KERNELS];
@@ -34,7 +45,7 @@ typedef struct kernel_plan {
     int head_dim_padded, head_dim_v_padded;
     int block_m, block_n, wg_size, vec;
     char reason[256];            /* why these tiles, measured where */
-} kernel_plan;
+};
 
 struct kernel_path {
     const char *name; /* "portable", "nv_mma" */
@@ -47,12 +58,7 @@ struct kernel_path {
     bool (*can_run)(const device_caps *caps, const problem *p, char *why,
                     size_t why_cap);
     void (*plan)(const device_caps *caps, const problem *p, kernel_plan *plan);
-    /* programs[0] is the plan's program, programs[1] its extra one. */
-    flashcl_status (*launch)(flashcl_context *ctx, cl_command_queue queue,
-                             const problem *p, const kernel_plan *plan,
-                             compiled_program *const programs[2],
-                             cl_uint num_wait, const cl_event *wait_list,
-                             cl_event *event);
+    path_launch_fn *launch;
 };
 
 extern const kernel_path portable_path;
@@ -80,13 +86,11 @@ flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
 
 /* The one-kernel launch (enqueue_forward of programs[0]), as a path's
  * `launch`. */
-flashcl_status launch_forward_kernel(flashcl_context *ctx,
-                                     cl_command_queue queue, const problem *p,
-                                     const kernel_plan *plan,
-                                     compiled_program *const programs[2],
-                                     cl_uint num_wait,
-                                     const cl_event *wait_list,
-                                     cl_event *event);
+path_launch_fn launch_forward_kernel;
+
+/* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
+ * by heads by batch, plan->wg_size work-items per group. */
+void plan_row_blocks(const problem *p, kernel_plan *plan);
 
 /* Sets the variant arguments (cl/common/variants.clh) starting at *index,
  * advancing it; shared with the reference backend. */

@@ -118,13 +118,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
              contiguous ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 
-    const size_t blocks =
-        (size_t)((p->seqlen_q + plan->block_m - 1) / plan->block_m);
-    plan->local[0] = (size_t)plan->wg_size;
-    plan->local[1] = plan->local[2] = 1;
-    plan->global[0] = blocks * (size_t)plan->wg_size;
-    plan->global[1] = (size_t)p->heads_q;
-    plan->global[2] = (size_t)p->batch;
+    plan_row_blocks(p, plan);
 }
 
 static bool serves_every_device(const device_caps *caps)
@@ -133,12 +127,8 @@ static bool serves_every_device(const device_caps *caps)
     return true;
 }
 
+/* name, bit, summary, serves_device, can_run, plan, launch */
 const kernel_path portable_path = {
-    .name = "portable",
-    .bit = PATH_BIT_PORTABLE,
-    .summary = "portable kernel (fp32 FMA; fp64 for fp64 storage)",
-    .serves_device = serves_every_device,
-    .can_run = portable_can_run,
-    .plan = portable_plan,
-    .launch = launch_forward_kernel,
-};
+    "portable", PATH_BIT_PORTABLE,
+    "portable kernel (fp32 FMA; fp64 for fp64 storage)", serves_every_device,
+    portable_can_run, portable_plan, launch_forward_kernel};

@@ -542,6 +542,20 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
     return status;
 }
 
+flashcl_status problem_begin_call(flashcl_context *ctx,
+                                  const flashcl_attention_desc *desc,
+                                  problem_mode mode, const void *out,
+                                  const char *out_name, problem *p)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    if (out_name && !out)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s is NULL",
+                         out_name);
+    return problem_from_desc(ctx, desc, mode, p);
+}
+
 void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,
                           size_t *o, size_t *lse)
 {

@@ -81,6 +81,14 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
                                  const flashcl_attention_desc *desc,
                                  problem_mode mode, problem *p);
 
+/* The start of a public call that takes a descriptor: NULL ctx, this
+ * thread's diagnostics cleared, the required output pointer `out` (named
+ * `out_name`; NULL name: none required), then problem_from_desc. */
+flashcl_status problem_begin_call(flashcl_context *ctx,
+                                  const flashcl_attention_desc *desc,
+                                  problem_mode mode, const void *out,
+                                  const char *out_name, problem *p);
+
 /* Bind packed device buffers (the host call's) to q, k, v, o and lse (NULL:
  * no LSE) in the problem's layout, checking bounds and aliasing again. */
 flashcl_status problem_bind_packed(flashcl_context *ctx, problem *p, cl_mem q,

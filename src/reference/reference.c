@@ -404,11 +404,22 @@ typedef struct chunk {
     cl_int row0, rows;
 } chunk;
 
-#define SET_ARG(kernel, index, value)                                          \
-    do {                                                                       \
-        if (err == CL_SUCCESS)                                                 \
-            err = clSetKernelArg(kernel, index, sizeof(value), &(value));       \
-    } while (0)
+/* One kernel argument: its size and where its value is. */
+typedef struct kernel_arg {
+    size_t size;
+    const void *value;
+} kernel_arg;
+#define KARG(x) {sizeof(x), &(x)}
+
+/* Sets arguments 0..count-1; the first failure is returned. */
+static cl_int set_arg_list(cl_kernel kernel, const kernel_arg *args,
+                           cl_uint count)
+{
+    cl_int err = CL_SUCCESS;
+    for (cl_uint i = 0; i < count && err == CL_SUCCESS; ++i)
+        err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
+    return err;
+}
 
 static cl_ulong4 ulong4_from(const uint64_t v[4])
 {
@@ -428,16 +439,12 @@ static cl_int enqueue_pack(const chunk *c, cl_mem source,
     const cl_ulong4 stride = ulong4_from(view->stride);
     const cl_int heads_q = (cl_int)c->p->heads_q;
     cl_int err = CL_SUCCESS;
-    SET_ARG(k, 0, source);
-    SET_ARG(k, 1, base);
-    SET_ARG(k, 2, stride);
-    SET_ARG(k, 3, dest);
-    SET_ARG(k, 4, rows);
-    SET_ARG(k, 5, dim);
-    SET_ARG(k, 6, row0);
-    SET_ARG(k, 7, c->bh0);
-    SET_ARG(k, 8, heads_q);
-    SET_ARG(k, 9, group);
+    const kernel_arg args[] = {
+        KARG(source), KARG(base), KARG(stride), KARG(dest), KARG(rows),
+        KARG(dim), KARG(row0), KARG(c->bh0), KARG(heads_q), KARG(group)
+    };
+    if (err == CL_SUCCESS)
+        err = set_arg_list(k, args, sizeof args / sizeof args[0]);
     const size_t global[3] = {(size_t)dim, (size_t)rows, (size_t)c->count};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, NULL, 0,
@@ -456,21 +463,16 @@ static cl_int enqueue_softmax(flashcl_context *ctx, const chunk *c)
     const cl_long diag = p->diag, left = p->left, right = p->right;
     const cl_int write_lse = p->lse.present ? 1 : 0;
     cl_int err = CL_SUCCESS;
-    SET_ARG(k, 0, c->state->scratch[SLOT_S]);
-    SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
-    SET_ARG(k, 2, lse);
-    SET_ARG(k, 3, lse_base);
-    SET_ARG(k, 4, lse_stride);
-    SET_ARG(k, 5, c->rows);
-    SET_ARG(k, 6, nk);
-    SET_ARG(k, 7, c->row0);
-    SET_ARG(k, 8, c->bh0);
-    SET_ARG(k, 9, heads_q);
-    SET_ARG(k, 10, diag);
-    SET_ARG(k, 11, left);
-    SET_ARG(k, 12, right);
-    SET_ARG(k, 13, write_lse);
-    cl_uint index = 14; /* then the variants' arguments, as the kernels' */
+    const kernel_arg args[] = {
+        KARG(c->state->scratch[SLOT_S]), KARG(c->state->scratch[SLOT_FACTOR]),
+        KARG(lse), KARG(lse_base), KARG(lse_stride), KARG(c->rows), KARG(nk),
+        KARG(c->row0), KARG(c->bh0), KARG(heads_q), KARG(diag), KARG(left),
+        KARG(right), KARG(write_lse)
+    };
+    if (err == CL_SUCCESS)
+        err = set_arg_list(k, args, sizeof args / sizeof args[0]);
+    /* Then the variants' arguments, as the kernels' take them. */
+    cl_uint index = (cl_uint)(sizeof args / sizeof args[0]);
     if (err == CL_SUCCESS)
         err = set_variant_args(k, &index, &p->vargs,
                                p->dtype == FLASHCL_DTYPE_FP64);
@@ -496,19 +498,14 @@ static cl_int enqueue_store(const chunk *c)
     const cl_ulong part_stride =
         (cl_ulong)c->count * (cl_ulong)c->rows * (cl_ulong)dim;
     cl_int err = CL_SUCCESS;
-    SET_ARG(k, 0, c->state->scratch[SLOT_O]);
-    SET_ARG(k, 1, c->state->scratch[SLOT_FACTOR]);
-    SET_ARG(k, 2, p->o.given);
-    SET_ARG(k, 3, base);
-    SET_ARG(k, 4, stride);
-    SET_ARG(k, 5, c->rows);
-    SET_ARG(k, 6, dim);
-    SET_ARG(k, 7, c->row0);
-    SET_ARG(k, 8, c->bh0);
-    SET_ARG(k, 9, heads_q);
-    SET_ARG(k, 10, has_keys);
-    SET_ARG(k, 11, parts);
-    SET_ARG(k, 12, part_stride);
+    const kernel_arg args[] = {
+        KARG(c->state->scratch[SLOT_O]), KARG(c->state->scratch[SLOT_FACTOR]),
+        KARG(p->o.given), KARG(base), KARG(stride), KARG(c->rows), KARG(dim),
+        KARG(c->row0), KARG(c->bh0), KARG(heads_q), KARG(has_keys),
+        KARG(parts), KARG(part_stride)
+    };
+    if (err == CL_SUCCESS)
+        err = set_arg_list(k, args, sizeof args / sizeof args[0]);
     const size_t global[3] = {(size_t)dim, (size_t)c->rows, (size_t)c->count};
     if (err == CL_SUCCESS)
         err = clEnqueueNDRangeKernel(c->queue, k, 3, NULL, global, NULL, 0,
@@ -516,7 +513,6 @@ static cl_int enqueue_store(const chunk *c)
     return err;
 }
 
-#undef SET_ARG
 
 /* One strided-batched row-major GEMM C = alpha * A op(B), in the compute
  * type of the problem; offsets and strides in elements. */
@@ -865,15 +861,10 @@ flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
                                                const flashcl_attention_desc *desc,
                                                size_t *bytes)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!bytes)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
     problem p;
     size_t limit;
-    flashcl_status status =
-        problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
+    flashcl_status status = problem_begin_call(ctx, desc, PROBLEM_FOR_PLANNING,
+                                               bytes, "bytes", &p);
     if (status == FLASHCL_SUCCESS)
         status = flashcl_context_get_scratch_limit(ctx, &limit);
     if (status != FLASHCL_SUCCESS)
