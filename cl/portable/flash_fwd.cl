@@ -24,12 +24,20 @@
  * running sum (fp32, evenly spread attention, 4M keys, D = 16: 7e-5 of
  * max|O| with the plain sums, 5e-8 compensated; tests/test_accuracy.c).
  * When the row max moves, hi and lo are rescaled by the same correction
- * (one rounding of hi per move, as before). The cost is per tile and per
- * output element, not per key. FLASHCL_COMPENSATED=0 keeps the plain
- * running sums, for comparison. TwoSum has no multiply for -cl-mad-enable
- * to contract, and OpenCL C may reassociate additions only under
- * -cl-unsafe-math-optimizations / -cl-fast-relaxed-math (never passed);
- * tests/test_accuracy.c checks the result numerically all the same.
+ * (one rounding of hi per move, as before). The extra work is per tile
+ * and per output element, not per key; the extra registers are DV per
+ * work-item (acc_lo). Measured, fp32 N = 2048 against
+ * FLASHCL_COMPENSATED=0 (the plain running sums, kept for comparison):
+ * PoCL 3.1 on the 2-core AVX-512 CI machine, CPU time per call, D = 64
+ * +0-2 %, D = 128 no slower (within the noise); H200 (NVIDIA OpenCL), D =
+ * 64 2-3 % faster (254 registers, no spill), but D = 128 3.1x slower (114
+ * vs 37 ms, B 8 H 16): 2 x 128 accumulator floats do not fit 255
+ * registers (1.2 KB of spills). Passing -DFLASHCL_COMPENSATED=0 for GPUs
+ * with D_v > 64 is the host's choice (src/paths/portable.c). TwoSum has
+ * no multiply for -cl-mad-enable to contract, and OpenCL C may reassociate
+ * additions only under -cl-unsafe-math-optimizations /
+ * -cl-fast-relaxed-math (never passed); tests/test_accuracy.c checks the
+ * result numerically all the same.
  *
  * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md.
  * Score modifiers of the variants: cl/common/variants.clh. */
@@ -348,10 +356,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             row_sum *= correction;
             sum_lo = sum_lo * correction + vec_sum_lanes(prob_sum);
             TWO_SUM(real_t, row_sum, sum_lo);
-            for (int c = 0; c < DV_VECS; ++c) {
-                acc[c] *= correction;
+            for (int c = 0; c < DV_VECS; ++c)
                 acc_lo[c] *= correction;
-            }
 #pragma unroll 4
             for (int j = 0; j < BN; ++j) {
                 const vec_t prob = (vec_t)(scores[j]);
@@ -359,8 +365,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                 for (int c = 0; c < DV_VECS; ++c)
                     acc_lo[c] = fma(prob, vload_vec(c, v_row), acc_lo[c]);
             }
-            for (int c = 0; c < DV_VECS; ++c)
-                TWO_SUM(vec_t, acc[c], acc_lo[c]);
+            /* The high parts are read and written once per tile. */
+            for (int c = 0; c < DV_VECS; ++c) {
+                vec_t hi = acc[c] * correction;
+                TWO_SUM(vec_t, hi, acc_lo[c]);
+                acc[c] = hi;
+            }
 #else
             row_sum = row_sum * correction + vec_sum_lanes(prob_sum);
             for (int c = 0; c < DV_VECS; ++c)
