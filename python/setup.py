@@ -7,8 +7,9 @@ Where the library comes from, first that applies:
   library through FLASHCL_LIBRARY or the system loader (an installed
   libflashcl, e.g. `cmake --install build-release --prefix /usr/local`).
 * FLASHCL_LIBRARY_DIR=DIR: copy DIR/libflashcl.so (a build folder such as
-  build-test, or an install's lib/) and the header beside it
-  (DIR/../include/flashcl.h, else the repository's include/).
+  build-test, or an install's lib/; a relative DIR is taken from the
+  repository root) and the header beside it (DIR/../include/flashcl.h,
+  else the repository's include/).
 * otherwise, inside the repository checkout (`pip install ./python`):
   configure and build the C library with CMake (needs what
   scripts/setup.sh installs: a C compiler, cmake, OpenCL headers and ICD
@@ -77,6 +78,10 @@ class BuildPy(build_py):
             return
         given = os.environ.get("FLASHCL_LIBRARY_DIR")
         if given:
+            # pip runs this hook inside python/: a relative folder is taken
+            # from the repository root (as in FLASHCL_LIBRARY_DIR=build-test)
+            if not Path(given).is_absolute():
+                given = str(REPO / given)
             lib = _find_lib(Path(given))
             if lib is None:
                 sys.exit(f"flashcl: FLASHCL_LIBRARY_DIR={given} has no "

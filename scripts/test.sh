@@ -30,3 +30,9 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHCL_WERROR=ON \
 cmake --build build-tsan -j"$jobs"
 ctest --test-dir build-tsan --output-on-failure -L threads
 echo "ThreadSanitizer step: $((SECONDS - tsan_start)) s"
+
+# Python package (python/): a venv in .venv-ci/ with pinned numpy,
+# ml_dtypes, pyopencl, pytest, matplotlib; `pip install ./python` with
+# build-test's library bundled; its pytest suite (exit status 5, no tests,
+# fails). See python/ci_test.sh.
+bash python/ci_test.sh build-test

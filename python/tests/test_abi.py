@@ -109,6 +109,13 @@ def test_status_names_and_classes():
 
 
 def test_library_found():
+    """FLASHCL_TEST_EXPECT_LIBRARY (set by scripts/test.sh): the package
+    runs that library (a bundled copy of it), not another one."""
+    import os
     assert Path(flashcl.library_path).exists()
+    expect = os.environ.get("FLASHCL_TEST_EXPECT_LIBRARY")
+    if expect:
+        assert Path(flashcl.library_path).read_bytes() == \
+            Path(expect).resolve().read_bytes(), (flashcl.library_path, expect)
     assert flashcl.library_source
     assert flashcl.library_version() == _lib.decode(_lib.version_string())
