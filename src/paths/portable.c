@@ -90,6 +90,18 @@ static void write_reason(const problem *p, const portable_tile *tile,
              storage, tile->measured, plan->block_m, plan->block_n, plan->vec);
 }
 
+/* The compensated row sum and accumulator (cl/portable/flash_fwd.cl) keep
+ * fp32 error at unit roundoff for any seqlen_k; they need a second
+ * accumulator array. On the H200 that cost nothing at D_v <= 64 and made
+ * D_v = 128 3.1x slower (fp32, B=8 H=16 N=2048: 114 vs 37 ms; the two
+ * 128-float arrays spill), so GPUs take plain sums above 64 (error grows
+ * with seqlen_k there: 2e-5 at 1M keys, 6.6e-5 at 4M, for evenly spread
+ * attention). CPUs (PoCL: within noise) always compensate. */
+static bool compensated(const device_caps *caps, const kernel_plan *plan)
+{
+    return caps->klass == DEVICE_CLASS_CPU || plan->head_dim_v_padded <= 64;
+}
+
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -108,14 +120,20 @@ static void portable_plan(const device_caps *caps, const problem *p,
     fit_local_memory(caps, p, plan);
     plan->wg_size = plan->block_m;
     write_reason(p, tile, plan);
+    if (!compensated(caps, plan)) {
+        size_t n = strlen(plan->reason);
+        snprintf(plan->reason + n, sizeof plan->reason - n,
+                 "; plain sums (compensated ones spill at D_v > 64 on GPUs)");
+    }
 
     const bool contiguous = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                             p->v.stride[3] == 1 && p->o.stride[3] == 1;
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_VEC=%d -DFLASHCL_DIM_CONTIGUOUS=%d", plan->vec,
-             contiguous ? 1 : 0);
+             " -DFLASHCL_VEC=%d -DFLASHCL_DIM_CONTIGUOUS=%d%s", plan->vec,
+             contiguous ? 1 : 0,
+             compensated(caps, plan) ? "" : " -DFLASHCL_COMPENSATED=0");
     variants_append_defines(p, plan->options, sizeof plan->options);
 
     plan_row_blocks(p, plan);
