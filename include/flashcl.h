@@ -379,9 +379,13 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
  * FLASHCL_ERROR_UNSUPPORTED); CLBlast failures give FLASHCL_ERROR_BACKEND
  * with CLBlast's status code in the message. Its output event is a marker
  * enqueued after the call's last command: wait on it, but time the call
- * with the host clock (the marker's own profiling interval is empty). When
- * a context that used the reference backend is released, CLBlast's global
- * program cache is cleared (it holds references to the cl_context). */
+ * with the host clock (the marker's own profiling interval is empty).
+ * CLBlast's process-wide program cache keeps a reference to every
+ * cl_context the reference backend ran on; flashcl leaves that cache alone
+ * (it serves other CLBlast users too): call CLBlastClearCache() yourself if
+ * the cl_context must be freed. Built with -DFLASHCL_WITH_CLBLAST=OFF, the
+ * reference backend and the scratch calls below return
+ * FLASHCL_ERROR_UNSUPPORTED. */
 
 /** Set the reference backend's scratch cap for this context in bytes; 0
  *  restores the default (environment variable, else a quarter of the
