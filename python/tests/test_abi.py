@@ -119,3 +119,30 @@ def test_library_found():
             Path(expect).resolve().read_bytes(), (flashcl.library_path, expect)
     assert flashcl.library_source
     assert flashcl.library_version() == _lib.decode(_lib.version_string())
+
+
+def _import_with(env_value):
+    import os
+    import sys
+    env = dict(os.environ, FLASHCL_LIBRARY=env_value)
+    return subprocess.run(
+        [sys.executable, "-c",
+         "import flashcl; print(flashcl.library_source, flashcl.library_path)"],
+        env=env, capture_output=True, text=True)
+
+
+def test_flashcl_library_variable_comes_first():
+    """FLASHCL_LIBRARY (a file or its folder) wins over the bundled copy."""
+    path = Path(flashcl.library_path)
+    for value in (str(path), str(path.parent)):
+        run = _import_with(value)
+        assert run.returncode == 0, run.stderr
+        source, found = run.stdout.split()
+        assert source == "FLASHCL_LIBRARY"
+        assert Path(found).resolve() == path.resolve()
+
+
+def test_flashcl_library_variable_must_load():
+    run = _import_with("/nonexistent/libflashcl.so")
+    assert run.returncode != 0
+    assert "ImportError" in run.stderr and "FLASHCL_LIBRARY=/nonexistent" in run.stderr
