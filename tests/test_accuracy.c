@@ -517,16 +517,10 @@ START_TEST(test_extreme_magnitudes)
 }
 END_TEST
 
-static Suite *accuracy_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("accuracy");
-    TCase *tc = tcase_create("accuracy");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_long_rows_even, 0, 2);
-    tcase_add_loop_test(tc, test_reference_key_chunks, 0, 3);
-    tcase_add_loop_test(tc, test_extreme_magnitudes, 0, 12);
-    suite_add_tcase(suite, tc);
-    return suite;
+    const test_entry tests[] = {{test_long_rows_even, 2},
+                                {test_reference_key_chunks, 3},
+                                {test_extreme_magnitudes, 12}};
+    return run_tests("accuracy", 300, NULL, NULL, tests, LENGTH(tests));
 }
-
-int main(void) { return run_suite(accuracy_suite()); }

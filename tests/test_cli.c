@@ -880,27 +880,19 @@ int main(int argc, char **argv)
         return 2;
     }
     flashcl_path = argv[1];
-    Suite *suite = suite_create("flashcl CLI");
-    TCase *parsing = tcase_create("parsing");
-    tcase_set_timeout(parsing, 300);
-    tcase_add_test(parsing, usage_and_bad_arguments);
-    tcase_add_test(parsing, help_names_only_real_options);
-    tcase_add_test(parsing, help_lists_environment);
-    tcase_add_test(parsing, unmatched_device_specs);
-    tcase_add_test(parsing, matching_device_specs);
-    suite_add_tcase(suite, parsing);
-    TCase *commands = tcase_create("commands");
-    tcase_set_timeout(commands, 600);
-    tcase_add_test(commands, info_lists_the_device);
-    tcase_add_test(commands, run_both_backends);
-    tcase_add_test(commands, run_follows_backend_env);
-    tcase_add_test(commands, run_json_failure);
-    tcase_add_test(commands, run_shape_and_variant_options);
-    tcase_add_test(commands, run_reports_compile_and_first_call);
-    tcase_add_test(commands, info_variant_rows_from_library);
-    tcase_add_test(commands, progress_on_a_terminal);
-    tcase_add_test(commands, bench_small_sweep);
-    tcase_add_test(commands, selftest_passes);
-    suite_add_tcase(suite, commands);
-    return run_suite(suite);
+    const test_entry parsing[] = {
+        {usage_and_bad_arguments, 0}, {help_names_only_real_options, 0},
+        {help_lists_environment, 0}, {unmatched_device_specs, 0},
+        {matching_device_specs, 0}};
+    const test_entry commands[] = {
+        {info_lists_the_device, 0}, {run_both_backends, 0},
+        {run_follows_backend_env, 0}, {run_json_failure, 0},
+        {run_shape_and_variant_options, 0},
+        {run_reports_compile_and_first_call, 0},
+        {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},
+        {bench_small_sweep, 0}, {selftest_passes, 0}};
+    const test_group groups[] = {
+        {"parsing", 300, NULL, NULL, parsing, LENGTH(parsing)},
+        {"commands", 600, NULL, NULL, commands, LENGTH(commands)}};
+    return run_groups("flashcl CLI", groups, LENGTH(groups));
 }

@@ -107,6 +107,44 @@ int run_suite(Suite *suite)
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
+static TCase *tcase_from_group(const test_group *group)
+{
+    TCase *tc = tcase_create(group->name);
+    if (group->timeout)
+        tcase_set_timeout(tc, group->timeout);
+    if (group->setup || group->teardown)
+        tcase_add_checked_fixture(tc, group->setup, group->teardown);
+    for (size_t i = 0; i < group->count; ++i) {
+        const test_entry *t = &group->tests[i];
+        if (t->loops)
+            tcase_add_loop_test(tc, t->test, 0, t->loops);
+        else
+            tcase_add_test(tc, t->test);
+    }
+    return tc;
+}
+
+Suite *suite_from_groups(const char *name, const test_group *groups,
+                         size_t count)
+{
+    Suite *suite = suite_create(name);
+    for (size_t i = 0; i < count; ++i)
+        suite_add_tcase(suite, tcase_from_group(&groups[i]));
+    return suite;
+}
+
+int run_groups(const char *name, const test_group *groups, size_t count)
+{
+    return run_suite(suite_from_groups(name, groups, count));
+}
+
+int run_tests(const char *name, int timeout, SFun setup, SFun teardown,
+              const test_entry *tests, size_t count)
+{
+    const test_group group = {name, timeout, setup, teardown, tests, count};
+    return run_groups(name, &group, 1);
+}
+
 /* ---------------------------------------------------------------- */
 /* Random numbers                                                    */
 /* ---------------------------------------------------------------- */

@@ -54,6 +54,31 @@ const char *clip(const char *text);
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);
 
+/* A suite written as a table, so test files list their tests instead of
+ * repeating Check's registration calls. */
+typedef struct test_entry {
+    const TTest *test;
+    int loops; /* 0: a plain test; n: a loop test over _i in [0, n) */
+} test_entry;
+
+typedef struct test_group {
+    const char *name;
+    int timeout;          /* seconds; 0 keeps Check's default */
+    SFun setup, teardown; /* checked fixture, NULL for none */
+    const test_entry *tests;
+    size_t count;
+} test_group;
+
+#define LENGTH(array) (sizeof(array) / sizeof((array)[0]))
+
+Suite *suite_from_groups(const char *name, const test_group *groups,
+                         size_t count);
+/* run_suite() of the suite of `groups`. */
+int run_groups(const char *name, const test_group *groups, size_t count);
+/* run_groups() of one group, named as the suite. */
+int run_tests(const char *name, int timeout, SFun setup, SFun teardown,
+              const test_entry *tests, size_t count);
+
 /* ---------------------------------------------------------------- */
 /* Random numbers                                                    */
 /* ---------------------------------------------------------------- */

@@ -777,44 +777,22 @@ START_TEST(test_struct_size_newer_caller)
 }
 END_TEST
 
-static Suite *errors_suite(void)
-{
-    Suite *suite = suite_create("errors");
-    TCase *tc = tcase_create("errors");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_valid_problem_runs);
-    tcase_add_test(tc, test_null_context_and_desc);
-    tcase_add_test(tc, test_null_buffers);
-    tcase_add_test(tc, test_null_host_pointers);
-    tcase_add_test(tc, test_negative_dimensions);
-    tcase_add_test(tc, test_overflowing_dimensions);
-    tcase_add_test(tc, test_seqlen_past_int32);
-    tcase_add_test(tc, test_head_grouping);
-    tcase_add_test(tc, test_head_dim_unsupported);
-    tcase_add_test(tc, test_unknown_dtype);
-    tcase_add_test(tc, test_unknown_layout);
-    tcase_add_test(tc, test_bad_scale);
-    tcase_add_test(tc, test_unknown_enums);
-    tcase_add_loop_test(tc, test_views_outside_buffer, 0, 5);
-    tcase_add_loop_test(tc, test_view_reach_wraps_64_bits, 0, 5);
-    tcase_add_loop_test(tc, test_buffer_too_small, 0, 5);
-    tcase_add_loop_test(tc, test_misaligned_offset, 0, 5);
-    tcase_add_test(tc, test_buffer_of_other_context);
-    tcase_add_test(tc, test_queue_of_other_context);
-    tcase_add_test(tc, test_output_aliases_input);
-    tcase_add_test(tc, test_shared_buffer_ranges);
-    tcase_add_test(tc, test_sub_buffer_aliasing);
-    tcase_add_test(tc, test_context_usable_after_errors);
-    tcase_add_test(tc, test_bad_softcap);
-    tcase_add_test(tc, test_window_bounds_without_window);
-    tcase_add_test(tc, test_self_overlapping_outputs);
-    tcase_add_test(tc, test_struct_size_zero);
-    tcase_add_test(tc, test_struct_size_newer_caller);
-    suite_add_tcase(suite, tc);
-    return suite;
-}
-
 int main(void)
 {
-    return run_suite(errors_suite());
+    const test_entry tests[] = {
+        {test_valid_problem_runs, 0}, {test_null_context_and_desc, 0},
+        {test_null_buffers, 0}, {test_null_host_pointers, 0},
+        {test_negative_dimensions, 0}, {test_overflowing_dimensions, 0},
+        {test_seqlen_past_int32, 0}, {test_head_grouping, 0},
+        {test_head_dim_unsupported, 0}, {test_unknown_dtype, 0},
+        {test_unknown_layout, 0}, {test_bad_scale, 0}, {test_unknown_enums, 0},
+        {test_views_outside_buffer, 5}, {test_view_reach_wraps_64_bits, 5},
+        {test_buffer_too_small, 5}, {test_misaligned_offset, 5},
+        {test_buffer_of_other_context, 0}, {test_queue_of_other_context, 0},
+        {test_output_aliases_input, 0}, {test_shared_buffer_ranges, 0},
+        {test_sub_buffer_aliasing, 0}, {test_context_usable_after_errors, 0},
+        {test_bad_softcap, 0}, {test_window_bounds_without_window, 0},
+        {test_self_overlapping_outputs, 0}, {test_struct_size_zero, 0},
+        {test_struct_size_newer_caller, 0}};
+    return run_tests("errors", 0, setup, teardown, tests, LENGTH(tests));
 }

@@ -492,22 +492,13 @@ START_TEST(test_compile_is_quiet)
 }
 END_TEST
 
-static Suite *fixes_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("fixes");
-    TCase *tc = tcase_create("fixes");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_host_call_head_dim_v, 0, 2);
-    tcase_add_loop_test(tc, test_window_bounds_near_int64_max, 0, 2);
-    tcase_add_loop_test(tc, test_large_magnitudes, 0, 6);
-    tcase_add_test(tc, test_error_cleared_by_success);
-    tcase_add_test(tc, test_kernel_dir_empty_file);
-    tcase_add_test(tc, test_kernel_dir_fifo);
-    tcase_add_test(tc, test_struct_size_older_caller);
-    tcase_add_test(tc, test_prepare_reads_strides);
-    tcase_add_test(tc, test_compile_is_quiet);
-    suite_add_tcase(suite, tc);
-    return suite;
+    const test_entry tests[] = {
+        {test_host_call_head_dim_v, 2}, {test_window_bounds_near_int64_max, 2},
+        {test_large_magnitudes, 6}, {test_error_cleared_by_success, 0},
+        {test_kernel_dir_empty_file, 0}, {test_kernel_dir_fifo, 0},
+        {test_struct_size_older_caller, 0}, {test_prepare_reads_strides, 0},
+        {test_compile_is_quiet, 0}};
+    return run_tests("fixes", 120, NULL, NULL, tests, LENGTH(tests));
 }
-
-int main(void) { return run_suite(fixes_suite()); }

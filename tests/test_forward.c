@@ -269,23 +269,15 @@ START_TEST(test_forward_host)
 }
 END_TEST
 
-static Suite *forward_suite(void)
-{
-    Suite *suite = suite_create("forward");
-    TCase *design_case = tcase_create("design");
-    tcase_add_loop_test(design_case, test_design_row, 0, DESIGN_ROWS);
-    tcase_add_loop_test(design_case, test_sharp_softmax, 0, 2);
-    tcase_add_loop_test(design_case, test_odd_head_dims, 0, 4);
-    suite_add_tcase(suite, design_case);
-
-    TCase *host = tcase_create("host");
-    tcase_add_loop_test(host, test_forward_host, 0,
-                        (int)(sizeof host_cases / sizeof host_cases[0]));
-    suite_add_tcase(suite, host);
-    return suite;
-}
-
 int main(void)
 {
-    return run_suite(forward_suite());
+    const test_entry shapes[] = {
+        {test_design_row, DESIGN_ROWS}, {test_sharp_softmax, 2},
+        {test_odd_head_dims, 4}};
+    const test_entry host[] = {
+        {test_forward_host, (int)(sizeof host_cases / sizeof host_cases[0])}};
+    const test_group groups[] = {
+        {"design", 0, NULL, NULL, shapes, LENGTH(shapes)},
+        {"host", 0, NULL, NULL, host, LENGTH(host)}};
+    return run_groups("forward", groups, LENGTH(groups));
 }

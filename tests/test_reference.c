@@ -6,6 +6,7 @@
  * ref_attention and oracle_problem_from_desc). Needs no OpenCL device.
  */
 #include "reference.h"
+#include "test_common.h"
 
 #include <check.h>
 #include <math.h>
@@ -444,25 +445,27 @@ START_TEST(test_oracle_row_and_strides)
 }
 END_TEST
 
+/* Forks per test (Check's default), unlike run_suite(): no device here, so
+ * nothing to share, and a crash stays one failed test. */
 int main(void)
 {
-    Suite *suite = suite_create("reference");
-    TCase *tc = tcase_create("reference");
-    tcase_add_test(tc, test_half_round_trip);
-    tcase_add_test(tc, test_half_exact_values);
-    tcase_add_test(tc, test_half_round_to_nearest_even);
-    tcase_add_test(tc, test_bf16_conversions);
-    tcase_add_test(tc, test_reference_closed_form);
-    tcase_add_test(tc, test_reference_causal_gqa_strided);
-    tcase_add_test(tc, test_oracle_softcap);
-    tcase_add_test(tc, test_oracle_sinks);
-    tcase_add_test(tc, test_oracle_alibi_bias_mask);
-    tcase_add_test(tc, test_oracle_band);
-    tcase_add_test(tc, test_oracle_window_off);
-    tcase_add_test(tc, test_oracle_from_desc);
-    tcase_add_test(tc, test_oracle_row_and_strides);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
+    const test_entry tests[] = {
+        {test_half_round_trip, 0},
+        {test_half_exact_values, 0},
+        {test_half_round_to_nearest_even, 0},
+        {test_bf16_conversions, 0},
+        {test_reference_closed_form, 0},
+        {test_reference_causal_gqa_strided, 0},
+        {test_oracle_softcap, 0},
+        {test_oracle_sinks, 0},
+        {test_oracle_alibi_bias_mask, 0},
+        {test_oracle_band, 0},
+        {test_oracle_window_off, 0},
+        {test_oracle_from_desc, 0},
+        {test_oracle_row_and_strides, 0}};
+    const test_group group = {"reference", 0, NULL, NULL, tests,
+                              LENGTH(tests)};
+    SRunner *runner = srunner_create(suite_from_groups("reference", &group, 1));
     srunner_run_all(runner, CK_NORMAL);
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);

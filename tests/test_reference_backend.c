@@ -489,32 +489,19 @@ START_TEST(out_of_order_queue_refused)
 }
 END_TEST
 
-static Suite *reference_backend_suite(void)
-{
-    Suite *suite = suite_create("reference backend");
-    TCase *matrix_case = tcase_create("fused vs reference");
-    tcase_set_timeout(matrix_case, 600);
-    tcase_add_loop_test(matrix_case, fused_matches_reference, 0, MATRIX_ROWS);
-    suite_add_tcase(suite, matrix_case);
-    TCase *scratch = tcase_create("scratch");
-    tcase_set_timeout(scratch, 600);
-    tcase_add_test(scratch, chunks_of_heads);
-    tcase_add_test(scratch, chunks_of_rows);
-    tcase_add_test(scratch, scratch_bytes_reported);
-    tcase_add_test(scratch, scratch_limit_environment);
-    tcase_add_test(scratch, release_scratch_then_reuse);
-    suite_add_tcase(suite, scratch);
-    TCase *api = tcase_create("selection, events, queues");
-    tcase_set_timeout(api, 600);
-    tcase_add_test(api, backend_environment);
-    tcase_add_test(api, event_covers_whole_call);
-    tcase_add_test(api, two_queues_share_scratch);
-    tcase_add_test(api, out_of_order_queue_refused);
-    suite_add_tcase(suite, api);
-    return suite;
-}
-
 int main(void)
 {
-    return run_suite(reference_backend_suite());
+    const test_entry fused[] = {{fused_matches_reference, MATRIX_ROWS}};
+    const test_entry scratch[] = {
+        {chunks_of_heads, 0},           {chunks_of_rows, 0},
+        {scratch_bytes_reported, 0},    {scratch_limit_environment, 0},
+        {release_scratch_then_reuse, 0}};
+    const test_entry api[] = {
+        {backend_environment, 0}, {event_covers_whole_call, 0},
+        {two_queues_share_scratch, 0}, {out_of_order_queue_refused, 0}};
+    const test_group groups[] = {
+        {"fused vs reference", 600, NULL, NULL, fused, LENGTH(fused)},
+        {"scratch", 600, NULL, NULL, scratch, LENGTH(scratch)},
+        {"selection, events, queues", 600, NULL, NULL, api, LENGTH(api)}};
+    return run_groups("reference backend", groups, LENGTH(groups));
 }

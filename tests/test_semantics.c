@@ -911,36 +911,26 @@ START_TEST(test_threads_share_context)
 }
 END_TEST
 
-static Suite *semantics_suite(void)
-{
-    Suite *suite = suite_create("semantics");
-    TCase *rows = tcase_create("rows");
-    tcase_add_loop_test(rows, test_fully_masked_rows, 0, 3);
-    tcase_add_loop_test(rows, test_no_keys, 0, 2);
-    tcase_add_loop_test(rows, test_zero_size_is_noop, 0, 4);
-    tcase_add_test(rows, test_default_scale);
-    tcase_add_loop_test(rows, test_explicit_scale, 0, 2);
-    tcase_add_loop_test(rows, test_exact_zero_scale, 0, 2);
-    tcase_add_test(rows, test_large_offsets);
-    tcase_add_test(rows, test_event_wait_list);
-    suite_add_tcase(suite, rows);
-
-    TCase *contexts = tcase_create("contexts");
-    tcase_add_checked_fixture(contexts, clear_device_env, restore_device_env);
-    tcase_add_test(contexts, test_context_from_caller_queue);
-    tcase_add_test(contexts, test_context_from_null_queue);
-    tcase_add_test(contexts, test_device_spec_indices_and_types);
-    tcase_add_test(contexts, test_device_spec_substrings);
-    tcase_add_test(contexts, test_device_spec_not_found);
-    tcase_add_test(contexts, test_device_env_var);
-    tcase_add_test(contexts, test_version);
-    tcase_add_test(contexts, test_status_strings);
-    tcase_add_test(contexts, test_threads_share_context);
-    suite_add_tcase(suite, contexts);
-    return suite;
-}
-
 int main(void)
 {
-    return run_suite(semantics_suite());
+    const test_entry rows[] = {
+        {test_fully_masked_rows, 3}, {test_no_keys, 2},
+        {test_zero_size_is_noop, 4}, {test_default_scale, 0},
+        {test_explicit_scale, 2},    {test_exact_zero_scale, 2},
+        {test_large_offsets, 0},     {test_event_wait_list, 0}};
+    const test_entry contexts[] = {
+        {test_context_from_caller_queue, 0},
+        {test_context_from_null_queue, 0},
+        {test_device_spec_indices_and_types, 0},
+        {test_device_spec_substrings, 0},
+        {test_device_spec_not_found, 0},
+        {test_device_env_var, 0},
+        {test_version, 0},
+        {test_status_strings, 0},
+        {test_threads_share_context, 0}};
+    const test_group groups[] = {
+        {"rows", 0, NULL, NULL, rows, LENGTH(rows)},
+        {"contexts", 0, clear_device_env, restore_device_env, contexts,
+         LENGTH(contexts)}};
+    return run_groups("semantics", groups, LENGTH(groups));
 }

@@ -154,9 +154,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("strict_flush");
-    TCase *tc = tcase_create("strict_flush");
-    tcase_add_test(tc, test_reference_flushes_before_cross_queue_wait);
-    suite_add_tcase(suite, tc);
-    return run_suite(suite);
+    const test_entry tests[] = {
+        {test_reference_flushes_before_cross_queue_wait, 0}};
+    return run_tests("strict_flush", 0, NULL, NULL, tests, LENGTH(tests));
 }

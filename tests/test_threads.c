@@ -855,22 +855,14 @@ START_TEST(test_same_new_variant_compiled_once)
 }
 END_TEST
 
-static Suite *threads_suite(void)
-{
-    Suite *suite = suite_create("threads");
-    TCase *diagnostics = tcase_create("diagnostics");
-    tcase_add_test(diagnostics, test_no_call_reads_empty);
-    tcase_add_test(diagnostics, test_per_thread_diagnostics);
-    suite_add_tcase(suite, diagnostics);
-
-    TCase *compile = tcase_create("compile");
-    tcase_add_test(compile, test_compile_does_not_block_launches);
-    tcase_add_test(compile, test_same_new_variant_compiled_once);
-    suite_add_tcase(suite, compile);
-    return suite;
-}
-
 int main(void)
 {
-    return run_suite(threads_suite());
+    const test_entry diagnostics[] = {{test_no_call_reads_empty, 0},
+                                      {test_per_thread_diagnostics, 0}};
+    const test_entry compile[] = {{test_compile_does_not_block_launches, 0},
+                                  {test_same_new_variant_compiled_once, 0}};
+    const test_group groups[] = {
+        {"diagnostics", 0, NULL, NULL, diagnostics, LENGTH(diagnostics)},
+        {"compile", 0, NULL, NULL, compile, LENGTH(compile)}};
+    return run_groups("threads", groups, LENGTH(groups));
 }

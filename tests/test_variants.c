@@ -695,20 +695,14 @@ START_TEST(bad_variant_fields_rejected)
 }
 END_TEST
 
-static Suite *variants_suite(void)
+int main(void)
 {
-    Suite *suite = suite_create("variants");
-    TCase *matrix = tcase_create("against float64 reference");
-    tcase_set_timeout(matrix, 600);
-    tcase_add_loop_test(matrix, variant_matches_reference, 0,
-                        (int)(sizeof cases / sizeof cases[0]));
-    suite_add_tcase(suite, matrix);
-    TCase *validation = tcase_create("validation");
-    tcase_set_timeout(validation, 300);
-    tcase_add_test(validation, valid_desc_runs);
-    tcase_add_test(validation, bad_variant_fields_rejected);
-    suite_add_tcase(suite, validation);
-    return suite;
+    const test_entry matrix[] = {
+        {variant_matches_reference, (int)(sizeof cases / sizeof cases[0])}};
+    const test_entry validation[] = {
+        {valid_desc_runs, 0}, {bad_variant_fields_rejected, 0}};
+    const test_group groups[] = {
+        {"against float64 reference", 600, NULL, NULL, matrix, LENGTH(matrix)},
+        {"validation", 300, NULL, NULL, validation, LENGTH(validation)}};
+    return run_groups("variants", groups, LENGTH(groups));
 }
-
-int main(void) { return run_suite(variants_suite()); }
