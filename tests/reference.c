@@ -28,20 +28,14 @@ static oracle_view view_of(const ref_view *view, ref_dtype dtype)
 
 oracle_problem ref_oracle_problem(const ref_problem *p)
 {
-    oracle_problem out;
-    memset(&out, 0, sizeof out);
-    out.batch = p->batch;
-    out.heads_q = p->heads_q;
-    out.heads_kv = p->heads_kv;
-    out.seqlen_q = p->seqlen_q;
-    out.seqlen_k = p->seqlen_k;
-    out.head_dim = out.head_dim_v = p->head_dim;
-    out.scale = p->scale;
-    out.causal = p->causal;
-    out.causal_align = FLASHCL_CAUSAL_BOTTOM_RIGHT;
-    out.q = view_of(&p->q, p->dtype);
-    out.k = view_of(&p->k, p->dtype);
-    out.v = view_of(&p->v, p->dtype);
+    const oracle_problem out = {
+        .batch = p->batch, .heads_q = p->heads_q, .heads_kv = p->heads_kv,
+        .seqlen_q = p->seqlen_q, .seqlen_k = p->seqlen_k,
+        .head_dim = p->head_dim, .head_dim_v = p->head_dim,
+        .scale = p->scale, .causal = p->causal,
+        .causal_align = FLASHCL_CAUSAL_BOTTOM_RIGHT,
+        .q = view_of(&p->q, p->dtype), .k = view_of(&p->k, p->dtype),
+        .v = view_of(&p->v, p->dtype)};
     return out;
 }
 

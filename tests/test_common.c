@@ -38,6 +38,17 @@ void release_shared_context(void)
     the_context = NULL;
 }
 
+cl_command_queue create_queue(flashcl_context *ctx)
+{
+    cl_int err = CL_SUCCESS;
+    cl_command_queue queue =
+        clCreateCommandQueue(flashcl_context_cl_context(ctx),
+                             flashcl_context_device(ctx), 0, &err);
+    ck_assert_msg(err == CL_SUCCESS && queue, "clCreateCommandQueue: %d",
+                  (int)err);
+    return queue;
+}
+
 cl_mem create_buffer(cl_context context, size_t bytes)
 {
     cl_int err = CL_SUCCESS;
@@ -598,6 +609,25 @@ static void compute_reference(const attention_case *c, case_data *data)
         oracle_attention(&problem, data->ref_o, NULL, data->ref_lse), 0);
 }
 
+attention_case small_case(ref_dtype dtype, size_t seqlen_q, size_t seqlen_k,
+                          int causal, uint64_t seed)
+{
+    attention_case c;
+    memset(&c, 0, sizeof c);
+    c.batch = 1;
+    c.heads_q = 2;
+    c.heads_kv = 1;
+    c.seqlen_q = seqlen_q;
+    c.seqlen_k = seqlen_k;
+    c.head_dim = 32;
+    c.dtype = dtype;
+    c.causal = causal;
+    c.layout = FLASHCL_LAYOUT_BNHD;
+    c.with_lse = 1;
+    c.seed = seed;
+    return c;
+}
+
 void case_prepare(const attention_case *c, cl_context context,
                   cl_command_queue queue, case_data *data)
 {
@@ -620,8 +650,7 @@ void case_prepare(const attention_case *c, cl_context context,
     compute_reference(c, data);
 }
 
-flashcl_attention_desc case_desc(const attention_case *c,
-                                 const case_data *data)
+flashcl_attention_desc case_shape_desc(const attention_case *c)
 {
     flashcl_attention_desc desc;
     flashcl_attention_desc_init(&desc);
@@ -632,6 +661,13 @@ flashcl_attention_desc case_desc(const attention_case *c,
     desc.seqlen_k = (int64_t)c->seqlen_k;
     desc.head_dim = (int64_t)c->head_dim;
     desc.dtype = to_flashcl_dtype(c->dtype);
+    return desc;
+}
+
+flashcl_attention_desc case_desc(const attention_case *c,
+                                 const case_data *data)
+{
+    flashcl_attention_desc desc = case_shape_desc(c);
     desc.layout = c->layout;
     desc.scale = c->scale;
     desc.explicit_scale = c->explicit_scale;

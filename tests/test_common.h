@@ -35,6 +35,8 @@ void release_shared_context(void);
                       (int)cl_check_err_);                                     \
     } while (0)
 
+/* Another in-order queue on the context's device and cl_context. */
+cl_command_queue create_queue(flashcl_context *ctx);
 cl_mem create_buffer(cl_context context, size_t bytes);
 void write_buffer(cl_command_queue queue, cl_mem buffer, const void *bytes,
                   size_t count);
@@ -198,12 +200,18 @@ typedef struct case_data {
     double *ref_o, *ref_lse;
 } case_data;
 
+/* The tests' usual small problem: batch 1, two query heads sharing one KV
+ * head, D 32, BNHD, packed views, LSE, default scale. */
+attention_case small_case(ref_dtype dtype, size_t seqlen_q, size_t seqlen_k,
+                          int causal, uint64_t seed);
 /* "fp16 B2 Hq8/Hkv1 Nq65 Nk7 D40 causal BHND padded seed=..." */
 void case_describe(const attention_case *c, char *text, size_t size);
 /* Random inputs (seeded by c->seed) on the device and host, poisoned O and
  * LSE, and the float64 reference of the quantized inputs. */
 void case_prepare(const attention_case *c, cl_context context,
                   cl_command_queue queue, case_data *data);
+/* The descriptor's sizes and dtype only: no buffers, default layout. */
+flashcl_attention_desc case_shape_desc(const attention_case *c);
 flashcl_attention_desc case_desc(const attention_case *c,
                                  const case_data *data);
 /* Downloads O and LSE and compares them with the reference. */

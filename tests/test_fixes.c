@@ -186,16 +186,7 @@ END_TEST
 
 static attention_case window_case(int causal, uint64_t seed)
 {
-    attention_case c;
-    memset(&c, 0, sizeof c);
-    c.batch = 1, c.heads_q = 2, c.heads_kv = 1;
-    c.seqlen_q = 37, c.seqlen_k = 53, c.head_dim = 32;
-    c.dtype = REF_FP32;
-    c.causal = causal;
-    c.layout = FLASHCL_LAYOUT_BNHD;
-    c.with_lse = 1;
-    c.seed = seed;
-    return c;
+    return small_case(REF_FP32, 37, 53, causal, seed);
 }
 
 /* i + diag + right overflowed in the kernels: O = 0, LSE = -inf (fused) or

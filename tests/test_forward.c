@@ -88,20 +88,12 @@ static const design_row design[] = {
 
 static attention_case case_from_row(const design_row *row, uint64_t seed)
 {
-    attention_case c;
-    memset(&c, 0, sizeof c);
-    c.batch = row->batch;
-    c.heads_q = row->heads_q;
-    c.heads_kv = row->heads_kv;
-    c.seqlen_q = row->seqlen_q;
-    c.seqlen_k = row->seqlen_k;
-    c.head_dim = row->head_dim;
-    c.dtype = row->dtype;
-    c.causal = row->causal;
-    c.layout = row->layout;
-    c.view = row->view;
-    c.with_lse = row->with_lse;
-    c.seed = seed;
+    const attention_case c = {
+        .batch = row->batch, .heads_q = row->heads_q,
+        .heads_kv = row->heads_kv, .seqlen_q = row->seqlen_q,
+        .seqlen_k = row->seqlen_k, .head_dim = row->head_dim,
+        .dtype = row->dtype, .causal = row->causal, .layout = row->layout,
+        .view = row->view, .with_lse = row->with_lse, .seed = seed};
     return c;
 }
 

@@ -137,6 +137,19 @@ static compare_result run_backend(const attention_case *c, case_data *data,
     return r;
 }
 
+/* case_prepare() on the shared context, `queue` for the uploads, and the
+ * case's descriptor with the reference backend asked for. */
+static flashcl_attention_desc prepare_reference(const attention_case *c,
+                                                cl_command_queue queue,
+                                                case_data *data)
+{
+    case_prepare(c, flashcl_context_cl_context(shared_context()), queue,
+                 data);
+    flashcl_attention_desc desc = case_desc(c, data);
+    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    return desc;
+}
+
 START_TEST(fused_matches_reference)
 {
     const attention_case *c = &matrix[_i];
@@ -171,20 +184,6 @@ END_TEST
 /* Chunking and the scratch API                                      */
 /* ---------------------------------------------------------------- */
 
-static flashcl_attention_desc shape_desc(const attention_case *c)
-{
-    flashcl_attention_desc desc;
-    flashcl_attention_desc_init(&desc);
-    desc.batch = (int64_t)c->batch;
-    desc.heads_q = (int64_t)c->heads_q;
-    desc.heads_kv = (int64_t)c->heads_kv;
-    desc.seqlen_q = (int64_t)c->seqlen_q;
-    desc.seqlen_k = (int64_t)c->seqlen_k;
-    desc.head_dim = (int64_t)c->head_dim;
-    desc.dtype = to_flashcl_dtype(c->dtype);
-    return desc;
-}
-
 /* Scratch of one head, all rows: Q, K, V, S, O' and the row factors. */
 static size_t one_head_bytes(const attention_case *c)
 {
@@ -200,7 +199,7 @@ static void run_capped(const attention_case *c, size_t limit)
     flashcl_context *ctx = shared_context();
     ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, limit),
                      FLASHCL_SUCCESS);
-    flashcl_attention_desc shape = shape_desc(c);
+    flashcl_attention_desc shape = case_shape_desc(c);
     shape.backend = FLASHCL_BACKEND_REFERENCE;
     size_t bytes = 0;
     ck_assert_int_eq(flashcl_reference_scratch_bytes(ctx, &shape, &bytes),
@@ -239,7 +238,7 @@ START_TEST(scratch_bytes_reported)
     flashcl_context *ctx = shared_context();
     const attention_case c = {2, 4, 2, 100, 60, 32, REF_FP32, 0,
                               BNHD, VIEW_PACKED, 0.0f, 0, 0, 0};
-    flashcl_attention_desc desc = shape_desc(&c);
+    flashcl_attention_desc desc = case_shape_desc(&c);
     size_t bytes = 0, limit = 0;
     ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
                      FLASHCL_SUCCESS);
@@ -314,10 +313,8 @@ START_TEST(scratch_limit_environment)
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
                               BNHD, VIEW_PACKED, 0.0f, 1, 33, 0};
     case_data data;
-    case_prepare(&c, flashcl_context_cl_context(ctx),
-                 flashcl_context_queue(ctx), &data);
-    flashcl_attention_desc desc = case_desc(&c, &data);
-    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    flashcl_attention_desc desc =
+        prepare_reference(&c, flashcl_context_queue(ctx), &data);
     ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc, 0, NULL,
                                                NULL),
                      FLASHCL_ERROR_INVALID_VALUE);
@@ -388,17 +385,12 @@ END_TEST
 START_TEST(event_covers_whole_call)
 {
     flashcl_context *ctx = shared_context();
-    cl_context context = flashcl_context_cl_context(ctx);
-    cl_int err = CL_SUCCESS;
-    cl_command_queue reader = clCreateCommandQueue(
-        context, flashcl_context_device(ctx), 0, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_command_queue reader = create_queue(ctx);
     const attention_case c = {2, 4, 2, 150, 170, 64, REF_FP32, 1,
                               BNHD, VIEW_PACKED, 0.0f, 1, 36, 0};
     case_data data;
-    case_prepare(&c, context, flashcl_context_queue(ctx), &data);
-    flashcl_attention_desc desc = case_desc(&c, &data);
-    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    flashcl_attention_desc desc =
+        prepare_reference(&c, flashcl_context_queue(ctx), &data);
     cl_event done = NULL;
     ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc, 0, NULL,
                                                &done),
@@ -425,21 +417,15 @@ END_TEST
 START_TEST(two_queues_share_scratch)
 {
     flashcl_context *ctx = shared_context();
-    cl_context context = flashcl_context_cl_context(ctx);
-    cl_int err = CL_SUCCESS;
-    cl_command_queue other = clCreateCommandQueue(
-        context, flashcl_context_device(ctx), 0, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
+    cl_command_queue other = create_queue(ctx);
     const attention_case a = {2, 4, 4, 200, 180, 64, REF_FP32, 0,
                               BHND, VIEW_PACKED, 0.0f, 1, 37, 0};
     const attention_case b = {1, 8, 2, 190, 210, 64, REF_FP16, 1,
                               BNHD, VIEW_PADDED, 0.0f, 1, 38, 0};
     case_data da, db;
-    case_prepare(&a, context, flashcl_context_queue(ctx), &da);
-    case_prepare(&b, context, other, &db);
-    flashcl_attention_desc desc_a = case_desc(&a, &da);
-    flashcl_attention_desc desc_b = case_desc(&b, &db);
-    desc_a.backend = desc_b.backend = FLASHCL_BACKEND_REFERENCE;
+    flashcl_attention_desc desc_a =
+        prepare_reference(&a, flashcl_context_queue(ctx), &da);
+    flashcl_attention_desc desc_b = prepare_reference(&b, other, &db);
     for (int round = 0; round < 2; ++round) {
         ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &desc_a, 0,
                                                    NULL, NULL),
@@ -475,9 +461,8 @@ START_TEST(out_of_order_queue_refused)
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
                               BNHD, VIEW_PACKED, 0.0f, 1, 39, 0};
     case_data data;
-    case_prepare(&c, context, flashcl_context_queue(ctx), &data);
-    flashcl_attention_desc desc = case_desc(&c, &data);
-    desc.backend = FLASHCL_BACKEND_REFERENCE;
+    flashcl_attention_desc desc =
+        prepare_reference(&c, flashcl_context_queue(ctx), &data);
     ck_assert_int_eq(flashcl_attention_forward(ctx, queue, &desc, 0, NULL,
                                                NULL),
                      FLASHCL_ERROR_UNSUPPORTED);

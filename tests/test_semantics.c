@@ -17,25 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-static attention_case small_case(ref_dtype dtype, size_t seqlen_q,
-                                 size_t seqlen_k, int causal, uint64_t seed)
-{
-    attention_case c;
-    memset(&c, 0, sizeof c);
-    c.batch = 1;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.seqlen_q = seqlen_q;
-    c.seqlen_k = seqlen_k;
-    c.head_dim = 32;
-    c.dtype = dtype;
-    c.causal = causal;
-    c.layout = FLASHCL_LAYOUT_BNHD;
-    c.with_lse = 1;
-    c.seed = seed;
-    return c;
-}
-
 /* ---------------------------------------------------------------- */
 /* Rows that see no key                                              */
 /* ---------------------------------------------------------------- */
@@ -859,10 +840,7 @@ static attention_case thread_case(int thread, int index)
 static void prepare_worker(worker *w, int thread)
 {
     cl_context context = flashcl_context_cl_context(w->ctx);
-    cl_int err = CL_SUCCESS;
-    w->queue = clCreateCommandQueue(context, flashcl_context_device(w->ctx),
-                                    0, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
+    w->queue = create_queue(w->ctx);
     for (int i = 0; i < CASES_PER_THREAD; i++) {
         w->cases[i] = thread_case(thread, i);
         case_prepare(&w->cases[i], context, w->queue, &w->data[i]);

@@ -118,19 +118,9 @@ START_TEST(test_reference_flushes_before_cross_queue_wait)
 {
     flashcl_context *ctx = shared_context();
     cl_context context = flashcl_context_cl_context(ctx);
-    cl_device_id device = flashcl_context_device(ctx);
-    cl_int err;
-    cl_command_queue other = clCreateCommandQueue(context, device, 0, &err);
-    ck_assert_int_eq(err, CL_SUCCESS);
-    attention_case c;
-    memset(&c, 0, sizeof c);
-    c.batch = 1, c.heads_q = 2, c.heads_kv = 1;
-    c.seqlen_q = c.seqlen_k = 33;
+    cl_command_queue other = create_queue(ctx);
+    attention_case c = small_case(REF_FP32, 33, 33, 0, 700);
     c.head_dim = 16;
-    c.dtype = REF_FP32;
-    c.layout = FLASHCL_LAYOUT_BNHD;
-    c.with_lse = 1;
-    c.seed = 700;
     case_data data;
     case_prepare(&c, context, flashcl_context_queue(ctx), &data);
     flashcl_attention_desc d = case_desc(&c, &data);

@@ -84,17 +84,6 @@ static flashcl_context *fresh_context(void)
     return ctx;
 }
 
-static cl_command_queue make_queue(flashcl_context *ctx)
-{
-    cl_int err = CL_SUCCESS;
-    cl_command_queue queue =
-        clCreateCommandQueue(flashcl_context_cl_context(ctx),
-                             flashcl_context_device(ctx), 0, &err);
-    ck_assert_msg(err == CL_SUCCESS && queue, "clCreateCommandQueue: %d",
-                  (int)err);
-    return queue;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -105,18 +94,8 @@ static void sleep_ms(int ms)
 static attention_case thread_case(size_t head_dim, ref_dtype dtype,
                                   uint64_t seed)
 {
-    attention_case c;
-    memset(&c, 0, sizeof c);
-    c.batch = 1;
-    c.heads_q = 2;
-    c.heads_kv = 1;
-    c.seqlen_q = 37;
-    c.seqlen_k = 45;
+    attention_case c = small_case(dtype, 37, 45, 0, seed);
     c.head_dim = head_dim;
-    c.dtype = dtype;
-    c.layout = FLASHCL_LAYOUT_BNHD;
-    c.with_lse = 1;
-    c.seed = seed;
     return c;
 }
 
@@ -457,7 +436,7 @@ START_TEST(test_per_thread_diagnostics)
         w->ctx = ctx;
         w->index = t;
         w->start = &start;
-        w->queue = make_queue(ctx);
+        w->queue = create_queue(ctx);
         w->c = thread_case(DIAG_HEAD_DIM, REF_FP32, 7000 + (uint64_t)t);
         case_prepare(&w->c, flashcl_context_cl_context(ctx), w->queue,
                      &w->data);
@@ -684,7 +663,7 @@ START_TEST(test_compile_does_not_block_launches)
     static compile_race r;
     memset(&r, 0, sizeof r);
     r.ctx = fresh_context();
-    r.b_queue = make_queue(r.ctx);
+    r.b_queue = create_queue(r.ctx);
     r.b_case = thread_case(CACHED_HEAD_DIM, REF_FP32, 7200);
     case_prepare(&r.b_case, flashcl_context_cl_context(r.ctx), r.b_queue,
                  &r.b_data);
@@ -824,7 +803,7 @@ START_TEST(test_same_new_variant_compiled_once)
         s[t].ctx = ctx;
         s[t].barrier = &barrier;
         s[t].use_forward = 1;
-        s[t].queue = make_queue(ctx);
+        s[t].queue = create_queue(ctx);
         s[t].c = thread_case(FORWARD_HEAD_DIM, REF_FP32, 7300 + (uint64_t)t);
         case_prepare(&s[t].c, flashcl_context_cl_context(ctx), s[t].queue,
                      &s[t].data);
