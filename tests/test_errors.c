@@ -6,6 +6,7 @@
 #include "test_common.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -193,6 +194,30 @@ static void expect_error(const flashcl_attention_desc *desc,
     expect_rejected(desc, &e);
 }
 
+/* A descriptor field by name, for expect_each_refused(). */
+#define FIELD(name)                                                            \
+    #name, offsetof(flashcl_attention_desc, name),                             \
+        sizeof(((flashcl_attention_desc *)0)->name)
+
+/* Each of the `count` values of one integer or enum field is refused with
+ * `status` by a message that names the field. The field is written through
+ * its bytes so that one helper serves int64_t and enum fields alike. */
+static void expect_each_refused(const char *field, size_t offset, size_t size,
+                                const int64_t *bad, int count,
+                                flashcl_status status)
+{
+    ck_assert(size == sizeof(int32_t) || size == sizeof(int64_t));
+    for (int i = 0; i < count; i++) {
+        flashcl_attention_desc d = valid;
+        const int32_t narrow = (int32_t)bad[i];
+        memcpy((unsigned char *)&d + offset,
+               size == sizeof narrow ? (const void *)&narrow
+                                     : (const void *)&bad[i],
+               size);
+        expect_error(&d, status, field, field);
+    }
+}
+
 static void expect_success(const flashcl_attention_desc *desc,
                            const char *label)
 {
@@ -359,12 +384,8 @@ END_TEST
 START_TEST(test_head_dim_unsupported)
 {
     const int64_t bad[] = {0, 257, 1024, -1};
-    for (int i = 0; i < 4; i++) {
-        flashcl_attention_desc d = valid;
-        d.head_dim = bad[i];
-        expect_error(&d, FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED, "head_dim",
-                     "head_dim");
-    }
+    expect_each_refused(FIELD(head_dim), bad, 4,
+                        FLASHCL_ERROR_HEAD_DIM_UNSUPPORTED);
 }
 END_TEST
 
@@ -374,23 +395,15 @@ END_TEST
 
 START_TEST(test_unknown_dtype)
 {
-    const int bad[] = {4, 99, -1};
-    for (int i = 0; i < 3; i++) {
-        flashcl_attention_desc d = valid;
-        d.dtype = (flashcl_dtype)bad[i];
-        expect_error(&d, FLASHCL_ERROR_DTYPE_UNSUPPORTED, "dtype", "dtype");
-    }
+    const int64_t bad[] = {4, 99, -1};
+    expect_each_refused(FIELD(dtype), bad, 3, FLASHCL_ERROR_DTYPE_UNSUPPORTED);
 }
 END_TEST
 
 START_TEST(test_unknown_layout)
 {
-    const int bad[] = {2, 99, -1};
-    for (int i = 0; i < 3; i++) {
-        flashcl_attention_desc d = valid;
-        d.layout = (flashcl_layout)bad[i];
-        expect_error(&d, FLASHCL_ERROR_INVALID_LAYOUT, "layout", "layout");
-    }
+    const int64_t bad[] = {2, 99, -1};
+    expect_each_refused(FIELD(layout), bad, 3, FLASHCL_ERROR_INVALID_LAYOUT);
 }
 END_TEST
 
@@ -409,13 +422,10 @@ END_TEST
 
 START_TEST(test_unknown_enums)
 {
-    flashcl_attention_desc d = valid;
-    d.causal_align = (flashcl_causal_align)99;
-    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "causal_align",
-                 "causal_align");
-    d = valid;
-    d.backend = (flashcl_backend)99;
-    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "backend", "backend");
+    const int64_t bad[] = {99};
+    expect_each_refused(FIELD(causal_align), bad, 1,
+                        FLASHCL_ERROR_INVALID_VALUE);
+    expect_each_refused(FIELD(backend), bad, 1, FLASHCL_ERROR_INVALID_VALUE);
 }
 END_TEST
 
