@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli_args.h"
 
+#include "cli.h"
 #include "oracle.h"
 
 #include <errno.h>
@@ -319,4 +320,16 @@ void cli_print_help(const cli_command *command, FILE *out)
         print_option_help(&common_table[i], out);
     if (command->description)
         fprintf(out, "%s", command->description);
+}
+
+int cli_start(const cli_command *command, int argc, char **argv,
+              common_options *common, void *opts)
+{
+    if (cli_parse(command, argc, argv, common, opts) != 0)
+        return EXIT_USAGE;
+    if (common->help) {
+        cli_print_help(command, stdout);
+        return EXIT_OK;
+    }
+    return CLI_GO_ON;
 }

@@ -32,6 +32,9 @@ typedef struct cli_option {
     const char *needs;
 } cli_option;
 
+/* The entry that ends an option table (its name is NULL). */
+#define CLI_OPTIONS_END {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL}
+
 typedef struct cli_command {
     const char *name;        /* "run" */
     const char *summary;     /* one line in `flashcl --help` */
@@ -51,6 +54,13 @@ typedef struct common_options {
  * fills `opts`. Exact long names only. On a bad argument prints one line,
  * "flashcl CMD: ... (see flashcl CMD --help)", and returns -1. */
 int cli_parse(const cli_command *command, int argc, char **argv,
+              common_options *common, void *opts);
+
+/* What every command does first: cli_parse(), then --help. Returns
+ * CLI_GO_ON when the command should run, else the exit status (EXIT_USAGE
+ * after a bad argument, EXIT_OK after printing the help). */
+#define CLI_GO_ON (-1)
+int cli_start(const cli_command *command, int argc, char **argv,
               common_options *common, void *opts);
 
 /* `flashcl CMD --help`: usage line, the options of the table and the

@@ -107,7 +107,7 @@ static const cli_option bench_table[] = {
      0, 100, NULL, NULL},
     {"no-progress", NULL, "no progress on stderr", BENCH(CLI_FLAG, no_progress),
      0, 0, NULL, NULL},
-    {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL},
+    CLI_OPTIONS_END,
 };
 
 const cli_command bench_command = {
@@ -121,6 +121,18 @@ const cli_command bench_command = {
 
 /* The paper's sweep on a GPU, a smaller one that finishes in a minute or
  * two on a CPU. */
+/* A list the user left empty gets `cpu` on a CPU, `gpu` then `gpu_too`
+ * elsewhere. */
+static void default_list(int *list, int *count, bool is_cpu, int cpu, int gpu,
+                         int gpu_too)
+{
+    if (*count)
+        return;
+    list[(*count)++] = is_cpu ? cpu : gpu;
+    if (!is_cpu)
+        list[(*count)++] = gpu_too;
+}
+
 static void apply_defaults(bench_options *o, bool is_cpu)
 {
     if (!o->num_dtypes) {
@@ -129,19 +141,11 @@ static void apply_defaults(bench_options *o, bool is_cpu)
         if (!is_cpu)
             o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_BF16;
     }
-    if (!o->num_head_dims) {
-        o->head_dims[o->num_head_dims++] = 64;
-        if (!is_cpu)
-            o->head_dims[o->num_head_dims++] = 128;
-    }
+    default_list(o->head_dims, &o->num_head_dims, is_cpu, 64, 64, 128);
     if (!o->num_seqlens)
         for (int n = is_cpu ? 256 : 512; n <= (is_cpu ? 2048 : 16384); n *= 2)
             o->seqlens[o->num_seqlens++] = n;
-    if (!o->num_causal) {
-        o->causal_modes[o->num_causal++] = 0;
-        if (!is_cpu)
-            o->causal_modes[o->num_causal++] = 1;
-    }
+    default_list(o->causal_modes, &o->num_causal, is_cpu, 0, 0, 1);
     if (!o->tokens)
         o->tokens = is_cpu ? 2048 : 16384;
     if (!o->hidden)
@@ -333,13 +337,9 @@ int cmd_bench(int argc, char **argv)
 {
     bench_options o = {.reps = 5, .warmup = 1};
     common_options common = {0};
-    if (cli_parse(&bench_command, argc, argv, &common, &o) != 0)
-        return EXIT_USAGE;
-    if (common.help) {
-        cli_print_help(&bench_command, stdout);
-        return EXIT_OK;
-    }
-    int rc;
+    int rc = cli_start(&bench_command, argc, argv, &common, &o);
+    if (rc != CLI_GO_ON)
+        return rc;
     flashcl_context *ctx = open_device("bench", common.device, common.json,
                                        &rc);
     if (!ctx)

@@ -457,15 +457,12 @@ static int list_all(const selection *sel, bool json)
 int cmd_info(int argc, char **argv)
 {
     common_options common = {0};
-    if (cli_parse(&info_command, argc, argv, &common, NULL) != 0)
-        return EXIT_USAGE;
-    if (common.help) {
-        cli_print_help(&info_command, stdout);
-        return EXIT_OK;
-    }
+    int rc = cli_start(&info_command, argc, argv, &common, NULL);
+    if (rc != CLI_GO_ON)
+        return rc;
     selection sel;
     open_selection(common.device, &sel);
-    int rc = list_all(&sel, common.json);
+    rc = list_all(&sel, common.json);
     if (rc == EXIT_OK && !sel.ctx) {
         fprintf(stderr, "flashcl info: %s: %s (%s); every device is listed "
                         "on stdout\n",

@@ -96,7 +96,7 @@ static const cli_option run_table[] = {
      CLI_CUSTOM, 0, 0, 0, parse_backend, "auto, fused or reference"},
     {"reps", "N", "timed calls, median (default 5)", RUN_INT(reps), 1, 1000,
      NULL, NULL},
-    {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL},
+    CLI_OPTIONS_END,
 };
 
 const cli_command run_command = {
@@ -362,12 +362,9 @@ int cmd_run(int argc, char **argv)
                      .seqlen_k = -1, .head_dim = 64, .reps = 5,
                      .dtype = FLASHCL_DTYPE_FP32};
     common_options common = {0};
-    if (cli_parse(&run_command, argc, argv, &common, &o) != 0)
-        return EXIT_USAGE;
-    if (common.help) {
-        cli_print_help(&run_command, stdout);
-        return EXIT_OK;
-    }
+    int rc = cli_start(&run_command, argc, argv, &common, &o);
+    if (rc != CLI_GO_ON)
+        return rc;
     if (!o.heads_kv)
         o.heads_kv = o.heads;
     run_result r = {0};
@@ -375,7 +372,6 @@ int cmd_run(int argc, char **argv)
     if (resolve_options(&o, &spec) != 0 ||
         resolve_backend(&o, r.backend_source, sizeof r.backend_source) != 0)
         return EXIT_USAGE;
-    int rc;
     flashcl_context *ctx = open_device("run", common.device, common.json, &rc);
     if (!ctx)
         return rc;

@@ -20,7 +20,7 @@ typedef struct selftest_options {
 static const cli_option selftest_table[] = {
     {"no-progress", NULL, "no progress on stderr", CLI_FLAG,
      offsetof(selftest_options, no_progress), 0, 0, NULL, NULL},
-    {NULL, NULL, NULL, CLI_FLAG, 0, 0, 0, NULL, NULL},
+    CLI_OPTIONS_END,
 };
 
 const cli_command selftest_command = {
@@ -307,13 +307,9 @@ int cmd_selftest(int argc, char **argv)
 {
     selftest_options o = {0};
     common_options common = {0};
-    if (cli_parse(&selftest_command, argc, argv, &common, &o) != 0)
-        return EXIT_USAGE;
-    if (common.help) {
-        cli_print_help(&selftest_command, stdout);
-        return EXIT_OK;
-    }
-    int rc;
+    int rc = cli_start(&selftest_command, argc, argv, &common, &o);
+    if (rc != CLI_GO_ON)
+        return rc;
     flashcl_context *ctx =
         open_device("selftest", common.device, common.json, &rc);
     if (!ctx)
