@@ -137,9 +137,10 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
 {
     problem p;
     kernel_plan plan;
-    flashcl_status status = plan_call(ctx, desc, NULL, NULL, &plan, &p, NULL, 0);
-    if (status != FLASHCL_SUCCESS)
-        return status;
     compiled_program *programs[2];
-    return plan_programs(ctx, &plan, programs, compile_ms);
+    const flashcl_status status =
+        plan_call(ctx, desc, NULL, NULL, &plan, &p, NULL, 0);
+    return status == FLASHCL_SUCCESS
+               ? plan_programs(ctx, &plan, programs, compile_ms)
+               : status;
 }

@@ -862,19 +862,19 @@ flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
                                                size_t *bytes)
 {
     problem p;
-    size_t limit;
+    size_t limit = 0;
+    ref_plan plan;
     flashcl_status status = problem_begin_call(ctx, desc, PROBLEM_FOR_PLANNING,
                                                bytes, "bytes", &p);
     if (status == FLASHCL_SUCCESS)
         status = flashcl_context_get_scratch_limit(ctx, &limit);
     if (status != FLASHCL_SUCCESS)
         return status;
-    ref_shape shape = shape_of_problem(&p);
-    *bytes = 0;
-    if (shape.heads_total == 0 || shape.seqlen_q == 0)
-        return FLASHCL_SUCCESS; /* an empty problem runs nothing */
-    ref_plan plan;
-    status = make_plan(ctx, &shape, limit, &plan);
+    const ref_shape shape = shape_of_problem(&p);
+    /* An empty problem runs nothing and needs no scratch. */
+    plan.total_bytes = 0;
+    if (shape.heads_total && shape.seqlen_q)
+        status = make_plan(ctx, &shape, limit, &plan);
     if (status == FLASHCL_SUCCESS)
         *bytes = plan.total_bytes;
     return status;
