@@ -155,10 +155,9 @@ static void set_shape(const problem *p, flashcl_attention_desc *d)
 {
     const problem_spec *s = &p->spec;
     d->batch = s->batch;
-    d->heads_q = s->heads_q;
-    d->heads_kv = s->heads_kv;
-    d->seqlen_q = s->seqlen_q;
-    d->seqlen_k = s->seqlen_k;
+    d->heads_q = s->heads_q, d->heads_kv = s->heads_kv;
+    d->seqlen_q = s->seqlen_q, d->seqlen_k = s->seqlen_k;
+    /* 0 when equal: the descriptor's way of saying "D_v = D". */
     d->head_dim = s->head_dim;
     d->head_dim_v = s->head_dim_v == s->head_dim ? 0 : s->head_dim_v;
     d->dtype = p->dtype;
