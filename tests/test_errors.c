@@ -53,14 +53,11 @@ static void setup(void)
     read_buffer(queue, q_buf, q_init, Q_BYTES);
     read_buffer(queue, k_buf, k_init, KV_BYTES);
     read_buffer(queue, v_buf, v_init, KV_BYTES);
-    flashcl_attention_desc_init(&valid);
-    valid.batch = BATCH;
-    valid.heads_q = HEADS_Q;
-    valid.heads_kv = HEADS_KV;
-    valid.seqlen_q = SEQ;
-    valid.seqlen_k = SEQ;
-    valid.head_dim = DIM;
-    valid.dtype = FLASHCL_DTYPE_FP32;
+    const attention_case shape = {.batch = BATCH, .heads_q = HEADS_Q,
+                                  .heads_kv = HEADS_KV, .seqlen_q = SEQ,
+                                  .seqlen_k = SEQ, .head_dim = DIM,
+                                  .dtype = REF_FP32};
+    valid = case_shape_desc(&shape);
     valid.q.buffer = q_buf;
     valid.k.buffer = k_buf;
     valid.v.buffer = v_buf;
