@@ -589,24 +589,29 @@ void case_describe(const attention_case *c, char *text, size_t size)
 /* The float64 oracle of the case's quantized inputs, read through the
  * strides the test laid them out with (not the descriptor's zero-stride
  * shorthand, which is what the library is being tested on). */
-static void compute_reference(const attention_case *c, case_data *data)
+void case_reference(const attention_case *c, double scale,
+                    const test_tensor *q, const test_tensor *k,
+                    const test_tensor *v, double **ref_o, double **ref_lse)
 {
     size_t rows = c->batch * c->heads_q * c->seqlen_q;
-    data->ref_o = malloc((rows * c->head_dim + 1) * sizeof(double));
-    data->ref_lse = malloc((rows + 1) * sizeof(double));
-    ck_assert_ptr_nonnull(data->ref_o);
-    ck_assert_ptr_nonnull(data->ref_lse);
-    flashcl_attention_desc desc = case_desc(c, data);
+    *ref_o = malloc((rows * c->head_dim + 1) * sizeof(double));
+    *ref_lse = malloc((rows + 1) * sizeof(double));
+    ck_assert_ptr_nonnull(*ref_o);
+    ck_assert_ptr_nonnull(*ref_lse);
     ref_problem p = {
         .batch = c->batch, .heads_q = c->heads_q, .heads_kv = c->heads_kv,
         .seqlen_q = c->seqlen_q, .seqlen_k = c->seqlen_k,
-        .head_dim = c->head_dim, .dtype = c->dtype,
-        .scale = oracle_desc_scale(&desc), .causal = c->causal,
-        .q = tensor_ref_view(&data->q), .k = tensor_ref_view(&data->k),
-        .v = tensor_ref_view(&data->v)};
-    oracle_problem problem = ref_oracle_problem(&p);
-    ck_assert_int_eq(
-        oracle_attention(&problem, data->ref_o, NULL, data->ref_lse), 0);
+        .head_dim = c->head_dim, .dtype = c->dtype, .scale = scale,
+        .causal = c->causal, .q = tensor_ref_view(q),
+        .k = tensor_ref_view(k), .v = tensor_ref_view(v)};
+    ck_assert_int_eq(ref_attention(&p, *ref_o, *ref_lse), 0);
+}
+
+static void compute_reference(const attention_case *c, case_data *data)
+{
+    flashcl_attention_desc desc = case_desc(c, data);
+    case_reference(c, oracle_desc_scale(&desc), &data->q, &data->k, &data->v,
+                   &data->ref_o, &data->ref_lse);
 }
 
 attention_case small_case(ref_dtype dtype, size_t seqlen_q, size_t seqlen_k,

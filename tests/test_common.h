@@ -200,6 +200,11 @@ typedef struct case_data {
     double *ref_o, *ref_lse;
 } case_data;
 
+/* The float64 O and LSE of `c` at `scale` for inputs q, k, v, in arrays
+ * it allocates (packed, as ref_attention() writes them). */
+void case_reference(const attention_case *c, double scale,
+                    const test_tensor *q, const test_tensor *k,
+                    const test_tensor *v, double **ref_o, double **ref_lse);
 /* The tests' usual small problem: batch 1, two query heads sharing one KV
  * head, D 32, BNHD, packed views, LSE, default scale. */
 attention_case small_case(ref_dtype dtype, size_t seqlen_q, size_t seqlen_k,

@@ -176,18 +176,10 @@ static void host_case_prepare(host_case *h)
 
     size_t rows = c->batch * c->heads_q * c->seqlen_q;
     h->lse = malloc(rows * sizeof(float));
-    h->ref_o = malloc(rows * c->head_dim * sizeof(double));
-    h->ref_lse = malloc(rows * sizeof(double));
-    ck_assert(h->lse && h->ref_o && h->ref_lse);
+    ck_assert(h->lse);
     memset(h->lse, POISON_BYTE, rows * sizeof(float));
-    ref_problem p = {
-        .batch = c->batch, .heads_q = c->heads_q, .heads_kv = c->heads_kv,
-        .seqlen_q = c->seqlen_q, .seqlen_k = c->seqlen_k,
-        .head_dim = c->head_dim, .dtype = c->dtype,
-        .scale = 1.0 / sqrt((double)c->head_dim), .causal = c->causal,
-        .q = tensor_ref_view(&h->q), .k = tensor_ref_view(&h->k),
-        .v = tensor_ref_view(&h->v)};
-    ck_assert_int_eq(ref_attention(&p, h->ref_o, h->ref_lse), 0);
+    case_reference(c, 1.0 / sqrt((double)c->head_dim), &h->q, &h->k, &h->v,
+                   &h->ref_o, &h->ref_lse);
 }
 
 static void host_case_release(host_case *h)

@@ -307,18 +307,8 @@ static void arena_prepare(arena_problem *a, flashcl_context *ctx)
 static void arena_reference(arena_problem *a)
 {
     const attention_case *c = &a->c;
-    size_t rows = c->batch * c->heads_q * c->seqlen_q;
-    a->ref_o = malloc(rows * c->head_dim * sizeof(double));
-    a->ref_lse = malloc(rows * sizeof(double));
-    ck_assert(a->ref_o && a->ref_lse);
-    ref_problem p = {
-        .batch = c->batch, .heads_q = c->heads_q, .heads_kv = c->heads_kv,
-        .seqlen_q = c->seqlen_q, .seqlen_k = c->seqlen_k,
-        .head_dim = c->head_dim, .dtype = c->dtype,
-        .scale = 1.0 / sqrt((double)c->head_dim), .causal = c->causal,
-        .q = tensor_ref_view(&a->q), .k = tensor_ref_view(&a->k),
-        .v = tensor_ref_view(&a->v)};
-    ck_assert_int_eq(ref_attention(&p, a->ref_o, a->ref_lse), 0);
+    case_reference(c, 1.0 / sqrt((double)c->head_dim), &a->q, &a->k, &a->v,
+                   &a->ref_o, &a->ref_lse);
 }
 
 static void arena_release(arena_problem *a)
