@@ -124,6 +124,13 @@ typedef float real_t;
 #error "flash_fwd_mma: FLASHCL_BLOCK_N must be a multiple of 16 in 16..256"
 #endif
 
+/* Local memory per work-group that NVIDIA's OpenCL allows (a hard limit:
+ * CL_DEVICE_LOCAL_MEM_SIZE, 48 KiB on every NVIDIA GPU seen so far; see
+ * ../shared/notes/opencl-on-h200.md). The one place the figure is written. */
+#ifndef FLASHCL_LOCAL_MEM_BYTES
+#define FLASHCL_LOCAL_MEM_BYTES 49152
+#endif
+#define NV_LOCAL_LIMIT FLASHCL_LOCAL_MEM_BYTES
 #define NV_D FLASHCL_HEAD_DIM
 #define NV_BM FLASHCL_BLOCK_M
 #define NV_BN FLASHCL_BLOCK_N
@@ -146,7 +153,7 @@ typedef float real_t;
 #define FLASHCL_NV_QREG NV_KC
 #elif NV_D <= 64
 #define FLASHCL_NV_QREG 2
-#elif 4 * NV_TILEB + NV_BM * ((NV_KC - 6) * 32 + 16) <= 49152
+#elif 4 * NV_TILEB + NV_BM * ((NV_KC - 6) * 32 + 16) <= NV_LOCAL_LIMIT
 #define FLASHCL_NV_QREG 6
 #else
 #define FLASHCL_NV_QREG 2
@@ -157,7 +164,7 @@ typedef float real_t;
 #endif
 /* Double-buffer K and V whenever two stages fit next to Q's local slices. */
 #ifndef FLASHCL_NV_STAGES
-#if 4 * NV_TILEB + (FLASHCL_NV_QREG < NV_KC ? NV_BM * ((NV_KC - FLASHCL_NV_QREG) * 32 + 16) : 0) <= 49152
+#if 4 * NV_TILEB + (FLASHCL_NV_QREG < NV_KC ? NV_BM * ((NV_KC - FLASHCL_NV_QREG) * 32 + 16) : 0) <= NV_LOCAL_LIMIT
 #define FLASHCL_NV_STAGES 2
 #else
 #define FLASHCL_NV_STAGES 1
@@ -188,8 +195,8 @@ typedef float real_t;
 #error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs BLOCK_M x D in local memory"
 #endif
 
-#if NV_SMEM_BYTES > 49152
-#error "flash_fwd_mma: K/V tiles exceed the 48 KiB of local memory"
+#if NV_SMEM_BYTES > NV_LOCAL_LIMIT
+#error "flash_fwd_mma: K/V tiles exceed the device's local memory"
 #endif
 
 #if FLASHCL_DTYPE == 1
