@@ -84,10 +84,14 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u "
-             "-DFLASHCL_LOCAL_MEM_BYTES=%llu",
-             caps->nv_cc_major, caps->nv_cc_minor,
-             (unsigned long long)caps->local_mem);
+             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u", caps->nv_cc_major,
+             caps->nv_cc_minor);
+    if (caps->local_mem) { /* else the kernel's default */
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
+                 (unsigned long long)caps->local_mem);
+    }
     variants_append_defines(p, plan->options, sizeof plan->options);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
