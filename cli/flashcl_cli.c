@@ -80,8 +80,13 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     for (int i = 0; i < COMMANDS; ++i)
-        if (!strcmp(name, commands[i].command->name))
-            return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(name, commands[i].command->name)) {
+            const int status = commands[i].run(argc - 1, argv + 1);
+            /* Before exit, while the OpenCL runtime is whole (oclgrind
+             * faults when CLBlast frees its programs later, at teardown). */
+            flashcl_clear_reference_cache();
+            return status;
+        }
     fprintf(stderr, "flashcl: unknown command \"%s\" (see flashcl --help)\n",
             name);
     return EXIT_USAGE;

@@ -382,8 +382,9 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
  * with the host clock (the marker's own profiling interval is empty).
  * CLBlast's process-wide program cache keeps a reference to every
  * cl_context the reference backend ran on; flashcl leaves that cache alone
- * (it serves other CLBlast users too): call CLBlastClearCache() yourself if
- * the cl_context must be freed. Built with -DFLASHCL_WITH_CLBLAST=OFF, the
+ * (it serves other CLBlast users too): call
+ * flashcl_clear_reference_cache() when the cl_context must be freed, and
+ * before exit on runtimes such as oclgrind. Built with -DFLASHCL_WITH_CLBLAST=OFF, the
  * reference backend and the scratch calls below return
  * FLASHCL_ERROR_UNSUPPORTED. */
 
@@ -479,6 +480,16 @@ typedef struct flashcl_variant_info {
 FLASHCL_API flashcl_status flashcl_describe_variant(
     flashcl_context *ctx, const flashcl_attention_desc *desc,
     flashcl_variant_info *info);
+
+/** Drop CLBlast's process-wide program cache (the reference backend's GEMM
+ *  programs, which also keep every cl_context the reference backend ran on
+ *  alive). flashcl never does this by itself: the cache is shared with
+ *  every other CLBlast user in the process. Call it when no thread is using
+ *  CLBlast, e.g. before exit: some OpenCL runtimes (oclgrind) fault when
+ *  CLBlast frees those programs during the process's final teardown, after
+ *  the runtime's thread-local state is gone. Does nothing in a build
+ *  without CLBlast. */
+FLASHCL_API void flashcl_clear_reference_cache(void);
 
 /** Compile (if not yet cached) the kernels `desc` would run with (the same
  *  descriptor rules as flashcl_describe_variant) and return the compile

@@ -6,9 +6,6 @@
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include "test_common.h"
 
-#ifdef FLASHCL_TEST_CLBLAST
-#include <clblast_c.h>
-#endif
 
 #include <ctype.h>
 #include <math.h>
@@ -427,12 +424,10 @@ START_TEST(test_context_from_caller_queue)
     flashcl_context_release(ctx);
 
     CL_CHECK(clFinish(queue));
-#ifdef FLASHCL_TEST_CLBLAST
     /* The reference backend's GEMMs leave CLBlast's process-wide program
-     * cache holding the cl_context; flashcl no longer clears that cache
-     * (it is other users' too), and the caller can, as here. */
-    CLBlastClearCache();
-#endif
+     * cache holding the cl_context; flashcl does not clear that cache by
+     * itself (it is other users' too), and the caller can, as here. */
+    flashcl_clear_reference_cache();
     ck_assert_uint_eq(settled_ref_count(queue, NULL, queue_refs), queue_refs);
     ck_assert_uint_eq(settled_ref_count(NULL, mine, context_refs),
                       context_refs);

@@ -879,3 +879,5 @@ flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
         *bytes = plan.total_bytes;
     return status;
 }
+
+void flashcl_clear_reference_cache(void) { CLBlastClearCache(); }
