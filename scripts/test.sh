@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: set up, then build and run ctest three times: a
 # plain warnings-as-errors build, an ASan/UBSan build, and a
-# ThreadSanitizer build that runs only the thread tests (label "threads").
+# ThreadSanitizer build that runs only the thread tests (label "threads");
+# then the Python package's tests, and the plain build's tests again on
+# Intel's OpenCL CPU runtime (a second OpenCL implementation).
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
