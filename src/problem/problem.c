@@ -534,7 +534,7 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
         return status;
     resolve_scalars(desc, p);
     dummy_variant_args(ctx, p);
-    status = variants_resolve(ctx, desc, mode, p);
+    status = variants_resolve(ctx, desc, p);
     if (status == FLASHCL_SUCCESS)
         status = resolve_base_views(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)

@@ -351,7 +351,7 @@ const variant_entry *variant_at(size_t index)
 
 static flashcl_status resolve_one(flashcl_context *ctx, size_t i,
                                   const flashcl_attention_desc *desc,
-                                  problem_mode mode, problem *p)
+                                  problem *p)
 {
     const variant_entry *e = &table[i];
     if (!e->active(desc, p))
@@ -367,7 +367,6 @@ static flashcl_status resolve_one(flashcl_context *ctx, size_t i,
         if (status != FLASHCL_SUCCESS)
             return status;
     }
-    (void)mode;
     p->variants |= 1u << i;
     p->variant_value[i] = e->apply(desc, view, p);
     return FLASHCL_SUCCESS;
@@ -375,7 +374,7 @@ static flashcl_status resolve_one(flashcl_context *ctx, size_t i,
 
 flashcl_status variants_resolve(flashcl_context *ctx,
                                 const flashcl_attention_desc *desc,
-                                problem_mode mode, problem *p)
+                                problem *p)
 {
     for (size_t i = 0; i < variant_count(); ++i)
         if (table[i].check) {
@@ -384,7 +383,7 @@ flashcl_status variants_resolve(flashcl_context *ctx,
                 return status;
         }
     for (size_t i = 0; i < variant_count(); ++i) {
-        flashcl_status status = resolve_one(ctx, i, desc, mode, p);
+        flashcl_status status = resolve_one(ctx, i, desc, p);
         if (status != FLASHCL_SUCCESS)
             return status;
     }

@@ -72,10 +72,11 @@ size_t variant_count(void);
 const variant_entry *variant_at(size_t index);
 
 /* Checks, resolves and applies every variant of `desc` (problem.c calls
- * this after the base problem is filled). */
+ * this after the base problem is filled). A variant's tensor is what turns
+ * it on, so it is checked as for a launch in every mode. */
 flashcl_status variants_resolve(flashcl_context *ctx,
                                 const flashcl_attention_desc *desc,
-                                problem_mode mode, problem *p);
+                                problem *p);
 
 /* Variants of `p` that no path in `path_bits` computes (0: all covered). */
 uint32_t variants_unsupported(const problem *p, unsigned path_bits);
