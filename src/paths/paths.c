@@ -38,9 +38,10 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
         skipped[0] = '\0';
     const size_t count = sizeof paths / sizeof paths[0];
     const kernel_path *chosen = paths[count - 1];
+    const bool only_portable = portable_only();
     for (size_t i = 0; i + 1 < count; ++i) {
         char why[256] = "";
-        if (portable_only()) {
+        if (only_portable) {
             note_skip(skipped, skipped_cap, paths[i]->name,
                       "FLASHCL_PORTABLE_ONLY is set");
             continue;
