@@ -291,6 +291,19 @@ def _apply_views(desc, views):
 
 # ---- the host path (NumPy) -------------------------------------------------
 
+def _check_out(out, p, array_type, kind):
+    """A caller's `out`: the inputs' array kind, O's shape and dtype."""
+    if not isinstance(out, array_type):
+        raise InvalidValueError(f"out is {type(out).__name__}: {kind} "
+                                f"inputs take a {kind} out array")
+    if tuple(out.shape) != p.o_shape:
+        raise InvalidDimensionError(
+            f"out has shape {tuple(out.shape)}, expected {p.o_shape}")
+    if out.dtype != p.dtype:
+        raise DtypeUnsupportedError(
+            f"out has dtype {out.dtype}, expected {p.dtype}")
+
+
 def _host(q, k, v, opts, extras, device, out, return_lse):
     q, k, v = (None if x is None else np.asarray(x) for x in (q, k, v))
     p = _Problem(q, k, v, opts.layout)
@@ -300,15 +313,7 @@ def _host(q, k, v, opts, extras, device, out, return_lse):
     if out is None:
         o = np.empty(p.o_shape, p.dtype)
     else:
-        if not isinstance(out, np.ndarray):
-            raise InvalidValueError(f"out is {type(out).__name__}: NumPy "
-                                    f"inputs take a NumPy out array")
-        if tuple(out.shape) != p.o_shape:
-            raise InvalidDimensionError(
-                f"out has shape {tuple(out.shape)}, expected {p.o_shape}")
-        if out.dtype != p.dtype:
-            raise DtypeUnsupportedError(
-                f"out has dtype {out.dtype}, expected {p.dtype}")
+        _check_out(out, p, np.ndarray, "NumPy")
         if not out.flags.c_contiguous or not out.flags.writeable:
             raise InvalidLayoutError(
                 "out must be a writeable C-contiguous array (the host call "
@@ -396,15 +401,7 @@ def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
     if out is None:
         o = cla.empty(queue, p.o_shape, p.dtype)
     else:
-        if not isinstance(out, cla.Array):
-            raise InvalidValueError(f"out is {type(out).__name__}: PyOpenCL "
-                                    f"inputs take a PyOpenCL out array")
-        if tuple(out.shape) != p.o_shape:
-            raise InvalidDimensionError(
-                f"out has shape {tuple(out.shape)}, expected {p.o_shape}")
-        if out.dtype != p.dtype:
-            raise DtypeUnsupportedError(
-                f"out has dtype {out.dtype}, expected {p.dtype}")
+        _check_out(out, p, cla.Array, "PyOpenCL")
         o = out
     lse = cla.empty(queue, p.lse_shape, np.float32) if return_lse else None
 
