@@ -13,14 +13,7 @@ libdir=${1:-build-test}
 venv=.venv-ci
 start=$SECONDS
 
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  # Debian ships venv/ensurepip apart from python3
-  echo "flashcl python step: installing python3 python3-venv"
-  sudo_cmd=()
-  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-  "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-    --no-install-recommends python3 python3-venv >/dev/null
-fi
+scripts/setup.sh # python3-venv among the rest; a no-op when all is there
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r python/requirements-ci.txt
 FLASHCL_LIBRARY_DIR="$libdir" "$venv/bin/pip" install -q --disable-pip-version-check \

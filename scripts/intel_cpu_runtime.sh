@@ -46,13 +46,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${wheels[*]}" ] \
   # from python3; a download needs no install rights either way).
   pip=(python3 -m pip)
   if ! python3 -m pip --version >/dev/null 2>&1; then
-    if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-      say "installing python3 python3-venv"
-      sudo_cmd=()
-      [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-      "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
-        --no-install-recommends python3 python3-venv >/dev/null
-    fi
+    scripts/setup.sh >&2 # python3-venv; a no-op when there
     [ -x "$root/venv/bin/python" ] || python3 -m venv "$root/venv"
     pip=("$root/venv/bin/python" -m pip)
   fi

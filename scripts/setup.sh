@@ -15,8 +15,11 @@
 #     lock file is open in another process (fuser, else /proc/*/fd).
 set -euo pipefail
 
+# python3-venv: the Python tests and the Intel runtime download make venvs
+# (Debian ships venv/ensurepip apart from python3).
 packages=(gcc make cmake pkg-config ocl-icd-opencl-dev opencl-c-headers
-          ocl-icd-libopencl1 pocl-opencl-icd libclblast-dev check)
+          ocl-icd-libopencl1 pocl-opencl-icd libclblast-dev check
+          python3 python3-venv)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
