@@ -391,10 +391,10 @@ static void scan_getenv(const char *dir, char found[][64], int *count, int cap)
 START_TEST(help_lists_environment)
 {
     char names[64][64] = {"FLASHCL_DEVICE", "FLASHCL_BACKEND",
-                          "FLASHCL_KERNEL_DIR", "FLASHCL_PORTABLE_ONLY",
+                          "FLASHCL_KERNEL_DIR", "FLASHCL_PORTABLE_ONLY", "FLASHCL_PATH",
                           "FLASHCL_REFERENCE_SCRATCH_LIMIT",
                           "FLASHCL_VERBOSE"};
-    int count = 6;
+    int count = 7;
     char src[1024];
     snprintf(src, sizeof src, "%s", __FILE__);
     char *tests = strstr(src, "tests/test_cli.c");

@@ -382,6 +382,34 @@ START_TEST(test_prepare_reads_strides)
 }
 END_TEST
 
+/* FLASHCL_PATH names the one path to try: the others are skipped with that
+ * reason, and a name no path has leaves the portable kernel to run it. */
+START_TEST(test_forced_path)
+{
+    flashcl_context *ctx = shared_context();
+    attention_case c = window_case(0, 640);
+    case_data data;
+    case_prepare(&c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    flashcl_attention_desc d = case_desc(&c, &data);
+    flashcl_variant_info info;
+    setenv("FLASHCL_PATH", "no-such-path", 1);
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info), FLASHCL_SUCCESS);
+    ck_assert_str_eq(info.path, "portable");
+    ck_assert_msg(strstr(info.skipped, "nv_mma: FLASHCL_PATH=no-such-path"),
+                  "skipped: %s", info.skipped);
+    setenv("FLASHCL_PATH", "portable", 1);
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info), FLASHCL_SUCCESS);
+    ck_assert_str_eq(info.path, "portable");
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL),
+                     FLASHCL_SUCCESS);
+    unsetenv("FLASHCL_PATH");
+    compare_result r = case_check(&c, &data, flashcl_context_queue(ctx));
+    ck_assert_msg(r.ok, "%s", r.detail);
+    case_release(&data);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- */
 /* Compiles stay off the user's stderr                                */
 /* ---------------------------------------------------------------- */
@@ -490,6 +518,6 @@ int main(void)
         {test_large_magnitudes, 6}, {test_error_cleared_by_success, 0},
         {test_kernel_dir_empty_file, 0}, {test_kernel_dir_fifo, 0},
         {test_struct_size_older_caller, 0}, {test_prepare_reads_strides, 0},
-        {test_compile_is_quiet, 0}};
+        {test_compile_is_quiet, 0}, {test_forced_path, 0}};
     return run_tests("fixes", 120, NULL, NULL, tests, LENGTH(tests));
 }

@@ -39,8 +39,9 @@ static bool serves(const device_caps *caps)
 }
 
 static bool nv_mma_can_run(const device_caps *caps, const problem *p,
-                           char *why, size_t cap)
+                           bool forced, char *why, size_t cap)
 {
+    (void)forced; /* no policy: where it can run, it is the fastest */
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");

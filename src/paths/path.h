@@ -54,9 +54,12 @@ struct kernel_path {
     const char *summary;
     /* Whether the path serves this device at all (some problems). */
     bool (*serves_device)(const device_caps *caps);
-    /* True when the path can run `p`; else writes why not into `why`. */
-    bool (*can_run)(const device_caps *caps, const problem *p, char *why,
-                    size_t why_cap);
+    /* True when the path can run `p`; else writes why not into `why`.
+     * `forced` (FLASHCL_PATH names this path): answer whether it can
+     * compute `p` correctly, ignoring any policy that would prefer another
+     * path on this device (for example "measured slower than portable"). */
+    bool (*can_run)(const device_caps *caps, const problem *p, bool forced,
+                    char *why, size_t why_cap);
     void (*plan)(const device_caps *caps, const problem *p, kernel_plan *plan);
     path_launch_fn *launch;
 };

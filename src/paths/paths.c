@@ -13,11 +13,20 @@ static const kernel_path *const paths[] = {
 };
 
 /* FLASHCL_PORTABLE_ONLY=1 keeps every vendor path off (debugging, and
- * checking the portable kernel on a GPU). Read per call. */
+ * checking the portable kernel on a GPU). FLASHCL_PATH=<name> keeps every
+ * path but that one off, and asks it to run whatever it can compute even
+ * where its policy would prefer another path (tests force a path this
+ * way); the portable path still takes what it cannot. Read per call. */
 static bool portable_only(void)
 {
     const char *force = getenv("FLASHCL_PORTABLE_ONLY");
     return force && *force && strcmp(force, "0") != 0;
+}
+
+static const char *forced_path(void)
+{
+    const char *name = getenv("FLASHCL_PATH");
+    return name && *name ? name : NULL;
 }
 
 static void note_skip(char *skipped, size_t cap, const char *path,
@@ -39,14 +48,21 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
     const size_t count = sizeof paths / sizeof paths[0];
     const kernel_path *chosen = paths[count - 1];
     const bool only_portable = portable_only();
+    const char *force = forced_path();
     for (size_t i = 0; i + 1 < count; ++i) {
         char why[256] = "";
+        const bool forced = force && strcmp(force, paths[i]->name) == 0;
         if (only_portable) {
             note_skip(skipped, skipped_cap, paths[i]->name,
                       "FLASHCL_PORTABLE_ONLY is set");
             continue;
         }
-        if (paths[i]->can_run(caps, p, why, sizeof why)) {
+        if (force && !forced) {
+            snprintf(why, sizeof why, "FLASHCL_PATH=%.64s", force);
+            note_skip(skipped, skipped_cap, paths[i]->name, why);
+            continue;
+        }
+        if (paths[i]->can_run(caps, p, forced, why, sizeof why)) {
             chosen = paths[i];
             break;
         }

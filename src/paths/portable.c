@@ -8,10 +8,11 @@
 #include <string.h>
 
 static bool portable_can_run(const device_caps *caps, const problem *p,
-                             char *why, size_t why_cap)
+                             bool forced, char *why, size_t why_cap)
 {
     (void)caps;
     (void)p;
+    (void)forced;
     (void)why;
     (void)why_cap;
     return true;
