@@ -48,6 +48,12 @@ typedef struct device_caps {
     bool has_fp64;
     bool has_fp16_ext;   /* cl_khr_fp16 listed */
     bool has_subgroups;  /* cl_khr_subgroups or cl_intel_subgroups */
+    bool has_intel_subgroups;      /* cl_intel_subgroups (block reads) */
+    bool has_subgroup_shuffle;     /* cl_khr_subgroup_shuffle or intel's */
+    bool has_reqd_subgroup_size;   /* cl_intel_required_subgroup_size */
+    /* CL_DEVICE_SUB_GROUP_SIZES_INTEL, ascending; count 0 when unknown */
+    cl_uint subgroup_sizes[8];
+    cl_uint subgroup_size_count;
     bool has_nv_attribute_query;
     cl_uint nv_cc_major; /* 0 when unknown */
     cl_uint nv_cc_minor;

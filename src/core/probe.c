@@ -56,6 +56,24 @@ static device_class classify(const device_caps *caps)
     return DEVICE_CLASS_GPU_GENERIC;
 }
 
+#ifndef CL_DEVICE_SUB_GROUP_SIZES_INTEL
+#define CL_DEVICE_SUB_GROUP_SIZES_INTEL 0x4108
+#endif
+
+/* The sizes a kernel may require with intel_reqd_sub_group_size. */
+static void probe_subgroup_sizes(cl_device_id device, device_caps *caps)
+{
+    size_t sizes[8] = {0}, bytes = 0;
+    if (clGetDeviceInfo(device, CL_DEVICE_SUB_GROUP_SIZES_INTEL, sizeof sizes,
+                        sizes, &bytes) != CL_SUCCESS)
+        return;
+    const size_t count = bytes / sizeof sizes[0];
+    for (size_t i = 0; i < count && i < 8; ++i)
+        if (sizes[i] > 0 && sizes[i] <= 128)
+            caps->subgroup_sizes[caps->subgroup_size_count++] =
+                (cl_uint)sizes[i];
+}
+
 static void probe_extensions(cl_device_id device, device_caps *caps)
 {
     size_t size = 0;
@@ -73,6 +91,15 @@ static void probe_extensions(cl_device_id device, device_caps *caps)
         caps->has_fp16_ext = has_extension(extensions, "cl_khr_fp16");
         caps->has_subgroups = has_extension(extensions, "cl_khr_subgroups") ||
                               has_extension(extensions, "cl_intel_subgroups");
+        caps->has_intel_subgroups =
+            has_extension(extensions, "cl_intel_subgroups");
+        caps->has_subgroup_shuffle =
+            caps->has_intel_subgroups ||
+            has_extension(extensions, "cl_khr_subgroup_shuffle");
+        caps->has_reqd_subgroup_size =
+            has_extension(extensions, "cl_intel_required_subgroup_size");
+        if (caps->has_reqd_subgroup_size)
+            probe_subgroup_sizes(device, caps);
         caps->has_nv_attribute_query =
             has_extension(extensions, "cl_nv_device_attribute_query");
         if (has_extension(extensions, "cl_amd_device_attribute_query")) {
