@@ -74,8 +74,13 @@ static void usage(void)
            "  --reps N --warmup N  timed and warm-up runs (default 10, 2)\n"
            "  --sgemm N            also time CLBlast SGEMM NxNxN as the peer "
            "(default 2048 on CPU, 8192 on GPU; 0 = off)\n"
-           "  --variants LIST      plain,windowW,alibi,bias,softcap (default "
-           "plain); windowW: sliding window of W keys left of the diagonal\n"
+           "  --variants LIST      each a '+'-joined set of plain, windowW, "
+           "alibi, bias,\n"
+           "                       mask, softcap, sinks, gqaG, dvX (default "
+           "plain); windowW:\n"
+           "                       W keys left of the diagonal; gqaG: G query "
+           "heads per KV\n"
+           "                       head; dvX: head_dim_v = X\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n");
@@ -220,39 +225,105 @@ static cl_mem filled_buffer(cl_context context, size_t count, float value)
     return err == CL_SUCCESS ? buffer : NULL;
 }
 
-/* Sets the descriptor fields of a named variant; returns the window (-1
- * when none) or -2 for an unknown name. The extra buffer goes to *extra. */
-static long apply_variant(const char *variant, flashcl_attention_desc *desc,
-                          cl_context context, cl_mem *extra)
+/* A variant name is '+'-joined parts: plain, windowW (W keys to the left
+ * of the diagonal), softcap, alibi, bias, mask, sinks, gqaG (G query heads
+ * per KV head), dvX (D_v = X). */
+typedef struct variant_spec {
+    long window; /* -1: none */
+    bool softcap, alibi, bias, mask, sinks;
+    long gqa, dv; /* 1 and 0 (= D) when absent */
+} variant_spec;
+
+static int parse_variant(const char *name, variant_spec *v)
 {
-    *extra = NULL;
-    if (!strcmp(variant, "plain"))
-        return -1;
-    if (!strncmp(variant, "window", 6) && atol(variant + 6) > 0) {
+    *v = (variant_spec){.window = -1, .gqa = 1};
+    char copy[128];
+    snprintf(copy, sizeof copy, "%s", name);
+    char *save = NULL;
+    for (char *part = strtok_r(copy, "+", &save); part;
+         part = strtok_r(NULL, "+", &save)) {
+        if (!strcmp(part, "plain"))
+            continue;
+        else if (!strncmp(part, "window", 6) && atol(part + 6) > 0)
+            v->window = atol(part + 6);
+        else if (!strncmp(part, "gqa", 3) && atol(part + 3) > 0)
+            v->gqa = atol(part + 3);
+        else if (!strncmp(part, "dv", 2) && atol(part + 2) > 0)
+            v->dv = atol(part + 2);
+        else if (!strcmp(part, "softcap"))
+            v->softcap = true;
+        else if (!strcmp(part, "alibi"))
+            v->alibi = true;
+        else if (!strcmp(part, "bias"))
+            v->bias = true;
+        else if (!strcmp(part, "mask"))
+            v->mask = true;
+        else if (!strcmp(part, "sinks"))
+            v->sinks = true;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+/* A [N, N] boolean mask, broadcast over batch and heads: every key but
+ * each eighth one visible (a mask that hides few pairs, so that the
+ * FLOP count of the full problem stays the honest one). */
+static cl_mem mask_buffer(cl_context context, size_t n)
+{
+    unsigned char *host = malloc(n * n);
+    if (!host)
+        return NULL;
+    for (size_t i = 0; i < n * n; ++i)
+        host[i] = (i % 8) != 3;
+    cl_int err;
+    cl_mem buffer = clCreateBuffer(context,
+                                   CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                   n * n, host, &err);
+    free(host);
+    return err == CL_SUCCESS ? buffer : NULL;
+}
+
+/* Sets the descriptor fields of the variant's score parts; the extra
+ * buffers go to extra[0..3]. 0, or -1 when an allocation failed. */
+static int apply_variant(const variant_spec *v, flashcl_attention_desc *desc,
+                         cl_context context, cl_mem extra[4])
+{
+    const size_t n = (size_t)desc->seqlen_q;
+    int failed = 0;
+    if (v->window >= 0) {
         desc->window = 1;
-        desc->window_left = atol(variant + 6);
+        desc->window_left = v->window;
         desc->window_right = desc->causal ? 0 : -1;
-        return desc->window_left;
     }
-    if (!strcmp(variant, "softcap")) {
+    if (v->softcap)
         desc->softcap = 30.0f;
-        return -1;
+    if (v->alibi) {
+        extra[0] = filled_buffer(context, (size_t)desc->heads_q, 0.0625f);
+        desc->alibi_slopes.buffer = extra[0];
+        failed |= !extra[0];
     }
-    if (!strcmp(variant, "alibi")) {
-        *extra = filled_buffer(context, (size_t)desc->heads_q, 0.0625f);
-        desc->alibi_slopes.buffer = *extra;
-        return *extra ? -1 : -2;
-    }
-    if (!strcmp(variant, "bias")) { /* one [N, N] fp32 bias for all heads */
-        size_t n = (size_t)desc->seqlen_q;
-        *extra = filled_buffer(context, n * n, -0.5f);
-        desc->bias.buffer = *extra;
+    if (v->bias) { /* one [N, N] fp32 bias for all heads */
+        extra[1] = filled_buffer(context, n * n, -0.5f);
+        desc->bias.buffer = extra[1];
         desc->bias_dtype = FLASHCL_DTYPE_FP32;
         desc->bias.stride_seq = n;
         desc->bias.stride_dim = 1;
-        return *extra ? -1 : -2;
+        failed |= !extra[1];
     }
-    return -2;
+    if (v->mask) {
+        extra[2] = mask_buffer(context, n);
+        desc->mask.buffer = extra[2];
+        desc->mask.stride_seq = n;
+        desc->mask.stride_dim = 1;
+        failed |= !extra[2];
+    }
+    if (v->sinks) {
+        extra[3] = filled_buffer(context, (size_t)desc->heads_q, 2.0f);
+        desc->sinks.buffer = extra[3];
+        failed |= !extra[3];
+    }
+    return failed ? -1 : 0;
 }
 
 /* Uniform in [-1, 1), rounded to the storage type. */
@@ -384,32 +455,44 @@ static int one_event_call(void *arg, double *ms)
 static int setup_shape(flashcl_context *ctx, const bench_options *opt,
                        const char *variant, int dtype, int head_dim,
                        int causal, int seqlen, flashcl_attention_desc *desc,
-                       cl_mem *extra, long *window)
+                       cl_mem extra[4], long *window)
 {
+    variant_spec spec;
+    const int known = parse_variant(variant, &spec) == 0;
     const long heads = opt->hidden / head_dim;
+    const long heads_kv = heads / spec.gqa > 0 ? heads / spec.gqa : 1;
+    const long dv = spec.dv ? spec.dv : head_dim;
     const long batch = opt->tokens / seqlen > 0 ? opt->tokens / seqlen : 1;
-    const size_t count =
-        (size_t)batch * (size_t)heads * (size_t)seqlen * (size_t)head_dim;
+    const size_t rows = (size_t)batch * (size_t)seqlen;
     cl_context context = flashcl_context_cl_context(ctx);
     unsigned seed = 12345u + (unsigned)seqlen;
     flashcl_attention_desc_init(desc);
     desc->batch = batch;
     desc->heads_q = heads;
+    desc->heads_kv = heads_kv;
     desc->seqlen_q = desc->seqlen_k = seqlen;
     desc->head_dim = head_dim;
+    desc->head_dim_v = dv;
     desc->dtype = (flashcl_dtype)dtype;
     desc->causal = causal;
     /* Profiling events time the fused kernel; the reference path (several
      * kernels and CLBlast calls) is timed by `flashcl bench`. */
     desc->backend = FLASHCL_BACKEND_FUSED;
-    desc->q.buffer = random_buffer(context, count, dtype, &seed);
-    desc->k.buffer = random_buffer(context, count, dtype, &seed);
-    desc->v.buffer = random_buffer(context, count, dtype, &seed);
-    desc->o.buffer = random_buffer(context, count, dtype, &seed);
-    *window = apply_variant(variant, desc, context, extra);
-    if (desc->q.buffer && desc->k.buffer && desc->v.buffer &&
-        desc->o.buffer && *window != -2)
+    *window = spec.window;
+    if (known) {
+        desc->q.buffer = random_buffer(context, rows * (size_t)(heads * head_dim),
+                                       dtype, &seed);
+        desc->k.buffer = random_buffer(
+            context, rows * (size_t)(heads_kv * head_dim), dtype, &seed);
+        desc->v.buffer = random_buffer(context, rows * (size_t)(heads_kv * dv),
+                                       dtype, &seed);
+        desc->o.buffer = random_buffer(context, rows * (size_t)(heads * dv),
+                                       dtype, &seed);
+    }
+    if (known && desc->q.buffer && desc->k.buffer && desc->v.buffer &&
+        desc->o.buffer && apply_variant(&spec, desc, context, extra) == 0)
         return 0;
+    const size_t count = rows * (size_t)(heads * head_dim);
     fprintf(stderr,
             "flashcl-bench: allocation failed or unknown variant \"%s\" "
             "(%zu elements)\n",
@@ -417,11 +500,11 @@ static int setup_shape(flashcl_context *ctx, const bench_options *opt,
     return -1;
 }
 
-static void release_shape(flashcl_attention_desc *desc, cl_mem extra)
+static void release_shape(flashcl_attention_desc *desc, cl_mem extra[4])
 {
-    cl_mem all[5] = {desc->q.buffer, desc->k.buffer, desc->v.buffer,
-                     desc->o.buffer, extra};
-    for (int i = 0; i < 5; ++i)
+    cl_mem all[8] = {desc->q.buffer, desc->k.buffer, desc->v.buffer,
+                     desc->o.buffer, extra[0], extra[1], extra[2], extra[3]};
+    for (int i = 0; i < 8; ++i)
         if (all[i])
             clReleaseMemObject(all[i]);
 }
@@ -460,8 +543,9 @@ static void fill_row(const char *variant,
     double pairs = window >= 0 ? visible_pairs(seqlen, d->causal, window)
                                : (double)seqlen * seqlen *
                                      (d->causal ? 0.5 : 1.0);
-    double flops = 4.0 * (double)d->batch * (double)d->heads_q * pairs *
-                   (double)d->head_dim;
+    const double dv = d->head_dim_v ? (double)d->head_dim_v : (double)d->head_dim;
+    double flops = 2.0 * (double)d->batch * (double)d->heads_q * pairs *
+                   ((double)d->head_dim + dv);
     row->variant = variant;
     row->dtype = dtype_name(d->dtype);
     row->head_dim = (int)d->head_dim;
@@ -481,11 +565,11 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      int seqlen, bench_row *row)
 {
     flashcl_attention_desc desc;
-    cl_mem extra = NULL;
+    cl_mem extra[4] = {NULL, NULL, NULL, NULL};
     long window = -1;
     timing_result time;
     int failed = setup_shape(ctx, opt, variant, dtype, head_dim, causal,
-                             seqlen, &desc, &extra, &window) != 0 ||
+                             seqlen, &desc, extra, &window) != 0 ||
                  time_shape(ctx, opt, &desc, row, &time) != 0;
     if (!failed)
         fill_row(variant, &desc, window, &time, row);

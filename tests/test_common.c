@@ -1,6 +1,8 @@
 #include "test_common.h"
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -744,6 +746,48 @@ void case_release(case_data *data)
     data->ref_o = data->ref_lse = NULL;
 }
 
+/* FLASHCL_EXPECT_PATH=<path>: a case must run on that path (printed), or
+ * be refused by it for a reason containing one of the ';'-separated
+ * phrases of FLASHCL_EXPECT_PATH_EXCEPT (what the path does not claim, such
+ * as a dtype); anything else fails the case. How a suite shows that a
+ * forced or chosen path really ran its cases. */
+static bool reason_excepted(const char *skipped, const char *path)
+{
+    const char *except = getenv("FLASHCL_EXPECT_PATH_EXCEPT");
+    const char *mine = strstr(skipped, path);
+    if (!except || !*except || !mine)
+        return false;
+    char phrase[256];
+    for (const char *at = except; *at;) {
+        size_t len = strcspn(at, ";");
+        snprintf(phrase, sizeof phrase, "%.*s", (int)len, at);
+        const char *end = strchr(mine, ';');
+        const char *hit = phrase[0] ? strstr(mine, phrase) : NULL;
+        if (hit && (!end || hit < end))
+            return true;
+        at += len + (at[len] == ';');
+    }
+    return false;
+}
+
+void check_expected_path(flashcl_context *ctx,
+                         const flashcl_attention_desc *desc, const char *what)
+{
+    const char *want = getenv("FLASHCL_EXPECT_PATH");
+    const char *backend = getenv("FLASHCL_BACKEND");
+    if (!want || !*want || (backend && !strcmp(backend, "reference")))
+        return;
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_variant(ctx, desc, &info),
+                     FLASHCL_SUCCESS);
+    fprintf(stderr, "  [path %s] %s\n", info.path, what);
+    if (strcmp(info.path, want) == 0)
+        return;
+    ck_assert_msg(reason_excepted(info.skipped, want),
+                  "%s ran on %s, not %s (skipped: %s)", what, info.path, want,
+                  clip(info.skipped));
+}
+
 compare_result run_case_keep(flashcl_context *ctx, cl_command_queue queue,
                              const attention_case *c, case_data *data)
 {
@@ -753,6 +797,7 @@ compare_result run_case_keep(flashcl_context *ctx, cl_command_queue queue,
 
     case_prepare(c, flashcl_context_cl_context(ctx), q, data);
     flashcl_attention_desc desc = case_desc(c, data);
+    check_expected_path(ctx, &desc, text);
     flashcl_status status = flashcl_attention_forward(ctx, queue, &desc, 0,
                                                       NULL, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: status %s: %s", text,

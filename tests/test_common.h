@@ -233,6 +233,11 @@ void case_release(case_data *data);
  * the case's description (seed included) if the result is off. Returns
  * the comparison for the caller's statistics. */
 compare_result run_case(const attention_case *c);
+/* With FLASHCL_EXPECT_PATH set, fails unless `desc` runs on that path or
+ * the path refuses it for a FLASHCL_EXPECT_PATH_EXCEPT reason; prints the
+ * path either way. */
+void check_expected_path(flashcl_context *ctx,
+                         const flashcl_attention_desc *desc, const char *what);
 /* The same on any context and queue (NULL: the context's), leaving the
  * data (downloaded O and LSE included) to the caller to inspect and
  * release with case_release(). */

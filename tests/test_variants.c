@@ -414,6 +414,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
     flashcl_attention_desc desc = variant_desc(&data);
     desc.o.buffer = create_buffer(flashcl_context_cl_context(ctx), o_bytes);
     desc.lse.buffer = create_buffer(flashcl_context_cl_context(ctx), lse_bytes);
+    check_expected_path(ctx, &desc, c->name);
     poison_buffer(queue, desc.o.buffer, o_bytes);
     poison_buffer(queue, desc.lse.buffer, lse_bytes);
     flashcl_status status =

@@ -30,9 +30,21 @@
  * arithmetic of a tile none of its rows sees. Blocks run heaviest-first.
  * A row that sees no key writes O = 0 and LSE = -inf.
  *
- * Host guarantees on this path: head_dim == FLASHCL_HEAD_DIM, stride_dim ==
- * 1, every row start 16-byte aligned (seq/head/batch strides and base
- * offsets multiples of 8 elements), fp16 or bf16 storage.
+ * Head dims: FLASHCL_HEAD_DIM / FLASHCL_HEAD_DIM_V are the padded sizes
+ * (multiples of 16: the k16 step of Q K^T and the n16 pairs of P V), and
+ * FLASHCL_NV_DQ / FLASHCL_NV_DV the real ones: loads zero-fill the padding
+ * in local memory and registers, stores write only real columns, so the
+ * caller's memory is never padded.
+ *
+ * Variants (cl/common/variants.clh): a band (causal, or a window bounded on
+ * either side; only tiles crossing a band edge run mask code, tiles outside
+ * it are never loaded); softcap, ALiBi, bias and mask through the shared
+ * score code on scores scaled first (NV_PRESCALE, then the softmax runs
+ * with unit scale, which also serves scale <= 0); sinks in the epilogue.
+ *
+ * Host guarantees on this path: stride_dim == 1, every row start 16-byte
+ * aligned (seq/head/batch strides and base offsets multiples of 8
+ * elements), fp16 or bf16 storage.
  */
 #ifndef FLASHCL_NV_MMA
 #define FLASHCL_NV_MMA 0
@@ -97,18 +109,54 @@
 #define FLASHCL_VEC 8
 #endif
 
-#if FLASHCL_HEAD_DIM != 32 && FLASHCL_HEAD_DIM != 64 &&                        \
-    FLASHCL_HEAD_DIM != 96 && FLASHCL_HEAD_DIM != 128 &&                       \
-    FLASHCL_HEAD_DIM != 256
-#error "flash_fwd_mma: FLASHCL_HEAD_DIM must be 32, 64, 96, 128 or 256"
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
+#endif
+/* Real head dims (default: the padded ones). */
+#ifndef FLASHCL_NV_DQ
+#define FLASHCL_NV_DQ FLASHCL_HEAD_DIM
+#endif
+#ifndef FLASHCL_NV_DV
+#define FLASHCL_NV_DV FLASHCL_HEAD_DIM_V
+#endif
+/* 1: scale the scores before the softmax (any scale sign); on whenever a
+ * variant modifies scores. */
+#ifndef FLASHCL_NV_PRESCALE
+#define FLASHCL_NV_PRESCALE 0
+#endif
+#ifndef FLASHCL_WINDOW_LEFT
+#define FLASHCL_WINDOW_LEFT 0
+#endif
+#if FLASHCL_HEAD_DIM % 16 != 0 || FLASHCL_HEAD_DIM < 16 ||                     \
+    FLASHCL_HEAD_DIM > 256
+#error "flash_fwd_mma: FLASHCL_HEAD_DIM must be a multiple of 16 in 16..256"
+#endif
+#if FLASHCL_HEAD_DIM_V % 16 != 0 || FLASHCL_HEAD_DIM_V < 16 ||                 \
+    FLASHCL_HEAD_DIM_V > 256
+#error "flash_fwd_mma: FLASHCL_HEAD_DIM_V must be a multiple of 16 in 16..256"
+#endif
+#if FLASHCL_NV_DQ > FLASHCL_HEAD_DIM || FLASHCL_NV_DQ + 16 <= FLASHCL_HEAD_DIM
+#error "flash_fwd_mma: FLASHCL_HEAD_DIM must be FLASHCL_NV_DQ rounded up to 16"
+#endif
+#if FLASHCL_NV_DV > FLASHCL_HEAD_DIM_V ||                                      \
+    FLASHCL_NV_DV + 16 <= FLASHCL_HEAD_DIM_V
+#error "flash_fwd_mma: FLASHCL_HEAD_DIM_V must be FLASHCL_NV_DV rounded up to 16"
+#endif
+#if FLASHCL_NV_PRESCALE != 0 && FLASHCL_NV_PRESCALE != 1
+#error "flash_fwd_mma: FLASHCL_NV_PRESCALE must be 0 or 1"
+#endif
+#if FLASHCL_WINDOW_LEFT != 0 && FLASHCL_WINDOW_LEFT != 1
+#error "flash_fwd_mma: FLASHCL_WINDOW_LEFT must be 0 or 1"
 #endif
 #if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
 #error "flash_fwd_mma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
 #endif
-/* The shared argument list; the variant arguments are dummies on this
- * path. Storage is raw 16-bit words, arithmetic fp32. */
+/* The shared argument list and score code. Storage is raw 16-bit words,
+ * arithmetic fp32; softcap's tanh is MUFU.TANH (sm_75+). */
 #define STORAGE_T ushort
 typedef float real_t;
+#define FLASHCL_TANH(x) nv_tanh(x)
+#define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
 #if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
 #error "flash_fwd_mma: FLASHCL_CAUSAL must be 0 or 1"
@@ -131,19 +179,27 @@ typedef float real_t;
 #define FLASHCL_LOCAL_MEM_BYTES 49152
 #endif
 #define NV_LOCAL_LIMIT FLASHCL_LOCAL_MEM_BYTES
-#define NV_D FLASHCL_HEAD_DIM
+#define NV_D FLASHCL_HEAD_DIM    /* padded Q/K head dim */
+#define NV_DVP FLASHCL_HEAD_DIM_V /* padded V/O head dim */
+#define NV_DQ FLASHCL_NV_DQ
+#define NV_DV FLASHCL_NV_DV
+#define NV_PRESCALE (FLASHCL_NV_PRESCALE || FLASHCL_NEEDS_SCORE_PASS)
 #define NV_BM FLASHCL_BLOCK_M
 #define NV_BN FLASHCL_BLOCK_N
 #define NV_WROWS (NV_BM / NV_WARPS) /* rows per warp */
 #define NV_MT (NV_WROWS / 16)       /* m16 tiles per warp */
 #define NV_NT (NV_BN / 8)           /* n8 tiles of S per warp */
 #define NV_KC (NV_D / 16)           /* k16 steps of Q K^T */
-#define NV_DT (NV_D / 8)            /* n8 tiles of O */
-#define NV_CPR (NV_D / 8)           /* 16-byte chunks per row */
+#define NV_DT (NV_DVP / 8)          /* n8 tiles of O */
+#define NV_CPR (NV_D / 8)           /* 16-byte chunks per K row */
+#define NV_CPRV (NV_DVP / 8)        /* 16-byte chunks per V row */
 #define NV_WSTRIDE NV_WROWS /* rows between warps */
 #define NV_MSTRIDE 16       /* rows between a warp's m16 tiles */
-#define NV_ROWB (NV_D * 2 + 16)     /* padded local row, bytes */
-#define NV_TILEB (NV_BN * NV_ROWB)  /* one K or V tile, bytes */
+#define NV_ROWB (NV_D * 2 + 16)     /* padded local K row, bytes */
+#define NV_ROWBV (NV_DVP * 2 + 16)  /* padded local V row, bytes */
+#define NV_TILEB (NV_BN * NV_ROWB)  /* one K tile, bytes */
+#define NV_TILEBV (NV_BN * NV_ROWBV) /* one V tile, bytes */
+#define NV_STAGEB (NV_TILEB + NV_TILEBV) /* one K and one V tile */
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
  * when a warp owns 16 rows or D <= 64 with BLOCK_N <= 64; with 32 rows
  * per warp at D = 128, O alone takes 128 registers, so only 6 of Q's 8
@@ -153,7 +209,7 @@ typedef float real_t;
 #define FLASHCL_NV_QREG NV_KC
 #elif NV_D <= 64
 #define FLASHCL_NV_QREG 2
-#elif 4 * NV_TILEB + NV_BM * ((NV_KC - 6) * 32 + 16) <= NV_LOCAL_LIMIT
+#elif 2 * NV_STAGEB + NV_BM * ((NV_KC - 6) * 32 + 16) <= NV_LOCAL_LIMIT
 #define FLASHCL_NV_QREG 6
 #else
 #define FLASHCL_NV_QREG 2
@@ -164,7 +220,7 @@ typedef float real_t;
 #endif
 /* Double-buffer K and V whenever two stages fit next to Q's local slices. */
 #ifndef FLASHCL_NV_STAGES
-#if 4 * NV_TILEB + (FLASHCL_NV_QREG < NV_KC ? NV_BM * ((NV_KC - FLASHCL_NV_QREG) * 32 + 16) : 0) <= NV_LOCAL_LIMIT
+#if 2 * NV_STAGEB + (FLASHCL_NV_QREG < NV_KC ? NV_BM * ((NV_KC - FLASHCL_NV_QREG) * 32 + 16) : 0) <= NV_LOCAL_LIMIT
 #define FLASHCL_NV_STAGES 2
 #else
 #define FLASHCL_NV_STAGES 1
@@ -173,7 +229,7 @@ typedef float real_t;
 #if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
 #error "flash_fwd_mma: FLASHCL_NV_STAGES must be 1 or 2"
 #endif
-#define NV_KV_BYTES (2 * FLASHCL_NV_STAGES * NV_TILEB)
+#define NV_KV_BYTES (FLASHCL_NV_STAGES * NV_STAGEB)
 #define NV_QREG FLASHCL_NV_QREG
 #define NV_QS_KC (NV_KC - NV_QREG) /* k16 slices of Q in local memory */
 #if NV_QS_KC > 0
@@ -191,7 +247,7 @@ typedef float real_t;
 #ifndef FLASHCL_NV_STAGE_O
 #define FLASHCL_NV_STAGE_O 0
 #endif
-#if FLASHCL_NV_STAGE_O && NV_BM * NV_ROWB > NV_SMEM_BYTES
+#if FLASHCL_NV_STAGE_O && NV_BM * NV_ROWBV > NV_SMEM_BYTES
 #error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs BLOCK_M x D in local memory"
 #endif
 
@@ -207,11 +263,16 @@ typedef float real_t;
 #define NV_PACK nv_pack_bf16
 #endif
 
+/* Bytes of the 16-byte chunk at column `col` that lie before column `dlim`
+ * (the rest is zero-filled: head-dim padding). */
+#define NV_CHUNK_BYTES(col, dlim)                                              \
+    ((uint)clamp(((dlim) - (col)) * 2, 0, 16))
 /* Issue the cp.async copies of NROWS rows x CPR 16-byte chunks (rows r0..
  * of `src`, row stride `rs` elements, starting at element COL0) into local
  * memory at byte address `dst` with row pitch ROWB; rows at or past `rmax`
- * are zero-filled. */
-#define NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, CHECK)   \
+ * and columns at or past DLIM are zero-filled. */
+#define NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, DLIM,    \
+                      CHECK)                                                   \
     do {                                                                       \
         /* when CPR divides the group size a thread keeps its column and  \
          * steps WG/CPR rows per copy: one pointer and one local address \
@@ -244,20 +305,40 @@ typedef float real_t;
                     even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *     \
                                          (ROWB))                               \
                           : (dst) + (uint)(r_ * (ROWB) + cc_ * 16);            \
-                NV_CP_ASYNC16(l_, g_, ok_ ? 16u : 0u);                         \
+                const uint bytes_ = (COL0) + (CPR) * 8 <= (DLIM)               \
+                                        ? 16u                                  \
+                                        : NV_CHUNK_BYTES((COL0) + cc_ * 8,     \
+                                                         DLIM);                \
+                NV_CP_ASYNC16(l_, g_, ok_ ? bytes_ : 0u);                      \
             }                                                                  \
         }                                                                      \
     } while (0)
 /* Full tiles (the common case) skip the row checks. */
-#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0)           \
+#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, DLIM)     \
     do {                                                                       \
         if ((r0) + (NROWS) <= (rmax))                                          \
-            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, 0);  \
+            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0,      \
+                          DLIM, 0);                                            \
         else                                                                   \
-            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, 1);  \
+            NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0,      \
+                          DLIM, 1);                                            \
     } while (0)
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
-    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0)
+    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0, NV_DQ)
+#define NV_LOAD_VTILE(dst, src, rs, n0, nmax)                                  \
+    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPRV, NV_ROWBV, 0, NV_DV)
+
+/* Two 16-bit elements of a Q row at even column `col`, zero past NV_DQ. */
+static inline uint nv_q_pair(__global const ushort *row, int col)
+{
+    if (col + 1 < NV_DQ)
+        return *(__global const uint *)(row + col);
+    return col < NV_DQ ? (uint)row[col] : 0u;
+}
+#define NV_Q_PAIR(row, col, ok)                                                \
+    (!(ok) ? 0u                                                                \
+           : (NV_DQ % 16 == 0 ? *(__global const uint *)((row) + (col))       \
+                              : nv_q_pair(row, col)))
 
 /* A NaN of the storage type in raw 16-bit form. */
 static inline bool nv_is_nan16(ushort bits)
@@ -276,7 +357,7 @@ static inline bool nv_is_nan16(ushort bits)
                 const float mx = mnew[mt][hh];                                 \
                 row_max[mt][hh] = mx;                                          \
                 const float m0 = mx == -INFINITY ? 0.f : mx;                   \
-                const float msc = m0 * scale_log2;                             \
+                const float msc = m0 * sl2;                                    \
                 float sum = 0.f;                                               \
                 _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
                     float s = sc[mt][n][hh * 2];                               \
@@ -294,11 +375,36 @@ static inline bool nv_is_nan16(ushort bits)
         }                                                                      \
     } while (0)
 
+/* Scores of one m16 x BLOCK_N tile, scaled, through the variants' score
+ * code (softcap, ALiBi, bias, mask), in exp2 units. */
+#define NV_SCORE_PASS()                                                        \
+    do {                                                                       \
+        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
+            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
+                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
+                const score_row sr = score_row_init(                           \
+                    b, h, row, diag, M_LOG2E_F FLASHCL_VARIANT_NAMES);         \
+                _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
+                    const int col = n0 + n * 8 + t4 * 2;                       \
+                    _Pragma("unroll") for (int e = 0; e < 2; ++e) {            \
+                        const float s0 = sc[mt][n][hh * 2 + e] * scale_log2;   \
+                        sc[mt][n][hh * 2 + e] =                                \
+                            row < seqlen_q && col + e < seqlen_k               \
+                                ? score_apply(&sr, col + e,                    \
+                                              s0 FLASHCL_VARIANT_NAMES)        \
+                                : s0;                                          \
+                    }                                                          \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
     __local uint4 smem[NV_SMEM_BYTES / 16] __attribute__((aligned(16)));
-    (void)head_dim; /* == FLASHCL_HEAD_DIM on this path */
+    (void)head_dim; /* == FLASHCL_NV_DQ on this path */
+    (void)head_dim_v;
 
     const int tid = (int)get_local_id(0);
     const int warp = tid >> 5;
@@ -315,8 +421,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     const int m0 = qb * NV_BM;
     const int wr0 = m0 + warp * NV_WSTRIDE; /* first row of this warp */
-    /* i sees j iff j <= i + diag: bottom-right, or top-left (PyTorch). */
-    const int nv_diag = FLASHCL_TOP_LEFT ? 0 : seqlen_k - seqlen_q;
+    /* Row i sees key j iff j in [i + diag - left, i + diag + right]; the
+     * host clamps the bounds to the sequences, so ints hold them. */
+    const int nv_diag = (int)diag;
+#if FLASHCL_CAUSAL
+    const int right = (int)window_right;
+#endif
+#if FLASHCL_WINDOW_LEFT
+    const int left = (int)window_left;
+#endif
+    /* After NV_PRESCALE the scores are in exp2 units already. */
+    const float sl2 = NV_PRESCALE ? 1.f : scale_log2;
 
     __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
                                 (ulong)h * q_stride.y;
@@ -344,19 +459,26 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     /* ---- key range of this block ------------------------------------- */
     const int mlast = min(m0 + NV_BM, seqlen_q); /* exclusive */
+    /* last row of this warp (inclusive) */
+    const int warp_last = min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1;
 #if FLASHCL_CAUSAL
-    const int n_end = min(seqlen_k, mlast + nv_diag);
-    /* tiles whose every key is visible to the block's first row */
-    const int n_free_causal = (m0 + nv_diag + 1) >= 0 ? (m0 + nv_diag + 1) / NV_BN : 0;
-    const int n_free = min(n_free_causal, seqlen_k / NV_BN);
-    /* last key any row of this warp sees */
-    const int warp_last_key =
-        min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1 + nv_diag;
+    const int n_end = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
+    /* keys past this one are hidden from some row of the block */
+    const int free_hi = m0 + nv_diag + right;
+    const int warp_last_key = warp_last + nv_diag + right;
 #else
     const int n_end = seqlen_k;
-    const int n_free = seqlen_k / NV_BN;
 #endif
-    const int n_tiles = n_end > 0 ? (n_end + NV_BN - 1) / NV_BN : 0;
+#if FLASHCL_WINDOW_LEFT
+    const int n_begin = clamp(m0 + nv_diag - left, 0, n_end);
+    /* keys before this one are hidden from some row of the block */
+    const int free_lo = mlast - 1 + nv_diag - left;
+    const int warp_first_key = wr0 + nv_diag - left;
+#else
+    const int n_begin = 0;
+#endif
+    const int j_begin = n_begin / NV_BN;
+    const int j_end = n_end > n_begin ? (n_end + NV_BN - 1) / NV_BN : j_begin;
     const bool warp_rows = wr0 < seqlen_q;
 
     /* ---- Q fragments straight from global memory into registers ------- */
@@ -364,15 +486,16 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
         const int r0 = wr0 + mt * NV_MSTRIDE + g, r1 = r0 + 8;
-        __global const uint *q0 = (__global const uint *)(qp + (ulong)r0 * qs);
-        __global const uint *q1 = (__global const uint *)(qp + (ulong)r1 * qs);
+        __global const ushort *q0 = qp + (ulong)r0 * qs;
+        __global const ushort *q1 = qp + (ulong)r1 * qs;
         const bool ok0 = r0 < seqlen_q, ok1 = r1 < seqlen_q;
 #pragma unroll
         for (int c = 0; c < NV_QREG; ++c) {
-            qf[mt][c][0] = ok0 ? q0[c * 8 + t4] : 0u;
-            qf[mt][c][1] = ok1 ? q1[c * 8 + t4] : 0u;
-            qf[mt][c][2] = ok0 ? q0[c * 8 + 4 + t4] : 0u;
-            qf[mt][c][3] = ok1 ? q1[c * 8 + 4 + t4] : 0u;
+            const int col = c * 16 + t4 * 2;
+            qf[mt][c][0] = NV_Q_PAIR(q0, col, ok0);
+            qf[mt][c][1] = NV_Q_PAIR(q1, col, ok1);
+            qf[mt][c][2] = NV_Q_PAIR(q0, col + 8, ok0);
+            qf[mt][c][3] = NV_Q_PAIR(q1, col + 8, ok1);
         }
     }
 
@@ -396,15 +519,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* K (no trans): matrix i = keys +8*(i>>1), dims +8*(i&1). */
     const uint k_lane = (uint)((((mi >> 1) << 3) + mr) * NV_ROWB + ((mi & 1) << 4));
     /* V (trans): matrix i = keys +8*(i&1), dims +8*(i>>1). */
-    const uint v_lane = (uint)((((mi & 1) << 3) + mr) * NV_ROWB + ((mi >> 1) << 4));
+    const uint v_lane = (uint)((((mi & 1) << 3) + mr) * NV_ROWBV + ((mi >> 1) << 4));
 
 #if FLASHCL_NV_STAGES == 1
-    const uint sK = sbase, sV = sbase + NV_TILEB;
-#define NV_KBUF(j) sK
-#define NV_VBUF(j) sV
+#define NV_KBUF(j) sbase
+#define NV_VBUF(j) (sbase + NV_TILEB)
 #else
-#define NV_KBUF(j) (sbase + (uint)(((j)&1) * 2 * NV_TILEB))
-#define NV_VBUF(j) (sbase + (uint)(((j)&1) * 2 * NV_TILEB + NV_TILEB))
+#define NV_KBUF(j) (sbase + (uint)(((j)&1) * NV_STAGEB))
+#define NV_VBUF(j) (sbase + (uint)(((j)&1) * NV_STAGEB + NV_TILEB))
 #endif
 
     float sc[NV_MT][NV_NT][4];
@@ -415,24 +537,24 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                                         NV_QS_ROWB + ((mi >> 1) << 4));
 #endif
 
-    if (n_tiles > 0) {
+    if (j_end > j_begin) {
 #if NV_QS_KC > 0
         NV_LOAD_ROWS(sQ, qp, qs, m0, seqlen_q, NV_BM, NV_QS_KC * 2, NV_QS_ROWB,
-                     NV_QREG * 16);
+                     NV_QREG * 16, NV_DQ);
 #endif
-        NV_LOAD_TILE(NV_KBUF(0), kp, ks, 0, seqlen_k);
+        NV_LOAD_TILE(NV_KBUF(j_begin), kp, ks, j_begin * NV_BN, seqlen_k);
 #if FLASHCL_NV_STAGES == 2
-        NV_LOAD_TILE(NV_VBUF(0), vp, vs, 0, seqlen_k);
+        NV_LOAD_VTILE(NV_VBUF(j_begin), vp, vs, j_begin * NV_BN, seqlen_k);
 #endif
         NV_CP_COMMIT();
     }
 
-    for (int j = 0; j < n_tiles; ++j) {
+    for (int j = j_begin; j < j_end; ++j) {
         const int n0 = j * NV_BN;
 #if FLASHCL_NV_STAGES == 1
         NV_CP_WAIT_ALL();
         barrier(CLK_LOCAL_MEM_FENCE); /* K[j] landed; V buffer free */
-        NV_LOAD_TILE(NV_VBUF(j), vp, vs, n0, seqlen_k);
+        NV_LOAD_VTILE(NV_VBUF(j), vp, vs, n0, seqlen_k);
         NV_CP_COMMIT();
 #else
         /* One barrier per tile: after it, tile j has landed for everyone
@@ -440,26 +562,29 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
          * tile j+1 while tile j is computed. */
         NV_CP_WAIT_ALL();
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (j + 1 < n_tiles) {
+        if (j + 1 < j_end) {
             NV_LOAD_TILE(NV_KBUF(j + 1), kp, ks, n0 + NV_BN, seqlen_k);
-            NV_LOAD_TILE(NV_VBUF(j + 1), vp, vs, n0 + NV_BN, seqlen_k);
+            NV_LOAD_VTILE(NV_VBUF(j + 1), vp, vs, n0 + NV_BN, seqlen_k);
             NV_CP_COMMIT();
         }
 #endif
 
+        /* a warp skips the arithmetic of a tile none of its rows sees */
+        bool active = warp_rows;
 #if FLASHCL_CAUSAL
-        const bool active = warp_rows && n0 <= warp_last_key;
-#else
-        const bool active = warp_rows;
+        active = active && n0 <= warp_last_key;
 #endif
-        /* m16 tiles whose rows see some key of this tile; the others are
-         * masked to -inf below (they only occur on masked tiles), so their
-         * mma can be skipped: P = 0 for them. */
-        bool mt_on[NV_MT];
-#pragma unroll
-        for (int mt = 0; mt < NV_MT; ++mt) {
-            mt_on[mt] = true; /* contiguous rows: the warp test suffices */
-        }
+#if FLASHCL_WINDOW_LEFT
+        active = active && n0 + NV_BN - 1 >= warp_first_key;
+#endif
+        /* tiles inside the band for every row of the block skip the mask */
+        bool edge = n0 + NV_BN > seqlen_k;
+#if FLASHCL_CAUSAL
+        edge = edge || n0 + NV_BN - 1 > free_hi;
+#endif
+#if FLASHCL_WINDOW_LEFT
+        edge = edge || n0 < free_lo;
+#endif
         if (active) {
             /* ---- S = Q K^T ------------------------------------------- */
             const uint kb = NV_KBUF(j) + k_lane;
@@ -492,34 +617,40 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     NV_LDSM_X4(kf, kb + (uint)(p * 16 * NV_ROWB + c * 32));
 #pragma unroll
                     for (int mt = 0; mt < NV_MT; ++mt) {
-                        if (mt_on[mt]) {
-                            NV_MMA(sc[mt][2 * p], qa[mt][0], qa[mt][1], qa[mt][2],
-                                   qa[mt][3], kf[0], kf[1]);
-                            NV_MMA(sc[mt][2 * p + 1], qa[mt][0], qa[mt][1],
-                                   qa[mt][2], qa[mt][3], kf[2], kf[3]);
-                        }
+                        NV_MMA(sc[mt][2 * p], qa[mt][0], qa[mt][1], qa[mt][2],
+                               qa[mt][3], kf[0], kf[1]);
+                        NV_MMA(sc[mt][2 * p + 1], qa[mt][0], qa[mt][1],
+                               qa[mt][2], qa[mt][3], kf[2], kf[3]);
                     }
                 }
             }
 
-            /* ---- masks: only on tiles crossing the diagonal / edge ---- */
-            if (j >= n_free) {
+#if NV_PRESCALE
+            NV_SCORE_PASS();
+#endif
+            /* ---- band mask: only on tiles crossing an edge ------------ */
+            if (edge) {
 #pragma unroll
                 for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
                     for (int hh = 0; hh < 2; ++hh) {
                         const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
 #if FLASHCL_CAUSAL
-                        const int lim = min(row + nv_diag, seqlen_k - 1);
+                        const int hi = min(row + nv_diag + right, seqlen_k - 1);
 #else
-                        const int lim = seqlen_k - 1;
+                        const int hi = seqlen_k - 1;
+#endif
+#if FLASHCL_WINDOW_LEFT
+                        const int lo = row + nv_diag - left;
+#else
+                        const int lo = 0;
 #endif
 #pragma unroll
                         for (int n = 0; n < NV_NT; ++n) {
                             const int col = n0 + n * 8 + t4 * 2;
-                            if (col > lim)
+                            if (col > hi || col < lo)
                                 sc[mt][n][hh * 2] = -INFINITY;
-                            if (col + 1 > lim)
+                            if (col + 1 > hi || col + 1 < lo)
                                 sc[mt][n][hh * 2 + 1] = -INFINITY;
                         }
                     }
@@ -555,7 +686,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     for (int hh = 0; hh < 2; ++hh) {
                         const float mx = mnew[mt][hh];
                         const float alpha =
-                            mx == -INFINITY ? 1.f : nv_ex2((row_max[mt][hh] - mx) * scale_log2);
+                            mx == -INFINITY ? 1.f : nv_ex2((row_max[mt][hh] - mx) * sl2);
                         row_sum[mt][hh] *= alpha;
 #pragma unroll
                         for (int d = 0; d < NV_DT; ++d) {
@@ -567,16 +698,16 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             }
             /* p = 2^(s*c - m*c): see FLASHCL_NV_FIXUP. */
 #if FLASHCL_NV_FIXUP
-            NV_SOFTMAX_EXP((s - m0) * scale_log2);
+            NV_SOFTMAX_EXP((s - m0) * sl2);
 #else
-            NV_SOFTMAX_EXP(fma(s, scale_log2, -msc));
+            NV_SOFTMAX_EXP(fma(s, sl2, -msc));
 #endif
         }
 
 #if FLASHCL_NV_STAGES == 1
         NV_CP_WAIT_ALL();
         barrier(CLK_LOCAL_MEM_FENCE); /* V[j] landed; K buffer free */
-        if (j + 1 < n_tiles) {
+        if (j + 1 < j_end) {
             NV_LOAD_TILE(NV_KBUF(j + 1), kp, ks, n0 + NV_BN, seqlen_k);
             NV_CP_COMMIT();
         }
@@ -598,15 +729,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #pragma unroll
                 for (int dp = 0; dp < NV_DT / 2; ++dp) {
                     uint vf[4];
-                    NV_LDSM_X4_TRANS(vf, vb + (uint)(kk * 16 * NV_ROWB + dp * 32));
+                    NV_LDSM_X4_TRANS(vf, vb + (uint)(kk * 16 * NV_ROWBV + dp * 32));
 #pragma unroll
                     for (int mt = 0; mt < NV_MT; ++mt) {
-                        if (mt_on[mt]) {
-                            NV_MMA(acc[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2],
-                                   pa[mt][3], vf[0], vf[1]);
-                            NV_MMA(acc[mt][2 * dp + 1], pa[mt][0], pa[mt][1],
-                                   pa[mt][2], pa[mt][3], vf[2], vf[3]);
-                        }
+                        NV_MMA(acc[mt][2 * dp], pa[mt][0], pa[mt][1], pa[mt][2],
+                               pa[mt][3], vf[0], vf[1]);
+                        NV_MMA(acc[mt][2 * dp + 1], pa[mt][0], pa[mt][1],
+                               pa[mt][2], pa[mt][3], vf[2], vf[3]);
                     }
                 }
             }
@@ -615,6 +744,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
     bool marked[NV_MT][2];
+#if FLASHCL_SINKS
+    /* The sink is one more logit in the denominator, with no value row. */
+    const float sink = sink_logit(h, M_LOG2E_F FLASHCL_VARIANT_NAMES);
+#endif
 #if FLASHCL_NV_STAGE_O
     /* O goes through local memory so that global stores are whole 16-byte
      * row chunks: wait until every warp is done with the K/V tiles. */
@@ -631,13 +764,25 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             l += nv_shfl_xor(l, 2);
             const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
             const bool seen = l > 0.f;
-            const float inv = seen ? 1.f / l : 0.f;
             marked[mt][hh] = !isfinite(l) ||
-                             (seen && fabs(row_max[mt][hh] * scale_log2) >= 0x1p12f);
+                             (seen && fabs(row_max[mt][hh] * sl2) >= 0x1p12f);
+            /* row max in exp2 units (-inf when the row saw nothing) */
+            float mexp = seen ? row_max[mt][hh] * sl2 : -INFINITY;
+            float oscale = 1.f;
+#if FLASHCL_SINKS
+            {
+                const float mall = fmax(mexp, sink);
+                oscale = seen ? exp2(mexp - mall) : 0.f;
+                l = l * oscale + exp2(sink - mall);
+                mexp = mall;
+            }
+#endif
+            const bool any = l > 0.f;
+            const float inv = any ? oscale / l : 0.f;
 #if FLASHCL_NV_STAGE_O
             /* padded rows: the 32 lanes hit 32 different banks */
             __local uint *orow =
-                so + (warp * NV_WSTRIDE + mt * NV_MSTRIDE + g + hh * 8) * (NV_ROWB / 4);
+                so + (warp * NV_WSTRIDE + mt * NV_MSTRIDE + g + hh * 8) * (NV_ROWBV / 4);
 #pragma unroll
             for (int d = 0; d < NV_DT; ++d)
                 orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
@@ -645,17 +790,22 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
             if (row < seqlen_q) {
 #if !FLASHCL_NV_STAGE_O
-                __global uint *orow = (__global uint *)(op + (ulong)row * os);
+                __global ushort *orow = op + (ulong)row * os;
 #pragma unroll
-                for (int d = 0; d < NV_DT; ++d)
-                    orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
-                                               acc[mt][d][hh * 2 + 1] * inv);
+                for (int d = 0; d < NV_DT; ++d) {
+                    const int col = d * 8 + t4 * 2;
+                    const uint pair = NV_PACK(acc[mt][d][hh * 2] * inv,
+                                              acc[mt][d][hh * 2 + 1] * inv);
+                    if (col + 1 < NV_DV)
+                        *(__global uint *)(orow + col) = pair;
+                    else if (col < NV_DV)
+                        orow[col] = (ushort)pair;
+                }
 #endif
                 if (write_lse && t4 == 0) {
                     const float lv =
-                        seen ? (row_max[mt][hh] * scale_log2 + log2(l)) *
-                                   0.69314718055994530942f
-                             : -INFINITY;
+                        any ? (mexp + log2(l)) * 0.69314718055994530942f
+                            : -INFINITY;
                     lse[lse_base + (ulong)b * lse_stride.x +
                         (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] = lv;
                 }
@@ -663,15 +813,18 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
     }
 #if FLASHCL_NV_STAGE_O
+#if NV_DV != NV_DVP
+#error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs an unpadded FLASHCL_HEAD_DIM_V"
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-    for (int ci = 0; ci < (NV_BM * NV_CPR + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE; ++ci) {
+    for (int ci = 0; ci < (NV_BM * NV_CPRV + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE; ++ci) {
         const int c = tid + ci * FLASHCL_WG_SIZE;
-        const int r = c / NV_CPR, cc = c % NV_CPR;
-        if ((NV_BM * NV_CPR % FLASHCL_WG_SIZE == 0 || c < NV_BM * NV_CPR) &&
+        const int r = c / NV_CPRV, cc = c % NV_CPRV;
+        if ((NV_BM * NV_CPRV % FLASHCL_WG_SIZE == 0 || c < NV_BM * NV_CPRV) &&
             m0 + r < seqlen_q)
             *(__global uint4 *)(op + (ulong)(m0 + r) * os + (ulong)(cc * 8)) =
-                ((__local uint4 *)smem)[r * (NV_ROWB / 16) + cc];
+                ((__local uint4 *)smem)[r * (NV_ROWBV / 16) + cc];
     }
     /* The sentinels below must land after every thread's O stores. */
     barrier(CLK_GLOBAL_MEM_FENCE);

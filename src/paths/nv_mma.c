@@ -7,15 +7,48 @@
 #include "paths/nv_mma_tiles.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
+
+/* The padded size a problem's tiles are chosen by: the larger head dim. */
+static int tile_dim(const problem *p)
+{
+    const int dq = round16(p->head_dim), dv = round16(p->head_dim_v);
+    return dq > dv ? dq : dv;
+}
 
 static const nv_tile *lookup(const problem *p)
 {
+    const int dim = tile_dim(p);
     for (size_t i = 0; i < sizeof nv_tiles / sizeof nv_tiles[0]; ++i)
-        if (nv_tiles[i].head_dim == p->head_dim &&
+        if (nv_tiles[i].head_dim >= dim &&
             (nv_tiles[i].causal < 0 || nv_tiles[i].causal == (int)p->causal))
             return &nv_tiles[i];
     return NULL;
+}
+
+/* FLASHCL_NV_TILE=block_m,block_n,warps (experiments and tile sweeps):
+ * used only when the kernel's rules hold (16 or 32 rows per warp, key
+ * tiles a multiple of 16, one K and one V tile within local memory);
+ * otherwise the table's entry runs. */
+static bool tile_override(const device_caps *caps, const problem *p,
+                          nv_tile *out)
+{
+    const char *text = getenv("FLASHCL_NV_TILE");
+    int bm = 0, bn = 0, warps = 0;
+    if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3)
+        return false;
+    const uint64_t one_stage =
+        (uint64_t)bn * (uint64_t)(round16(p->head_dim) * 2 + 16) +
+        (uint64_t)bn * (uint64_t)(round16(p->head_dim_v) * 2 + 16);
+    const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
+    if (warps < 1 || warps > 16 || (bm != warps * 16 && bm != warps * 32) ||
+        bn < 16 || bn > 256 || bn % 16 != 0 || one_stage > limit)
+        return false;
+    *out = (nv_tile){tile_dim(p), -1, bm, bn, warps, "FLASHCL_NV_TILE"};
+    return true;
 }
 
 /* cp.async and ldmatrix move 16-byte rows. */
@@ -47,11 +80,6 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                                 "8.0");
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
-    /* The kernel takes the row max of the raw scores and scales after, which
-     * holds only for a positive scale. */
-    if (!(p->scale > 0))
-        return refuse(why, cap, "needs scale > 0 (the row max is taken "
-                                "before scaling)");
     const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
     if (missing) {
         char names[160];
@@ -59,9 +87,9 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         snprintf(why, cap, "does not compute %s", names);
         return false;
     }
-    if (!lookup(p)) {
-        snprintf(why, cap, "no tile entry for head_dim %lld (32, 64, 96, 128, "
-                 "256)", (long long)p->head_dim);
+    if (p->head_dim > 256 || p->head_dim_v > 256 || !lookup(p)) {
+        snprintf(why, cap, "no tile entry for head_dim %lld / head_dim_v %lld "
+                 "(1..256)", (long long)p->head_dim, (long long)p->head_dim_v);
         return false;
     }
     if (!rows_aligned(p))
@@ -72,11 +100,13 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)
 {
-    const nv_tile *tile = lookup(p);
+    nv_tile forced;
+    const nv_tile *tile = tile_override(caps, p, &forced) ? &forced : lookup(p);
     plan->source = "flash_fwd_mma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
-    plan->head_dim_padded = plan->head_dim_v_padded = (int)p->head_dim;
+    plan->head_dim_padded = round16(p->head_dim);
+    plan->head_dim_v_padded = round16(p->head_dim_v);
     plan->block_m = tile->block_m;
     plan->block_n = tile->block_n;
     plan->wg_size = tile->warps * 32;
@@ -85,8 +115,12 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u", caps->nv_cc_major,
-             caps->nv_cc_minor);
+             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d "
+             "-DFLASHCL_NV_DV=%d%s",
+             caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
+             (int)p->head_dim_v,
+             /* the row max is taken before scaling only for scale > 0 */
+             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
     if (caps->local_mem) { /* else the kernel's default */
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
@@ -130,6 +164,7 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
 /* name, bit, summary, serves_device, can_run, plan, launch */
 const kernel_path nv_mma_path = {
     "nv_mma", PATH_BIT_NV_MMA,
-    "inline-PTX mma.sync kernel for fp16/bf16 (head dims 32, 64, 96, 128, "
-    "256; plain, causal, top-left causal)",
+    "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
+    "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
+    "softcap, sinks)",
     serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch};

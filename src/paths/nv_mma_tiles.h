@@ -1,15 +1,18 @@
 /* Tile table of the NVIDIA mma.sync path (cl/nvidia/flash_fwd_mma.cl).
- * Measured on the H200 through NVIDIA's OpenCL (bench/nv_kernel_probe.c,
- * bench/results/h200-2026-11-29*.md); the kernel derives FLASHCL_NV_QREG
- * (Q slices kept in registers) and FLASHCL_NV_STAGES (K/V buffers) from
- * these sizes and the 48 KiB local-memory limit. Head dims are exact: this
- * path does not pad. */
+ * Measured on the H200 through NVIDIA's OpenCL (bench/results/h200-*.md);
+ * the kernel derives FLASHCL_NV_QREG (Q slices kept in registers) and
+ * FLASHCL_NV_STAGES (K/V buffers) from these sizes and the 48 KiB
+ * local-memory limit. `head_dim` is the padded size the entry serves:
+ * a problem takes the first entry at or above max(D, D_v) rounded up to
+ * 16 (the kernel pads in local memory and registers, never in the
+ * caller's memory). FLASHCL_NV_TILE=block_m,block_n,warps overrides the
+ * entry for experiments (checked in nv_mma.c). */
 #ifndef FLASHCL_NV_MMA_TILES_H
 #define FLASHCL_NV_MMA_TILES_H
 
 typedef struct nv_tile {
-    int head_dim;
-    int causal; /* -1: either */
+    int head_dim; /* padded, multiple of 16; entries ascending */
+    int causal;   /* -1: either */
     int block_m, block_n, warps;
     const char *reason;
 } nv_tile;
