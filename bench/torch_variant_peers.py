@@ -112,7 +112,7 @@ def run_point(w, f, dn, dtype, d, causal, n, vname, args, sdpa):
             attn = attn.masked_fill(~tri, float("-inf")) if v["bias"] else attn & tri
         for name in ("cudnn", "efficient"):
             peers["sdpa_mask_" + name] = (sdpa[name], attn)
-    if flex_compiled is not None and not v["sinks"]:
+    if flex_compiled is not None and not v["sinks"] and not plain:
         peers["flex"] = ("flex", None)
     for peer, (be, attn) in peers.items():
         try:

@@ -201,11 +201,11 @@ typedef float real_t;
 #define NV_TILEBV (NV_BN * NV_ROWBV) /* one V tile, bytes */
 #define NV_STAGEB (NV_TILEB + NV_TILEBV) /* one K and one V tile */
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
- * when a warp owns 16 rows or D <= 64 with BLOCK_N <= 64; with 32 rows
+ * when a warp owns 16 rows, D <= 64 with BLOCK_N <= 64, or D <= 96; with 32 rows
  * per warp at D = 128, O alone takes 128 registers, so only 6 of Q's 8
  * k16 slices stay in registers (2 with single-buffered tiles). */
 #ifndef FLASHCL_NV_QREG
-#if NV_WROWS == 16 || (NV_D <= 64 && NV_BN <= 64)
+#if NV_WROWS == 16 || (NV_D <= 64 && NV_BN <= 64) || NV_KC <= 6
 #define FLASHCL_NV_QREG NV_KC
 #elif NV_D <= 64
 #define FLASHCL_NV_QREG 2

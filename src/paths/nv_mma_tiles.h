@@ -27,13 +27,25 @@ static const nv_tile nv_tiles[] = {
      "4 warps x 32 rows, K/V double-buffered: 289 TFLOP/s causal N=4096 on "
      "the H200, vs 257 for 128-key single-buffered tiles, 276 for 8 warps "
      "x 16"},
-    {96, -1, 64, 64, 4,
-     "4 warps x 16 rows, all of Q in registers (untuned: 193 TFLOP/s fp16 "
-     "N=2048 on the H200)"},
+    {80, -1, 128, 32, 4,
+     "4 warps x 32 rows, all of Q in registers, 32-key tiles: 287 TFLOP/s "
+     "fp16 N=4096 on the H200 (64x64 267, 64x32 262; "
+     "bench/results/h200-2026-12-01-coverage.md)"},
+    {96, -1, 128, 32, 4,
+     "4 warps x 32 rows, all of Q in registers, 32-key tiles: 306 TFLOP/s "
+     "fp16 N=4096 on the H200 (128x64 301, 64x32 255, 64x64 227; was 193 "
+     "at 64x64)"},
     {128, -1, 128, 32, 4,
      "4 warps x 32 rows, 6 of 8 Q slices in registers, 32-key tiles "
      "double-buffered in 45 KiB: 344 TFLOP/s N=4096 on the H200; 16 "
-     "rows/warp (64x64x4) 269-292, 8 warps 253, 2 warps (64x32) 324"},
+     "rows/warp (64x64x4) 269-292, 8 warps 253, 2 warps (64x32) 324; "
+     "D=112 (6 of 7 Q slices in registers): 302 (128x16 266, 64x32 228)"},
+    {160, -1, 64, 32, 4,
+     "4 warps x 16 rows, 32-key tiles: 249 TFLOP/s fp16 N=4096 on the H200 "
+     "(64x16 216, 128x16 224)"},
+    {192, -1, 64, 32, 4,
+     "4 warps x 16 rows, 32-key tiles: 234 TFLOP/s fp16 N=4096 on the H200 "
+     "(64x16 228); D=192/D_v=128: 247 (64x16 252)"},
     {256, -1, 64, 16, 4,
      "4 warps x 16 rows, 16-key tiles double-buffered: no spills (197 "
      "TFLOP/s bf16 causal N=4096 on the H200)"},
