@@ -80,7 +80,8 @@ static void usage(void)
            "plain); windowW:\n"
            "                       W keys left of the diagonal; gqaG: G query "
            "heads per KV\n"
-           "                       head; dvX: head_dim_v = X\n"
+           "                       head; dvX: head_dim_v = X; tf32: "
+           "allow_tf32\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n");
@@ -227,10 +228,10 @@ static cl_mem filled_buffer(cl_context context, size_t count, float value)
 
 /* A variant name is '+'-joined parts: plain, windowW (W keys to the left
  * of the diagonal), softcap, alibi, bias, mask, sinks, gqaG (G query heads
- * per KV head), dvX (D_v = X). */
+ * per KV head), dvX (D_v = X), tf32 (allow_tf32 for fp32). */
 typedef struct variant_spec {
     long window; /* -1: none */
-    bool softcap, alibi, bias, mask, sinks;
+    bool softcap, alibi, bias, mask, sinks, tf32;
     long gqa, dv; /* 1 and 0 (= D) when absent */
 } variant_spec;
 
@@ -260,6 +261,8 @@ static int parse_variant(const char *name, variant_spec *v)
             v->mask = true;
         else if (!strcmp(part, "sinks"))
             v->sinks = true;
+        else if (!strcmp(part, "tf32"))
+            v->tf32 = true;
         else
             return -1;
     }
@@ -298,6 +301,7 @@ static int apply_variant(const variant_spec *v, flashcl_attention_desc *desc,
     }
     if (v->softcap)
         desc->softcap = 30.0f;
+    desc->allow_tf32 = v->tf32;
     if (v->alibi) {
         extra[0] = filled_buffer(context, (size_t)desc->heads_q, 0.0625f);
         desc->alibi_slopes.buffer = extra[0];
@@ -573,11 +577,12 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                  time_shape(ctx, opt, &desc, row, &time) != 0;
     if (!failed)
         fill_row(variant, &desc, window, &time, row);
-    if (!failed && opt->check_rows > 0 && !strcmp(variant, "plain")) {
+    if (!failed && opt->check_rows > 0 &&
+        (!strcmp(variant, "plain") || !strcmp(variant, "tf32"))) {
         double err = check_rows(flashcl_context_queue(ctx), &desc,
                                 opt->check_rows);
-        printf("check| %s | %d | %d | %d | rel_l2 %.3e | rows %d\n",
-               dtype_name(dtype), head_dim, causal, seqlen, err,
+        printf("check| %s | %s | %d | %d | %d | rel_l2 %.3e | rows %d\n",
+               variant, dtype_name(dtype), head_dim, causal, seqlen, err,
                opt->check_rows);
     }
     release_shape(&desc, extra);

@@ -23,7 +23,7 @@ with open(args.flashcl) as f:
 checks = {}
 if args.log:
     for line in open(args.log):
-        m = re.match(r"check\| (\w+) \| (\d+) \| (\d) \| (\d+) \| rel_l2 (\S+)", line)
+        m = re.match(r"check\| (?:[\w+]+ \| )?(\w+) \| (\d+) \| (\d) \| (\d+) \| rel_l2 (\S+)", line)
         if m:
             checks[(m[1], int(m[2]), int(m[3]), int(m[4]))] = float(m[5])
 peers = {}

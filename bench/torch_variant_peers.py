@@ -23,6 +23,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+# Every (shape, variant) is a new score_mod/mask_mod closure, so a new
+# compile; past dynamo's default cache limit (8) it silently runs eager,
+# which timed FlexAttention at 3-8 TFLOP/s in the first run.
+torch._dynamo.config.cache_size_limit = 256
+torch._dynamo.config.accumulated_cache_size_limit = 4096
+
 try:
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     flex_compiled = torch.compile(flex_attention, dynamic=False)
@@ -37,7 +43,7 @@ def parse_variant(name):
     spec = dict(window=-1, softcap=False, alibi=False, bias=False, mask=False,
                 sinks=False, gqa=1, dv=0)
     for part in name.split("+"):
-        if part == "plain":
+        if part in ("plain", "tf32"):  # tf32: flashcl's opt-in, torch runs fp32
             continue
         for key in ("window", "gqa", "dv"):
             if part.startswith(key) and part[len(key):].isdigit():
@@ -102,6 +108,8 @@ def run_point(w, f, dn, dtype, d, causal, n, vname, args, sdpa):
     if plain or v["sinks"]:
         for name, be in sdpa.items():
             peers["sdpa_" + name] = (be, None)
+        if dtype == torch.float32:
+            peers["sdpa_math"] = (SDPBackend.MATH, None)
     if v["bias"] or v["mask"]:
         if v["bias"]:
             attn = torch.full((n, n), -0.5, device="cuda", dtype=dtype)

@@ -35,6 +35,8 @@ static const char environment_help[] =
     "  FLASHCL_PORTABLE_ONLY  1 (any value but 0): never use a vendor kernel\n"
     "  FLASHCL_PATH           a path name: try only that path (the portable\n"
     "                         kernel takes what it cannot run)\n"
+    "  FLASHCL_NV_TILE        block_m,block_n,warps: tiles of the NVIDIA\n"
+    "                         tensor-core kernel (experiments, sweeps)\n"
     "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
     "                         the reference backend may use\n"
     "  FLASHCL_VERBOSE        1 (any value but 0): kernel build logs and\n"

@@ -308,6 +308,14 @@ typedef struct flashcl_attention_desc {
      *  (uniform attention over the visible keys). Zero: scale 0 means the
      *  default 1/sqrt(head_dim). */
     int explicit_scale;
+
+    /** Non-zero: fp32 storage may run on TF32 tensor cores where a path
+     *  has them (NVIDIA `mma.sync` m16n8k8 tf32: Q, K, V and P rounded to
+     *  10 mantissa bits, fp32 accumulation; relative error about 1e-3,
+     *  between bf16's and fp32's), as PyTorch's `allow_tf32`. Zero (the
+     *  default): fp32 is computed in fp32. Paths without TF32 compute
+     *  exact fp32 either way. Ignored for other dtypes. */
+    int allow_tf32;
 } flashcl_attention_desc;
 
 /** Largest |scale| and softcap accepted: scale * log2(e), which the kernels

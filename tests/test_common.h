@@ -193,6 +193,7 @@ typedef struct attention_case {
     int with_lse;
     uint64_t seed;
     int explicit_scale; /* as in the descriptor: scale used as given */
+    int allow_tf32;     /* as in the descriptor: fp32 may run as TF32 */
 } attention_case;
 
 typedef struct case_data {

@@ -24,57 +24,57 @@
  * its rationale is documented there), then a few more: Nq = Nk = 1,
  * scale 0.5, GQA 8/2 at Nq 129 / Nk 257. */
 static const attention_case matrix[] = {
-    {1, 4, 2, 1, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 100, 0},
-    {2, 8, 1, 7, 63, 80, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 0, 101, 0},
-    {2, 3, 3, 63, 64, 128, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 102, 0},
-    {1, 3, 3, 64, 65, 192, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 103, 0},
-    {1, 4, 2, 65, 113, 96, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 0, 104, 0},
-    {1, 8, 1, 113, 128, 40, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 105, 0},
-    {2, 4, 2, 128, 203, 64, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 106, 0},
-    {2, 8, 1, 203, 256, 16, REF_FP32, 1, BNHD, VIEW_PACKED, 0.0f, 0, 107, 0},
-    {2, 3, 3, 256, 333, 32, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 108, 0},
-    {1, 4, 2, 333, 1, 256, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 109, 0},
-    {2, 8, 1, 1, 333, 160, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 110, 0},
-    {1, 3, 3, 7, 1, 80, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 111, 0},
-    {2, 3, 3, 63, 7, 64, REF_FP32, 0, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 112, 0},
-    {1, 8, 1, 64, 63, 192, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 113, 0},
-    {2, 4, 2, 65, 64, 40, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 114, 0},
-    {1, 8, 1, 113, 65, 32, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 115, 0},
-    {1, 4, 2, 128, 113, 128, REF_BF16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 116, 0},
-    {2, 3, 3, 203, 128, 16, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 117, 0},
-    {1, 3, 3, 256, 203, 96, REF_FP16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 118, 0},
-    {1, 4, 2, 333, 256, 16, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 119, 0},
-    {1, 3, 3, 1, 64, 256, REF_FP32, 0, BHND, VIEW_PACKED, 0.0f, 0, 120, 0},
-    {2, 8, 1, 7, 65, 128, REF_FP16, 1, BHND, VIEW_PACKED, 0.0f, 0, 121, 0},
-    {1, 4, 2, 63, 113, 80, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 122, 0},
-    {1, 4, 2, 64, 128, 192, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 123, 0},
-    {2, 8, 1, 65, 203, 64, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 124, 0},
-    {1, 3, 3, 113, 256, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 125, 0},
-    {2, 3, 3, 128, 333, 40, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 126, 0},
-    {1, 8, 1, 203, 1, 256, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 127, 0},
-    {1, 8, 1, 256, 7, 96, REF_BF16, 1, BHND, VIEW_PACKED, 0.0f, 1, 128, 0},
-    {2, 4, 2, 333, 63, 32, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 129, 0},
-    {2, 8, 1, 1, 203, 16, REF_BF16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 130, 0},
-    {1, 4, 2, 7, 256, 256, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 131, 0},
-    {1, 3, 3, 63, 333, 128, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 132, 0},
-    {2, 4, 2, 64, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 133, 0},
-    {1, 8, 1, 65, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 134, 0},
-    {1, 3, 3, 113, 63, 192, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 135, 0},
-    {1, 4, 2, 128, 64, 80, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 136, 0},
-    {1, 8, 1, 203, 65, 32, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 137, 0},
-    {2, 3, 3, 256, 113, 96, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 138, 0},
-    {1, 3, 3, 333, 128, 40, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 139, 0},
+    {1, 4, 2, 1, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 100, 0, 0},
+    {2, 8, 1, 7, 63, 80, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 0, 101, 0, 0},
+    {2, 3, 3, 63, 64, 128, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 102, 0, 0},
+    {1, 3, 3, 64, 65, 192, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 103, 0, 0},
+    {1, 4, 2, 65, 113, 96, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 0, 104, 0, 0},
+    {1, 8, 1, 113, 128, 40, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 105, 0, 0},
+    {2, 4, 2, 128, 203, 64, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 106, 0, 0},
+    {2, 8, 1, 203, 256, 16, REF_FP32, 1, BNHD, VIEW_PACKED, 0.0f, 0, 107, 0, 0},
+    {2, 3, 3, 256, 333, 32, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 108, 0, 0},
+    {1, 4, 2, 333, 1, 256, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 109, 0, 0},
+    {2, 8, 1, 1, 333, 160, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 110, 0, 0},
+    {1, 3, 3, 7, 1, 80, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 111, 0, 0},
+    {2, 3, 3, 63, 7, 64, REF_FP32, 0, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 112, 0, 0},
+    {1, 8, 1, 64, 63, 192, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 113, 0, 0},
+    {2, 4, 2, 65, 64, 40, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 114, 0, 0},
+    {1, 8, 1, 113, 65, 32, REF_FP32, 1, BNHD, VIEW_PADDED, 0.0f, 1, 115, 0, 0},
+    {1, 4, 2, 128, 113, 128, REF_BF16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 116, 0, 0},
+    {2, 3, 3, 203, 128, 16, REF_FP16, 0, BHND, VIEW_PADDED, 0.0f, 1, 117, 0, 0},
+    {1, 3, 3, 256, 203, 96, REF_FP16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 118, 0, 0},
+    {1, 4, 2, 333, 256, 16, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 119, 0, 0},
+    {1, 3, 3, 1, 64, 256, REF_FP32, 0, BHND, VIEW_PACKED, 0.0f, 0, 120, 0, 0},
+    {2, 8, 1, 7, 65, 128, REF_FP16, 1, BHND, VIEW_PACKED, 0.0f, 0, 121, 0, 0},
+    {1, 4, 2, 63, 113, 80, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 122, 0, 0},
+    {1, 4, 2, 64, 128, 192, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 123, 0, 0},
+    {2, 8, 1, 65, 203, 64, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 124, 0, 0},
+    {1, 3, 3, 113, 256, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 125, 0, 0},
+    {2, 3, 3, 128, 333, 40, REF_FP32, 1, BHND, VIEW_PADDED, 0.0f, 1, 126, 0, 0},
+    {1, 8, 1, 203, 1, 256, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 0, 127, 0, 0},
+    {1, 8, 1, 256, 7, 96, REF_BF16, 1, BHND, VIEW_PACKED, 0.0f, 1, 128, 0, 0},
+    {2, 4, 2, 333, 63, 32, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 1, 129, 0, 0},
+    {2, 8, 1, 1, 203, 16, REF_BF16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 130, 0, 0},
+    {1, 4, 2, 7, 256, 256, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 131, 0, 0},
+    {1, 3, 3, 63, 333, 128, REF_FP16, 0, BNHD, VIEW_PADDED, 0.0f, 1, 132, 0, 0},
+    {2, 4, 2, 64, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 133, 0, 0},
+    {1, 8, 1, 65, 7, 160, REF_BF16, 1, BNHD, VIEW_PACKED, 0.0f, 1, 134, 0, 0},
+    {1, 3, 3, 113, 63, 192, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 135, 0, 0},
+    {1, 4, 2, 128, 64, 80, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 136, 0, 0},
+    {1, 8, 1, 203, 65, 32, REF_FP16, 0, BHND, VIEW_PACKED, 0.0f, 1, 137, 0, 0},
+    {2, 3, 3, 256, 113, 96, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 0, 138, 0, 0},
+    {1, 3, 3, 333, 128, 40, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 1, 139, 0, 0},
 
-    {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11, 0},
-    {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12, 0},
-    {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13, 0},
-    {2, 3, 3, 113, 128, 128, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 0, 14, 0},
-    {1, 4, 2, 203, 65, 40, REF_FP32, 0, BNHD, VIEW_PADDED, 0.5f, 1, 15, 0},
-    {1, 2, 1, 64, 203, 256, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 16, 0},
-    {2, 2, 2, 63, 64, 16, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 0, 17, 0},
-    {1, 8, 2, 129, 257, 96, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 18, 0},
-    {1, 2, 2, 333, 1, 32, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 19, 0},
-    {2, 4, 4, 1, 333, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 20, 0},
+    {1, 2, 2, 1, 1, 64, REF_FP32, 0, BNHD, VIEW_PACKED, 0.0f, 1, 11, 0, 0},
+    {2, 4, 2, 7, 63, 80, REF_FP16, 1, BHND, VIEW_PADDED, 0.0f, 1, 12, 0, 0},
+    {1, 8, 1, 65, 33, 64, REF_BF16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 13, 0, 0},
+    {2, 3, 3, 113, 128, 128, REF_FP32, 1, BHND, VIEW_PACKED, 0.0f, 0, 14, 0, 0},
+    {1, 4, 2, 203, 65, 40, REF_FP32, 0, BNHD, VIEW_PADDED, 0.5f, 1, 15, 0, 0},
+    {1, 2, 1, 64, 203, 256, REF_BF16, 0, BHND, VIEW_PACKED, 0.0f, 1, 16, 0, 0},
+    {2, 2, 2, 63, 64, 16, REF_FP16, 0, BNHD, VIEW_PACKED, 0.0f, 0, 17, 0, 0},
+    {1, 8, 2, 129, 257, 96, REF_FP16, 1, BNHD, VIEW_DIM_STRIDED, 0.0f, 1, 18, 0, 0},
+    {1, 2, 2, 333, 1, 32, REF_BF16, 1, BHND, VIEW_PADDED, 0.0f, 1, 19, 0, 0},
+    {2, 4, 4, 1, 333, 160, REF_FP32, 0, BHND, VIEW_DIM_STRIDED, 0.0f, 1, 20, 0, 0},
 };
 
 #define MATRIX_ROWS ((int)(sizeof matrix / sizeof matrix[0]))
@@ -218,7 +218,7 @@ static void run_capped(const attention_case *c, size_t limit)
 START_TEST(chunks_of_heads)
 {
     const attention_case c = {3, 4, 2, 77, 91, 64, REF_FP32, 1,
-                              BNHD, VIEW_PADDED, 0.0f, 1, 31, 0};
+                              BNHD, VIEW_PADDED, 0.0f, 1, 31, 0, 0};
     /* Room for 2.5 heads: 12 heads run as 5 chunks of 2-3. */
     run_capped(&c, one_head_bytes(&c) * 5 / 2);
 }
@@ -227,7 +227,7 @@ END_TEST
 START_TEST(chunks_of_rows)
 {
     const attention_case c = {1, 2, 1, 301, 150, 48, REF_BF16, 0,
-                              BHND, VIEW_PACKED, 0.0f, 1, 32, 0};
+                              BHND, VIEW_PACKED, 0.0f, 1, 32, 0, 0};
     /* Less than one head: each head is cut into row blocks. */
     run_capped(&c, one_head_bytes(&c) / 3);
 }
@@ -237,7 +237,7 @@ START_TEST(scratch_bytes_reported)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {2, 4, 2, 100, 60, 32, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 0, 0, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 0, 0, 0, 0};
     flashcl_attention_desc desc = case_shape_desc(&c);
     size_t bytes = 0, limit = 0;
     ck_assert_int_eq(flashcl_context_get_scratch_limit(ctx, &limit),
@@ -311,7 +311,7 @@ START_TEST(scratch_limit_environment)
     ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx),
                                  "FLASHCL_REFERENCE_SCRATCH_LIMIT"));
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 33, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 33, 0, 0};
     case_data data;
     flashcl_attention_desc desc =
         prepare_reference(&c, flashcl_context_queue(ctx), &data);
@@ -332,7 +332,7 @@ START_TEST(release_scratch_then_reuse)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {1, 3, 1, 50, 70, 32, REF_FP16, 1,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 34, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 34, 0, 0};
     case_data data;
     case_prepare(&c, flashcl_context_cl_context(ctx),
                  flashcl_context_queue(ctx), &data);
@@ -352,7 +352,7 @@ START_TEST(backend_environment)
 {
     flashcl_context *ctx = shared_context();
     const attention_case c = {1, 2, 1, 20, 30, 16, REF_BF16, 1,
-                              BHND, VIEW_PACKED, 0.0f, 1, 35, 0};
+                              BHND, VIEW_PACKED, 0.0f, 1, 35, 0, 0};
     case_data data;
     case_prepare(&c, flashcl_context_cl_context(ctx),
                  flashcl_context_queue(ctx), &data);
@@ -387,7 +387,7 @@ START_TEST(event_covers_whole_call)
     flashcl_context *ctx = shared_context();
     cl_command_queue reader = create_queue(ctx);
     const attention_case c = {2, 4, 2, 150, 170, 64, REF_FP32, 1,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 36, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 36, 0, 0};
     case_data data;
     flashcl_attention_desc desc =
         prepare_reference(&c, flashcl_context_queue(ctx), &data);
@@ -419,9 +419,9 @@ START_TEST(two_queues_share_scratch)
     flashcl_context *ctx = shared_context();
     cl_command_queue other = create_queue(ctx);
     const attention_case a = {2, 4, 4, 200, 180, 64, REF_FP32, 0,
-                              BHND, VIEW_PACKED, 0.0f, 1, 37, 0};
+                              BHND, VIEW_PACKED, 0.0f, 1, 37, 0, 0};
     const attention_case b = {1, 8, 2, 190, 210, 64, REF_FP16, 1,
-                              BNHD, VIEW_PADDED, 0.0f, 1, 38, 0};
+                              BNHD, VIEW_PADDED, 0.0f, 1, 38, 0, 0};
     case_data da, db;
     flashcl_attention_desc desc_a =
         prepare_reference(&a, flashcl_context_queue(ctx), &da);
@@ -459,7 +459,7 @@ START_TEST(out_of_order_queue_refused)
         return;
     }
     const attention_case c = {1, 2, 2, 9, 9, 16, REF_FP32, 0,
-                              BNHD, VIEW_PACKED, 0.0f, 1, 39, 0};
+                              BNHD, VIEW_PACKED, 0.0f, 1, 39, 0, 0};
     case_data data;
     flashcl_attention_desc desc =
         prepare_reference(&c, flashcl_context_queue(ctx), &data);

@@ -176,6 +176,34 @@ START_TEST(test_exact_zero_scale)
 }
 END_TEST
 
+/* allow_tf32 is an opt-in for fp32: where a path has TF32 (the NVIDIA
+ * tensor-core kernel) it runs there, within TF32's tolerance (widened in
+ * tolerance_for_desc); elsewhere the result is exact fp32. Without the
+ * flag fp32 never runs on that kernel. Head dims below, at and above the
+ * TF32 tiles' 128, odd ones (padding), GQA, Nq != Nk, causal. */
+START_TEST(test_allow_tf32)
+{
+    const size_t dims[] = {16, 40, 64, 100, 128, 160};
+    attention_case c = small_case(REF_FP32, 70, 133, _i, 360 + _i);
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; ++d) {
+        c.head_dim = dims[d];
+        c.allow_tf32 = 0;
+        flashcl_attention_desc shape = case_shape_desc(&c);
+        flashcl_variant_info info;
+        ck_assert_int_eq(flashcl_describe_variant(shared_context(), &shape,
+                                                  &info),
+                         FLASHCL_SUCCESS);
+        ck_assert_msg(strcmp(info.path, "nv_mma") != 0,
+                      "fp32 without allow_tf32 ran on the TF32 kernel");
+        c.allow_tf32 = 1;
+        c.seed += 10;
+        run_case(&c);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- */
 /* Large offsets                                                     */
 /* ---------------------------------------------------------------- */
@@ -880,6 +908,7 @@ int main(void)
         {test_fully_masked_rows, 3}, {test_no_keys, 2},
         {test_zero_size_is_noop, 4}, {test_default_scale, 0},
         {test_explicit_scale, 2},    {test_exact_zero_scale, 2},
+        {test_allow_tf32, 2},
         {test_large_offsets, 0},     {test_event_wait_list, 0}};
     const test_entry contexts[] = {
         {test_context_from_caller_queue, 0},

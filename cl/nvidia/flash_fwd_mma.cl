@@ -148,12 +148,26 @@
 #if FLASHCL_WINDOW_LEFT != 0 && FLASHCL_WINDOW_LEFT != 1
 #error "flash_fwd_mma: FLASHCL_WINDOW_LEFT must be 0 or 1"
 #endif
-#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
-#error "flash_fwd_mma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
+#if FLASHCL_DTYPE != 0 && FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
+#error "flash_fwd_mma: FLASHCL_DTYPE must be 0 (fp32 as TF32), 1 (fp16) or 2 (bf16)"
 #endif
+/* fp32 storage reaches this kernel only when the caller allowed TF32: Q
+ * and P are rounded to TF32 (cvt.rna), K and V enter the mma as stored (it
+ * reads their top 19 bits), accumulation stays fp32. */
+#define NV_TF32 (FLASHCL_DTYPE == 0)
+#define NV_ESZ (NV_TF32 ? 4 : 2)         /* bytes per stored element */
+#define NV_CHUNK_ELEMS (16 / NV_ESZ)     /* elements per 16-byte chunk */
+/* One mma k-step reads 32 bytes of a row: 16 fp16/bf16 (m16n8k16) or 8
+ * fp32 (m16n8k8 tf32); the fragment byte layouts then coincide, so Q, K
+ * and the ldmatrix addressing below serve both. */
+#define NV_KSTEP_ELEMS (32 / NV_ESZ)
 /* The shared argument list and score code. Storage is raw 16-bit words,
  * arithmetic fp32; softcap's tanh is MUFU.TANH (sm_75+). */
+#if FLASHCL_DTYPE == 0
+#define STORAGE_T uint
+#else
 #define STORAGE_T ushort
+#endif
 typedef float real_t;
 #define FLASHCL_TANH(x) nv_tanh(x)
 #define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
@@ -189,14 +203,14 @@ typedef float real_t;
 #define NV_WROWS (NV_BM / NV_WARPS) /* rows per warp */
 #define NV_MT (NV_WROWS / 16)       /* m16 tiles per warp */
 #define NV_NT (NV_BN / 8)           /* n8 tiles of S per warp */
-#define NV_KC (NV_D / 16)           /* k16 steps of Q K^T */
+#define NV_KC (NV_D / NV_KSTEP_ELEMS) /* k-steps of Q K^T */
 #define NV_DT (NV_DVP / 8)          /* n8 tiles of O */
-#define NV_CPR (NV_D / 8)           /* 16-byte chunks per K row */
-#define NV_CPRV (NV_DVP / 8)        /* 16-byte chunks per V row */
+#define NV_CPR (NV_D / NV_CHUNK_ELEMS)   /* 16-byte chunks per K row */
+#define NV_CPRV (NV_DVP / NV_CHUNK_ELEMS) /* 16-byte chunks per V row */
 #define NV_WSTRIDE NV_WROWS /* rows between warps */
 #define NV_MSTRIDE 16       /* rows between a warp's m16 tiles */
-#define NV_ROWB (NV_D * 2 + 16)     /* padded local K row, bytes */
-#define NV_ROWBV (NV_DVP * 2 + 16)  /* padded local V row, bytes */
+#define NV_ROWB (NV_D * NV_ESZ + 16)     /* padded local K row, bytes */
+#define NV_ROWBV (NV_DVP * NV_ESZ + 16)  /* padded local V row, bytes */
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K tile, bytes */
 #define NV_TILEBV (NV_BN * NV_ROWBV) /* one V tile, bytes */
 #define NV_STAGEB (NV_TILEB + NV_TILEBV) /* one K and one V tile */
@@ -215,8 +229,8 @@ typedef float real_t;
 #define FLASHCL_NV_QREG 2
 #endif
 #endif
-#if FLASHCL_NV_QREG < 0 || FLASHCL_NV_QREG > FLASHCL_HEAD_DIM / 16
-#error "flash_fwd_mma: FLASHCL_NV_QREG must be in 0..HEAD_DIM/16"
+#if FLASHCL_NV_QREG < 0 || FLASHCL_NV_QREG > NV_KC
+#error "flash_fwd_mma: FLASHCL_NV_QREG must be in 0..NV_KC (k-steps of Q)"
 #endif
 /* Double-buffer K and V whenever two stages fit next to Q's local slices. */
 #ifndef FLASHCL_NV_STAGES
@@ -247,6 +261,9 @@ typedef float real_t;
 #ifndef FLASHCL_NV_STAGE_O
 #define FLASHCL_NV_STAGE_O 0
 #endif
+#if FLASHCL_NV_STAGE_O && NV_TF32
+#error "flash_fwd_mma: FLASHCL_NV_STAGE_O is for 16-bit storage"
+#endif
 #if FLASHCL_NV_STAGE_O && NV_BM * NV_ROWBV > NV_SMEM_BYTES
 #error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs BLOCK_M x D in local memory"
 #endif
@@ -255,7 +272,9 @@ typedef float real_t;
 #error "flash_fwd_mma: K/V tiles exceed the device's local memory"
 #endif
 
-#if FLASHCL_DTYPE == 1
+#if FLASHCL_DTYPE == 0
+#define NV_MMA NV_MMA_TF32
+#elif FLASHCL_DTYPE == 1
 #define NV_MMA NV_MMA_F16
 #define NV_PACK nv_pack_f16
 #else
@@ -266,7 +285,7 @@ typedef float real_t;
 /* Bytes of the 16-byte chunk at column `col` that lie before column `dlim`
  * (the rest is zero-filled: head-dim padding). */
 #define NV_CHUNK_BYTES(col, dlim)                                              \
-    ((uint)clamp(((dlim) - (col)) * 2, 0, 16))
+    ((uint)clamp(((dlim) - (col)) * NV_ESZ, 0, 16))
 /* Issue the cp.async copies of NROWS rows x CPR 16-byte chunks (rows r0..
  * of `src`, row stride `rs` elements, starting at element COL0) into local
  * memory at byte address `dst` with row pitch ROWB; rows at or past `rmax`
@@ -280,8 +299,8 @@ typedef float real_t;
         const bool even_ = FLASHCL_WG_SIZE % (CPR) == 0;                      \
         const int rt_ = tid / (CPR), ct_ = tid % (CPR);                        \
         const uint lt_ = (dst) + (uint)(rt_ * (ROWB) + ct_ * 16);              \
-        __global const ushort *gt_ =                                           \
-            (src) + (ulong)((r0) + rt_) * (rs) + (ulong)((COL0) + ct_ * 8);    \
+        __global const STORAGE_T *gt_ = (src) + (ulong)((r0) + rt_) * (rs) +   \
+                                        (ulong)((COL0) + ct_ * NV_CHUNK_ELEMS);\
         _Pragma("unroll") for (int ci_ = 0;                                    \
                                ci_ < ((NROWS) * (CPR) + FLASHCL_WG_SIZE - 1) / \
                                          FLASHCL_WG_SIZE;                      \
@@ -295,20 +314,20 @@ typedef float real_t;
                 const int cc_ = even_ ? ct_ : c_ % (CPR);                      \
                 const int row_ = (r0) + r_;                                    \
                 const bool ok_ = !(CHECK) || row_ < (rmax);                    \
-                __global const ushort *g_;                                     \
+                __global const STORAGE_T *g_;                                  \
                 if (even_ && !(CHECK))                                         \
                     g_ = gt_ + (ulong)(ci_ * (FLASHCL_WG_SIZE / (CPR))) * (rs); \
                 else                                                           \
                     g_ = (src) + (ok_ ? (ulong)row_ * (rs) : (ulong)0) +       \
-                         (ulong)((COL0) + cc_ * 8);                            \
+                         (ulong)((COL0) + cc_ * NV_CHUNK_ELEMS);               \
                 const uint l_ =                                                \
                     even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *     \
                                          (ROWB))                               \
                           : (dst) + (uint)(r_ * (ROWB) + cc_ * 16);            \
-                const uint bytes_ = (COL0) + (CPR) * 8 <= (DLIM)               \
-                                        ? 16u                                  \
-                                        : NV_CHUNK_BYTES((COL0) + cc_ * 8,     \
-                                                         DLIM);                \
+                const uint bytes_ =                                            \
+                    (COL0) + (CPR) * NV_CHUNK_ELEMS <= (DLIM)                  \
+                        ? 16u                                                  \
+                        : NV_CHUNK_BYTES((COL0) + cc_ * NV_CHUNK_ELEMS, DLIM); \
                 NV_CP_ASYNC16(l_, g_, ok_ ? bytes_ : 0u);                      \
             }                                                                  \
         }                                                                      \
@@ -328,23 +347,40 @@ typedef float real_t;
 #define NV_LOAD_VTILE(dst, src, rs, n0, nmax)                                  \
     NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPRV, NV_ROWBV, 0, NV_DV)
 
-/* Two 16-bit elements of a Q row at even column `col`, zero past NV_DQ. */
-static inline uint nv_q_pair(__global const ushort *row, int col)
+/* The 32-bit word of a Q row that holds element `col` (fp16/bf16: the
+ * pair col, col + 1 with col even; fp32: col itself), zero past NV_DQ. */
+static inline uint nv_q_word(__global const STORAGE_T *row, int col)
 {
+#if NV_TF32
+    return col < NV_DQ ? row[col] : 0u;
+#else
     if (col + 1 < NV_DQ)
         return *(__global const uint *)(row + col);
     return col < NV_DQ ? (uint)row[col] : 0u;
+#endif
 }
-#define NV_Q_PAIR(row, col, ok)                                                \
+/* A fragment word of Q: as stored (TF32: rounded to nearest). */
+#if NV_TF32
+#define NV_Q_WORD(row, col, ok) nv_tf32(NV_Q_RAW(row, col, ok))
+#else
+#define NV_Q_WORD(row, col, ok) NV_Q_RAW(row, col, ok)
+#endif
+#define NV_Q_RAW(row, col, ok)                                                 \
     (!(ok) ? 0u                                                                \
-           : (NV_DQ % 16 == 0 ? *(__global const uint *)((row) + (col))       \
-                              : nv_q_pair(row, col)))
+           : (NV_DQ % NV_KSTEP_ELEMS == 0                                      \
+                  ? *(__global const uint *)((row) + (col))                    \
+                  : nv_q_word(row, col)))
 
-/* A NaN of the storage type in raw 16-bit form. */
-static inline bool nv_is_nan16(ushort bits)
+/* A NaN of the storage type in raw form (the fix-up pass's marker). */
+static inline bool nv_is_nan_bits(STORAGE_T bits)
 {
+#if NV_TF32
+    return (bits & 0x7fffffffu) > 0x7f800000u;
+#else
     return (bits & 0x7fffu) > (FLASHCL_DTYPE == 1 ? 0x7c00u : 0x7f80u);
+#endif
 }
+#define NV_NAN_BITS (NV_TF32 ? 0x7fc00000u : 0x7fffu) /* NaN in each type */
 
 /* Row max is known (mnew): P = 2^(EXPR) in place of S, row sums updated.
  * EXPR sees s (the raw score), m0 (the row max, 0 while none) and msc
@@ -433,13 +469,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* After NV_PRESCALE the scores are in exp2 units already. */
     const float sl2 = NV_PRESCALE ? 1.f : scale_log2;
 
-    __global const ushort *qp = q + base.x + (ulong)b * q_stride.x +
+    __global const STORAGE_T *qp = q + base.x + (ulong)b * q_stride.x +
                                 (ulong)h * q_stride.y;
-    __global const ushort *kp = k + base.y + (ulong)b * k_stride.x +
+    __global const STORAGE_T *kp = k + base.y + (ulong)b * k_stride.x +
                                 (ulong)hk * k_stride.y;
-    __global const ushort *vp = v + base.z + (ulong)b * v_stride.x +
+    __global const STORAGE_T *vp = v + base.z + (ulong)b * v_stride.x +
                                 (ulong)hk * v_stride.y;
-    __global ushort *op = o + base.w + (ulong)b * o_stride.x +
+    __global STORAGE_T *op = o + base.w + (ulong)b * o_stride.x +
                           (ulong)h * o_stride.y;
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
                 os = o_stride.z;
@@ -450,7 +486,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         nv_marked = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int r = tid; r < NV_BM; r += FLASHCL_WG_SIZE)
-        if (m0 + r < seqlen_q && nv_is_nan16(op[(ulong)(m0 + r) * os]))
+        if (m0 + r < seqlen_q && nv_is_nan_bits(op[(ulong)(m0 + r) * os]))
             nv_marked = 1;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!nv_marked)
@@ -486,16 +522,18 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
         const int r0 = wr0 + mt * NV_MSTRIDE + g, r1 = r0 + 8;
-        __global const ushort *q0 = qp + (ulong)r0 * qs;
-        __global const ushort *q1 = qp + (ulong)r1 * qs;
+        __global const STORAGE_T *q0 = qp + (ulong)r0 * qs;
+        __global const STORAGE_T *q1 = qp + (ulong)r1 * qs;
         const bool ok0 = r0 < seqlen_q, ok1 = r1 < seqlen_q;
+        /* word t4 of the k-step's first and second 16 bytes */
+        const int kstep_half = NV_KSTEP_ELEMS / 2;
 #pragma unroll
         for (int c = 0; c < NV_QREG; ++c) {
-            const int col = c * 16 + t4 * 2;
-            qf[mt][c][0] = NV_Q_PAIR(q0, col, ok0);
-            qf[mt][c][1] = NV_Q_PAIR(q1, col, ok1);
-            qf[mt][c][2] = NV_Q_PAIR(q0, col + 8, ok0);
-            qf[mt][c][3] = NV_Q_PAIR(q1, col + 8, ok1);
+            const int col = c * NV_KSTEP_ELEMS + t4 * (4 / NV_ESZ);
+            qf[mt][c][0] = NV_Q_WORD(q0, col, ok0);
+            qf[mt][c][1] = NV_Q_WORD(q1, col, ok1);
+            qf[mt][c][2] = NV_Q_WORD(q0, col + kstep_half, ok0);
+            qf[mt][c][3] = NV_Q_WORD(q1, col + kstep_half, ok1);
         }
     }
 
@@ -540,7 +578,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     if (j_end > j_begin) {
 #if NV_QS_KC > 0
         NV_LOAD_ROWS(sQ, qp, qs, m0, seqlen_q, NV_BM, NV_QS_KC * 2, NV_QS_ROWB,
-                     NV_QREG * 16, NV_DQ);
+                     NV_QREG * NV_KSTEP_ELEMS, NV_DQ);
 #endif
         NV_LOAD_TILE(NV_KBUF(j_begin), kp, ks, j_begin * NV_BN, seqlen_k);
 #if FLASHCL_NV_STAGES == 2
@@ -714,6 +752,35 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
 
         if (active) {
+#if NV_TF32
+            /* ---- O += P V, TF32: one k8 step per n8 tile of S. Lane
+             * (g, t4) holds P at keys 2t4, 2t4 + 1, which it uses as the
+             * A elements k = t4 and t4 + 4; B is then V at keys 2t4 and
+             * 2t4 + 1 (32-bit loads: ldmatrix would split fp32 words). */
+            __local const uint *vt = (__local const uint *)smem +
+                                     (NV_VBUF(j) - sbase) / 4 +
+                                     (2 * t4) * (NV_ROWBV / 4) + g;
+#pragma unroll
+            for (int n = 0; n < NV_NT; ++n) {
+                uint pa[NV_MT][4];
+#pragma unroll
+                for (int mt = 0; mt < NV_MT; ++mt) {
+                    pa[mt][0] = nv_tf32(as_uint(sc[mt][n][0]));
+                    pa[mt][1] = nv_tf32(as_uint(sc[mt][n][2]));
+                    pa[mt][2] = nv_tf32(as_uint(sc[mt][n][1]));
+                    pa[mt][3] = nv_tf32(as_uint(sc[mt][n][3]));
+                }
+#pragma unroll
+                for (int d = 0; d < NV_DT; ++d) {
+                    const uint b0 = vt[n * 8 * (NV_ROWBV / 4) + d * 8];
+                    const uint b1 = vt[(n * 8 + 1) * (NV_ROWBV / 4) + d * 8];
+#pragma unroll
+                    for (int mt = 0; mt < NV_MT; ++mt)
+                        NV_MMA(acc[mt][d], pa[mt][0], pa[mt][1], pa[mt][2],
+                               pa[mt][3], b0, b1);
+                }
+            }
+#else
             /* ---- O += P V: P repacked from the S accumulators -------- */
             const uint vb = NV_VBUF(j) + v_lane;
 #pragma unroll
@@ -739,6 +806,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     }
                 }
             }
+#endif
         }
     }
 
@@ -790,16 +858,24 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
             if (row < seqlen_q) {
 #if !FLASHCL_NV_STAGE_O
-                __global ushort *orow = op + (ulong)row * os;
+                __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
                 for (int d = 0; d < NV_DT; ++d) {
                     const int col = d * 8 + t4 * 2;
-                    const uint pair = NV_PACK(acc[mt][d][hh * 2] * inv,
-                                              acc[mt][d][hh * 2 + 1] * inv);
+                    const float o0 = acc[mt][d][hh * 2] * inv;
+                    const float o1 = acc[mt][d][hh * 2 + 1] * inv;
+#if NV_TF32
+                    if (col + 1 < NV_DV)
+                        *(__global float2 *)(orow + col) = (float2)(o0, o1);
+                    else if (col < NV_DV)
+                        orow[col] = as_uint(o0);
+#else
+                    const uint pair = NV_PACK(o0, o1);
                     if (col + 1 < NV_DV)
                         *(__global uint *)(orow + col) = pair;
                     else if (col < NV_DV)
                         orow[col] = (ushort)pair;
+#endif
                 }
 #endif
                 if (write_lse && t4 == 0) {
@@ -836,7 +912,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         for (int hh = 0; hh < 2; ++hh) {
             const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
             if (marked[mt][hh] && t4 == 0 && row < seqlen_q)
-                op[(ulong)row * os] = (ushort)0x7fff; /* NaN in fp16 and bf16 */
+                op[(ulong)row * os] = (STORAGE_T)NV_NAN_BITS;
         }
 #endif
 }

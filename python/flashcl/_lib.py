@@ -46,7 +46,7 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (0.2: struct_size first, explicit_scale last)"""
+    """flashcl_attention_desc (0.2: struct_size first, allow_tf32 last)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
@@ -77,6 +77,7 @@ class AttentionDesc(Structure):
         ("sinks", Tensor),
         ("head_dim_v", c_int64),
         ("explicit_scale", c_int),
+        ("allow_tf32", c_int),
     ]
 
 

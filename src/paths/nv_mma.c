@@ -19,11 +19,14 @@ static int tile_dim(const problem *p)
     return dq > dv ? dq : dv;
 }
 
+/* fp32 storage runs here only as TF32, on its own tiles. */
+static bool tf32(const problem *p) { return p->dtype == FLASHCL_DTYPE_FP32; }
+
 static const nv_tile *lookup(const problem *p)
 {
     const int dim = tile_dim(p);
     for (size_t i = 0; i < sizeof nv_tiles / sizeof nv_tiles[0]; ++i)
-        if (nv_tiles[i].head_dim >= dim &&
+        if (nv_tiles[i].tf32 == tf32(p) && nv_tiles[i].head_dim >= dim &&
             (nv_tiles[i].causal < 0 || nv_tiles[i].causal == (int)p->causal))
             return &nv_tiles[i];
     return NULL;
@@ -40,14 +43,16 @@ static bool tile_override(const device_caps *caps, const problem *p,
     int bm = 0, bn = 0, warps = 0;
     if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3)
         return false;
+    const uint64_t esz = (uint64_t)p->elem_size;
     const uint64_t one_stage =
-        (uint64_t)bn * (uint64_t)(round16(p->head_dim) * 2 + 16) +
-        (uint64_t)bn * (uint64_t)(round16(p->head_dim_v) * 2 + 16);
+        (uint64_t)bn * ((uint64_t)round16(p->head_dim) * esz + 16) +
+        (uint64_t)bn * ((uint64_t)round16(p->head_dim_v) * esz + 16);
     const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
     if (warps < 1 || warps > 16 || (bm != warps * 16 && bm != warps * 32) ||
         bn < 16 || bn > 256 || bn % 16 != 0 || one_stage > limit)
         return false;
-    *out = (nv_tile){tile_dim(p), -1, bm, bn, warps, "FLASHCL_NV_TILE"};
+    *out = (nv_tile){tile_dim(p), -1, tf32(p), bm, bn, warps,
+                     "FLASHCL_NV_TILE"};
     return true;
 }
 
@@ -78,8 +83,14 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");
-    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
-        return refuse(why, cap, "fp16/bf16 storage only");
+    if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
+        return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
+                                "allow_tf32 on TF32 tensor cores; exact fp32 "
+                                "runs on the portable kernel)");
+    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16 &&
+        p->dtype != FLASHCL_DTYPE_FP32)
+        return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
+                                "allow_tf32)");
     const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
     if (missing) {
         char names[160];
@@ -87,6 +98,10 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         snprintf(why, cap, "does not compute %s", names);
         return false;
     }
+    if (tf32(p) && tile_dim(p) > 128)
+        return refuse(why, cap, "TF32 runs head dims up to 128 (fp32 rows "
+                                "of 256 leave too few registers and local "
+                                "memory)");
     if (p->head_dim > 256 || p->head_dim_v > 256 || !lookup(p)) {
         snprintf(why, cap, "no tile entry for head_dim %lld / head_dim_v %lld "
                  "(1..256)", (long long)p->head_dim, (long long)p->head_dim_v);
@@ -166,5 +181,6 @@ const kernel_path nv_mma_path = {
     "nv_mma", PATH_BIT_NV_MMA,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
     "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
-    "softcap, sinks)",
+    "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "
+    "128)",
     serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch};

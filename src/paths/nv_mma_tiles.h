@@ -13,42 +13,53 @@
 typedef struct nv_tile {
     int head_dim; /* padded, multiple of 16; entries ascending */
     int causal;   /* -1: either */
+    int tf32;     /* 1: fp32 storage on TF32 (allow_tf32) */
     int block_m, block_n, warps;
     const char *reason;
 } nv_tile;
 
 static const nv_tile nv_tiles[] = {
-    {32, -1, 128, 64, 4, "4 warps x 32 rows, K/V double-buffered"},
-    {64, 0, 128, 64, 4,
+    {32, -1, 0, 128, 64, 4, "4 warps x 32 rows, K/V double-buffered"},
+    {64, 0, 0, 128, 64, 4,
      "4 warps x 32 rows (half the K/V ldmatrix traffic of 16), K/V "
      "double-buffered: 320 TFLOP/s N=4096 on the H200, best of 7 tile "
      "configs"},
-    {64, 1, 128, 64, 4,
+    {64, 1, 0, 128, 64, 4,
      "4 warps x 32 rows, K/V double-buffered: 289 TFLOP/s causal N=4096 on "
      "the H200, vs 257 for 128-key single-buffered tiles, 276 for 8 warps "
      "x 16"},
-    {80, -1, 128, 32, 4,
+    {80, -1, 0, 128, 32, 4,
      "4 warps x 32 rows, all of Q in registers, 32-key tiles: 287 TFLOP/s "
      "fp16 N=4096 on the H200 (64x64 267, 64x32 262; "
      "bench/results/h200-2026-12-01-coverage.md)"},
-    {96, -1, 128, 32, 4,
+    {96, -1, 0, 128, 32, 4,
      "4 warps x 32 rows, all of Q in registers, 32-key tiles: 306 TFLOP/s "
      "fp16 N=4096 on the H200 (128x64 301, 64x32 255, 64x64 227; was 193 "
      "at 64x64)"},
-    {128, -1, 128, 32, 4,
+    {128, -1, 0, 128, 32, 4,
      "4 warps x 32 rows, 6 of 8 Q slices in registers, 32-key tiles "
      "double-buffered in 45 KiB: 344 TFLOP/s N=4096 on the H200; 16 "
      "rows/warp (64x64x4) 269-292, 8 warps 253, 2 warps (64x32) 324; "
      "D=112 (6 of 7 Q slices in registers): 302 (128x16 266, 64x32 228)"},
-    {160, -1, 64, 32, 4,
+    {160, -1, 0, 64, 32, 4,
      "4 warps x 16 rows, 32-key tiles: 249 TFLOP/s fp16 N=4096 on the H200 "
      "(64x16 216, 128x16 224)"},
-    {192, -1, 64, 32, 4,
+    {192, -1, 0, 64, 32, 4,
      "4 warps x 16 rows, 32-key tiles: 234 TFLOP/s fp16 N=4096 on the H200 "
      "(64x16 228); D=192/D_v=128: 247 (64x16 252)"},
-    {256, -1, 64, 16, 4,
+    {256, -1, 0, 64, 16, 4,
      "4 warps x 16 rows, 16-key tiles double-buffered: no spills (197 "
      "TFLOP/s bf16 causal N=4096 on the H200)"},
+    /* TF32 (fp32 storage, allow_tf32): 4-byte rows double the local
+     * memory of a tile, and Q's fragments take twice the registers (sweep
+     * of 2026-12-01, bench/results/h200-2026-12-01-coverage.md). */
+    {64, -1, 1, 128, 32, 4,
+     "TF32: 4 warps x 32 rows, 32-key tiles: 167 TFLOP/s fp32 N=4096 on "
+     "the H200 (128x64 163, 64x32 152, 64x64 138)"},
+    {128, -1, 1, 64, 32, 4,
+     "TF32: 4 warps x 16 rows, all of Q in registers, 32-key tiles "
+     "single-buffered (34 KiB): 127 TFLOP/s fp32 N=4096 on the H200 "
+     "(64x16 123, 32x32x2 96; 128x32 does not build)"},
 };
 
 #endif /* FLASHCL_NV_MMA_TILES_H */

@@ -456,6 +456,7 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
     p->elem_size = dtype_size(desc->dtype);
     p->layout = desc->layout;
     p->causal = desc->causal != 0;
+    p->allow_tf32 = desc->allow_tf32 != 0 && desc->dtype == FLASHCL_DTYPE_FP32;
     p->scale = desc->scale != 0.0f || desc->explicit_scale
                    ? (double)desc->scale
                    : 1.0 / sqrt((double)desc->head_dim);

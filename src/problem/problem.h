@@ -44,6 +44,7 @@ typedef struct problem {
     flashcl_backend backend; /* AUTO resolved (FLASHCL_BACKEND) */
     double scale;            /* defaults applied; in double for fp64 */
     bool causal;
+    bool allow_tf32;         /* fp32 storage may run on TF32 tensor cores */
     /* Visibility: query i sees key j iff
      *   (left < 0  || j >= i + diag - left) &&
      *   (right < 0 || j <= i + diag + right) && j < seqlen_k,
