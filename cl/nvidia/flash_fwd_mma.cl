@@ -170,6 +170,7 @@
 #endif
 typedef float real_t;
 #define FLASHCL_TANH(x) nv_tanh(x)
+#define FLASHCL_SCORE_KEY_T int /* seqlen_q/k are ints on this path */
 #define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
 #if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
@@ -411,6 +412,40 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
         }                                                                      \
     } while (0)
 
+/* Bias and mask are read from global memory score by score: their loads
+ * for a tile are issued before its Q K^T (NV_FETCH_EXTRAS), so their
+ * latency hides behind the mma, and consumed by NV_SCORE_PASS. */
+#define NV_EXTRAS (FLASHCL_BIAS || FLASHCL_MASK)
+#if FLASHCL_MASK && NV_NT * 2 > 32
+#error "flash_fwd_mma: the mask bits of a row need BLOCK_N <= 128"
+#endif
+#define NV_FETCH_EXTRAS()                                                      \
+    do {                                                                       \
+        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
+            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
+                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
+                const score_row sr = score_row_init(                           \
+                    b, h, row, diag, M_LOG2E_F FLASHCL_VARIANT_NAMES);         \
+                uint bits = 0;                                                 \
+                _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
+                    _Pragma("unroll") for (int e = 0; e < 2; ++e) {            \
+                        const int col = n0 + n * 8 + t4 * 2 + e;               \
+                        const bool in = row < seqlen_q && col < seqlen_k;      \
+                        if (FLASHCL_BIAS)                                      \
+                            bias_term[mt][n][hh * 2 + e] =                     \
+                                in ? score_bias_term(&sr, col                  \
+                                                         FLASHCL_VARIANT_NAMES)\
+                                   : 0.f;                                      \
+                        if (FLASHCL_MASK && in &&                              \
+                            score_visible(&sr, col FLASHCL_VARIANT_NAMES))     \
+                            bits |= 1u << (n * 2 + e);                         \
+                    }                                                          \
+                }                                                              \
+                visible_bits[mt][hh] = bits;                                   \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+
 /* Scores of one m16 x BLOCK_N tile, scaled, through the variants' score
  * code (softcap, ALiBi, bias, mask), in exp2 units. */
 #define NV_SCORE_PASS()                                                        \
@@ -424,11 +459,11 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
                     const int col = n0 + n * 8 + t4 * 2;                       \
                     _Pragma("unroll") for (int e = 0; e < 2; ++e) {            \
                         const float s0 = sc[mt][n][hh * 2 + e] * scale_log2;   \
-                        sc[mt][n][hh * 2 + e] =                                \
-                            row < seqlen_q && col + e < seqlen_k               \
-                                ? score_apply(&sr, col + e,                    \
-                                              s0 FLASHCL_VARIANT_NAMES)        \
-                                : s0;                                          \
+                        sc[mt][n][hh * 2 + e] = score_apply_with(              \
+                            &sr, col + e, s0,                                  \
+                            FLASHCL_BIAS ? bias_term[mt][n][hh * 2 + e] : 0.f, \
+                            !FLASHCL_MASK ||                                   \
+                                ((visible_bits[mt][hh] >> (n * 2 + e)) & 1u)); \
                     }                                                          \
                 }                                                              \
             }                                                                  \
@@ -623,7 +658,15 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_WINDOW_LEFT
         edge = edge || n0 < free_lo;
 #endif
+        /* what the score pass reads besides S (dummies when unused) */
+        float bias_term[NV_MT][FLASHCL_BIAS ? NV_NT : 1][4];
+        uint visible_bits[NV_MT][2];
+        (void)bias_term;
+        (void)visible_bits;
         if (active) {
+#if NV_EXTRAS
+            NV_FETCH_EXTRAS();
+#endif
             /* ---- S = Q K^T ------------------------------------------- */
             const uint kb = NV_KBUF(j) + k_lane;
 #pragma unroll

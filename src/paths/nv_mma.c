@@ -115,8 +115,18 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)
 {
-    nv_tile forced;
+    nv_tile forced, narrowed;
     const nv_tile *tile = tile_override(caps, p, &forced) ? &forced : lookup(p);
+    /* Bias and mask terms are fetched into registers ahead of each tile's
+     * Q K^T: with 32 rows per warp they spill, so a warp owns 16. */
+    if (tile != &forced && tile->block_m == tile->warps * 32 &&
+        (variant_active(p, "bias") || variant_active(p, "mask"))) {
+        narrowed = *tile;
+        narrowed.block_m = tile->warps * 16;
+        narrowed.reason = "bias/mask: the entry's tiles with 16 rows per warp "
+                          "(the prefetched terms need the registers)";
+        tile = &narrowed;
+    }
     plan->source = "flash_fwd_mma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;

@@ -344,6 +344,14 @@ _Static_assert(sizeof table / sizeof table[0] <= PROBLEM_MAX_VARIANTS,
 
 size_t variant_count(void) { return sizeof table / sizeof table[0]; }
 
+bool variant_active(const problem *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
+        if (strcmp(table[i].name, name) == 0)
+            return (p->variants >> i) & 1u;
+    return false;
+}
+
 const variant_entry *variant_at(size_t index)
 {
     return index < variant_count() ? &table[index] : NULL;

@@ -81,6 +81,10 @@ flashcl_status variants_resolve(flashcl_context *ctx,
 /* Variants of `p` that no path in `path_bits` computes (0: all covered). */
 uint32_t variants_unsupported(const problem *p, unsigned path_bits);
 
+/* Whether the variant the table names `name` is active in `p` (a path
+ * whose tiles depend on a variant asks this). */
+bool variant_active(const problem *p, const char *name);
+
 /* Appends " -DNAME=value" for every active variant with a switch. */
 void variants_append_defines(const problem *p, char *buf, size_t cap);
 
