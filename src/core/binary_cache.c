@@ -1,6 +1,9 @@
 /* The persistent blob cache (see binary_cache.h for the layout and the
  * rules). Everything here is best effort: a failure is a miss or a store
  * that did not happen, with a note under FLASHCL_VERBOSE. */
+#ifndef _POSIX_C_SOURCE /* the library's build sets it; the test's not */
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "core/binary_cache.h"
 #include "core/core.h"
 

@@ -85,6 +85,13 @@ flashcl_status set_error(flashcl_context *ctx, flashcl_status status,
 flashcl_status set_build_error(flashcl_context *ctx, const char *what,
                                char *log);
 void begin_call(const flashcl_context *ctx);
+/* A note in this thread's last-error text for a call that still succeeds
+ * (a setting that was ignored, and why); the next call clears it. */
+void note_for_call(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 /* A context about to be freed: this thread's message for it goes too. */
 void forget_context_errors(const flashcl_context *ctx);
 const char *cl_error_name(cl_int err);
