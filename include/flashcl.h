@@ -512,8 +512,10 @@ FLASHCL_API void flashcl_get_cache_stats(flashcl_cache_stats *stats);
 
 /** Compile (if not yet cached) the kernels `desc` would run with (the same
  *  descriptor rules as flashcl_describe_variant) and return the compile
- *  time in milliseconds in *compile_ms (0 when they were cached; may be
- *  NULL). */
+ *  time in milliseconds in *compile_ms (0 when the context had them
+ *  already; may be NULL). A program found in the persistent binary cache
+ *  counts as compiled: *compile_ms is then the time its load took
+ *  (flashcl_get_cache_stats tells the two apart). */
 FLASHCL_API flashcl_status flashcl_prepare(flashcl_context *ctx,
                                            const flashcl_attention_desc *desc,
                                            double *compile_ms);

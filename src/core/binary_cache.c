@@ -257,8 +257,8 @@ static size_t check_entry(const unsigned char *data, size_t size,
         load_le64(data + 12, 4) != key_len)
         return 0;
     const uint64_t payload = load_le64(data + 16, 8);
-    if (payload == 0 || payload != size - HEADER_BYTES - key_len ||
-        size < HEADER_BYTES + key_len ||
+    if (size <= HEADER_BYTES + key_len ||
+        payload != size - HEADER_BYTES - key_len ||
         memcmp(data + HEADER_BYTES, key, key_len) != 0)
         return 0;
     unsigned char expect[HEADER_BYTES];
