@@ -5,7 +5,13 @@
  * changes the binary is in the options. A compile runs outside the cache
  * lock, so launches of cached programs never wait for it; an entry in the
  * `building` state makes a second thread asking for the same program wait
- * for that one compile instead of starting its own. */
+ * for that one compile instead of starting its own.
+ *
+ * Before compiling, the persistent cache (binary_cache.c) is asked for
+ * the program's binary, under a key that adds the platform, device and
+ * driver and the hash of the expanded source to this cache's key; a
+ * binary built from source goes there after its first launches
+ * (take_disk_key). A cache that fails in any way is a compile. */
 #include "core/binary_cache.h"
 #include "core/core.h"
 
