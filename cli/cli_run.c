@@ -165,6 +165,7 @@ typedef struct run_result {
     char backend_source[96];
     double compile_ms, first_call_ms, gflops;
     bool compiled;
+    bool from_binary_cache; /* loaded from the persistent cache */
     timing_result time;
     error_pair error;
     size_t scratch;
@@ -177,11 +178,15 @@ static flashcl_status first_call(flashcl_context *ctx, problem *p,
                                  flashcl_backend backend, run_result *r)
 {
     flashcl_attention_desc desc = problem_desc(p, backend);
+    flashcl_cache_stats before, after;
+    flashcl_get_cache_stats(&before);
     flashcl_status status =
         backend == FLASHCL_BACKEND_REFERENCE
             ? flashcl_reference_scratch_bytes(ctx, &desc, &r->scratch)
             : flashcl_prepare(ctx, &desc, &r->compile_ms);
+    flashcl_get_cache_stats(&after);
     r->compiled = r->compile_ms > 0;
+    r->from_binary_cache = after.hits > before.hits;
     const double start = timing_host_ms();
     if (status == FLASHCL_SUCCESS)
         status = problem_enqueue(ctx, p, backend);
@@ -256,6 +261,7 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_shape(&j, &p->spec, p->dtype);
     json_bool(&j, "kernel_compiled", r->compiled);
     json_number(&j, "compile_ms", r->compile_ms);
+    json_bool(&j, "from_binary_cache", r->from_binary_cache);
     json_number(&j, "first_call_ms", r->first_call_ms);
     json_number(&j, "o_error", r->error.o);
     json_number(&j, "o_tolerance", o_tolerance(p->dtype));
@@ -299,6 +305,11 @@ static void print_first_call(flashcl_backend backend, const run_result *r)
                "by the first call\nfirst call: %.1f ms (host clock, builds "
                "included)\n",
                r->first_call_ms);
+    else if (r->compiled && r->from_binary_cache)
+        printf("kernel: loaded by flashcl_prepare from the binary cache in "
+               "%.1f ms\nfirst call: %.1f ms (host clock, after the "
+               "load)\n",
+               r->compile_ms, r->first_call_ms);
     else if (r->compiled)
         printf("kernel: compiled in this process by flashcl_prepare in "
                "%.1f ms\nfirst call: %.1f ms (host clock, after the "

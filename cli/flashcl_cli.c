@@ -40,7 +40,16 @@ static const char environment_help[] =
     "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
     "                         the reference backend may use\n"
     "  FLASHCL_VERBOSE        1 (any value but 0): kernel build logs and\n"
-    "                         warnings on stderr\n";
+    "                         warnings on stderr\n"
+    "  FLASHCL_CACHE          0 (or off): no persistent program-binary cache\n"
+    "  FLASHCL_CACHE_DIR      its folder (default $XDG_CACHE_HOME/flashcl,\n"
+    "                         else ~/.cache/flashcl)\n"
+    "  FLASHCL_CACHE_MAX_BYTES  its size cap, bytes (or 64K, 256M, 1G;\n"
+    "                         default 256M); least recently used go first\n"
+    "  FLASHCL_TILES          block_m=64,block_n=32,vec=8 (any of them; wg\n"
+    "                         must equal block_m): the portable kernel's\n"
+    "                         tiles, for experiments; refused (with a note\n"
+    "                         in the last-error text) when illegal here\n";
 
 static void usage(FILE *out)
 {

@@ -499,10 +499,31 @@ FLASHCL_API flashcl_status flashcl_describe_variant(
  *  without CLBlast. */
 FLASHCL_API void flashcl_clear_reference_cache(void);
 
+/** The persistent program-binary cache (README, "Program-binary cache"):
+ *  where it is and what it did in this process so far. */
+typedef struct flashcl_cache_stats {
+    int enabled;             /* FLASHCL_CACHE is not 0 and a folder is named */
+    char dir[1024];          /* the folder ("" when none can be named) */
+    uint64_t hits;           /* programs loaded from a cached binary */
+    uint64_t misses;         /* looked up, not there */
+    uint64_t bad_entries;    /* damaged, truncated or another key's: rebuilt */
+    uint64_t refused;        /* binaries the driver would not load: rebuilt */
+    uint64_t stores;         /* entries written */
+    uint64_t store_failures; /* entries that could not be written */
+    uint64_t evictions;      /* entries removed to keep under the size cap */
+    uint64_t source_builds;  /* programs compiled from source */
+} flashcl_cache_stats;
+
+/** Fill `stats` (process-wide counters since the process started; the
+ *  folder as the environment names it now). Does nothing when NULL. */
+FLASHCL_API void flashcl_get_cache_stats(flashcl_cache_stats *stats);
+
 /** Compile (if not yet cached) the kernels `desc` would run with (the same
  *  descriptor rules as flashcl_describe_variant) and return the compile
- *  time in milliseconds in *compile_ms (0 when they were cached; may be
- *  NULL). */
+ *  time in milliseconds in *compile_ms (0 when the context had them
+ *  already; may be NULL). A program found in the persistent binary cache
+ *  counts as compiled: *compile_ms is then the time its load took
+ *  (flashcl_get_cache_stats tells the two apart). */
 FLASHCL_API flashcl_status flashcl_prepare(flashcl_context *ctx,
                                            const flashcl_attention_desc *desc,
                                            double *compile_ms);

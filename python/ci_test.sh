@@ -23,7 +23,9 @@ echo "flashcl python step: environment ready in $((SECONDS - start)) s"
 # From the repository root, so `import flashcl` is the installed package
 # (python/flashcl is not on sys.path from here).
 rc=0
-FLASHCL_TEST_EXPECT_LIBRARY="$libdir/libflashcl.so" \
+# FLASHCL_CACHE=0: no program binaries written under ~/.cache (the C
+# suite test_binary_cache tests that cache in folders of its own).
+FLASHCL_CACHE=0 FLASHCL_TEST_EXPECT_LIBRARY="$libdir/libflashcl.so" \
   "$venv/bin/python" -m pytest python/tests -q -p no:cacheprovider || rc=$?
 if [ $rc -eq 5 ]; then
   echo "flashcl python step: pytest collected no tests" >&2

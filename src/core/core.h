@@ -85,6 +85,13 @@ flashcl_status set_error(flashcl_context *ctx, flashcl_status status,
 flashcl_status set_build_error(flashcl_context *ctx, const char *what,
                                char *log);
 void begin_call(const flashcl_context *ctx);
+/* A note in this thread's last-error text for a call that still succeeds
+ * (a setting that was ignored, and why); the next call clears it. */
+void note_for_call(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 /* A context about to be freed: this thread's message for it goes too. */
 void forget_context_errors(const flashcl_context *ctx);
 const char *cl_error_name(cl_int err);
@@ -122,6 +129,11 @@ struct compiled_program {
     /* clSetKernelArg and the enqueue that follows are one step. */
     pthread_mutex_t launch_lock;
     double compile_ms;
+    /* The disk cache's key while the binary is still to be stored (built
+     * from source here, stored after its first launches: see
+     * program_cache.c); NULL otherwise. */
+    char *disk_key;
+    int uses; /* in-memory hits since it was built */
     int state; /* program_cache.c: building, ready or failed */
     int waiters;
     compiled_program *next;

@@ -94,9 +94,26 @@ static void reset(thread_diag *diag, const flashcl_context *ctx)
 
 void begin_call(const flashcl_context *ctx)
 {
-    thread_diag *diag = this_thread(false);
+    /* created here, so that a call's note knows its context */
+    thread_diag *diag = this_thread(ctx != NULL);
     if (diag)
         reset(diag, ctx);
+}
+
+void note_for_call(const char *fmt, ...)
+{
+    thread_diag *diag = this_thread(false);
+    if (!diag || !diag->ctx)
+        return;
+    size_t len = strlen(diag->message);
+    if (len && len + 2 < sizeof diag->message) {
+        memcpy(diag->message + len, "; ", 3);
+        len += 2;
+    }
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(diag->message + len, sizeof diag->message - len, fmt, args);
+    va_end(args);
 }
 
 void forget_context_errors(const flashcl_context *ctx)

@@ -5,7 +5,14 @@
  * changes the binary is in the options. A compile runs outside the cache
  * lock, so launches of cached programs never wait for it; an entry in the
  * `building` state makes a second thread asking for the same program wait
- * for that one compile instead of starting its own. */
+ * for that one compile instead of starting its own.
+ *
+ * Before compiling, the persistent cache (binary_cache.c) is asked for
+ * the program's binary, under a key that adds the platform, device and
+ * driver and the hash of the expanded source to this cache's key; a
+ * binary built from source goes there after its first launches
+ * (take_disk_key). A cache that fails in any way is a compile. */
+#include "core/binary_cache.h"
 #include "core/core.h"
 
 #include <stdio.h>
@@ -52,36 +59,12 @@ static void report_log_if_verbose(const compiled_program *entry,
     free(log);
 }
 
-static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
-                            const program_request *request)
+static flashcl_status create_kernels(flashcl_context *ctx,
+                                     compiled_program *entry,
+                                     const program_request *request)
 {
-    char msg[512];
-    char *source = load_kernel_source(request->source, msg, sizeof msg);
-    if (!source)
-        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
-    cl_int err;
-    const char *text = source;
-    entry->program = clCreateProgramWithSource(ctx->cl_ctx, 1, &text, NULL, &err);
-    free(source);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OPENCL,
-                         "clCreateProgramWithSource(%s): %s", request->source,
-                         cl_error_name(err));
-    err = clBuildProgram(entry->program, 1, &ctx->device, request->options,
-                         NULL, NULL);
-    /* Some drivers return an error with a successful build status (NVIDIA
-     * with verbose logs): trust the status. */
-    cl_build_status build_status = CL_BUILD_ERROR;
-    clGetProgramBuildInfo(entry->program, ctx->device, CL_PROGRAM_BUILD_STATUS,
-                          sizeof build_status, &build_status, NULL);
-    if (build_status != CL_BUILD_SUCCESS) {
-        char what[1400];
-        snprintf(what, sizeof what, "building %s with \"%s\" failed: %s",
-                 request->source, request->options, cl_error_name(err));
-        return set_build_error(ctx, what, build_log(entry->program, ctx->device));
-    }
-    report_log_if_verbose(entry, ctx->device);
     for (int i = 0; i < request->kernel_count; ++i) {
+        cl_int err;
         entry->kernels[i] =
             clCreateKernel(entry->program, request->kernel_names[i], &err);
         if (err != CL_SUCCESS) {
@@ -96,13 +79,205 @@ static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
     return FLASHCL_SUCCESS;
 }
 
-static void free_entry(compiled_program *entry)
+/* Some drivers return an error with a successful build status (NVIDIA
+ * with verbose logs): trust the status. */
+static bool built(const compiled_program *entry, cl_device_id device)
+{
+    cl_build_status status = CL_BUILD_ERROR;
+    clGetProgramBuildInfo(entry->program, device, CL_PROGRAM_BUILD_STATUS,
+                          sizeof status, &status, NULL);
+    return status == CL_BUILD_SUCCESS;
+}
+
+static flashcl_status build_from_source(flashcl_context *ctx,
+                                        compiled_program *entry,
+                                        const program_request *request,
+                                        const char *source)
+{
+    cl_int err;
+    entry->program =
+        clCreateProgramWithSource(ctx->cl_ctx, 1, &source, NULL, &err);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "clCreateProgramWithSource(%s): %s", request->source,
+                         cl_error_name(err));
+    cache_count(CACHE_SOURCE_BUILDS);
+    err = clBuildProgram(entry->program, 1, &ctx->device, request->options,
+                         NULL, NULL);
+    if (!built(entry, ctx->device)) {
+        char what[1400];
+        snprintf(what, sizeof what, "building %s with \"%s\" failed: %s",
+                 request->source, request->options, cl_error_name(err));
+        return set_build_error(ctx, what, build_log(entry->program, ctx->device));
+    }
+    report_log_if_verbose(entry, ctx->device);
+    return create_kernels(ctx, entry, request);
+}
+
+static void release_program(compiled_program *entry)
 {
     for (int i = 0; i < PROGRAM_MAX_KERNELS; ++i)
-        if (entry->kernels[i])
+        if (entry->kernels[i]) {
             clReleaseKernel(entry->kernels[i]);
+            entry->kernels[i] = NULL;
+        }
     if (entry->program)
         clReleaseProgram(entry->program);
+    entry->program = NULL;
+}
+
+/* The program from a cached binary; false (nothing kept, no error set)
+ * when there is none or the driver refuses it, and the caller compiles. */
+static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
+                            const program_request *request, const char *key)
+{
+    size_t size = 0;
+    unsigned char *binary = binary_cache_load("clbin", key, &size);
+    if (!binary)
+        return false;
+    cl_int err, binary_status = CL_INVALID_BINARY;
+    const unsigned char *binaries[1] = {binary};
+    entry->program = clCreateProgramWithBinary(
+        ctx->cl_ctx, 1, &ctx->device, &size, binaries, &binary_status, &err);
+    free(binary);
+    bool ok = err == CL_SUCCESS && binary_status == CL_SUCCESS;
+    if (ok) {
+        clBuildProgram(entry->program, 1, &ctx->device, request->options,
+                       NULL, NULL);
+        ok = built(entry, ctx->device);
+    }
+    for (int i = 0; ok && i < request->kernel_count; ++i) {
+        entry->kernels[i] =
+            clCreateKernel(entry->program, request->kernel_names[i], &err);
+        ok = err == CL_SUCCESS;
+    }
+    if (!ok) {
+        release_program(entry);
+        cache_count(CACHE_REFUSED);
+        if (verbose_enabled())
+            fprintf(stderr,
+                    "flashcl: binary cache: the driver refused the cached "
+                    "%s; compiling it\n",
+                    request->source);
+    }
+    return ok;
+}
+
+/* The program's binary for the one device, into the disk cache. */
+static void store_binary(const compiled_program *entry, const char *key)
+{
+    size_t size = 0;
+    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES, sizeof size,
+                         &size, NULL) != CL_SUCCESS ||
+        size == 0)
+        return;
+    unsigned char *binary = malloc(size);
+    unsigned char *binaries[1] = {binary};
+    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
+                                   sizeof binaries, binaries,
+                                   NULL) == CL_SUCCESS)
+        binary_cache_store("clbin", key, binary, size);
+    free(binary);
+}
+
+static void platform_version(cl_device_id device, char *buf, size_t cap)
+{
+    cl_platform_id platform = NULL;
+    buf[0] = '\0';
+    if (clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform,
+                        &platform, NULL) != CL_SUCCESS ||
+        clGetPlatformInfo(platform, CL_PLATFORM_VERSION, cap, buf, NULL) !=
+            CL_SUCCESS)
+        buf[0] = '\0';
+    buf[cap - 1] = '\0';
+}
+
+/* The disk cache's key: everything a binary depends on. The source is
+ * the full text after includes (sources.c resolves them, the driver sees
+ * no include path), so its hash covers every header and any
+ * FLASHCL_KERNEL_DIR edit. NULL when out of memory. */
+static char *disk_key(const flashcl_context *ctx,
+                      const program_request *request, const char *source,
+                      const char *names)
+{
+    const device_caps *caps = &ctx->caps;
+    char hex[33], platform[256];
+    cache_hash_hex(source, strlen(source), hex);
+    platform_version(ctx->device, platform, sizeof platform);
+    const char *fmt = "flashcl program binary\n"
+                      "platform: %s | %s\n"
+                      "device: %s | vendor id 0x%x | %s\n"
+                      "driver: %s\n"
+                      "host pointer bits: %u\n"
+                      "source: %s %zu bytes, hash %s\n"
+                      "options: %s\n"
+                      "kernels:\n%s";
+    const unsigned bits = (unsigned)(8 * sizeof(void *));
+    int len = snprintf(NULL, 0, fmt, caps->platform_name, platform,
+                       caps->name, caps->vendor_id, caps->device_version,
+                       caps->driver_version, bits, request->source,
+                       strlen(source), hex, request->options, names);
+    char *key = len > 0 ? malloc((size_t)len + 1) : NULL;
+    if (key)
+        snprintf(key, (size_t)len + 1, fmt, caps->platform_name, platform,
+                 caps->name, caps->vendor_id, caps->device_version,
+                 caps->driver_version, bits, request->source, strlen(source),
+                 hex, request->options, names);
+    return key;
+}
+
+/* From the disk cache when it holds the program, else from source (and
+ * then into the disk cache). */
+static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
+                            const program_request *request)
+{
+    char msg[512];
+    char *source = load_kernel_source(request->source, msg, sizeof msg);
+    if (!source)
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED, "%s", msg);
+    char *key = binary_cache_enabled()
+                    ? disk_key(ctx, request, source, entry->names)
+                    : NULL;
+    flashcl_status status = FLASHCL_SUCCESS;
+    if (!key || !build_from_disk(ctx, entry, request, key)) {
+        status = build_from_source(ctx, entry, request, source);
+        if (status == FLASHCL_SUCCESS) {
+            entry->disk_key = key; /* stored later: take_disk_key */
+            key = NULL;
+        }
+    }
+    free(key);
+    free(source);
+    return status;
+}
+
+/* When to store a binary built from source. PoCL puts the work-group
+ * function it compiles at a kernel's first launch (for that local size:
+ * 0.25-0.8 s, most of a first call) into the program's binary, but only
+ * when the binary is first asked for after that launch ran; an earlier
+ * query fixes the binary without it. So the binary is stored on the
+ * program's second in-memory hit (a forward call's third use, or the
+ * second call after flashcl_prepare: by then the first launch was
+ * enqueued by an earlier call), or when the context is released, whichever
+ * comes first. Other drivers' binaries are complete after the build; the
+ * delay costs them nothing. Caller holds the cache lock; the caller stores
+ * the returned key (if any) outside it. */
+#define STORE_AFTER_USES 2
+
+static char *take_disk_key(compiled_program *entry, bool releasing)
+{
+    char *key = NULL;
+    if (entry->disk_key && (releasing || ++entry->uses >= STORE_AFTER_USES)) {
+        key = entry->disk_key;
+        entry->disk_key = NULL;
+    }
+    return key;
+}
+
+static void free_entry(compiled_program *entry)
+{
+    release_program(entry);
+    free(entry->disk_key);
     pthread_mutex_destroy(&entry->launch_lock);
     free(entry->source);
     free(entry->options);
@@ -219,8 +394,12 @@ flashcl_status program_cache_get(flashcl_context *ctx,
         if (!found)
             break;
         if (found->state == ENTRY_READY || wait_for_build(ctx, found)) {
+            char *key = take_disk_key(found, false);
             pthread_mutex_unlock(&ctx->cache_lock);
             free(names);
+            if (key) /* a ready entry's program is never changed again */
+                store_binary(found, key);
+            free(key);
             *out = found;
             return FLASHCL_SUCCESS;
         }
@@ -249,6 +428,10 @@ void program_cache_release(flashcl_context *ctx)
     compiled_program *entry = ctx->programs;
     while (entry) {
         compiled_program *next = entry->next;
+        char *key = take_disk_key(entry, true);
+        if (key)
+            store_binary(entry, key);
+        free(key);
         free_entry(entry);
         entry = next;
     }

@@ -5,6 +5,7 @@
 #include "paths/portable_tiles.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool portable_can_run(const device_caps *caps, const problem *p,
@@ -91,6 +92,104 @@ static void write_reason(const problem *p, const portable_tile *tile,
              storage, tile->measured, plan->block_m, plan->block_n, plan->vec);
 }
 
+/* FLASHCL_TILES="block_m=64,block_n=32,vec=8[,wg=64]": tiles forced for
+ * experiments (as llama.cpp's GGML_OPENCL_FA_TUNE). Applied to `plan`
+ * only when every key is known and the result is legal here; else the
+ * table's tiles stay and the call's last-error text says why. */
+typedef struct tile_override {
+    int block_m, block_n, vec, wg; /* 0: not given */
+} tile_override;
+
+static bool parse_tiles(const char *text, tile_override *t, char *why,
+                        size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    for (const char *at = text; *at;) {
+        const char *end = strchr(at, ',');
+        const size_t len = end ? (size_t)(end - at) : strlen(at);
+        const char *eq = memchr(at, '=', len);
+        char *stop = NULL;
+        long value = eq ? strtol(eq + 1, &stop, 10) : 0;
+        int *slot = NULL;
+        const size_t key = eq ? (size_t)(eq - at) : 0;
+        if (key == 7 && !strncmp(at, "block_m", 7))
+            slot = &t->block_m;
+        else if (key == 7 && !strncmp(at, "block_n", 7))
+            slot = &t->block_n;
+        else if (key == 3 && !strncmp(at, "vec", 3))
+            slot = &t->vec;
+        else if (key == 2 && !strncmp(at, "wg", 2))
+            slot = &t->wg;
+        if (!slot || stop != at + len || stop == eq + 1 || value < 1 ||
+            value > 4096) {
+            snprintf(why, cap, "\"%.*s\" is not block_m, block_n, vec or "
+                     "wg = a positive integer", (int)len, at);
+            return false;
+        }
+        *slot = (int)value;
+        at += len + (end ? 1 : 0);
+    }
+    return true;
+}
+
+static bool legal_tiles(const device_caps *caps, const problem *p,
+                        const kernel_plan *plan, char *why, size_t cap)
+{
+    const int m = plan->block_m, n = plan->block_n, vec = plan->vec;
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    if (vec != 2 && vec != 4 && vec != 8 && vec != 16)
+        snprintf(why, cap, "vec %d is not 2, 4, 8 or 16", vec);
+    else if (n % vec || n > 256)
+        snprintf(why, cap, "block_n %d is not a multiple of vec %d up to 256",
+                 n, vec);
+    else if (plan->head_dim_padded % vec || plan->head_dim_v_padded % vec)
+        snprintf(why, cap, "vec %d does not divide the padded head dim %d",
+                 vec, plan->head_dim_padded);
+    else if (m > 1024 ||
+             (caps->max_work_group && (size_t)m > caps->max_work_group))
+        snprintf(why, cap, "block_m %d is above the device's work-group "
+                 "limit %zu", m, caps->max_work_group ? caps->max_work_group
+                                                      : (size_t)1024);
+    else if (plan->wg_size != m)
+        snprintf(why, cap, "wg %d is not block_m %d (one work-item per "
+                 "query row)", plan->wg_size, m);
+    else if (local_bytes(plan, p->dtype) > limit)
+        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
+                 "device has %zu", local_bytes(plan, p->dtype), limit);
+    else
+        return true;
+    return false;
+}
+
+/* True when FLASHCL_TILES was applied to `plan`. */
+static bool override_tiles(const device_caps *caps, const problem *p,
+                           kernel_plan *plan)
+{
+    const char *env = getenv("FLASHCL_TILES");
+    if (!env || !*env)
+        return false;
+    char why[160];
+    tile_override t;
+    kernel_plan forced = *plan;
+    if (parse_tiles(env, &t, why, sizeof why)) {
+        forced.block_m = t.block_m ? t.block_m : plan->block_m;
+        forced.block_n = t.block_n ? t.block_n : plan->block_n;
+        forced.vec = t.vec ? t.vec : plan->vec;
+        forced.wg_size = t.wg ? t.wg : forced.block_m;
+        if (legal_tiles(caps, p, &forced, why, sizeof why)) {
+            plan->block_m = forced.block_m;
+            plan->block_n = forced.block_n;
+            plan->vec = forced.vec;
+            plan->wg_size = forced.wg_size;
+            return true;
+        }
+    }
+    note_for_call("FLASHCL_TILES=\"%s\" ignored (%s): the table's %dx%d, "
+                  "%d-wide tiles run", env, why, plan->block_m,
+                  plan->block_n, plan->vec);
+    return false;
+}
+
 /* The compensated row sum and accumulator (cl/portable/flash_fwd.cl) keep
  * fp32 error at unit roundoff for any seqlen_k; they need a second
  * accumulator array. On the H200 that cost nothing at D_v <= 64 and made
@@ -120,7 +219,12 @@ static void portable_plan(const device_caps *caps, const problem *p,
             plan->block_m /= 2;
     fit_local_memory(caps, p, plan);
     plan->wg_size = plan->block_m;
-    write_reason(p, tile, plan);
+    if (override_tiles(caps, p, plan))
+        snprintf(plan->reason, sizeof plan->reason,
+                 "FLASHCL_TILES: %dx%d, %d-wide (forced, not measured)",
+                 plan->block_m, plan->block_n, plan->vec);
+    else
+        write_reason(p, tile, plan);
     if (!compensated(caps, plan)) {
         size_t n = strlen(plan->reason);
         snprintf(plan->reason + n, sizeof plan->reason - n,

@@ -1,0 +1,132 @@
+/*
+ * FLASHCL_TILES (issue 15): the portable kernel's tiles forced for
+ * experiments. A legal override is what describe reports and what a
+ * forward call runs (checked against the float64 oracle); an unknown key,
+ * a malformed value or tiles illegal on the device (local memory,
+ * work-group limit, divisibility) are refused: the call succeeds with the
+ * table's tiles and its last-error text says why; the next call clears
+ * the note. Runs on the portable path (FLASHCL_PATH=portable in ctest).
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include "test_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static flashcl_variant_info describe(const attention_case *c,
+                                     const char *tiles)
+{
+    if (tiles)
+        ck_assert_int_eq(setenv("FLASHCL_TILES", tiles, 1), 0);
+    else
+        unsetenv("FLASHCL_TILES");
+    flashcl_attention_desc desc = case_shape_desc(c);
+    flashcl_variant_info info;
+    flashcl_context *ctx = shared_context();
+    ck_assert_msg(flashcl_describe_variant(ctx, &desc, &info) ==
+                      FLASHCL_SUCCESS,
+                  "describe with FLASHCL_TILES=%s: %s", tiles ? tiles : "",
+                  flashcl_context_last_error(ctx));
+    return info;
+}
+
+static attention_case the_case(size_t head_dim, ref_dtype dtype)
+{
+    attention_case c = small_case(dtype, 70, 90, 0, 4242);
+    c.head_dim = head_dim;
+    return c;
+}
+
+START_TEST(legal_override_runs)
+{
+    const attention_case c = the_case(32, REF_FP32);
+    const flashcl_variant_info table = describe(&c, NULL);
+    ck_assert_str_eq(table.path, "portable");
+    /* different from the table on every key, and legal everywhere */
+    const int m = table.block_m == 32 ? 16 : 32;
+    const int n = table.block_n == 16 ? 32 : 16;
+    const int vec = table.vector_width == 4 ? 8 : 4;
+    char tiles[96];
+    snprintf(tiles, sizeof tiles, "block_m=%d,block_n=%d,vec=%d,wg=%d", m, n,
+             vec, m);
+    const flashcl_variant_info forced = describe(&c, tiles);
+    ck_assert_int_eq(forced.block_m, m);
+    ck_assert_int_eq(forced.block_n, n);
+    ck_assert_int_eq(forced.vector_width, vec);
+    ck_assert_int_eq(forced.work_group_size, m);
+    ck_assert_msg(strstr(forced.reason, "FLASHCL_TILES") != NULL, "reason: %s",
+                  forced.reason);
+    ck_assert_str_eq(flashcl_context_last_error(shared_context()), "");
+    run_case(&c); /* with the forced tiles, against the oracle */
+
+    /* one key alone: the others stay the table's */
+    snprintf(tiles, sizeof tiles, "block_n=%d", n);
+    const flashcl_variant_info one = describe(&c, tiles);
+    ck_assert_int_eq(one.block_n, n);
+    ck_assert_int_eq(one.block_m, table.block_m);
+    ck_assert_int_eq(one.vector_width, table.vector_width);
+    unsetenv("FLASHCL_TILES");
+}
+END_TEST
+
+static const struct {
+    const char *tiles;
+    size_t head_dim;
+    const char *why; /* a word the note must hold */
+} refused[] = {
+    {"block_k=8", 32, "block_k"},
+    {"block_m=abc", 32, "block_m=abc"},
+    {"block_m=", 32, "block_m="},
+    {"block_m=32,,vec=4", 32, "not block_m"},
+    {"block_m=-32", 32, "block_m=-32"},
+    {"vec=3", 32, "vec 3"},
+    {"block_n=20,vec=8", 32, "multiple of vec"},
+    {"block_n=512", 32, "up to 256"},
+    {"block_m=2048", 32, "work-group"},
+    {"block_m=32,wg=64", 32, "one work-item per query row"},
+    {"block_m=1024,block_n=256,vec=16", 256, "local memory"},
+};
+
+START_TEST(illegal_override_refused)
+{
+    const attention_case c = the_case(refused[_i].head_dim, REF_FP32);
+    const flashcl_variant_info table = describe(&c, NULL);
+    const flashcl_variant_info got = describe(&c, refused[_i].tiles);
+    const char *note = flashcl_context_last_error(shared_context());
+    ck_assert_msg(strstr(note, "FLASHCL_TILES") && strstr(note, "ignored") &&
+                      strstr(note, refused[_i].why),
+                  "FLASHCL_TILES=%s: note \"%s\" (want \"%s\" in it)",
+                  refused[_i].tiles, note, refused[_i].why);
+    ck_assert_int_eq(got.block_m, table.block_m);
+    ck_assert_int_eq(got.block_n, table.block_n);
+    ck_assert_int_eq(got.vector_width, table.vector_width);
+    ck_assert_str_eq(got.reason, table.reason);
+    describe(&c, NULL); /* the next call clears the note */
+    ck_assert_str_eq(flashcl_context_last_error(shared_context()), "");
+}
+END_TEST
+
+/* A forward call under a refused override succeeds with the table's
+ * tiles, and leaves the note. */
+START_TEST(refused_override_still_computes)
+{
+    const attention_case c = the_case(32, REF_FP16);
+    ck_assert_int_eq(setenv("FLASHCL_TILES", "vec=3", 1), 0);
+    case_data data;
+    run_case_keep(shared_context(), NULL, &c, &data);
+    case_release(&data);
+    const char *note = flashcl_context_last_error(shared_context());
+    unsetenv("FLASHCL_TILES");
+    ck_assert_msg(strstr(note, "FLASHCL_TILES") != NULL, "note: \"%s\"",
+                  note);
+}
+END_TEST
+
+int main(void)
+{
+    const test_entry tests[] = {
+        {legal_override_runs, 0},
+        {illegal_override_refused, (int)LENGTH(refused)},
+        {refused_override_still_computes, 0}};
+    return run_tests("tiles_override", 300, NULL, NULL, tests, LENGTH(tests));
+}
