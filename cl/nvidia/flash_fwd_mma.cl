@@ -428,17 +428,22 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
                     b, h, row, diag, M_LOG2E_F FLASHCL_VARIANT_NAMES);         \
                 uint bits = 0;                                                 \
                 _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
-                    _Pragma("unroll") for (int e = 0; e < 2; ++e) {            \
-                        const int col = n0 + n * 8 + t4 * 2 + e;               \
-                        const bool in = row < seqlen_q && col < seqlen_k;      \
+                    const int col = n0 + n * 8 + t4 * 2;                       \
+                    const bool in = row < seqlen_q && col < seqlen_k;          \
+                    const bool both = col + 1 < seqlen_k;                      \
+                    float t0 = 0.f, t1 = 0.f;                                  \
+                    if (in) {                                                  \
                         if (FLASHCL_BIAS)                                      \
-                            bias_term[mt][n][hh * 2 + e] =                     \
-                                in ? score_bias_term(&sr, col                  \
-                                                         FLASHCL_VARIANT_NAMES)\
-                                   : 0.f;                                      \
-                        if (FLASHCL_MASK && in &&                              \
-                            score_visible(&sr, col FLASHCL_VARIANT_NAMES))     \
-                            bits |= 1u << (n * 2 + e);                         \
+                            score_bias_pair(&sr, col, both, &t0,               \
+                                            &t1 FLASHCL_VARIANT_NAMES);        \
+                        if (FLASHCL_MASK)                                      \
+                            bits |= score_visible_pair(                        \
+                                        &sr, col, both FLASHCL_VARIANT_NAMES)  \
+                                    << (n * 2);                                \
+                    }                                                          \
+                    if (FLASHCL_BIAS) {                                        \
+                        bias_term[mt][n][hh * 2] = t0;                         \
+                        bias_term[mt][n][hh * 2 + 1] = t1;                     \
                     }                                                          \
                 }                                                              \
                 visible_bits[mt][hh] = bits;                                   \
