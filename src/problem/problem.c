@@ -273,7 +273,7 @@ static flashcl_status check_buffer(flashcl_context *ctx,
  * than one element sorted by stride, each stride must step over the whole
  * extent of the axes below it. (Views that interleave axes without overlap
  * are rejected too: no caller needs them, and the check stays simple.) */
-static bool view_is_injective(const tensor_view *t)
+bool view_is_injective(const tensor_view *t)
 {
     uint64_t stride[4], size[4];
     int n = 0;
@@ -386,7 +386,7 @@ flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
 
 /* ---- aliasing ------------------------------------------------------- */
 
-static bool overlaps(const tensor_view *a, const tensor_view *b)
+bool views_overlap(const tensor_view *a, const tensor_view *b)
 {
     return a->present && b->present && a->root == b->root &&
            a->end_byte > a->first_byte && b->end_byte > b->first_byte &&
@@ -435,7 +435,7 @@ static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
                              (unsigned long long)all[out].view->stride[2],
                              (unsigned long long)all[out].view->stride[3]);
         for (size_t other = out + 1; other < count; ++other)
-            if (overlaps(all[out].view, all[other].view))
+            if (views_overlap(all[out].view, all[other].view))
                 return alias_error(ctx, all[out], all[other]);
     }
     return FLASHCL_SUCCESS;

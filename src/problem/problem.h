@@ -104,4 +104,26 @@ size_t dtype_size(flashcl_dtype dtype);
  * stride is 1 (vector and async-copy paths need both). */
 bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
 
+/* Distinct elements of the view never share bytes (problem.c). */
+bool view_is_injective(const tensor_view *t);
+/* Two present, non-empty views share bytes of one root allocation. */
+bool views_overlap(const tensor_view *a, const tensor_view *b);
+
+/* ---- flashcl_combine_partials (combine.c) --------------------------- */
+
+typedef struct combine_problem {
+    int64_t parts, batch, heads, seqlen_q, head_dim_v;
+    flashcl_dtype dtype;
+    /* Views of partial 0; partial p starts p * *_step elements later. */
+    tensor_view o_part, lse_part, o, lse;
+    uint64_t o_part_step, lse_part_step;
+    bool empty;
+} combine_problem;
+
+/* Checks every field of a combine descriptor; nothing is written on
+ * failure, and the context's error names the field. */
+flashcl_status combine_problem_from_desc(flashcl_context *ctx,
+                                         const flashcl_combine_desc *desc,
+                                         combine_problem *p);
+
 #endif /* FLASHCL_PROBLEM_H */
