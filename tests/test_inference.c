@@ -15,6 +15,7 @@
 #include "test_common.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,7 +57,7 @@ static void hbuf_upload(hbuf *t)
 }
 
 /* Random normal values rounded to the dtype, uploaded. */
-static inline void hbuf_random(hbuf *t, size_t count, flashcl_dtype dtype, rng *r)
+static void hbuf_random(hbuf *t, size_t count, flashcl_dtype dtype, rng *r)
 {
     hbuf_alloc(t, count, oracle_dtype_size(dtype));
     for (size_t i = 0; i < count; ++i)
@@ -64,7 +65,7 @@ static inline void hbuf_random(hbuf *t, size_t count, flashcl_dtype dtype, rng *
     hbuf_upload(t);
 }
 
-static inline void hbuf_ints(hbuf *t, const int *values, size_t count)
+static void hbuf_ints(hbuf *t, const int *values, size_t count)
 {
     hbuf_alloc(t, count, sizeof(int));
     memcpy(t->bytes, values, count * sizeof(int));
@@ -174,6 +175,7 @@ typedef struct seq_problem {
     int64_t window_left, window_right;
     double softcap;
     const float *sinks;
+    const float *alibi; /* slopes [hq] */
 } seq_problem;
 
 static void seq_oracle(const seq_problem *s, double *o, double *lse)
@@ -202,6 +204,8 @@ static void seq_oracle(const seq_problem *s, double *o, double *lse)
     memcpy(p.v.stride, s->v_stride, sizeof p.v.stride);
     if (s->sinks)
         p.sinks = (oracle_view){s->sinks, 0, {0, 1, 0, 0}, FLASHCL_DTYPE_FP32};
+    if (s->alibi)
+        p.alibi = (oracle_view){s->alibi, 0, {0, 1, 0, 0}, FLASHCL_DTYPE_FP32};
     const size_t o_stride[4] = {0, s->nq * s->dv, s->dv, 1};
     ck_assert_int_eq(oracle_attention(&p, o, o_stride, lse), 0);
 }
@@ -439,6 +443,499 @@ START_TEST(combine_bad_arguments)
 }
 END_TEST
 
+
+/* ====================================================================== */
+/* Split-KV, KV cache, varlen and paged KV                                */
+/* ====================================================================== */
+
+enum { K_DENSE = 0, K_VARLEN = 1, K_CACHE = 2, K_PAGED = 3 };
+
+#define MAXB 8
+
+typedef struct infer_case {
+    const char *name;
+    flashcl_dtype dtype;
+    int batch, hq, hkv, d, dv;
+    int nq;              /* query rows per sequence when not varlen */
+    int qlens[MAXB];     /* varlen_q: rows of each sequence */
+    int varlen_q;
+    int kv;              /* K_* */
+    int lens[MAXB];      /* keys of each sequence (cache: before append) */
+    int capacity;        /* cache rows (K_CACHE / K_PAGED) */
+    int page_size;
+    int batch_idx;       /* cache rows permuted through cache_batch_idx */
+    int seqlen_new;      /* in-place append */
+    int splits;          /* desc.num_splits */
+    int causal;
+    flashcl_causal_align align;
+    int window;
+    int64_t window_left, window_right;
+    float softcap;
+    int sinks, alibi;
+    int bad_row_index;   /* cache_batch_idx of sequence 0 out of range */
+    int bad_page;        /* one page of sequence 0 out of range */
+    int reference;       /* also on the reference backend */
+} infer_case;
+
+/* Everything one case has on the host and the device. */
+typedef struct infer_data {
+    hbuf q, k, v, o, lse, k_new, v_new, alibi, sinks;
+    hbuf cu_q, cu_k, seqlens, batch_idx, table;
+    int q_row0[MAXB], k_row0[MAXB], cache_row[MAXB];
+    int pages_per_seq, num_pages, total_q, total_k;
+    int *table_host;
+    size_t kv_rows;      /* rows of the K/V tensors' batch axis */
+    size_t kv_seq;       /* rows per batch entry (capacity, page size) */
+} infer_data;
+
+static int nq_of(const infer_case *c, int b)
+{
+    return c->varlen_q ? c->qlens[b] : c->nq;
+}
+
+static int max_of(const int *v, int n)
+{
+    int m = 0;
+    for (int i = 0; i < n; ++i)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+static void make_layout(const infer_case *c, infer_data *x, rng *r)
+{
+    const int b = c->batch;
+    x->total_q = 0;
+    for (int i = 0; i < b; ++i) {
+        x->q_row0[i] = c->varlen_q ? x->total_q : 0;
+        x->total_q += nq_of(c, i);
+    }
+    x->total_k = 0;
+    for (int i = 0; i < b; ++i) {
+        x->k_row0[i] = x->total_k;
+        x->total_k += c->lens[i];
+        x->cache_row[i] = c->batch_idx ? b - 1 - i : i; /* reversed */
+    }
+    if (c->kv == K_DENSE) {
+        x->kv_rows = (size_t)b;
+        x->kv_seq = (size_t)c->lens[0];
+    } else if (c->kv == K_VARLEN) {
+        x->kv_rows = 1;
+        x->kv_seq = (size_t)x->total_k;
+    } else if (c->kv == K_CACHE) {
+        x->kv_rows = (size_t)b + (c->batch_idx ? 1 : 0);
+        x->kv_seq = (size_t)c->capacity;
+    } else {
+        x->pages_per_seq = c->capacity / c->page_size;
+        x->num_pages = b * x->pages_per_seq + 3;
+        x->kv_rows = (size_t)x->num_pages;
+        x->kv_seq = (size_t)c->page_size;
+        /* Every page once, shuffled (Fisher-Yates). */
+        int *perm = malloc((size_t)x->num_pages * sizeof *perm);
+        for (int i = 0; i < x->num_pages; ++i)
+            perm[i] = i;
+        for (int i = x->num_pages - 1; i > 0; --i) {
+            int j = (int)(rng_next(r) % (uint64_t)(i + 1));
+            int t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        x->table_host = malloc((size_t)(b * x->pages_per_seq) * sizeof(int));
+        for (int i = 0; i < b * x->pages_per_seq; ++i)
+            x->table_host[i] = perm[i];
+        if (c->bad_page)
+            x->table_host[0] = -5; /* sequence 0's first page */
+        free(perm);
+    }
+}
+
+/* Key row `key` of sequence `b`, head `h`: element offset of dim 0 in the
+ * K (or V, with dim `dim`) tensor packed [rows][seq][hkv][dim], or -1. */
+static long key_offset(const infer_case *c, const infer_data *x, int b,
+                       int key, int h, int dim)
+{
+    size_t row, pos;
+    if (c->kv == K_DENSE)
+        row = (size_t)b, pos = (size_t)key;
+    else if (c->kv == K_VARLEN)
+        row = 0, pos = (size_t)(x->k_row0[b] + key);
+    else if (c->kv == K_CACHE)
+        row = (size_t)x->cache_row[b], pos = (size_t)key;
+    else {
+        const int page = x->table_host[b * x->pages_per_seq + key / c->page_size];
+        if (page < 0 || page >= x->num_pages)
+            return -1;
+        row = (size_t)page, pos = (size_t)(key % c->page_size);
+    }
+    return (long)(((row * x->kv_seq + pos) * (size_t)c->hkv + (size_t)h) *
+                  (size_t)dim);
+}
+
+static void upload_case(const infer_case *c, infer_data *x, rng *r)
+{
+    const size_t es = oracle_dtype_size(c->dtype);
+    const size_t hq = (size_t)c->hq, hkv = (size_t)c->hkv;
+    const size_t q_rows = c->varlen_q ? (size_t)x->total_q
+                                      : (size_t)c->batch * (size_t)c->nq;
+    hbuf_random(&x->q, q_rows * hq * (size_t)c->d, c->dtype, r);
+    hbuf_random(&x->k, x->kv_rows * x->kv_seq * hkv * (size_t)c->d, c->dtype, r);
+    hbuf_random(&x->v, x->kv_rows * x->kv_seq * hkv * (size_t)c->dv, c->dtype, r);
+    hbuf_poisoned(&x->o, q_rows * hq * (size_t)c->dv, es);
+    hbuf_poisoned(&x->lse, q_rows * hq, 4);
+    if (c->seqlen_new) {
+        hbuf_random(&x->k_new, (size_t)(c->batch * c->seqlen_new) * hkv *
+                                   (size_t)c->d, c->dtype, r);
+        hbuf_random(&x->v_new, (size_t)(c->batch * c->seqlen_new) * hkv *
+                                   (size_t)c->dv, c->dtype, r);
+    }
+    int cu[MAXB + 1];
+    if (c->varlen_q) {
+        for (int i = 0; i <= c->batch; ++i)
+            cu[i] = i < c->batch ? x->q_row0[i] : x->total_q;
+        hbuf_ints(&x->cu_q, cu, (size_t)c->batch + 1);
+    }
+    if (c->kv == K_VARLEN) {
+        for (int i = 0; i <= c->batch; ++i)
+            cu[i] = i < c->batch ? x->k_row0[i] : x->total_k;
+        hbuf_ints(&x->cu_k, cu, (size_t)c->batch + 1);
+    }
+    if (c->kv >= K_CACHE)
+        hbuf_ints(&x->seqlens, c->lens, (size_t)c->batch);
+    if (c->batch_idx) {
+        int rows[MAXB];
+        memcpy(rows, x->cache_row, sizeof rows);
+        if (c->bad_row_index)
+            rows[0] = 1000;
+        hbuf_ints(&x->batch_idx, rows, (size_t)c->batch);
+    }
+    if (c->kv == K_PAGED)
+        hbuf_ints(&x->table, x->table_host,
+                  (size_t)(c->batch * x->pages_per_seq));
+    if (c->alibi) {
+        hbuf_alloc(&x->alibi, hq, 4);
+        for (size_t h = 0; h < hq; ++h)
+            ((float *)x->alibi.bytes)[h] = 0.05f * (float)(h + 1);
+        hbuf_upload(&x->alibi);
+    }
+    if (c->sinks) {
+        hbuf_alloc(&x->sinks, hq, 4);
+        for (size_t h = 0; h < hq; ++h)
+            ((float *)x->sinks.bytes)[h] = (float)rng_normal(r);
+        hbuf_upload(&x->sinks);
+    }
+}
+
+static flashcl_attention_desc case_descriptor(const infer_case *c,
+                                              const infer_data *x)
+{
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.batch = c->batch;
+    d.heads_q = c->hq;
+    d.heads_kv = c->hkv;
+    d.seqlen_q = c->varlen_q ? x->total_q : c->nq;
+    d.seqlen_k = c->kv == K_VARLEN   ? x->total_k
+                 : c->kv == K_DENSE ? c->lens[0]
+                                    : c->capacity;
+    d.head_dim = c->d;
+    d.head_dim_v = c->dv;
+    d.dtype = c->dtype;
+    d.scale = 0.3f;
+    d.causal = c->causal;
+    d.causal_align = c->align;
+    d.window = c->window;
+    d.window_left = c->window_left;
+    d.window_right = c->window_right;
+    d.softcap = c->softcap;
+    d.q = tensor_of(&x->q);
+    d.k = tensor_of(&x->k);
+    d.v = tensor_of(&x->v);
+    d.o = tensor_of(&x->o);
+    d.lse = tensor_of(&x->lse);
+    d.num_splits = c->splits;
+    if (c->alibi)
+        d.alibi_slopes = tensor_of(&x->alibi);
+    if (c->sinks)
+        d.sinks = tensor_of(&x->sinks);
+    if (c->varlen_q) {
+        d.cu_seqlens_q = tensor_of(&x->cu_q);
+        d.max_seqlen_q = max_of(c->qlens, c->batch);
+    }
+    if (c->kv == K_VARLEN) {
+        d.cu_seqlens_k = tensor_of(&x->cu_k);
+        d.max_seqlen_k = max_of(c->lens, c->batch);
+    }
+    if (c->kv >= K_CACHE) {
+        d.cache_seqlens = tensor_of(&x->seqlens);
+        d.kv_batch = (int64_t)x->kv_rows;
+    }
+    if (c->batch_idx)
+        d.cache_batch_idx = tensor_of(&x->batch_idx);
+    if (c->kv == K_PAGED) {
+        d.block_table = tensor_of(&x->table);
+        d.page_size = c->page_size;
+        d.max_pages = x->pages_per_seq;
+    }
+    if (c->seqlen_new) {
+        d.seqlen_new = c->seqlen_new;
+        d.k_new = tensor_of(&x->k_new);
+        d.v_new = tensor_of(&x->v_new);
+    }
+    return d;
+}
+
+/* The oracle of sequence b over the host copies taken before the call:
+ * its keys gathered (cache rows, then the appended ones), pages that are
+ * out of range left out, as the API says. O [hq][nq][dv], LSE [hq][nq]. */
+static void sequence_oracle(const infer_case *c, const infer_data *x, int b,
+                            double *o, double *lse)
+{
+    const int nq = nq_of(c, b);
+    int nk = c->lens[b];
+    if (c->kv >= K_CACHE && nk > c->capacity - c->seqlen_new)
+        nk = c->capacity - c->seqlen_new; /* clamped by the kernels */
+    const int cached = nk;
+    nk += c->seqlen_new;
+    if (c->bad_row_index && b == 0)
+        nk = 0;
+    const size_t hq = (size_t)c->hq, hkv = (size_t)c->hkv, d = (size_t)c->d,
+                 dv = (size_t)c->dv;
+    double *q = calloc((size_t)nq * hq * d + 1, sizeof *q);
+    double *k = calloc((size_t)nk * hkv * d + 1, sizeof *k);
+    double *v = calloc((size_t)nk * hkv * dv + 1, sizeof *v);
+    for (int i = 0; i < nq; ++i)
+        for (size_t e = 0; e < hq * d; ++e) {
+            const size_t row = c->varlen_q ? (size_t)(x->q_row0[b] + i)
+                                           : (size_t)b * (size_t)c->nq + (size_t)i;
+            q[(size_t)i * hq * d + e] =
+                oracle_load(x->q.bytes, row * hq * d + e, c->dtype);
+        }
+    int kept = 0;
+    for (int j = 0; j < nk; ++j) {
+        const bool is_new = j >= cached;
+        long kat = 0, vat = 0;
+        if (!is_new) {
+            kat = key_offset(c, x, b, j, 0, c->d);
+            vat = key_offset(c, x, b, j, 0, c->dv);
+            if (kat < 0)
+                continue; /* a skipped page */
+        }
+        for (size_t h = 0; h < hkv; ++h)
+            for (size_t e = 0; e < d; ++e)
+                k[((size_t)kept * hkv + h) * d + e] =
+                    is_new ? oracle_load(x->k_new.bytes,
+                                         (((size_t)b * (size_t)c->seqlen_new +
+                                           (size_t)(j - cached)) * hkv + h) * d + e,
+                                         c->dtype)
+                           : oracle_load(x->k.bytes, (size_t)kat + h * d + e,
+                                         c->dtype);
+        for (size_t h = 0; h < hkv; ++h)
+            for (size_t e = 0; e < dv; ++e)
+                v[((size_t)kept * hkv + h) * dv + e] =
+                    is_new ? oracle_load(x->v_new.bytes,
+                                         (((size_t)b * (size_t)c->seqlen_new +
+                                           (size_t)(j - cached)) * hkv + h) * dv + e,
+                                         c->dtype)
+                           : oracle_load(x->v.bytes, (size_t)vat + h * dv + e,
+                                         c->dtype);
+        ++kept;
+    }
+    seq_problem s = {.hq = hq, .hkv = hkv, .nq = (size_t)nq, .nk = (size_t)kept,
+                     .d = d, .dv = dv, .dtype = FLASHCL_DTYPE_FP64, .q = q,
+                     .k = k, .v = v, .q_stride = {0, d, hq * d, 1},
+                     .k_stride = {0, d, hkv * d, 1},
+                     .v_stride = {0, dv, hkv * dv, 1}, .causal = c->causal,
+                     .align = c->align, .scale = 0.3, .window = c->window,
+                     .window_left = c->window_left,
+                     .window_right = c->window_right, .softcap = c->softcap,
+                     .sinks = c->sinks ? (const float *)x->sinks.bytes : NULL,
+                     .alibi = c->alibi ? (const float *)x->alibi.bytes : NULL};
+    seq_oracle(&s, o, lse);
+    free(q), free(k), free(v);
+}
+
+/* Device O / LSE of every sequence against its oracle. */
+static void check_case_output(const infer_case *c, infer_data *x,
+                              const char *backend)
+{
+    hbuf_download(&x->o);
+    hbuf_download(&x->lse);
+    row_check chk = {0};
+    const size_t hq = (size_t)c->hq, dv = (size_t)c->dv;
+    for (int b = 0; b < c->batch; ++b) {
+        const int nq = nq_of(c, b);
+        double *o = calloc((size_t)nq * hq * dv + 1, sizeof *o);
+        double *lse = calloc((size_t)nq * hq + 1, sizeof *lse);
+        sequence_oracle(c, x, b, o, lse);
+        for (size_t h = 0; h < hq; ++h)
+            for (int i = 0; i < nq; ++i) {
+                const size_t row = c->varlen_q
+                                       ? (size_t)(x->q_row0[b] + i)
+                                       : (size_t)b * (size_t)c->nq + (size_t)i;
+                const size_t lse_at = c->varlen_q
+                                          ? h * (size_t)x->total_q + row
+                                          : ((size_t)b * hq + h) * (size_t)c->nq +
+                                                (size_t)i;
+                char where[96];
+                snprintf(where, sizeof where, "%s b=%d h=%zu i=%d", backend, b,
+                         h, i);
+                check_row(&chk, x->o.bytes, (row * hq + h) * dv, c->dtype,
+                          o + (h * (size_t)nq + (size_t)i) * dv, dv,
+                          (float *)x->lse.bytes + lse_at,
+                          lse[h * (size_t)nq + (size_t)i], where);
+            }
+        free(o), free(lse);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s (%s)", c->name, backend);
+    assert_close(&chk, c->dtype, what);
+}
+
+/* After an append: the cache holds the new rows at each sequence's length,
+ * and nothing else changed. */
+static void check_appended(const infer_case *c, infer_data *x,
+                           const hbuf *k_before)
+{
+    hbuf now = {0};
+    hbuf_alloc(&now, x->k.count, x->k.elem);
+    now.buffer = x->k.buffer;
+    hbuf_download(&now);
+    unsigned char *expect = malloc(x->k.count * x->k.elem);
+    memcpy(expect, k_before->bytes, x->k.count * x->k.elem);
+    for (int b = 0; b < c->batch; ++b) {
+        if (c->bad_row_index && b == 0)
+            continue;
+        int len = c->lens[b];
+        if (len > c->capacity - c->seqlen_new)
+            len = c->capacity - c->seqlen_new;
+        for (int j = 0; j < c->seqlen_new; ++j) {
+            const long at = key_offset(c, x, b, len + j, 0, c->d);
+            if (at < 0)
+                continue;
+            memcpy(expect + (size_t)at * x->k.elem,
+                   (unsigned char *)x->k_new.bytes +
+                       (size_t)(b * c->seqlen_new + j) * (size_t)(c->hkv * c->d) *
+                           x->k.elem,
+                   (size_t)(c->hkv * c->d) * x->k.elem);
+        }
+    }
+    ck_assert_msg(!memcmp(expect, now.bytes, x->k.count * x->k.elem),
+                  "%s: the K cache after the append is not the old cache "
+                  "plus k_new at each length",
+                  c->name);
+    free(expect);
+    free(now.bytes);
+}
+
+static void release_case(infer_data *x)
+{
+    hbuf *all[] = {&x->q, &x->k, &x->v, &x->o, &x->lse, &x->k_new, &x->v_new,
+                   &x->alibi, &x->sinks, &x->cu_q, &x->cu_k, &x->seqlens,
+                   &x->batch_idx, &x->table};
+    for (size_t i = 0; i < LENGTH(all); ++i)
+        hbuf_release(all[i]);
+    free(x->table_host);
+}
+
+static void run_infer_case(const infer_case *c, uint64_t seed)
+{
+    flashcl_context *ctx = shared_context();
+    rng r = rng_seeded(seed);
+    infer_data x;
+    memset(&x, 0, sizeof x);
+    make_layout(c, &x, &r);
+    upload_case(c, &x, &r);
+    hbuf k_before = {0};
+    hbuf_alloc(&k_before, x.k.count, x.k.elem);
+    memcpy(k_before.bytes, x.k.bytes, x.k.count * x.k.elem);
+    hbuf v_before = {0};
+    hbuf_alloc(&v_before, x.v.count, x.v.elem);
+    memcpy(v_before.bytes, x.v.bytes, x.v.count * x.v.elem);
+    flashcl_attention_desc d = case_descriptor(c, &x);
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info), FLASHCL_SUCCESS);
+    if (c->splits > 0)
+        ck_assert_msg(info.num_splits == c->splits,
+                      "%s: describe says %d splits, forced %d", c->name,
+                      info.num_splits, c->splits);
+    flashcl_status st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL);
+    ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %s (%s)", c->name,
+                  flashcl_status_string(st), clip(flashcl_context_last_error(ctx)));
+    if (c->seqlen_new)
+        check_appended(c, &x, &k_before);
+    /* The oracle reads the cache as it was before the append. */
+    memcpy(x.k.bytes, k_before.bytes, x.k.count * x.k.elem);
+    memcpy(x.v.bytes, v_before.bytes, x.v.count * x.v.elem);
+    check_case_output(c, &x, "fused");
+    if (c->reference && !getenv("SKIP_REF")) {
+        /* Same inputs again (the append writes the cache): restore it. */
+        write_buffer(flashcl_context_queue(ctx), x.k.buffer, k_before.bytes,
+                     x.k.count * x.k.elem);
+        write_buffer(flashcl_context_queue(ctx), x.v.buffer, v_before.bytes,
+                     x.v.count * x.v.elem);
+        poison_buffer(flashcl_context_queue(ctx), x.o.buffer,
+                      x.o.count * x.o.elem);
+        poison_buffer(flashcl_context_queue(ctx), x.lse.buffer,
+                      x.lse.count * x.lse.elem);
+        d.backend = FLASHCL_BACKEND_REFERENCE;
+        st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL);
+        ck_assert_msg(st == FLASHCL_SUCCESS, "%s reference: %s (%s)", c->name,
+                      flashcl_status_string(st),
+                      clip(flashcl_context_last_error(ctx)));
+        if (c->seqlen_new)
+            check_appended(c, &x, &k_before);
+        check_case_output(c, &x, "reference");
+    }
+    hbuf_release(&k_before);
+    hbuf_release(&v_before);
+    release_case(&x);
+}
+
+#define L4 {1, 17, 255, 4096}
+static const infer_case infer_cases[] = {
+    /* decode against a cache of mixed lengths; GQA 1, 4, 8; splits */
+    {.name = "decode Nq1 gqa8 auto", .dtype = FLASHCL_DTYPE_FP32, .batch = 4,
+     .hq = 8, .hkv = 1, .d = 32, .dv = 32, .nq = 1, .kv = K_CACHE, .lens = L4,
+     .capacity = 4096, .reference = 1},
+    {.name = "decode Nq1 gqa4 split64", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 4, .hq = 8, .hkv = 2, .d = 64, .dv = 64, .nq = 1,
+     .kv = K_CACHE, .lens = L4, .capacity = 4096, .splits = 64},
+    {.name = "decode Nq2 gqa1 split3", .dtype = FLASHCL_DTYPE_FP16,
+     .batch = 4, .hq = 2, .hkv = 2, .d = 40, .dv = 40, .nq = 2,
+     .kv = K_CACHE, .lens = L4, .capacity = 4100, .splits = 3},
+    {.name = "decode Nq5 gqa4 split1 causal", .dtype = FLASHCL_DTYPE_BF16,
+     .batch = 4, .hq = 4, .hkv = 1, .d = 32, .dv = 32, .nq = 5,
+     .kv = K_CACHE, .lens = {5, 17, 255, 4096}, .capacity = 4096,
+     .splits = 1, .causal = 1},
+    {.name = "decode Nq16 gqa8 split3 causal", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 4, .hq = 8, .hkv = 1, .d = 16, .dv = 16, .nq = 16,
+     .kv = K_CACHE, .lens = {16, 17, 255, 4096}, .capacity = 4096,
+     .splits = 3, .causal = 1},
+    {.name = "decode Nq1 split64 sinks softcap alibi", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 2, .hq = 4, .hkv = 2, .d = 32, .dv = 16, .nq = 1, .kv = K_CACHE,
+     .lens = {1, 700}, .capacity = 768, .splits = 64, .sinks = 1,
+     .softcap = 2.0f, .alibi = 1},
+    {.name = "decode Nq5 split3 window causal", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 2, .hq = 4, .hkv = 1, .d = 32, .dv = 32, .nq = 5, .kv = K_CACHE,
+     .lens = {100, 600}, .capacity = 640, .splits = 3, .causal = 1,
+     .window = 1, .window_left = 90, .window_right = -1},
+    {.name = "decode batch_idx", .dtype = FLASHCL_DTYPE_FP32, .batch = 3,
+     .hq = 4, .hkv = 2, .d = 32, .dv = 32, .nq = 2, .kv = K_CACHE,
+     .lens = {3, 90, 300}, .capacity = 320, .batch_idx = 1, .splits = 3,
+     .reference = 1},
+    /* dense problems forced through split-KV */
+    {.name = "dense prefill split3 causal", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 1, .hq = 2, .hkv = 1, .d = 32, .dv = 32, .nq = 200,
+     .kv = K_DENSE, .lens = {300}, .splits = 3, .causal = 1},
+    {.name = "dense split3 top-left causal", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 2, .hq = 2, .hkv = 2, .d = 16, .dv = 16, .nq = 7,
+     .kv = K_DENSE, .lens = {150, 150}, .splits = 3, .causal = 1,
+     .align = FLASHCL_CAUSAL_TOP_LEFT},
+};
+
+START_TEST(inference_matches_oracle)
+{
+    run_infer_case(&infer_cases[_i], 2000 + (uint64_t)_i);
+}
+END_TEST
+
 /* @@MORE_TESTS@@ */
 
 int main(void)
@@ -446,9 +943,13 @@ int main(void)
     const test_entry combine[] = {
         {combine_matches_unsplit, (int)LENGTH(combine_cases)},
         {combine_bad_arguments, 0}};
+    const test_entry inference_cases[] = {
+        {inference_matches_oracle, (int)LENGTH(infer_cases)}};
     /* @@MORE_ENTRIES@@ */
     const test_group groups[] = {
         {"combine", 300, NULL, NULL, combine, LENGTH(combine)},
+        {"against the oracle", 600, NULL, NULL, inference_cases,
+         LENGTH(inference_cases)},
         /* @@MORE_GROUPS@@ */
     };
     return run_groups("inference", groups, LENGTH(groups));
