@@ -63,7 +63,11 @@ static flashcl_status run_problem(flashcl_context *ctx, cl_command_queue queue,
     if (p->empty)
         return api_empty_call(ctx, queue, num_wait, wait_list, event);
     if (p->backend == FLASHCL_BACKEND_REFERENCE)
-        return launch_reference(ctx, queue, p, num_wait, wait_list, event);
+        return p->infer.needs_split_kernel
+                   ? launch_reference_inference(ctx, queue, p, num_wait,
+                                                wait_list, event)
+                   : launch_reference(ctx, queue, p, num_wait, wait_list,
+                                      event);
     return run_fused(ctx, queue, p, num_wait, wait_list, event);
 }
 
