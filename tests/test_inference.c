@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 /*
  * Inference features (issue 11) against the float64 oracle
  * (support/oracle.h): flashcl_combine_partials; split-KV decoding with
@@ -538,8 +539,10 @@ static void make_layout(const infer_case *c, infer_data *x, rng *r)
             int t = perm[i];
             perm[i] = perm[j], perm[j] = t;
         }
-        x->table_host = malloc((size_t)(b * x->pages_per_seq) * sizeof(int));
-        for (int i = 0; i < b * x->pages_per_seq; ++i)
+        const size_t entries = (size_t)b * (size_t)x->pages_per_seq;
+        x->table_host = malloc(entries * sizeof(int));
+        ck_assert_ptr_nonnull(x->table_host);
+        for (size_t i = 0; i < entries; ++i)
             x->table_host[i] = perm[i];
         if (c->bad_page)
             x->table_host[0] = -5; /* sequence 0's first page */
@@ -990,6 +993,191 @@ START_TEST(inference_matches_oracle)
 }
 END_TEST
 
+
+/* Every bad inference argument: its specific status, a message, and O,
+ * LSE and the cache (which an append would write) untouched. */
+START_TEST(inference_bad_arguments)
+{
+    flashcl_context *ctx = shared_context();
+    const int B = 2, D = 16, CAP = 64;
+    hbuf q, k, v, o, lse, kn, vn, lens, lens_short, cu, cu_short, idx, table,
+        table_short, k_small;
+    hbuf_poisoned(&q, (size_t)(B * 2 * D), 4);
+    hbuf_poisoned(&k, (size_t)(B * CAP * D), 4);
+    hbuf_poisoned(&v, (size_t)(B * CAP * D), 4);
+    hbuf_poisoned(&o, (size_t)(B * 2 * D), 4);
+    hbuf_poisoned(&lse, (size_t)(B * 2), 4);
+    hbuf_poisoned(&kn, (size_t)(B * D), 4);
+    hbuf_poisoned(&vn, (size_t)(B * D), 4);
+    hbuf_poisoned(&k_small, (size_t)(CAP * D), 4);
+    const int len_values[2] = {3, 9}, cu_values[3] = {0, 1, 2};
+    const int table_values[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    hbuf_ints(&lens, len_values, 2);
+    hbuf_ints(&lens_short, len_values, 1);
+    hbuf_ints(&cu, cu_values, 3);
+    hbuf_ints(&cu_short, cu_values, 2);
+    hbuf_ints(&idx, cu_values, 2);
+    hbuf_ints(&table, table_values, 8);
+    hbuf_ints(&table_short, table_values, 7);
+
+    flashcl_attention_desc good = FLASHCL_ATTENTION_DESC_INIT;
+    good.batch = B;
+    good.heads_q = 2;
+    good.heads_kv = 1;
+    good.seqlen_q = 1;
+    good.seqlen_k = CAP;
+    good.head_dim = D;
+    good.q = tensor_of(&q);
+    good.k = tensor_of(&k);
+    good.v = tensor_of(&v);
+    good.o = tensor_of(&o);
+    good.lse = tensor_of(&lse);
+    good.cache_seqlens = tensor_of(&lens);
+    struct {
+        const char *what;
+        flashcl_attention_desc d;
+        flashcl_status want;
+    } bad[40];
+    int n = 0;
+#define BAD(text, status, edit)                                                \
+    do {                                                                       \
+        ck_assert_int_lt(n, (int)LENGTH(bad));                                 \
+        bad[n].what = text;                                                    \
+        bad[n].d = good;                                                       \
+        {                                                                      \
+            flashcl_attention_desc *d = &bad[n].d;                             \
+            edit;                                                              \
+        }                                                                      \
+        bad[n++].want = status;                                                \
+    } while (0)
+#define PAGED(d)                                                               \
+    ((d)->block_table = tensor_of(&table), (d)->page_size = 16,               \
+     (d)->max_pages = 4, (d)->kv_batch = 8)
+    BAD("num_splits -1", FLASHCL_ERROR_INVALID_VALUE, d->num_splits = -1);
+    BAD("num_splits 257", FLASHCL_ERROR_INVALID_VALUE,
+        d->num_splits = FLASHCL_MAX_SPLITS + 1);
+    BAD("cache_batch_idx without cache_seqlens", FLASHCL_ERROR_INVALID_VALUE,
+        (d->cache_seqlens.buffer = NULL, d->cache_batch_idx = tensor_of(&idx)));
+    BAD("kv_batch without cache", FLASHCL_ERROR_INVALID_VALUE,
+        (d->cache_seqlens.buffer = NULL, d->kv_batch = 2));
+    BAD("kv_batch < 0", FLASHCL_ERROR_INVALID_DIMENSION, d->kv_batch = -1);
+    BAD("seqlen_new without cache", FLASHCL_ERROR_INVALID_VALUE,
+        (d->cache_seqlens.buffer = NULL, d->seqlen_new = 1,
+         d->k_new = tensor_of(&kn), d->v_new = tensor_of(&vn)));
+    BAD("seqlen_new < 0", FLASHCL_ERROR_INVALID_DIMENSION, d->seqlen_new = -1);
+    BAD("seqlen_new above the capacity", FLASHCL_ERROR_INVALID_DIMENSION,
+        (d->seqlen_new = CAP + 1, d->k_new = tensor_of(&kn),
+         d->v_new = tensor_of(&vn)));
+    BAD("k_new NULL", FLASHCL_ERROR_NULL_ARGUMENT,
+        (d->seqlen_new = 1, d->v_new = tensor_of(&vn)));
+    BAD("v_new NULL", FLASHCL_ERROR_NULL_ARGUMENT,
+        (d->seqlen_new = 1, d->k_new = tensor_of(&kn)));
+    BAD("k_new without seqlen_new", FLASHCL_ERROR_INVALID_VALUE,
+        d->k_new = tensor_of(&kn));
+    BAD("k_new too small", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        (d->seqlen_new = 2, d->k_new = tensor_of(&kn),
+         d->v_new = tensor_of(&vn)));
+    BAD("k_new overlaps the cache", FLASHCL_ERROR_ALIASING,
+        (d->seqlen_new = 1, d->k_new = tensor_of(&k), d->v_new = tensor_of(&vn)));
+    BAD("appended k overlaps v", FLASHCL_ERROR_ALIASING,
+        (d->seqlen_new = 1, d->k_new = tensor_of(&kn),
+         d->v_new = tensor_of(&vn), d->v = tensor_of(&k)));
+    BAD("cache_seqlens too small", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        d->cache_seqlens = tensor_of(&lens_short));
+    BAD("cache_seqlens offset misaligned", FLASHCL_ERROR_INVALID_LAYOUT,
+        d->cache_seqlens.offset = 2);
+    BAD("o overlaps cache_seqlens", FLASHCL_ERROR_ALIASING,
+        (d->o = tensor_of(&lens), d->head_dim = 1, d->heads_q = 1,
+         d->q.buffer = q.buffer));
+    BAD("cache rows past the buffer (kv_batch)", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        d->kv_batch = 3);
+    BAD("cache smaller than batch", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        d->k = tensor_of(&k_small));
+    BAD("max_seqlen_q without cu_seqlens_q", FLASHCL_ERROR_INVALID_VALUE,
+        d->max_seqlen_q = 4);
+    BAD("max_seqlen_k without cu_seqlens_k", FLASHCL_ERROR_INVALID_VALUE,
+        d->max_seqlen_k = 4);
+    BAD("max_seqlen_q < 0", FLASHCL_ERROR_INVALID_DIMENSION,
+        (d->cu_seqlens_q = tensor_of(&cu), d->max_seqlen_q = -3));
+    BAD("cu_seqlens_q too small", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        (d->cu_seqlens_q = tensor_of(&cu_short), d->max_seqlen_q = 1));
+    BAD("cu_seqlens_k with cache_seqlens", FLASHCL_ERROR_INVALID_VALUE,
+        (d->cu_seqlens_k = tensor_of(&cu), d->max_seqlen_k = 1));
+    BAD("append with cu_seqlens_q", FLASHCL_ERROR_UNSUPPORTED,
+        (d->cu_seqlens_q = tensor_of(&cu), d->max_seqlen_q = 1,
+         d->seqlen_new = 1, d->k_new = tensor_of(&kn),
+         d->v_new = tensor_of(&vn)));
+    BAD("block_table without cache_seqlens", FLASHCL_ERROR_INVALID_VALUE,
+        (PAGED(d), d->cache_seqlens.buffer = NULL, d->kv_batch = 0));
+    BAD("page_size without block_table", FLASHCL_ERROR_INVALID_VALUE,
+        d->page_size = 16);
+    BAD("page_size 24", FLASHCL_ERROR_INVALID_VALUE,
+        (PAGED(d), d->page_size = 24));
+    BAD("page_size 0", FLASHCL_ERROR_INVALID_VALUE,
+        (PAGED(d), d->page_size = 0));
+    BAD("capacity != max_pages * page_size", FLASHCL_ERROR_INVALID_DIMENSION,
+        (PAGED(d), d->max_pages = 3));
+    BAD("paged without kv_batch", FLASHCL_ERROR_INVALID_DIMENSION,
+        (PAGED(d), d->kv_batch = 0));
+    BAD("block_table too small", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        (PAGED(d), d->block_table = tensor_of(&table_short)));
+    BAD("pages past the buffer", FLASHCL_ERROR_OUT_OF_BOUNDS,
+        (PAGED(d), d->kv_batch = 9));
+    BAD("cache_batch_idx with block_table", FLASHCL_ERROR_UNSUPPORTED,
+        (PAGED(d), d->cache_batch_idx = tensor_of(&idx)));
+#undef PAGED
+#undef BAD
+    for (int i = 0; i < n; ++i) {
+        flashcl_status st =
+            flashcl_attention_forward(ctx, NULL, &bad[i].d, 0, NULL, NULL);
+        ck_assert_msg(st == bad[i].want, "%s: got %s (%s), want %s",
+                      bad[i].what, flashcl_status_string(st),
+                      flashcl_context_last_error(ctx),
+                      flashcl_status_string(bad[i].want));
+        ck_assert_msg(*flashcl_context_last_error(ctx), "%s: no message",
+                      bad[i].what);
+    }
+    /* Scratch cap: a forced split above it fails; from the environment
+     * too, and a malformed environment value is named. */
+    flashcl_attention_desc split = good;
+    split.num_splits = 64;
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 1024),
+                     FLASHCL_SUCCESS);
+    size_t cap = 0;
+    ck_assert_int_eq(flashcl_context_get_split_scratch_limit(ctx, &cap),
+                     FLASHCL_SUCCESS);
+    ck_assert_uint_eq(cap, 1024);
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &split, 0, NULL, NULL),
+                     FLASHCL_ERROR_OUT_OF_MEMORY);
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+    setenv("FLASHCL_SPLIT_SCRATCH_LIMIT", "1k", 1);
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &split, 0, NULL, NULL),
+                     FLASHCL_ERROR_OUT_OF_MEMORY);
+    setenv("FLASHCL_SPLIT_SCRATCH_LIMIT", "lots", 1);
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &good, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_ptr_nonnull(strstr(flashcl_context_last_error(ctx),
+                                 "FLASHCL_SPLIT_SCRATCH_LIMIT"));
+    unsetenv("FLASHCL_SPLIT_SCRATCH_LIMIT");
+    /* The host call takes dense problems only. */
+    float host[64] = {0};
+    ck_assert_int_eq(flashcl_attention_forward_host(ctx, &good, host, host,
+                                                    host, host, NULL),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    clFinish(flashcl_context_queue(ctx));
+    ck_assert_msg(hbuf_untouched(&o) && hbuf_untouched(&lse) &&
+                      hbuf_untouched(&k) && hbuf_untouched(&v),
+                  "a rejected call wrote O, LSE or the cache");
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &good, 0, NULL, NULL),
+                     FLASHCL_SUCCESS);
+    hbuf *all[] = {&q, &k, &v, &o, &lse, &kn, &vn, &lens, &lens_short, &cu,
+                   &cu_short, &idx, &table, &table_short, &k_small};
+    for (size_t i = 0; i < LENGTH(all); ++i)
+        hbuf_release(all[i]);
+}
+END_TEST
+
 /* @@MORE_TESTS@@ */
 
 int main(void)
@@ -997,6 +1185,7 @@ int main(void)
     const test_entry combine[] = {
         {combine_matches_unsplit, (int)LENGTH(combine_cases)},
         {combine_bad_arguments, 0}};
+    const test_entry validation[] = {{inference_bad_arguments, 0}};
     const test_entry inference_cases[] = {
         {inference_matches_oracle, (int)LENGTH(infer_cases)}};
     /* @@MORE_ENTRIES@@ */
@@ -1004,6 +1193,7 @@ int main(void)
         {"combine", 300, NULL, NULL, combine, LENGTH(combine)},
         {"against the oracle", 600, NULL, NULL, inference_cases,
          LENGTH(inference_cases)},
+        {"validation", 300, NULL, NULL, validation, LENGTH(validation)},
         /* @@MORE_GROUPS@@ */
     };
     return run_groups("inference", groups, LENGTH(groups));
