@@ -18,10 +18,10 @@
  *                          work-item per output element.
  *
  * One work-item per packed row, K and V tiles in local memory, online
- * softmax in base 2, the variants' score code from variants.clh: the
- * portable kernel's scheme (cl/portable/flash_fwd.cl) without its
- * compensated sums: a split holds fewer keys, and fp32 errors stay near
- * 1e-6 of max|O| at the 4096-key rows the tests use.
+ * softmax in base 2, the variants' score code from variants.clh, and the
+ * compensated row sum and accumulator (FLASHCL_COMPENSATED): the portable
+ * kernel's scheme (cl/portable/flash_fwd.cl, which says why), so a split
+ * of a million keys is as accurate as the unsplit kernel.
  *
  * Sequences (FLASHCL_Q_VARLEN, FLASHCL_KV_MODE) are read on the device
  * and never trusted: prefix sums are clamped to [0, total] (an end below
@@ -70,6 +70,12 @@
 #endif
 #ifndef FLASHCL_APPEND
 #define FLASHCL_APPEND 0
+#endif
+#ifndef FLASHCL_COMPENSATED
+#define FLASHCL_COMPENSATED 1
+#endif
+#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
+#error "FLASHCL_COMPENSATED must be 0 or 1"
 #endif
 
 #if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
@@ -334,6 +340,12 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
     for (int c = 0; c < DV_VECS; ++c)
         acc[c] = (vec_t)(0);
     real_t row_max = -INFINITY, row_sum = 0;
+#if FLASHCL_COMPENSATED
+    vec_t acc_lo[DV_VECS];
+    for (int c = 0; c < DV_VECS; ++c)
+        acc_lo[c] = (vec_t)(0);
+    real_t sum_lo = 0;
+#endif
 #if FLASHCL_SINKS
     if (split == 0) { /* the sink joins the row once, in split 0 */
         row_max = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
@@ -403,6 +415,28 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
             continue; /* nothing seen yet: stay at max -inf, never NaN */
         const real_t correction = exp2(row_max - new_max);
         row_max = new_max;
+#if FLASHCL_COMPENSATED
+        /* The tile goes into the low parts, then each pair is
+         * renormalised once per tile (cl/portable/flash_fwd.cl). */
+        row_sum *= correction;
+        real_t tile_sum = 0;
+        for (int c = 0; c < DV_VECS; ++c)
+            acc_lo[c] *= correction;
+        for (int j = 0; j < BN; ++j) {
+            const real_t prob = exp2(scores[j] - new_max);
+            tile_sum += prob;
+            __local const real_t *v_row = v_tile + j * DV;
+            for (int c = 0; c < DV_VECS; ++c)
+                acc_lo[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc_lo[c]);
+        }
+        sum_lo = sum_lo * correction + tile_sum;
+        TWO_SUM(real_t, row_sum, sum_lo);
+        for (int c = 0; c < DV_VECS; ++c) {
+            vec_t hi = acc[c] * correction;
+            TWO_SUM(vec_t, hi, acc_lo[c]);
+            acc[c] = hi;
+        }
+#else
         row_sum *= correction;
         for (int c = 0; c < DV_VECS; ++c)
             acc[c] *= correction;
@@ -413,9 +447,15 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
             for (int c = 0; c < DV_VECS; ++c)
                 acc[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc[c]);
         }
+#endif
     }
     if (!row_ok)
         return;
+#if FLASHCL_COMPENSATED
+    row_sum += sum_lo;
+    for (int c = 0; c < DV_VECS; ++c)
+        acc[c] += acc_lo[c];
+#endif
 
     real_t out[DV];
     const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;

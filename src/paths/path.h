@@ -110,6 +110,8 @@ cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
  * width (the device's preferred float width, 4..16). */
 int portable_padded_head_dim(int64_t head_dim);
 int portable_vector_width(const device_caps *caps);
+/* Whether the compensated sums pay on this device (portable.c says why). */
+bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 
 /* ---- split-KV (split_kv.c): a mode of the portable path ------------- */
 

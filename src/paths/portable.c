@@ -99,9 +99,14 @@ static void write_reason(const problem *p, const portable_tile *tile,
  * 128-float arrays spill), so GPUs take plain sums above 64 (error grows
  * with seqlen_k there: 2e-5 at 1M keys, 6.6e-5 at 4M, for evenly spread
  * attention). CPUs (PoCL: within noise) always compensate. */
+bool portable_compensated(const device_caps *caps, int head_dim_v_padded)
+{
+    return caps->klass == DEVICE_CLASS_CPU || head_dim_v_padded <= 64;
+}
+
 static bool compensated(const device_caps *caps, const kernel_plan *plan)
 {
-    return caps->klass == DEVICE_CLASS_CPU || plan->head_dim_v_padded <= 64;
+    return portable_compensated(caps, plan->head_dim_v_padded);
 }
 
 static void portable_plan(const device_caps *caps, const problem *p,

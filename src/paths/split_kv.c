@@ -108,15 +108,18 @@ bool split_kv_wanted(const device_caps *caps, const problem *p)
 
 /* ---- plan ------------------------------------------------------------ */
 
-static void append_options(const problem *p, kernel_plan *plan)
+static void append_options(const device_caps *caps, const problem *p,
+                           kernel_plan *plan)
 {
     const inference *in = &p->infer;
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
              " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
-             "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d",
+             "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
+             "-DFLASHCL_COMPENSATED=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
-             in->batch_idx ? 1 : 0, in->append ? 1 : 0);
+             in->batch_idx ? 1 : 0, in->append ? 1 : 0,
+             portable_compensated(caps, plan->head_dim_v_padded) ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
@@ -146,7 +149,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
              (long long)(p->heads_q / p->heads_kv),
              p->heads_q == p->heads_kv ? "" : "s");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
-    append_options(p, plan);
+    append_options(caps, p, plan);
     plan->local[0] = (size_t)s.block_m;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)s.block_m;
