@@ -177,6 +177,10 @@ typedef struct seq_problem {
     double softcap;
     const float *sinks;
     const float *alibi; /* slopes [hq] */
+    /* Score tensors of this sequence: (h, i, j) at offset + stride. */
+    const float *bias;
+    const unsigned char *mask;
+    size_t score_stride[4];
 } seq_problem;
 
 static void seq_oracle(const seq_problem *s, double *o, double *lse)
@@ -207,6 +211,14 @@ static void seq_oracle(const seq_problem *s, double *o, double *lse)
         p.sinks = (oracle_view){s->sinks, 0, {0, 1, 0, 0}, FLASHCL_DTYPE_FP32};
     if (s->alibi)
         p.alibi = (oracle_view){s->alibi, 0, {0, 1, 0, 0}, FLASHCL_DTYPE_FP32};
+    if (s->bias) {
+        p.bias = (oracle_view){s->bias, 0, {0}, FLASHCL_DTYPE_FP32};
+        memcpy(p.bias.stride, s->score_stride, sizeof p.bias.stride);
+    }
+    if (s->mask) {
+        p.mask = (oracle_view){s->mask, 0, {0}, FLASHCL_DTYPE_FP32};
+        memcpy(p.mask.stride, s->score_stride, sizeof p.mask.stride);
+    }
     const size_t o_stride[4] = {0, s->nq * s->dv, s->dv, 1};
     ck_assert_int_eq(oracle_attention(&p, o, o_stride, lse), 0);
 }
@@ -473,6 +485,7 @@ typedef struct infer_case {
     int64_t window_left, window_right;
     float softcap;
     int sinks, alibi;
+    int bias, mask;      /* [batch, hq, max_q, max_k] score tensors */
     int bad_row_index;   /* cache_batch_idx of sequence 0 out of range */
     int bad_page;        /* one page of sequence 0 out of range */
     int reference;       /* also on the reference backend */
@@ -480,7 +493,8 @@ typedef struct infer_case {
 
 /* Everything one case has on the host and the device. */
 typedef struct infer_data {
-    hbuf q, k, v, o, lse, k_new, v_new, alibi, sinks;
+    hbuf q, k, v, o, lse, k_new, v_new, alibi, sinks, bias, mask;
+    size_t score_stride[4];
     hbuf cu_q, cu_k, seqlens, batch_idx, table;
     int q_row0[MAXB], k_row0[MAXB], cache_row[MAXB];
     int pages_per_seq, num_pages, total_q, total_k;
@@ -618,6 +632,28 @@ static void upload_case(const infer_case *c, infer_data *x, rng *r)
             ((float *)x->alibi.bytes)[h] = 0.05f * (float)(h + 1);
         hbuf_upload(&x->alibi);
     }
+    if (c->bias || c->mask) {
+        const size_t mq = (size_t)(c->varlen_q ? max_of(c->qlens, c->batch)
+                                               : c->nq);
+        const size_t mk = (size_t)(c->kv == K_VARLEN ? max_of(c->lens, c->batch)
+                                   : c->kv == K_DENSE ? c->lens[0]
+                                                      : c->capacity);
+        const size_t st[4] = {hq * mq * mk, mq * mk, mk, 1};
+        memcpy(x->score_stride, st, sizeof st);
+        const size_t n = (size_t)c->batch * st[0];
+        if (c->bias) {
+            hbuf_alloc(&x->bias, n, 4);
+            for (size_t i = 0; i < n; ++i)
+                ((float *)x->bias.bytes)[i] = (float)(0.5 * rng_normal(r));
+            hbuf_upload(&x->bias);
+        }
+        if (c->mask) {
+            hbuf_alloc(&x->mask, n, 1);
+            for (size_t i = 0; i < n; ++i)
+                ((unsigned char *)x->mask.bytes)[i] = rng_next(r) % 5 != 0;
+            hbuf_upload(&x->mask);
+        }
+    }
     if (c->sinks) {
         hbuf_alloc(&x->sinks, hq, 4);
         for (size_t h = 0; h < hq; ++h)
@@ -657,6 +693,21 @@ static flashcl_attention_desc case_descriptor(const infer_case *c,
         d.alibi_slopes = tensor_of(&x->alibi);
     if (c->sinks)
         d.sinks = tensor_of(&x->sinks);
+    if (c->bias) {
+        d.bias = tensor_of(&x->bias);
+        d.bias.stride_batch = x->score_stride[0];
+        d.bias.stride_head = x->score_stride[1];
+        d.bias.stride_seq = x->score_stride[2];
+        d.bias.stride_dim = x->score_stride[3];
+        d.bias_dtype = FLASHCL_DTYPE_FP32;
+    }
+    if (c->mask) {
+        d.mask = tensor_of(&x->mask);
+        d.mask.stride_batch = x->score_stride[0];
+        d.mask.stride_head = x->score_stride[1];
+        d.mask.stride_seq = x->score_stride[2];
+        d.mask.stride_dim = x->score_stride[3];
+    }
     if (c->varlen_q) {
         d.cu_seqlens_q = tensor_of(&x->cu_q);
         d.max_seqlen_q = max_of(c->qlens, c->batch);
@@ -749,7 +800,15 @@ static void sequence_oracle(const infer_case *c, const infer_data *x, int b,
                      .window_left = c->window_left,
                      .window_right = c->window_right, .softcap = c->softcap,
                      .sinks = c->sinks ? (const float *)x->sinks.bytes : NULL,
-                     .alibi = c->alibi ? (const float *)x->alibi.bytes : NULL};
+                     .alibi = c->alibi ? (const float *)x->alibi.bytes : NULL,
+                     .bias = c->bias ? (const float *)x->bias.bytes +
+                                           (size_t)b * x->score_stride[0]
+                                     : NULL,
+                     .mask = c->mask ? (const unsigned char *)x->mask.bytes +
+                                           (size_t)b * x->score_stride[0]
+                                     : NULL,
+                     .score_stride = {0, x->score_stride[1],
+                                      x->score_stride[2], x->score_stride[3]}};
     seq_oracle(&s, o, lse);
     free(q), free(k), free(v);
 }
@@ -830,7 +889,7 @@ static void check_appended(const infer_case *c, infer_data *x,
 static void release_case(infer_data *x)
 {
     hbuf *all[] = {&x->q, &x->k, &x->v, &x->o, &x->lse, &x->k_new, &x->v_new,
-                   &x->alibi, &x->sinks, &x->cu_q, &x->cu_k, &x->seqlens,
+                   &x->alibi, &x->sinks, &x->bias, &x->mask, &x->cu_q, &x->cu_k, &x->seqlens,
                    &x->batch_idx, &x->table};
     for (size_t i = 0; i < LENGTH(all); ++i)
         hbuf_release(all[i]);
@@ -923,6 +982,18 @@ static const infer_case infer_cases[] = {
      .hq = 4, .hkv = 2, .d = 32, .dv = 32, .nq = 2, .kv = K_CACHE,
      .lens = {3, 90, 300}, .capacity = 320, .batch_idx = 1, .splits = 3,
      .reference = 1},
+    {.name = "decode Nq2 split3 bias mask", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 3, .hq = 4, .hkv = 2, .d = 32, .dv = 32, .nq = 2,
+     .kv = K_CACHE, .lens = {1, 77, 400}, .capacity = 416, .splits = 3,
+     .bias = 1, .mask = 1, .reference = 1},
+    {.name = "varlen split3 bias causal", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 3, .hq = 2, .hkv = 1, .d = 16, .dv = 16, .varlen_q = 1,
+     .qlens = {4, 1, 30}, .kv = K_VARLEN, .lens = {40, 9, 300},
+     .splits = 3, .bias = 1, .causal = 1, .reference = 1},
+    {.name = "decode fp64 split3 paged", .dtype = FLASHCL_DTYPE_FP64,
+     .batch = 2, .hq = 4, .hkv = 1, .d = 24, .dv = 24, .nq = 1,
+     .kv = K_PAGED, .lens = {33, 500}, .capacity = 512, .page_size = 32,
+     .splits = 3},
     /* dense problems forced through split-KV */
     {.name = "dense prefill split3 causal", .dtype = FLASHCL_DTYPE_FP32,
      .batch = 1, .hq = 2, .hkv = 1, .d = 32, .dv = 32, .nq = 200,
