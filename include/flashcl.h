@@ -335,7 +335,8 @@ typedef struct flashcl_attention_desc {
     flashcl_tensor cache_seqlens;
     /** Optional int32 [batch]: cache row of sequence b (FlashAttention's
      *  cache_batch_idx); NULL: row b. An index outside [0, kv_batch) makes
-     *  that sequence skipped: O = 0, LSE = -inf, nothing appended. */
+     *  that sequence skipped: it sees no keys (O = 0, LSE = -inf, or the
+     *  sink with sinks) and nothing is appended. Not with block_table. */
     flashcl_tensor cache_batch_idx;
     /** Rows of the K/V tensors' batch axis: cache rows, or pages when
      *  paged; 0 means batch (dense cache) and is required when paged. */
@@ -355,7 +356,8 @@ typedef struct flashcl_attention_desc {
      *  [1, heads_q, seqlen_q], sequence b owns rows cu_seqlens_q[b] ..
      *  cu_seqlens_q[b+1] - 1 and has at most max_seqlen_q of them.
      *  cu_seqlens_k likewise packs k and v ([1, seqlen_k total, ...],
-     *  max_seqlen_k); not with cache_seqlens. Read on the device: each
+     *  max_seqlen_k); not with cache_seqlens. cu_seqlens_q also works with
+     *  a KV cache (not with an append). Read on the device: each
      *  start and end is clamped to [0, total], an end below its start
      *  means an empty sequence, and a length above max_seqlen_* is cut to
      *  it (rows past it are not written). */
@@ -490,10 +492,11 @@ flashcl_reference_scratch_bytes(flashcl_context *ctx,
 /* ------------------------------------------------------------------ */
 /* A split call (desc.num_splits, or the automatic choice) writes fp32
  * partial outputs and LSEs, num_splits * batch * heads_q * seqlen_q *
- * (head_dim_v + 1) * 4 bytes (seqlen_q: max_seqlen_q for varlen queries),
- * into one scratch buffer of the context, then merges them into O. The
- * buffer grows when a call needs more, is reused by later calls and is
- * freed with the context or by flashcl_context_release_scratch(). Calls
+ * (head_dim_v padded to 16, or 32 above 128, + 1) * 4 bytes (seqlen_q:
+ * max_seqlen_q for varlen queries), into scratch of the context, then
+ * merges them into O. The scratch grows when a call needs more, is reused
+ * by later calls and is freed with the context or by
+ * flashcl_context_release_scratch() (builds with the reference backend). Calls
  * that share it are ordered on the device as the reference backend's are
  * (each waits for the previous user's last command). Its cap is, first
  * that applies: flashcl_context_set_split_scratch_limit(ctx, bytes > 0),
