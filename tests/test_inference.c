@@ -1249,6 +1249,135 @@ START_TEST(inference_bad_arguments)
 }
 END_TEST
 
+
+/* The same sequences stored three ways (a dense cache, shuffled 16-row
+ * pages, packed varlen) give the same O and LSE, up to summation order:
+ * paged and varlen agree with the dense call on the same data. */
+START_TEST(layouts_agree_with_dense)
+{
+    flashcl_context *ctx = shared_context();
+    enum { B = 3, HQ = 4, HKV = 2, D = 32, NQ = 3, CAP = 1024, PAGE = 16 };
+    const int lens[B] = {1, 147, 1023};
+    const int pages_per_seq = CAP / PAGE, num_pages = B * pages_per_seq;
+    rng r = rng_seeded(4242);
+    hbuf q;
+    hbuf_random(&q, (size_t)(B * NQ * HQ * D), FLASHCL_DTYPE_FP32, &r);
+    /* Logical keys and values of each sequence. */
+    float *kv[2];
+    for (int t = 0; t < 2; ++t) {
+        kv[t] = malloc((size_t)(B * CAP * HKV * D) * sizeof(float));
+        for (int i = 0; i < B * CAP * HKV * D; ++i)
+            kv[t][i] = (float)rng_normal(&r);
+    }
+    int table[B * (CAP / PAGE)], perm[B * (CAP / PAGE)];
+    for (int i = 0; i < num_pages; ++i)
+        perm[i] = i;
+    for (int i = num_pages - 1; i > 0; --i) {
+        int j = (int)(rng_next(&r) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    memcpy(table, perm, sizeof table);
+    int total = 0, cu[B + 1];
+    for (int b = 0; b < B; ++b)
+        cu[b] = total, total += lens[b];
+    cu[B] = total;
+    hbuf dense[2], paged[2], packed[2];
+    const size_t row = HKV * D;
+    for (int t = 0; t < 2; ++t) {
+        hbuf_alloc(&dense[t], (size_t)(B * CAP) * row, 4);
+        hbuf_alloc(&paged[t], (size_t)(num_pages * PAGE) * row, 4);
+        hbuf_alloc(&packed[t], (size_t)total * row, 4);
+        for (int b = 0; b < B; ++b)
+            for (int j = 0; j < CAP; ++j) {
+                const float *src = kv[t] + ((size_t)b * CAP + (size_t)j) * row;
+                memcpy((float *)dense[t].bytes + ((size_t)b * CAP + (size_t)j) * row,
+                       src, row * 4);
+                const int page = table[b * pages_per_seq + j / PAGE];
+                memcpy((float *)paged[t].bytes +
+                           ((size_t)page * PAGE + (size_t)(j % PAGE)) * row,
+                       src, row * 4);
+                if (j < lens[b])
+                    memcpy((float *)packed[t].bytes + (size_t)(cu[b] + j) * row,
+                           src, row * 4);
+            }
+        hbuf_upload(&dense[t]);
+        hbuf_upload(&paged[t]);
+        hbuf_upload(&packed[t]);
+    }
+    hbuf lens_buf, table_buf, cu_buf;
+    hbuf_ints(&lens_buf, lens, B);
+    hbuf_ints(&table_buf, table, (size_t)num_pages);
+    hbuf_ints(&cu_buf, cu, B + 1);
+    hbuf o[3], lse[3];
+    for (int m = 0; m < 3; ++m) {
+        hbuf_poisoned(&o[m], (size_t)(B * NQ * HQ * D), 4);
+        hbuf_poisoned(&lse[m], (size_t)(B * HQ * NQ), 4);
+        flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+        d.batch = B;
+        d.heads_q = HQ;
+        d.heads_kv = HKV;
+        d.seqlen_q = NQ;
+        d.head_dim = D;
+        d.causal = 1;
+        d.num_splits = 3;
+        d.q = tensor_of(&q);
+        d.o = tensor_of(&o[m]);
+        d.lse = tensor_of(&lse[m]);
+        if (m == 0) {
+            d.seqlen_k = CAP;
+            d.k = tensor_of(&dense[0]);
+            d.v = tensor_of(&dense[1]);
+            d.cache_seqlens = tensor_of(&lens_buf);
+        } else if (m == 1) {
+            d.seqlen_k = CAP;
+            d.k = tensor_of(&paged[0]);
+            d.v = tensor_of(&paged[1]);
+            d.cache_seqlens = tensor_of(&lens_buf);
+            d.block_table = tensor_of(&table_buf);
+            d.page_size = PAGE;
+            d.max_pages = pages_per_seq;
+            d.kv_batch = num_pages;
+        } else {
+            d.seqlen_k = total;
+            d.k = tensor_of(&packed[0]);
+            d.v = tensor_of(&packed[1]);
+            d.cu_seqlens_k = tensor_of(&cu_buf);
+            d.max_seqlen_k = CAP;
+        }
+        flashcl_status st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL);
+        ck_assert_msg(st == FLASHCL_SUCCESS, "layout %d: %s (%s)", m,
+                      flashcl_status_string(st), flashcl_context_last_error(ctx));
+        hbuf_download(&o[m]);
+        hbuf_download(&lse[m]);
+    }
+    double max_o = 0;
+    for (size_t i = 0; i < o[0].count; ++i)
+        max_o = fmax(max_o, fabs(((float *)o[0].bytes)[i]));
+    const char *names[3] = {"dense", "paged", "varlen"};
+    for (int m = 1; m < 3; ++m) {
+        for (size_t i = 0; i < o[0].count; ++i) {
+            const double a = ((float *)o[0].bytes)[i], b = ((float *)o[m].bytes)[i];
+            ck_assert_msg(fabs(a - b) <= 1e-6 * max_o,
+                          "%s vs dense: O[%zu] = %.9g vs %.9g", names[m], i, b, a);
+        }
+        for (size_t i = 0; i < lse[0].count; ++i) {
+            const double a = ((float *)lse[0].bytes)[i], b = ((float *)lse[m].bytes)[i];
+            ck_assert_msg(a == b || fabs(a - b) <= 1e-6 * fmax(1.0, fabs(a)),
+                          "%s vs dense: LSE[%zu] = %.9g vs %.9g", names[m], i, b, a);
+        }
+    }
+    for (int t = 0; t < 2; ++t) {
+        hbuf_release(&dense[t]), hbuf_release(&paged[t]);
+        hbuf_release(&packed[t]);
+        free(kv[t]);
+    }
+    for (int m = 0; m < 3; ++m)
+        hbuf_release(&o[m]), hbuf_release(&lse[m]);
+    hbuf_release(&q), hbuf_release(&lens_buf), hbuf_release(&table_buf);
+    hbuf_release(&cu_buf);
+}
+END_TEST
+
 /* @@MORE_TESTS@@ */
 
 int main(void)
@@ -1258,7 +1387,8 @@ int main(void)
         {combine_bad_arguments, 0}};
     const test_entry validation[] = {{inference_bad_arguments, 0}};
     const test_entry inference_cases[] = {
-        {inference_matches_oracle, (int)LENGTH(infer_cases)}};
+        {inference_matches_oracle, (int)LENGTH(infer_cases)},
+        {layouts_agree_with_dense, 0}};
     /* @@MORE_ENTRIES@@ */
     const test_group groups[] = {
         {"combine", 300, NULL, NULL, combine, LENGTH(combine)},
