@@ -80,7 +80,8 @@ static int auto_splits(const device_caps *caps, const problem *p,
     const uint64_t target = cus * (uint64_t)tile->groups_per_cu;
     const uint64_t work = (uint64_t)p->batch * (uint64_t)p->heads_kv *
                           (uint64_t)s->m_blocks;
-    if (work == 0 || work >= target)
+    if (work == 0 || work >= target ||
+        (tile->max_auto_q_tiles && s->m_blocks > tile->max_auto_q_tiles))
         return 1;
     int64_t splits = (int64_t)((target + work - 1) / work);
     if (splits > p->seqlen_k / tile->min_keys_per_split)
