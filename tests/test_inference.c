@@ -1378,6 +1378,69 @@ START_TEST(layouts_agree_with_dense)
 }
 END_TEST
 
+
+/* Two split calls on two queues share the context's scratch: each waits
+ * for the other's merge, so both match their own call made alone; and the
+ * scratch can be released between calls. */
+START_TEST(scratch_shared_across_queues)
+{
+    flashcl_context *ctx = shared_context();
+    enum { B = 2, HQ = 4, HKV = 1, D = 32, CAP = 2048 };
+    const int lens[B] = {2048, 1500};
+    rng r = rng_seeded(99);
+    hbuf q[2], k[2], v[2], o[2], alone[2], lens_buf;
+    hbuf_ints(&lens_buf, lens, B);
+    flashcl_attention_desc d[2];
+    for (int c = 0; c < 2; ++c) {
+        hbuf_random(&q[c], (size_t)(B * HQ * D), FLASHCL_DTYPE_FP32, &r);
+        hbuf_random(&k[c], (size_t)(B * CAP * HKV * D), FLASHCL_DTYPE_FP32, &r);
+        hbuf_random(&v[c], (size_t)(B * CAP * HKV * D), FLASHCL_DTYPE_FP32, &r);
+        hbuf_poisoned(&o[c], (size_t)(B * HQ * D), 4);
+        hbuf_poisoned(&alone[c], (size_t)(B * HQ * D), 4);
+        flashcl_attention_desc_init(&d[c]);
+        d[c].batch = B;
+        d[c].heads_q = HQ;
+        d[c].heads_kv = HKV;
+        d[c].seqlen_q = 1;
+        d[c].seqlen_k = CAP;
+        d[c].head_dim = D;
+        d[c].num_splits = 7;
+        d[c].q = tensor_of(&q[c]);
+        d[c].k = tensor_of(&k[c]);
+        d[c].v = tensor_of(&v[c]);
+        d[c].cache_seqlens = tensor_of(&lens_buf);
+        d[c].o = tensor_of(&alone[c]);
+        ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &d[c], 0, NULL,
+                                                   NULL),
+                         FLASHCL_SUCCESS);
+        clFinish(flashcl_context_queue(ctx));
+        /* Freed between calls: the next call allocates again. */
+        ck_assert_int_eq(flashcl_context_release_scratch(ctx), FLASHCL_SUCCESS);
+        d[c].o = tensor_of(&o[c]);
+    }
+    cl_command_queue queues[2] = {create_queue(ctx), create_queue(ctx)};
+    cl_event done[2];
+    for (int round = 0; round < 3; ++round)
+        for (int c = 0; c < 2; ++c) {
+            ck_assert_int_eq(flashcl_attention_forward(ctx, queues[c], &d[c], 0,
+                                                       NULL, &done[c]),
+                             FLASHCL_SUCCESS);
+            clReleaseEvent(done[c]);
+        }
+    for (int c = 0; c < 2; ++c) {
+        CL_CHECK(clFinish(queues[c]));
+        hbuf_download(&o[c]);
+        hbuf_download(&alone[c]);
+        ck_assert_msg(!memcmp(o[c].bytes, alone[c].bytes, o[c].count * 4),
+                      "call %d on its own queue differs from the call alone", c);
+        clReleaseCommandQueue(queues[c]);
+        hbuf_release(&q[c]), hbuf_release(&k[c]), hbuf_release(&v[c]);
+        hbuf_release(&o[c]), hbuf_release(&alone[c]);
+    }
+    hbuf_release(&lens_buf);
+}
+END_TEST
+
 /* @@MORE_TESTS@@ */
 
 int main(void)
@@ -1385,7 +1448,8 @@ int main(void)
     const test_entry combine[] = {
         {combine_matches_unsplit, (int)LENGTH(combine_cases)},
         {combine_bad_arguments, 0}};
-    const test_entry validation[] = {{inference_bad_arguments, 0}};
+    const test_entry validation[] = {{inference_bad_arguments, 0},
+                                     {scratch_shared_across_queues, 0}};
     const test_entry inference_cases[] = {
         {inference_matches_oracle, (int)LENGTH(infer_cases)},
         {layouts_agree_with_dense, 0}};
