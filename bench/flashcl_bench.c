@@ -33,6 +33,11 @@ typedef struct bench_options {
     const char *variants[8];
     int num_variants;
     int check_rows; /* --check: rows compared with float64, 0 = off */
+    /* --decode: shapes B:HQ:HKV:NK of the decode table (issue 11). */
+    long decode[MAX_LIST][4];
+    int num_decode;
+    int decode_nq, decode_splits, decode_page;
+    double bandwidth_gbs; /* --bandwidth: the figure to report against */
 } bench_options;
 
 typedef struct bench_row {
@@ -83,6 +88,17 @@ static void usage(void)
            "                       head; dvX: head_dim_v = X; tf32: "
            "allow_tf32\n"
            "  --csv FILE           also write the rows as CSV\n"
+           "  --decode LIST        decode table instead of the sweep: shapes "
+           "B:HQ:HKV:NK,... against a KV cache of NK keys per sequence "
+           "(first --dtype and --head-dim)\n"
+           "  --nq N               decode: query rows per sequence (default "
+           "1)\n"
+           "  --splits N           decode: num_splits (default 0, automatic)"
+           "\n"
+           "  --page N             decode: paged cache of N-row pages "
+           "(default 0, dense cache)\n"
+           "  --bandwidth GBS      decode: report GB/s as a fraction of this "
+           "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n");
 }
@@ -140,6 +156,32 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->warmup = atoi(value);
         else if (!strcmp(arg, "--check"))
             opt->check_rows = atoi(value);
+        else if (!strcmp(arg, "--decode")) {
+            char *copy = strdup(value), *save = NULL;
+            opt->num_decode = 0;
+            for (char *tok = strtok_r(copy, ",", &save);
+                 tok && opt->num_decode < MAX_LIST;
+                 tok = strtok_r(NULL, ",", &save)) {
+                long *d = opt->decode[opt->num_decode];
+                if (sscanf(tok, "%ld:%ld:%ld:%ld", &d[0], &d[1], &d[2],
+                           &d[3]) != 4 || d[0] < 1 || d[1] < 1 || d[2] < 1 ||
+                    d[3] < 1) {
+                    fprintf(stderr, "flashcl-bench: --decode shape \"%s\" is "
+                                    "not B:HQ:HKV:NK\n", tok);
+                    free(copy);
+                    return -1;
+                }
+                ++opt->num_decode;
+            }
+            free(copy);
+        } else if (!strcmp(arg, "--nq"))
+            opt->decode_nq = atoi(value);
+        else if (!strcmp(arg, "--splits"))
+            opt->decode_splits = atoi(value);
+        else if (!strcmp(arg, "--page"))
+            opt->decode_page = atoi(value);
+        else if (!strcmp(arg, "--bandwidth"))
+            opt->bandwidth_gbs = atof(value);
         else if (!strcmp(arg, "--sgemm"))
             opt->sgemm_n = atoi(value);
         else if (!strcmp(arg, "--variants")) {
@@ -723,6 +765,147 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
+/* ---- decode (issue 11) ---------------------------------------------- */
+
+typedef struct decode_setup {
+    flashcl_attention_desc desc;
+    cl_mem lens, table;
+    double kv_bytes, total_bytes;
+} decode_setup;
+
+static cl_mem int_buffer(cl_context context, const int *values, size_t count)
+{
+    cl_int err;
+    return clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                          count * sizeof(int), (void *)values, &err);
+}
+
+/* A KV cache of nk keys for every sequence (paged: pages in order). */
+static int setup_decode(flashcl_context *ctx, const bench_options *opt,
+                        const long shape[4], decode_setup *s)
+{
+    const int dtype = opt->dtypes[0], d = opt->head_dims[0];
+    const long b = shape[0], hq = shape[1], hkv = shape[2], nk = shape[3];
+    const int nq = opt->decode_nq > 0 ? opt->decode_nq : 1;
+    const int page = opt->decode_page;
+    const long pages = page > 0 ? (nk + page - 1) / page : 0;
+    const long cap = page > 0 ? pages * page : nk;
+    cl_context context = flashcl_context_cl_context(ctx);
+    unsigned seed = 777u;
+    flashcl_attention_desc *desc = &s->desc;
+    flashcl_attention_desc_init(desc);
+    desc->batch = b;
+    desc->heads_q = hq;
+    desc->heads_kv = hkv;
+    desc->seqlen_q = nq;
+    desc->seqlen_k = cap;
+    desc->head_dim = d;
+    desc->dtype = (flashcl_dtype)dtype;
+    desc->causal = nq > 1;
+    desc->backend = FLASHCL_BACKEND_FUSED;
+    desc->num_splits = opt->decode_splits;
+    const size_t q_count = (size_t)(b * nq * hq * d);
+    const size_t kv_count = (size_t)(b * cap * hkv * d);
+    desc->q.buffer = random_buffer(context, q_count, dtype, &seed);
+    desc->o.buffer = random_buffer(context, q_count, dtype, &seed);
+    desc->k.buffer = random_buffer(context, kv_count, dtype, &seed);
+    desc->v.buffer = random_buffer(context, kv_count, dtype, &seed);
+    int *host = malloc((size_t)(b * (pages > 0 ? pages : 1)) * sizeof(int));
+    for (long i = 0; i < b; ++i)
+        host[i] = (int)nk;
+    s->lens = int_buffer(context, host, (size_t)b);
+    desc->cache_seqlens.buffer = s->lens;
+    s->table = NULL;
+    if (page > 0) {
+        for (long i = 0; i < b * pages; ++i)
+            host[i] = (int)i;
+        s->table = int_buffer(context, host, (size_t)(b * pages));
+        desc->block_table.buffer = s->table;
+        desc->page_size = page;
+        desc->max_pages = pages;
+        desc->kv_batch = b * pages;
+    }
+    free(host);
+    const double elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
+    s->kv_bytes = 2.0 * (double)b * (double)hkv * (double)nk * d * elem;
+    s->total_bytes = s->kv_bytes + 2.0 * (double)q_count * elem;
+    return desc->q.buffer && desc->o.buffer && desc->k.buffer &&
+                   desc->v.buffer && s->lens && (page == 0 || s->table)
+               ? 0
+               : -1;
+}
+
+static void release_decode(decode_setup *s)
+{
+    cl_mem all[6] = {s->desc.q.buffer, s->desc.k.buffer, s->desc.v.buffer,
+                     s->desc.o.buffer, s->lens, s->table};
+    for (int i = 0; i < 6; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
+
+/* One decode row: the chosen splits, and the unsplit call as the peer in
+ * the same run. */
+static int decode_row(flashcl_context *ctx, const bench_options *opt,
+                      const long shape[4])
+{
+    decode_setup s;
+    if (setup_decode(ctx, opt, shape, &s) != 0) {
+        fprintf(stderr, "flashcl-bench: decode allocation failed\n");
+        release_decode(&s);
+        return -1;
+    }
+    flashcl_variant_info info;
+    flashcl_status st = flashcl_describe_variant(ctx, &s.desc, &info);
+    bench_row row = {0};
+    timing_result split_time, peer_time;
+    int failed = st != FLASHCL_SUCCESS ||
+                 time_shape(ctx, opt, &s.desc, &row, &split_time) != 0;
+    flashcl_attention_desc peer = s.desc;
+    peer.num_splits = 1;
+    bench_row peer_row = {0};
+    failed = failed || time_shape(ctx, opt, &peer, &peer_row, &peer_time) != 0;
+    if (!failed) {
+        const double gbs = s.total_bytes / (split_time.median_ms * 1e6);
+        const double kv_gbs = s.kv_bytes / (split_time.median_ms * 1e6);
+        char fraction[32] = "-";
+        if (opt->bandwidth_gbs > 0)
+            snprintf(fraction, sizeof fraction, "%.3f",
+                     gbs / opt->bandwidth_gbs);
+        printf("| %ld | %ld | %ld | %ld | %d | %d | %d | %.4f | %.1f | %.1f | "
+               "%s | %.4f | %.2fx | %.0f ms |\n",
+               shape[0], shape[1], shape[2], shape[3],
+               opt->decode_nq > 0 ? opt->decode_nq : 1, opt->decode_page,
+               info.num_splits, split_time.median_ms, kv_gbs, gbs, fraction,
+               peer_time.median_ms, peer_time.median_ms / split_time.median_ms,
+               row.first_call_ms);
+    } else {
+        fprintf(stderr, "flashcl-bench: decode %ld:%ld:%ld:%ld: %s\n",
+                shape[0], shape[1], shape[2], shape[3],
+                flashcl_context_last_error(ctx));
+    }
+    release_decode(&s);
+    return failed ? -1 : 0;
+}
+
+static int decode_table(flashcl_context *ctx, bench_options *opt)
+{
+    cl_device_type type = 0;
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_TYPE, sizeof type,
+                    &type, NULL);
+    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    printf("decode, %s, D = %d; GB/s counts K, V, Q and O once (KV GB/s: K "
+           "and V only); peer: the same call with num_splits = 1\n\n",
+           dtype_name(opt->dtypes[0]), opt->head_dims[0]);
+    printf("| B | HQ | HKV | NK | Nq | page | splits | median ms | KV GB/s | "
+           "GB/s | of --bandwidth | unsplit ms | speedup | first call |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int failures = 0;
+    for (int i = 0; i < opt->num_decode; ++i)
+        failures += decode_row(ctx, opt, opt->decode[i]) != 0;
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     bench_options opt = {.reps = 10, .warmup = 2, .sgemm_n = -1};
@@ -738,6 +921,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "flashcl-bench: %s: %s\n",
                 flashcl_status_string(status), flashcl_last_create_error());
         return 1;
+    }
+    if (opt.num_decode > 0) {
+        cl_device_id device = flashcl_context_device(ctx);
+        char name[256] = "";
+        clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
+        printf("flashcl %s on %s; median of %d runs after %d warm-up, "
+               "OpenCL profiling events (marker before the call to the "
+               "call's last event)\n\n",
+               flashcl_version_string(), name, opt.reps, opt.warmup);
+        const int failures = decode_table(ctx, &opt);
+        flashcl_context_release(ctx);
+        return failures ? 1 : 0;
     }
     print_header(ctx, &opt);
     FILE *csv = opt.csv_path ? fopen(opt.csv_path, "w") : NULL;

@@ -39,6 +39,8 @@ static const char environment_help[] =
     "                         tensor-core kernel (experiments, sweeps)\n"
     "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
     "                         the reference backend may use\n"
+    "  FLASHCL_SPLIT_SCRATCH_LIMIT  bytes (or 256M, 1G) of split-KV scratch\n"
+    "                         (partial O and LSE) a context may keep\n"
     "  FLASHCL_VERBOSE        1 (any value but 0): kernel build logs and\n"
     "                         warnings on stderr\n"
     "  FLASHCL_CACHE          0 (or off): no persistent program-binary cache\n"

@@ -316,7 +316,77 @@ typedef struct flashcl_attention_desc {
      *  default): fp32 is computed in fp32. Paths without TF32 compute
      *  exact fp32 either way. Ignored for other dtypes. */
     int allow_tf32;
+
+    /* ---- inference (issue 11): split-KV, KV cache, varlen, paged KV ----
+     * All off when zero. README "Inference" has the whole picture. Lengths
+     * and page indices are int32 device buffers (flashcl_tensor with
+     * buffer, offset in bytes, stride_batch in elements; other strides
+     * unused). Values read on the device are never trusted: see each
+     * field for what is clamped and what is skipped. */
+
+    /** Split-KV ("flash-decoding"): the key range of each (sequence, KV
+     *  head) is cut into this many parts computed by separate work-groups
+     *  and merged exactly (natural-log LSE). 0: chosen from the device's
+     *  compute units and the shape (1 when the work already fills the
+     *  device); 1: never split; n > 1: exactly n parts (parts past the
+     *  keys are empty), at most FLASHCL_MAX_SPLITS. Splitting needs
+     *  scratch owned by the context (flashcl_context_set_split_scratch_
+     *  limit); a forced n whose scratch exceeds the cap fails with
+     *  FLASHCL_ERROR_OUT_OF_MEMORY, an automatic choice shrinks to fit. */
+    int num_splits;
+
+    /** KV cache: int32 [batch], valid keys of each sequence's cache row.
+     *  k and v are then the cache, [kv_batch, seqlen_k (capacity),
+     *  heads_kv, head_dim] (or pages, see block_table); sequence b
+     *  attends keys [0, cache_seqlens[b] + seqlen_new). Read on the
+     *  device and clamped to [0, seqlen_k - seqlen_new]. */
+    flashcl_tensor cache_seqlens;
+    /** Optional int32 [batch]: cache row of sequence b (FlashAttention's
+     *  cache_batch_idx); NULL: row b. An index outside [0, kv_batch) makes
+     *  that sequence skipped: it sees no keys (O = 0, LSE = -inf, or the
+     *  sink with sinks) and nothing is appended. Not with block_table. */
+    flashcl_tensor cache_batch_idx;
+    /** Rows of the K/V tensors' batch axis: cache rows, or pages when
+     *  paged; 0 means batch (dense cache) and is required when paged. */
+    int64_t kv_batch;
+    /** In-place append (needs cache_seqlens): k_new/v_new [batch,
+     *  seqlen_new, heads_kv, head_dim(_v)] in the descriptor's dtype are
+     *  written into the cache at rows cache_seqlens[b] .. + seqlen_new - 1
+     *  before attention, in the same call; the call's event covers both.
+     *  The query rows then end at the last new key (bottom-right causal).
+     *  seqlen_new 0: no append. */
+    flashcl_tensor k_new, v_new;
+    int64_t seqlen_new;
+
+    /** Variable-length batches (FlashAttention's varlen): int32 [batch + 1]
+     *  prefix sums. cu_seqlens_q set: q, o are packed [1, seqlen_q
+     *  (total rows), heads_q, head_dim] (strides: batch ignored), LSE
+     *  [1, heads_q, seqlen_q], sequence b owns rows cu_seqlens_q[b] ..
+     *  cu_seqlens_q[b+1] - 1 and has at most max_seqlen_q of them.
+     *  cu_seqlens_k likewise packs k and v ([1, seqlen_k total, ...],
+     *  max_seqlen_k); not with cache_seqlens. cu_seqlens_q also works with
+     *  a KV cache (not with an append). Read on the device: each
+     *  start and end is clamped to [0, total], an end below its start
+     *  means an empty sequence, and a length above max_seqlen_* is cut to
+     *  it (rows past it are not written). */
+    flashcl_tensor cu_seqlens_q, cu_seqlens_k;
+    int64_t max_seqlen_q, max_seqlen_k;
+
+    /** Paged KV (needs cache_seqlens): int32 [batch, max_pages] (stride_
+     *  batch: elements between rows; 0 packed). k and v are then pages,
+     *  [kv_batch (pages), page_size, heads_kv, head_dim]; key j of
+     *  sequence b is row j % page_size of page block_table[b, j /
+     *  page_size]. page_size: a multiple of 16, at most 65536; capacity
+     *  (seqlen_k) must be max_pages * page_size. A page index outside
+     *  [0, kv_batch) makes that page's keys skipped (masked, and appends
+     *  into it dropped). */
+    flashcl_tensor block_table;
+    int64_t page_size;
+    int64_t max_pages;
 } flashcl_attention_desc;
+
+/** Largest num_splits accepted. */
+#define FLASHCL_MAX_SPLITS 256
 
 /** Largest |scale| and softcap accepted: scale * log2(e), which the kernels
  *  fold into one multiply, stays finite in fp32 with room to spare. */
@@ -426,6 +496,35 @@ flashcl_reference_scratch_bytes(flashcl_context *ctx,
                                 size_t *bytes);
 
 /* ------------------------------------------------------------------ */
+/* Split-KV scratch                                                    */
+/* ------------------------------------------------------------------ */
+/* A split call (desc.num_splits, or the automatic choice) writes fp32
+ * partial outputs and LSEs, num_splits * batch * heads_q * seqlen_q *
+ * (head_dim_v padded to 16, or 32 above 128, + 1) * 4 bytes (seqlen_q:
+ * max_seqlen_q for varlen queries), into scratch of the context, then
+ * merges them into O. The scratch grows when a call needs more, is reused
+ * by later calls and is freed with the context or by
+ * flashcl_context_release_scratch() (builds with the reference backend). Calls
+ * that share it are ordered on the device as the reference backend's are
+ * (each waits for the previous user's last command). Its cap is, first
+ * that applies: flashcl_context_set_split_scratch_limit(ctx, bytes > 0),
+ * the FLASHCL_SPLIT_SCRATCH_LIMIT environment variable (bytes, or with a
+ * K, M or G suffix), 256 MiB capped at a quarter of
+ * CL_DEVICE_MAX_MEM_ALLOC_SIZE. flashcl_describe_variant reports the
+ * splits and scratch a call uses. */
+
+/** Set the split-KV scratch cap for this context in bytes; 0 restores the
+ *  default. Takes effect from the next call. */
+FLASHCL_API flashcl_status
+flashcl_context_set_split_scratch_limit(flashcl_context *ctx, size_t bytes);
+
+/** The split-KV scratch cap the next call will use, into *bytes. Fails with
+ *  FLASHCL_ERROR_INVALID_VALUE when FLASHCL_SPLIT_SCRATCH_LIMIT is set but
+ *  not a byte count. */
+FLASHCL_API flashcl_status
+flashcl_context_get_split_scratch_limit(flashcl_context *ctx, size_t *bytes);
+
+/* ------------------------------------------------------------------ */
 /* EXPERIMENTAL: introspection for tools and logs. These structs and     */
 /* functions may change in any minor version (not covered by the ABI     */
 /* policy).                                                             */
@@ -477,6 +576,10 @@ typedef struct flashcl_variant_info {
     char skipped[512];
     char variants[160];     /* the variants the call uses, "" for none */
     char build_options[1024];
+    /** Split-KV: parts per key range (1: not split) and the context
+     *  scratch the call needs, in bytes (0 when not split). */
+    int num_splits;
+    size_t split_scratch_bytes;
 } flashcl_variant_info;
 
 /** Describe the variant `desc` would run with. The descriptor is the one a
@@ -527,6 +630,64 @@ FLASHCL_API void flashcl_get_cache_stats(flashcl_cache_stats *stats);
 FLASHCL_API flashcl_status flashcl_prepare(flashcl_context *ctx,
                                            const flashcl_attention_desc *desc,
                                            double *compile_ms);
+
+/* ------------------------------------------------------------------ */
+/* EXPERIMENTAL: merging partial attention results                     */
+/* ------------------------------------------------------------------ */
+
+/** What flashcl_combine_partials merges. P partial results of the same
+ *  queries over disjoint key ranges (chunked prefill, ring / context-
+ *  parallel attention, cascade or shared-prefix attention), each an fp32
+ *  output normalised over its own keys and its LSE:
+ *
+ *    m = max_p lse_p,  w_p = exp(lse_p - m),
+ *    O = sum_p w_p O_p / sum_p w_p,  LSE = m + log(sum_p w_p).
+ *
+ *  LSEs are natural logarithms, as FlashAttention and flashcl's own LSE
+ *  output write them (FlashInfer writes base-2 LSEs: multiply those by
+ *  ln 2 first). A partial whose row saw no key has LSE = -inf and weighs
+ *  nothing (its O is not read as a number: NaN there does not leak); a
+ *  row whose partials are all -inf gets O = 0 and LSE = -inf. */
+typedef struct flashcl_combine_desc {
+    /** sizeof(flashcl_combine_desc) (FLASHCL_COMBINE_DESC_INIT sets it). */
+    size_t struct_size;
+    int64_t num_partials; /* P >= 1 */
+    int64_t batch, heads, seqlen_q, head_dim_v;
+    flashcl_dtype dtype;   /* of o: fp32, fp16, bf16 or fp64 */
+    flashcl_layout layout; /* of a zero-stride o */
+    /** fp32 partial outputs, partial p's element (b, h, i, d) at offset +
+     *  4 * (p * partial_stride + b*stride_batch + ...). All strides 0:
+     *  packed [P, batch, heads, seqlen_q, head_dim_v]. */
+    flashcl_tensor o_partial;
+    size_t o_partial_stride;
+    /** fp32 partial LSEs, (p, b, h, i) at offset + 4 * (p * partial_stride
+     *  + b*stride_batch + h*stride_head + i*stride_seq). All strides 0:
+     *  packed [P, batch, heads, seqlen_q]. */
+    flashcl_tensor lse_partial;
+    size_t lse_partial_stride;
+    /** The merged output (dtype) and optional LSE (fp32, NULL: not
+     *  wanted; packed [batch, heads, seqlen_q] for zero strides). */
+    flashcl_tensor o;
+    flashcl_tensor lse;
+} flashcl_combine_desc;
+
+#ifdef __cplusplus
+#define FLASHCL_COMBINE_DESC_INIT {sizeof(flashcl_combine_desc)}
+#else
+#define FLASHCL_COMBINE_DESC_INIT {.struct_size = sizeof(flashcl_combine_desc)}
+#endif
+
+/** Enqueue the merge of `desc` on `queue` (NULL: the context's queue),
+ *  after the wait list, with `*event` (if not NULL) completing when O and
+ *  LSE are written. Bad input (NULL or foreign buffers, views outside
+ *  their buffers, outputs overlapping inputs, unknown dtype, sizes
+ *  negative or P < 1, struct_size other than this header's) gets a
+ *  specific status and message, and nothing is written. An empty problem
+ *  is a successful no-op (a marker when an event is asked for). */
+FLASHCL_API flashcl_status flashcl_combine_partials(
+    flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_combine_desc *desc, cl_uint num_events_in_wait_list,
+    const cl_event *event_wait_list, cl_event *event);
 
 #ifdef __cplusplus
 }

@@ -146,16 +146,7 @@ inline real_t vec_sum_lanes(vec_t v)
     return v2.x + v2.y;
 }
 
-/* (hi, lo) <- the same value hi + lo, with hi = fl(hi + lo) and lo its
- * exact rounding error (Knuth's TwoSum: no condition on the magnitudes,
- * no branch). T is real_t or vec_t. */
-#define TWO_SUM(T, hi, lo)                                                     \
-    do {                                                                       \
-        const T two_sum_s = (hi) + (lo);                                       \
-        const T two_sum_b = two_sum_s - (hi);                                  \
-        (lo) = ((hi) - (two_sum_s - two_sum_b)) + ((lo) - two_sum_b);          \
-        (hi) = two_sum_s;                                                      \
-    } while (0)
+/* TWO_SUM (Knuth's TwoSum): cl/common/flashcl_common.clh. */
 
 /* Offset of element (row, d) of one head's matrix. */
 inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)

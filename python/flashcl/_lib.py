@@ -46,7 +46,7 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (0.2: struct_size first, allow_tf32 last)"""
+    """flashcl_attention_desc (0.2: struct_size first, max_pages last)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
@@ -78,6 +78,22 @@ class AttentionDesc(Structure):
         ("head_dim_v", c_int64),
         ("explicit_scale", c_int),
         ("allow_tf32", c_int),
+        # inference (issue 11): mirrored for the layout; the package does
+        # not set them yet (all zero: off)
+        ("num_splits", c_int),
+        ("cache_seqlens", Tensor),
+        ("cache_batch_idx", Tensor),
+        ("kv_batch", c_int64),
+        ("k_new", Tensor),
+        ("v_new", Tensor),
+        ("seqlen_new", c_int64),
+        ("cu_seqlens_q", Tensor),
+        ("cu_seqlens_k", Tensor),
+        ("max_seqlen_q", c_int64),
+        ("max_seqlen_k", c_int64),
+        ("block_table", Tensor),
+        ("page_size", c_int64),
+        ("max_pages", c_int64),
     ]
 
 

@@ -82,7 +82,7 @@ def test_struct_layout(c_values, cname):
 
 def test_descriptor_ends(c_values):
     fields = [f for f, _ in _lib.AttentionDesc._fields_]
-    assert fields[0] == "struct_size" and fields[-1] == "allow_tf32"
+    assert fields[0] == "struct_size" and fields[-1] == "max_pages"
 
 
 def test_enums(c_values):

@@ -128,6 +128,8 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
     copy_text(info->reason, sizeof info->reason, plan.reason);
     variants_describe(p.variants, info->variants, sizeof info->variants);
     copy_text(info->build_options, sizeof info->build_options, plan.options);
+    info->num_splits = plan.split_kernel ? plan.splits : 1;
+    info->split_scratch_bytes = (size_t)plan.scratch_bytes;
     return FLASHCL_SUCCESS;
 }
 

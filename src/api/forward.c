@@ -1,5 +1,6 @@
 /* Public forward entry points: device-buffer enqueue and host convenience.
  * Both resolve the descriptor into a problem and hand it to a backend. */
+#include "api/api.h"
 #include "paths/path.h"
 #include "problem/problem.h"
 #include "reference/reference.h"
@@ -7,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static flashcl_status check_queue(flashcl_context *ctx, cl_command_queue queue)
+flashcl_status check_queue(flashcl_context *ctx, cl_command_queue queue)
 {
     cl_context owner = NULL;
     cl_device_id device = NULL;
@@ -26,23 +27,47 @@ static flashcl_status check_queue(flashcl_context *ctx, cl_command_queue queue)
     return FLASHCL_SUCCESS;
 }
 
+flashcl_status api_begin_enqueue(flashcl_context *ctx,
+                                 cl_command_queue *queue, cl_uint num_wait,
+                                 const cl_event *wait_list)
+{
+    if ((num_wait > 0) != (wait_list != NULL))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "num_events_in_wait_list = %u does not match "
+                         "event_wait_list %s",
+                         num_wait, wait_list ? "(non-NULL)" : "(NULL)");
+    if (!*queue) {
+        *queue = ctx->queue;
+        return FLASHCL_SUCCESS;
+    }
+    return check_queue(ctx, *queue);
+}
+
+flashcl_status api_empty_call(flashcl_context *ctx, cl_command_queue queue,
+                              cl_uint num_wait, const cl_event *wait_list,
+                              cl_event *event)
+{
+    if (!event)
+        return FLASHCL_SUCCESS;
+    cl_int err = clEnqueueMarkerWithWaitList(queue, num_wait, wait_list, event);
+    return err == CL_SUCCESS ? FLASHCL_SUCCESS
+                             : set_error(ctx, FLASHCL_ERROR_OPENCL,
+                                         "clEnqueueMarkerWithWaitList: %s",
+                                         cl_error_name(err));
+}
+
 static flashcl_status run_problem(flashcl_context *ctx, cl_command_queue queue,
                                   const problem *p, cl_uint num_wait,
                                   const cl_event *wait_list, cl_event *event)
 {
-    if (p->empty) {
-        if (!event)
-            return FLASHCL_SUCCESS;
-        cl_int err =
-            clEnqueueMarkerWithWaitList(queue, num_wait, wait_list, event);
-        return err == CL_SUCCESS
-                   ? FLASHCL_SUCCESS
-                   : set_error(ctx, FLASHCL_ERROR_OPENCL,
-                               "clEnqueueMarkerWithWaitList: %s",
-                               cl_error_name(err));
-    }
+    if (p->empty)
+        return api_empty_call(ctx, queue, num_wait, wait_list, event);
     if (p->backend == FLASHCL_BACKEND_REFERENCE)
-        return launch_reference(ctx, queue, p, num_wait, wait_list, event);
+        return p->infer.needs_split_kernel
+                   ? launch_reference_inference(ctx, queue, p, num_wait,
+                                                wait_list, event)
+                   : launch_reference(ctx, queue, p, num_wait, wait_list,
+                                      event);
     return run_fused(ctx, queue, p, num_wait, wait_list, event);
 }
 
@@ -56,22 +81,12 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
     begin_call(ctx);
-    if ((num_events_in_wait_list > 0) != (event_wait_list != NULL))
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "num_events_in_wait_list = %u does not match "
-                         "event_wait_list %s",
-                         num_events_in_wait_list,
-                         event_wait_list ? "(non-NULL)" : "(NULL)");
-    if (!queue)
-        queue = ctx->queue;
-    else {
-        flashcl_status status = check_queue(ctx, queue);
-        if (status != FLASHCL_SUCCESS)
-            return status;
-    }
+    flashcl_status status = api_begin_enqueue(
+        ctx, &queue, num_events_in_wait_list, event_wait_list);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     problem p;
-    flashcl_status status =
-        problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
+    status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
     return run_problem(ctx, queue, &p, num_events_in_wait_list,

@@ -2,6 +2,7 @@
 #include "core/core.h"
 #include "reference/reference.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,7 @@ void flashcl_context_release(flashcl_context *ctx)
     forget_context_errors(ctx);
     program_cache_release(ctx);
     reference_state_release(ctx);
+    split_state_release(ctx, true);
     if (ctx->dummy)
         clReleaseMemObject(ctx->dummy);
     /* Both paths hold exactly one reference each to queue and context. */
@@ -151,4 +153,75 @@ cl_context flashcl_context_cl_context(const flashcl_context *ctx)
 cl_device_id flashcl_context_device(const flashcl_context *ctx)
 {
     return ctx ? ctx->device : NULL;
+}
+
+bool parse_byte_count(const char *text, size_t *out)
+{
+    errno = 0;
+    char *end = NULL;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (end == text || errno != 0 || *text == '-')
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; ++end; break;
+    case 'm': case 'M': shift = 20; ++end; break;
+    case 'g': case 'G': shift = 30; ++end; break;
+    default: break;
+    }
+    if (*end != '\0' || value == 0 || value > (SIZE_MAX >> shift))
+        return false;
+    *out = (size_t)value << shift;
+    return true;
+}
+
+#define SPLIT_SCRATCH_ENV "FLASHCL_SPLIT_SCRATCH_LIMIT"
+#define SPLIT_SCRATCH_DEFAULT ((size_t)256 << 20)
+
+flashcl_status split_scratch_cap(flashcl_context *ctx, size_t *bytes)
+{
+    pthread_mutex_lock(&ctx->cache_lock);
+    const size_t set_value = ctx->split_limit;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    if (set_value) {
+        *bytes = set_value;
+        return FLASHCL_SUCCESS;
+    }
+    const char *env = getenv(SPLIT_SCRATCH_ENV);
+    if (env && *env) {
+        if (!parse_byte_count(env, bytes))
+            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                             "environment variable %s = \"%.64s\" is not a "
+                             "positive byte count (e.g. 268435456 or 256M)",
+                             SPLIT_SCRATCH_ENV, env);
+        return FLASHCL_SUCCESS;
+    }
+    const uint64_t quarter = ctx->caps.max_alloc ? ctx->caps.max_alloc / 4
+                                                 : SPLIT_SCRATCH_DEFAULT;
+    *bytes = quarter < SPLIT_SCRATCH_DEFAULT ? (size_t)quarter
+                                             : SPLIT_SCRATCH_DEFAULT;
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_set_split_scratch_limit(flashcl_context *ctx,
+                                                       size_t bytes)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    pthread_mutex_lock(&ctx->cache_lock);
+    ctx->split_limit = bytes;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_context_get_split_scratch_limit(flashcl_context *ctx,
+                                                       size_t *bytes)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    if (!bytes)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    return split_scratch_cap(ctx, bytes);
 }

@@ -162,6 +162,24 @@ struct flashcl_context {
     /* Reference backend's scratch; created on first use under cache_lock
      * (src/reference/reference.c). */
     struct reference_state *reference;
+    /* Split-KV scratch (src/paths/split_kv.c), created on first use under
+     * cache_lock; its cap from flashcl_context_set_split_scratch_limit
+     * (0: environment variable or default), read under cache_lock. */
+    struct split_state *split;
+    size_t split_limit;
 };
+
+/* "268435456", "256M", "1G", "512k": a positive byte count with an
+ * optional binary suffix. */
+bool parse_byte_count(const char *text, size_t *out);
+
+/* The split-KV scratch cap the next call uses: the setter's value, else
+ * FLASHCL_SPLIT_SCRATCH_LIMIT, else 256 MiB capped at a quarter of the
+ * device's largest allocation. */
+flashcl_status split_scratch_cap(flashcl_context *ctx, size_t *bytes);
+
+/* Frees the split-KV scratch (src/paths/split_kv.c); at context release
+ * also its state. */
+void split_state_release(flashcl_context *ctx, bool final);
 
 #endif /* FLASHCL_CORE_H */

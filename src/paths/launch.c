@@ -117,6 +117,20 @@ static cl_int set_forward_args(cl_kernel kernel, const base_args *base,
     return err;
 }
 
+cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
+                               const problem *p, cl_uint *next_index)
+{
+    base_args base;
+    fill_base_args(ctx, p, &base);
+    const cl_int err = set_forward_args(kernel, &base, &p->vargs,
+                                        p->dtype == FLASHCL_DTYPE_FP64);
+    *next_index = 1 + 0
+#define COUNT_ONE(kind, name) +1
+                  FLASHCL_FWD_ARGS(COUNT_ONE);
+#undef COUNT_ONE
+    return err;
+}
+
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap)
 {

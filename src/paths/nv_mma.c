@@ -83,6 +83,9 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");
+    if (split_kv_wanted(caps, p))
+        return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
+                                "path's split-KV kernels run it");
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32 on TF32 tensor cores; exact fp32 "

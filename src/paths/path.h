@@ -45,6 +45,12 @@ struct kernel_plan {
     int head_dim_padded, head_dim_v_padded;
     int block_m, block_n, wg_size, vec;
     char reason[256];            /* why these tiles, measured where */
+    /* Split-KV (src/paths/split_kv.c): the portable path's inference
+     * kernels run this plan; `splits` parts per key range (1: none) and
+     * the context scratch they need. */
+    bool split_kernel;
+    int splits;
+    uint64_t scratch_bytes;
 };
 
 struct kernel_path {
@@ -94,6 +100,31 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
+
+/* Sets the whole forward list (kernel_args.clh) of `p` on `kernel`;
+ * *next_index gets the index after it (kernels that take more). */
+cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
+                               const problem *p, cl_uint *next_index);
+
+/* The portable path's head-dim padding (16, or 32 above 128) and vector
+ * width (the device's preferred float width, 4..16). */
+int portable_padded_head_dim(int64_t head_dim);
+int portable_vector_width(const device_caps *caps);
+/* Whether the compensated sums pay on this device (portable.c says why). */
+bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
+
+/* ---- split-KV (split_kv.c): a mode of the portable path ------------- */
+
+/* Parts the key range of `p` is cut into on this device: desc's forced
+ * count, else 1 when the work fills the device, else enough to fill it
+ * (the tile table's fewest keys a part, within the scratch cap). */
+int split_kv_splits(const device_caps *caps, const problem *p);
+/* The problem needs or wants the split-KV kernels (inference features, or
+ * more than one part). */
+bool split_kv_wanted(const device_caps *caps, const problem *p);
+void split_kv_plan(const device_caps *caps, const problem *p,
+                   kernel_plan *plan);
+path_launch_fn split_kv_launch;
 
 /* Sets the variant arguments (cl/common/variants.clh) starting at *index,
  * advancing it; shared with the reference backend. */

@@ -1,5 +1,6 @@
 /* The portable path: cl/portable/flash_fwd.cl, one work-item per query row,
- * any device, every dtype and variant. It is the last path of the list and
+ * any device, every dtype and variant; in split-KV mode (src/paths/
+ * split_kv.c) cl/inference/flash_split.cl. It is the last path of the list and
  * never refuses a problem. */
 #include "paths/path.h"
 #include "paths/portable_tiles.h"
@@ -21,7 +22,7 @@ static bool portable_can_run(const device_caps *caps, const problem *p,
 
 /* Padded head dims keep the number of compiled variants small while
  * wasting at most 15 (31 above 128) lanes of work per row. */
-static int padded_head_dim(int64_t head_dim)
+int portable_padded_head_dim(int64_t head_dim)
 {
     int step = head_dim <= 128 ? 16 : 32;
     return (int)((head_dim + step - 1) / step * step);
@@ -41,7 +42,7 @@ static const portable_tile *lookup(const device_caps *caps, int head_dim)
 /* Vectors as wide as the device prefers for floats (16 on AVX-512, 8 on
  * AVX2 under PoCL): wider ones change the calling convention there, and
  * PoCL warns about it on every compile. */
-static int device_vector_width(const device_caps *caps)
+int portable_vector_width(const device_caps *caps)
 {
     unsigned width = caps->preferred_vector_float ? caps->preferred_vector_float
                                                   : caps->native_vector_float;
@@ -197,23 +198,32 @@ static bool override_tiles(const device_caps *caps, const problem *p,
  * 128-float arrays spill), so GPUs take plain sums above 64 (error grows
  * with seqlen_k there: 2e-5 at 1M keys, 6.6e-5 at 4M, for evenly spread
  * attention). CPUs (PoCL: within noise) always compensate. */
+bool portable_compensated(const device_caps *caps, int head_dim_v_padded)
+{
+    return caps->klass == DEVICE_CLASS_CPU || head_dim_v_padded <= 64;
+}
+
 static bool compensated(const device_caps *caps, const kernel_plan *plan)
 {
-    return caps->klass == DEVICE_CLASS_CPU || plan->head_dim_v_padded <= 64;
+    return portable_compensated(caps, plan->head_dim_v_padded);
 }
 
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
+    if (split_kv_wanted(caps, p)) {
+        split_kv_plan(caps, p, plan);
+        return;
+    }
     plan->source = "flash_fwd.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
-    plan->head_dim_padded = padded_head_dim(p->head_dim);
-    plan->head_dim_v_padded = padded_head_dim(p->head_dim_v);
+    plan->head_dim_padded = portable_padded_head_dim(p->head_dim);
+    plan->head_dim_v_padded = portable_padded_head_dim(p->head_dim_v);
     const portable_tile *tile = lookup(caps, plan->head_dim_padded);
     plan->block_m = tile->block_m;
     plan->block_n = tile->block_n;
-    plan->vec = tile->vec ? tile->vec : device_vector_width(caps);
+    plan->vec = tile->vec ? tile->vec : portable_vector_width(caps);
     if (tile->cpu) /* PoCL runs padding rows in full */
         while (plan->block_m > 16 && plan->block_m / 2 >= p->seqlen_q)
             plan->block_m /= 2;
@@ -250,8 +260,23 @@ static bool serves_every_device(const device_caps *caps)
     return true;
 }
 
+/* The one-kernel launch, or the split-KV kernels' own. */
+static flashcl_status portable_launch(flashcl_context *ctx,
+                                      cl_command_queue queue,
+                                      const problem *p,
+                                      const kernel_plan *plan,
+                                      compiled_program *const programs[2],
+                                      cl_uint num_wait,
+                                      const cl_event *wait_list,
+                                      cl_event *event)
+{
+    return (plan->split_kernel ? split_kv_launch : launch_forward_kernel)(
+        ctx, queue, p, plan, programs, num_wait, wait_list, event);
+}
+
 /* name, bit, summary, serves_device, can_run, plan, launch */
 const kernel_path portable_path = {
     "portable", PATH_BIT_PORTABLE,
-    "portable kernel (fp32 FMA; fp64 for fp64 storage)", serves_every_device,
-    portable_can_run, portable_plan, launch_forward_kernel};
+    "portable kernel (fp32 FMA; fp64 for fp64 storage; split-KV kernels for "
+    "decoding, KV caches, varlen and paged KV)",
+    serves_every_device, portable_can_run, portable_plan, portable_launch};

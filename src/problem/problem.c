@@ -273,7 +273,7 @@ static flashcl_status check_buffer(flashcl_context *ctx,
  * than one element sorted by stride, each stride must step over the whole
  * extent of the axes below it. (Views that interleave axes without overlap
  * are rejected too: no caller needs them, and the check stays simple.) */
-static bool view_is_injective(const tensor_view *t)
+bool view_is_injective(const tensor_view *t)
 {
     uint64_t stride[4], size[4];
     int n = 0;
@@ -386,7 +386,7 @@ flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
 
 /* ---- aliasing ------------------------------------------------------- */
 
-static bool overlaps(const tensor_view *a, const tensor_view *b)
+bool views_overlap(const tensor_view *a, const tensor_view *b)
 {
     return a->present && b->present && a->root == b->root &&
            a->end_byte > a->first_byte && b->end_byte > b->first_byte &&
@@ -435,7 +435,7 @@ static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
                              (unsigned long long)all[out].view->stride[2],
                              (unsigned long long)all[out].view->stride[3]);
         for (size_t other = out + 1; other < count; ++other)
-            if (overlaps(all[out].view, all[other].view))
+            if (views_overlap(all[out].view, all[other].view))
                 return alias_error(ctx, all[out], all[other]);
     }
     return FLASHCL_SUCCESS;
@@ -464,15 +464,19 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
     p->diag = p->seqlen_k - p->seqlen_q;
     p->left = -1;
     p->right = p->causal ? 0 : -1;
+    p->q_extent[0] = p->kv_extent[0] = p->batch;
+    p->q_extent[1] = p->seqlen_q;
+    p->kv_extent[1] = p->seqlen_k;
 }
 
 static flashcl_status resolve_base_views(flashcl_context *ctx,
                                          const flashcl_attention_desc *desc,
                                          problem_mode mode, problem *p)
 {
-    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
-                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
+                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
+                   bk = (uint64_t)p->kv_extent[0],
+                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
                    dv = (uint64_t)p->head_dim_v;
     const flashcl_layout layout = desc->layout;
     const size_t elem = p->elem_size;
@@ -484,9 +488,9 @@ static flashcl_status resolve_base_views(flashcl_context *ctx,
     } views[5] = {
         {&desc->q, {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->q, true},
-        {&desc->k, {"k", {b, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {&desc->k, {"k", {bk, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->k, true},
-        {&desc->v, {"v", {b, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {&desc->v, {"v", {bk, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->v, true},
         {&desc->o, {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->o, true},
@@ -535,11 +539,15 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
         return status;
     resolve_scalars(desc, p);
     dummy_variant_args(ctx, p);
-    status = variants_resolve(ctx, desc, p);
+    status = inference_resolve(ctx, desc, mode, p);
+    if (status == FLASHCL_SUCCESS)
+        status = variants_resolve(ctx, desc, p);
     if (status == FLASHCL_SUCCESS)
         status = resolve_base_views(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)
         status = check_aliasing(ctx, p);
+    if (status == FLASHCL_SUCCESS)
+        status = inference_check_views(ctx, p);
     return status;
 }
 

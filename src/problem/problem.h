@@ -35,6 +35,32 @@ typedef struct variant_args {
 
 #define PROBLEM_MAX_VARIANTS 16
 
+/* Where a sequence's keys are (src/problem/inference.c). */
+typedef enum kv_mode {
+    KV_DENSE = 0,  /* [batch, seqlen_k, ...]: every sequence seqlen_k keys */
+    KV_VARLEN = 1, /* packed [1, total_k, ...], cu_seqlens_k */
+    KV_CACHE = 2,  /* [kv_batch, capacity, ...], cache_seqlens */
+    KV_PAGED = 3   /* pages [kv_batch, page_size, ...], block table */
+} kv_mode;
+
+/* The inference fields of a descriptor, resolved. */
+typedef struct inference {
+    /* A feature only the split-KV kernels compute (varlen, cache). */
+    bool needs_split_kernel;
+    int num_splits;  /* desc: 0 automatic, 1 never, n forced */
+    bool varlen_q;
+    kv_mode kv;
+    bool batch_idx, append;
+    bool top_left;   /* causal/window diagonal at key 0 of each sequence */
+    int64_t total_q, total_k;   /* packed rows (varlen), else seqlen_* */
+    int64_t kv_batch;           /* rows of the K/V tensors' batch axis */
+    int64_t seqlen_new, page_size, max_pages;
+    /* int32 arrays (absent: not present) and the appended rows. */
+    tensor_view cu_q, cu_k, seqlens, batch_idx_view, table;
+    tensor_view k_new, v_new;
+    size_t scratch_cap; /* split-KV scratch cap, bytes */
+} inference;
+
 typedef struct problem {
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k;
     int64_t head_dim, head_dim_v; /* head_dim_v: desc 0 -> head_dim */
@@ -61,6 +87,11 @@ typedef struct problem {
     int variant_value[PROBLEM_MAX_VARIANTS];
     variant_args vargs;
     bool empty; /* nothing to compute (zero batch/heads/seqlen_q) */
+    /* Issue 11. seqlen_q / seqlen_k above are then per sequence: the
+     * maxima (varlen) or the cache's capacity; views are shaped by
+     * q_extent / kv_extent (batch axis, rows). */
+    inference infer;
+    int64_t q_extent[2], kv_extent[2];
 } problem;
 
 /* How strictly the tensors of a descriptor are read. */
@@ -104,5 +135,39 @@ size_t dtype_size(flashcl_dtype dtype);
 /* True when every row start of a view is 16-byte aligned and its dim
  * stride is 1 (vector and async-copy paths need both). */
 bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
+
+/* Distinct elements of the view never share bytes (problem.c). */
+bool view_is_injective(const tensor_view *t);
+/* Two present, non-empty views share bytes of one root allocation. */
+bool views_overlap(const tensor_view *a, const tensor_view *b);
+
+/* ---- inference fields (inference.c) -------------------------------- */
+
+/* Checks the inference fields and sets p->infer, the per-sequence
+ * seqlen_q / seqlen_k and the view extents (before variants and views). */
+flashcl_status inference_resolve(flashcl_context *ctx,
+                                 const flashcl_attention_desc *desc,
+                                 problem_mode mode, problem *p);
+/* After the base views: append aliasing and the forced split's scratch. */
+flashcl_status inference_check_views(flashcl_context *ctx, const problem *p);
+/* Split-KV scratch bytes for `splits` parts (padded head_dim_v). */
+uint64_t inference_scratch_bytes(const problem *p, int splits, int dv_padded);
+
+/* ---- flashcl_combine_partials (combine.c) --------------------------- */
+
+typedef struct combine_problem {
+    int64_t parts, batch, heads, seqlen_q, head_dim_v;
+    flashcl_dtype dtype;
+    /* Views of partial 0; partial p starts p * *_step elements later. */
+    tensor_view o_part, lse_part, o, lse;
+    uint64_t o_part_step, lse_part_step;
+    bool empty;
+} combine_problem;
+
+/* Checks every field of a combine descriptor; nothing is written on
+ * failure, and the context's error names the field. */
+flashcl_status combine_problem_from_desc(flashcl_context *ctx,
+                                         const flashcl_combine_desc *desc,
+                                         combine_problem *p);
 
 #endif /* FLASHCL_PROBLEM_H */

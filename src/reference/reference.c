@@ -152,28 +152,6 @@ void reference_state_release(flashcl_context *ctx)
 
 /* ---- scratch limit -------------------------------------------------- */
 
-/* "268435456", "256M", "1G", "512k": bytes with an optional binary
- * suffix. */
-static bool parse_bytes(const char *text, size_t *out)
-{
-    errno = 0;
-    char *end = NULL;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (end == text || errno != 0 || *text == '-')
-        return false;
-    unsigned shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
-    default: break;
-    }
-    if (*end != '\0' || value == 0 || value > (SIZE_MAX >> shift))
-        return false;
-    *out = (size_t)value << shift;
-    return true;
-}
-
 /* The cap in bytes: the setter's value, else the environment variable,
  * else a fraction of the device's largest allocation. */
 static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
@@ -185,7 +163,7 @@ static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
     }
     const char *env = getenv(REF_SCRATCH_ENV);
     if (env && *env) {
-        if (!parse_bytes(env, limit))
+        if (!parse_byte_count(env, limit))
             return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                              "environment variable %s = \"%s\" is not a "
                              "positive byte count (e.g. 268435456 or 256M)",
@@ -849,6 +827,7 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
     pthread_mutex_lock(&ctx->cache_lock); /* guards the lazy creation */
     reference_state *state = ctx->reference;
     pthread_mutex_unlock(&ctx->cache_lock);
+    split_state_release(ctx, false);
     if (!state)
         return FLASHCL_SUCCESS; /* never used: nothing to free */
     pthread_mutex_lock(&state->lock);

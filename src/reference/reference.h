@@ -14,6 +14,14 @@ flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
                                 const problem *p, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event);
 
+/* The inference features (KV cache, varlen, paged KV) as a host loop of
+ * dense reference calls, one per sequence (reference_infer.c). */
+flashcl_status launch_reference_inference(flashcl_context *ctx,
+                                          cl_command_queue queue,
+                                          const problem *p, cl_uint num_wait,
+                                          const cl_event *wait_list,
+                                          cl_event *event);
+
 /* Free the backend's scratch (context release). */
 void reference_state_release(flashcl_context *ctx);
 

@@ -1,0 +1,526 @@
+/* Split-KV attention for inference (issue 11): decoding, KV caches,
+ * variable-length batches and paged KV, on any OpenCL 1.2 device.
+ *
+ * Three kernels with one argument list (kernel_args.clh's forward list,
+ * then split_args.clh):
+ *
+ *   flashcl_split_append   copies k_new / v_new into the cache at each
+ *                          sequence's length (FLASHCL_APPEND), before
+ *   flashcl_split_fwd      one work-group per (query tile, KV head x
+ *                          split, sequence): the query heads that share a
+ *                          KV head are packed into the group's rows (row t
+ *                          = query i * group_size + head g), so each K/V
+ *                          tile is read once for all of them; the keys of a
+ *                          sequence are cut into num_splits ranges of whole
+ *                          BLOCK_N tiles, and with FLASHCL_SPLIT each group
+ *                          writes its fp32 partial O and LSE to scratch,
+ *   flashcl_split_combine  which merges them (cl/common/combine.clh), one
+ *                          work-item per output element.
+ *
+ * One work-item per packed row, K and V tiles in local memory, online
+ * softmax in base 2, the variants' score code from variants.clh, and the
+ * compensated row sum and accumulator (FLASHCL_COMPENSATED): the portable
+ * kernel's scheme (cl/portable/flash_fwd.cl, which says why), so a split
+ * of a million keys is as accurate as the unsplit kernel.
+ *
+ * Sequences (FLASHCL_Q_VARLEN, FLASHCL_KV_MODE) are read on the device
+ * and never trusted: prefix sums are clamped to [0, total] (an end below
+ * its start is an empty sequence) and lengths to the maxima the host sized
+ * the grid for; cache lengths to [0, capacity - seqlen_new]; a cache row
+ * (batch_idx) outside [0, kv_batch) makes the sequence see no keys and
+ * receive nothing; a page outside [0, kv_batch) is skipped (its keys are
+ * masked, appends into it dropped). */
+#include "flashcl_common.clh"
+#include "kernel_args.clh"
+#include "split_args.clh"
+#include "combine.clh"
+
+#ifndef FLASHCL_HEAD_DIM
+#define FLASHCL_HEAD_DIM 64
+#endif
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
+#endif
+#ifndef FLASHCL_BLOCK_M
+#define FLASHCL_BLOCK_M 16
+#endif
+#ifndef FLASHCL_BLOCK_N
+#define FLASHCL_BLOCK_N 32
+#endif
+#ifndef FLASHCL_WG_SIZE
+#define FLASHCL_WG_SIZE FLASHCL_BLOCK_M
+#endif
+#ifndef FLASHCL_VEC
+#define FLASHCL_VEC 4
+#endif
+#ifndef FLASHCL_WINDOW_LEFT
+#define FLASHCL_WINDOW_LEFT 0
+#endif
+#ifndef FLASHCL_SPLIT
+#define FLASHCL_SPLIT 0 /* 1: partials to scratch, merged by the combine */
+#endif
+#ifndef FLASHCL_Q_VARLEN
+#define FLASHCL_Q_VARLEN 0
+#endif
+#ifndef FLASHCL_KV_MODE
+#define FLASHCL_KV_MODE 0 /* 0 dense, 1 varlen, 2 cache, 3 paged cache */
+#endif
+#ifndef FLASHCL_BATCH_IDX
+#define FLASHCL_BATCH_IDX 0
+#endif
+#ifndef FLASHCL_APPEND
+#define FLASHCL_APPEND 0
+#endif
+#ifndef FLASHCL_COMPENSATED
+#define FLASHCL_COMPENSATED 1
+#endif
+#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
+#error "FLASHCL_COMPENSATED must be 0 or 1"
+#endif
+
+#if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
+#error "FLASHCL_VEC must be 2, 4, 8 or 16"
+#endif
+#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
+#error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
+#endif
+#if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
+#error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_VEC"
+#endif
+#if FLASHCL_BLOCK_N < FLASHCL_VEC || FLASHCL_BLOCK_N % 16 != 0 || FLASHCL_BLOCK_N > 256
+#error "FLASHCL_BLOCK_N must be a multiple of 16 (pages are), at most 256"
+#endif
+#if FLASHCL_BLOCK_M < 1 || FLASHCL_BLOCK_M > 1024
+#error "FLASHCL_BLOCK_M must be in 1..1024"
+#endif
+#if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
+#error "one work-item per packed row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
+#endif
+#if FLASHCL_SPLIT != 0 && FLASHCL_SPLIT != 1
+#error "FLASHCL_SPLIT must be 0 or 1"
+#endif
+#if FLASHCL_Q_VARLEN != 0 && FLASHCL_Q_VARLEN != 1
+#error "FLASHCL_Q_VARLEN must be 0 or 1"
+#endif
+#if FLASHCL_KV_MODE < 0 || FLASHCL_KV_MODE > 3
+#error "FLASHCL_KV_MODE must be 0 (dense), 1 (varlen), 2 (cache) or 3 (paged)"
+#endif
+#if FLASHCL_BATCH_IDX != 0 && FLASHCL_BATCH_IDX != 1
+#error "FLASHCL_BATCH_IDX must be 0 or 1"
+#endif
+#if FLASHCL_BATCH_IDX && FLASHCL_KV_MODE != 2
+#error "FLASHCL_BATCH_IDX needs a dense cache (FLASHCL_KV_MODE 2)"
+#endif
+#if FLASHCL_APPEND != 0 && FLASHCL_APPEND != 1
+#error "FLASHCL_APPEND must be 0 or 1"
+#endif
+#if FLASHCL_APPEND && FLASHCL_KV_MODE < 2
+#error "FLASHCL_APPEND needs a KV cache (FLASHCL_KV_MODE 2 or 3)"
+#endif
+
+#define D FLASHCL_HEAD_DIM
+#define DV FLASHCL_HEAD_DIM_V
+#define BM FLASHCL_BLOCK_M
+#define BN FLASHCL_BLOCK_N
+#define VEC FLASHCL_VEC
+#define DV_VECS (DV / VEC)
+#define BN_VECS (BN / VEC)
+
+#define vec_t FLASHCL_CONCAT(FLASHCL_REAL, VEC)
+#define vload_vec FLASHCL_CONCAT(vload, VEC)
+#define vstore_vec FLASHCL_CONCAT(vstore, VEC)
+
+/* ---- sequences -------------------------------------------------------- */
+
+/* One sequence as the device reads it. */
+typedef struct seq_info {
+    int nq, nk;        /* query rows, visible keys (after clamping) */
+    int q_row0;        /* first row in the q / o / lse views */
+    int q_batch;       /* batch index in those views (0 when packed) */
+    int kv_row;        /* cache row, or first packed key (varlen) */
+    int cache_len;     /* keys before the append (cache modes) */
+    long diag;         /* the aligned diagonal: key of query 0 */
+} seq_info;
+
+inline int read_len(__global const int *a, ulong base, ulong stride, int b)
+{
+    return a[base + (ulong)b * stride];
+}
+
+inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
+                             FLASHCL_SPLIT_ARGS(FLASHCL_KPARAM))
+{
+    seq_info s;
+#if FLASHCL_Q_VARLEN
+    const int q0 = clamp(read_len(cu_q, len_base.s0, len_stride.s0, b), 0,
+                         total_q);
+    const int q1 = clamp(read_len(cu_q, len_base.s0, len_stride.s0, b + 1),
+                         q0, total_q);
+    s.q_row0 = q0;
+    s.nq = min(q1 - q0, seqlen_q);
+    s.q_batch = 0;
+#else
+    s.q_row0 = 0;
+    s.nq = seqlen_q;
+    s.q_batch = b;
+#endif
+    s.cache_len = 0;
+#if FLASHCL_KV_MODE == 0
+    s.kv_row = b;
+    s.nk = seqlen_k;
+#elif FLASHCL_KV_MODE == 1
+    const int k0 = clamp(read_len(cu_k, len_base.s1, len_stride.s1, b), 0,
+                         total_k);
+    const int k1 = clamp(read_len(cu_k, len_base.s1, len_stride.s1, b + 1),
+                         k0, total_k);
+    s.kv_row = k0;
+    s.nk = min(k1 - k0, seqlen_k);
+#else
+    /* seqlen_k is the capacity; the new rows go after the cached ones. */
+    s.cache_len = clamp(read_len(seqlens, len_base.s2, len_stride.s2, b), 0,
+                        seqlen_k - seqlen_new);
+    s.nk = s.cache_len + seqlen_new;
+    s.kv_row = b;
+#if FLASHCL_BATCH_IDX
+    s.kv_row = read_len(batch_idx, len_base.s3, len_stride.s3, b);
+    if (s.kv_row < 0 || s.kv_row >= kv_batch) {
+        s.kv_row = 0;
+        s.nk = 0;
+        s.cache_len = -1; /* nothing appended */
+    }
+#endif
+#endif
+    s.diag = top_left ? 0 : (long)s.nk - s.nq;
+    return s;
+}
+
+/* Element offset of key row `key` (head `kv_head`, dim 0) of K or V, and
+ * whether it may be read: paged caches map the key through the block
+ * table, and a page index out of range reads nothing. */
+inline bool key_row(const seq_info *s, int b, int kv_head, int key,
+                    ulong base, ulong4 stride, ulong *at
+                        FLASHCL_SPLIT_ARGS(FLASHCL_KPARAM))
+{
+#if FLASHCL_KV_MODE == 3
+    const int page = table[table_base + (ulong)b * table_stride +
+                           (ulong)(key / page_size)];
+    if (page < 0 || page >= kv_batch)
+        return false;
+    *at = base + (ulong)page * stride.s0 + (ulong)kv_head * stride.s1 +
+          (ulong)(key % page_size) * stride.s2;
+#elif FLASHCL_KV_MODE == 1
+    *at = base + (ulong)kv_head * stride.s1 +
+          (ulong)(s->kv_row + key) * stride.s2;
+#else
+    *at = base + (ulong)s->kv_row * stride.s0 + (ulong)kv_head * stride.s1 +
+          (ulong)key * stride.s2;
+#endif
+    return true;
+}
+
+/* ---- append ------------------------------------------------------------ */
+
+/* Work-item (d, new row j x KV head, sequence b) copies K[d] and V[d]. */
+__kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
+{
+#if FLASHCL_APPEND
+    const int d = get_global_id(0);
+    const int kv_heads = get_global_size(1) / seqlen_new;
+    const int row = get_global_id(1) / kv_heads;
+    const int kv_head = get_global_id(1) % kv_heads;
+    const int b = get_global_id(2);
+    const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
+                                    FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    if (s.cache_len < 0)
+        return;
+    const int key = s.cache_len + row;
+    ulong kat, vat;
+    if (!key_row(&s, b, kv_head, key, base.s1, k_stride, &kat
+                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME)) ||
+        !key_row(&s, b, kv_head, key, base.s2, v_stride, &vat
+                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME)))
+        return;
+    if (d < head_dim)
+        k_cache[kat + (ulong)d * k_stride.s3] =
+            k_new[k_new_base + (ulong)b * k_new_stride.s0 +
+                  (ulong)kv_head * k_new_stride.s1 +
+                  (ulong)row * k_new_stride.s2 + (ulong)d * k_new_stride.s3];
+    if (d < head_dim_v)
+        v_cache[vat + (ulong)d * v_stride.s3] =
+            v_new[v_new_base + (ulong)b * v_new_stride.s0 +
+                  (ulong)kv_head * v_new_stride.s1 +
+                  (ulong)row * v_new_stride.s2 + (ulong)d * v_new_stride.s3];
+#endif
+}
+
+/* ---- attention ----------------------------------------------------------- */
+
+/* Keys [n0, n0 + BN) of the sequence into k_t (transposed) and v_tile;
+ * false when the tile's page is out of range (then nothing is loaded). A
+ * tile never crosses a page: BN divides page_size (host). */
+inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
+                         const seq_info *s, int b, int kv_head, int n0,
+                         __global const STORAGE_T *k,
+                         __global const STORAGE_T *v, ulong4 base,
+                         ulong4 k_stride, ulong4 v_stride, int head_dim,
+                         int head_dim_v FLASHCL_SPLIT_ARGS(FLASHCL_KPARAM))
+{
+    ulong k0, v0;
+    if (!key_row(s, b, kv_head, n0, base.s1, k_stride, &k0
+                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME)))
+        return false;
+    key_row(s, b, kv_head, n0, base.s2, v_stride, &v0
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    const int rows = min(BN, s->nk - n0);
+    for (int idx = get_local_id(0); idx < BN * D; idx += BM) {
+        const int j = idx / D, d = idx % D;
+        k_t[d * BN + j] =
+            j < rows && d < head_dim
+                ? load_elem(k, k0 + (ulong)j * k_stride.s2 +
+                                   (ulong)d * k_stride.s3)
+                : 0;
+    }
+    for (int idx = get_local_id(0); idx < BN * DV; idx += BM) {
+        const int j = idx / DV, d = idx % DV;
+        v_tile[j * DV + d] =
+            j < rows && d < head_dim_v
+                ? load_elem(v, v0 + (ulong)j * v_stride.s2 +
+                                   (ulong)d * v_stride.s3)
+                : 0;
+    }
+    return true;
+}
+
+__kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
+flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
+{
+    __local vec_t q_t_vecs[BM * D / VEC];
+    __local vec_t k_t_vecs[BN * D / VEC];
+    __local vec_t v_tile_vecs[BN * DV / VEC];
+    __local real_t *q_t = (__local real_t *)q_t_vecs;
+    __local real_t *k_t = (__local real_t *)k_t_vecs;
+    __local real_t *v_tile = (__local real_t *)v_tile_vecs;
+
+    const int lid = get_local_id(0);
+    const int b = get_group_id(2);
+    const int kv_heads = get_num_groups(1) / num_splits;
+    const int split = get_group_id(1) / kv_heads;
+    const int kv_head = get_group_id(1) % kv_heads;
+    const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
+                                    FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    const int g_size = group_size;
+    const int t0 = get_group_id(0) * BM;
+    if (t0 >= s.nq * g_size)
+        return; /* the whole tile is past this sequence's queries */
+    const int t = t0 + lid;
+    const int i = t / g_size;
+    const int head = kv_head * g_size + t % g_size;
+    const bool row_ok = i < s.nq;
+    const int i_first = t0 / g_size;
+    const int i_last = min(s.nq - 1, (t0 + BM - 1) / g_size);
+
+    const ulong q_at = base.s0 + (ulong)s.q_batch * q_stride.s0 +
+                       (ulong)(s.q_row0) * q_stride.s2;
+    for (int idx = lid; idx < BM * D; idx += BM) {
+        const int r = idx / D, d = idx % D;
+        const int tr = t0 + r, ir = tr / g_size;
+        const int hr = kv_head * g_size + tr % g_size;
+        real_t value = 0;
+        if (ir < s.nq && d < head_dim)
+            value = load_elem(q, q_at + (ulong)hr * q_stride.s1 +
+                                     (ulong)ir * q_stride.s2 +
+                                     (ulong)d * q_stride.s3) *
+                    scale_log2;
+        q_t[d * BM + r] = value;
+    }
+
+    const score_row extras = score_row_init(
+        b, head, i, s.diag, REAL_LOG2E FLASHCL_VARIANT_NAMES);
+    vec_t acc[DV_VECS];
+    for (int c = 0; c < DV_VECS; ++c)
+        acc[c] = (vec_t)(0);
+    real_t row_max = -INFINITY, row_sum = 0;
+#if FLASHCL_COMPENSATED
+    vec_t acc_lo[DV_VECS];
+    for (int c = 0; c < DV_VECS; ++c)
+        acc_lo[c] = (vec_t)(0);
+    real_t sum_lo = 0;
+#endif
+#if FLASHCL_SINKS
+    if (split == 0) { /* the sink joins the row once, in split 0 */
+        row_max = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
+        row_sum = row_max == -INFINITY ? 0 : 1;
+    }
+#endif
+
+    /* This split's keys: whole tiles, so a tile never straddles two. */
+    const int tiles = (s.nk + BN - 1) / BN;
+    const int per_split = (tiles + num_splits - 1) / num_splits;
+    int kv_begin = min(s.nk, split * per_split * BN);
+    int kv_end = min(s.nk, (split + 1) * per_split * BN);
+#if FLASHCL_CAUSAL
+    kv_end = (int)min((long)kv_end,
+                      max(0L, (long)i_last + s.diag + window_right + 1));
+#endif
+#if FLASHCL_WINDOW_LEFT
+    kv_begin = (int)max((long)kv_begin,
+                        clamp((long)i_first + s.diag - window_left, 0L,
+                              (long)s.nk) / BN * BN);
+#endif
+    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* previous tile consumed */
+        /* Every work-item reads the same table entry: uniform. */
+        const bool page_ok = load_kv_tile(
+            k_t, v_tile, &s, b, kv_head, n0, k, v, base, k_stride, v_stride,
+            head_dim, head_dim_v FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!page_ok)
+            continue; /* a skipped page: its keys are masked */
+
+        vec_t score[BN_VECS];
+        for (int jb = 0; jb < BN_VECS; ++jb)
+            score[jb] = (vec_t)(0);
+        for (int d = 0; d < D; ++d) {
+            const real_t q_value = q_t[d * BM + lid];
+            for (int jb = 0; jb < BN_VECS; ++jb)
+                score[jb] = fma((vec_t)(q_value), vload_vec(jb, k_t + d * BN),
+                                score[jb]);
+        }
+        real_t scores[BN];
+        for (int jb = 0; jb < BN_VECS; ++jb)
+            vstore_vec(score[jb], jb, scores);
+
+        long hi = s.nk - 1, lo = 0;
+#if FLASHCL_CAUSAL
+        hi = min(hi, extras.diag_row + window_right);
+#endif
+#if FLASHCL_WINDOW_LEFT
+        lo = extras.diag_row - window_left;
+#endif
+        for (int j = 0; j < BN; ++j) {
+            const int key = n0 + j;
+#if FLASHCL_NEEDS_SCORE_PASS
+            if (row_ok && key <= hi)
+                scores[j] = score_apply(&extras, key, scores[j]
+                                            FLASHCL_VARIANT_NAMES);
+#endif
+            if (key > hi || key < lo)
+                scores[j] = -INFINITY;
+        }
+        real_t tile_max = -INFINITY;
+        for (int j = 0; j < BN; ++j)
+            tile_max = fmax(tile_max, scores[j]);
+        const real_t new_max = fmax(row_max, tile_max);
+        if (new_max == -INFINITY)
+            continue; /* nothing seen yet: stay at max -inf, never NaN */
+        const real_t correction = exp2(row_max - new_max);
+        row_max = new_max;
+#if FLASHCL_COMPENSATED
+        /* The tile goes into the low parts, then each pair is
+         * renormalised once per tile (cl/portable/flash_fwd.cl). */
+        row_sum *= correction;
+        real_t tile_sum = 0;
+        for (int c = 0; c < DV_VECS; ++c)
+            acc_lo[c] *= correction;
+        for (int j = 0; j < BN; ++j) {
+            const real_t prob = exp2(scores[j] - new_max);
+            tile_sum += prob;
+            __local const real_t *v_row = v_tile + j * DV;
+            for (int c = 0; c < DV_VECS; ++c)
+                acc_lo[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc_lo[c]);
+        }
+        sum_lo = sum_lo * correction + tile_sum;
+        TWO_SUM(real_t, row_sum, sum_lo);
+        for (int c = 0; c < DV_VECS; ++c) {
+            vec_t hi = acc[c] * correction;
+            TWO_SUM(vec_t, hi, acc_lo[c]);
+            acc[c] = hi;
+        }
+#else
+        row_sum *= correction;
+        for (int c = 0; c < DV_VECS; ++c)
+            acc[c] *= correction;
+        for (int j = 0; j < BN; ++j) {
+            const real_t prob = exp2(scores[j] - new_max);
+            row_sum += prob;
+            __local const real_t *v_row = v_tile + j * DV;
+            for (int c = 0; c < DV_VECS; ++c)
+                acc[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc[c]);
+        }
+#endif
+    }
+    if (!row_ok)
+        return;
+#if FLASHCL_COMPENSATED
+    row_sum += sum_lo;
+    for (int c = 0; c < DV_VECS; ++c)
+        acc[c] += acc_lo[c];
+#endif
+
+    real_t out[DV];
+    const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
+    for (int c = 0; c < DV_VECS; ++c)
+        vstore_vec(acc[c] * inv_sum, c, out);
+    const float lse_value =
+        row_sum > 0 ? (float)((row_max + log2(row_sum)) * REAL_LN2) : -INFINITY;
+#if FLASHCL_SPLIT
+    const ulong row_index =
+        (((ulong)split * get_num_groups(2) + b) * (ulong)(kv_heads * g_size) +
+         head) * (ulong)seqlen_q + i;
+    for (int d = 0; d < head_dim_v; ++d)
+        o_part[row_index * DV + d] = (float)out[d];
+    lse_part[row_index] = lse_value;
+#else
+    const ulong o_at = base.s3 + (ulong)s.q_batch * o_stride.s0 +
+                       (ulong)head * o_stride.s1 +
+                       (ulong)(s.q_row0 + i) * o_stride.s2;
+    for (int d = 0; d < head_dim_v; ++d)
+        store_elem(o, o_at + (ulong)d * o_stride.s3, out[d]);
+    if (write_lse)
+        lse[lse_base + (ulong)s.q_batch * lse_stride.s0 +
+            (ulong)head * lse_stride.s1 +
+            (ulong)(s.q_row0 + i) * lse_stride.s2] = lse_value;
+#endif
+}
+
+/* ---- merge --------------------------------------------------------------- */
+
+/* Work-item (d, KV head x packed row t, sequence b): O[d] of one row from
+ * the num_splits partials; d == 0 also writes the LSE. */
+__kernel void flashcl_split_combine(FLASHCL_SPLIT_PARAMS)
+{
+    const int d = get_global_id(0);
+    const int rows = seqlen_q * group_size;
+    const int kv_head = get_global_id(1) / rows, t = get_global_id(1) % rows;
+    const int kv_heads = get_global_size(1) / rows;
+    const int b = get_global_id(2), batch = get_global_size(2);
+    const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
+                                    FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    const int i = t / group_size, head = kv_head * group_size + t % group_size;
+    if (i >= s.nq || d >= head_dim_v)
+        return;
+    const ulong heads_q = (ulong)kv_heads * group_size;
+    const ulong row0 = ((ulong)b * heads_q + head) * (ulong)seqlen_q + i;
+    const ulong split_step = (ulong)batch * heads_q * (ulong)seqlen_q;
+    float m = -INFINITY;
+    for (int p = 0; p < num_splits; ++p)
+        m = fmax(m, lse_part[row0 + p * split_step]);
+    float sum = 0, value = 0;
+    if (m != -INFINITY)
+        for (int p = 0; p < num_splits; ++p) {
+            const ulong row = row0 + p * split_step;
+            const float w = combine_weight(lse_part[row], m);
+            if (w != 0) {
+                sum += w;
+                value += w * o_part[row * DV + d];
+            }
+        }
+    const ulong o_at = base.s3 + (ulong)s.q_batch * o_stride.s0 +
+                       (ulong)head * o_stride.s1 +
+                       (ulong)(s.q_row0 + i) * o_stride.s2;
+    store_elem(o, o_at + (ulong)d * o_stride.s3, sum > 0 ? value / sum : 0);
+    if (write_lse && d == 0)
+        lse[lse_base + (ulong)s.q_batch * lse_stride.s0 +
+            (ulong)head * lse_stride.s1 +
+            (ulong)(s.q_row0 + i) * lse_stride.s2] = combine_lse(m, sum);
+}

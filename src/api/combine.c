@@ -1,0 +1,91 @@
+/* flashcl_combine_partials: checked by src/problem/combine.c, computed by
+ * cl/inference/combine.cl. */
+#include "api/api.h"
+#include "problem/problem.h"
+
+#include <stdio.h>
+
+static cl_ulong4 ulong4_of(const uint64_t v[4])
+{
+    cl_ulong4 out;
+    for (int i = 0; i < 4; ++i)
+        out.s[i] = v[i];
+    return out;
+}
+
+static cl_int set_combine_args(flashcl_context *ctx, cl_kernel k,
+                               const combine_problem *p)
+{
+    const cl_mem op = p->o_part.given, lp = p->lse_part.given, o = p->o.given;
+    const cl_mem lse = p->lse.present ? p->lse.given : ctx->dummy;
+    const cl_ulong4 op_stride = ulong4_of(p->o_part.stride),
+                    lp_stride = ulong4_of(p->lse_part.stride),
+                    o_stride = ulong4_of(p->o.stride),
+                    lse_stride = ulong4_of(p->lse.stride);
+    const cl_ulong op_base = p->o_part.base, lp_base = p->lse_part.base,
+                   o_base = p->o.base, lse_base = p->lse.base;
+    const cl_ulong op_step = p->o_part_step, lp_step = p->lse_part_step;
+    const cl_int write_lse = p->lse.present, parts = (cl_int)p->parts,
+                 heads = (cl_int)p->heads, n = (cl_int)p->seqlen_q,
+                 dv = (cl_int)p->head_dim_v;
+    const struct {
+        size_t size;
+        const void *value;
+    } args[] = {{sizeof op, &op},           {sizeof op_stride, &op_stride},
+                {sizeof op_base, &op_base}, {sizeof op_step, &op_step},
+                {sizeof lp, &lp},           {sizeof lp_stride, &lp_stride},
+                {sizeof lp_base, &lp_base}, {sizeof lp_step, &lp_step},
+                {sizeof o, &o},             {sizeof o_stride, &o_stride},
+                {sizeof o_base, &o_base},   {sizeof lse, &lse},
+                {sizeof lse_stride, &lse_stride},
+                {sizeof lse_base, &lse_base},
+                {sizeof write_lse, &write_lse},
+                {sizeof parts, &parts},     {sizeof heads, &heads},
+                {sizeof n, &n},             {sizeof dv, &dv}};
+    cl_int err = CL_SUCCESS;
+    for (cl_uint i = 0; i < sizeof args / sizeof args[0] && err == CL_SUCCESS;
+         ++i)
+        err = clSetKernelArg(k, i, args[i].size, args[i].value);
+    return err;
+}
+
+flashcl_status flashcl_combine_partials(flashcl_context *ctx,
+                                        cl_command_queue queue,
+                                        const flashcl_combine_desc *desc,
+                                        cl_uint num_wait,
+                                        const cl_event *wait_list,
+                                        cl_event *event)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    flashcl_status status = api_begin_enqueue(ctx, &queue, num_wait, wait_list);
+    combine_problem p;
+    if (status == FLASHCL_SUCCESS)
+        status = combine_problem_from_desc(ctx, desc, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (p.empty)
+        return api_empty_call(ctx, queue, num_wait, wait_list, event);
+    char options[128];
+    snprintf(options, sizeof options, "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d",
+             verbose_enabled() ? "" : " -w", (int)p.dtype);
+    const program_request request = {"combine.cl", options,
+                                     {"flashcl_combine"}, 1};
+    compiled_program *program;
+    status = program_cache_get(ctx, &request, &program, NULL);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const size_t global[3] = {(size_t)p.head_dim_v, (size_t)p.seqlen_q,
+                              (size_t)(p.batch * p.heads)};
+    pthread_mutex_lock(&program->launch_lock);
+    cl_int err = set_combine_args(ctx, program->kernels[0], &p);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(queue, program->kernels[0], 3, NULL,
+                                     global, NULL, num_wait, wait_list, event);
+    pthread_mutex_unlock(&program->launch_lock);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "launching flashcl_combine: %s", cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}

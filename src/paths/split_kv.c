@@ -1,0 +1,447 @@
+/* Split-KV ("flash-decoding") and the inference features, as a mode of the
+ * portable path: cl/inference/flash_split.cl's append, attention and merge
+ * kernels, and the context-owned scratch the merge reads.
+ *
+ * The portable path takes this mode when a problem has KV-cache or varlen
+ * fields (only these kernels read them), or when its (sequence, KV head,
+ * query tile) work-groups are too few for the device and the key range is
+ * long enough to cut (split_kv_splits). */
+#include "paths/path.h"
+#include "paths/split_kv_tiles.h"
+#include "inference/split_args.clh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- tiles and split count ------------------------------------------- */
+
+static const split_tile *lookup(const device_caps *caps)
+{
+    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
+    return &split_tiles[cpu ? 0 : 1];
+}
+
+static int pow2_at_least(int64_t n, int lo, int hi)
+{
+    int v = lo;
+    while (v < hi && v < n)
+        v *= 2;
+    return v;
+}
+
+static size_t local_bytes(int bm, int bn, int d, int dv, flashcl_dtype dtype)
+{
+    const size_t real = dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    return ((size_t)bm * (size_t)d + (size_t)bn * (size_t)(d + dv)) * real;
+}
+
+typedef struct split_shape {
+    int block_m, block_n, d, dv, vec;
+    int64_t m_blocks; /* query tiles per (sequence, KV head) */
+} split_shape;
+
+static split_shape shape_of(const device_caps *caps, const problem *p)
+{
+    const split_tile *tile = lookup(caps);
+    split_shape s;
+    const int64_t group = p->heads_q / p->heads_kv;
+    s.d = portable_padded_head_dim(p->head_dim);
+    s.dv = portable_padded_head_dim(p->head_dim_v);
+    s.vec = portable_vector_width(caps);
+    s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
+                              tile->max_rows);
+    s.block_n = tile->block_n;
+    /* A tile never crosses a page (pages are multiples of 16 rows). */
+    if (p->infer.kv == KV_PAGED)
+        while (p->infer.page_size % s.block_n != 0)
+            s.block_n /= 2;
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    while (local_bytes(s.block_m, s.block_n, s.d, s.dv, p->dtype) > limit &&
+           (s.block_n > 16 || s.block_m > 4)) {
+        if (s.block_n > 16)
+            s.block_n /= 2;
+        else
+            s.block_m /= 2;
+    }
+    if (s.vec > s.block_n)
+        s.vec = s.block_n;
+    if (caps->max_work_group && (size_t)s.block_m > caps->max_work_group)
+        s.block_m = (int)caps->max_work_group;
+    s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
+    return s;
+}
+
+static int auto_splits(const device_caps *caps, const problem *p,
+                       const split_shape *s)
+{
+    const split_tile *tile = lookup(caps);
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    const uint64_t target = cus * (uint64_t)tile->groups_per_cu;
+    const uint64_t work = (uint64_t)p->batch * (uint64_t)p->heads_kv *
+                          (uint64_t)s->m_blocks;
+    if (work == 0 || work >= target ||
+        (tile->max_auto_q_tiles && s->m_blocks > tile->max_auto_q_tiles))
+        return 1;
+    int64_t splits = (int64_t)((target + work - 1) / work);
+    if (splits > p->seqlen_k / tile->min_keys_per_split)
+        splits = p->seqlen_k / tile->min_keys_per_split;
+    if (splits > FLASHCL_MAX_SPLITS)
+        splits = FLASHCL_MAX_SPLITS;
+    while (splits > 1 &&
+           inference_scratch_bytes(p, (int)splits, s->dv) > p->infer.scratch_cap)
+        --splits;
+    return splits < 1 ? 1 : (int)splits;
+}
+
+int split_kv_splits(const device_caps *caps, const problem *p)
+{
+    if (p->infer.num_splits > 0)
+        return p->infer.num_splits;
+    const split_shape s = shape_of(caps, p);
+    return auto_splits(caps, p, &s);
+}
+
+bool split_kv_wanted(const device_caps *caps, const problem *p)
+{
+    return p->infer.needs_split_kernel || split_kv_splits(caps, p) > 1;
+}
+
+/* ---- plan ------------------------------------------------------------ */
+
+static void append_options(const device_caps *caps, const problem *p,
+                           kernel_plan *plan)
+{
+    const inference *in = &p->infer;
+    size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
+             "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
+             "-DFLASHCL_COMPENSATED=%d",
+             plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
+             in->batch_idx ? 1 : 0, in->append ? 1 : 0,
+             portable_compensated(caps, plan->head_dim_v_padded) ? 1 : 0);
+    variants_append_defines(p, plan->options, sizeof plan->options);
+}
+
+void split_kv_plan(const device_caps *caps, const problem *p,
+                   kernel_plan *plan)
+{
+    const split_shape s = shape_of(caps, p);
+    plan->split_kernel = true;
+    plan->source = "flash_split.cl";
+    plan->kernel_names[0] = "flashcl_split_fwd";
+    plan->kernel_names[1] = "flashcl_split_combine";
+    plan->kernel_names[2] = "flashcl_split_append";
+    plan->kernel_count = 3;
+    plan->head_dim_padded = s.d;
+    plan->head_dim_v_padded = s.dv;
+    plan->block_m = plan->wg_size = s.block_m;
+    plan->block_n = s.block_n;
+    plan->vec = s.vec;
+    plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
+                                           : auto_splits(caps, p, &s);
+    plan->scratch_bytes = inference_scratch_bytes(p, plan->splits, s.dv);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%s; %d split%s (%s), %lld query head%s per work-group",
+             lookup(caps)->measured, plan->splits, plan->splits == 1 ? "" : "s",
+             p->infer.num_splits > 0 ? "forced by num_splits"
+                                     : "from compute units and shape",
+             (long long)(p->heads_q / p->heads_kv),
+             p->heads_q == p->heads_kv ? "" : "s");
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    append_options(caps, p, plan);
+    plan->local[0] = (size_t)s.block_m;
+    plan->local[1] = plan->local[2] = 1;
+    plan->global[0] = (size_t)s.m_blocks * (size_t)s.block_m;
+    plan->global[1] = (size_t)p->heads_kv * (size_t)plan->splits;
+    plan->global[2] = (size_t)p->batch;
+}
+
+/* ---- scratch --------------------------------------------------------- */
+
+/* One buffer per context, grown on demand. A call holds `lock` while it
+ * enqueues; its first kernel waits for `busy`, the last command of the
+ * previous call that used the buffer (on whichever queue). */
+struct split_state {
+    pthread_mutex_t lock;
+    cl_mem buffer[2]; /* partial O, partial LSE */
+    size_t capacity[2];
+    cl_event busy;
+};
+
+static flashcl_status get_state(flashcl_context *ctx, struct split_state **out)
+{
+    pthread_mutex_lock(&ctx->cache_lock);
+    if (!ctx->split) {
+        struct split_state *s = calloc(1, sizeof *s);
+        if (s) {
+            pthread_mutex_init(&s->lock, NULL);
+            ctx->split = s;
+        }
+    }
+    *out = ctx->split;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return *out ? FLASHCL_SUCCESS
+                : set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                            "allocating the split-KV state");
+}
+
+void split_state_release(flashcl_context *ctx, bool final)
+{
+    pthread_mutex_lock(&ctx->cache_lock);
+    struct split_state *s = ctx->split;
+    if (final)
+        ctx->split = NULL;
+    pthread_mutex_unlock(&ctx->cache_lock);
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    /* OpenCL frees the buffer once the commands using it are done. */
+    for (int i = 0; i < 2; ++i) {
+        if (s->buffer[i])
+            clReleaseMemObject(s->buffer[i]);
+        s->buffer[i] = NULL;
+        s->capacity[i] = 0;
+    }
+    if (final && s->busy)
+        clReleaseEvent(s->busy);
+    if (final)
+        s->busy = NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (final) {
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+    }
+}
+
+static flashcl_status ensure_buffers(flashcl_context *ctx,
+                                     struct split_state *s,
+                                     const size_t bytes[2])
+{
+    for (int i = 0; i < 2; ++i) {
+        if (s->buffer[i] && s->capacity[i] >= bytes[i])
+            continue;
+        if (s->buffer[i])
+            clReleaseMemObject(s->buffer[i]);
+        s->capacity[i] = 0;
+        cl_int err;
+        s->buffer[i] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes[i],
+                                      NULL, &err);
+        if (err != CL_SUCCESS) {
+            s->buffer[i] = NULL;
+            return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                             "allocating %zu bytes of split-KV scratch: %s",
+                             bytes[i], cl_error_name(err));
+        }
+        s->capacity[i] = bytes[i];
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- launch ---------------------------------------------------------- */
+
+#define FLASHCL_HTYPE_STORAGE_IN cl_mem
+#define FLASHCL_HTYPE_STORAGE_OUT cl_mem
+#define FLASHCL_HTYPE_FLOAT_OUT cl_mem
+#define FLASHCL_HTYPE_INT_IN cl_mem
+#define FLASHCL_HTYPE_INT cl_int
+
+typedef struct split_args {
+    FLASHCL_SPLIT_ARGS(FLASHCL_HOST_FIELD)
+} split_args;
+
+static cl_ulong4 ulong4_of(const uint64_t v[4])
+{
+    cl_ulong4 out;
+    for (int i = 0; i < 4; ++i)
+        out.s[i] = v[i];
+    return out;
+}
+
+static cl_mem mem_or(const tensor_view *v, cl_mem dummy)
+{
+    return v->present ? v->given : dummy;
+}
+
+static void fill_split_args(flashcl_context *ctx, const problem *p,
+                            const kernel_plan *plan,
+                            const struct split_state *scratch, split_args *a)
+{
+    const inference *in = &p->infer;
+    const cl_mem dummy = ctx->dummy;
+    memset(a, 0, sizeof *a);
+    a->o_part = scratch ? scratch->buffer[0] : dummy;
+    a->lse_part = scratch ? scratch->buffer[1] : dummy;
+    a->num_splits = plan->splits;
+    a->cu_q = mem_or(&in->cu_q, dummy);
+    a->cu_k = mem_or(&in->cu_k, dummy);
+    a->seqlens = mem_or(&in->seqlens, dummy);
+    a->batch_idx = mem_or(&in->batch_idx_view, dummy);
+    a->table = mem_or(&in->table, dummy);
+    const tensor_view *lens[4] = {&in->cu_q, &in->cu_k, &in->seqlens,
+                                  &in->batch_idx_view};
+    uint64_t base[4], stride[4];
+    for (int i = 0; i < 4; ++i) {
+        base[i] = lens[i]->present ? lens[i]->base : 0;
+        stride[i] = lens[i]->present ? lens[i]->stride[0] : 0;
+    }
+    a->len_base = ulong4_of(base);
+    a->len_stride = ulong4_of(stride);
+    a->table_base = in->table.present ? in->table.base : 0;
+    a->table_stride = in->table.present ? in->table.stride[0] : 0;
+    a->total_q = (cl_int)in->total_q;
+    a->total_k = (cl_int)in->total_k;
+    a->kv_batch = (cl_int)in->kv_batch;
+    a->page_size = (cl_int)in->page_size;
+    a->max_pages = (cl_int)in->max_pages;
+    a->top_left = in->top_left ? 1 : 0;
+    a->k_cache = p->k.given;
+    a->v_cache = p->v.given;
+    a->k_new = mem_or(&in->k_new, dummy);
+    a->v_new = mem_or(&in->v_new, dummy);
+    a->k_new_stride = ulong4_of(in->k_new.stride);
+    a->v_new_stride = ulong4_of(in->v_new.stride);
+    a->k_new_base = in->k_new.base;
+    a->v_new_base = in->v_new.base;
+    a->seqlen_new = (cl_int)in->seqlen_new;
+}
+
+static cl_int set_all_args(flashcl_context *ctx, cl_kernel k, const problem *p,
+                           const split_args *a)
+{
+    cl_uint index;
+    cl_int err = set_forward_kernel_args(ctx, k, p, &index);
+#define SET_SPLIT(kind, name)                                                  \
+    if (err == CL_SUCCESS)                                                     \
+        err = clSetKernelArg(k, index, sizeof a->name, &a->name);              \
+    ++index;
+    FLASHCL_SPLIT_ARGS(SET_SPLIT)
+#undef SET_SPLIT
+    return err;
+}
+
+static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
+                              compiled_program *program, int which,
+                              const problem *p, const split_args *a,
+                              const size_t global[3], const size_t *local,
+                              cl_uint num_wait, const cl_event *wait_list,
+                              cl_event *event)
+{
+    static const char *const names[3] = {"flashcl_split_fwd",
+                                         "flashcl_split_combine",
+                                         "flashcl_split_append"};
+    cl_kernel k = program->kernels[which];
+    pthread_mutex_lock(&program->launch_lock);
+    cl_int err = set_all_args(ctx, k, p, a);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(queue, k, 3, NULL, global, local,
+                                     num_wait, wait_list, event);
+    pthread_mutex_unlock(&program->launch_lock);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL, "launching %s: %s",
+                         names[which], cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+/* The call's commands in order: append, attention, merge; each waits for
+ * the one before (the queue may be out of order). *last gets the last
+ * one's event. */
+static flashcl_status enqueue_steps(flashcl_context *ctx,
+                                    cl_command_queue queue, const problem *p,
+                                    const kernel_plan *plan,
+                                    compiled_program *program,
+                                    const split_args *a, cl_uint num_wait,
+                                    const cl_event *wait_list, cl_event *last)
+{
+    cl_event prev = NULL;
+    flashcl_status st = FLASHCL_SUCCESS;
+    if (p->infer.append) {
+        const int64_t d = p->head_dim > p->head_dim_v ? p->head_dim
+                                                      : p->head_dim_v;
+        const size_t global[3] = {(size_t)d,
+                                  (size_t)(p->infer.seqlen_new * p->heads_kv),
+                                  (size_t)p->batch};
+        st = enqueue(ctx, queue, program, 2, p, a, global, NULL, num_wait,
+                     wait_list, &prev);
+        num_wait = 0;
+    }
+    cl_event fwd = NULL;
+    if (st == FLASHCL_SUCCESS)
+        st = enqueue(ctx, queue, program, 0, p, a, plan->global, plan->local,
+                     prev ? 1 : num_wait, prev ? &prev : wait_list, &fwd);
+    if (prev)
+        clReleaseEvent(prev);
+    if (st != FLASHCL_SUCCESS || plan->splits <= 1) {
+        *last = fwd;
+        return st;
+    }
+    const size_t global[3] = {
+        (size_t)p->head_dim_v,
+        (size_t)(p->seqlen_q * p->heads_q), /* rows x KV heads */
+        (size_t)p->batch};
+    st = enqueue(ctx, queue, program, 1, p, a, global, NULL, 1, &fwd, last);
+    clReleaseEvent(fwd);
+    return st;
+}
+
+flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
+                               const problem *p, const kernel_plan *plan,
+                               compiled_program *const programs[2],
+                               cl_uint num_wait, const cl_event *wait_list,
+                               cl_event *event)
+{
+    struct split_state *state = NULL;
+    const bool split = plan->splits > 1;
+    flashcl_status st = split ? get_state(ctx, &state) : FLASHCL_SUCCESS;
+    if (st != FLASHCL_SUCCESS)
+        return st;
+    cl_event stack_list[16], *list = (cl_event *)wait_list;
+    if (split) {
+        pthread_mutex_lock(&state->lock);
+        const size_t rows = (size_t)(plan->scratch_bytes /
+                                     ((uint64_t)plan->head_dim_v_padded + 1) / 4);
+        const size_t bytes[2] = {rows * (size_t)plan->head_dim_v_padded * 4,
+                                 rows * 4};
+        st = ensure_buffers(ctx, state, bytes);
+        if (st == FLASHCL_SUCCESS && state->busy) { /* the previous user */
+            list = num_wait < 16 ? stack_list
+                                 : malloc((num_wait + 1) * sizeof *list);
+            if (!list)
+                st = set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                               "allocating the event wait list");
+            else {
+                for (cl_uint i = 0; i < num_wait; ++i)
+                    list[i] = wait_list[i];
+                list[num_wait++] = state->busy;
+            }
+        }
+    }
+    cl_event last = NULL;
+    if (st == FLASHCL_SUCCESS) {
+        split_args a;
+        fill_split_args(ctx, p, plan, state, &a);
+        st = enqueue_steps(ctx, queue, p, plan, programs[0], &a, num_wait,
+                           list, &last);
+    }
+    if (split) {
+        if (st != FLASHCL_SUCCESS)
+            clFinish(queue); /* whatever was enqueued is done with scratch */
+        if (last) {
+            /* Another queue may wait on it: flush first (OpenCL 1.2 5.13). */
+            clFlush(queue);
+            if (state->busy)
+                clReleaseEvent(state->busy);
+            clRetainEvent(last);
+            state->busy = last;
+        }
+        pthread_mutex_unlock(&state->lock);
+        if (list != wait_list && list != stack_list)
+            free(list);
+    }
+    if (st == FLASHCL_SUCCESS && event)
+        *event = last;
+    else if (last)
+        clReleaseEvent(last);
+    return st;
+}

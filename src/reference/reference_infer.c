@@ -1,0 +1,322 @@
+/* The reference backend's inference features (issue 11), as a host loop:
+ * the length arrays, batch index and block table are read back to the
+ * host, the append is done with rectangular buffer copies, and every
+ * sequence is one dense reference call on views into the caller's
+ * buffers (paged keys are first gathered into a dense buffer). Slow and
+ * synchronous by design: it exists to check the split-KV kernels with an
+ * independent computation, and applies the same clamps and skips
+ * (include/flashcl.h). Needs unit-stride head dims (stride_dim 1) for
+ * appends and paged caches, which the copies move row by row. */
+#include "reference/reference.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct host_arrays {
+    int *cu_q, *cu_k, *seqlens, *batch_idx, *table;
+} host_arrays;
+
+static flashcl_status failed(flashcl_context *ctx, const char *what, cl_int err)
+{
+    return set_error(ctx, FLASHCL_ERROR_OPENCL, "reference backend: %s: %s",
+                     what, cl_error_name(err));
+}
+
+/* A rows x cols int32 view (row stride view->stride[0]) read into a packed
+ * host array. */
+static flashcl_status read_ints(flashcl_context *ctx, cl_command_queue queue,
+                                const tensor_view *view, size_t rows,
+                                size_t cols, int **out)
+{
+    *out = NULL;
+    if (!view->present)
+        return FLASHCL_SUCCESS;
+    *out = calloc(rows * cols + 1, sizeof(int));
+    if (!*out)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY, "host lengths");
+    for (size_t r = 0; r < rows; ++r) {
+        const size_t at = (size_t)(view->base + r * view->stride[0]) * 4;
+        cl_int err = clEnqueueReadBuffer(queue, view->given, CL_TRUE, at,
+                                         cols * 4, *out + r * cols, 0, NULL,
+                                         NULL);
+        if (err != CL_SUCCESS)
+            return failed(ctx, "reading a length array", err);
+    }
+    return FLASHCL_SUCCESS;
+}
+
+static void free_arrays(host_arrays *a)
+{
+    free(a->cu_q), free(a->cu_k), free(a->seqlens), free(a->batch_idx);
+    free(a->table);
+}
+
+static int clampi(int64_t v, int64_t lo, int64_t hi)
+{
+    return (int)(v < lo ? lo : v > hi ? hi : v);
+}
+
+/* One sequence as the kernels see it (cl/inference/flash_split.cl). */
+typedef struct seq {
+    int q0, nq, k0, nk, cached, row; /* row: cache row, -1 skipped */
+} seq;
+
+static seq sequence_of(const problem *p, const host_arrays *a, int b)
+{
+    const inference *in = &p->infer;
+    seq s = {0, (int)p->seqlen_q, 0, (int)p->seqlen_k, 0, b};
+    if (in->varlen_q) {
+        s.q0 = clampi(a->cu_q[b], 0, in->total_q);
+        const int end = clampi(a->cu_q[b + 1], s.q0, in->total_q);
+        s.nq = end - s.q0 < p->seqlen_q ? end - s.q0 : (int)p->seqlen_q;
+    }
+    if (in->kv == KV_VARLEN) {
+        s.k0 = clampi(a->cu_k[b], 0, in->total_k);
+        const int end = clampi(a->cu_k[b + 1], s.k0, in->total_k);
+        s.nk = end - s.k0 < p->seqlen_k ? end - s.k0 : (int)p->seqlen_k;
+    } else if (in->kv >= KV_CACHE) {
+        s.cached = clampi(a->seqlens[b], 0, p->seqlen_k - in->seqlen_new);
+        s.nk = s.cached + (int)in->seqlen_new;
+        if (in->batch_idx) {
+            s.row = a->batch_idx[b];
+            if (s.row < 0 || s.row >= in->kv_batch)
+                s.row = -1, s.nk = 0;
+        }
+    }
+    return s;
+}
+
+/* Byte offset of key `key` of sequence `s` (KV head 0, dim 0) in a K/V
+ * view, or -1 for a skipped page. */
+static int64_t key_byte(const problem *p, const host_arrays *a, int b,
+                        const seq *s, const tensor_view *t, int key)
+{
+    const inference *in = &p->infer;
+    uint64_t at;
+    if (in->kv == KV_PAGED) {
+        const int page =
+            a->table[(size_t)b * (size_t)in->max_pages + (size_t)(key / in->page_size)];
+        if (page < 0 || page >= in->kv_batch)
+            return -1;
+        at = t->base + (uint64_t)page * t->stride[0] +
+             (uint64_t)(key % in->page_size) * t->stride[2];
+    } else if (in->kv == KV_VARLEN) {
+        at = t->base + (uint64_t)(s->k0 + key) * t->stride[2];
+    } else {
+        at = t->base + (uint64_t)s->row * t->stride[0] +
+             (uint64_t)key * t->stride[2];
+    }
+    return (int64_t)(at * p->elem_size);
+}
+
+/* Rows of all KV heads: width dim elements, heads rows of pitch stride[1]. */
+static cl_int copy_heads(cl_command_queue q, const problem *p, cl_mem src,
+                         size_t src_at, size_t src_pitch, cl_mem dst,
+                         size_t dst_at, size_t dst_pitch, int64_t dim)
+{
+    const size_t e = p->elem_size;
+    const size_t src_origin[3] = {src_at, 0, 0}, dst_origin[3] = {dst_at, 0, 0};
+    const size_t region[3] = {(size_t)dim * e, (size_t)p->heads_kv, 1};
+    return clEnqueueCopyBufferRect(q, src, dst, src_origin, dst_origin, region,
+                                   src_pitch * e, 0, dst_pitch * e, 0, 0, NULL,
+                                   NULL);
+}
+
+static flashcl_status append_rows(flashcl_context *ctx, cl_command_queue q,
+                                  const problem *p, const host_arrays *a)
+{
+    const inference *in = &p->infer;
+    for (int b = 0; b < p->batch; ++b) {
+        const seq s = sequence_of(p, a, b);
+        if (s.row < 0)
+            continue;
+        for (int j = 0; j < in->seqlen_new; ++j) {
+            const tensor_view *news[2] = {&in->k_new, &in->v_new};
+            const tensor_view *caches[2] = {&p->k, &p->v};
+            const int64_t dims[2] = {p->head_dim, p->head_dim_v};
+            for (int t = 0; t < 2; ++t) {
+                const int64_t dst = key_byte(p, a, b, &s, caches[t], s.cached + j);
+                if (dst < 0)
+                    continue; /* a skipped page */
+                const size_t src = (size_t)(news[t]->base +
+                                            (uint64_t)b * news[t]->stride[0] +
+                                            (uint64_t)j * news[t]->stride[2]) *
+                                   p->elem_size;
+                cl_int err = copy_heads(q, p, news[t]->given, src,
+                                        (size_t)news[t]->stride[1],
+                                        caches[t]->given, (size_t)dst,
+                                        (size_t)caches[t]->stride[1], dims[t]);
+                if (err != CL_SUCCESS)
+                    return failed(ctx, "appending a row", err);
+            }
+        }
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* Paged keys of one sequence into packed [1, nk, heads_kv, dim] buffers;
+ * skipped pages are left out. *kept gets the keys copied. */
+static flashcl_status gather(flashcl_context *ctx, cl_command_queue q,
+                             const problem *p, const host_arrays *a, int b,
+                             const seq *s, cl_mem dst[2], int *kept)
+{
+    const tensor_view *src[2] = {&p->k, &p->v};
+    const int64_t dims[2] = {p->head_dim, p->head_dim_v};
+    *kept = 0;
+    for (int t = 0; t < 2; ++t) {
+        cl_int err;
+        const size_t bytes = (size_t)(s->nk ? s->nk : 1) *
+                             (size_t)(p->heads_kv * dims[t]) * p->elem_size;
+        dst[t] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL,
+                                &err);
+        if (err != CL_SUCCESS)
+            return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                             "reference backend: gathering pages: %s",
+                             cl_error_name(err));
+        int n = 0;
+        for (int j = 0; j < s->nk; ++j) {
+            const int64_t at = key_byte(p, a, b, s, src[t], j);
+            if (at < 0)
+                continue;
+            err = copy_heads(q, p, src[t]->given, (size_t)at,
+                             (size_t)src[t]->stride[1], dst[t],
+                             (size_t)n * (size_t)(p->heads_kv * dims[t]) *
+                                 p->elem_size,
+                             (size_t)dims[t], dims[t]);
+            if (err != CL_SUCCESS)
+                return failed(ctx, "gathering a page row", err);
+            ++n;
+        }
+        *kept = n;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+static void shift(tensor_view *t, uint64_t elems)
+{
+    t->base += elems;
+}
+
+/* The dense problem of sequence b: views moved to its rows. */
+static problem sequence_problem(const problem *p, const seq *s, int b)
+{
+    problem sp = *p;
+    memset(&sp.infer, 0, sizeof sp.infer);
+    sp.batch = 1;
+    sp.seqlen_q = s->nq;
+    sp.seqlen_k = s->nk;
+    sp.diag = p->infer.top_left ? 0 : (int64_t)s->nk - s->nq;
+    tensor_view *qs[3] = {&sp.q, &sp.o, &sp.lse};
+    for (int i = 0; i < 3; ++i) {
+        shift(qs[i], p->infer.varlen_q ? (uint64_t)s->q0 * qs[i]->stride[2]
+                                       : (uint64_t)b * qs[i]->stride[0]);
+        qs[i]->size[0] = 1;
+        qs[i]->size[2] = (uint64_t)s->nq;
+    }
+    tensor_view *ks[2] = {&sp.k, &sp.v};
+    for (int i = 0; i < 2; ++i) {
+        if (p->infer.kv == KV_VARLEN)
+            shift(ks[i], (uint64_t)s->k0 * ks[i]->stride[2]);
+        else if (p->infer.kv != KV_PAGED)
+            shift(ks[i], (uint64_t)(s->row > 0 ? s->row : 0) * ks[i]->stride[0]);
+        ks[i]->size[0] = 1;
+        ks[i]->size[2] = (uint64_t)s->nk;
+    }
+    /* Score tensors are [batch, heads, max_q, max_k]: move to row b. */
+    sp.vargs.bias_base += (cl_ulong)b * p->vargs.bias_stride.s[0];
+    sp.vargs.mask_base += (cl_ulong)b * p->vargs.mask_stride.s[0];
+    sp.vargs.alibi_base += (cl_ulong)b * p->vargs.alibi_stride.s[0];
+    sp.empty = s->nq == 0;
+    return sp;
+}
+
+static void packed_view(tensor_view *t, cl_mem buffer, const problem *p,
+                        int64_t dim, int nk)
+{
+    t->given = t->root = buffer;
+    t->base = 0;
+    t->stride[3] = 1;
+    t->stride[1] = (uint64_t)dim;
+    t->stride[2] = (uint64_t)(p->heads_kv * dim);
+    t->stride[0] = (uint64_t)nk * t->stride[2];
+    t->size[2] = (uint64_t)nk;
+}
+
+static flashcl_status run_sequences(flashcl_context *ctx, cl_command_queue q,
+                                    const problem *p, const host_arrays *a)
+{
+    for (int b = 0; b < p->batch; ++b) {
+        const seq s = sequence_of(p, a, b);
+        problem sp = sequence_problem(p, &s, b);
+        if (sp.empty)
+            continue;
+        cl_mem gathered[2] = {NULL, NULL};
+        flashcl_status st = FLASHCL_SUCCESS;
+        if (p->infer.kv == KV_PAGED) {
+            int kept = 0;
+            st = gather(ctx, q, p, a, b, &s, gathered, &kept);
+            if (st == FLASHCL_SUCCESS) {
+                packed_view(&sp.k, gathered[0], p, p->head_dim, kept);
+                packed_view(&sp.v, gathered[1], p, p->head_dim_v, kept);
+                sp.seqlen_k = kept;
+            }
+        }
+        if (st == FLASHCL_SUCCESS)
+            st = launch_reference(ctx, q, &sp, 0, NULL, NULL);
+        for (int i = 0; i < 2; ++i)
+            if (gathered[i])
+                clReleaseMemObject(gathered[i]);
+        if (st != FLASHCL_SUCCESS)
+            return st;
+    }
+    return FLASHCL_SUCCESS;
+}
+
+static bool unit_dims(const problem *p)
+{
+    const inference *in = &p->infer;
+    if (in->kv != KV_PAGED && !in->append)
+        return true;
+    return p->k.stride[3] == 1 && p->v.stride[3] == 1 &&
+           (!in->append || (in->k_new.stride[3] == 1 && in->v_new.stride[3] == 1));
+}
+
+flashcl_status launch_reference_inference(flashcl_context *ctx,
+                                          cl_command_queue queue,
+                                          const problem *p, cl_uint num_wait,
+                                          const cl_event *wait_list,
+                                          cl_event *event)
+{
+    if (!unit_dims(p))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "reference backend: appends and paged caches need "
+                         "stride_dim = 1 for k, v, k_new and v_new");
+    if (num_wait) {
+        cl_int err = clWaitForEvents(num_wait, wait_list);
+        if (err != CL_SUCCESS)
+            return failed(ctx, "waiting for the wait list", err);
+    }
+    const size_t b = (size_t)p->batch;
+    host_arrays a = {0};
+    flashcl_status st = read_ints(ctx, queue, &p->infer.cu_q, b + 1, 1, &a.cu_q);
+    if (st == FLASHCL_SUCCESS)
+        st = read_ints(ctx, queue, &p->infer.cu_k, b + 1, 1, &a.cu_k);
+    if (st == FLASHCL_SUCCESS)
+        st = read_ints(ctx, queue, &p->infer.seqlens, b, 1, &a.seqlens);
+    if (st == FLASHCL_SUCCESS)
+        st = read_ints(ctx, queue, &p->infer.batch_idx_view, b, 1, &a.batch_idx);
+    if (st == FLASHCL_SUCCESS)
+        st = read_ints(ctx, queue, &p->infer.table, b,
+                       (size_t)p->infer.max_pages, &a.table);
+    if (st == FLASHCL_SUCCESS && p->infer.append)
+        st = append_rows(ctx, queue, p, &a);
+    if (st == FLASHCL_SUCCESS)
+        st = run_sequences(ctx, queue, p, &a);
+    free_arrays(&a);
+    if (st == FLASHCL_SUCCESS && event) {
+        cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, event);
+        if (err != CL_SUCCESS)
+            return failed(ctx, "enqueueing the call's marker", err);
+    }
+    return st;
+}
