@@ -107,6 +107,48 @@ const char *clip(const char *text)
     return clipped;
 }
 
+/* FLASHCL_EXPECT_PATH: forward calls noted, and how many ran on it. */
+static size_t expect_noted, expect_on_path;
+
+static const char *expected_path(void)
+{
+    const char *name = getenv("FLASHCL_EXPECT_PATH");
+    return name && *name ? name : NULL;
+}
+
+void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                       const char *what)
+{
+    const char *want = expected_path();
+    if (!want || desc->backend == FLASHCL_BACKEND_REFERENCE)
+        return;
+    /* Views without buffers: `ctx` need not own the call's buffers. */
+    flashcl_attention_desc views = *desc;
+    views.q.buffer = views.k.buffer = views.v.buffer = NULL;
+    views.o.buffer = views.lse.buffer = NULL;
+    flashcl_variant_info info;
+    flashcl_status status = flashcl_describe_variant(ctx, &views, &info);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s: describe: %s", what,
+                  clip(flashcl_context_last_error(ctx)));
+    ++expect_noted;
+    ck_assert_msg(strcmp(info.path, want) == 0,
+                  "%s ran on path %s, not FLASHCL_EXPECT_PATH=%s (skipped: %s)",
+                  what, info.path, want, clip(info.skipped));
+    ++expect_on_path;
+}
+
+/* With FLASHCL_EXPECT_PATH set, a suite in which no noted call ran on that
+ * path fails too (the path was never taken at all). */
+static int expect_path_report(void)
+{
+    const char *want = expected_path();
+    if (!want)
+        return 0;
+    fprintf(stderr, "FLASHCL_EXPECT_PATH=%s: %zu of %zu noted forward calls "
+                    "ran on it\n", want, expect_on_path, expect_noted);
+    return expect_on_path == 0 || expect_on_path != expect_noted;
+}
+
 int run_suite(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
@@ -115,6 +157,7 @@ int run_suite(Suite *suite)
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
     release_shared_context();
+    failed += expect_path_report();
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
@@ -759,6 +802,7 @@ compare_result run_case_keep(flashcl_context *ctx, cl_command_queue queue,
                   flashcl_status_string(status),
                   clip(flashcl_context_last_error(ctx)));
     CL_CHECK(clFinish(q));
+    expect_path_check(ctx, &desc, text);
     compare_result res = case_check(c, data, q);
     ck_assert_msg(res.ok, "%s: %s (max |err| %.3g, max |ref| %.3g)", text,
                   res.detail, res.max_err, res.max_ref);

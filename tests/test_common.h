@@ -52,6 +52,14 @@ int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes);
  * printed in full on stderr first. Static buffer: main thread only. */
 const char *clip(const char *text);
 
+/* FLASHCL_EXPECT_PATH=<path> (CI runs it with FLASHCL_PATH=<path>): fails
+ * the running test unless `desc` (a forward call just made on `ctx`) ran
+ * on that path; calls on the reference backend are not counted. run_suite
+ * prints how many noted calls ran on it and fails when none did. Does
+ * nothing when the variable is unset. */
+void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                       const char *what);
+
 /* Runs a Check suite without forking (one process shares one context, so
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);

@@ -421,6 +421,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", c->name,
                   flashcl_status_string(status),
                   clip(flashcl_context_last_error(ctx)));
+    expect_path_check(ctx, &desc, c->name);
     void *o = malloc(o_bytes);
     float *lse = malloc(lse_bytes);
     ck_assert_ptr_nonnull(o);
@@ -611,6 +612,7 @@ START_TEST(valid_desc_runs)
         flashcl_attention_forward(shared_context(), NULL, &desc, 0, NULL, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s",
                   clip(flashcl_context_last_error(shared_context())));
+    expect_path_check(shared_context(), &desc, "valid descriptor");
     CL_CHECK(clFinish(flashcl_context_queue(shared_context())));
     release_desc(&desc, &data);
 }
