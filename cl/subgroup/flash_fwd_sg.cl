@@ -70,9 +70,10 @@
 #define FLASHCL_COMPENSATED 1
 #endif
 
-#if FLASHCL_SG_SIZE != 4 && FLASHCL_SG_SIZE != 8 && FLASHCL_SG_SIZE != 16 && \
-    FLASHCL_SG_SIZE != 32 && FLASHCL_SG_SIZE != 64
-#error "FLASHCL_SG_SIZE must be 4, 8, 16, 32 or 64"
+/* Not 4: Intel's CPU compiler (2026.2) aborted on it (src/paths/subgroup.c). */
+#if FLASHCL_SG_SIZE != 8 && FLASHCL_SG_SIZE != 16 && FLASHCL_SG_SIZE != 32 && \
+    FLASHCL_SG_SIZE != 64
+#error "FLASHCL_SG_SIZE must be 8, 16, 32 or 64"
 #endif
 #if FLASHCL_SG_ROWS != 1 && FLASHCL_SG_ROWS != 2 && FLASHCL_SG_ROWS != 4 && \
     FLASHCL_SG_ROWS != 8
@@ -294,6 +295,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_COMPENSATED
     real_t sum_lo[ROWS], acc_lo[ROWS][COLS_PER_LANE];
 #endif
+#pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         extras[r] = score_row_init(batch, head, my_row0 + r, diag,
                                    REAL_LOG2E FLASHCL_VARIANT_NAMES);
@@ -305,10 +307,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         row_max[r] = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
         lane_sum[r] = row_max[r] != -INFINITY && lane == 0 ? 1 : 0;
 #endif
+#pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc[r][c] = 0;
 #if FLASHCL_COMPENSATED
         sum_lo[r] = 0;
+#pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc_lo[r][c] = 0;
 #endif
@@ -336,7 +340,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
         /* s[r][t]: row r's score of key n0 + t * SG + lane. */
         real_t s[ROWS][KEYS_PER_LANE];
+#pragma unroll
         for (int r = 0; r < ROWS; ++r)
+#pragma unroll
             for (int t = 0; t < KEYS_PER_LANE; ++t)
                 s[r][t] = 0;
         __local const real_t *q_rows = q_tile + sg * ROWS * D;
@@ -362,14 +368,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_WINDOW_LEFT
         crosses_band |= (long)n0 < (long)row_last + diag - window_left;
 #endif
+#pragma unroll
         for (int r = 0; r < ROWS; ++r) {
 #if FLASHCL_NEEDS_SCORE_PASS
-            if (my_row0 + r < seqlen_q)
+            if (my_row0 + r < seqlen_q) {
+#pragma unroll
                 for (int t = 0; t < KEYS_PER_LANE; ++t) {
                     const int key = min(n0 + t * SG + lane, seqlen_k - 1);
                     s[r][t] = score_apply(&extras[r], key, s[r][t]
                                               FLASHCL_VARIANT_NAMES);
                 }
+            }
 #endif
             if (crosses_band) {
                 long hi = seqlen_k - 1, lo = 0;
@@ -379,6 +388,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_WINDOW_LEFT
                 lo = extras[r].diag_row - window_left;
 #endif
+#pragma unroll
                 for (int t = 0; t < KEYS_PER_LANE; ++t) {
                     const long key = n0 + t * SG + lane;
                     if (key > hi || key < lo)
@@ -389,8 +399,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
         /* Online softmax per row; max uniform across the subgroup. */
         real_t correction[ROWS];
+#pragma unroll
         for (int r = 0; r < ROWS; ++r) {
             real_t m = s[r][0];
+#pragma unroll
             for (int t = 1; t < KEYS_PER_LANE; ++t)
                 m = fmax(m, s[r][t]);
             const real_t new_max = fmax(row_max[r], sub_group_reduce_max(m));
@@ -399,6 +411,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             correction[r] = dead ? 1 : exp2(row_max[r] - new_max);
             row_max[r] = new_max;
             real_t psum = 0;
+#pragma unroll
             for (int t = 0; t < KEYS_PER_LANE; ++t) {
                 s[r][t] = dead ? 0 : exp2(s[r][t] - new_max);
                 psum += s[r][t];
@@ -407,18 +420,23 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             lane_sum[r] *= correction[r];
             sum_lo[r] = sum_lo[r] * correction[r] + psum;
             TWO_SUM(lane_sum[r], sum_lo[r]);
+#pragma unroll
             for (int c = 0; c < COLS_PER_LANE; ++c)
                 acc_lo[r][c] *= correction[r];
 #else
             lane_sum[r] = lane_sum[r] * correction[r] + psum;
+#pragma unroll
             for (int c = 0; c < COLS_PER_LANE; ++c)
                 acc[r][c] *= correction[r];
 #endif
         }
 
-        /* P V: key t * SG + src's probability, from lane src to all. */
-        for (int t = 0; t < KEYS_PER_LANE; ++t) {
+        /* P V: key t * SG + src's probability, from lane src to all. The
+         * lane loop stays rolled: unrolled, Intel's CPU compiler spilled
+         * (fp32 D = 64 N = 2048, 8 rows x 8 subgroups x 128 keys: about
+         * 20 % slower) and every compile took longer. */
 #pragma unroll
+        for (int t = 0; t < KEYS_PER_LANE; ++t) {
             for (int src = 0; src < SG; ++src) {
                 __local const real_t *v_row = v_tile + (t * SG + src) * DV;
                 real_t vv[COLS_PER_LANE];
@@ -440,7 +458,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
 #if FLASHCL_COMPENSATED
         /* The high parts are read and written once per tile. */
+#pragma unroll
         for (int r = 0; r < ROWS; ++r)
+#pragma unroll
             for (int c = 0; c < COLS_PER_LANE; ++c) {
                 real_t hi = acc[r][c] * correction[r];
                 TWO_SUM(hi, acc_lo[r][c]);
@@ -449,9 +469,11 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
     }
 
+#pragma unroll
     for (int r = 0; r < ROWS; ++r) {
 #if FLASHCL_COMPENSATED
         const real_t row_sum = sub_group_reduce_add(lane_sum[r] + sum_lo[r]);
+#pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc[r][c] += acc_lo[r][c];
 #else
@@ -462,6 +484,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             continue;
         const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
         /* Lanes write consecutive columns: coalesced without staging. */
+#pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c) {
             const int d = c * SG + lane;
             if (d < head_dim_v)
