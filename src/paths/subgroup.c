@@ -11,10 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* FLASHCL_SUBGROUP_SIZE=<n> picks the subgroup size (tests run 8, 16, 32);
- * it must be one the device reports. Read per call, as FLASHCL_PATH is. */
-#define SIZE_ENV "FLASHCL_SUBGROUP_SIZE"
-
 /* Whether the device measured the subgroup kernel faster than the portable
  * one (bench/results/intel-cpu-2026-12-01-subgroup.md). */
 static const bool cpu_prefers_subgroup = false;
@@ -49,10 +45,12 @@ static unsigned default_size(const device_caps *caps)
     return best;
 }
 
-/* The size asked for by SIZE_ENV (0 when unset); -1 when not a number. */
+/* FLASHCL_SUBGROUP_SIZE=<n> picks the subgroup size (CI runs 8, 16, 32);
+ * it must be one the device reports. Read per call, as FLASHCL_PATH is.
+ * 0 when unset, -1 when not a positive number. */
 static long env_size(void)
 {
-    const char *text = getenv(SIZE_ENV);
+    const char *text = getenv("FLASHCL_SUBGROUP_SIZE");
     if (!text || !*text)
         return 0;
     char *end = NULL;
@@ -95,9 +93,9 @@ static bool size_refused(const device_caps *caps, char *why, size_t cap)
     if (asked < 0 || !has_size(caps, (unsigned)asked) ||
         !kernel_size_ok((unsigned)asked)) {
         snprintf(why, cap,
-                 "%s=%.16s is not one of the device's subgroup sizes (%s) "
-                 "that the kernel takes (8, 16, 32, 64)",
-                 SIZE_ENV, getenv(SIZE_ENV), sizes);
+                 "FLASHCL_SUBGROUP_SIZE=%.16s is not one of the device's "
+                 "subgroup sizes (%s) that the kernel takes (8, 16, 32, 64)",
+                 getenv("FLASHCL_SUBGROUP_SIZE"), sizes);
         return true;
     }
     return false;
