@@ -58,5 +58,35 @@ intel_start=$SECONDS
     exit 1
   fi
   ctest --test-dir build-test --output-on-failure -j"$jobs"
+
+  # The subgroup kernel (cl/subgroup/flash_fwd_sg.cl), forced, at subgroup
+  # sizes 8, 16 and 32: the forward and variant suites against the float64
+  # oracle. FLASHCL_EXPECT_PATH fails a call that did not run on the
+  # subgroup path, and a suite in which none did (tests/test_common.c).
+  # The two suites of a size run side by side: Intel's compiles (most of
+  # the time; no disk cache) take one core each.
+  sg_start=$SECONDS
+  for size in 8 16 32; do
+    sg_pids=()
+    for suite in test_forward test_variants; do
+      FLASHCL_PATH=subgroup FLASHCL_EXPECT_PATH=subgroup \
+        FLASHCL_SUBGROUP_SIZE=$size timeout 900 "build-test/tests/$suite" \
+        >"build-test/subgroup-$suite-$size.log" 2>&1 &
+      sg_pids+=($!)
+    done
+    sg_failed=0
+    for pid in "${sg_pids[@]}"; do wait "$pid" || sg_failed=1; done
+    for suite in test_forward test_variants; do
+      echo "$suite, FLASHCL_PATH=subgroup FLASHCL_SUBGROUP_SIZE=$size:"
+      grep -E '^(FLASHCL_EXPECT_PATH|[0-9]+%:)' \
+        "build-test/subgroup-$suite-$size.log" || true
+    done
+    if [ "$sg_failed" -ne 0 ]; then
+      cat build-test/subgroup-test_*-"$size".log
+      echo "the subgroup path failed at subgroup size $size (logs above)" >&2
+      exit 1
+    fi
+  done
+  echo "subgroup kernel on Intel's runtime: $((SECONDS - sg_start)) s"
 )
 echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
