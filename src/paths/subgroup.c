@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Whether the device measured the subgroup kernel faster than the portable
- * one (bench/results/intel-cpu-2026-12-01-subgroup.md). */
+/* CPUs: the subgroup kernel was not faster than the portable one on
+ * Intel's OpenCL CPU runtime (bench/results/intel-cpu-2026-12-01-
+ * subgroup.md: D = 64 1.1-1.75x slower, D = 128 unclear under load). */
 static const bool cpu_prefers_subgroup = false;
 
 static bool has_size(const device_caps *caps, unsigned size)
@@ -109,9 +110,9 @@ static bool preferred(const device_caps *caps, char *why, size_t cap)
     if (caps->klass != DEVICE_CLASS_CPU)
         return true;
     if (!cpu_prefers_subgroup)
-        snprintf(why, cap, "measured slower than the portable kernel on "
-                           "Intel's OpenCL CPU runtime (set FLASHCL_PATH="
-                           "subgroup to use it)");
+        snprintf(why, cap, "not faster than the portable kernel on "
+                           "Intel's OpenCL CPU runtime (FLASHCL_PATH="
+                           "subgroup runs it)");
     return cpu_prefers_subgroup;
 }
 
