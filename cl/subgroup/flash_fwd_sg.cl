@@ -106,9 +106,10 @@
 #if FLASHCL_SG_BLOCK_READ != 0 && FLASHCL_SG_BLOCK_READ != 1
 #error "FLASHCL_SG_BLOCK_READ must be 0 or 1"
 #endif
+/* fp32 only: 16-bit block reads need cl_intel_subgroups_short. */
 #if FLASHCL_SG_BLOCK_READ && (!FLASHCL_SG_INTEL || !FLASHCL_DIM_CONTIGUOUS || \
-                              FLASHCL_DTYPE == 3)
-#error "FLASHCL_SG_BLOCK_READ needs FLASHCL_SG_INTEL, FLASHCL_DIM_CONTIGUOUS and 32- or 16-bit storage"
+                              FLASHCL_DTYPE != 0)
+#error "FLASHCL_SG_BLOCK_READ needs FLASHCL_SG_INTEL, FLASHCL_DIM_CONTIGUOUS and fp32 storage"
 #endif
 #if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
 #error "FLASHCL_COMPENSATED must be 0 or 1"
@@ -116,9 +117,6 @@
 
 #if FLASHCL_SG_INTEL
 #pragma OPENCL EXTENSION cl_intel_subgroups : enable
-#if FLASHCL_SG_BLOCK_READ && (FLASHCL_DTYPE == 1 || FLASHCL_DTYPE == 2)
-#pragma OPENCL EXTENSION cl_intel_subgroups_short : enable
-#endif
 #else
 #pragma OPENCL EXTENSION cl_khr_subgroups : enable
 #endif
@@ -181,19 +179,11 @@ inline void load_query_tile(__local real_t *q_tile, __global const STORAGE_T *q,
 }
 
 #if FLASHCL_SG_BLOCK_READ
-/* Elements c * SG + lane of a contiguous row, one block read. */
+/* Element `at` + lane of a contiguous row, one block read for the
+ * subgroup. */
 inline real_t block_read_row(__global const STORAGE_T *base, ulong at)
 {
-#if FLASHCL_DTYPE == 0
     return as_float(intel_sub_group_block_read((__global const uint *)(base + at)));
-#else
-    const ushort bits = intel_sub_group_block_read_us(base + at);
-#if FLASHCL_DTYPE == 1
-    return vload_half(0, (const half *)&bits);
-#else
-    return bf16_bits_to_float(bits);
-#endif
-#endif
 }
 
 /* Tile rows go to subgroups; a row's chunks of SG elements are one block
