@@ -116,6 +116,9 @@ static bool preferred(const device_caps *caps, char *why, size_t cap)
     return cpu_prefers_subgroup;
 }
 
+static bool plan_tiles(const device_caps *caps, const problem *p,
+                       kernel_plan *plan);
+
 static bool subgroup_can_run(const device_caps *caps, const problem *p,
                              bool forced, char *why, size_t cap)
 {
@@ -132,6 +135,15 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
         char names[160];
         variants_describe(missing, names, sizeof names);
         snprintf(why, cap, "does not compute %s", names);
+        return false;
+    }
+    kernel_plan tiles;
+    memset(&tiles, 0, sizeof tiles);
+    if (!plan_tiles(caps, p, &tiles)) {
+        snprintf(why, cap, "its smallest tiles (%d rows, %d keys, D %d, D_v "
+                 "%d) do not fit the device's local memory",
+                 tiles.block_m, tiles.block_n, tiles.head_dim_padded,
+                 tiles.head_dim_v_padded);
         return false;
     }
     return forced || preferred(caps, why, cap);
@@ -163,8 +175,9 @@ static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
 }
 
 /* Keys per tile, then subgroups, then rows, halved until the tiles fit the
- * device's local memory and work-group size. */
-static void fit_device(const device_caps *caps, const problem *p, int sg,
+ * device's local memory and work-group size; false when even the smallest
+ * do not. */
+static bool fit_device(const device_caps *caps, const problem *p, int sg,
                        int *rows, int *subgroups, kernel_plan *plan)
 {
     const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
@@ -176,7 +189,7 @@ static void fit_device(const device_caps *caps, const problem *p, int sg,
     for (;;) {
         plan->block_m = *rows * *subgroups;
         if (local_bytes(plan, p->dtype) <= limit)
-            return;
+            return (size_t)(*subgroups * sg) <= max_wg;
         if (plan->block_n > sg)
             plan->block_n /= 2;
         else if (*subgroups > 1)
@@ -184,7 +197,7 @@ static void fit_device(const device_caps *caps, const problem *p, int sg,
         else if (*rows > 1)
             *rows /= 2;
         else
-            return;
+            return false;
     }
 }
 
@@ -197,6 +210,30 @@ static bool block_reads(const device_caps *caps, const problem *p, int sg)
            ((size_t)sg * p->elem_size) % 16 == 0 &&
            view_rows_aligned(&p->k, p->elem_size, 16) &&
            view_rows_aligned(&p->v, p->elem_size, 16);
+}
+
+/* Padded head dims, tiles and work-group of `p` on this device, into
+ * `plan`; false when they cannot fit it. */
+static bool plan_tiles(const device_caps *caps, const problem *p,
+                       kernel_plan *plan)
+{
+    const int sg = (int)chosen_size(caps);
+    const int step = p->head_dim <= 128 ? 16 : 32;
+    plan->head_dim_padded = round_up(p->head_dim, step);
+    plan->head_dim_v_padded =
+        round_up(p->head_dim_v, step > sg ? step : sg);
+    const subgroup_tile *tile = lookup(caps, plan->head_dim_padded);
+    int rows = tile->rows, subgroups = tile->subgroups;
+    plan->block_n = round_up(tile->block_n, sg);
+    const bool fits = fit_device(caps, p, sg, &rows, &subgroups, plan);
+    plan->wg_size = subgroups * sg;
+    plan->vec = 0;
+    const bool blocks = block_reads(caps, p, sg);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%s; here subgroup %d, %d rows x %d subgroups x %d keys%s",
+             tile->measured, sg, rows, subgroups, plan->block_n,
+             blocks ? ", block reads" : "");
+    return fits;
 }
 
 static void append(char *buf, size_t cap, const char *fmt, int value)
@@ -213,21 +250,9 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     plan->source = "flash_fwd_sg.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
-    const int step = p->head_dim <= 128 ? 16 : 32;
-    plan->head_dim_padded = round_up(p->head_dim, step);
-    plan->head_dim_v_padded =
-        round_up(p->head_dim_v, step > sg ? step : sg);
-    const subgroup_tile *tile = lookup(caps, plan->head_dim_padded);
-    int rows = tile->rows, subgroups = tile->subgroups;
-    plan->block_n = round_up(tile->block_n, sg);
-    fit_device(caps, p, sg, &rows, &subgroups, plan);
-    plan->wg_size = subgroups * sg;
-    plan->vec = 0;
+    plan_tiles(caps, p, plan); /* can_run checked that they fit */
+    const int rows = plan->block_m / (plan->wg_size / sg);
     const bool blocks = block_reads(caps, p, sg);
-    snprintf(plan->reason, sizeof plan->reason,
-             "%s; here subgroup %d, %d rows x %d subgroups x %d keys%s",
-             tile->measured, sg, rows, subgroups, plan->block_n,
-             blocks ? ", block reads" : "");
 
     const bool contiguous = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                             p->v.stride[3] == 1 && p->o.stride[3] == 1;
