@@ -22,6 +22,14 @@
  * (cl/portable/flash_fwd.cl explains the summation and its measurements);
  * here the extra accumulator is DV / SG values per row and lane.
  *
+ * Arithmetic is fp32 (fp64 for fp64 storage), also for fp16/bf16 storage.
+ * Measured, not used: Q K^T accumulated in half (cl_khr_fp16) on Intel's
+ * CPU runtime, `flashcl run --seqlen 512 --heads 2`, inputs in [-1, 1):
+ * fp16 D = 64 / 128, O error 8.4e-4 / 8.0e-4 of max |O| (fp32 arithmetic:
+ * 3.4e-4 / 2.7e-4) and LSE error 1.1e-5 / 2.0e-5 (fp32: 1.2e-7 / 1.3e-7),
+ * over flashcl's LSE tolerance of 1e-5; bf16 storage likewise. A half P V
+ * would add the rounding of P on top.
+ *
  * Control flow that reaches a subgroup function is uniform in the
  * subgroup: every condition on it depends on the row (per subgroup), the
  * tile or the work-group only.
