@@ -3,7 +3,9 @@
 # plain warnings-as-errors build, an ASan/UBSan build, and a
 # ThreadSanitizer build that runs only the thread tests (label "threads");
 # then the Python package's tests, and the plain build's tests again on
-# Intel's OpenCL CPU runtime (a second OpenCL implementation).
+# Intel's OpenCL CPU runtime (a second OpenCL implementation), plus the
+# forward and variant suites forced onto the subgroup kernel there at
+# subgroup sizes 8, 16 and 32.
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
