@@ -6,9 +6,10 @@
 #   cmake --build build-gpu -j
 #   (there) bash bench/run_h200_coverage.sh [suites|sweep|bench|all]   # logs under $OUT
 #
-# suites: the forward, variant, fixes, accuracy and semantics suites with
+# suites: the forward, variant and semantics suites with
 #   FLASHCL_EXPECT_PATH=nv_mma (every case must run on the tensor-core path
-#   unless refused for fp32/fp64 storage or misaligned rows).
+#   unless refused for fp32 without allow_tf32, fp64, misaligned rows, TF32
+#   above head dim 128 or split-KV), then the fixes and accuracy suites.
 # sweep:  FLASHCL_NV_TILE over candidate tiles per head dim (fp16, N=4096,
 #   protocol shapes), one flashcl-bench per candidate.
 # bench:  flashcl-bench on head dims and variants, then torch SDPA and
@@ -34,11 +35,14 @@ step() { # name, timeout, command...
 
 suites() {
   export FLASHCL_EXPECT_PATH=nv_mma
-  export FLASHCL_EXPECT_PATH_EXCEPT="fp16/bf16 storage only;16-byte-aligned"
-  for suite in test_forward test_variants test_fixes test_accuracy test_semantics; do
+  export FLASHCL_EXPECT_PATH_EXCEPT="fp16/bf16 storage only;16-byte-aligned;TF32 runs head dims up to 128;split-KV"
+  for suite in test_forward test_variants test_semantics; do
     step "$suite" 240 "$BUILD/tests/$suite"
   done
   unset FLASHCL_EXPECT_PATH FLASHCL_EXPECT_PATH_EXCEPT
+  for suite in test_fixes test_accuracy; do # few forward calls of their own
+    step "$suite" 240 "$BUILD/tests/$suite"
+  done
   grep -h "ran on" "$OUT"/test_*.log | head -20
   grep -h "F:" "$OUT"/test_*.log | head -20
 }

@@ -3,7 +3,9 @@
 # plain warnings-as-errors build, an ASan/UBSan build, and a
 # ThreadSanitizer build that runs only the thread tests (label "threads");
 # then the Python package's tests, and the plain build's tests again on
-# Intel's OpenCL CPU runtime (a second OpenCL implementation).
+# Intel's OpenCL CPU runtime (a second OpenCL implementation), plus the
+# forward and variant suites forced onto the subgroup kernel there at
+# subgroup sizes 8, 16 and 32.
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,5 +60,40 @@ intel_start=$SECONDS
     exit 1
   fi
   ctest --test-dir build-test --output-on-failure -j"$jobs"
+
+  # The subgroup kernel (cl/subgroup/flash_fwd_sg.cl), forced, at subgroup
+  # sizes 8, 16 and 32: the forward and variant suites against the float64
+  # oracle. FLASHCL_EXPECT_PATH fails a call that did not run on the
+  # subgroup path, and a suite in which none did (tests/test_common.c).
+  # The two suites of a size run side by side: Intel's compiles (most of
+  # the time; no disk cache) take one core each. Measured 2026-12-01 on the
+  # 2-core machine while four other builds shared it (load average 5-7):
+  # 503 s for this loop (one after the other: 574 s; test_forward 65-142
+  # s, test_variants 87-99 s per size), of 873 s for the Intel step and
+  # 26 min for the whole script; a rejected size (FLASHCL_SUBGROUP_SIZE=12)
+  # fails it ("0 of 49 noted forward calls ran on it").
+  sg_start=$SECONDS
+  for size in 8 16 32; do
+    sg_pids=()
+    for suite in test_forward test_variants; do
+      FLASHCL_PATH=subgroup FLASHCL_EXPECT_PATH=subgroup \
+        FLASHCL_SUBGROUP_SIZE=$size timeout 900 "build-test/tests/$suite" \
+        >"build-test/subgroup-$suite-$size.log" 2>&1 &
+      sg_pids+=($!)
+    done
+    sg_failed=0
+    for pid in "${sg_pids[@]}"; do wait "$pid" || sg_failed=1; done
+    for suite in test_forward test_variants; do
+      echo "$suite, FLASHCL_PATH=subgroup FLASHCL_SUBGROUP_SIZE=$size:"
+      grep -E '^(FLASHCL_EXPECT_PATH|[0-9]+%:)' \
+        "build-test/subgroup-$suite-$size.log" || true
+    done
+    if [ "$sg_failed" -ne 0 ]; then
+      cat build-test/subgroup-test_*-"$size".log
+      echo "the subgroup path failed at subgroup size $size (logs above)" >&2
+      exit 1
+    fi
+  done
+  echo "subgroup kernel on Intel's runtime: $((SECONDS - sg_start)) s"
 )
 echo "Intel OpenCL step: $((SECONDS - intel_start)) s"

@@ -52,6 +52,16 @@ int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes);
  * printed in full on stderr first. Static buffer: main thread only. */
 const char *clip(const char *text);
 
+/* FLASHCL_EXPECT_PATH=<path> (CI runs it with FLASHCL_PATH=<path>): fails
+ * the running test unless `desc` (a forward call just made on `ctx`) ran
+ * on that path, or the path refused it for a reason containing a phrase
+ * of FLASHCL_EXPECT_PATH_EXCEPT (printed, not counted); calls on the
+ * reference backend are not counted. Prints the path of each call.
+ * run_suite prints how many noted calls ran on it and fails when none did.
+ * Does nothing when the variable is unset. */
+void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
+                       const char *what);
+
 /* Runs a Check suite without forking (one process shares one context, so
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);
@@ -234,11 +244,6 @@ void case_release(case_data *data);
  * the case's description (seed included) if the result is off. Returns
  * the comparison for the caller's statistics. */
 compare_result run_case(const attention_case *c);
-/* With FLASHCL_EXPECT_PATH set, fails unless `desc` runs on that path or
- * the path refuses it for a FLASHCL_EXPECT_PATH_EXCEPT reason; prints the
- * path either way. */
-void check_expected_path(flashcl_context *ctx,
-                         const flashcl_attention_desc *desc, const char *what);
 /* The same on any context and queue (NULL: the context's), leaving the
  * data (downloaded O and LSE included) to the caller to inspect and
  * release with case_release(). */

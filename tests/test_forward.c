@@ -242,6 +242,7 @@ START_TEST(test_forward_host)
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
                   clip(flashcl_context_last_error(ctx)));
+    expect_path_check(ctx, &desc, text);
 
     test_tensor lse = host_lse_tensor(&h);
     compare_result r = compare_output(&h.o, h.ref_o,

@@ -1,0 +1,500 @@
+/* Subgroup fused attention forward (devices with cl_khr_subgroups or
+ * cl_intel_subgroups; the host picks it: src/paths/subgroup.c).
+ *
+ * A subgroup of SG lanes owns SG_ROWS query rows; a work-group is
+ * WG_SIZE / SG subgroups sharing one K tile and one V tile in local
+ * memory. Lanes split the keys for Q K^T (lane l takes keys l, l + SG, ...
+ * of a tile, so the transposed K tile is read as consecutive words) and
+ * split D_v for P V (lane l owns output columns l, l + SG, ...), so no
+ * work-item holds a whole row of scores or of O. The row max is a
+ * sub_group_reduce_max per tile; each lane keeps its own part of the row
+ * sum (rescaled with the max, which is uniform), added across the
+ * subgroup once at the end. P reaches the lanes that own the output
+ * columns by subgroup shuffles (intel_sub_group_shuffle, or
+ * sub_group_broadcast of cl_khr_subgroups). Where cl_intel_subgroups
+ * exists and rows are contiguous and aligned, K and V rows come in with
+ * subgroup block reads (FLASHCL_SG_BLOCK_READ).
+ *
+ * The softmax runs in base 2 on scores pre-scaled by scale * log2 e, so any
+ * sign of the scale works. Band edges, variants (cl/common/variants.clh,
+ * shared with the portable and the reference kernels) and the compensated
+ * sums (FLASHCL_COMPENSATED) are the portable kernel's
+ * (cl/portable/flash_fwd.cl explains the summation and its measurements);
+ * here the extra accumulator is DV / SG values per row and lane.
+ *
+ * Arithmetic is fp32 (fp64 for fp64 storage), also for fp16/bf16 storage.
+ * Measured, not used: Q K^T accumulated in half (cl_khr_fp16) on Intel's
+ * CPU runtime, `flashcl run --seqlen 512 --heads 2`, inputs in [-1, 1):
+ * fp16 D = 64 / 128, O error 8.4e-4 / 8.0e-4 of max |O| (fp32 arithmetic:
+ * 3.4e-4 / 2.7e-4) and LSE error 1.1e-5 / 2.0e-5 (fp32: 1.2e-7 / 1.3e-7),
+ * over flashcl's LSE tolerance of 1e-5; bf16 storage likewise. A half P V
+ * would add the rounding of P on top.
+ *
+ * Control flow that reaches a subgroup function is uniform in the
+ * subgroup: every condition on it depends on the row (per subgroup), the
+ * tile or the work-group only.
+ *
+ * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md. */
+#include "flashcl_common.clh"
+#include "kernel_args.clh"
+
+#ifndef FLASHCL_SG_SIZE
+#define FLASHCL_SG_SIZE 16
+#endif
+#ifndef FLASHCL_SG_ROWS
+#define FLASHCL_SG_ROWS 2
+#endif
+#ifndef FLASHCL_WG_SIZE
+#define FLASHCL_WG_SIZE (4 * FLASHCL_SG_SIZE)
+#endif
+#ifndef FLASHCL_BLOCK_M
+#define FLASHCL_BLOCK_M (FLASHCL_WG_SIZE / FLASHCL_SG_SIZE * FLASHCL_SG_ROWS)
+#endif
+#ifndef FLASHCL_BLOCK_N
+#define FLASHCL_BLOCK_N 64
+#endif
+#ifndef FLASHCL_HEAD_DIM
+#define FLASHCL_HEAD_DIM 64
+#endif
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
+#endif
+#ifndef FLASHCL_SG_REQD /* 1: intel_reqd_sub_group_size(FLASHCL_SG_SIZE) */
+#define FLASHCL_SG_REQD 0
+#endif
+#ifndef FLASHCL_SG_INTEL /* 1: cl_intel_subgroups functions */
+#define FLASHCL_SG_INTEL 0
+#endif
+#ifndef FLASHCL_SG_BLOCK_READ /* 1: intel_sub_group_block_read for K, V */
+#define FLASHCL_SG_BLOCK_READ 0
+#endif
+#ifndef FLASHCL_DIM_CONTIGUOUS
+#define FLASHCL_DIM_CONTIGUOUS 0
+#endif
+#ifndef FLASHCL_WINDOW_LEFT
+#define FLASHCL_WINDOW_LEFT 0
+#endif
+#ifndef FLASHCL_COMPENSATED
+#define FLASHCL_COMPENSATED 1
+#endif
+
+/* Not 4: Intel's CPU compiler (2026.2) aborted on it (src/paths/subgroup.c). */
+#if FLASHCL_SG_SIZE != 8 && FLASHCL_SG_SIZE != 16 && FLASHCL_SG_SIZE != 32 && \
+    FLASHCL_SG_SIZE != 64
+#error "FLASHCL_SG_SIZE must be 8, 16, 32 or 64"
+#endif
+#if FLASHCL_SG_ROWS != 1 && FLASHCL_SG_ROWS != 2 && FLASHCL_SG_ROWS != 4 && \
+    FLASHCL_SG_ROWS != 8
+#error "FLASHCL_SG_ROWS must be 1, 2, 4 or 8"
+#endif
+#if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0 || \
+    FLASHCL_WG_SIZE > 1024
+#error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE, at most 1024"
+#endif
+#if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / FLASHCL_SG_SIZE * FLASHCL_SG_ROWS
+#error "FLASHCL_BLOCK_M must be (FLASHCL_WG_SIZE / FLASHCL_SG_SIZE) * FLASHCL_SG_ROWS"
+#endif
+#if FLASHCL_BLOCK_N < FLASHCL_SG_SIZE || FLASHCL_BLOCK_N % FLASHCL_SG_SIZE != 0 || \
+    FLASHCL_BLOCK_N > 256
+#error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_SG_SIZE, at most 256"
+#endif
+#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256
+#error "FLASHCL_HEAD_DIM must be in 1..256"
+#endif
+#if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || \
+    FLASHCL_HEAD_DIM_V % FLASHCL_SG_SIZE != 0
+#error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_SG_SIZE"
+#endif
+#if FLASHCL_SG_REQD != 0 && FLASHCL_SG_REQD != 1
+#error "FLASHCL_SG_REQD must be 0 or 1"
+#endif
+#if FLASHCL_SG_INTEL != 0 && FLASHCL_SG_INTEL != 1
+#error "FLASHCL_SG_INTEL must be 0 or 1"
+#endif
+#if FLASHCL_SG_BLOCK_READ != 0 && FLASHCL_SG_BLOCK_READ != 1
+#error "FLASHCL_SG_BLOCK_READ must be 0 or 1"
+#endif
+/* fp32 only: 16-bit block reads need cl_intel_subgroups_short. */
+#if FLASHCL_SG_BLOCK_READ && (!FLASHCL_SG_INTEL || !FLASHCL_DIM_CONTIGUOUS || \
+                              FLASHCL_DTYPE != 0)
+#error "FLASHCL_SG_BLOCK_READ needs FLASHCL_SG_INTEL, FLASHCL_DIM_CONTIGUOUS and fp32 storage"
+#endif
+#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
+#error "FLASHCL_COMPENSATED must be 0 or 1"
+#endif
+
+#if FLASHCL_SG_INTEL
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+#else
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#endif
+
+#define SG FLASHCL_SG_SIZE
+#define ROWS FLASHCL_SG_ROWS
+#define D FLASHCL_HEAD_DIM
+#define DV FLASHCL_HEAD_DIM_V
+#define BM FLASHCL_BLOCK_M
+#define BN FLASHCL_BLOCK_N
+#define WG FLASHCL_WG_SIZE
+#define KEYS_PER_LANE (BN / SG)
+#define COLS_PER_LANE (DV / SG)
+
+/* Value of lane `src` (uniform) to every lane. */
+#if FLASHCL_SG_INTEL
+#define SG_BROADCAST(x, src) intel_sub_group_shuffle((x), (uint)(src))
+#else
+#define SG_BROADCAST(x, src) sub_group_broadcast((x), (uint)(src))
+#endif
+
+#if FLASHCL_SG_REQD
+#define SG_REQD_ATTR __attribute__((intel_reqd_sub_group_size(SG)))
+#else
+#define SG_REQD_ATTR
+#endif
+
+/* (hi, lo) <- hi + lo as fl(hi + lo) and its exact error (Knuth's TwoSum). */
+#define TWO_SUM(hi, lo)                                                        \
+    do {                                                                       \
+        const real_t two_sum_s = (hi) + (lo);                                  \
+        const real_t two_sum_b = two_sum_s - (hi);                             \
+        (lo) = ((hi) - (two_sum_s - two_sum_b)) + ((lo) - two_sum_b);          \
+        (hi) = two_sum_s;                                                      \
+    } while (0)
+
+inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)
+{
+    return head_base + (ulong)row * stride.s2 +
+#if FLASHCL_DIM_CONTIGUOUS
+           (ulong)d;
+#else
+           (ulong)d * stride.s3;
+#endif
+}
+
+/* q_tile[r * D + d] = q[row0 + r, d] * scale_log2, zero outside. */
+inline void load_query_tile(__local real_t *q_tile, __global const STORAGE_T *q,
+                            ulong head_base, ulong4 stride, int row0,
+                            int seqlen_q, int head_dim, real_t scale_log2)
+{
+    for (int idx = get_local_id(0); idx < BM * D; idx += WG) {
+        const int r = idx / D, d = idx % D, row = row0 + r;
+        real_t value = 0;
+        if (row < seqlen_q && d < head_dim)
+            value = load_elem(q, elem_offset(head_base, stride, row, d)) *
+                    scale_log2;
+        q_tile[idx] = value;
+    }
+}
+
+#if FLASHCL_SG_BLOCK_READ
+/* Element `at` + lane of a contiguous row, one block read for the
+ * subgroup. */
+inline real_t block_read_row(__global const STORAGE_T *base, ulong at)
+{
+    return as_float(intel_sub_group_block_read((__global const uint *)(base + at)));
+}
+
+/* Tile rows go to subgroups; a row's chunks of SG elements are one block
+ * read each when the whole chunk is inside the row, else element loads. */
+inline void load_rows_block(__local real_t *tile, bool transposed, int width,
+                            __global const STORAGE_T *src, ulong head_base,
+                            ulong4 stride, int n0, int seqlen_k, int dim)
+{
+    const int lane = get_sub_group_local_id();
+    const int sg = get_sub_group_id(), sgs = WG / SG;
+    for (int j = sg; j < BN; j += sgs) {
+        const int key = n0 + j;
+        const ulong row_at = elem_offset(head_base, stride, key, 0);
+        for (int c0 = 0; c0 < width; c0 += SG) {
+            const int d = c0 + lane;
+            real_t value = 0;
+            if (key < seqlen_k && c0 + SG <= dim)
+                value = block_read_row(src, row_at + (ulong)c0);
+            else if (key < seqlen_k && d < dim)
+                value = load_elem(src, row_at + (ulong)d);
+            if (d < width) {
+                if (transposed)
+                    tile[d * BN + j] = value;
+                else
+                    tile[j * width + d] = value;
+            }
+        }
+    }
+}
+#endif
+
+/* k_t[d * BN + j] = k[n0 + j, d]; zero past the keys and head_dim. */
+inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
+                          ulong head_base, ulong4 stride, int n0, int seqlen_k,
+                          int head_dim)
+{
+#if FLASHCL_SG_BLOCK_READ
+    load_rows_block(k_t, true, D, k, head_base, stride, n0, seqlen_k, head_dim);
+#else
+    for (int idx = get_local_id(0); idx < BN * D; idx += WG) {
+        const int j = idx / D, d = idx % D, key = n0 + j;
+        real_t value = 0;
+        if (key < seqlen_k && d < head_dim)
+            value = load_elem(k, elem_offset(head_base, stride, key, d));
+        k_t[d * BN + j] = value;
+    }
+#endif
+}
+
+/* v_tile[j * DV + d] = v[n0 + j, d]; zero past the keys and head_dim_v. */
+inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
+                            ulong head_base, ulong4 stride, int n0,
+                            int seqlen_k, int head_dim_v)
+{
+#if FLASHCL_SG_BLOCK_READ
+    load_rows_block(v_tile, false, DV, v, head_base, stride, n0, seqlen_k,
+                    head_dim_v);
+#else
+    for (int idx = get_local_id(0); idx < BN * DV; idx += WG) {
+        const int j = idx / DV, d = idx % DV, key = n0 + j;
+        real_t value = 0;
+        if (key < seqlen_k && d < head_dim_v)
+            value = load_elem(v, elem_offset(head_base, stride, key, d));
+        v_tile[idx] = value;
+    }
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) SG_REQD_ATTR void
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
+{
+    __local real_t q_tile[BM * D];
+    __local real_t k_t[D * BN];
+    __local real_t v_tile[BN * DV];
+
+    const int lane = get_sub_group_local_id();
+    const int sg = get_sub_group_id();
+#if FLASHCL_CAUSAL
+    /* Later query blocks see more keys: start them first. */
+    const int block = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
+#else
+    const int block = get_group_id(0);
+#endif
+    const int head = get_group_id(1);
+    const int batch = get_group_id(2);
+    const int kv_head = head / group_size;
+    const int row0 = block * BM;
+    const int my_row0 = row0 + sg * ROWS; /* this subgroup's first row */
+    const int row_last = min(seqlen_q, row0 + BM) - 1;
+
+    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
+    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
+    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
+    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+
+    score_row extras[ROWS];
+    real_t row_max[ROWS], lane_sum[ROWS];
+    real_t acc[ROWS][COLS_PER_LANE];
+#if FLASHCL_COMPENSATED
+    real_t sum_lo[ROWS], acc_lo[ROWS][COLS_PER_LANE];
+#endif
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+        extras[r] = score_row_init(batch, head, my_row0 + r, diag,
+                                   REAL_LOG2E FLASHCL_VARIANT_NAMES);
+        row_max[r] = -INFINITY;
+        lane_sum[r] = 0;
+#if FLASHCL_SINKS
+        /* The sink is one more logit with no value vector; lane 0 holds
+         * its share of the sum. */
+        row_max[r] = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
+        lane_sum[r] = row_max[r] != -INFINITY && lane == 0 ? 1 : 0;
+#endif
+#pragma unroll
+        for (int c = 0; c < COLS_PER_LANE; ++c)
+            acc[r][c] = 0;
+#if FLASHCL_COMPENSATED
+        sum_lo[r] = 0;
+#pragma unroll
+        for (int c = 0; c < COLS_PER_LANE; ++c)
+            acc_lo[r][c] = 0;
+#endif
+    }
+
+    load_query_tile(q_tile, q, q_head, q_stride, row0, seqlen_q, head_dim,
+                    scale_log2);
+
+    /* Only tiles that intersect the group's visible band (the bound
+     * involves the group's rows: see the portable kernel on PoCL). */
+    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
+#if FLASHCL_CAUSAL
+    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
+                        (long)seqlen_k);
+#endif
+#if FLASHCL_WINDOW_LEFT
+    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
+    kv_begin = kv_begin / BN * BN;
+#endif
+    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+        barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
+        load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
+        load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* s[r][t]: row r's score of key n0 + t * SG + lane. */
+        real_t s[ROWS][KEYS_PER_LANE];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+            for (int t = 0; t < KEYS_PER_LANE; ++t)
+                s[r][t] = 0;
+        __local const real_t *q_rows = q_tile + sg * ROWS * D;
+        for (int d = 0; d < D; ++d) {
+            real_t kv[KEYS_PER_LANE];
+#pragma unroll
+            for (int t = 0; t < KEYS_PER_LANE; ++t)
+                kv[t] = k_t[d * BN + t * SG + lane];
+#pragma unroll
+            for (int r = 0; r < ROWS; ++r) {
+                const real_t qv = q_rows[r * D + d];
+#pragma unroll
+                for (int t = 0; t < KEYS_PER_LANE; ++t)
+                    s[r][t] = fma(qv, kv[t], s[r][t]);
+            }
+        }
+
+        /* Band edges inside this tile (work-group-uniform test). */
+        bool crosses_band = n0 + BN > seqlen_k;
+#if FLASHCL_CAUSAL
+        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
+#endif
+#if FLASHCL_WINDOW_LEFT
+        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
+#endif
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+#if FLASHCL_NEEDS_SCORE_PASS
+            if (my_row0 + r < seqlen_q) {
+#pragma unroll
+                for (int t = 0; t < KEYS_PER_LANE; ++t) {
+                    const int key = min(n0 + t * SG + lane, seqlen_k - 1);
+                    s[r][t] = score_apply(&extras[r], key, s[r][t]
+                                              FLASHCL_VARIANT_NAMES);
+                }
+            }
+#endif
+            if (crosses_band) {
+                long hi = seqlen_k - 1, lo = 0;
+#if FLASHCL_CAUSAL
+                hi = min(hi, extras[r].diag_row + window_right);
+#endif
+#if FLASHCL_WINDOW_LEFT
+                lo = extras[r].diag_row - window_left;
+#endif
+#pragma unroll
+                for (int t = 0; t < KEYS_PER_LANE; ++t) {
+                    const long key = n0 + t * SG + lane;
+                    if (key > hi || key < lo)
+                        s[r][t] = -INFINITY;
+                }
+            }
+        }
+
+        /* Online softmax per row; max uniform across the subgroup. */
+        real_t correction[ROWS];
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) {
+            real_t m = s[r][0];
+#pragma unroll
+            for (int t = 1; t < KEYS_PER_LANE; ++t)
+                m = fmax(m, s[r][t]);
+            const real_t new_max = fmax(row_max[r], sub_group_reduce_max(m));
+            /* A row that has seen no key keeps max -inf: p = 0, never NaN. */
+            const bool dead = new_max == -INFINITY;
+            correction[r] = dead ? 1 : exp2(row_max[r] - new_max);
+            row_max[r] = new_max;
+            real_t psum = 0;
+#pragma unroll
+            for (int t = 0; t < KEYS_PER_LANE; ++t) {
+                s[r][t] = dead ? 0 : exp2(s[r][t] - new_max);
+                psum += s[r][t];
+            }
+#if FLASHCL_COMPENSATED
+            lane_sum[r] *= correction[r];
+            sum_lo[r] = sum_lo[r] * correction[r] + psum;
+            TWO_SUM(lane_sum[r], sum_lo[r]);
+#pragma unroll
+            for (int c = 0; c < COLS_PER_LANE; ++c)
+                acc_lo[r][c] *= correction[r];
+#else
+            lane_sum[r] = lane_sum[r] * correction[r] + psum;
+#pragma unroll
+            for (int c = 0; c < COLS_PER_LANE; ++c)
+                acc[r][c] *= correction[r];
+#endif
+        }
+
+        /* P V: key t * SG + src's probability, from lane src to all. The
+         * lane loop stays rolled: unrolled, Intel's CPU compiler spilled
+         * (fp32 D = 64 N = 2048, 8 rows x 8 subgroups x 128 keys: about
+         * 20 % slower) and every compile took longer. */
+#pragma unroll
+        for (int t = 0; t < KEYS_PER_LANE; ++t) {
+            for (int src = 0; src < SG; ++src) {
+                __local const real_t *v_row = v_tile + (t * SG + src) * DV;
+                real_t vv[COLS_PER_LANE];
+#pragma unroll
+                for (int c = 0; c < COLS_PER_LANE; ++c)
+                    vv[c] = v_row[c * SG + lane];
+#pragma unroll
+                for (int r = 0; r < ROWS; ++r) {
+                    const real_t p = SG_BROADCAST(s[r][t], src);
+#pragma unroll
+                    for (int c = 0; c < COLS_PER_LANE; ++c)
+#if FLASHCL_COMPENSATED
+                        acc_lo[r][c] = fma(p, vv[c], acc_lo[r][c]);
+#else
+                        acc[r][c] = fma(p, vv[c], acc[r][c]);
+#endif
+                }
+            }
+        }
+#if FLASHCL_COMPENSATED
+        /* The high parts are read and written once per tile. */
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+#pragma unroll
+            for (int c = 0; c < COLS_PER_LANE; ++c) {
+                real_t hi = acc[r][c] * correction[r];
+                TWO_SUM(hi, acc_lo[r][c]);
+                acc[r][c] = hi;
+            }
+#endif
+    }
+
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+#if FLASHCL_COMPENSATED
+        const real_t row_sum = sub_group_reduce_add(lane_sum[r] + sum_lo[r]);
+#pragma unroll
+        for (int c = 0; c < COLS_PER_LANE; ++c)
+            acc[r][c] += acc_lo[r][c];
+#else
+        const real_t row_sum = sub_group_reduce_add(lane_sum[r]);
+#endif
+        const int row = my_row0 + r;
+        if (row >= seqlen_q)
+            continue;
+        const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
+        /* Lanes write consecutive columns: coalesced without staging. */
+#pragma unroll
+        for (int c = 0; c < COLS_PER_LANE; ++c) {
+            const int d = c * SG + lane;
+            if (d < head_dim_v)
+                store_elem(o, elem_offset(o_head, o_stride, row, d),
+                           acc[r][c] * inv_sum);
+        }
+        if (write_lse && lane == 0) {
+            const ulong at = lse_base + batch * lse_stride.s0 +
+                             head * lse_stride.s1 + (ulong)row * lse_stride.s2;
+            lse[at] = row_sum > 0
+                          ? (float)((row_max[r] + log2(row_sum)) * REAL_LN2)
+                          : -INFINITY;
+        }
+    }
+}

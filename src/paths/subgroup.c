@@ -1,0 +1,282 @@
+/* The subgroup path: cl/subgroup/flash_fwd_sg.cl, a subgroup per few query
+ * rows (lanes split over keys and over D_v, row max and sum by subgroup
+ * reductions, P shared by shuffles, K/V by block reads where
+ * cl_intel_subgroups exists), for devices that report subgroups and let a
+ * kernel require its subgroup size (cl_intel_required_subgroup_size: the
+ * kernel is compiled for one size). Every dtype and variant. */
+#include "paths/path.h"
+#include "paths/subgroup_tiles.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* CPUs: the subgroup kernel was not faster than the portable one on
+ * Intel's OpenCL CPU runtime (bench/results/intel-cpu-2026-12-01-
+ * subgroup.md: D = 64 1.1-1.75x slower, D = 128 unclear under load). */
+static const bool cpu_prefers_subgroup = false;
+
+static bool has_size(const device_caps *caps, unsigned size)
+{
+    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
+        if (caps->subgroup_sizes[i] == size)
+            return true;
+    return false;
+}
+
+/* Not 4: Intel's CPU compiler 2026.2 aborted the process (X86 instruction
+ * selection) on some variants at subgroup size 4. */
+static bool kernel_size_ok(unsigned size)
+{
+    return size == 8 || size == 16 || size == 32 || size == 64;
+}
+
+/* 16 where offered (Intel GPUs' usual best, and the 16 fp32 lanes of an
+ * AVX-512 register), else the largest size the kernel takes up to 32. */
+static unsigned default_size(const device_caps *caps)
+{
+    if (has_size(caps, 16))
+        return 16;
+    unsigned best = 0;
+    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i) {
+        const unsigned s = caps->subgroup_sizes[i];
+        if (kernel_size_ok(s) && s <= 32 && s > best)
+            best = s;
+    }
+    return best;
+}
+
+/* FLASHCL_SUBGROUP_SIZE=<n> picks the subgroup size (CI runs 8, 16, 32);
+ * it must be one the device reports. Read per call, as FLASHCL_PATH is.
+ * 0 when unset, -1 when not a positive number. */
+static long env_size(void)
+{
+    const char *text = getenv("FLASHCL_SUBGROUP_SIZE");
+    if (!text || !*text)
+        return 0;
+    char *end = NULL;
+    long size = strtol(text, &end, 10);
+    return *end == '\0' && size > 0 ? size : -1;
+}
+
+static unsigned chosen_size(const device_caps *caps)
+{
+    const long asked = env_size();
+    return asked > 0 ? (unsigned)asked : default_size(caps);
+}
+
+static bool serves(const device_caps *caps)
+{
+    return caps->has_subgroups && caps->has_reqd_subgroup_size &&
+           default_size(caps) != 0;
+}
+
+static void list_sizes(const device_caps *caps, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (cl_uint i = 0; i < caps->subgroup_size_count && len < cap; ++i) {
+        int n = snprintf(buf + len, cap - len, "%s%u", i ? ", " : "",
+                         caps->subgroup_sizes[i]);
+        if (n < 0)
+            return;
+        len += (size_t)n;
+    }
+}
+
+static bool size_refused(const device_caps *caps, char *why, size_t cap)
+{
+    const long asked = env_size();
+    if (asked == 0)
+        return false;
+    char sizes[96];
+    list_sizes(caps, sizes, sizeof sizes);
+    if (asked < 0 || !has_size(caps, (unsigned)asked) ||
+        !kernel_size_ok((unsigned)asked)) {
+        snprintf(why, cap,
+                 "FLASHCL_SUBGROUP_SIZE=%.16s is not one of the device's "
+                 "subgroup sizes (%s) that the kernel takes (8, 16, 32, 64)",
+                 getenv("FLASHCL_SUBGROUP_SIZE"), sizes);
+        return true;
+    }
+    return false;
+}
+
+/* Policy when not forced: GPUs that report subgroups (the vendor matrix
+ * paths come earlier in the list) take it unmeasured; CPUs only where it
+ * measured faster than the portable kernel. */
+static bool preferred(const device_caps *caps, char *why, size_t cap)
+{
+    if (caps->klass != DEVICE_CLASS_CPU)
+        return true;
+    if (!cpu_prefers_subgroup)
+        snprintf(why, cap, "not faster than the portable kernel on "
+                           "Intel's OpenCL CPU runtime (FLASHCL_PATH="
+                           "subgroup runs it)");
+    return cpu_prefers_subgroup;
+}
+
+static bool plan_tiles(const device_caps *caps, const problem *p,
+                       kernel_plan *plan);
+
+static bool subgroup_can_run(const device_caps *caps, const problem *p,
+                             bool forced, char *why, size_t cap)
+{
+    if (!serves(caps)) {
+        snprintf(why, cap, "needs subgroups (cl_khr_subgroups or "
+                           "cl_intel_subgroups) and "
+                           "cl_intel_required_subgroup_size");
+        return false;
+    }
+    if (size_refused(caps, why, cap))
+        return false;
+    const uint32_t missing = variants_unsupported(p, PATH_BIT_SUBGROUP);
+    if (missing) {
+        char names[160];
+        variants_describe(missing, names, sizeof names);
+        snprintf(why, cap, "does not compute %s", names);
+        return false;
+    }
+    kernel_plan tiles;
+    memset(&tiles, 0, sizeof tiles);
+    if (!plan_tiles(caps, p, &tiles)) {
+        snprintf(why, cap, "its smallest tiles (%d rows, %d keys, D %d, D_v "
+                 "%d) do not fit the device's local memory",
+                 tiles.block_m, tiles.block_n, tiles.head_dim_padded,
+                 tiles.head_dim_v_padded);
+        return false;
+    }
+    return forced || preferred(caps, why, cap);
+}
+
+static const subgroup_tile *lookup(const device_caps *caps, int head_dim)
+{
+    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
+    const size_t n = sizeof subgroup_tiles / sizeof subgroup_tiles[0];
+    for (size_t i = 0; i < n; ++i)
+        if (subgroup_tiles[i].cpu == cpu &&
+            head_dim <= subgroup_tiles[i].max_head_dim)
+            return &subgroup_tiles[i];
+    return &subgroup_tiles[n - 1];
+}
+
+static int round_up(int64_t value, int step)
+{
+    return (int)((value + step - 1) / step * step);
+}
+
+static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
+{
+    const size_t real_size = dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    const size_t d = (size_t)plan->head_dim_padded;
+    const size_t dv = (size_t)plan->head_dim_v_padded;
+    return ((size_t)plan->block_m * d +
+            (size_t)plan->block_n * (d + dv)) * real_size;
+}
+
+/* Keys per tile, then subgroups, then rows, halved until the tiles fit the
+ * device's local memory and work-group size; false when even the smallest
+ * do not. */
+static bool fit_device(const device_caps *caps, const problem *p, int sg,
+                       int *rows, int *subgroups, kernel_plan *plan)
+{
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
+    while ((size_t)(*subgroups * sg) > max_wg && *subgroups > 1)
+        *subgroups /= 2;
+    while (plan->block_n > 256 && plan->block_n > sg) /* the kernel's limit */
+        plan->block_n /= 2;
+    for (;;) {
+        plan->block_m = *rows * *subgroups;
+        if (local_bytes(plan, p->dtype) <= limit)
+            return (size_t)(*subgroups * sg) <= max_wg;
+        if (plan->block_n > sg)
+            plan->block_n /= 2;
+        else if (*subgroups > 1)
+            *subgroups /= 2;
+        else if (*rows > 1)
+            *rows /= 2;
+        else
+            return false;
+    }
+}
+
+/* 16-byte-aligned contiguous K and V rows, and chunks of SG elements that
+ * stay aligned: what the block reads need (fp32 only: the 16-bit block
+ * reads need cl_intel_subgroups_short, which the probe does not read). */
+static bool block_reads(const device_caps *caps, const problem *p, int sg)
+{
+    return caps->has_intel_subgroups && p->dtype == FLASHCL_DTYPE_FP32 &&
+           ((size_t)sg * p->elem_size) % 16 == 0 &&
+           view_rows_aligned(&p->k, p->elem_size, 16) &&
+           view_rows_aligned(&p->v, p->elem_size, 16);
+}
+
+/* Padded head dims, tiles and work-group of `p` on this device, into
+ * `plan`; false when they cannot fit it. */
+static bool plan_tiles(const device_caps *caps, const problem *p,
+                       kernel_plan *plan)
+{
+    const int sg = (int)chosen_size(caps);
+    const int step = p->head_dim <= 128 ? 16 : 32;
+    plan->head_dim_padded = round_up(p->head_dim, step);
+    plan->head_dim_v_padded =
+        round_up(p->head_dim_v, step > sg ? step : sg);
+    const subgroup_tile *tile = lookup(caps, plan->head_dim_padded);
+    int rows = tile->rows, subgroups = tile->subgroups;
+    plan->block_n = round_up(tile->block_n, sg);
+    const bool fits = fit_device(caps, p, sg, &rows, &subgroups, plan);
+    plan->wg_size = subgroups * sg;
+    plan->vec = 0;
+    const bool blocks = block_reads(caps, p, sg);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%s; here subgroup %d, %d rows x %d subgroups x %d keys%s",
+             tile->measured, sg, rows, subgroups, plan->block_n,
+             blocks ? ", block reads" : "");
+    return fits;
+}
+
+static void append(char *buf, size_t cap, const char *fmt, int value)
+{
+    size_t len = strlen(buf);
+    if (len < cap)
+        snprintf(buf + len, cap - len, fmt, value);
+}
+
+static void subgroup_plan(const device_caps *caps, const problem *p,
+                          kernel_plan *plan)
+{
+    const int sg = (int)chosen_size(caps);
+    plan->source = "flash_fwd_sg.cl";
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
+    plan_tiles(caps, p, plan); /* can_run checked that they fit */
+    const int rows = plan->block_m / (plan->wg_size / sg);
+    const bool blocks = block_reads(caps, p, sg);
+
+    const bool contiguous = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                            p->v.stride[3] == 1 && p->o.stride[3] == 1;
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    const size_t cap = sizeof plan->options;
+    append(plan->options, cap, " -DFLASHCL_SG_SIZE=%d", sg);
+    append(plan->options, cap, " -DFLASHCL_SG_ROWS=%d", rows);
+    append(plan->options, cap, " -DFLASHCL_SG_REQD=%d",
+           caps->has_reqd_subgroup_size ? 1 : 0);
+    append(plan->options, cap, " -DFLASHCL_SG_INTEL=%d",
+           caps->has_intel_subgroups ? 1 : 0);
+    append(plan->options, cap, " -DFLASHCL_SG_BLOCK_READ=%d", blocks ? 1 : 0);
+    append(plan->options, cap, " -DFLASHCL_DIM_CONTIGUOUS=%d",
+           contiguous ? 1 : 0);
+    variants_append_defines(p, plan->options, cap);
+    plan_row_blocks(p, plan);
+}
+
+/* name, bit, summary, serves_device, can_run, plan, launch */
+const kernel_path subgroup_path = {
+    "subgroup", PATH_BIT_SUBGROUP,
+    "subgroup kernel (a subgroup per 1-4 query rows, of size 16 where "
+    "offered, else the largest up to 32, or FLASHCL_SUBGROUP_SIZE; "
+    "sub_group_reduce_max/add, shuffles, fp32 block reads with "
+    "cl_intel_subgroups; fp32 arithmetic, fp64 for fp64; on GPUs by "
+    "default, unmeasured; on CPUs only with FLASHCL_PATH=subgroup)",
+    serves, subgroup_can_run, subgroup_plan, launch_forward_kernel};
