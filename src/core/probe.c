@@ -115,6 +115,21 @@ static void probe_extensions(cl_device_id device, device_caps *caps)
     free(extensions);
 }
 
+/* AMD's drivers (ROCm, PAL) name the device by its ISA target,
+ * "gfx90a:sramecc+:xnack-": that tells gfx90a from gfx908 and gfx942 from
+ * gfx940, which GFXIP major.minor ("gfx90", "gfx94") cannot. */
+static void amd_target_name(device_caps *caps)
+{
+    if (!caps->amd_gfx[0] || strncmp(caps->name, "gfx", 3) != 0)
+        return;
+    size_t n = 3;
+    while (n + 1 < sizeof caps->amd_gfx &&
+           isalnum((unsigned char)caps->name[n]))
+        ++n;
+    memcpy(caps->amd_gfx, caps->name, n);
+    caps->amd_gfx[n] = '\0';
+}
+
 void probe_device(cl_device_id device, device_caps *caps)
 {
     memset(caps, 0, sizeof *caps);
@@ -173,6 +188,7 @@ void probe_device(cl_device_id device, device_caps *caps)
                             NULL) != CL_SUCCESS)
             caps->nv_cc_major = caps->nv_cc_minor = 0;
     }
+    amd_target_name(caps);
     caps->klass = classify(caps);
 }
 

@@ -66,6 +66,7 @@ struct kernel_path {
 
 extern const kernel_path portable_path;
 extern const kernel_path nv_mma_path;
+extern const kernel_path amd_mfma_path;
 
 /* The first path in the ordered list that can run `p`. `skipped` (may be
  * NULL) collects why earlier paths could not. Never fails: the portable
