@@ -2,8 +2,9 @@
 # The whole test suite: set up, then build and run ctest three times: a
 # plain warnings-as-errors build, an ASan/UBSan build, and a
 # ThreadSanitizer build that runs only the thread tests (label "threads");
-# then the Python package's tests, and the plain build's tests again on
-# Intel's OpenCL CPU runtime (a second OpenCL implementation).
+# then the Python package's tests, the plain build's tests again on
+# Intel's OpenCL CPU runtime (a second OpenCL implementation), and the AMD
+# matrix-core kernel's ISA check and emulated suites.
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,3 +61,24 @@ intel_start=$SECONDS
   ctest --test-dir build-test --output-on-failure -j"$jobs"
 )
 echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
+
+# The AMD matrix-core kernel without AMD hardware (issue 13): compiled for
+# gfx90a, gfx942 and gfx1100 and its ISA checked (matrix instructions, no
+# scratch, LDS <= 64 KiB); then the forward and variant suites on Intel's
+# runtime with the kernel forced and its fragments emulated in the MFMA
+# (subgroups of 64) and WMMA (subgroups of 32) lane layouts.
+# FLASHCL_EXPECT_PATH fails a suite whose fp16/bf16 cases did not run on
+# amd_mfma (fp32/fp64 ones run on the portable kernel, as they would on
+# AMD GPUs).
+amd_start=$SECONDS
+scripts/amd_isa_check.sh build-test
+(
+  eval "$(scripts/intel_cpu_runtime.sh)"
+  for family in mfma wmma; do
+    FLASHCL_PATH=amd_mfma FLASHCL_AMD_EMULATE=$family \
+      FLASHCL_EXPECT_PATH=amd_mfma:fp16,bf16 \
+      ctest --test-dir build-test --output-on-failure -j"$jobs" \
+            -R '^test_(forward|variants)$'
+  done
+)
+echo "AMD matrix-core step: $((SECONDS - amd_start)) s"

@@ -107,12 +107,63 @@ const char *clip(const char *text)
     return clipped;
 }
 
+/* FLASHCL_EXPECT_PATH=<path>[:<dtype>,...] (CI sets it beside
+ * FLASHCL_PATH): every checked case of those storage dtypes (any, when none
+ * are listed) must run on that path, else the case fails with the reason
+ * the path gave; and the suite fails if no case ran on it at all. */
+static int expect_on_path, expect_elsewhere;
+
+static const char *dtype_word(flashcl_dtype dtype)
+{
+    return dtype == FLASHCL_DTYPE_FP16   ? "fp16"
+           : dtype == FLASHCL_DTYPE_BF16 ? "bf16"
+           : dtype == FLASHCL_DTYPE_FP64 ? "fp64"
+                                         : "fp32";
+}
+
+void expect_path_check(const flashcl_attention_desc *desc)
+{
+    const char *spec = getenv("FLASHCL_EXPECT_PATH");
+    if (!spec || !*spec)
+        return;
+    char path[32];
+    const char *colon = strchr(spec, ':');
+    snprintf(path, sizeof path, "%.*s",
+             (int)(colon ? (size_t)(colon - spec) : strlen(spec)), spec);
+    flashcl_attention_desc views = *desc;
+    views.q.buffer = views.k.buffer = views.v.buffer = NULL;
+    views.o.buffer = views.lse.buffer = NULL;
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_variant(shared_context(), &views, &info),
+                     FLASHCL_SUCCESS);
+    if (strcmp(info.path, path) == 0) {
+        ++expect_on_path;
+        return;
+    }
+    const char *word = dtype_word(desc->dtype);
+    ck_assert_msg(colon && !strstr(colon + 1, word),
+                  "FLASHCL_EXPECT_PATH=%s: a %s case ran on %s (%s)", spec,
+                  word, info.path, clip(info.skipped));
+    ++expect_elsewhere;
+}
+
+static int expect_path_verdict(void)
+{
+    const char *spec = getenv("FLASHCL_EXPECT_PATH");
+    if (!spec || !*spec)
+        return 0;
+    fprintf(stderr, "FLASHCL_EXPECT_PATH=%s: %d checked cases on the path, "
+            "%d of other dtypes elsewhere\n", spec, expect_on_path,
+            expect_elsewhere);
+    return expect_on_path == 0;
+}
+
 int run_suite(Suite *suite)
 {
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);
     srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
+    int failed = srunner_ntests_failed(runner) + expect_path_verdict();
     srunner_free(runner);
     release_shared_context();
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -687,7 +738,7 @@ flashcl_attention_desc case_desc(const attention_case *c,
 }
 
 /*
- * The NVIDIA tensor-core kernel rounds P to the storage dtype before P.V, as
+ * The NVIDIA and AMD tensor-core kernels round P to the storage dtype before P.V, as
  * FlashAttention-2 does and as an unfused fp16/bf16 computation that stores
  * P does: that adds up to u * sum_j p_j |v_j| per element. Measured on the
  * H200 (docs/nvidia-path.md): misses of 1.0-5.5x the bound above, all
@@ -698,6 +749,7 @@ tolerance tolerance_for_desc(ref_dtype dtype,
                              const flashcl_attention_desc *desc)
 {
     tolerance tol = tolerance_for(dtype);
+    expect_path_check(desc);
     flashcl_variant_info info;
     /* Asked of the shared context, whose cl_context may not own the call's
      * buffers: describe the views without them. */
@@ -707,7 +759,8 @@ tolerance tolerance_for_desc(ref_dtype dtype,
     if (dtype != REF_FP32 &&
         flashcl_describe_variant(shared_context(), &views, &info) ==
             FLASHCL_SUCCESS &&
-        strcmp(info.kernel_file, "flash_fwd_mma.cl") == 0) {
+        (strcmp(info.kernel_file, "flash_fwd_mma.cl") == 0 ||
+         strcmp(info.kernel_file, "flash_fwd_amd.cl") == 0)) {
         double u = dtype == REF_FP16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
         tol.floor_rel += u;
         tol.max_rel += u;

@@ -52,6 +52,10 @@ int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes);
  * printed in full on stderr first. Static buffer: main thread only. */
 const char *clip(const char *text);
 
+/* FLASHCL_EXPECT_PATH (test_common.c): fails the running test if `desc`
+ * does not run on the expected path. */
+void expect_path_check(const flashcl_attention_desc *desc);
+
 /* Runs a Check suite without forking (one process shares one context, so
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);

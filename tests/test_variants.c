@@ -435,6 +435,7 @@ static void run_variant(const variant_case *c, uint64_t seed)
         fprintf(stderr, "  [reference]");
     else if (flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
         fprintf(stderr, "  [%s]", info.kernel_file);
+    expect_path_check(&desc);
     check_against_reference(&data, &desc, o, lse, seed);
     compare_with_clblast_path(&data, &desc, o, lse, o_bytes, lse_bytes);
     fprintf(stderr, "\n");
