@@ -15,7 +15,7 @@
 # (group_segment_fixed_size) within 64 KiB; and for the plain, causal and
 # window builds no scratch (private_segment_fixed_size 0) and no VGPR
 # spills. The build with every score variant at once reports its scratch
-# ("note") without failing: on gfx1100 at D = 128 it spills 5 VGPRs (20
+# ("note") without failing: on gfx1100 at D = 128 it spills 7 VGPRs (28
 # bytes of scratch), slower there but correct. SGPR spills (into VGPR
 # lanes, not memory) are reported only. Prints instruction counts and
 # register use per build.
