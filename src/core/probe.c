@@ -12,6 +12,9 @@
 #define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 #define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
 #endif
+#ifndef CL_DEVICE_WAVEFRONT_WIDTH_AMD
+#define CL_DEVICE_WAVEFRONT_WIDTH_AMD 0x4043
+#endif
 #ifndef CL_DEVICE_GFXIP_MAJOR_AMD
 #define CL_DEVICE_GFXIP_MAJOR_AMD 0x404A
 #define CL_DEVICE_GFXIP_MINOR_AMD 0x404B
@@ -110,6 +113,10 @@ static void probe_extensions(cl_device_id device, device_caps *caps)
                                 sizeof minor, &minor, NULL) == CL_SUCCESS)
                 snprintf(caps->amd_gfx, sizeof caps->amd_gfx, "gfx%u%u",
                          major, minor);
+            if (clGetDeviceInfo(device, CL_DEVICE_WAVEFRONT_WIDTH_AMD,
+                                sizeof caps->amd_wavefront,
+                                &caps->amd_wavefront, NULL) != CL_SUCCESS)
+                caps->amd_wavefront = 0;
         }
     }
     free(extensions);

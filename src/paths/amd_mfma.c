@@ -31,15 +31,18 @@ static bool starts_with(const char *s, const char *prefix)
 
 /* The matrix instructions of the probed gfx target; only targets whose
  * 16x16x16 f16 and bf16 forms the kernel's fragments follow (gfx908 lacks
- * the bf16 _1k form, gfx12 has other WMMA layouts). */
+ * the bf16 _1k form, gfx12 has other WMMA layouts), and only at the
+ * wavefront size the driver compiles for (the kernel's #error guard would
+ * otherwise fail the build: RDNA runs wave32 or wave64). */
 static int hardware_matrix(const device_caps *caps)
 {
     if (caps->klass != DEVICE_CLASS_GPU_AMD)
         return AMD_NONE;
-    if (starts_with(caps->amd_gfx, "gfx90a") ||
-        starts_with(caps->amd_gfx, "gfx94"))
+    if ((starts_with(caps->amd_gfx, "gfx90a") ||
+         starts_with(caps->amd_gfx, "gfx94")) &&
+        caps->amd_wavefront == 64)
         return AMD_MFMA;
-    if (starts_with(caps->amd_gfx, "gfx11"))
+    if (starts_with(caps->amd_gfx, "gfx11") && caps->amd_wavefront == 32)
         return AMD_WMMA;
     return AMD_NONE;
 }
@@ -132,9 +135,9 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
         kind = forced ? emulation_asked() : AMD_NONE;
         if (kind == AMD_NONE)
             return refuse(why, cap,
-                          "not an AMD GPU with MFMA (gfx90a, gfx94x) or "
-                          "WMMA (gfx11xx); forced, FLASHCL_AMD_EMULATE="
-                          "mfma|wmma emulates them");
+                          "not an AMD GPU with MFMA at wave64 (gfx90a, "
+                          "gfx94x) or WMMA at wave32 (gfx11xx); forced, "
+                          "FLASHCL_AMD_EMULATE=mfma|wmma emulates them");
         if (!emulation_ok(caps, kind, why, cap))
             return false;
     }
