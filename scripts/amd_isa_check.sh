@@ -6,10 +6,11 @@
 #   gfx90a  (CDNA2, MFMA wave64)   clang-15
 #   gfx942  (CDNA3, MFMA wave64)   clang-19
 #   gfx1100 (RDNA3, WMMA wave32)   clang-19
+#   gfx1200 (RDNA4, WMMA wave32, gfx12 layouts)   clang-19
 # with the build options the library itself gives the amd_mfma path
 # (tests/amd_plan_options, run on Intel's OpenCL CPU runtime with the
 # emulation of the same family: same tiles and -D's, -DFLASHCL_AMD_MATRIX
-# 3/4 turned into 1/2), plus one build with every score variant on.
+# 3/4/6 turned into 1/2/5), plus one build with every score variant on.
 # Asserts for every build: matrix instructions (v_mfma / v_wmma) in the
 # disassembly, no unresolved symbol, local memory
 # (group_segment_fixed_size) within 64 KiB; and for the plain, causal and
@@ -22,8 +23,8 @@
 #
 #   scripts/amd_isa_check.sh [build dir]   (default build-test)
 #
-# Device libraries 5.2.3 have no gfx942/gfx1100 ISA-version file; those
-# builds link gfx940's and gfx1030's (the file only defines the
+# Device libraries 5.2.3 have no gfx942/gfx1100/gfx1200 ISA-version file;
+# those builds link gfx940's and gfx1030's (the file only defines the
 # __oclc_ISA_version constant that a few ockl functions test; flashcl's
 # kernel calls none of them). AMD's runtime compiles with its own clang
 # (ROCm's LLVM), so register counts there may differ: this is a check
@@ -43,7 +44,7 @@ done
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 eval "$(scripts/intel_cpu_runtime.sh)"
-for family in mfma wmma; do
+for family in mfma wmma wmma12; do
   FLASHCL_PATH=amd_mfma FLASHCL_AMD_EMULATE=$family \
     "$build/tests/amd_plan_options" > "$tmp/$family.options"
 done
@@ -65,7 +66,7 @@ compile() { # arch options object
       --rocm-device-lib-path="$bitcode" -c cl/amd/flash_fwd_amd.cl -o "$out" ;;
   *)
     local isa=940 wave64=on
-    [ "$arch" = gfx1100 ] && { isa=1030; wave64=off; }
+    case "$arch" in gfx1*) isa=1030; wave64=off ;; esac
     # shellcheck disable=SC2086
     clang-19 -x cl $options -Xclang -finclude-default-header -nogpulib $inc \
       -target amdgcn-amd-amdhsa -mcpu="$arch" -O3 -emit-llvm \
@@ -110,10 +111,10 @@ check() { # arch label options [report-only]
     "$vgpr" "${agpr:-0}" "$sgpr" "$lds" "$scratch" "${vspill:-0}" "${sspill:-0}" "$undef"
 }
 
-for target in "gfx90a mfma 1" "gfx942 mfma 1" "gfx1100 wmma 2"; do
+for target in "gfx90a mfma 1" "gfx942 mfma 1" "gfx1100 wmma 2" "gfx1200 wmma12 5"; do
   read -r arch family matrix <<< "$target"
   while IFS=$'\t' read -r label options; do
-    options=$(sed -E "s/-DFLASHCL_AMD_MATRIX=[34]/-DFLASHCL_AMD_MATRIX=$matrix/" <<< "$options")
+    options=$(sed -E "s/-DFLASHCL_AMD_MATRIX=[346]/-DFLASHCL_AMD_MATRIX=$matrix/" <<< "$options")
     check "$arch" "$label" "$options"
     case "$label" in D128-fp16-causal)
       check "$arch" "$label-all-variants" \

@@ -66,12 +66,13 @@ echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
 # gfx90a, gfx942 and gfx1100 and its ISA checked (matrix instructions, no
 # scratch, LDS <= 64 KiB); then the forward and variant suites on Intel's
 # runtime with the kernel forced and its fragments emulated in the MFMA
-# (subgroups of 64) and WMMA (subgroups of 32) lane layouts.
+# (subgroups of 64), gfx11 WMMA and gfx12 WMMA (subgroups of 32) lane
+# layouts.
 # FLASHCL_EXPECT_PATH fails a suite whose fp16/bf16 cases did not run on
 # amd_mfma (fp32/fp64 ones run on the portable kernel, as they would on
 # AMD GPUs). Intel's compiler takes 5-6 s (MFMA, subgroups of 64) and 11-13
 # s (WMMA, 32) per kernel variant where the portable kernel takes 0.3 s,
-# so the WMMA run takes every third row of test_forward's covering design
+# so the WMMA runs take every third row of test_forward's covering design
 # (FLASHCL_TEST_DESIGN_STRIDE=3; its other tests and test_variants whole).
 amd_start=$SECONDS
 scripts/amd_isa_check.sh build-test
@@ -81,8 +82,10 @@ scripts/amd_isa_check.sh build-test
   FLASHCL_AMD_EMULATE=mfma \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_(forward|variants)$'
-  FLASHCL_AMD_EMULATE=wmma FLASHCL_TEST_DESIGN_STRIDE=3 \
-    ctest --test-dir build-test --output-on-failure -j"$jobs" \
-          -R '^test_(forward|variants)$'
+  for family in wmma wmma12; do
+    FLASHCL_AMD_EMULATE=$family FLASHCL_TEST_DESIGN_STRIDE=3 \
+      ctest --test-dir build-test --output-on-failure -j"$jobs" \
+            -R '^test_(forward|variants)$'
+  done
 )
 echo "AMD matrix-core step: $((SECONDS - amd_start)) s"

@@ -45,7 +45,7 @@ static void matrix_offers(const device_caps *caps, char *offer,
             snprintf(offer, offer_cap, "%s: WMMA wave32 (amd_mfma path)", gfx);
         else if (!strncmp(gfx, "gfx12", 5))
             snprintf(offer, offer_cap,
-                     "%s: WMMA, gfx12 layouts (not used by flashcl yet)", gfx);
+                     "%s: WMMA wave32, gfx12 layouts (amd_mfma path)", gfx);
         else
             snprintf(offer, offer_cap, "%s",
                      *gfx ? "none known for this gfx"

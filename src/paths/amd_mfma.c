@@ -16,7 +16,15 @@
 #include <string.h>
 
 /* -DFLASHCL_AMD_MATRIX values (cl/amd/amd_frag.clh). */
-enum { AMD_NONE = 0, AMD_MFMA = 1, AMD_WMMA = 2, EMU_MFMA = 3, EMU_WMMA = 4 };
+enum {
+    AMD_NONE = 0,
+    AMD_MFMA = 1,
+    AMD_WMMA = 2,
+    EMU_MFMA = 3,
+    EMU_WMMA = 4,
+    AMD_WMMA12 = 5,
+    EMU_WMMA12 = 6
+};
 
 static bool turned_off(void)
 {
@@ -31,7 +39,7 @@ static bool starts_with(const char *s, const char *prefix)
 
 /* The matrix instructions of the probed gfx target; only targets whose
  * 16x16x16 f16 and bf16 forms the kernel's fragments follow (gfx908 lacks
- * the bf16 _1k form, gfx12 has other WMMA layouts), and only at the
+ * the bf16 _1k form; gfx12's WMMA has its own layouts), and only at the
  * wavefront size the driver compiles for (the kernel's #error guard would
  * otherwise fail the build: RDNA runs wave32 or wave64). */
 static int hardware_matrix(const device_caps *caps)
@@ -44,10 +52,13 @@ static int hardware_matrix(const device_caps *caps)
         return AMD_MFMA;
     if (starts_with(caps->amd_gfx, "gfx11") && caps->amd_wavefront == 32)
         return AMD_WMMA;
+    if (starts_with(caps->amd_gfx, "gfx12") && caps->amd_wavefront == 32)
+        return AMD_WMMA12;
     return AMD_NONE;
 }
 
-/* FLASHCL_AMD_EMULATE: "mfma", "wmma", or unset. */
+/* FLASHCL_AMD_EMULATE: "mfma", "wmma" (gfx11), "wmma12" (gfx12), or
+ * unset. */
 static int emulation_asked(void)
 {
     const char *env = getenv("FLASHCL_AMD_EMULATE");
@@ -55,6 +66,8 @@ static int emulation_asked(void)
         return EMU_MFMA;
     if (env && strcmp(env, "wmma") == 0)
         return EMU_WMMA;
+    if (env && strcmp(env, "wmma12") == 0)
+        return EMU_WMMA12;
     return AMD_NONE;
 }
 
@@ -76,7 +89,15 @@ static int matrix_kind(const device_caps *caps)
     return hw ? hw : emulation_asked();
 }
 
-static bool is_wave32(int kind) { return kind == AMD_WMMA || kind == EMU_WMMA; }
+static bool is_wave32(int kind)
+{
+    return kind != AMD_MFMA && kind != EMU_MFMA;
+}
+
+static bool is_emulated(int kind)
+{
+    return kind == EMU_MFMA || kind == EMU_WMMA || kind == EMU_WMMA12;
+}
 
 static int pad16(int64_t n) { return (int)((n + 15) / 16 * 16); }
 
@@ -92,10 +113,12 @@ static const amd_tile *lookup(int kind, const problem *p)
 }
 
 /* Local memory of the kernel: Q, K, V^T and P as 16-bit, rows padded by
- * one operand load (4 elements MFMA, 16 WMMA). */
+ * one operand load (4 elements MFMA, 16 WMMA, 8 gfx12 WMMA). */
 static size_t local_bytes(int kind, const problem *p, const amd_tile *tile)
 {
-    const size_t pad = is_wave32(kind) ? 16 : 4;
+    const size_t pad = !is_wave32(kind)                             ? 4
+                       : kind == AMD_WMMA12 || kind == EMU_WMMA12 ? 8
+                                                                  : 16;
     const size_t d = (size_t)pad16(p->head_dim),
                  dv = (size_t)pad16(p->head_dim_v);
     const size_t bm = (size_t)tile->block_m, bn = (size_t)tile->block_n;
@@ -136,8 +159,9 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
         if (kind == AMD_NONE)
             return refuse(why, cap,
                           "not an AMD GPU with MFMA at wave64 (gfx90a, "
-                          "gfx94x) or WMMA at wave32 (gfx11xx); forced, "
-                          "FLASHCL_AMD_EMULATE=mfma|wmma emulates them");
+                          "gfx94x) or WMMA at wave32 (gfx11xx, gfx12xx); "
+                          "forced, FLASHCL_AMD_EMULATE=mfma|wmma|wmma12 "
+                          "emulates them");
         if (!emulation_ok(caps, kind, why, cap))
             return false;
     }
@@ -180,8 +204,8 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     plan->wg_size = tile->block_m / 16 * (is_wave32(kind) ? 32 : 64);
     plan->vec = 0;
     snprintf(plan->reason, sizeof plan->reason, "%s%s",
-             kind >= EMU_MFMA ? "emulated lane layout (subgroup shuffles); "
-                              : "",
+             is_emulated(kind) ? "emulated lane layout (subgroup shuffles); "
+                               : "",
              tile->reason);
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
@@ -195,6 +219,6 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
 const kernel_path amd_mfma_path = {
     "amd_mfma", PATH_BIT_AMD_MFMA,
     "AMD matrix-core kernel for fp16/bf16, MFMA wave64 on gfx90a/gfx94x, "
-    "WMMA wave32 on gfx11xx (head dims up to 256, every variant; "
+    "WMMA wave32 on gfx11xx/gfx12xx (head dims up to 256, every variant; "
     "FLASHCL_AMD_MATRIX=0 turns it off)",
     serves, amd_mfma_can_run, amd_mfma_plan, launch_forward_kernel};
