@@ -1,10 +1,10 @@
 /* The AMD matrix-core path: cl/amd/flash_fwd_amd.cl on 16x16x16 MFMA
- * (wave64: gfx90a, gfx94x) or WMMA (wave32: gfx11xx), chosen from the gfx
- * name the probe read, fp16/bf16 storage, any head dim up to 256 (padded
+ * (wave64: gfx90a, gfx94x) or WMMA (wave32: gfx11xx, and gfx12xx with its
+ * own layouts), chosen from the gfx name and wavefront the probe read, fp16/bf16 storage, any head dim up to 256 (padded
  * to 16), every variant. FLASHCL_AMD_MATRIX=0 turns it off.
  *
- * Emulation: with FLASHCL_PATH=amd_mfma and FLASHCL_AMD_EMULATE=mfma or
- * wmma, the same kernel runs on any device with Intel subgroups of the
+ * Emulation: with FLASHCL_PATH=amd_mfma and FLASHCL_AMD_EMULATE=mfma,
+ * wmma or wmma12, the same kernel runs on any device with Intel subgroups of the
  * wave's size (64 or 32), the fragments built from shuffles in the
  * hardware's lane layout (cl/amd/amd_frag.clh). CI runs the forward and
  * variant suites that way on Intel's OpenCL CPU runtime. */
