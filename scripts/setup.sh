@@ -16,10 +16,13 @@
 set -euo pipefail
 
 # python3-venv: the Python tests and the Intel runtime download make venvs
-# (Debian ships venv/ensurepip apart from python3).
+# (Debian ships venv/ensurepip apart from python3). clang-15, clang-19,
+# their llvm tools and rocm-device-libs: scripts/amd_isa_check.sh compiles
+# the AMD kernel for gfx90a (clang-15) and gfx942/gfx1100 (clang-19).
 packages=(gcc make cmake pkg-config ocl-icd-opencl-dev opencl-c-headers
           ocl-icd-libopencl1 pocl-opencl-icd libclblast-dev check
-          python3 python3-venv)
+          python3 python3-venv clang-15 llvm-15 clang-19 llvm-19
+          rocm-device-libs)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \

@@ -2,10 +2,11 @@
 # The whole test suite: set up, then build and run ctest three times: a
 # plain warnings-as-errors build, an ASan/UBSan build, and a
 # ThreadSanitizer build that runs only the thread tests (label "threads");
-# then the Python package's tests, and the plain build's tests again on
-# Intel's OpenCL CPU runtime (a second OpenCL implementation), plus the
-# forward and variant suites forced onto the subgroup kernel there at
-# subgroup sizes 8, 16 and 32.
+# then the Python package's tests, the plain build's tests again on
+# Intel's OpenCL CPU runtime (a second OpenCL implementation), the forward
+# and variant suites forced onto the subgroup kernel there at subgroup
+# sizes 8, 16 and 32, and the AMD matrix-core kernel's ISA check and
+# emulated suites.
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,3 +98,31 @@ intel_start=$SECONDS
   echo "subgroup kernel on Intel's runtime: $((SECONDS - sg_start)) s"
 )
 echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
+
+# The AMD matrix-core kernel without AMD hardware (issue 13): compiled for
+# gfx90a, gfx942 and gfx1100 and its ISA checked (matrix instructions, no
+# scratch, LDS <= 64 KiB); then the forward and variant suites on Intel's
+# runtime with the kernel forced and its fragments emulated in the MFMA
+# (subgroups of 64), gfx11 WMMA and gfx12 WMMA (subgroups of 32) lane
+# layouts.
+# FLASHCL_EXPECT_PATH fails a suite whose fp16/bf16 cases did not run on
+# amd_mfma (fp32/fp64 ones run on the portable kernel, as they would on
+# AMD GPUs). Intel's compiler takes 5-6 s (MFMA, subgroups of 64) and 11-13
+# s (WMMA, 32) per kernel variant where the portable kernel takes 0.3 s,
+# so the WMMA runs take every third row of test_forward's covering design
+# (FLASHCL_TEST_DESIGN_STRIDE=3; its other tests and test_variants whole).
+amd_start=$SECONDS
+scripts/amd_isa_check.sh build-test
+(
+  eval "$(scripts/intel_cpu_runtime.sh)"
+  export FLASHCL_PATH=amd_mfma FLASHCL_EXPECT_PATH=amd_mfma:fp16,bf16
+  FLASHCL_AMD_EMULATE=mfma \
+    ctest --test-dir build-test --output-on-failure -j"$jobs" \
+          -R '^test_(forward|variants)$'
+  for family in wmma wmma12; do
+    FLASHCL_AMD_EMULATE=$family FLASHCL_TEST_DESIGN_STRIDE=3 \
+      ctest --test-dir build-test --output-on-failure -j"$jobs" \
+            -R '^test_(forward|variants)$'
+  done
+)
+echo "AMD matrix-core step: $((SECONDS - amd_start)) s"

@@ -52,13 +52,13 @@ int buffer_is_poisoned(cl_command_queue queue, cl_mem buffer, size_t bytes);
  * printed in full on stderr first. Static buffer: main thread only. */
 const char *clip(const char *text);
 
-/* FLASHCL_EXPECT_PATH=<path> (CI runs it with FLASHCL_PATH=<path>): fails
- * the running test unless `desc` (a forward call just made on `ctx`) ran
- * on that path, or the path refused it for a reason containing a phrase
- * of FLASHCL_EXPECT_PATH_EXCEPT (printed, not counted); calls on the
- * reference backend are not counted. Prints the path of each call.
- * run_suite prints how many noted calls ran on it and fails when none did.
- * Does nothing when the variable is unset. */
+/* FLASHCL_EXPECT_PATH=<path>[:<dtype>,...] (CI runs it with
+ * FLASHCL_PATH=<path>): fails the running test unless `desc` (a forward
+ * call on `ctx`) ran on that path, or is excused: a storage dtype not in
+ * the list, or a skip reason containing a phrase of
+ * FLASHCL_EXPECT_PATH_EXCEPT. Calls on the reference backend are not
+ * counted. Prints the path of each call; run_suite prints how many noted
+ * calls ran on it and fails when none did. Nothing when unset. */
 void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
                        const char *what);
 

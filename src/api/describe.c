@@ -35,13 +35,17 @@ static void matrix_offers(const device_caps *caps, char *offer,
                         : "unknown (no cl_nv_device_attribute_query)");
     } else if (caps->klass == DEVICE_CLASS_GPU_AMD) {
         const char *gfx = caps->amd_gfx;
-        if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx94", 5) ||
-            !strncmp(gfx, "gfx95", 5))
+        if (!strncmp(gfx, "gfx90a", 6) || !strncmp(gfx, "gfx94", 5))
+            snprintf(offer, offer_cap, "%s: MFMA 16x16x16 (amd_mfma path)",
+                     gfx);
+        else if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx95", 5))
             snprintf(offer, offer_cap, "%s: MFMA (not used by flashcl yet)",
                      gfx);
-        else if (!strncmp(gfx, "gfx11", 5) || !strncmp(gfx, "gfx12", 5))
-            snprintf(offer, offer_cap, "%s: WMMA (not used by flashcl yet)",
-                     gfx);
+        else if (!strncmp(gfx, "gfx11", 5))
+            snprintf(offer, offer_cap, "%s: WMMA wave32 (amd_mfma path)", gfx);
+        else if (!strncmp(gfx, "gfx12", 5))
+            snprintf(offer, offer_cap,
+                     "%s: WMMA wave32, gfx12 layouts (amd_mfma path)", gfx);
         else
             snprintf(offer, offer_cap, "%s",
                      *gfx ? "none known for this gfx"

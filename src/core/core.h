@@ -58,6 +58,7 @@ typedef struct device_caps {
     cl_uint nv_cc_major; /* 0 when unknown */
     cl_uint nv_cc_minor;
     char amd_gfx[64];    /* "" when unknown */
+    cl_uint amd_wavefront; /* CL_DEVICE_WAVEFRONT_WIDTH_AMD, 0 unknown */
     device_class klass;
 } device_caps;
 

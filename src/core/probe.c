@@ -12,6 +12,9 @@
 #define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
 #define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
 #endif
+#ifndef CL_DEVICE_WAVEFRONT_WIDTH_AMD
+#define CL_DEVICE_WAVEFRONT_WIDTH_AMD 0x4043
+#endif
 #ifndef CL_DEVICE_GFXIP_MAJOR_AMD
 #define CL_DEVICE_GFXIP_MAJOR_AMD 0x404A
 #define CL_DEVICE_GFXIP_MINOR_AMD 0x404B
@@ -110,9 +113,28 @@ static void probe_extensions(cl_device_id device, device_caps *caps)
                                 sizeof minor, &minor, NULL) == CL_SUCCESS)
                 snprintf(caps->amd_gfx, sizeof caps->amd_gfx, "gfx%u%u",
                          major, minor);
+            if (clGetDeviceInfo(device, CL_DEVICE_WAVEFRONT_WIDTH_AMD,
+                                sizeof caps->amd_wavefront,
+                                &caps->amd_wavefront, NULL) != CL_SUCCESS)
+                caps->amd_wavefront = 0;
         }
     }
     free(extensions);
+}
+
+/* AMD's drivers (ROCm, PAL) name the device by its ISA target,
+ * "gfx90a:sramecc+:xnack-": that tells gfx90a from gfx908 and gfx942 from
+ * gfx940, which GFXIP major.minor ("gfx90", "gfx94") cannot. */
+static void amd_target_name(device_caps *caps)
+{
+    if (!caps->amd_gfx[0] || strncmp(caps->name, "gfx", 3) != 0)
+        return;
+    size_t n = 3;
+    while (n + 1 < sizeof caps->amd_gfx &&
+           isalnum((unsigned char)caps->name[n]))
+        ++n;
+    memcpy(caps->amd_gfx, caps->name, n);
+    caps->amd_gfx[n] = '\0';
 }
 
 void probe_device(cl_device_id device, device_caps *caps)
@@ -173,6 +195,7 @@ void probe_device(cl_device_id device, device_caps *caps)
                             NULL) != CL_SUCCESS)
             caps->nv_cc_major = caps->nv_cc_minor = 0;
     }
+    amd_target_name(caps);
     caps->klass = classify(caps);
 }
 

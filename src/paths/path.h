@@ -72,6 +72,7 @@ struct kernel_path {
 
 extern const kernel_path portable_path;
 extern const kernel_path nv_mma_path;
+extern const kernel_path amd_mfma_path;
 extern const kernel_path subgroup_path;
 
 /* The first path in the ordered list that can run `p`. `skipped` (may be

@@ -9,6 +9,7 @@
 
 static const kernel_path *const paths[] = {
     &nv_mma_path,
+    &amd_mfma_path,
     &subgroup_path,
     &portable_path, /* always last */
 };
