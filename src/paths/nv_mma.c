@@ -83,7 +83,12 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");
-    if (split_kv_wanted(caps, p))
+    /* Only what this kernel cannot compute goes to the split-KV kernels:
+     * a forced split, KV cache, varlen or paged KV. The automatic split of
+     * a dense decode stays here: measured on the H200 (2026-12-01), the
+     * portable split kernels reached 44-74 GB/s on the decode shapes of
+     * bench/results/h200-2026-12-01-coverage.md, this kernel 139-3844. */
+    if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
                                 "path's split-KV kernels run it");
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
