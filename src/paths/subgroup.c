@@ -102,13 +102,17 @@ static bool size_refused(const device_caps *caps, char *why, size_t cap)
     return false;
 }
 
-/* Policy when not forced: GPUs that report subgroups (the vendor matrix
- * paths come earlier in the list) take it unmeasured; CPUs only where it
- * measured faster than the portable kernel. */
+/* Policy when not forced: chosen only where it measured faster than the
+ * portable kernel. No GPU has been measured yet, so on GPUs it runs only
+ * when forced; on CPUs cpu_prefers_subgroup records the measurement. */
 static bool preferred(const device_caps *caps, char *why, size_t cap)
 {
-    if (caps->klass != DEVICE_CLASS_CPU)
-        return true;
+    if (caps->klass != DEVICE_CLASS_CPU) {
+        snprintf(why, cap, "not yet measured faster than the portable "
+                           "kernel on any GPU (FLASHCL_PATH=subgroup runs "
+                           "it)");
+        return false;
+    }
     if (!cpu_prefers_subgroup)
         snprintf(why, cap, "not faster than the portable kernel on "
                            "Intel's OpenCL CPU runtime (FLASHCL_PATH="
@@ -277,6 +281,7 @@ const kernel_path subgroup_path = {
     "subgroup kernel (a subgroup per 1-4 query rows, of size 16 where "
     "offered, else the largest up to 32, or FLASHCL_SUBGROUP_SIZE; "
     "sub_group_reduce_max/add, shuffles, fp32 block reads with "
-    "cl_intel_subgroups; fp32 arithmetic, fp64 for fp64; on GPUs by "
-    "default, unmeasured; on CPUs only with FLASHCL_PATH=subgroup)",
+    "cl_intel_subgroups; fp32 arithmetic, fp64 for fp64; only with "
+    "FLASHCL_PATH=subgroup until measured faster than the portable kernel "
+    "on a device)",
     serves, subgroup_can_run, subgroup_plan, launch_forward_kernel};
