@@ -126,14 +126,6 @@ static const char *expected_spec(void)
     return spec && *spec ? spec : NULL;
 }
 
-static const char *dtype_word(flashcl_dtype dtype)
-{
-    return dtype == FLASHCL_DTYPE_FP16   ? "fp16"
-           : dtype == FLASHCL_DTYPE_BF16 ? "bf16"
-           : dtype == FLASHCL_DTYPE_FP64 ? "fp64"
-                                         : "fp32";
-}
-
 static bool reason_excepted(const char *skipped, const char *path)
 {
     const char *except = getenv("FLASHCL_EXPECT_PATH_EXCEPT");
@@ -177,7 +169,7 @@ void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
         ++expect_on_path;
         return;
     }
-    if ((colon && !strstr(colon + 1, dtype_word(desc->dtype))) ||
+    if ((colon && !strstr(colon + 1, oracle_dtype_name(desc->dtype))) ||
         reason_excepted(info.skipped, want))
         return;
     ++expect_noted;

@@ -301,6 +301,14 @@ static void reference(const variant_data *data,
     ck_assert_int_eq(oracle_attention(&problem, o, stride, lse), 0);
 }
 
+/* What an LSE error is measured against: 1 (absolute, on |O|'s scale), or
+ * for extreme inputs, whose scores and hence LSE reach 1e9 where fp32's
+ * rounding of the scores alone is 1e-7 relative, max(1, |LSE|). */
+static double lse_error_scale(const variant_case *c, double lse_ref)
+{
+    return c->amplitude >= 100 ? fmax(1.0, fabs(lse_ref)) : 1.0;
+}
+
 static void check_against_reference(const variant_data *data,
                                     const flashcl_attention_desc *desc,
                                     const void *o_bytes, const float *lse,
@@ -324,10 +332,6 @@ static void check_against_reference(const variant_data *data,
                       c->name, (unsigned long long)seed, i, got);
         o_err = fmax(o_err, fabs(got - o_ref[i]));
     }
-    /* LSE error is absolute (|O|'s scale); with extreme inputs the scores,
-     * hence LSE, reach 1e9, where fp32's rounding of the scores alone is
-     * 1e-7 relative: those rows are judged relative to |LSE|. */
-    const int extreme = c->amplitude >= 100;
     double lse_err = 0;
     for (size_t i = 0; i < lse_count; ++i) {
         if (isinf(lse_ref[i])) {
@@ -338,8 +342,8 @@ static void check_against_reference(const variant_data *data,
         }
         ck_assert_msg(isfinite(lse[i]), "%s: LSE[%zu] = %g", c->name, i,
                       (double)lse[i]);
-        const double size = extreme ? fmax(1.0, fabs(lse_ref[i])) : 1.0;
-        lse_err = fmax(lse_err, fabs(lse[i] - lse_ref[i]) / size);
+        lse_err = fmax(lse_err, fabs(lse[i] - lse_ref[i]) /
+                                    lse_error_scale(c, lse_ref[i]));
     }
     fprintf(stderr, "  %-40s O max err / max|O| = %.2e, LSE max err = %.2e",
             c->name, o_err / ref_max, lse_err);
@@ -393,10 +397,8 @@ static void compare_with_clblast_path(const variant_data *data,
                           c->name, i, (double)lse[i], (double)lse_ref[i]);
             continue;
         }
-        /* relative at extreme magnitudes, as in check_against_reference */
-        const double size =
-            c->amplitude >= 100 ? fmax(1.0, fabs((double)lse_ref[i])) : 1.0;
-        lse_diff = fmax(lse_diff, fabs((double)lse[i] - lse_ref[i]) / size);
+        lse_diff = fmax(lse_diff, fabs((double)lse[i] - lse_ref[i]) /
+                                      lse_error_scale(c, lse_ref[i]));
     }
     fprintf(stderr, ", vs CLBlast path %.2e", o_diff / o_max);
     ck_assert_msg(o_diff / o_max <= 2 * o_tolerance(c->dtype),
