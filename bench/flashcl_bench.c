@@ -253,6 +253,17 @@ static double visible_pairs(int seqlen, int causal, long window)
     return pairs;
 }
 
+/* A device buffer initialised from `host`, which the caller frees; NULL
+ * when creation failed. */
+static cl_mem host_copy_buffer(cl_context context, cl_mem_flags flags,
+                               const void *host, size_t bytes)
+{
+    cl_int err;
+    cl_mem buffer = clCreateBuffer(context, flags | CL_MEM_COPY_HOST_PTR,
+                                   bytes, (void *)host, &err);
+    return err == CL_SUCCESS ? buffer : NULL;
+}
+
 static cl_mem filled_buffer(cl_context context, size_t count, float value)
 {
     float *host = malloc(count * sizeof *host);
@@ -260,12 +271,10 @@ static cl_mem filled_buffer(cl_context context, size_t count, float value)
         return NULL;
     for (size_t i = 0; i < count; ++i)
         host[i] = value * (float)(i % 7 + 1) / 7.0f;
-    cl_int err;
-    cl_mem buffer =
-        clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                       count * sizeof *host, host, &err);
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_ONLY, host,
+                                     count * sizeof *host);
     free(host);
-    return err == CL_SUCCESS ? buffer : NULL;
+    return buffer;
 }
 
 /* A variant name is '+'-joined parts: plain, windowW (W keys to the left
@@ -321,12 +330,9 @@ static cl_mem mask_buffer(cl_context context, size_t n)
         return NULL;
     for (size_t i = 0; i < n * n; ++i)
         host[i] = (i % 8) != 3;
-    cl_int err;
-    cl_mem buffer = clCreateBuffer(context,
-                                   CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                   n * n, host, &err);
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_ONLY, host, n * n);
     free(host);
-    return err == CL_SUCCESS ? buffer : NULL;
+    return buffer;
 }
 
 /* Sets the descriptor fields of the variant's score parts; the extra
@@ -390,12 +396,10 @@ static cl_mem random_buffer(cl_context context, size_t count, int dtype,
     if (!host)
         return NULL;
     fill_random(host, count, dtype, seed);
-    cl_int err;
-    cl_mem buffer =
-        clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                       count * elem, host, &err);
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_WRITE, host,
+                                     count * elem);
     free(host);
-    return err == CL_SUCCESS ? buffer : NULL;
+    return buffer;
 }
 
 static int read_tensor(cl_command_queue queue, cl_mem buffer, size_t bytes,
@@ -775,9 +779,8 @@ typedef struct decode_setup {
 
 static cl_mem int_buffer(cl_context context, const int *values, size_t count)
 {
-    cl_int err;
-    return clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                          count * sizeof(int), (void *)values, &err);
+    return host_copy_buffer(context, CL_MEM_READ_ONLY, values,
+                            count * sizeof(int));
 }
 
 /* A KV cache of nk keys for every sequence (paged: pages in order). */
