@@ -1,4 +1,3 @@
-#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "test_common.h"
 
 #include <math.h>
@@ -6,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---------------------------------------------------------------- */
 /* Context and OpenCL                                                */
@@ -195,13 +193,6 @@ int run_suite(Suite *suite)
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
     release_shared_context();
-#if defined(__SANITIZE_ADDRESS__)
-    /* LeakSanitizer's exit-time scan stops every thread; PoCL's worker
-     * threads still winding down after the last context's release made
-     * its tracer crash ("Tracer caught signal 11") about one run in three
-     * under load. Let them finish first. */
-    nanosleep(&(struct timespec){0, 300000000}, NULL);
-#endif
     failed += expect_path_report();
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
