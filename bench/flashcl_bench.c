@@ -37,6 +37,7 @@ typedef struct bench_options {
     long decode[MAX_LIST][4];
     int num_decode;
     int decode_nq, decode_splits, decode_page;
+    int decode_dense; /* --dense: no cache fields, the plain call */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
 } bench_options;
 
@@ -97,6 +98,8 @@ static void usage(void)
            "\n"
            "  --page N             decode: paged cache of N-row pages "
            "(default 0, dense cache)\n"
+           "  --dense              decode: no cache fields (the plain call "
+           "on K/V of NK rows)\n"
            "  --bandwidth GBS      decode: report GB/s as a fraction of this "
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
@@ -123,6 +126,10 @@ static int parse_options(int argc, char **argv, bench_options *opt)
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             usage();
             exit(0);
+        }
+        if (!strcmp(arg, "--dense")) { /* the one flag without a value */
+            opt->decode_dense = 1;
+            continue;
         }
         if (!value) {
             fprintf(stderr, "flashcl-bench: %s needs a value (see --help)\n",
@@ -817,7 +824,8 @@ static int setup_decode(flashcl_context *ctx, const bench_options *opt,
     for (long i = 0; i < b; ++i)
         host[i] = (int)nk;
     s->lens = int_buffer(context, host, (size_t)b);
-    desc->cache_seqlens.buffer = s->lens;
+    if (!opt->decode_dense)
+        desc->cache_seqlens.buffer = s->lens;
     s->table = NULL;
     if (page > 0) {
         for (long i = 0; i < b * pages; ++i)
@@ -871,15 +879,19 @@ static int decode_row(flashcl_context *ctx, const bench_options *opt,
     if (!failed) {
         const double gbs = s.total_bytes / (split_time.median_ms * 1e6);
         const double kv_gbs = s.kv_bytes / (split_time.median_ms * 1e6);
-        char fraction[32] = "-";
+        char fraction[32] = "-", kv_mode[32] = "cache";
+        if (opt->decode_dense)
+            snprintf(kv_mode, sizeof kv_mode, "dense");
+        else if (opt->decode_page)
+            snprintf(kv_mode, sizeof kv_mode, "paged %d", opt->decode_page);
         if (opt->bandwidth_gbs > 0)
             snprintf(fraction, sizeof fraction, "%.3f",
                      gbs / opt->bandwidth_gbs);
-        printf("| %ld | %ld | %ld | %ld | %d | %d | %d | %.4f | %.1f | %.1f | "
-               "%s | %.4f | %.2fx | %.0f ms |\n",
+        printf("| %ld | %ld | %ld | %ld | %d | %s | %s | %d | %.4f | %.1f | "
+               "%.1f | %s | %.4f | %.2fx | %.0f ms |\n",
                shape[0], shape[1], shape[2], shape[3],
-               opt->decode_nq > 0 ? opt->decode_nq : 1, opt->decode_page,
-               info.num_splits, split_time.median_ms, kv_gbs, gbs, fraction,
+               opt->decode_nq > 0 ? opt->decode_nq : 1,
+               kv_mode, info.path, info.num_splits, split_time.median_ms, kv_gbs, gbs, fraction,
                peer_time.median_ms, peer_time.median_ms / split_time.median_ms,
                row.first_call_ms);
     } else {
@@ -900,9 +912,10 @@ static int decode_table(flashcl_context *ctx, bench_options *opt)
     printf("decode, %s, D = %d; GB/s counts K, V, Q and O once (KV GB/s: K "
            "and V only); peer: the same call with num_splits = 1\n\n",
            dtype_name(opt->dtypes[0]), opt->head_dims[0]);
-    printf("| B | HQ | HKV | NK | Nq | page | splits | median ms | KV GB/s | "
-           "GB/s | of --bandwidth | unsplit ms | speedup | first call |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| B | HQ | HKV | NK | Nq | KV | path | splits | median ms | "
+           "KV GB/s | GB/s | of --bandwidth | unsplit ms | speedup | first "
+           "call |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     int failures = 0;
     for (int i = 0; i < opt->num_decode; ++i)
         failures += decode_row(ctx, opt, opt->decode[i]) != 0;

@@ -93,7 +93,13 @@
 #if FLASHCL_BLOCK_M < 1 || FLASHCL_BLOCK_M > 1024
 #error "FLASHCL_BLOCK_M must be in 1..1024"
 #endif
-#if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
+#ifndef FLASHCL_SPLIT_WIDE
+#define FLASHCL_SPLIT_WIDE 0 /* 1: the GPU kernel of split_wide.clh */
+#endif
+#if FLASHCL_SPLIT_WIDE != 0 && FLASHCL_SPLIT_WIDE != 1
+#error "FLASHCL_SPLIT_WIDE must be 0 or 1"
+#endif
+#if !FLASHCL_SPLIT_WIDE && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "one work-item per packed row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
 #if FLASHCL_SPLIT != 0 && FLASHCL_SPLIT != 1
@@ -255,6 +261,9 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
 
 /* ---- attention ----------------------------------------------------------- */
 
+#if FLASHCL_SPLIT_WIDE
+#include "split_wide.clh"
+#else
 /* Keys [n0, n0 + BN) of the sequence into k_t (transposed) and v_tile;
  * false when the tile's page is out of range (then nothing is loaded). A
  * tile never crosses a page: BN divides page_size (host). */
@@ -482,6 +491,7 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
             (ulong)(s.q_row0 + i) * lse_stride.s2] = lse_value;
 #endif
 }
+#endif /* FLASHCL_SPLIT_WIDE */
 
 /* ---- merge --------------------------------------------------------------- */
 

@@ -79,18 +79,21 @@ static bool serves(const device_caps *caps)
 static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                            bool forced, char *why, size_t cap)
 {
-    (void)forced; /* no policy: where it can run, it is the fastest */
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");
-    /* Only what this kernel cannot compute goes to the split-KV kernels:
-     * a forced split, KV cache, varlen or paged KV. The automatic split of
-     * a dense decode stays here: measured on the H200 (2026-12-01), the
-     * portable split kernels reached 44-74 GB/s on the decode shapes of
-     * bench/results/h200-2026-12-01-coverage.md, this kernel 139-3844. */
+    /* What this kernel cannot compute goes to the split-KV kernels: a
+     * forced split, KV cache, varlen or paged KV. So does a dense decode
+     * whose (sequence, KV head) work-groups are too few for the device
+     * (the split count the split-KV plan would choose is above 1): there
+     * the wide split kernel reads K and V once per GQA group across the
+     * whole GPU, where this one leaves most SMs idle. */
     if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
                                 "path's split-KV kernels run it");
+    if (!forced && split_kv_splits(caps, p) > 1)
+        return refuse(why, cap, "decode with too few work-groups for the "
+                                "device: the split-KV kernels run it");
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32 on TF32 tensor cores; exact fp32 "

@@ -16,8 +16,15 @@
 
 /* ---- tiles and split count ------------------------------------------- */
 
+/* FLASHCL_SPLIT_KERNEL=row|wide picks the kernel whatever the device
+ * (tests run the wide one on CPUs; GPU runs compare the two). */
 static const split_tile *lookup(const device_caps *caps)
 {
+    const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
+    if (forced && strcmp(forced, "row") == 0)
+        return &split_tiles[0];
+    if (forced && strcmp(forced, "wide") == 0)
+        return &split_tiles[1];
     const bool cpu = caps->klass == DEVICE_CLASS_CPU;
     return &split_tiles[cpu ? 0 : 1];
 }
@@ -30,34 +37,71 @@ static int pow2_at_least(int64_t n, int lo, int hi)
     return v;
 }
 
-static size_t local_bytes(int bm, int bn, int d, int dv, flashcl_dtype dtype)
+static size_t real_bytes(flashcl_dtype dtype)
 {
-    const size_t real = dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
-    return ((size_t)bm * (size_t)d + (size_t)bn * (size_t)(d + dv)) * real;
+    return dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+}
+
+static size_t storage_bytes(flashcl_dtype dtype)
+{
+    return dtype == FLASHCL_DTYPE_FP16 || dtype == FLASHCL_DTYPE_BF16
+               ? 2
+               : real_bytes(dtype);
+}
+
+static size_t local_bytes(bool wide, int bm, int bn, int d, int dv,
+                          flashcl_dtype dtype)
+{
+    const size_t real = real_bytes(dtype);
+    if (!wide)
+        return ((size_t)bm * (size_t)d + (size_t)bn * (size_t)(d + dv)) *
+               real;
+    /* split_wide.clh: K (rows padded by 4) and V in storage type, Q and
+     * the scores in real_t, per-row and per-key scalars, and the key
+     * groups' reduction when it does not fit in the K tile. */
+    const size_t k_tile = (size_t)bn * (size_t)(d + 4) * storage_bytes(dtype);
+    const size_t reduce = (size_t)bm * (size_t)dv * real;
+    return k_tile + (size_t)bn * (size_t)dv * storage_bytes(dtype) +
+           (size_t)bm * (size_t)(d + bn + 4 + 3) * real + (size_t)bn * 4 +
+           (size_t)bm * 64 + (reduce > k_tile ? reduce : 0);
+}
+
+static int round_up4(int64_t n)
+{
+    return (int)((n + 3) / 4 * 4);
 }
 
 typedef struct split_shape {
+    split_tile tile; /* the table's entry, with FLASHCL_SPLIT_TILE applied */
+    bool wide;
+    int wg_size;
     int block_m, block_n, d, dv, vec;
     int64_t m_blocks; /* query tiles per (sequence, KV head) */
 } split_shape;
 
-static split_shape shape_of(const device_caps *caps, const problem *p)
+static split_shape shape_for(const split_tile *tile, const device_caps *caps,
+                             const problem *p)
 {
-    const split_tile *tile = lookup(caps);
     split_shape s;
     const int64_t group = p->heads_q / p->heads_kv;
-    s.d = portable_padded_head_dim(p->head_dim);
-    s.dv = portable_padded_head_dim(p->head_dim_v);
-    s.vec = portable_vector_width(caps);
+    s.tile = *tile;
+    s.wide = tile->wide;
+    s.wg_size = tile->wg_size;
+    s.d = s.wide ? round_up4(p->head_dim) : portable_padded_head_dim(p->head_dim);
+    s.dv = s.wide ? round_up4(p->head_dim_v)
+                  : portable_padded_head_dim(p->head_dim_v);
+    s.vec = s.wide ? 4 : portable_vector_width(caps);
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
                               tile->max_rows);
     s.block_n = tile->block_n;
-    /* A tile never crosses a page (pages are multiples of 16 rows). */
-    if (p->infer.kv == KV_PAGED)
+    /* A row-kernel tile never crosses a page (pages are multiples of 16
+     * rows); the wide kernel maps each key through the table. */
+    if (p->infer.kv == KV_PAGED && !s.wide)
         while (p->infer.page_size % s.block_n != 0)
             s.block_n /= 2;
     const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
-    while (local_bytes(s.block_m, s.block_n, s.d, s.dv, p->dtype) > limit &&
+    while (local_bytes(s.wide, s.block_m, s.block_n, s.d, s.dv, p->dtype) >
+               limit &&
            (s.block_n > 16 || s.block_m > 4)) {
         if (s.block_n > 16)
             s.block_n /= 2;
@@ -66,16 +110,55 @@ static split_shape shape_of(const device_caps *caps, const problem *p)
     }
     if (s.vec > s.block_n)
         s.vec = s.block_n;
-    if (caps->max_work_group && (size_t)s.block_m > caps->max_work_group)
+    if (!s.wide && caps->max_work_group &&
+        (size_t)s.block_m > caps->max_work_group)
         s.block_m = (int)caps->max_work_group;
+    /* The wide kernel needs an item per key and per 4 columns of V. */
+    while (s.wide && (s.wg_size < s.block_n || s.wg_size < s.dv / 4))
+        s.wg_size *= 2;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
+    return s;
+}
+
+/* FLASHCL_SPLIT_TILE=wg,block_n,groups_per_cu[,max_rows] replaces the
+ * wide kernel's entry, for sweeps on a GPU; a malformed or illegal value
+ * (not powers of two, block_n above wg) leaves the entry as it is. */
+static split_tile forced_wide_tile(const split_tile *entry)
+{
+    split_tile tile = *entry;
+    const char *env = getenv("FLASHCL_SPLIT_TILE");
+    int wg = 0, bn = 0, groups = 0, rows = tile.max_rows;
+    if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &bn, &groups, &rows) < 3)
+        return tile;
+    const bool pow2 = wg > 0 && (wg & (wg - 1)) == 0 && bn >= 16 &&
+                      (bn & (bn - 1)) == 0 && rows > 0 &&
+                      (rows & (rows - 1)) == 0;
+    if (!pow2 || bn > wg || wg > 1024 || groups < 1 || groups > 64 ||
+        rows > 32)
+        return tile;
+    tile.wg_size = wg;
+    tile.block_n = bn;
+    tile.groups_per_cu = groups;
+    tile.max_rows = rows;
+    tile.measured = "FLASHCL_SPLIT_TILE (forced, not measured)";
+    return tile;
+}
+
+static split_shape shape_of(const device_caps *caps, const problem *p)
+{
+    const split_tile *entry = lookup(caps);
+    const split_tile tile = entry->wide ? forced_wide_tile(entry) : *entry;
+    const split_shape s = shape_for(&tile, caps, p);
+    if (s.wide && caps->max_work_group &&
+        (size_t)s.wg_size > caps->max_work_group)
+        return shape_for(&split_tiles[0], caps, p); /* the row kernel */
     return s;
 }
 
 static int auto_splits(const device_caps *caps, const problem *p,
                        const split_shape *s)
 {
-    const split_tile *tile = lookup(caps);
+    const split_tile *tile = &s->tile;
     const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
     const uint64_t target = cus * (uint64_t)tile->groups_per_cu;
     const uint64_t work = (uint64_t)p->batch * (uint64_t)p->heads_kv *
@@ -109,18 +192,40 @@ bool split_kv_wanted(const device_caps *caps, const problem *p)
 
 /* ---- plan ------------------------------------------------------------ */
 
+/* Whether every K and V row starts on a 4-element boundary with the dims
+ * contiguous, so the wide kernel copies them in 4-element chunks (the
+ * buffers themselves are aligned far beyond that by OpenCL). */
+static bool rows_in_chunks(const problem *p)
+{
+    const tensor_view *views[2] = {&p->k, &p->v};
+    const int64_t dims[2] = {p->head_dim, p->head_dim_v};
+    for (int t = 0; t < 2; ++t) {
+        const tensor_view *v = views[t];
+        if (v->stride[3] != 1 || dims[t] % 4 != 0 || v->base % 4 != 0)
+            return false;
+        for (int a = 0; a < 3; ++a)
+            if (v->stride[a] % 4 != 0)
+                return false;
+    }
+    return true;
+}
+
 static void append_options(const device_caps *caps, const problem *p,
-                           kernel_plan *plan)
+                           const split_shape *s, kernel_plan *plan)
 {
     const inference *in = &p->infer;
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
              " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
              "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
-             "-DFLASHCL_COMPENSATED=%d",
+             "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
+             "-DFLASHCL_SPLIT_VLOAD=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             portable_compensated(caps, plan->head_dim_v_padded) ? 1 : 0);
+             !s->wide && portable_compensated(caps, plan->head_dim_v_padded)
+                 ? 1
+                 : 0,
+             s->wide ? 1 : 0, s->wide && rows_in_chunks(p) ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
@@ -136,7 +241,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->kernel_count = 3;
     plan->head_dim_padded = s.d;
     plan->head_dim_v_padded = s.dv;
-    plan->block_m = plan->wg_size = s.block_m;
+    plan->block_m = s.block_m;
+    plan->wg_size = s.wide ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
     plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
@@ -144,16 +250,16 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->scratch_bytes = inference_scratch_bytes(p, plan->splits, s.dv);
     snprintf(plan->reason, sizeof plan->reason,
              "%s; %d split%s (%s), %lld query head%s per work-group",
-             lookup(caps)->measured, plan->splits, plan->splits == 1 ? "" : "s",
+             s.tile.measured, plan->splits, plan->splits == 1 ? "" : "s",
              p->infer.num_splits > 0 ? "forced by num_splits"
                                      : "from compute units and shape",
              (long long)(p->heads_q / p->heads_kv),
              p->heads_q == p->heads_kv ? "" : "s");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
-    append_options(caps, p, plan);
-    plan->local[0] = (size_t)s.block_m;
+    append_options(caps, p, &s, plan);
+    plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
-    plan->global[0] = (size_t)s.m_blocks * (size_t)s.block_m;
+    plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;
     plan->global[1] = (size_t)p->heads_kv * (size_t)plan->splits;
     plan->global[2] = (size_t)p->batch;
 }

@@ -8,8 +8,13 @@
 
 typedef struct split_tile {
     bool cpu;
+    /* The kernel: false the row kernel (a work-item per packed row), true
+     * the wide one (split_wide.clh: wg_size items share each tile). */
+    bool wide;
+    int wg_size;            /* wide kernel only */
     int min_rows, max_rows; /* block_m: packed rows rounded up to 2^k */
-    int block_n;            /* keys per tile; divides every page size */
+    int block_n;            /* keys per tile; the row kernel's divides
+                               every page size */
     /* Work-groups per compute unit the automatic split count aims for,
      * and the fewest keys worth a part of their own. */
     int groups_per_cu;
@@ -25,11 +30,15 @@ typedef struct split_tile {
 static const split_tile split_tiles[] = {
     /* A CPU work-group runs its items in a loop: parts pay only when
      * there are fewer groups than cores, and only on long rows. */
-    {true, 4, 32, 64, 1, 1024, 0,
+    {true, false, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
      "for function only)"},
-    {false, 32, 64, 32, 4, 256, 1,
-     "split-KV GPU tiles: a starting point, not measured yet"},
+    /* 128 items, 64 keys: at D = 128 fp16 the K and V tiles take 33 KiB,
+     * so several work-groups share a compute unit and hide each other's
+     * softmax step. Rows stop at 16: the P.V accumulators are 4 registers
+     * per row per item. */
+    {false, true, 128, 1, 16, 64, 6, 256, 1,
+     "split-KV GPU tiles (wide kernel): a first choice, to be measured"},
 };
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
