@@ -102,8 +102,16 @@ static flashcl_status build_from_source(flashcl_context *ctx,
                          "clCreateProgramWithSource(%s): %s", request->source,
                          cl_error_name(err));
     cache_count(CACHE_SOURCE_BUILDS);
-    err = clBuildProgram(entry->program, 1, &ctx->device, request->options,
-                         NULL, NULL);
+    /* FLASHCL_VERBOSE on NVIDIA: ptxas' registers and spills in the build
+     * log it prints. The binary is the same, so the cache key (the options
+     * without it) still names it. */
+    char options[1200];
+    const bool nv_verbose =
+        verbose_enabled() && ctx->caps.klass == DEVICE_CLASS_GPU_NVIDIA;
+    snprintf(options, sizeof options, "%s%s", request->options,
+             nv_verbose ? " -cl-nv-verbose" : "");
+    err = clBuildProgram(entry->program, 1, &ctx->device, options, NULL,
+                         NULL);
     if (!built(entry, ctx->device)) {
         char what[1400];
         snprintf(what, sizeof what, "building %s with \"%s\" failed: %s",
