@@ -126,6 +126,8 @@
 
 #define D FLASHCL_HEAD_DIM
 #define DV FLASHCL_HEAD_DIM_V
+/* include/flashcl.h's FLASHCL_MAX_SPLITS, which the host enforces. */
+#define FLASHCL_MAX_SPLITS_CL 256
 #define BM FLASHCL_BLOCK_M
 #define BN FLASHCL_BLOCK_N
 #define VEC FLASHCL_VEC
@@ -495,11 +497,18 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
 
 /* ---- merge --------------------------------------------------------------- */
 
-/* Work-item (d, KV head x packed row t, sequence b): O[d] of one row from
- * the num_splits partials; d == 0 also writes the LSE. */
-__kernel void flashcl_split_combine(FLASHCL_SPLIT_PARAMS)
+/* Work-group (KV head x packed row t, sequence b) of COMBINE_WG items:
+ * one output row from the num_splits partials. The items share the
+ * partials' weights through local memory and each sums whole columns, its
+ * loads over the splits independent of each other (a work-item per output
+ * element, looping over the splits alone, waited a memory latency per
+ * split: ~100 us for 99 splits on the H200, longer than the attention). */
+#define COMBINE_WG 64
+__kernel __attribute__((reqd_work_group_size(COMBINE_WG, 1, 1))) void
+flashcl_split_combine(FLASHCL_SPLIT_PARAMS)
 {
-    const int d = get_global_id(0);
+    __local float weight[FLASHCL_MAX_SPLITS_CL];
+    const int lid = get_local_id(0);
     const int rows = seqlen_q * group_size;
     const int kv_head = get_global_id(1) / rows, t = get_global_id(1) % rows;
     const int kv_heads = get_global_size(1) / rows;
@@ -507,29 +516,39 @@ __kernel void flashcl_split_combine(FLASHCL_SPLIT_PARAMS)
     const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
                                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
     const int i = t / group_size, head = kv_head * group_size + t % group_size;
-    if (i >= s.nq || d >= head_dim_v)
-        return;
+    if (i >= s.nq)
+        return; /* uniform over the work-group */
     const ulong heads_q = (ulong)kv_heads * group_size;
     const ulong row0 = ((ulong)b * heads_q + head) * (ulong)seqlen_q + i;
     const ulong split_step = (ulong)batch * heads_q * (ulong)seqlen_q;
+    const int parts = min(num_splits, FLASHCL_MAX_SPLITS_CL);
+    for (int p = lid; p < parts; p += COMBINE_WG)
+        weight[p] = lse_part[row0 + p * split_step];
+    barrier(CLK_LOCAL_MEM_FENCE);
     float m = -INFINITY;
-    for (int p = 0; p < num_splits; ++p)
-        m = fmax(m, lse_part[row0 + p * split_step]);
-    float sum = 0, value = 0;
-    if (m != -INFINITY)
-        for (int p = 0; p < num_splits; ++p) {
-            const ulong row = row0 + p * split_step;
-            const float w = combine_weight(lse_part[row], m);
-            if (w != 0) {
-                sum += w;
-                value += w * o_part[row * DV + d];
-            }
-        }
+    for (int p = 0; p < parts; ++p)
+        m = fmax(m, weight[p]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int p = lid; p < parts; p += COMBINE_WG)
+        weight[p] = m == -INFINITY ? 0.0f : combine_weight(weight[p], m);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float sum = 0;
+    for (int p = 0; p < parts; ++p)
+        sum += weight[p];
     const ulong o_at = base.s3 + (ulong)s.q_batch * o_stride.s0 +
                        (ulong)head * o_stride.s1 +
                        (ulong)(s.q_row0 + i) * o_stride.s2;
-    store_elem(o, o_at + (ulong)d * o_stride.s3, sum > 0 ? value / sum : 0);
-    if (write_lse && d == 0)
+    for (int d = lid; d < head_dim_v; d += COMBINE_WG) {
+        float value = 0;
+#pragma unroll 8
+        for (int p = 0; p < parts; ++p) {
+            const float w = weight[p];
+            if (w != 0) /* a partial that saw no key is never read */
+                value += w * o_part[(row0 + p * split_step) * DV + d];
+        }
+        store_elem(o, o_at + (ulong)d * o_stride.s3, sum > 0 ? value / sum : 0);
+    }
+    if (write_lse && lid == 0)
         lse[lse_base + (ulong)s.q_batch * lse_stride.s0 +
             (ulong)head * lse_stride.s1 +
             (ulong)(s.q_row0 + i) * lse_stride.s2] = combine_lse(m, sum);

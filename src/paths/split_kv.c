@@ -482,11 +482,14 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
         *last = fwd;
         return st;
     }
+    /* A work-group of COMBINE_WG items per output row (flash_split.cl). */
+    _Static_assert(FLASHCL_MAX_SPLITS == 256,
+                   "flash_split.cl's FLASHCL_MAX_SPLITS_CL must match");
     const size_t global[3] = {
-        (size_t)p->head_dim_v,
-        (size_t)(p->seqlen_q * p->heads_q), /* rows x KV heads */
+        64, (size_t)(p->seqlen_q * p->heads_q), /* rows x KV heads */
         (size_t)p->batch};
-    st = enqueue(ctx, queue, program, 1, p, a, global, NULL, 1, &fwd, last);
+    const size_t local[3] = {64, 1, 1};
+    st = enqueue(ctx, queue, program, 1, p, a, global, local, 1, &fwd, last);
     clReleaseEvent(fwd);
     return st;
 }
