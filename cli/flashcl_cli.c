@@ -52,6 +52,8 @@ static const char environment_help[] =
     "                         a work-group per tile, the GPU default)\n"
     "  FLASHCL_SPLIT_TILE     wg,block_n,groups_per_cu[,max_rows]: the wide\n"
     "                         split-KV kernel's tiles, for sweeps\n"
+    "  FLASHCL_SPLIT_CP_ASYNC 0: the wide split-KV kernel's plain loads on\n"
+    "                         NVIDIA too (default there: cp.async)\n"
     "  FLASHCL_VERBOSE        1 (any value but 0): kernel build logs and\n"
     "                         warnings on stderr\n"
     "  FLASHCL_CACHE          0 (or off): no persistent program-binary cache\n"

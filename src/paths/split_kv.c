@@ -49,8 +49,8 @@ static size_t storage_bytes(flashcl_dtype dtype)
                : real_bytes(dtype);
 }
 
-static size_t local_bytes(bool wide, int bm, int bn, int d, int dv,
-                          flashcl_dtype dtype)
+static size_t local_bytes(bool wide, int stages, int bm, int bn, int d,
+                          int dv, flashcl_dtype dtype)
 {
     const size_t real = real_bytes(dtype);
     if (!wide)
@@ -59,11 +59,33 @@ static size_t local_bytes(bool wide, int bm, int bn, int d, int dv,
     /* split_wide.clh: K (rows padded by 4) and V in storage type, Q and
      * the scores in real_t, per-row and per-key scalars, and the key
      * groups' reduction when it does not fit in the K tile. */
-    const size_t k_tile = (size_t)bn * (size_t)(d + 4) * storage_bytes(dtype);
+    const size_t k_tile = (size_t)stages * (size_t)bn * (size_t)(d + 4) *
+                          storage_bytes(dtype);
     const size_t reduce = (size_t)bm * (size_t)dv * real;
-    return k_tile + (size_t)bn * (size_t)dv * storage_bytes(dtype) +
-           (size_t)bm * (size_t)(d + bn + 4 + 3) * real + (size_t)bn * 4 +
-           (size_t)bm * 64 + (reduce > k_tile ? reduce : 0);
+    return k_tile +
+           (size_t)stages * (size_t)bn * (size_t)dv * storage_bytes(dtype) +
+           (size_t)bm * (size_t)(d + bn + 4 + 3) * real +
+           (size_t)stages * (size_t)bn * 4 + (size_t)bm * 64 +
+           (reduce > k_tile ? reduce : 0);
+}
+
+static bool rows_in_chunks(const problem *p);
+
+/* FLASHCL_SPLIT_CP_ASYNC=0: the plain loads on NVIDIA too (to compare). */
+static bool cp_async_refused(void)
+{
+    const char *env = getenv("FLASHCL_SPLIT_CP_ASYNC");
+    return env && strcmp(env, "0") == 0;
+}
+
+/* The wide kernel's cp.async variant: NVIDIA compute capability >= 8.0
+ * (where cp.async exists), rows it can copy in whole chunks, and 16- or
+ * 8-byte chunks (not fp64). */
+static bool wide_cp_async(const device_caps *caps, const problem *p)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
+           p->dtype != FLASHCL_DTYPE_FP64 && rows_in_chunks(p) &&
+           !cp_async_refused();
 }
 
 static int round_up4(int64_t n)
@@ -74,6 +96,7 @@ static int round_up4(int64_t n)
 typedef struct split_shape {
     split_tile tile; /* the table's entry, with FLASHCL_SPLIT_TILE applied */
     bool wide;
+    bool cp_async; /* wide kernel on NVIDIA: cp.async, two tiles in flight */
     int wg_size;
     int block_m, block_n, d, dv, vec;
     int64_t m_blocks; /* query tiles per (sequence, KV head) */
@@ -100,8 +123,9 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
         while (p->infer.page_size % s.block_n != 0)
             s.block_n /= 2;
     const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
-    while (local_bytes(s.wide, s.block_m, s.block_n, s.d, s.dv, p->dtype) >
-               limit &&
+    s.cp_async = s.wide && wide_cp_async(caps, p);
+    while (local_bytes(s.wide, s.cp_async ? 2 : 1, s.block_m, s.block_n, s.d,
+                       s.dv, p->dtype) > limit &&
            (s.block_n > 16 || s.block_m > 4)) {
         if (s.block_n > 16)
             s.block_n /= 2;
@@ -219,13 +243,14 @@ static void append_options(const device_caps *caps, const problem *p,
              " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
              "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
              "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
-             "-DFLASHCL_SPLIT_VLOAD=%d",
+             "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->wide && portable_compensated(caps, plan->head_dim_v_padded)
                  ? 1
                  : 0,
-             s->wide ? 1 : 0, s->wide && rows_in_chunks(p) ? 1 : 0);
+             s->wide ? 1 : 0, s->wide && rows_in_chunks(p) ? 1 : 0,
+             s->cp_async ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 

@@ -33,12 +33,15 @@ static const split_tile split_tiles[] = {
     {true, false, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
      "for function only)"},
-    /* 128 items, 64 keys: at D = 128 fp16 the K and V tiles take 33 KiB,
-     * so several work-groups share a compute unit and hide each other's
-     * softmax step. Rows stop at 16: the P.V accumulators are 4 registers
-     * per row per item. */
-    {false, true, 128, 1, 16, 64, 6, 256, 1,
-     "split-KV GPU tiles (wide kernel): a first choice, to be measured"},
+    /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
+     * (2026-12-01, plain loads, bf16 D = 128, bench/results/
+     * h200-2026-12-01-decode.md): 32 keys took 87 registers where 64 took
+     * 152, and beat it by 1.1-1.2x on the B = 8 and B = 32 shapes; with
+     * cp.async two 32-key stages fit the 48 KiB. Rows stop at 16: the P.V
+     * accumulators are 4 registers per row per item. */
+    {false, true, 128, 1, 16, 32, 8, 256, 1,
+     "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
+     "the H200 (bench/results/h200-2026-12-01-decode.md)"},
 };
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
