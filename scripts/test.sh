@@ -62,6 +62,12 @@ intel_start=$SECONDS
   fi
   ctest --test-dir build-test --output-on-failure -j"$jobs"
 
+  # The wide split-KV kernel at the tile table's GPU entry (128 items x 32
+  # keys), which PoCL miscompiles (tests/CMakeLists.txt, test_inference_wide).
+  wide_start=$SECONDS
+  FLASHCL_CACHE=0 FLASHCL_SPLIT_KERNEL=wide build-test/tests/test_inference
+  echo "wide split-KV kernel (GPU tiles) on Intel's runtime: $((SECONDS - wide_start)) s"
+
   # The subgroup kernel (cl/subgroup/flash_fwd_sg.cl), forced, at subgroup
   # sizes 8, 16 and 32: the forward and variant suites against the float64
   # oracle. FLASHCL_EXPECT_PATH fails a call that did not run on the

@@ -84,14 +84,18 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                                 "8.0");
     /* What this kernel cannot compute goes to the split-KV kernels: a
      * forced split, KV cache, varlen or paged KV. So does a dense decode
-     * whose (sequence, KV head) work-groups are too few for the device
-     * (the split count the split-KV plan would choose is above 1): there
-     * the wide split kernel reads K and V once per GQA group across the
-     * whole GPU, where this one leaves most SMs idle. */
+     * that would give this kernel fewer than 4 work-groups (one per query
+     * head of a sequence) per SM while the split-KV plan would split it:
+     * measured on the H200 (2026-12-01, bf16 D = 128, bench/results/
+     * h200-2026-12-01-decode.md), B = 1 / 8 with 32 query heads (32 and
+     * 256 work-groups) ran 5.9x / 1.6x faster split, B = 32 (1024 work-
+     * groups) 1.35x faster here. */
     if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
                                 "path's split-KV kernels run it");
-    if (!forced && split_kv_splits(caps, p) > 1)
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    if (!forced && (uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
+        split_kv_splits(caps, p) > 1)
         return refuse(why, cap, "decode with too few work-groups for the "
                                 "device: the split-KV kernels run it");
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
