@@ -34,13 +34,6 @@
 
 #if FLASHCL_NV_WGMMA
 
-/* cp.async, shuffles, ex2 and the 16-bit packs of the mma.sync path */
-#ifndef FLASHCL_NV_MMA
-#define FLASHCL_NV_MMA 1
-#endif
-#include "nv_mma.clh"
-#include "nv_wgmma.clh"
-
 /* ---------------------------------------------------------------- tunables */
 #ifndef FLASHCL_HEAD_DIM
 #define FLASHCL_HEAD_DIM 128
@@ -104,6 +97,14 @@
     FLASHCL_SINKS
 #error "flash_fwd_wgmma: score variants run on the mma.sync kernel"
 #endif
+
+/* cp.async, shuffles, ex2 and the 16-bit packs of the mma.sync path; the
+ * wgmma helpers (their operand types follow FLASHCL_DTYPE) */
+#ifndef FLASHCL_NV_MMA
+#define FLASHCL_NV_MMA 1
+#endif
+#include "nv_mma.clh"
+#include "nv_wgmma.clh"
 
 #define STORAGE_T ushort
 typedef float real_t;

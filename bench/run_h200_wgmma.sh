@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The wgmma path (issue 12) on the lent H200, in one short run. From the
+# repository root there (carry .gpu-rt and, prebuilt on the CPU machine,
+# build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
+# -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
+#
+#   bash bench/run_h200_wgmma.sh [smoke|tests|bench|all]   # default all
+#
+# smoke  one call per D x dtype x causal on FLASHCL_PATH=nv_wgmma with
+#        FLASHCL_VERBOSE (build options, the patched build's ptxas report)
+#        and FLASHCL_NV_WGMMA_DUMP (the driver's PTX and the patched PTX
+#        come back under $OUT/ptx/); PASS/FAIL against the float64 oracle;
+#        a second process shows the patched binary coming from the disk cache
+# tests  the core suites forced onto nv_wgmma: every fp16/bf16 call the
+#        path accepts must run on it (FLASHCL_EXPECT_PATH), the calls it
+#        refuses for a listed reason run on nv_mma or portable
+# bench  flashcl-bench, nv_wgmma and nv_mma in the same run (FA2 protocol:
+#        tokens 16384, hidden 2048, D 64/128, N 512..16384, causal and not,
+#        fp16 and bf16; GQA 4 at N 4096), --check on sampled rows; a table
+#        of both and their ratio
+# Results: $OUT (default out/), short summaries on stdout.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+what=${1:-all}
+[ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
+export FLASHCL_KERNEL_DIR=$PWD/cl
+export CUDA_CACHE_DISABLE=1
+export FLASHCL_CACHE_DIR=$(mktemp -d)   # a cold disk cache for this run
+REPS=${REPS:-10}
+B=build-h200
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null
+  echo "flashcl commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} | tee "$OUT/env.txt"
+if [ ! -x $B/flashcl-bench ]; then
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF >"$OUT/build.log" 2>&1 &&
+    cmake --build $B -j >>"$OUT/build.log" 2>&1 ||
+    { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
+fi
+
+smoke() {
+  echo "== smoke (FLASHCL_PATH=nv_wgmma)"
+  mkdir -p "$OUT/ptx"
+  : >"$OUT/smoke.log"
+  for d in 64 128; do for t in fp16 bf16; do for c in "" --causal; do
+    echo "### D=$d $t ${c:-noncausal}" >>"$OUT/smoke.log"
+    FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 FLASHCL_NV_WGMMA_DUMP="$OUT/ptx" \
+      timeout 120 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
+      --heads 8 --heads-kv 2 --batch 2 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
+    rc=$?
+    echo "D=$d $t ${c:-noncausal}: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)," \
+      "$(grep -c 'FLASHCL_NV_WGMMA=1' "$OUT/smoke.log") lines naming the wgmma build so far"
+  done; done; done
+  grep -E 'ptxas info *: Used|spill|wgmma.*serializ|could not be built|patch' "$OUT/smoke.log" | sort | uniq -c | head -20
+  echo "-- second process, same disk cache (expect no source build of the wgmma kernel):"
+  FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 120 $B/flashcl run --seqlen 1000 \
+    --head-dim 128 --heads 8 --dtype fp16 --causal --reps 3 2>&1 | tee "$OUT/smoke_cached.log" |
+    grep -E '^(kernel|PASS|FAIL|max)'
+  ls -l "$FLASHCL_CACHE_DIR" | grep -c sm90a | sed 's/^/sm90a entries in the disk cache: /'
+}
+
+tests() {
+  echo "== core suites on nv_wgmma"
+  export FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16
+  # the path's own refusals (nv_wgmma.c): anything but D = D_v = 64/128,
+  # plain or causal, contiguous aligned rows, no inference features
+  export FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV"
+  : >"$OUT/tests.log"
+  for t in test_forward test_semantics test_variants; do
+    [ -x $B/tests/$t ] || continue
+    echo "### $t" >>"$OUT/tests.log"
+    timeout 280 $B/tests/$t >>"$OUT/tests.log" 2>&1
+    echo "$t: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/tests.log" | tail -1)" \
+      "| $(grep -E '^FLASHCL_EXPECT_PATH' "$OUT/tests.log" | tail -1)"
+  done
+  grep -E ':[EF]:' "$OUT/tests.log" | cut -c1-240 | head -12
+  grep -c '\[path nv_wgmma\]' "$OUT/tests.log" | sed 's/^/calls noted on nv_wgmma: /'
+  unset FLASHCL_PATH FLASHCL_EXPECT_PATH FLASHCL_EXPECT_PATH_EXCEPT
+}
+
+bench() {
+  echo "== flashcl-bench: nv_wgmma vs nv_mma"
+  for p in nv_wgmma nv_mma; do
+    FLASHCL_PATH=$p timeout 280 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 512,1024,2048,4096,8192,16384 \
+      --causal both --csv "$OUT/bench_$p.csv" >"$OUT/bench_$p.log" 2>&1
+    echo "$p: exit $?, $(grep -c '^check|' "$OUT/bench_$p.log") checks, max rel_l2" \
+      "$(grep '^check|' "$OUT/bench_$p.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)"
+    FLASHCL_PATH=$p timeout 120 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 4096 --causal both \
+      --variants gqa4 --csv "$OUT/bench_${p}_gqa.csv" >"$OUT/bench_${p}_gqa.log" 2>&1
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/wgmma_table.md"
+import csv, sys, os
+out = sys.argv[1]
+def rows(p):
+    r = {}
+    for f in (f"bench_{p}.csv", f"bench_{p}_gqa.csv"):
+        path = os.path.join(out, f)
+        if not os.path.exists(path):
+            continue
+        for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
+            r[(x["variant"], x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = x
+    return r
+w, m = rows("nv_wgmma"), rows("nv_mma")
+print("| variant | dtype | D | causal | N | nv_wgmma TFLOP/s | nv_mma TFLOP/s | ratio | wgmma first call ms |")
+print("|---|---|---|---|---|---|---|---|---|")
+for k in sorted(w, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
+    a = float(w[k]["tflops"]); b = float(m[k]["tflops"]) if k in m else float("nan")
+    print(f"| {' | '.join(k)} | {a:.1f} | {b:.1f} | {a / b if b == b and b else float('nan'):.2f} | {float(w[k]['first_call_ms']):.0f} |")
+PY
+}
+
+case "$what" in
+  smoke) smoke ;;
+  tests) tests ;;
+  bench) bench ;;
+  all) smoke; tests; bench ;;
+  *) echo "usage: $0 [smoke|tests|bench|all]"; exit 2 ;;
+esac
+rm -rf "$FLASHCL_CACHE_DIR"

@@ -1,0 +1,194 @@
+/* The Hopper warpgroup-MMA path: cl/nvidia/flash_fwd_wgmma.cl, for NVIDIA
+ * GPUs of compute capability 9.x. Its sm_90a instructions reach the GPU
+ * through the PTX patch of sm90a_patch.c, applied by the program cache
+ * (plan->patch) after the driver compiled the source; the patched PTX is
+ * cached on disk under its own kind. If the patch or the build of the
+ * patched binary fails, the failure is recorded for the device (process
+ * wide) and the mma.sync path runs this and every later call, with the
+ * reason in describe's `skipped`.
+ *
+ * Scope of the first version: D = D_v = 64 or 128, fp16/bf16, causal or
+ * not (bottom-right), GQA, LSE, any scale; every other call goes to
+ * nv_mma. Policy: chosen only with FLASHCL_PATH=nv_wgmma until measured
+ * faster than nv_mma on the H200. */
+#include "paths/path.h"
+#include "paths/sm90a_patch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Not yet measured on any GPU: true once bench/run_h200_wgmma.sh shows it
+ * faster than nv_mma there (then the policy below goes). */
+static const bool measured_faster = false;
+
+/* ---- the route's failure, per device and driver, process-wide -------- */
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+static char failed_device[512]; /* "" while nothing failed */
+static char failure[256];
+
+static void device_key(const device_caps *caps, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
+             caps->driver_version);
+}
+
+/* Copies the recorded reason into why; false when nothing failed here. */
+static bool route_failed(const device_caps *caps, char *why, size_t cap)
+{
+    char key[512];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&failure_lock);
+    const bool failed = failed_device[0] && !strcmp(failed_device, key);
+    if (failed)
+        snprintf(why, cap, "the sm_90a PTX route failed on this driver "
+                           "(%s); nv_mma runs instead", failure);
+    pthread_mutex_unlock(&failure_lock);
+    return failed;
+}
+
+static void note_build_failed(const device_caps *caps, const char *why)
+{
+    char key[512];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&failure_lock);
+    snprintf(failed_device, sizeof failed_device, "%s", key);
+    /* the first line: the build log, if any, follows it */
+    snprintf(failure, sizeof failure, "%.*s", (int)strcspn(why, "\n"), why);
+    pthread_mutex_unlock(&failure_lock);
+}
+
+/* FLASHCL_NV_WGMMA_DUMP=<folder>: the driver's PTX and its patched copy
+ * are written there (wgmma-<n>.sm90.ptx, wgmma-<n>.sm90a.ptx, n counting
+ * this process's patches), for checking a driver's PTX offline with
+ * tools/sm90a_patch and ptxas. A development aid; failures are ignored. */
+static void dump(const char *suffix, int n, const void *text, size_t size)
+{
+    const char *dir = getenv("FLASHCL_NV_WGMMA_DUMP");
+    if (!dir || !*dir || !text)
+        return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/wgmma-%d.%s", dir, n, suffix);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    const char *t = text;
+    const char *nul = memchr(t, '\0', size);
+    fwrite(t, 1, nul ? (size_t)(nul - t) : size, f);
+    fclose(f);
+}
+
+/* program_patch_fn: the driver's PTX -> the sm_90a PTX. */
+static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
+                                size_t *out_size, char *why, size_t cap)
+{
+    static atomic_int dumps;
+    const int n = atomic_fetch_add(&dumps, 1);
+    dump("sm90.ptx", n, binary, size);
+    char *out = sm90a_patch_ptx((const char *)binary, size, out_size, NULL,
+                                why, cap);
+    if (out)
+        dump("sm90a.ptx", n, out, *out_size);
+    return (unsigned char *)out;
+}
+
+/* ---- can_run / plan --------------------------------------------------- */
+static bool refuse(char *why, size_t cap, const char *text)
+{
+    snprintf(why, cap, "%s", text);
+    return false;
+}
+
+static bool serves(const device_caps *caps)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major == 9;
+}
+
+static bool rows_aligned(const problem *p)
+{
+    return view_rows_aligned(&p->q, p->elem_size, 16) &&
+           view_rows_aligned(&p->k, p->elem_size, 16) &&
+           view_rows_aligned(&p->v, p->elem_size, 16) &&
+           view_rows_aligned(&p->o, p->elem_size, 16);
+}
+
+static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
+                             bool forced, char *why, size_t cap)
+{
+    if (!serves(caps))
+        return refuse(why, cap, "not an NVIDIA GPU of compute capability 9.x "
+                                "(wgmma is sm_90a)");
+    if (route_failed(caps, why, cap))
+        return false;
+    if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
+        return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
+                                "path's split-KV kernels run it");
+    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
+        return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
+    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
+    if (missing) {
+        char names[160];
+        variants_describe(missing, names, sizeof names);
+        snprintf(why, cap, "does not compute %s (wgmma kernel: plain and "
+                 "causal attention only)", names);
+        return false;
+    }
+    if (p->left >= 0 || p->right > 0) /* top-left causal is a variant */
+        return refuse(why, cap, "wgmma kernel: plain and bottom-right causal "
+                                "attention only");
+    if (p->head_dim != p->head_dim_v ||
+        (p->head_dim != 64 && p->head_dim != 128))
+        return refuse(why, cap, "wgmma kernel: head dims 64 and 128 only "
+                                "(D = D_v)");
+    if (!rows_aligned(p))
+        return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
+    if (!forced && !measured_faster)
+        return refuse(why, cap, "not yet measured faster than nv_mma on the "
+                                "H200 (FLASHCL_PATH=nv_wgmma runs it)");
+    return true;
+}
+
+static void nv_wgmma_plan(const device_caps *caps, const problem *p,
+                          kernel_plan *plan)
+{
+    plan->source = "flash_fwd_wgmma.cl";
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
+    plan->head_dim_padded = (int)p->head_dim;
+    plan->head_dim_v_padded = (int)p->head_dim_v;
+    plan->block_m = 64;
+    plan->block_n = 64;
+    plan->wg_size = 128;
+    plan->vec = 0;
+    snprintf(plan->reason, sizeof plan->reason,
+             "one warpgroup x 64 rows, 64-key K/V tiles (%s), Q and P as "
+             "register A operands: the first, unmeasured version",
+             p->head_dim == 64 ? "double-buffered" : "single-buffered");
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u%s",
+             caps->nv_cc_major, caps->nv_cc_minor,
+             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
+    if (caps->local_mem) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
+                 (unsigned long long)caps->local_mem);
+    }
+    variants_append_defines(p, plan->options, sizeof plan->options);
+    plan->patch = patch_ptx;
+    plan->patch_kind = "sm90a";
+    plan->build_failed = note_build_failed;
+    plan_row_blocks(p, plan);
+}
+
+/* name, bit, summary, serves_device, can_run, plan, launch */
+const kernel_path nv_wgmma_path = {
+    "nv_wgmma", PATH_BIT_NV_WGMMA,
+    "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
+    "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
+    "measured faster than nv_mma)",
+    serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel};
