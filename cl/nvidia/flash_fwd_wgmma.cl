@@ -5,8 +5,10 @@
  * -DFLASHCL_NV_WGMMA=1, then patches the PTX (cl/nvidia/nv_wgmma.clh says
  * how); anywhere else the file preprocesses to nothing.
  *
- * First version, kept simple: one warpgroup (128 threads) owns 64 query
- * rows of one (batch, head), each warp 16 of them. Q lives in registers as
+ * First version, kept simple: a work-group of one or two warpgroups
+ * (FLASHCL_WG_SIZE 128 or 256) owns 64 query rows per warpgroup of one
+ * (batch, head), each warp 16 of them; two warpgroups share every K/V tile
+ * (half the copies and barriers per row) and run the same loop. Q lives in registers as
  * the A operand of S = Q K^T (m64n64k16, one per 16 head-dim columns); the
  * online softmax runs on the S accumulators; P is repacked to 16 bits in
  * registers as the A operand of O += P V (m64nDk16, one per 16 keys). K and
@@ -81,11 +83,11 @@
 #if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
 #error "flash_fwd_wgmma: FLASHCL_CAUSAL must be 0 or 1"
 #endif
-#if FLASHCL_WG_SIZE != 128
-#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 128 (one warpgroup)"
+#if FLASHCL_WG_SIZE != 128 && FLASHCL_WG_SIZE != 256
+#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 128 or 256 (1 or 2 warpgroups)"
 #endif
-#if FLASHCL_BLOCK_M != 64
-#error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 (the wgmma M)"
+#if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / 2
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per warpgroup"
 #endif
 #if FLASHCL_BLOCK_N != 64
 #error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 64"
@@ -113,7 +115,7 @@ typedef float real_t;
 #define WG_D FLASHCL_HEAD_DIM
 #define WG_BM FLASHCL_BLOCK_M
 #define WG_BN FLASHCL_BLOCK_N
-#define WG_THREADS FLASHCL_WG_SIZE
+#define WG_THREADS FLASHCL_WG_SIZE /* 64 rows per warpgroup of 128 */
 #define WG_KC (WG_D / 16)   /* k16 steps of Q K^T */
 #define WG_PC (WG_BN / 16)  /* k16 steps of P V */
 #define WG_SN (WG_BN / 2)   /* S accumulators per thread */
@@ -163,7 +165,7 @@ typedef float real_t;
 /* Copies rows n0 .. n0 + BN - 1 of `src` (row stride rs) into the tile at
  * local byte address `dst`, in the core-matrix layout: chunk (key r, 16-byte
  * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t
- * writes the consecutive 16-byte slots t, t + 128, ...: a warp fills 512
+ * writes the consecutive 16-byte slots t, t + WG_SIZE, ...: a warp fills 512
  * contiguous bytes. Rows at or past nmax are zero-filled. */
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     do {                                                                       \
@@ -202,6 +204,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int b = (int)get_group_id(2);
     const int hk = h / group_size;
     const int m0 = qb * WG_BM;
+    /* warp w of warpgroup v owns rows 64v + 16w: 16 * (4v + w) */
     const int row0 = m0 + warp * 16 + g; /* this thread's rows: row0, +8 */
     const int nv_diag = (int)diag;
 #if FLASHCL_CAUSAL

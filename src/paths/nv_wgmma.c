@@ -12,6 +12,7 @@
  * nv_mma. Policy: chosen only with FLASHCL_PATH=nv_wgmma until measured
  * faster than nv_mma on the H200. */
 #include "paths/path.h"
+#include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
 
 #include <pthread.h>
@@ -150,22 +151,46 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
     return true;
 }
 
+static const nv_wgmma_tile *lookup(const problem *p)
+{
+    for (size_t i = 0; i < sizeof nv_wgmma_tiles / sizeof nv_wgmma_tiles[0];
+         ++i)
+        if (nv_wgmma_tiles[i].head_dim == (int)p->head_dim &&
+            (nv_wgmma_tiles[i].causal < 0 ||
+             nv_wgmma_tiles[i].causal == (p->right >= 0)))
+            return &nv_wgmma_tiles[i];
+    return &nv_wgmma_tiles[0]; /* not reached: can_run checked the dim */
+}
+
+/* FLASHCL_NV_WGMMA_WG=1|2: warpgroups per work-group (experiments and
+ * sweeps); anything else: the table's entry. */
+static int warpgroups(const problem *p, const char **reason)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_WG");
+    if (text && (!strcmp(text, "1") || !strcmp(text, "2"))) {
+        *reason = "FLASHCL_NV_WGMMA_WG";
+        return text[0] - '0';
+    }
+    const nv_wgmma_tile *tile = lookup(p);
+    *reason = tile->reason;
+    return tile->warpgroups;
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
+    const char *reason = NULL;
+    const int groups = warpgroups(p, &reason);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
     plan->head_dim_padded = (int)p->head_dim;
     plan->head_dim_v_padded = (int)p->head_dim_v;
-    plan->block_m = 64;
+    plan->block_m = 64 * groups;
     plan->block_n = 64;
-    plan->wg_size = 128;
+    plan->wg_size = 128 * groups;
     plan->vec = 0;
-    snprintf(plan->reason, sizeof plan->reason,
-             "one warpgroup x 64 rows, 64-key K/V tiles (%s), Q and P as "
-             "register A operands: the first, unmeasured version",
-             p->head_dim == 64 ? "double-buffered" : "single-buffered");
+    snprintf(plan->reason, sizeof plan->reason, "%s", reason);
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,

@@ -1,0 +1,28 @@
+/* Tiles of the Hopper wgmma path (cl/nvidia/flash_fwd_wgmma.cl): 64 query
+ * rows per warpgroup (the wgmma M), 64-key K/V tiles, and 1 or 2
+ * warpgroups per work-group sharing each K/V tile. Not measured on a GPU
+ * yet: the entries are what the offline ptxas check supports (registers
+ * per thread from scripts/wgmma_isa_check.sh, clang 14's PTX); sweep both
+ * with FLASHCL_NV_WGMMA_WG=1|2 (bench/run_h200_wgmma.sh) and write the
+ * measured reason here. */
+#ifndef FLASHCL_NV_WGMMA_TILES_H
+#define FLASHCL_NV_WGMMA_TILES_H
+
+typedef struct nv_wgmma_tile {
+    int head_dim; /* 64 or 128 */
+    int causal;   /* -1: either */
+    int warpgroups;
+    const char *reason;
+} nv_wgmma_tile;
+
+static const nv_wgmma_tile nv_wgmma_tiles[] = {
+    {64, -1, 2,
+     "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
+     "KiB (offline: 126-158 registers, no spills; unmeasured)"},
+    {128, -1, 2,
+     "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
+     "KiB (offline: 181-220 registers, no spills; at 1 warpgroup 206-240: "
+     "the same 8 warps per SM; unmeasured)"},
+};
+
+#endif /* FLASHCL_NV_WGMMA_TILES_H */
