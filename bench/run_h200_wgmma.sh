@@ -11,11 +11,14 @@
 #        and FLASHCL_NV_WGMMA_DUMP (the driver's PTX and the patched PTX
 #        come back under $OUT/ptx/); PASS/FAIL against the float64 oracle;
 #        a second process shows the patched binary coming from the disk cache
-# tests  the core suites forced onto nv_wgmma: every fp16/bf16 call the
+# tests  the core suites forced onto nv_wgmma (the table's schedule;
+#        FLASHCL_NV_WGMMA_WG / FLASHCL_NV_WGMMA_OVERLAP in the environment
+#        choose another): every fp16/bf16 call the
 #        path accepts must run on it (FLASHCL_EXPECT_PATH), the calls it
 #        refuses for a listed reason run on nv_mma or portable
 # bench  flashcl-bench, nv_wgmma with 1 and 2 warpgroups
-#        (FLASHCL_NV_WGMMA_WG) and nv_mma in the same run (FA2 protocol:
+#        (FLASHCL_NV_WGMMA_WG), each plain and overlapped
+#        (FLASHCL_NV_WGMMA_OVERLAP), and nv_mma in the same run (FA2 protocol:
 #        tokens 16384, hidden 2048, D 64/128, N 512..16384, causal and not,
 #        fp16 and bf16; GQA 4 at N 4096), --check on sampled rows; a table
 #        of both and their ratio
@@ -50,16 +53,16 @@ smoke() {
   echo "== smoke (FLASHCL_PATH=nv_wgmma)"
   mkdir -p "$OUT/ptx"
   : >"$OUT/smoke.log"
-  for wg in 1 2; do for d in 64 128; do for t in fp16 bf16; do for c in "" --causal; do
-    echo "### WG=$wg D=$d $t ${c:-noncausal}" >>"$OUT/smoke.log"
-    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+  for wg in 1 2; do for ov in 0 1; do for d in 64 128; do for t in fp16 bf16; do for c in "" --causal; do
+    echo "### WG=$wg OVERLAP=$ov D=$d $t ${c:-noncausal}" >>"$OUT/smoke.log"
+    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
       FLASHCL_NV_WGMMA_DUMP="$OUT/ptx" \
       timeout 120 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
-      --heads 8 --heads-kv 2 --batch 2 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
+      --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
     rc=$?
-    echo "WG=$wg D=$d $t ${c:-noncausal}: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)," \
+    echo "WG=$wg OVERLAP=$ov D=$d $t ${c:-noncausal}: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)," \
       "$(grep -c 'FLASHCL_NV_WGMMA=1' "$OUT/smoke.log") lines naming the wgmma build so far"
-  done; done; done; done
+  done; done; done; done; done
   ls "$OUT/ptx" | wc -l | sed 's/^/PTX files dumped: /'
   grep -E 'ptxas info *: Used|spill|wgmma.*serializ|could not be built|patch' "$OUT/smoke.log" | sort | uniq -c | head -20
   echo "-- second process, same disk cache (expect no source build of the wgmma kernel):"
@@ -90,9 +93,9 @@ tests() {
 
 bench() {
   echo "== flashcl-bench: nv_wgmma (1 and 2 warpgroups) vs nv_mma"
-  for cfg in wg1:nv_wgmma:1 wg2:nv_wgmma:2 nv_mma:nv_mma:0; do
-    IFS=: read -r p path wg <<<"$cfg"
-    export FLASHCL_PATH=$path FLASHCL_NV_WGMMA_WG=$wg
+  for cfg in wg1:nv_wgmma:1:0 wg2:nv_wgmma:2:0 wg1o:nv_wgmma:1:1 wg2o:nv_wgmma:2:1 nv_mma:nv_mma:0:0; do
+    IFS=: read -r p path wg ov <<<"$cfg"
+    export FLASHCL_PATH=$path FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov
     timeout 200 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
       --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 512,1024,2048,4096,8192,16384 \
       --causal both --csv "$OUT/bench_$p.csv" >"$OUT/bench_$p.log" 2>&1
@@ -102,7 +105,7 @@ bench() {
       --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 4096 --causal both \
       --variants gqa4 --csv "$OUT/bench_${p}_gqa.csv" >"$OUT/bench_${p}_gqa.log" 2>&1
   done
-  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG
+  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP
   python3 - "$OUT" <<'PY' | tee "$OUT/wgmma_table.md"
 import csv, sys, os
 out = sys.argv[1]
@@ -115,16 +118,22 @@ def rows(p):
         for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
             r[(x["variant"], x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = x
     return r
-w1, w2, m = rows("wg1"), rows("wg2"), rows("nv_mma")
+cfgs = ["wg1", "wg2", "wg1o", "wg2o"]
+w = {c: rows(c) for c in cfgs}
+m = rows("nv_mma")
 nan = float("nan")
 def tf(r, k):
     return float(r[k]["tflops"]) if k in r else nan
-print("| variant | dtype | D | causal | N | wgmma 1 WG | wgmma 2 WG | nv_mma | best wgmma / nv_mma |")
-print("|---|---|---|---|---|---|---|---|---|")
-for k in sorted(set(w1) | set(w2), key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
-    a, b, c = tf(w1, k), tf(w2, k), tf(m, k)
-    best = max(x for x in (a, b, 0.0) if x == x)
-    print(f"| {' | '.join(k)} | {a:.1f} | {b:.1f} | {c:.1f} | {best / c if c == c and c else nan:.2f} |")
+print("TFLOP/s; wgN: N warpgroups, o: overlapped schedule")
+print("| variant | dtype | D | causal | N | " + " | ".join(cfgs) + " | nv_mma | best wgmma / nv_mma |")
+print("|---|---|---|---|---|" + "---|" * (len(cfgs) + 2))
+keys = set().union(*w.values())
+for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
+    v = [tf(w[c], k) for c in cfgs]
+    c = tf(m, k)
+    best = max([x for x in v if x == x] + [0.0])
+    print(f"| {' | '.join(k)} | " + " | ".join(f"{x:.1f}" for x in v) +
+          f" | {c:.1f} | {best / c if c == c and c else nan:.2f} |")
 PY
 }
 

@@ -123,6 +123,16 @@ typedef float real_t;
 #define WG_CPR (WG_D / 8)   /* 16-byte chunks per K/V row */
 #define WG_TILEB (WG_BN * WG_D * 2) /* one K or V tile, bytes */
 #define WG_GROUPB (WG_CPR * 128)    /* 8 keys x D: one row of core matrices */
+/* 1: FlashAttention-3's intra-warpgroup overlap (the softmax of tile j
+ * runs while the tensor cores do P V of tile j-1; see the loop); 0: each
+ * tile's S, softmax and P V in turn. */
+#ifndef FLASHCL_NV_WGMMA_OVERLAP
+#define FLASHCL_NV_WGMMA_OVERLAP 0
+#endif
+#if FLASHCL_NV_WGMMA_OVERLAP != 0 && FLASHCL_NV_WGMMA_OVERLAP != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_OVERLAP must be 0 or 1"
+#endif
+#define WG_OVERLAP FLASHCL_NV_WGMMA_OVERLAP
 #ifndef FLASHCL_NV_STAGES
 #if 4 * WG_TILEB <= FLASHCL_LOCAL_MEM_BYTES
 #define FLASHCL_NV_STAGES 2
@@ -133,7 +143,11 @@ typedef float real_t;
 #if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
 #error "flash_fwd_wgmma: FLASHCL_NV_STAGES must be 1 or 2"
 #endif
+#if WG_OVERLAP
+#define WG_SMEM_BYTES (3 * WG_TILEB) /* one K, two V buffers */
+#else
 #define WG_SMEM_BYTES (FLASHCL_NV_STAGES * 2 * WG_TILEB)
+#endif
 #if WG_SMEM_BYTES > FLASHCL_LOCAL_MEM_BYTES
 #error "flash_fwd_wgmma: K/V tiles exceed the device's local memory"
 #endif
@@ -181,6 +195,116 @@ typedef float real_t;
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
                 (ulong)(c_ * 8);                                               \
             NV_CP_ASYNC16((dst) + (uint)(l_ * 16), g_, ok_ ? 16u : 0u);        \
+        }                                                                      \
+    } while (0)
+
+/* The steps of one key tile, shared by both schedules. They use the
+ * kernel's locals (sc, acc, qf, pa, alpha, row_max, row_sum, ...). */
+
+/* S = Q K^T into sc (issued and committed; the caller waits). */
+#define WG_S_ISSUE(kbuf)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_) sc[i_] = 0.f;     \
+        NV_WG_FENCE_REGS(sc, WG_SN);                                           \
+        NV_WG_FENCE();                                                         \
+        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
+        _Pragma("unroll") for (int c_ = 0; c_ < WG_KC; ++c_)                   \
+            NV_WG_MMA_N64(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");     \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+
+/* O += P V from pa (issued and committed; the caller waits). */
+#define WG_PV_ISSUE(vbuf)                                                      \
+    do {                                                                       \
+        NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        NV_WG_FENCE();                                                         \
+        const ulong vd_ = nv_wg_desc(vbuf, v_lbo, v_sbo);                      \
+        _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_)                \
+            WG_MMA_PV(acc, pa[kk_],                                            \
+                      NV_WG_DESC_ADD(vd_, kk_ * 2 * WG_GROUPB), "1");          \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+
+/* Mask (tiles crossing the diagonal or the end only), the online softmax
+ * of the tile starting at key n0: sc becomes P (fp32), the row max and
+ * sum move on, alpha[] gets the factor O must be rescaled by. O itself is
+ * not touched (a P V may still be writing it). */
+#if FLASHCL_CAUSAL
+#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k || (n0) + WG_BN - 1 > free_hi)
+#define WG_ROW_HI(row) min((row) + nv_diag + right, seqlen_k - 1)
+#else
+#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k)
+#define WG_ROW_HI(row) (seqlen_k - 1)
+#endif
+#if FLASHCL_NV_PRESCALE
+#define WG_PRESCALE()                                                          \
+    do {                                                                       \
+        _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
+            sc[i_] *= scale_log2;                                              \
+    } while (0)
+#else
+#define WG_PRESCALE() ((void)0)
+#endif
+#define WG_SOFTMAX(n0)                                                         \
+    do {                                                                       \
+        WG_PRESCALE();                                                         \
+        if (WG_EDGE(n0)) {                                                     \
+            _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
+                const int hi_ = WG_ROW_HI(row0 + hh_ * 8);                     \
+                _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {     \
+                    const int col_ = (n0) + n_ * 8 + t4 * 2;                   \
+                    if (col_ > hi_)                                            \
+                        sc[4 * n_ + 2 * hh_] = -INFINITY;                      \
+                    if (col_ + 1 > hi_)                                        \
+                        sc[4 * n_ + 2 * hh_ + 1] = -INFINITY;                  \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            float mx_ = row_max[hh_];                                          \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_)           \
+                mx_ = fmax(mx_, fmax(sc[4 * n_ + 2 * hh_],                     \
+                                     sc[4 * n_ + 2 * hh_ + 1]));               \
+            mx_ = fmax(mx_, nv_shfl_xor(mx_, 1));                              \
+            mx_ = fmax(mx_, nv_shfl_xor(mx_, 2));                              \
+            /* mx_ == -inf: nothing seen yet; keep the arguments finite */     \
+            alpha[hh_] = mx_ == -INFINITY                                      \
+                             ? 1.f                                             \
+                             : nv_ex2((row_max[hh_] - mx_) * sl2);             \
+            const float mref_ = mx_ == -INFINITY ? 0.f : mx_;                  \
+            row_max[hh_] = mx_;                                                \
+            float sum_ = 0.f;                                                  \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const float p0_ = nv_ex2((sc[4 * n_ + 2 * hh_] - mref_) * sl2);\
+                const float p1_ =                                              \
+                    nv_ex2((sc[4 * n_ + 2 * hh_ + 1] - mref_) * sl2);          \
+                sc[4 * n_ + 2 * hh_] = p0_;                                    \
+                sc[4 * n_ + 2 * hh_ + 1] = p1_;                                \
+                sum_ += p0_ + p1_;                                             \
+            }                                                                  \
+            row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
+        }                                                                      \
+    } while (0)
+
+#define WG_RESCALE_O()                                                         \
+    do {                                                                       \
+        _Pragma("unroll") for (int d_ = 0; d_ < WG_D / 8; ++d_) {              \
+            acc[4 * d_ + 0] *= alpha[0];                                       \
+            acc[4 * d_ + 1] *= alpha[0];                                       \
+            acc[4 * d_ + 2] *= alpha[1];                                       \
+            acc[4 * d_ + 3] *= alpha[1];                                       \
+        }                                                                      \
+    } while (0)
+
+/* P (in sc) as 16-bit A fragments: keys 16kk + 2t, +1 and 16kk + 8 + 2t,
+ * +1 of rows g and g + 8, i.e. n8 tiles 2kk and 2kk + 1 of S. */
+#define WG_PACK_P()                                                            \
+    do {                                                                       \
+        _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_) {              \
+            pa[kk_][0] = WG_PACK(sc[8 * kk_ + 0], sc[8 * kk_ + 1]);            \
+            pa[kk_][1] = WG_PACK(sc[8 * kk_ + 2], sc[8 * kk_ + 3]);            \
+            pa[kk_][2] = WG_PACK(sc[8 * kk_ + 4], sc[8 * kk_ + 5]);            \
+            pa[kk_][3] = WG_PACK(sc[8 * kk_ + 6], sc[8 * kk_ + 7]);            \
         }                                                                      \
     } while (0)
 
@@ -266,7 +390,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     /* ---- local memory ------------------------------------------------- */
     const uint sbase = (uint)(size_t)smem;
-#if FLASHCL_NV_STAGES == 1
+#if WG_OVERLAP
+#define WG_KBUF(j) sbase
+#define WG_VBUF(j) (sbase + (uint)((1 + ((j)&1)) * WG_TILEB))
+#elif FLASHCL_NV_STAGES == 1
 #define WG_KBUF(j) sbase
 #define WG_VBUF(j) (sbase + WG_TILEB)
 #else
@@ -277,7 +404,60 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
      * V: MN-major B, k16 step kk starts 2 rows of core matrices on. */
     const uint k_lbo = 128, k_sbo = WG_GROUPB;
     const uint v_lbo = WG_GROUPB, v_sbo = 128;
+    float alpha[2];
+    uint pa[WG_PC][4]; /* P of the last softmax, as A fragments */
 
+#if WG_OVERLAP
+    /* FlashAttention-3's intra-warpgroup overlap: in step j the tensor
+     * cores run S_j = Q K_j^T and then O += P_{j-1} V_{j-1} while the
+     * softmax of S_j runs; O is rescaled by step j's alpha once that P V
+     * is done, and P_j goes into registers only then (the P V in flight
+     * reads the previous P). One K buffer, two V buffers (3 tiles; 48 KiB
+     * at D = 128). cp.async groups, in order: K_0, V_0, then per step j
+     * K_{j+1} (issued once every S_j is done) and V_{j+1} (once every
+     * P V_{j-1} is done; empty groups past the end keep the count), so
+     * waiting for all but the newest group at step j's start finds K_j
+     * and V_{j-1} landed. */
+    if (j_end > 0) {
+        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
+        NV_CP_COMMIT();
+        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, seqlen_k);
+        NV_CP_COMMIT();
+    }
+    for (int j = 0; j < j_end; ++j) {
+        const int n0 = j * WG_BN;
+        NV_CP_WAIT_1();
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE); /* K_j and V_{j-1} landed */
+        WG_S_ISSUE(WG_KBUF(j));
+        if (j > 0) {
+            WG_PV_ISSUE(WG_VBUF(j - 1));
+            NV_WG_WAIT1();
+        } else {
+            NV_WG_WAIT0();
+        }
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        barrier(CLK_LOCAL_MEM_FENCE); /* every S_j done: K buffer free */
+        if (j + 1 < j_end)
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+        NV_CP_COMMIT();
+        WG_SOFTMAX(n0);
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_RESCALE_O();
+        WG_PACK_P();
+        barrier(CLK_LOCAL_MEM_FENCE); /* every P V_{j-1} done: its V free */
+        if (j + 1 < j_end)
+            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, seqlen_k);
+        NV_CP_COMMIT();
+    }
+    if (j_end > 0) { /* the last P V */
+        WG_TILE_READY();
+        WG_PV_ISSUE(WG_VBUF(j_end - 1));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+    }
+#else
     if (j_end > 0) {
         WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
 #if FLASHCL_NV_STAGES == 2
@@ -299,94 +479,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             NV_CP_COMMIT();
         }
 #endif
-
-        /* ---- S = Q K^T ------------------------------------------------ */
-#pragma unroll
-        for (int i = 0; i < WG_SN; ++i)
-            sc[i] = 0.f;
-        NV_WG_FENCE_REGS(sc, WG_SN);
-        NV_WG_FENCE();
-        {
-            const ulong kd = nv_wg_desc(WG_KBUF(j), k_lbo, k_sbo);
-#pragma unroll
-            for (int c = 0; c < WG_KC; ++c)
-                NV_WG_MMA_N64(sc, qf[c], NV_WG_DESC_ADD(kd, c * 256), "0");
-        }
-        NV_WG_COMMIT();
+        WG_S_ISSUE(WG_KBUF(j));
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(sc, WG_SN);
-
-#if FLASHCL_NV_PRESCALE
-#pragma unroll
-        for (int i = 0; i < WG_SN; ++i)
-            sc[i] *= scale_log2;
-#endif
-        /* ---- mask: only tiles crossing the diagonal or the end -------- */
-        bool edge = n0 + WG_BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        edge = edge || n0 + WG_BN - 1 > free_hi;
-#endif
-        if (edge) {
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-#if FLASHCL_CAUSAL
-                const int hi = min(row0 + hh * 8 + nv_diag + right, seqlen_k - 1);
-#else
-                const int hi = seqlen_k - 1;
-#endif
-#pragma unroll
-                for (int n = 0; n < WG_BN / 8; ++n) {
-                    const int col = n0 + n * 8 + t4 * 2;
-                    if (col > hi)
-                        sc[4 * n + 2 * hh] = -INFINITY;
-                    if (col + 1 > hi)
-                        sc[4 * n + 2 * hh + 1] = -INFINITY;
-                }
-            }
-        }
-
-        /* ---- online softmax (exp2 domain) ----------------------------- */
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            float mx = row_max[hh];
-#pragma unroll
-            for (int n = 0; n < WG_BN / 8; ++n)
-                mx = fmax(mx, fmax(sc[4 * n + 2 * hh], sc[4 * n + 2 * hh + 1]));
-            mx = fmax(mx, nv_shfl_xor(mx, 1));
-            mx = fmax(mx, nv_shfl_xor(mx, 2));
-            /* mx == -inf: nothing seen yet; keep the arguments finite */
-            const float alpha =
-                mx == -INFINITY ? 1.f : nv_ex2((row_max[hh] - mx) * sl2);
-            const float mref = mx == -INFINITY ? 0.f : mx;
-            row_max[hh] = mx;
-            row_sum[hh] *= alpha;
-#pragma unroll
-            for (int d = 0; d < WG_D / 8; ++d) {
-                acc[4 * d + 2 * hh] *= alpha;
-                acc[4 * d + 2 * hh + 1] *= alpha;
-            }
-            float sum = 0.f;
-#pragma unroll
-            for (int n = 0; n < WG_BN / 8; ++n) {
-                const float p0 = nv_ex2((sc[4 * n + 2 * hh] - mref) * sl2);
-                const float p1 = nv_ex2((sc[4 * n + 2 * hh + 1] - mref) * sl2);
-                sc[4 * n + 2 * hh] = p0;
-                sc[4 * n + 2 * hh + 1] = p1;
-                sum += p0 + p1;
-            }
-            row_sum[hh] += sum;
-        }
-
-        /* ---- P as 16-bit A fragments ---------------------------------- */
-        uint pa[WG_PC][4];
-#pragma unroll
-        for (int kk = 0; kk < WG_PC; ++kk) {
-            pa[kk][0] = WG_PACK(sc[8 * kk + 0], sc[8 * kk + 1]);
-            pa[kk][1] = WG_PACK(sc[8 * kk + 2], sc[8 * kk + 3]);
-            pa[kk][2] = WG_PACK(sc[8 * kk + 4], sc[8 * kk + 5]);
-            pa[kk][3] = WG_PACK(sc[8 * kk + 6], sc[8 * kk + 7]);
-        }
-
+        WG_SOFTMAX(n0);
+        WG_RESCALE_O();
+        WG_PACK_P();
 #if FLASHCL_NV_STAGES == 1
         WG_TILE_READY(); /* V[j] landed; every S of tile j done: K free */
         if (j + 1 < j_end) {
@@ -394,21 +492,11 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             NV_CP_COMMIT();
         }
 #endif
-
-        /* ---- O += P V ------------------------------------------------- */
-        NV_WG_FENCE_REGS(acc, WG_ON);
-        NV_WG_FENCE();
-        {
-            const ulong vd = nv_wg_desc(WG_VBUF(j), v_lbo, v_sbo);
-#pragma unroll
-            for (int kk = 0; kk < WG_PC; ++kk)
-                WG_MMA_PV(acc, pa[kk], NV_WG_DESC_ADD(vd, kk * 2 * WG_GROUPB),
-                          "1");
-        }
-        NV_WG_COMMIT();
+        WG_PV_ISSUE(WG_VBUF(j));
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(acc, WG_ON);
     }
+#endif
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
 #pragma unroll

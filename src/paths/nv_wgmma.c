@@ -176,11 +176,26 @@ static int warpgroups(const problem *p, const char **reason)
     return tile->warpgroups;
 }
 
+/* FLASHCL_NV_WGMMA_OVERLAP=0|1 (experiments): the overlapped schedule,
+ * whose three K/V tiles (48 KiB at D = 128) must fit the device's local
+ * memory; else the table's choice. */
+static int overlap(const device_caps *caps, const problem *p)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_OVERLAP");
+    const uint64_t tiles = 3 * 64 * (uint64_t)p->head_dim * 2;
+    const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
+    int want = lookup(p)->overlap;
+    if (text && (!strcmp(text, "0") || !strcmp(text, "1")))
+        want = text[0] - '0';
+    return want && tiles <= limit;
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const char *reason = NULL;
     const int groups = warpgroups(p, &reason);
+    const int overlapped = overlap(caps, p);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -194,8 +209,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u%s",
-             caps->nv_cc_major, caps->nv_cc_minor,
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_WGMMA_OVERLAP=%d "
+             "-DFLASHCL_NV_SM=%u%u%s",
+             overlapped, caps->nv_cc_major, caps->nv_cc_minor,
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
     if (caps->local_mem) {
         len = strlen(plan->options);

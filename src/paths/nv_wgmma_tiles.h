@@ -3,7 +3,8 @@
  * warpgroups per work-group sharing each K/V tile. Not measured on a GPU
  * yet: the entries are what the offline ptxas check supports (registers
  * per thread from scripts/wgmma_isa_check.sh, clang 14's PTX); sweep both
- * with FLASHCL_NV_WGMMA_WG=1|2 (bench/run_h200_wgmma.sh) and write the
+ * with FLASHCL_NV_WGMMA_WG=1|2 and the overlapped schedule with
+ * FLASHCL_NV_WGMMA_OVERLAP=0|1 (bench/run_h200_wgmma.sh), and write the
  * measured reason here. */
 #ifndef FLASHCL_NV_WGMMA_TILES_H
 #define FLASHCL_NV_WGMMA_TILES_H
@@ -12,14 +13,15 @@ typedef struct nv_wgmma_tile {
     int head_dim; /* 64 or 128 */
     int causal;   /* -1: either */
     int warpgroups;
+    int overlap; /* FLASHCL_NV_WGMMA_OVERLAP: softmax during the last P V */
     const char *reason;
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    {64, -1, 2,
+    {64, -1, 2, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
      "KiB (offline: 126-158 registers, no spills; unmeasured)"},
-    {128, -1, 2,
+    {128, -1, 2, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
      "KiB (offline: 181-220 registers, no spills; at 1 warpgroup 206-240: "
      "the same 8 warps per SM; unmeasured)"},
