@@ -65,6 +65,12 @@ smoke() {
   done; done; done; done; done
   ls "$OUT/ptx" | wc -l | sed 's/^/PTX files dumped: /'
   grep -E 'ptxas info *: Used|spill|wgmma.*serializ|could not be built|patch' "$OUT/smoke.log" | sort | uniq -c | head -20
+  echo "-- more than 48 KiB? D=128 with K/V double-buffered in 64 KiB of static local memory:"
+  FLASHCL_NV_WGMMA_LOCAL_MEM=65536 FLASHCL_NV_WGMMA_OVERLAP=0 FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+    timeout 120 $B/flashcl run --seqlen 1000 --head-dim 128 --heads 4 --dtype fp16 --reps 3 \
+    >"$OUT/smoke_64k.log" 2>&1
+  echo "exit $?: $(grep -E '^(PASS|FAIL)|error|rror:' "$OUT/smoke_64k.log" | head -3 | tr '\n' ' ')"
+  grep -E 'smem|shared' "$OUT/smoke_64k.log" | head -3
   echo "-- second process, same disk cache (expect no source build of the wgmma kernel):"
   FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 120 $B/flashcl run --seqlen 1000 \
     --head-dim 128 --heads 8 --dtype fp16 --causal --reps 3 2>&1 | tee "$OUT/smoke_cached.log" |

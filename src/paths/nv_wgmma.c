@@ -176,6 +176,21 @@ static int warpgroups(const problem *p, const char **reason)
     return tile->warpgroups;
 }
 
+/* The local memory the kernel may size its tiles for: the device's, or
+ * FLASHCL_NV_WGMMA_LOCAL_MEM=<bytes> (an experiment: does a patched binary
+ * whose static local memory exceeds CL_DEVICE_LOCAL_MEM_SIZE launch? At
+ * 65536 the D = 128 kernel double-buffers K/V in 64 KiB. ptxas 13.0
+ * assembles 64 KiB of static .shared for sm_90a; whether the driver
+ * launches it is what the run shows). */
+static uint64_t local_mem(const device_caps *caps)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
+    const long long want = text ? atoll(text) : 0;
+    if (want >= 16384 && want <= 232448)
+        return (uint64_t)want;
+    return caps->local_mem ? caps->local_mem : 49152;
+}
+
 /* FLASHCL_NV_WGMMA_OVERLAP=0|1 (experiments): the overlapped schedule,
  * whose three K/V tiles (48 KiB at D = 128) must fit the device's local
  * memory; else the table's choice. */
@@ -183,7 +198,7 @@ static int overlap(const device_caps *caps, const problem *p)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_OVERLAP");
     const uint64_t tiles = 3 * 64 * (uint64_t)p->head_dim * 2;
-    const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
+    const uint64_t limit = local_mem(caps);
     int want = lookup(p)->overlap;
     if (text && (!strcmp(text, "0") || !strcmp(text, "1")))
         want = text[0] - '0';
@@ -213,12 +228,10 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              "-DFLASHCL_NV_SM=%u%u%s",
              overlapped, caps->nv_cc_major, caps->nv_cc_minor,
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
-    if (caps->local_mem) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                 (unsigned long long)caps->local_mem);
-    }
+    len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
+             (unsigned long long)local_mem(caps));
     variants_append_defines(p, plan->options, sizeof plan->options);
     plan->patch = patch_ptx;
     plan->patch_kind = "sm90a";
