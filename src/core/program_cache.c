@@ -175,19 +175,32 @@ static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
     return ok;
 }
 
+/* The binary of entry->program for the one device, or NULL. */
+static unsigned char *program_binary(const compiled_program *entry,
+                                     size_t *size)
+{
+    *size = 0;
+    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES,
+                         sizeof *size, size, NULL) != CL_SUCCESS ||
+        *size == 0)
+        return NULL;
+    unsigned char *binary = malloc(*size);
+    unsigned char *binaries[1] = {binary};
+    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
+                                   sizeof binaries, binaries,
+                                   NULL) != CL_SUCCESS) {
+        free(binary);
+        binary = NULL;
+    }
+    return binary;
+}
+
 /* The program's binary for the one device, into the disk cache. */
 static void store_binary(const compiled_program *entry, const char *key)
 {
     size_t size = 0;
-    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES, sizeof size,
-                         &size, NULL) != CL_SUCCESS ||
-        size == 0)
-        return;
-    unsigned char *binary = malloc(size);
-    unsigned char *binaries[1] = {binary};
-    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
-                                   sizeof binaries, binaries,
-                                   NULL) == CL_SUCCESS)
+    unsigned char *binary = program_binary(entry, &size);
+    if (binary)
         binary_cache_store("clbin", key, binary, size);
     free(binary);
 }
@@ -236,27 +249,6 @@ static char *disk_key(const flashcl_context *ctx,
                  caps->driver_version, bits, request->source, strlen(source),
                  hex, request->options, names);
     return key;
-}
-
-/* The binary the source build left in entry->program (one device), or
- * NULL. */
-static unsigned char *program_binary(const compiled_program *entry,
-                                     size_t *size)
-{
-    *size = 0;
-    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES,
-                         sizeof *size, size, NULL) != CL_SUCCESS ||
-        *size == 0)
-        return NULL;
-    unsigned char *binary = malloc(*size);
-    unsigned char *binaries[1] = {binary};
-    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
-                                   sizeof binaries, binaries,
-                                   NULL) != CL_SUCCESS) {
-        free(binary);
-        binary = NULL;
-    }
-    return binary;
 }
 
 /* entry->program (built from source) replaced by the build of its patched
