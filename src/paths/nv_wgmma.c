@@ -45,7 +45,7 @@ static bool route_failed(const device_caps *caps, char *why, size_t cap)
     const bool failed = failed_device[0] && !strcmp(failed_device, key);
     if (failed)
         snprintf(why, cap, "the sm_90a PTX route failed on this driver "
-                           "(%s); nv_mma runs instead", failure);
+                           "(%s); the mma.sync kernel runs instead", failure);
     pthread_mutex_unlock(&failure_lock);
     return failed;
 }
@@ -119,8 +119,7 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
                              bool forced, char *why, size_t cap)
 {
     if (!serves(caps))
-        return refuse(why, cap, "not an NVIDIA GPU of compute capability 9.x "
-                                "(wgmma is sm_90a)");
+        return refuse(why, cap, "not an NVIDIA GPU of compute capability 9.x");
     if (route_failed(caps, why, cap))
         return false;
     if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
@@ -145,9 +144,12 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
                                 "(D = D_v)");
     if (!rows_aligned(p))
         return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
+    /* Reasons never name the path "nv_mma": the tests find a path's own
+     * reason in `skipped` by its name (FLASHCL_EXPECT_PATH_EXCEPT). */
     if (!forced && !measured_faster)
-        return refuse(why, cap, "not yet measured faster than nv_mma on the "
-                                "H200 (FLASHCL_PATH=nv_wgmma runs it)");
+        return refuse(why, cap, "not yet measured faster than the mma.sync "
+                                "kernel on the H200 (FLASHCL_PATH=nv_wgmma "
+                                "runs it)");
     return true;
 }
 
@@ -244,5 +246,5 @@ const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
     "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
     "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
-    "measured faster than nv_mma)",
+    "measured faster than the mma.sync kernel)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel};
