@@ -27,7 +27,7 @@ static const bool measured_faster = false;
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
 static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char failed_device[512]; /* "" while nothing failed */
+static char failed_device[1024]; /* "" while nothing failed */
 static char failure[256];
 
 static void device_key(const device_caps *caps, char *buf, size_t cap)
@@ -39,7 +39,7 @@ static void device_key(const device_caps *caps, char *buf, size_t cap)
 /* Copies the recorded reason into why; false when nothing failed here. */
 static bool route_failed(const device_caps *caps, char *why, size_t cap)
 {
-    char key[512];
+    char key[1024];
     device_key(caps, key, sizeof key);
     pthread_mutex_lock(&failure_lock);
     const bool failed = failed_device[0] && !strcmp(failed_device, key);
@@ -52,7 +52,7 @@ static bool route_failed(const device_caps *caps, char *why, size_t cap)
 
 static void note_build_failed(const device_caps *caps, const char *why)
 {
-    char key[512];
+    char key[1024];
     device_key(caps, key, sizeof key);
     pthread_mutex_lock(&failure_lock);
     snprintf(failed_device, sizeof failed_device, "%s", key);
