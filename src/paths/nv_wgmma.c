@@ -81,10 +81,16 @@ static void dump(const char *suffix, int n, const void *text, size_t size)
     fclose(f);
 }
 
-/* program_patch_fn: the driver's PTX -> the sm_90a PTX. */
+/* program_patch_fn: the driver's PTX -> the sm_90a PTX.
+ * FLASHCL_NV_WGMMA_PATCH=off makes it fail, to see the fallback work. */
 static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
                                 size_t *out_size, char *why, size_t cap)
 {
+    const char *off = getenv("FLASHCL_NV_WGMMA_PATCH");
+    if (off && !strcmp(off, "off")) { /* checks the fallback on a GPU */
+        snprintf(why, cap, "FLASHCL_NV_WGMMA_PATCH=off");
+        return NULL;
+    }
     static atomic_int dumps;
     const int n = atomic_fetch_add(&dumps, 1);
     dump("sm90.ptx", n, binary, size);
