@@ -59,6 +59,9 @@ static void note_build_failed(const device_caps *caps, const char *why)
     /* the first line: the build log, if any, follows it */
     snprintf(failure, sizeof failure, "%.*s", (int)strcspn(why, "\n"), why);
     pthread_mutex_unlock(&failure_lock);
+    if (verbose_enabled())
+        fprintf(stderr, "flashcl: nv_wgmma could not be built, the mma.sync "
+                        "kernel runs instead: %s\n", why);
 }
 
 /* FLASHCL_NV_WGMMA_DUMP=<folder>: the driver's PTX and its patched copy
