@@ -4,8 +4,10 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [ceiling|smoke|tests|bench|all]   # default all
 #
+# ceiling  the dense wgmma rate through OpenCL (bench/wgmma_ceiling.c:
+#        m64n256k16 from local memory, fp16/bf16, 1 and 2 warpgroups)
 # smoke  one call per D x dtype x causal on FLASHCL_PATH=nv_wgmma with
 #        FLASHCL_VERBOSE (build options, the patched build's ptxas report)
 #        and FLASHCL_NV_WGMMA_DUMP (the driver's PTX and the patched PTX
@@ -150,11 +152,18 @@ for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
 PY
 }
 
+ceiling() {
+  echo "== wgmma ceiling through OpenCL (m64n256k16 loop, bench/wgmma_ceiling.c)"
+  timeout 120 $B/wgmma-ceiling cl >"$OUT/ceiling.log" 2>&1
+  echo "exit $?"; grep -E 'TFLOP/s|failed|ptxas info *: Used' "$OUT/ceiling.log"
+}
+
 case "$what" in
+  ceiling) ceiling ;;
   smoke) smoke ;;
   tests) tests ;;
   bench) bench ;;
-  all) smoke; tests; bench ;;
-  *) echo "usage: $0 [smoke|tests|bench|all]"; exit 2 ;;
+  all) ceiling; smoke; tests; bench ;;
+  *) echo "usage: $0 [ceiling|smoke|tests|bench|all]"; exit 2 ;;
 esac
 rm -rf "$FLASHCL_CACHE_DIR"
