@@ -84,7 +84,7 @@ smoke() {
   FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 120 $B/flashcl run --seqlen 1000 \
     --head-dim 128 --heads 8 --dtype fp16 --causal --reps 3 2>&1 | tee "$OUT/smoke_cached.log" |
     grep -E '^(kernel|PASS|FAIL|max)'
-  ls -l "$FLASHCL_CACHE_DIR" | grep -c sm90a | sed 's/^/sm90a entries in the disk cache: /'
+  ls -l "$FLASHCL_CACHE_DIR" | grep -c '\.sm90a' | sed 's/^/patched (sm90a*) entries in the disk cache: /'
 }
 
 tests() {

@@ -245,7 +245,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              (unsigned long long)local_mem(caps));
     variants_append_defines(p, plan->options, sizeof plan->options);
     plan->patch = patch_ptx;
-    plan->patch_kind = "sm90a";
+    plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
     plan_row_blocks(p, plan);
 }

@@ -12,6 +12,11 @@
 
 #include <stddef.h>
 
+/* The disk-cache kind of patched binaries: a new patch (other output for
+ * the same PTX) takes a new kind, so no binary patched the old way is
+ * loaded. */
+#define SM90A_PATCH_KIND "sm90a1"
+
 /* The patched text of `ptx` (`size` bytes; a trailing NUL, as drivers
  * return with CL_PROGRAM_BINARIES, is allowed): every `/` `*` `SM90A ... *`
  * `/` comment replaced by its contents, `.target sm_90` by `.target
