@@ -16,6 +16,8 @@
  *   failures_reported   no marker, no .target, another target, two
  *                       .target lines, an unterminated marker, a marker
  *                       inside a marker: NULL with a reason that says so
+ *   shared_bytes_set    the one .shared array's size replaced (the 64 KiB
+ *                       experiment); none or two refused
  */
 #include "test_common.h"
 
@@ -172,6 +174,34 @@ START_TEST(failures_reported)
 }
 END_TEST
 
+START_TEST(shared_bytes_set)
+{
+    const char *in = ".version 9.0\n.target sm_90a\n"
+                     "\t.param .align 32 .b8 p_6[32],\n"
+                     "\t.shared .align 128 .b8 k_$_smem[49152];\n"
+                     "\tcp.async.cg.shared.global [%r1], [%rd2], 16;\n";
+    char why[128] = "";
+    size_t size = 0;
+    char *out = sm90a_set_shared_bytes(in, strlen(in) + 1, 65536, &size, why,
+                                       sizeof why);
+    ck_assert_msg(out != NULL, "%s", why);
+    ck_assert_str_eq(out, ".version 9.0\n.target sm_90a\n"
+                          "\t.param .align 32 .b8 p_6[32],\n"
+                          "\t.shared .align 128 .b8 k_$_smem[65536];\n"
+                          "\tcp.async.cg.shared.global [%r1], [%rd2], 16;\n");
+    ck_assert_uint_eq(size, strlen(out));
+    free(out);
+    char *two = joined(in, "\t.shared .align 16 .b8 other[16];\n");
+    ck_assert_ptr_null(
+        sm90a_set_shared_bytes(two, strlen(two), 65536, NULL, why, sizeof why));
+    ck_assert_msg(strstr(why, "2 .shared arrays"), "%s", why);
+    free(two);
+    ck_assert_ptr_null(sm90a_set_shared_bytes(".target sm_90a\n", 15, 65536,
+                                              NULL, why, sizeof why));
+    ck_assert_msg(strstr(why, "0 .shared arrays"), "%s", why);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry tests[] = {
@@ -180,6 +210,7 @@ int main(void)
         {old_version_raised, 0},
         {multi_line_marker, 0},
         {failures_reported, 0},
+        {shared_bytes_set, 0},
     };
     return run_tests("sm90a_patch", 60, NULL, NULL, tests, LENGTH(tests));
 }

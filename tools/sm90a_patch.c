@@ -1,7 +1,9 @@
-/* sm90a_patch IN.ptx OUT.ptx: the wgmma path's PTX patch
+/* sm90a_patch IN.ptx OUT.ptx [SHARED_BYTES]: the wgmma path's PTX patch
  * (src/paths/sm90a_patch.c) on a file, for offline checks: compile a
  * kernel to PTX (clang, or the driver's PTX saved from a GPU run), patch
- * it here, then `ptxas -arch=sm_90a OUT.ptx` (scripts/wgmma_isa_check.sh). */
+ * it here, then `ptxas -arch=sm_90a OUT.ptx` (scripts/wgmma_isa_check.sh).
+ * SHARED_BYTES: also set the kernel's .shared array to that many bytes
+ * (the FLASHCL_NV_WGMMA_LOCAL_MEM experiment). */
 #include "paths/sm90a_patch.h"
 
 #include <stdio.h>
@@ -9,8 +11,8 @@
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: sm90a_patch IN.ptx OUT.ptx\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: sm90a_patch IN.ptx OUT.ptx [SHARED_BYTES]\n");
         return 2;
     }
     FILE *in = fopen(argv[1], "rb");
@@ -40,6 +42,13 @@ int main(int argc, char **argv)
     int markers = 0;
     char *out = sm90a_patch_ptx(text, len, &out_len, &markers, why, sizeof why);
     free(text);
+    if (out && argc == 4) {
+        char *grown = sm90a_set_shared_bytes(out, out_len,
+                                             (size_t)atol(argv[3]), &out_len,
+                                             why, sizeof why);
+        free(out);
+        out = grown;
+    }
     if (!out) {
         fprintf(stderr, "sm90a_patch: %s\n", why);
         return 1;

@@ -151,6 +151,17 @@ typedef float real_t;
 #if WG_SMEM_BYTES > FLASHCL_LOCAL_MEM_BYTES
 #error "flash_fwd_wgmma: K/V tiles exceed the device's local memory"
 #endif
+/* The experiment of FLASHCL_NV_WGMMA_LOCAL_MEM above the device's limit
+ * (src/paths/nv_wgmma.c): the source declares only what the driver's
+ * compiler accepts, the host's PTX patch enlarges the .shared array to
+ * FLASHCL_LOCAL_MEM_BYTES. Every local access here is an inline-asm
+ * address, so the compiler never sees the declared bound. */
+#if defined(FLASHCL_NV_WGMMA_DECLARED_SMEM) &&                                 \
+    FLASHCL_NV_WGMMA_DECLARED_SMEM < WG_SMEM_BYTES
+#define WG_DECLARED_SMEM FLASHCL_NV_WGMMA_DECLARED_SMEM
+#else
+#define WG_DECLARED_SMEM WG_SMEM_BYTES
+#endif
 
 #if FLASHCL_DTYPE == 1
 #define WG_PACK nv_pack_f16
@@ -311,7 +322,7 @@ typedef float real_t;
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
-    __local uint4 smem[WG_SMEM_BYTES / 16] __attribute__((aligned(128)));
+    __local uint4 smem[WG_DECLARED_SMEM / 16] __attribute__((aligned(128)));
     (void)head_dim;
     (void)head_dim_v;
     (void)window_left;

@@ -99,6 +99,14 @@ static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
     dump("sm90.ptx", n, binary, size);
     char *out = sm90a_patch_ptx((const char *)binary, size, out_size, NULL,
                                 why, cap);
+    const char *more = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
+    const long long bytes = more ? atoll(more) : 0;
+    if (out && bytes > 49152 && bytes <= 232448) { /* see local_mem() */
+        char *grown = sm90a_set_shared_bytes(out, *out_size, (size_t)bytes,
+                                             out_size, why, cap);
+        free(out);
+        out = grown;
+    }
     if (out)
         dump("sm90a.ptx", n, out, *out_size);
     return (unsigned char *)out;
@@ -190,9 +198,11 @@ static int warpgroups(const problem *p, const char **reason)
 /* The local memory the kernel may size its tiles for: the device's, or
  * FLASHCL_NV_WGMMA_LOCAL_MEM=<bytes> (an experiment: does a patched binary
  * whose static local memory exceeds CL_DEVICE_LOCAL_MEM_SIZE launch? At
- * 65536 the D = 128 kernel double-buffers K/V in 64 KiB. ptxas 13.0
- * assembles 64 KiB of static .shared for sm_90a; whether the driver
- * launches it is what the run shows). */
+ * 65536 the D = 128 kernel double-buffers K/V in 64 KiB. The source then
+ * declares only the device's size, which the driver's compiler accepts,
+ * and the patch enlarges the PTX's .shared array; ptxas 13.0 assembles 64
+ * KiB of static .shared for sm_90a; whether the driver launches it is
+ * what the run shows). */
 static uint64_t local_mem(const device_caps *caps)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
@@ -243,6 +253,13 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     snprintf(plan->options + len, sizeof plan->options - len,
              " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
              (unsigned long long)local_mem(caps));
+    const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
+    if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
+                 (unsigned long long)device_mem);
+    }
     variants_append_defines(p, plan->options, sizeof plan->options);
     plan->patch = patch_ptx;
     plan->patch_kind = SM90A_PATCH_KIND;

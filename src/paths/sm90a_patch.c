@@ -166,3 +166,47 @@ char *sm90a_patch_ptx(const char *ptx, size_t size, size_t *out_size,
         *markers = count;
     return out;
 }
+
+char *sm90a_set_shared_bytes(const char *ptx, size_t size, size_t bytes,
+                             size_t *out_size, char *why, size_t why_cap)
+{
+    const char *nul = memchr(ptx, '\0', size);
+    const size_t len = nul ? (size_t)(nul - ptx) : size;
+    const char *found = NULL;
+    int count = 0;
+    for (size_t at = 0; at < len;) {
+        const char *line = ptx + at;
+        const char *eol = memchr(line, '\n', len - at);
+        const size_t n = eol ? (size_t)(eol - line) : len - at;
+        char text[256]; /* declarations are short; longer lines are not */
+        snprintf(text, sizeof text, "%.*s", (int)(n < 255 ? n : 255), line);
+        const char *shared = strstr(text, ".shared ");
+        const char *b8 = strstr(text, " .b8 ");
+        const char *bracket = strchr(text, '[');
+        if (n < 255 && shared && b8 && bracket && shared < b8 &&
+            b8 < bracket && isdigit((unsigned char)bracket[1])) {
+            found = line + (bracket - text);
+            ++count;
+        }
+        at += n + 1;
+    }
+    if (count != 1) {
+        char text[64];
+        snprintf(text, sizeof text, "%d", count);
+        return fail(why, why_cap, "%s .shared arrays in the PTX, not 1", text);
+    }
+    const char *close = strchr(found, ']');
+    char *out = malloc(len + 32);
+    if (!out)
+        return fail(why, why_cap, "out of memory%s", "");
+    const size_t head = (size_t)(found - ptx) + 1;
+    memcpy(out, ptx, head);
+    size_t o = head + (size_t)sprintf(out + head, "%zu", bytes);
+    const size_t tail = len - (size_t)(close - ptx);
+    memcpy(out + o, close, tail);
+    o += tail;
+    out[o] = '\0';
+    if (out_size)
+        *out_size = o;
+    return out;
+}

@@ -30,4 +30,11 @@
 char *sm90a_patch_ptx(const char *ptx, size_t size, size_t *out_size,
                       int *markers, char *why, size_t why_cap);
 
+/* A copy of `ptx` whose one `.shared ... .b8 name[n]` declaration has
+ * `bytes` instead of n (the wgmma path's experiment with more local memory
+ * than the driver's compiler accepts in source); NULL with the reason
+ * unless exactly one such declaration is there. */
+char *sm90a_set_shared_bytes(const char *ptx, size_t size, size_t bytes,
+                             size_t *out_size, char *why, size_t why_cap);
+
 #endif /* FLASHCL_SM90A_PATCH_H */
