@@ -6,7 +6,8 @@
 # SM90A instructions and sets sm_90a, and ptxas assembles the result for
 # sm_90a: registers, spills, and any wgmma serialization warning.
 #
-#   scripts/wgmma_isa_check.sh                  # the four D x dtype builds, causal and not
+#   scripts/wgmma_isa_check.sh                  # the D x dtype x causal builds (kernel defaults)
+#   scripts/wgmma_isa_check.sh all              # x 1/2 warpgroups x plain/overlapped
 #   scripts/wgmma_isa_check.sh "-DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2"
 #   KEEP=dir scripts/wgmma_isa_check.sh ...     # keep the PTX files in dir
 #
@@ -35,7 +36,14 @@ check() {
   "$ptxas" -arch=sm_90a -v "$tmp/$tag.sm90a.ptx" -o "$tmp/$tag.cubin" 2>&1 |
     grep -v -E '^ptxas info *: (Compiling entry|Function properties)' || true
 }
-if [ $# -gt 0 ]; then
+if [ "${1:-}" = all ]; then
+  # every schedule: 1/2 warpgroups x plain/overlapped (32 builds, ~1 min)
+  for wg in 128 256; do for o in 0 1; do
+    for d in 64 128; do for t in 1 2; do for c in 0 1; do
+      check "-DFLASHCL_HEAD_DIM=$d -DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=$wg -DFLASHCL_BLOCK_M=$((wg / 2)) -DFLASHCL_NV_WGMMA_OVERLAP=$o"
+    done; done; done
+  done; done
+elif [ $# -gt 0 ]; then
   check "$1"
 else
   for d in 64 128; do for t in 1 2; do for c in 0 1; do
