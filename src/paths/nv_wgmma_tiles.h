@@ -20,10 +20,10 @@ typedef struct nv_wgmma_tile {
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
     {64, -1, 2, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
-     "KiB (offline: 126-158 registers, no spills; unmeasured)"},
+     "KiB (offline: 118-155 registers, no spills; unmeasured)"},
     {128, -1, 2, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
-     "KiB (offline: 181-220 registers, no spills; at 1 warpgroup 206-240: "
+     "KiB (offline: 181-217 registers, no spills; at 1 warpgroup 207-238: "
      "the same 8 warps per SM; unmeasured)"},
 };
 
