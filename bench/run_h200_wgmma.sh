@@ -20,14 +20,15 @@
 #        refuses for a listed reason run on nv_mma or portable
 # bench  flashcl-bench, nv_wgmma with 1 and 2 warpgroups
 #        (FLASHCL_NV_WGMMA_WG), each plain and overlapped
-#        (FLASHCL_NV_WGMMA_OVERLAP), and nv_mma in the same run (FA2 protocol:
+#        (FLASHCL_NV_WGMMA_OVERLAP), 128-key tiles at D = 64
+#        (FLASHCL_NV_WGMMA_BN), and nv_mma in the same run (FA2 protocol:
 #        tokens 16384, hidden 2048, D 64/128, N 512..16384, causal and not,
 #        fp16 and bf16; GQA 4 at N 4096), --check on sampled rows; a table
 #        of both and their ratio
 # Results: $OUT (default out/), short summaries on stdout. Within the
 # device's 10 minutes per command, run smoke, tests and bench as three
 # commands (each stays well inside: smoke ~2 min, tests <= 3 x 180 s,
-# bench ~3 min) rather than `all`.
+# bench ~4 min; REPS=5 halves the timed part) rather than `all`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -65,6 +66,13 @@ smoke() {
     echo "WG=$wg OVERLAP=$ov D=$d $t ${c:-noncausal}: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)," \
       "$(grep -c 'FLASHCL_NV_WGMMA=1' "$OUT/smoke.log") lines naming the wgmma build so far"
   done; done; done; done; done
+  for ov in 0 1; do for t in fp16 bf16; do for c in "" --causal; do  # 128-key tiles, D = 64
+    echo "### BN=128 OVERLAP=$ov D=64 $t ${c:-noncausal}" >>"$OUT/smoke.log"
+    FLASHCL_NV_WGMMA_BN=128 FLASHCL_NV_WGMMA_OVERLAP=$ov FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+      timeout 120 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim 64 \
+      --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
+    echo "BN=128 OVERLAP=$ov D=64 $t ${c:-noncausal}: exit $?, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)"
+  done; done; done
   ls "$OUT/ptx" | wc -l | sed 's/^/PTX files dumped: /'
   # the patched builds' ptxas reports (-cl-nv-verbose), and any fallback
   grep -E 'ptxas info *: Used|spill|wgmma.*serializ|Potential Performance|could not be built' \
@@ -108,19 +116,24 @@ tests() {
 
 bench() {
   echo "== flashcl-bench: nv_wgmma (1 and 2 warpgroups) vs nv_mma"
-  for cfg in wg1:nv_wgmma:1:0 wg2:nv_wgmma:2:0 wg1o:nv_wgmma:1:1 wg2o:nv_wgmma:2:1 nv_mma:nv_mma:0:0; do
-    IFS=: read -r p path wg ov <<<"$cfg"
-    export FLASHCL_PATH=$path FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov
-    timeout 200 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
-      --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 512,1024,2048,4096,8192,16384 \
+  # name:path:warpgroups:overlap:keys per tile:head dims
+  for cfg in wg1:nv_wgmma:1:0:64:64,128 wg2:nv_wgmma:2:0:64:64,128 \
+             wg1o:nv_wgmma:1:1:64:64,128 wg2o:nv_wgmma:2:1:64:64,128 \
+             wg2n128:nv_wgmma:2:0:128:64 wg2on128:nv_wgmma:2:1:128:64 \
+             nv_mma:nv_mma:0:0:0:64,128; do
+    IFS=: read -r p path wg ov bn dims <<<"$cfg"
+    export FLASHCL_PATH=$path FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov \
+      FLASHCL_NV_WGMMA_BN=$bn
+    timeout 150 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim $dims --seqlen 512,1024,2048,4096,8192,16384 \
       --causal both --csv "$OUT/bench_$p.csv" >"$OUT/bench_$p.log" 2>&1
     echo "$p: exit $?, $(grep -c '^check|' "$OUT/bench_$p.log") checks, max rel_l2" \
       "$(grep '^check|' "$OUT/bench_$p.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)"
-    timeout 100 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
-      --check 16 --dtype fp16,bf16 --head-dim 64,128 --seqlen 4096 --causal both \
+    timeout 60 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim $dims --seqlen 4096 --causal both \
       --variants gqa4 --csv "$OUT/bench_${p}_gqa.csv" >"$OUT/bench_${p}_gqa.log" 2>&1
   done
-  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP
+  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN
   python3 - "$OUT" <<'PY' | tee "$OUT/wgmma_table.md"
 import csv, sys, os
 out = sys.argv[1]
@@ -133,13 +146,13 @@ def rows(p):
         for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
             r[(x["variant"], x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = x
     return r
-cfgs = ["wg1", "wg2", "wg1o", "wg2o"]
+cfgs = ["wg1", "wg2", "wg1o", "wg2o", "wg2n128", "wg2on128"]
 w = {c: rows(c) for c in cfgs}
 m = rows("nv_mma")
 nan = float("nan")
 def tf(r, k):
     return float(r[k]["tflops"]) if k in r else nan
-print("TFLOP/s; wgN: N warpgroups, o: overlapped schedule")
+print("TFLOP/s; wgN: N warpgroups, o: overlapped schedule, n128: 128-key tiles (D = 64)")
 print("| variant | dtype | D | causal | N | " + " | ".join(cfgs) + " | nv_mma | best wgmma / nv_mma |")
 print("|---|---|---|---|---|" + "---|" * (len(cfgs) + 2))
 keys = set().union(*w.values())

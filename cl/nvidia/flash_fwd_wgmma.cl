@@ -5,20 +5,22 @@
  * -DFLASHCL_NV_WGMMA=1, then patches the PTX (cl/nvidia/nv_wgmma.clh says
  * how); anywhere else the file preprocesses to nothing.
  *
- * First version, kept simple: a work-group of one or two warpgroups
- * (FLASHCL_WG_SIZE 128 or 256) owns 64 query rows per warpgroup of one
- * (batch, head), each warp 16 of them; two warpgroups share every K/V tile
- * (half the copies and barriers per row) and run the same loop. Q lives in registers as
- * the A operand of S = Q K^T (m64n64k16, one per 16 head-dim columns); the
- * online softmax runs on the S accumulators; P is repacked to 16 bits in
- * registers as the A operand of O += P V (m64nDk16, one per 16 keys). K and
- * V tiles of 64 keys stream through local memory with cp.async in the
- * wgmma "interleave" (no swizzle) layout: core matrices of 8 keys x 8
- * head-dim elements, 128 contiguous bytes each, key-major inside, so one
- * layout serves K (K-major B) and V (MN-major B, transpose flag). At D = 64
- * K and V are double-buffered (32 KiB), at D = 128 single-buffered with
- * FlashAttention-2's split (V[j] loads during S = Q K[j]^T, K[j+1] during
- * P V[j]; 32 KiB). Local memory: 48 KiB per work-group on NVIDIA's OpenCL.
+ * A work-group of one or two warpgroups (FLASHCL_WG_SIZE 128 or 256) owns
+ * 64 query rows per warpgroup of one (batch, head), each warp 16 of them;
+ * two warpgroups share every K/V tile (half the copies and barriers per
+ * row) and run the same loop. Q lives in registers as the A operand of
+ * S = Q K^T (m64nBNk16, one per 16 head-dim columns); the online softmax
+ * runs on the S accumulators; P is repacked to 16 bits in registers as the
+ * A operand of O += P V (m64nDk16, one per 16 keys). K and V tiles of
+ * BN = 64 (or, at D = 64, 128) keys stream through local memory with
+ * cp.async in the wgmma "interleave" (no swizzle) layout: core matrices of
+ * 8 keys x 8 head-dim elements, 128 contiguous bytes each, key-major
+ * inside, so one layout serves K (K-major B) and V (MN-major B, transpose
+ * flag). Plain schedule: K and V double-buffered when two stages fit (D =
+ * 64, BN = 64: 32 KiB), else single-buffered with FlashAttention-2's split
+ * (V[j] loads during S = Q K[j]^T, K[j+1] during P V[j]); the overlapped
+ * schedule (FLASHCL_NV_WGMMA_OVERLAP) is described at its loop. Local
+ * memory: 48 KiB per work-group on NVIDIA's OpenCL.
  *
  * Semantics as the mma.sync kernel (docs/nvidia-path.md): bottom-right
  * causal (query i sees key j iff j <= i + diag + window_right, diag =
@@ -89,11 +91,19 @@
 #if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / 2
 #error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per warpgroup"
 #endif
-#if FLASHCL_BLOCK_N != 64
-#error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 64"
+#if FLASHCL_BLOCK_N != 64 && FLASHCL_BLOCK_N != 128
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 64 or 128 (the N of S = Q K^T)"
 #endif
 #if FLASHCL_NV_PRESCALE != 0 && FLASHCL_NV_PRESCALE != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_PRESCALE must be 0 or 1"
+#endif
+/* 1: skip the O rescale of a tile when no row of the warp got a new max
+ * (alpha is then exactly 1 for all of them). */
+#ifndef FLASHCL_NV_LAZY_RESCALE
+#define FLASHCL_NV_LAZY_RESCALE 1
+#endif
+#if FLASHCL_NV_LAZY_RESCALE != 0 && FLASHCL_NV_LAZY_RESCALE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_LAZY_RESCALE must be 0 or 1"
 #endif
 #if FLASHCL_SOFTCAP || FLASHCL_ALIBI || FLASHCL_BIAS || FLASHCL_MASK ||        \
     FLASHCL_SINKS
@@ -173,6 +183,11 @@ typedef float real_t;
 #else
 #define WG_MMA_PV NV_WG_MMA_N128
 #endif
+#if WG_BN == 64
+#define WG_MMA_S NV_WG_MMA_N64
+#else
+#define WG_MMA_S NV_WG_MMA_N128
+#endif
 
 /* cp.async writes go through the generic proxy, wgmma reads local memory
  * through the async proxy: each thread fences its own copies before the
@@ -220,7 +235,7 @@ typedef float real_t;
         NV_WG_FENCE();                                                         \
         const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
         _Pragma("unroll") for (int c_ = 0; c_ < WG_KC; ++c_)                   \
-            NV_WG_MMA_N64(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");     \
+            WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
         NV_WG_COMMIT();                                                        \
     } while (0)
 
@@ -294,17 +309,23 @@ typedef float real_t;
                 sum_ += p0_ + p1_;                                             \
             }                                                                  \
             row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
+            grew = grew || alpha[hh_] != 1.f;                                  \
         }                                                                      \
     } while (0)
 
+/* O *= alpha; skipped (FLASHCL_NV_LAZY_RESCALE) when every alpha of the
+ * warp is 1, i.e. no row got a new max: after the first tiles, most. */
 #define WG_RESCALE_O()                                                         \
     do {                                                                       \
-        _Pragma("unroll") for (int d_ = 0; d_ < WG_D / 8; ++d_) {              \
-            acc[4 * d_ + 0] *= alpha[0];                                       \
-            acc[4 * d_ + 1] *= alpha[0];                                       \
-            acc[4 * d_ + 2] *= alpha[1];                                       \
-            acc[4 * d_ + 3] *= alpha[1];                                       \
+        if (!FLASHCL_NV_LAZY_RESCALE || nv_warp_any(grew)) {                   \
+            _Pragma("unroll") for (int d_ = 0; d_ < WG_D / 8; ++d_) {          \
+                acc[4 * d_ + 0] *= alpha[0];                                   \
+                acc[4 * d_ + 1] *= alpha[0];                                   \
+                acc[4 * d_ + 2] *= alpha[1];                                   \
+                acc[4 * d_ + 3] *= alpha[1];                                   \
+            }                                                                  \
         }                                                                      \
+        grew = false;                                                          \
     } while (0)
 
 /* P (in sc) as 16-bit A fragments: keys 16kk + 2t, +1 and 16kk + 8 + 2t,
@@ -416,6 +437,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const uint k_lbo = 128, k_sbo = WG_GROUPB;
     const uint v_lbo = WG_GROUPB, v_sbo = 128;
     float alpha[2];
+    bool grew = false; /* some alpha != 1 since the last rescale */
     uint pa[WG_PC][4]; /* P of the last softmax, as A fragments */
 
 #if WG_OVERLAP

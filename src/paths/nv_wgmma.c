@@ -215,15 +215,26 @@ static uint64_t local_mem(const device_caps *caps)
 /* FLASHCL_NV_WGMMA_OVERLAP=0|1 (experiments): the overlapped schedule,
  * whose three K/V tiles (48 KiB at D = 128) must fit the device's local
  * memory; else the table's choice. */
-static int overlap(const device_caps *caps, const problem *p)
+static int overlap(const device_caps *caps, const problem *p, int block_n)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_OVERLAP");
-    const uint64_t tiles = 3 * 64 * (uint64_t)p->head_dim * 2;
-    const uint64_t limit = local_mem(caps);
+    const uint64_t tiles = 3 * (uint64_t)block_n * (uint64_t)p->head_dim * 2;
     int want = lookup(p)->overlap;
     if (text && (!strcmp(text, "0") || !strcmp(text, "1")))
         want = text[0] - '0';
-    return want && tiles <= limit;
+    return want && tiles <= local_mem(caps);
+}
+
+/* FLASHCL_NV_WGMMA_BN=64|128 (experiments): keys per K/V tile, used when
+ * one K and one V tile of that size fit; else the table's. */
+static int block_n(const device_caps *caps, const problem *p)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_BN");
+    int want = lookup(p)->block_n;
+    if (text && (!strcmp(text, "64") || !strcmp(text, "128")))
+        want = atoi(text);
+    const uint64_t tiles = 2 * (uint64_t)want * (uint64_t)p->head_dim * 2;
+    return tiles <= local_mem(caps) ? want : 64;
 }
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
@@ -231,14 +242,15 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
 {
     const char *reason = NULL;
     const int groups = warpgroups(p, &reason);
-    const int overlapped = overlap(caps, p);
+    const int bn = block_n(caps, p);
+    const int overlapped = overlap(caps, p, bn);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
     plan->head_dim_padded = (int)p->head_dim;
     plan->head_dim_v_padded = (int)p->head_dim_v;
     plan->block_m = 64 * groups;
-    plan->block_n = 64;
+    plan->block_n = bn;
     plan->wg_size = 128 * groups;
     plan->vec = 0;
     snprintf(plan->reason, sizeof plan->reason, "%s", reason);

@@ -3,8 +3,9 @@
  * warpgroups per work-group sharing each K/V tile. Not measured on a GPU
  * yet: the entries are what the offline ptxas check supports (registers
  * per thread from scripts/wgmma_isa_check.sh, clang 14's PTX); sweep both
- * with FLASHCL_NV_WGMMA_WG=1|2 and the overlapped schedule with
- * FLASHCL_NV_WGMMA_OVERLAP=0|1 (bench/run_h200_wgmma.sh), and write the
+ * with FLASHCL_NV_WGMMA_WG=1|2, the overlapped schedule with
+ * FLASHCL_NV_WGMMA_OVERLAP=0|1 and 128-key tiles at D = 64 with
+ * FLASHCL_NV_WGMMA_BN=128 (bench/run_h200_wgmma.sh), and write the
  * measured reason here. */
 #ifndef FLASHCL_NV_WGMMA_TILES_H
 #define FLASHCL_NV_WGMMA_TILES_H
@@ -13,15 +14,16 @@ typedef struct nv_wgmma_tile {
     int head_dim; /* 64 or 128 */
     int causal;   /* -1: either */
     int warpgroups;
+    int block_n; /* keys per K/V tile: 64, or 128 where the tiles fit */
     int overlap; /* FLASHCL_NV_WGMMA_OVERLAP: softmax during the last P V */
     const char *reason;
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    {64, -1, 2, 0,
+    {64, -1, 2, 64, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
      "KiB (offline: 118-155 registers, no spills; unmeasured)"},
-    {128, -1, 2, 0,
+    {128, -1, 2, 64, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
      "KiB (offline: 181-217 registers, no spills; at 1 warpgroup 207-238: "
      "the same 8 warps per SM; unmeasured)"},
