@@ -150,7 +150,8 @@ flashcl_status program_cache_get(flashcl_context *ctx,
 
 /* Rewrites the binary a program was built into (from source) into the
  * binary to build instead (the wgmma path's PTX patch); NULL with the
- * reason in `why` when it cannot. The result is malloc'd. */
+ * reason in `why` when it cannot. The result is malloc'd; *out_size is
+ * what the driver gets (a text binary counts its terminating NUL). */
 typedef unsigned char *program_patch_fn(const unsigned char *binary,
                                         size_t size, size_t *out_size,
                                         char *why, size_t why_cap);

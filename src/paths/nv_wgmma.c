@@ -107,8 +107,10 @@ static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
         free(out);
         out = grown;
     }
-    if (out)
+    if (out) {
         dump("sm90a.ptx", n, out, *out_size);
+        ++*out_size; /* PTX goes to the driver NUL-terminated, as it came */
+    }
     return (unsigned char *)out;
 }
 
