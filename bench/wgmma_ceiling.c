@@ -82,6 +82,7 @@ static cl_program build(cl_context ctx, cl_device_id dev, const char *source,
         fprintf(stderr, "patch failed: %s\n", bin ? why : "no binary");
         return NULL;
     }
+    ++psize; /* with its NUL, as the driver's PTX came */
     const unsigned char *pb[1] = {(const unsigned char *)patched};
     cl_int bst = CL_INVALID_BINARY;
     p = clCreateProgramWithBinary(ctx, 1, &dev, &psize, pb, &bst, &err);
