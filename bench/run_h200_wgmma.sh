@@ -8,11 +8,13 @@
 #
 # ceiling  the dense wgmma rate through OpenCL (bench/wgmma_ceiling.c:
 #        m64n256k16 from local memory, fp16/bf16, 1 and 2 warpgroups)
-# smoke  one call per D x dtype x causal on FLASHCL_PATH=nv_wgmma with
+# smoke  one call per D x dtype x causal x 1/2 warpgroups x plain/overlapped
+#        (and 128-key tiles at D = 64) on FLASHCL_PATH=nv_wgmma with
 #        FLASHCL_VERBOSE (build options, the patched build's ptxas report)
 #        and FLASHCL_NV_WGMMA_DUMP (the driver's PTX and the patched PTX
 #        come back under $OUT/ptx/); PASS/FAIL against the float64 oracle;
-#        a second process shows the patched binary coming from the disk cache
+#        the fallback (FLASHCL_NV_WGMMA_PATCH=off), the 64 KiB experiment,
+#        and a second process showing the patched binary from the disk cache
 # tests  the core suites forced onto nv_wgmma (the table's schedule;
 #        FLASHCL_NV_WGMMA_WG / FLASHCL_NV_WGMMA_OVERLAP in the environment
 #        choose another): every fp16/bf16 call the
