@@ -18,6 +18,9 @@
  *                       inside a marker: NULL with a reason that says so
  *   shared_bytes_set    the one .shared array's size replaced (the 64 KiB
  *                       experiment); none or two refused
+ *   maxnreg_set         a `// SM90A_MAXNREG n` comment in the body puts
+ *                       `.maxnreg n` before the .entry's body (a register
+ *                       cap); a count outside 24..255 refused
  */
 #include "test_common.h"
 
@@ -202,6 +205,34 @@ START_TEST(shared_bytes_set)
 }
 END_TEST
 
+START_TEST(maxnreg_set)
+{
+    const char *entry = ".entry k(\n\t.param .u64 p0\n)\n";
+    const char *rest = "{\n\t// begin inline asm\n\t// SM90A_MAXNREG 128\n"
+                       "\t// end inline asm\n\t/*SM90A { wgmma.fence.sync."
+                       "aligned; } */\n\tret;\n}\n";
+    char *in0 = joined(head90, entry);
+    char *in = joined(in0, rest);
+    char *out = patched(in, true, NULL);
+    ck_assert_ptr_nonnull(strstr(out, "\t.param .u64 p0\n)\n.maxnreg 128\n{\n"
+                                      "\t// begin inline asm\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\t { wgmma.fence.sync.aligned; } \n"
+                                      "\tret;\n}\n"));
+    free(out);
+    /* without the marker: no directive */
+    free(in);
+    in = joined(head90, body);
+    out = patched(in, false, NULL);
+    ck_assert_ptr_null(strstr(out, ".maxnreg"));
+    free(out);
+    free(in);
+    in = joined(in0, "{\n\t// SM90A_MAXNREG 7\n\t/*SM90A { x; } */\n}\n");
+    refused(in, "SM90A_MAXNREG");
+    free(in);
+    free(in0);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry tests[] = {
@@ -211,6 +242,7 @@ int main(void)
         {multi_line_marker, 0},
         {failures_reported, 0},
         {shared_bytes_set, 0},
+        {maxnreg_set, 0},
     };
     return run_tests("sm90a_patch", 60, NULL, NULL, tests, LENGTH(tests));
 }

@@ -153,7 +153,40 @@ typedef float real_t;
 #if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
 #error "flash_fwd_wgmma: FLASHCL_NV_STAGES must be 1 or 2"
 #endif
-#if WG_OVERLAP
+/* The ring schedule (0: off): K and V tiles, in the order K_0, V_0, K_1,
+ * V_1, ..., stream through FLASHCL_NV_WGMMA_RING tile slots of local
+ * memory, so that loads run up to RING - 1 - LAG tiles ahead of the tile in
+ * use instead of one. FLASHCL_NV_WGMMA_LAG = 1 keeps the P V of tile j in
+ * flight across the next barrier and S = Q K_{j+1}^T is issued behind it
+ * (the tensor cores go from one to the other without the gap of a wait,
+ * a barrier and the issue); a slot is then refilled two steps after its
+ * tile's use, not one. See the loop. */
+#ifndef FLASHCL_NV_WGMMA_RING
+#define FLASHCL_NV_WGMMA_RING 0
+#endif
+#ifndef FLASHCL_NV_WGMMA_LAG
+#define FLASHCL_NV_WGMMA_LAG 0
+#endif
+#define WG_RING FLASHCL_NV_WGMMA_RING
+#define WG_LAG FLASHCL_NV_WGMMA_LAG
+#if WG_LAG != 0 && WG_LAG != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_LAG must be 0 or 1"
+#endif
+#if WG_RING != 0 && (WG_RING < 2 + WG_LAG || WG_RING > 8)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RING must be 0 or 2 + LAG .. 8 slots"
+#endif
+#if WG_RING && WG_OVERLAP
+#error "flash_fwd_wgmma: the ring and the overlapped schedule are exclusive"
+#endif
+/* .maxnreg of the patched PTX (src/paths/nv_wgmma.c puts it there; the
+ * define only keys the program cache): checked here for its range. */
+#if defined(FLASHCL_NV_WGMMA_MAXNREG) &&                                       \
+    (FLASHCL_NV_WGMMA_MAXNREG < 0 || FLASHCL_NV_WGMMA_MAXNREG > 255)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MAXNREG must be 0 .. 255"
+#endif
+#if WG_RING
+#define WG_SMEM_BYTES (WG_RING * WG_TILEB)
+#elif WG_OVERLAP
 #define WG_SMEM_BYTES (3 * WG_TILEB) /* one K, two V buffers */
 #else
 #define WG_SMEM_BYTES (FLASHCL_NV_STAGES * 2 * WG_TILEB)
@@ -185,8 +218,10 @@ typedef float real_t;
 #endif
 #if WG_BN == 64
 #define WG_MMA_S NV_WG_MMA_N64
+#define WG_MMA0_S NV_WG_MMA0_N64
 #else
 #define WG_MMA_S NV_WG_MMA_N128
+#define WG_MMA0_S NV_WG_MMA0_N128
 #endif
 
 /* cp.async writes go through the generic proxy, wgmma reads local memory
@@ -235,6 +270,18 @@ typedef float real_t;
         NV_WG_FENCE();                                                         \
         const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
         _Pragma("unroll") for (int c_ = 0; c_ < WG_KC; ++c_)                   \
+            WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+
+/* S = Q K^T as above, the first k16 step writing S (no zeroing: see
+ * NV_WG_MMA0_N64). */
+#define WG_S0_ISSUE(kbuf)                                                      \
+    do {                                                                       \
+        NV_WG_FENCE();                                                         \
+        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
+        WG_MMA0_S(sc, qf[0], kd_, "0");                                        \
+        _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
             WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
         NV_WG_COMMIT();                                                        \
     } while (0)
@@ -348,6 +395,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     (void)head_dim_v;
     (void)window_left;
 
+#if defined(FLASHCL_NV_WGMMA_MAXNREG) && FLASHCL_NV_WGMMA_MAXNREG > 0
+    /* src/paths/sm90a_patch.c turns this into the .entry's .maxnreg */
+    __asm__ volatile("// SM90A_MAXNREG %0" ::"n"(FLASHCL_NV_WGMMA_MAXNREG));
+#endif
     const int tid = (int)get_local_id(0);
     const int warp = tid >> 5;
     const int lane = tid & 31;
@@ -490,6 +541,60 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(acc, WG_ON);
     }
+#elif WG_RING
+    /* Tile t of the sequence K_0, V_0, K_1, ... (K_j = 2j, V_j = 2j + 1)
+     * lives in slot t % RING. Step t: wait for tile t (each load is one
+     * cp.async group, empty ones past the end keep the count: RING - 2 -
+     * LAG newer groups may still fly), publish it with the barrier, which
+     * also says every thread is done with tile t - 1 - LAG (its S waited
+     * for before the softmax; its P V waited for before this barrier, or
+     * with LAG 1 before the step after), and refill that tile's slot with
+     * tile t + RING - 1 - LAG. */
+    const int n_tiles = 2 * j_end;
+#define WG_RING_SLOT(t) (sbase + (uint)((t) % WG_RING) * WG_TILEB)
+#define WG_RING_LOAD(t)                                                        \
+    do {                                                                       \
+        const int tl_ = (t);                                                   \
+        if (tl_ < n_tiles) {                                                   \
+            const bool isv_ = (tl_ & 1) != 0;                                  \
+            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
+                         (tl_ >> 1) * WG_BN, seqlen_k);                        \
+        }                                                                      \
+        NV_CP_COMMIT();                                                        \
+    } while (0)
+#define WG_RING_STEP(t)                                                        \
+    do {                                                                       \
+        __asm__ volatile("cp.async.wait_group %0;" ::"n"(WG_RING - 2 - WG_LAG) \
+                         : "memory");                                          \
+        WG_FENCE_PROXY();                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+        WG_RING_LOAD((t) + WG_RING - 1 - WG_LAG);                              \
+    } while (0)
+#pragma unroll 1
+    for (int t = 0; t < WG_RING - 1 - WG_LAG; ++t)
+        WG_RING_LOAD(t);
+    for (int j = 0; j < j_end; ++j) {
+        const int n0 = j * WG_BN;
+        WG_RING_STEP(2 * j);
+        WG_S0_ISSUE(WG_RING_SLOT(2 * j));
+        NV_WG_WAIT0(); /* with LAG 1 also the P V of tile j - 1 */
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_SOFTMAX(n0);
+        WG_RESCALE_O();
+        WG_PACK_P();
+        WG_RING_STEP(2 * j + 1);
+        WG_PV_ISSUE(WG_RING_SLOT(2 * j + 1));
+        /* With LAG 1 the last P V is waited for inside the loop: an
+         * accumulator in flight at the loop's exit meets the j_end = 0
+         * path's zeros there, and the copy that merges them makes ptxas
+         * serialize every wgmma (C7515). */
+        if (!WG_LAG || j + 1 == j_end) {
+            NV_WG_WAIT0();
+            NV_WG_FENCE_REGS(acc, WG_ON);
+        }
+    }
+    NV_CP_WAIT_ALL(); /* only empty groups left; none outlives the kernel */
 #else
     if (j_end > 0) {
         WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);

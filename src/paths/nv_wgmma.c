@@ -239,13 +239,57 @@ static int block_n(const device_caps *caps, const problem *p)
     return tiles <= local_mem(caps) ? want : 64;
 }
 
+/* An integer from the environment in lo..hi, else `fallback`. */
+static int env_int(const char *name, int lo, int hi, int fallback)
+{
+    const char *text = getenv(name);
+    if (!text || !*text)
+        return fallback;
+    char *end = NULL;
+    const long v = strtol(text, &end, 10);
+    return (*end == '\0' && v >= lo && v <= hi) ? (int)v : fallback;
+}
+
+/* FLASHCL_NV_WGMMA_LAG=0|1: the ring's P V stays in flight into the next
+ * tile's S (the kernel's ring loop says how). */
+static int ring_lag(const problem *p)
+{
+    return env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, lookup(p)->lag);
+}
+
+/* FLASHCL_NV_WGMMA_RING=<slots> (2..8, 0 off): K/V tiles in a ring of that
+ * many tile slots, as many as fit the local memory; off when fewer than
+ * 2 + lag fit. */
+static int ring_slots(const device_caps *caps, const problem *p, int block_n,
+                      int lag)
+{
+    int want = env_int("FLASHCL_NV_WGMMA_RING", 0, 8, lookup(p)->ring);
+    const uint64_t tile = (uint64_t)block_n * (uint64_t)p->head_dim * 2;
+    const uint64_t fit = local_mem(caps) / tile;
+    if ((uint64_t)want > fit)
+        want = (int)fit;
+    return want >= 2 + lag ? want : 0;
+}
+
+/* FLASHCL_NV_WGMMA_MAXNREG=<n> (24..255, 0 none): the patch puts
+ * `.maxnreg n` on the kernel, so that more work-groups fit an SM's 64 K
+ * registers (128 per thread: two of 256 threads). ptxas spills past it. */
+static int maxnreg(const problem *p)
+{
+    const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255,
+                          lookup(p)->maxnreg);
+    return n >= 24 ? n : 0;
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const char *reason = NULL;
     const int groups = warpgroups(p, &reason);
     const int bn = block_n(caps, p);
-    const int overlapped = overlap(caps, p, bn);
+    const int lag = ring_lag(p);
+    const int ring = ring_slots(caps, p, bn, lag);
+    const int overlapped = ring ? 0 : overlap(caps, p, bn);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -265,8 +309,10 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
     len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-             (unsigned long long)local_mem(caps));
+             " -DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_NV_WGMMA_RING=%d "
+             "-DFLASHCL_NV_WGMMA_LAG=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             (unsigned long long)local_mem(caps), ring, ring ? lag : 0,
+             maxnreg(p));
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
     if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
         len = strlen(plan->options);

@@ -108,6 +108,36 @@ static void patch_version(const char *line, size_t n, char *out, size_t *o)
     *o += n;
 }
 
+/* The kernel asks for `.maxnreg n` with a comment `SM90A_MAXNREG n` in
+ * its body (cl/nvidia/flash_fwd_wgmma.cl): the directive goes on the line
+ * before the body's `{` of the .entry. Frees `ptx` on failure. */
+static char *apply_maxnreg(char *ptx, size_t *len, char *why, size_t why_cap)
+{
+    const char *mark = strstr(ptx, "SM90A_MAXNREG ");
+    if (!mark)
+        return ptx;
+    const int n = atoi(mark + strlen("SM90A_MAXNREG "));
+    const char *entry = strstr(ptx, ".entry ");
+    const char *body = entry ? strstr(entry, "\n{") : NULL;
+    if (n < 24 || n > 255 || !body || body > mark) {
+        free(ptx);
+        return fail(why, why_cap, "%s", "an SM90A_MAXNREG marker without a "
+                                        "count in 24..255 in an .entry body");
+    }
+    char *out = malloc(*len + 32);
+    if (!out) {
+        free(ptx);
+        return fail(why, why_cap, "out of memory%s", "");
+    }
+    const size_t head = (size_t)(body - ptx) + 1;
+    memcpy(out, ptx, head);
+    size_t o = head + (size_t)sprintf(out + head, ".maxnreg %d\n", n);
+    memcpy(out + o, ptx + head, *len - head + 1);
+    *len = o + *len - head;
+    free(ptx);
+    return out;
+}
+
 char *sm90a_patch_ptx(const char *ptx, size_t size, size_t *out_size,
                       int *markers, char *why, size_t why_cap)
 {
@@ -160,6 +190,9 @@ char *sm90a_patch_ptx(const char *ptx, size_t size, size_t *out_size,
                                                 : "the PTX has no .target "
                                                   "directive");
     }
+    out = apply_maxnreg(out, &o, why, why_cap);
+    if (!out)
+        return NULL;
     if (out_size)
         *out_size = o;
     if (markers)

@@ -22,7 +22,8 @@
  * `/` comment replaced by its contents, `.target sm_90` by `.target
  * sm_90a` (other targets in the list kept), a `.version` below 8.0 raised
  * to 8.0 (wgmma's minimum). Returns a NUL-terminated malloc'd copy and its
- * length without the NUL in *out_size, with the number of uncommented
+ * length without the NUL in *out_size; a comment `SM90A_MAXNREG n` in the
+ * kernel body adds `.maxnreg n` to its .entry (NULL unless 24 <= n <= 255); with the number of uncommented
  * instructions in *markers (either may be NULL); NULL with the reason in
  * `why` when the text is no PTX it can patch (no or another .target, no
  * marker, a marker comment without its end, a marker inside a marker, out
