@@ -8,6 +8,7 @@
 #
 #   scripts/wgmma_isa_check.sh                  # the D x dtype x causal builds (kernel defaults)
 #   scripts/wgmma_isa_check.sh all              # x 1/2 warpgroups x plain/overlapped
+#   scripts/wgmma_isa_check.sh ring             # the ring schedules bench/run_h200_wgmma.sh quick runs
 #   scripts/wgmma_isa_check.sh "-DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2"
 #   KEEP=dir scripts/wgmma_isa_check.sh ...     # keep the PTX files in dir
 #
@@ -43,6 +44,19 @@ if [ "${1:-}" = all ]; then
       check "-DFLASHCL_HEAD_DIM=$d -DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=$wg -DFLASHCL_BLOCK_M=$((wg / 2)) -DFLASHCL_NV_WGMMA_OVERLAP=$o"
     done; done; done
   done; done
+elif [ "${1:-}" = ring ]; then
+  # the ring schedules of the quick GPU run: slots x lag x warpgroups (at
+  # D = 64 also 128-key tiles), fp16/bf16 x causal; RCAP=n adds .maxnreg n
+  for wg in 128 256; do for t in 1 2; do for c in 0 1; do
+    base="-DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=$wg -DFLASHCL_BLOCK_M=$((wg / 2))${RCAP:+ -DFLASHCL_NV_WGMMA_MAXNREG=$RCAP}"
+    for rl in 3:0 3:1; do
+      check "-DFLASHCL_HEAD_DIM=128 $base -DFLASHCL_NV_WGMMA_RING=${rl%:*} -DFLASHCL_NV_WGMMA_LAG=${rl#*:}"
+    done
+    for rl in 4:0 6:0 6:1; do
+      check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=${rl%:*} -DFLASHCL_NV_WGMMA_LAG=${rl#*:}"
+    done
+    check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1"
+  done; done; done
 elif [ $# -gt 0 ]; then
   check "$1"
 else
