@@ -4,8 +4,15 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [quick|ceiling|smoke|tests|bench|all]   # default all
 #
+# quick  (~200 s, second GPU run) the ring schedule and the register cap
+#        side by side: a smoke (flashcl run vs the float64 oracle, with the
+#        patched build's ptxas registers/spills) of each new configuration
+#        at D = 64/128 fp16 causal and not (and bf16 causal at D = 128),
+#        then flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both,
+#        for the old best (wg2, wg2o), the new ones and nv_mma: a TFLOP/s
+#        table with the best wgmma / nv_mma ratio (quick_table.md)
 # ceiling  the dense wgmma rate through OpenCL (bench/wgmma_ceiling.c:
 #        m64n256k16 from local memory, fp16/bf16, 1 and 2 warpgroups)
 # smoke  one call per D x dtype x causal x 1/2 warpgroups x plain/overlapped
@@ -169,6 +176,93 @@ for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
 PY
 }
 
+# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag:maxnreg
+# RING asks for 6 slots: the host fits what the local memory holds (D = 64,
+# 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
+QUICK_NEW="r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6l1c128:2:0:0:6:1:128 \
+  r6l1c168:2:0:0:6:1:168 wg1r6l1c128:1:0:0:6:1:128 r6l1n128:2:0:128:6:1:0"
+QUICK_OLD="wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"
+
+quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
+  IFS=: read -r qn qwg qov qbn qring qlag qcap <<<"$1"
+  export FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_WG=$qwg FLASHCL_NV_WGMMA_OVERLAP=$qov \
+    FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$qlag \
+    FLASHCL_NV_WGMMA_MAXNREG=$qcap
+}
+quick_unenv() {
+  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN \
+    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG
+}
+
+quick() {
+  echo "== quick smoke: new configurations on FLASHCL_PATH=nv_wgmma (fp16; bf16 causal at D=128)"
+  : >"$OUT/quick_smoke.log"
+  for cfg in $QUICK_NEW; do
+    quick_env "$cfg"
+    line="$qn:"
+    for dc in 64:fp16: 64:fp16:--causal 128:fp16: 128:fp16:--causal 128:bf16:--causal; do
+      IFS=: read -r d t c <<<"$dc"
+      [ "$qbn" = 128 ] && [ "$d" = 128 ] && continue   # 128-key tiles: D = 64 only
+      log="$OUT/quick_smoke_${qn}_${d}_${t}${c:+_c}.log"
+      FLASHCL_VERBOSE=1 timeout 60 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
+        --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >"$log" 2>&1
+      rc=$?
+      res=$(grep -E '^(PASS|FAIL)' "$log" | tail -1 | cut -c1-4)
+      regs=$(grep -oE 'Used [0-9]+ registers' "$log" | tail -1 | grep -oE '[0-9]+')
+      spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | tail -1 | grep -oE '^[0-9]+')
+      fb=$(grep -c 'could not be built' "$log")
+      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9]' "$log" | tail -1 |
+        sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/')
+      line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp${fb:+,fb$fb}${opt:+,$opt})"
+      { echo "### $cfg D=$d $t ${c:-noncausal}: exit $rc"; cat "$log"; } >>"$OUT/quick_smoke.log"
+    done
+    echo "$line"
+  done
+  quick_unenv
+  grep -q -E '^FAIL' "$OUT"/quick_smoke_*.log && echo "!! some smoke FAILED: see $OUT/quick_smoke.log"
+  grep -h -E 'C7515|serializ' "$OUT"/quick_smoke_*.log | sort | uniq -c | head -3
+
+  echo "== quick bench: flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both (REPS=${QREPS:-5})"
+  for cfg in $QUICK_OLD $QUICK_NEW nv_mma; do
+    if [ "$cfg" = nv_mma ]; then qn=nv_mma; quick_unenv; export FLASHCL_PATH=nv_mma; dims=64,128
+    else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && dims=64; fi
+    timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
+      --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen 2048,8192 \
+      --causal both --csv "$OUT/quick_$qn.csv" >"$OUT/quick_$qn.log" 2>&1
+    echo "$qn: exit $?, $(grep -c '^check|' "$OUT/quick_$qn.log") checks, max rel_l2" \
+      "$(grep '^check|' "$OUT/quick_$qn.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)," \
+      "$(grep -c 'could not be built' "$OUT/quick_$qn.log") fallbacks"
+  done
+  quick_unenv
+  cfgs=""
+  for cfg in $QUICK_OLD $QUICK_NEW; do cfgs="$cfgs ${cfg%%:*}"; done
+  python3 - "$OUT" $cfgs <<'PY' | tee "$OUT/quick_table.md"
+import csv, sys, os
+out, cfgs = sys.argv[1], sys.argv[2:]
+def rows(p):
+    r = {}
+    path = os.path.join(out, f"quick_{p}.csv")
+    if os.path.exists(path):
+        for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
+            r[(x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = float(x["tflops"])
+    return r
+w = {c: rows(c) for c in cfgs}
+m = rows("nv_mma")
+print("TFLOP/s (flashcl-bench, tokens 16384, hidden 2048); best = best wgmma / nv_mma")
+print("| dtype D causal N | " + " | ".join(cfgs) + " | nv_mma | best |")
+print("|---|" + "---|" * (len(cfgs) + 2))
+for k in sorted(m.keys() | set().union(*[set(v) for v in w.values()]),
+                key=lambda k: (k[0], int(k[1]), k[2], int(k[3]))):
+    v = [w[c].get(k) for c in cfgs]
+    c = m.get(k)
+    got = [(x, n) for x, n in zip(v, cfgs) if x is not None]
+    best = max(got) if got else None
+    cell = lambda x: f"{x:.0f}" if x is not None else "-"
+    ratio = f"{best[0] / c:.2f} {best[1]}" if best and c else "-"
+    print(f"| {' '.join(k)} | " + " | ".join(cell(x) for x in v) + f" | {cell(c)} | {ratio} |")
+PY
+}
+
 ceiling() {
   echo "== wgmma ceiling through OpenCL (m64n256k16 loop, bench/wgmma_ceiling.c)"
   timeout 120 $B/wgmma-ceiling cl >"$OUT/ceiling.log" 2>&1
@@ -176,11 +270,12 @@ ceiling() {
 }
 
 case "$what" in
+  quick) quick ;;
   ceiling) ceiling ;;
   smoke) smoke ;;
   tests) tests ;;
   bench) bench ;;
   all) ceiling; smoke; tests; bench ;;
-  *) echo "usage: $0 [ceiling|smoke|tests|bench|all]"; exit 2 ;;
+  *) echo "usage: $0 [quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
 esac
 rm -rf "$FLASHCL_CACHE_DIR"
