@@ -50,7 +50,7 @@ export FLASHCL_KERNEL_DIR=$PWD/cl
 export CUDA_CACHE_DISABLE=1
 export FLASHCL_CACHE_DIR=$(mktemp -d)   # a cold disk cache for this run
 REPS=${REPS:-10}
-B=build-h200
+B=${B:-build-h200}
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -179,8 +179,13 @@ PY
 # name:warpgroups:overlap:keys per tile (0: table):ring slots:lag:maxnreg
 # RING asks for 6 slots: the host fits what the local memory holds (D = 64,
 # 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
-QUICK_NEW="r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6l1c128:2:0:0:6:1:128 \
-  r6l1c168:2:0:0:6:1:168 wg1r6l1c128:1:0:0:6:1:128 r6l1n128:2:0:128:6:1:0"
+# Each smoke line: D/dtype[/c]=PASS|FAIL(registers r, spill-store bytes sp,
+# fallback notes fb, wgmma build logs, the RING,LAG the host chose).
+# c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
+# SM's registers instead of 1 (3) at the first run's 121-141 registers.
+QUICK_NEW="r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6c128:2:0:0:6:0:128 \
+  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 wg1r6c128:1:0:0:6:0:128 \
+  r6l1n128:2:0:128:6:1:0"
 QUICK_OLD="wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"
 
 quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
@@ -211,9 +216,10 @@ quick() {
       regs=$(grep -oE 'Used [0-9]+ registers' "$log" | tail -1 | grep -oE '[0-9]+')
       spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | tail -1 | grep -oE '^[0-9]+')
       fb=$(grep -c 'could not be built' "$log")
+      built=$(grep -c 'built flash_fwd_wgmma.cl' "$log")  # build logs (-cl-nv-verbose)
       opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9]' "$log" | tail -1 |
         sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/')
-      line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp${fb:+,fb$fb}${opt:+,$opt})"
+      line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp,fb$fb,wgbuilds$built${opt:+,$opt})"
       { echo "### $cfg D=$d $t ${c:-noncausal}: exit $rc"; cat "$log"; } >>"$OUT/quick_smoke.log"
     done
     echo "$line"
@@ -227,7 +233,7 @@ quick() {
     if [ "$cfg" = nv_mma ]; then qn=nv_mma; quick_unenv; export FLASHCL_PATH=nv_mma; dims=64,128
     else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && dims=64; fi
     timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
-      --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen 2048,8192 \
+      --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen ${QSEQ:-2048,8192} \
       --causal both --csv "$OUT/quick_$qn.csv" >"$OUT/quick_$qn.log" 2>&1
     echo "$qn: exit $?, $(grep -c '^check|' "$OUT/quick_$qn.log") checks, max rel_l2" \
       "$(grep '^check|' "$OUT/quick_$qn.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)," \
@@ -257,7 +263,7 @@ for k in sorted(m.keys() | set().union(*[set(v) for v in w.values()]),
     c = m.get(k)
     got = [(x, n) for x, n in zip(v, cfgs) if x is not None]
     best = max(got) if got else None
-    cell = lambda x: f"{x:.0f}" if x is not None else "-"
+    cell = lambda x: "-" if x is None else f"{x:.0f}" if x >= 10 else f"{x:.3f}"
     ratio = f"{best[0] / c:.2f} {best[1]}" if best and c else "-"
     print(f"| {' '.join(k)} | " + " | ".join(cell(x) for x in v) + f" | {cell(c)} | {ratio} |")
 PY
