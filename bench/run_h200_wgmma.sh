@@ -176,27 +176,31 @@ for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
 PY
 }
 
-# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag:maxnreg
+# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag:maxnreg[:local mem]
 # RING asks for 6 slots: the host fits what the local memory holds (D = 64,
 # 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
 # Each smoke line: D/dtype[/c]=PASS|FAIL(registers r, spill-store bytes sp,
 # fallback notes fb, wgmma build logs, the RING,LAG the host chose).
 # c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
 # SM's registers instead of 1 (3) at the first run's 121-141 registers.
-QUICK_NEW="r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6c128:2:0:0:6:0:128 \
+QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6c128:2:0:0:6:0:128 \
   r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 wg1r6c128:1:0:0:6:0:128 \
-  r6l1n128:2:0:128:6:1:0"
-QUICK_OLD="wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"
+  r6l1n128:2:0:128:6:1:0 x64k:2:0:0:8:0:0:65536"}
+# x64k: the ring sized for 64 KiB of static local memory (D = 128: 4 slots,
+# D = 64: 8), the FLASHCL_NV_WGMMA_LOCAL_MEM experiment the first run did
+# not capture; a launch failure shows as FAIL/exit there, nothing else.
+QUICK_OLD=${QUICK_OLD-"wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"}
 
 quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
-  IFS=: read -r qn qwg qov qbn qring qlag qcap <<<"$1"
+  IFS=: read -r qn qwg qov qbn qring qlag qcap qmem <<<"$1"
   export FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_WG=$qwg FLASHCL_NV_WGMMA_OVERLAP=$qov \
     FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$qlag \
     FLASHCL_NV_WGMMA_MAXNREG=$qcap
+  if [ -n "$qmem" ]; then export FLASHCL_NV_WGMMA_LOCAL_MEM=$qmem; else unset FLASHCL_NV_WGMMA_LOCAL_MEM; fi
 }
 quick_unenv() {
   unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN \
-    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG
+    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG FLASHCL_NV_WGMMA_LOCAL_MEM
 }
 
 quick() {
@@ -213,8 +217,9 @@ quick() {
         --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >"$log" 2>&1
       rc=$?
       res=$(grep -E '^(PASS|FAIL)' "$log" | tail -1 | cut -c1-4)
-      regs=$(grep -oE 'Used [0-9]+ registers' "$log" | tail -1 | grep -oE '[0-9]+')
-      spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | tail -1 | grep -oE '^[0-9]+')
+      # every build's ptxas report: the driver's sm_90 build, then the patched one
+      regs=$(grep -oE 'Used [0-9]+ registers' "$log" | grep -oE '[0-9]+' | paste -sd/)
+      spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | grep -oE '^[0-9]+' | paste -sd/)
       fb=$(grep -c 'could not be built' "$log")
       built=$(grep -c 'built flash_fwd_wgmma.cl' "$log")  # build logs (-cl-nv-verbose)
       opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9]' "$log" | tail -1 |
