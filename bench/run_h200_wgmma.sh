@@ -9,7 +9,7 @@
 # quick  (~200 s, second GPU run) the ring schedule and the register cap
 #        side by side: a smoke (flashcl run vs the float64 oracle, with the
 #        patched build's ptxas registers/spills) of each new configuration
-#        at D = 64/128 fp16 causal and not (and bf16 causal at D = 128),
+#        at D = 64/128 fp16 causal and not (bf16: the bench's --check),
 #        then flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both,
 #        for the old best (wg2, wg2o), the new ones and nv_mma: a TFLOP/s
 #        table with the best wgmma / nv_mma ratio (quick_table.md)
@@ -184,8 +184,11 @@ PY
 # c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
 # SM's registers instead of 1 (3) at the first run's 121-141 registers.
 QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6c128:2:0:0:6:0:128 \
-  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 wg1r6c128:1:0:0:6:0:128 \
-  r6l1n128:2:0:128:6:1:0 x64k:2:0:0:8:0:0:65536"}
+  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 b32:2:0:32:6:0:0 \
+  b32c128:2:0:32:6:0:128 x64k:2:0:0:8:0:0:65536"}
+# b32: 32-key tiles (half the S/P registers: D = 128 in 149-168 registers
+# offline instead of 189-220; the ring holds 6 of them at D = 128).
+# More (e.g. r6l1n128:2:0:128:6:1:0, wg1r6c128:1:0:0:6:0:128): QUICK_NEW=...
 # x64k: the ring sized for 64 KiB of static local memory (D = 128: 4 slots,
 # D = 64: 8), the FLASHCL_NV_WGMMA_LOCAL_MEM experiment the first run did
 # not capture; a launch failure shows as FAIL/exit there, nothing else.
@@ -204,12 +207,12 @@ quick_unenv() {
 }
 
 quick() {
-  echo "== quick smoke: new configurations on FLASHCL_PATH=nv_wgmma (fp16; bf16 causal at D=128)"
+  echo "== quick smoke: new configurations on FLASHCL_PATH=nv_wgmma (fp16; the bench checks bf16)"
   : >"$OUT/quick_smoke.log"
   for cfg in $QUICK_NEW; do
     quick_env "$cfg"
     line="$qn:"
-    for dc in 64:fp16: 64:fp16:--causal 128:fp16: 128:fp16:--causal 128:bf16:--causal; do
+    for dc in 64:fp16: 64:fp16:--causal 128:fp16: 128:fp16:--causal; do
       IFS=: read -r d t c <<<"$dc"
       [ "$qbn" = 128 ] && [ "$d" = 128 ] && continue   # 128-key tiles: D = 64 only
       log="$OUT/quick_smoke_${qn}_${d}_${t}${c:+_c}.log"

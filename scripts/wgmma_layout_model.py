@@ -6,8 +6,9 @@
 # no-swizzle layouts (CUTLASS make_gmma_desc comments, in bytes):
 #  K-major: (n,k) at start + (n%8)*16 + (n//8)*SBO + (k//8)*LBO + (k%8)*2
 #  MN-major: (k,n) at start + (k%8)*16 + (k//8)*LBO + (n//8)*SBO + (n%8)*2
-for D in (64, 128):
-    BN, CPR, THREADS = 64, D // 8, 128
+for D, BN, THREADS in [(d, bn, t) for d in (64, 128) for bn in (32, 64, 128)
+                       for t in (128, 256)]:
+    CPR = D // 8
     GROUPB = CPR * 128
     smem = {}
     for tid in range(THREADS):
@@ -23,7 +24,7 @@ for D in (64, 128):
     # S = Q K^T: B(k, n) = K[n][16c + k], n < 64, k < 16
     for c in range(D // 16):
         start, lbo, sbo = c * 256, 128, GROUPB
-        for n in range(64):
+        for n in range(BN):
             for k in range(16):
                 a = start + (n % 8) * 16 + (n // 8) * sbo + (k // 8) * lbo + (k % 8) * 2
                 assert smem[a] == (n, 16 * c + k), (D, c, n, k, smem[a])
@@ -34,4 +35,4 @@ for D in (64, 128):
             for n in range(D):
                 a = start + (k % 8) * 16 + (k // 8) * lbo + (n // 8) * sbo + (n % 8) * 2
                 assert smem[a] == (16 * kk + k, n), (D, kk, k, n, smem[a])
-    print("D", D, "layout consistent with the descriptors")
+    print("D", D, "BN", BN, "threads", THREADS, "layout consistent with the descriptors")

@@ -91,8 +91,8 @@
 #if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / 2
 #error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per warpgroup"
 #endif
-#if FLASHCL_BLOCK_N != 64 && FLASHCL_BLOCK_N != 128
-#error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 64 or 128 (the N of S = Q K^T)"
+#if FLASHCL_BLOCK_N != 32 && FLASHCL_BLOCK_N != 64 && FLASHCL_BLOCK_N != 128
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 32, 64 or 128 (the N of S = Q K^T)"
 #endif
 #if FLASHCL_NV_PRESCALE != 0 && FLASHCL_NV_PRESCALE != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_PRESCALE must be 0 or 1"
@@ -216,7 +216,10 @@ typedef float real_t;
 #else
 #define WG_MMA_PV NV_WG_MMA_N128
 #endif
-#if WG_BN == 64
+#if WG_BN == 32
+#define WG_MMA_S NV_WG_MMA_N32
+#define WG_MMA0_S NV_WG_MMA0_N32
+#elif WG_BN == 64
 #define WG_MMA_S NV_WG_MMA_N64
 #define WG_MMA0_S NV_WG_MMA0_N64
 #else

@@ -227,13 +227,16 @@ static int overlap(const device_caps *caps, const problem *p, int block_n)
     return want && tiles <= local_mem(caps);
 }
 
-/* FLASHCL_NV_WGMMA_BN=64|128 (experiments): keys per K/V tile, used when
- * one K and one V tile of that size fit; else the table's. */
+/* FLASHCL_NV_WGMMA_BN=32|64|128 (experiments): keys per K/V tile, used
+ * when one K and one V tile of that size fit; else the table's. 32: half
+ * the S and P registers (D = 128 under a 128-register cap) and twice the
+ * ring slots, for twice the softmax reductions and barriers per key. */
 static int block_n(const device_caps *caps, const problem *p)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_BN");
     int want = lookup(p)->block_n;
-    if (text && (!strcmp(text, "64") || !strcmp(text, "128")))
+    if (text && (!strcmp(text, "32") || !strcmp(text, "64") ||
+                 !strcmp(text, "128")))
         want = atoi(text);
     const uint64_t tiles = 2 * (uint64_t)want * (uint64_t)p->head_dim * 2;
     return tiles <= local_mem(caps) ? want : 64;
