@@ -184,8 +184,31 @@ typedef float real_t;
     (FLASHCL_NV_WGMMA_MAXNREG < 0 || FLASHCL_NV_WGMMA_MAXNREG > 255)
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MAXNREG must be 0 .. 255"
 #endif
+/* Immediates spelled by the preprocessor: the mma.sync path's inline asm
+ * uses no "n" constraints on NVIDIA's compiler, so neither does this. */
+#define WG_STR_(x) #x
+#define WG_STR(x) WG_STR_(x)
 #if WG_RING
 #define WG_SMEM_BYTES (WG_RING * WG_TILEB)
+/* cp.async.wait_group RING - 2 - LAG (0 .. 6) */
+#if WG_RING - 2 - WG_LAG == 0
+#define WG_RING_WAIT_N 0
+#elif WG_RING - 2 - WG_LAG == 1
+#define WG_RING_WAIT_N 1
+#elif WG_RING - 2 - WG_LAG == 2
+#define WG_RING_WAIT_N 2
+#elif WG_RING - 2 - WG_LAG == 3
+#define WG_RING_WAIT_N 3
+#elif WG_RING - 2 - WG_LAG == 4
+#define WG_RING_WAIT_N 4
+#elif WG_RING - 2 - WG_LAG == 5
+#define WG_RING_WAIT_N 5
+#else
+#define WG_RING_WAIT_N 6
+#endif
+#define WG_RING_CP_WAIT()                                                      \
+    __asm__ volatile("cp.async.wait_group " WG_STR(WG_RING_WAIT_N) ";" :::     \
+                         "memory")
 #elif WG_OVERLAP
 #define WG_SMEM_BYTES (3 * WG_TILEB) /* one K, two V buffers */
 #else
@@ -400,7 +423,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
 #if defined(FLASHCL_NV_WGMMA_MAXNREG) && FLASHCL_NV_WGMMA_MAXNREG > 0
     /* src/paths/sm90a_patch.c turns this into the .entry's .maxnreg */
-    __asm__ volatile("// SM90A_MAXNREG %0" ::"n"(FLASHCL_NV_WGMMA_MAXNREG));
+    __asm__ volatile("// SM90A_MAXNREG " WG_STR(FLASHCL_NV_WGMMA_MAXNREG));
 #endif
     const int tid = (int)get_local_id(0);
     const int warp = tid >> 5;
@@ -567,8 +590,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     } while (0)
 #define WG_RING_STEP(t)                                                        \
     do {                                                                       \
-        __asm__ volatile("cp.async.wait_group %0;" ::"n"(WG_RING - 2 - WG_LAG) \
-                         : "memory");                                          \
+        WG_RING_CP_WAIT();                                                     \
         WG_FENCE_PROXY();                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                          \
         WG_RING_LOAD((t) + WG_RING - 1 - WG_LAG);                              \
