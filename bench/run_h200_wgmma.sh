@@ -183,12 +183,13 @@ PY
 # fallback notes fb, wgmma build logs, the RING,LAG the host chose).
 # c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
 # SM's registers instead of 1 (3) at the first run's 121-141 registers.
-QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6l1:2:0:0:6:1:0 r6c128:2:0:0:6:0:128 \
-  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 b32:2:0:32:6:0:0 \
-  b32c128:2:0:32:6:0:128 x64k:2:0:0:8:0:0:65536"}
-# b32: 32-key tiles (half the S/P registers: D = 128 in 149-168 registers
+QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6c128:2:0:0:6:0:128 \
+  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 b32c128:2:0:32:6:0:128 \
+  x64k:2:0:0:8:0:0:65536"}
+# b32c128: 32-key tiles (half the S/P registers: D = 128 in 149-168 registers
 # offline instead of 189-220; the ring holds 6 of them at D = 128).
-# More (e.g. r6l1n128:2:0:128:6:1:0, wg1r6c128:1:0:0:6:0:128): QUICK_NEW=...
+# More, at ~30 s each (e.g. r6l1:2:0:0:6:1:0 b32:2:0:32:6:0:0
+# r6l1n128:2:0:128:6:1:0 wg1r6c128:1:0:0:6:0:128): QUICK_NEW="...".
 # x64k: the ring sized for 64 KiB of static local memory (D = 128: 4 slots,
 # D = 64: 8), the FLASHCL_NV_WGMMA_LOCAL_MEM experiment the first run did
 # not capture; a launch failure shows as FAIL/exit there, nothing else.
@@ -207,6 +208,7 @@ quick_unenv() {
 }
 
 quick() {
+  local t0=$SECONDS
   echo "== quick smoke: new configurations on FLASHCL_PATH=nv_wgmma (fp16; the bench checks bf16)"
   : >"$OUT/quick_smoke.log"
   for cfg in $QUICK_NEW; do
@@ -236,18 +238,24 @@ quick() {
   grep -q -E '^FAIL' "$OUT"/quick_smoke_*.log && echo "!! some smoke FAILED: see $OUT/quick_smoke.log"
   grep -h -E 'C7515|serializ' "$OUT"/quick_smoke_*.log | sort | uniq -c | head -3
 
+  echo "(smoke: $((SECONDS - t0)) s)"
   echo "== quick bench: flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both (REPS=${QREPS:-5})"
   for cfg in $QUICK_OLD $QUICK_NEW nv_mma; do
     if [ "$cfg" = nv_mma ]; then qn=nv_mma; quick_unenv; export FLASHCL_PATH=nv_mma; dims=64,128
     else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && dims=64; fi
-    timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
+    # FLASHCL_VERBOSE: the smoke's options, so its fp16 builds come from the
+    # disk cache; the bf16 builds' ptxas reports land in the log
+    FLASHCL_VERBOSE=1 timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
       --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen ${QSEQ:-2048,8192} \
       --causal both --csv "$OUT/quick_$qn.csv" >"$OUT/quick_$qn.log" 2>&1
     echo "$qn: exit $?, $(grep -c '^check|' "$OUT/quick_$qn.log") checks, max rel_l2" \
       "$(grep '^check|' "$OUT/quick_$qn.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)," \
-      "$(grep -c 'could not be built' "$OUT/quick_$qn.log") fallbacks"
+      "$(grep -c 'could not be built' "$OUT/quick_$qn.log") fallbacks," \
+      "registers $(grep -oE 'Used [0-9]+ registers' "$OUT/quick_$qn.log" | grep -oE '[0-9]+' | sort -n | uniq | paste -sd,)," \
+      "max spill $(grep -oE '[0-9]+ bytes spill stores' "$OUT/quick_$qn.log" | grep -oE '^[0-9]+' | sort -n | tail -1)"
   done
   quick_unenv
+  echo "(smoke + bench: $((SECONDS - t0)) s)"
   cfgs=""
   for cfg in $QUICK_OLD $QUICK_NEW; do cfgs="$cfgs ${cfg%%:*}"; done
   python3 - "$OUT" $cfgs <<'PY' | tee "$OUT/quick_table.md"
