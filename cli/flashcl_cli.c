@@ -43,6 +43,7 @@ static const char environment_help[] =
     "  FLASHCL_NV_WGMMA_BN    64|128 its keys per K/V tile,\n"
     "  FLASHCL_NV_WGMMA_RING  2..8 K/V tile slots of its ring schedule (0 off),\n"
     "  FLASHCL_NV_WGMMA_LAG   0|1 its P V in flight into the next S (ring),\n"
+    "  FLASHCL_NV_WGMMA_SAHEAD  0|1 the next S issued before the softmax (ring),\n"
     "  FLASHCL_NV_WGMMA_MAXNREG  24..255 registers per thread (.maxnreg), and\n"
     "  FLASHCL_NV_WGMMA_LOCAL_MEM  bytes its tiles may use (experiments)\n"
     "  FLASHCL_NV_WGMMA_DUMP  a folder: its PTX, as built and as patched\n"

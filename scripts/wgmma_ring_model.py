@@ -66,6 +66,69 @@ def replay(R, L, j_end):
     return True
 
 
+def replay_sahead(R, j_end):
+    """FLASHCL_NV_WGMMA_SAHEAD: tiles in the order of use K_0, K_1, V_0,
+    K_2, V_1, ... (u = 2j + 1: K_{j+1}, a hole at j + 1 = j_end; u = 2j + 2:
+    V_j), LAG 1 refills; S_{j+1} issued before the softmax of tile j."""
+    L = 1
+    n_seq = 2 * j_end + 1 if j_end else 0
+    real = lambda u: u < n_seq and u != n_seq - 2
+    groups, landed, slot, used = [], set(), {}, set()
+    inflight = []  # committed wgmma groups, oldest first: list of tiles read
+
+    def load(u):
+        if real(u):
+            old = slot.get(u % R)
+            assert old is None or all(old not in g for g in inflight), (R, j_end, u, old)
+            assert old is None or old in used, ("overwrote unused", R, j_end, u, old)
+            slot[u % R] = u
+        groups.append(u if real(u) else None)
+
+    def cp_wait(n):
+        for u in (groups[:len(groups) - n] if n else groups):
+            if u is not None:
+                landed.add(u)
+
+    def step(u):
+        cp_wait(R - 2 - L)
+        load(u + R - 1 - L)
+
+    def issue(u):
+        assert u in landed and slot[u % R] == u, (R, j_end, u)
+        used.add(u)
+        inflight.append({u})
+
+    def wg_wait(n):
+        del inflight[:len(inflight) - n if n else len(inflight)]
+
+    for u in range(R - 1 - L):
+        load(u)
+    if j_end:
+        step(0); issue(0); wg_wait(0)
+    for j in range(j_end):
+        more = j + 1 < j_end
+        step(2 * j + 1)
+        if more:
+            issue(2 * j + 1); wg_wait(1)
+        else:
+            wg_wait(0)
+        # softmax of tile j: its S (tile 0 or 2j - 1) and P V_{j-1} done
+        s_j = 0 if j == 0 else 2 * j - 1
+        assert all(s_j not in g and 2 * j not in g for g in inflight), (R, j_end, j)
+        step(2 * j + 2)
+        issue(2 * j + 2)
+        wg_wait(1 if more else 0)
+    assert not inflight
+    assert used == {u for u in range(n_seq) if real(u)}, (R, j_end, used)
+
+
+count = 0
+for R in range(3, 9):
+    for j_end in range(0, 12):
+        replay_sahead(R, j_end)
+        count += 1
+print(f"ring model, S ahead: {count} schedules (R 3..8, 0..11 key tiles) OK")
+
 count = 0
 for R in range(2, 9):
     for L in (0, 1):

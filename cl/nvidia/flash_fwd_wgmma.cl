@@ -178,6 +178,19 @@ typedef float real_t;
 #if WG_RING && WG_OVERLAP
 #error "flash_fwd_wgmma: the ring and the overlapped schedule are exclusive"
 #endif
+/* 1: FlashAttention-3's intra-warpgroup overlap on the ring: S = Q K_{j+1}^T
+ * is issued before the softmax of tile j and runs under it; P V_j runs
+ * under the next barrier and S issue. Needs the ring with LAG 1 (slots are
+ * refilled two steps after use) and a second S accumulator. */
+#ifndef FLASHCL_NV_WGMMA_SAHEAD
+#define FLASHCL_NV_WGMMA_SAHEAD 0
+#endif
+#if FLASHCL_NV_WGMMA_SAHEAD != 0 && FLASHCL_NV_WGMMA_SAHEAD != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_SAHEAD && (!WG_RING || !WG_LAG)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD needs the ring with LAG 1"
+#endif
 /* .maxnreg of the patched PTX (src/paths/nv_wgmma.c puts it there; the
  * define only keys the program cache): checked here for its range. */
 #if defined(FLASHCL_NV_WGMMA_MAXNREG) &&                                       \
@@ -254,7 +267,7 @@ typedef float real_t;
  * through the async proxy: each thread fences its own copies before the
  * barrier that publishes the tile. */
 #define WG_FENCE_PROXY()                                                       \
-    __asm__ volatile("/*SM90A { fence.proxy.async.shared::cta; } */" ::: \
+    __asm__ volatile("/*SM90A { fence.proxy.async.shared::cta; } */" :::       \
                          "memory")
 #define WG_TILE_READY()                                                        \
     do {                                                                       \
@@ -302,15 +315,16 @@ typedef float real_t;
 
 /* S = Q K^T as above, the first k16 step writing S (no zeroing: see
  * NV_WG_MMA0_N64). */
-#define WG_S0_ISSUE(kbuf)                                                      \
+#define WG_S0_ISSUE_(S, kbuf)                                                  \
     do {                                                                       \
         NV_WG_FENCE();                                                         \
         const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
-        WG_MMA0_S(sc, qf[0], kd_, "0");                                        \
+        WG_MMA0_S(S, qf[0], kd_, "0");                                         \
         _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
-            WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
+            WG_MMA_S(S, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");           \
         NV_WG_COMMIT();                                                        \
     } while (0)
+#define WG_S0_ISSUE(kbuf) WG_S0_ISSUE_(sc, kbuf)
 
 /* O += P V from pa (issued and committed; the caller waits). */
 #define WG_PV_ISSUE(vbuf)                                                      \
@@ -336,34 +350,34 @@ typedef float real_t;
 #define WG_ROW_HI(row) (seqlen_k - 1)
 #endif
 #if FLASHCL_NV_PRESCALE
-#define WG_PRESCALE()                                                          \
+#define WG_PRESCALE(S)                                                         \
     do {                                                                       \
         _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
-            sc[i_] *= scale_log2;                                              \
+            (S)[i_] *= scale_log2;                                             \
     } while (0)
 #else
-#define WG_PRESCALE() ((void)0)
+#define WG_PRESCALE(S) ((void)0)
 #endif
-#define WG_SOFTMAX(n0)                                                         \
+#define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
-        WG_PRESCALE();                                                         \
+        WG_PRESCALE(S);                                                        \
         if (WG_EDGE(n0)) {                                                     \
             _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
                 const int hi_ = WG_ROW_HI(row0 + hh_ * 8);                     \
                 _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {     \
                     const int col_ = (n0) + n_ * 8 + t4 * 2;                   \
                     if (col_ > hi_)                                            \
-                        sc[4 * n_ + 2 * hh_] = -INFINITY;                      \
+                        (S)[4 * n_ + 2 * hh_] = -INFINITY;                     \
                     if (col_ + 1 > hi_)                                        \
-                        sc[4 * n_ + 2 * hh_ + 1] = -INFINITY;                  \
+                        (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                 \
                 }                                                              \
             }                                                                  \
         }                                                                      \
         _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
             float mx_ = row_max[hh_];                                          \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_)           \
-                mx_ = fmax(mx_, fmax(sc[4 * n_ + 2 * hh_],                     \
-                                     sc[4 * n_ + 2 * hh_ + 1]));               \
+                mx_ = fmax(mx_, fmax((S)[4 * n_ + 2 * hh_],                    \
+                                     (S)[4 * n_ + 2 * hh_ + 1]));              \
             mx_ = fmax(mx_, nv_shfl_xor(mx_, 1));                              \
             mx_ = fmax(mx_, nv_shfl_xor(mx_, 2));                              \
             /* mx_ == -inf: nothing seen yet; keep the arguments finite */     \
@@ -374,17 +388,18 @@ typedef float real_t;
             row_max[hh_] = mx_;                                                \
             float sum_ = 0.f;                                                  \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const float p0_ = nv_ex2((sc[4 * n_ + 2 * hh_] - mref_) * sl2);\
+                const float p0_ = nv_ex2(((S)[4 * n_ + 2 * hh_] - mref_) * sl2);\
                 const float p1_ =                                              \
-                    nv_ex2((sc[4 * n_ + 2 * hh_ + 1] - mref_) * sl2);          \
-                sc[4 * n_ + 2 * hh_] = p0_;                                    \
-                sc[4 * n_ + 2 * hh_ + 1] = p1_;                                \
+                    nv_ex2(((S)[4 * n_ + 2 * hh_ + 1] - mref_) * sl2);         \
+                (S)[4 * n_ + 2 * hh_] = p0_;                                   \
+                (S)[4 * n_ + 2 * hh_ + 1] = p1_;                               \
                 sum_ += p0_ + p1_;                                             \
             }                                                                  \
             row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
             grew = grew || alpha[hh_] != 1.f;                                  \
         }                                                                      \
     } while (0)
+#define WG_SOFTMAX(n0) WG_SOFTMAX_(sc, n0)
 
 /* O *= alpha; skipped (FLASHCL_NV_LAZY_RESCALE) when every alpha of the
  * warp is 1, i.e. no row got a new max: after the first tiles, most. */
@@ -403,15 +418,16 @@ typedef float real_t;
 
 /* P (in sc) as 16-bit A fragments: keys 16kk + 2t, +1 and 16kk + 8 + 2t,
  * +1 of rows g and g + 8, i.e. n8 tiles 2kk and 2kk + 1 of S. */
-#define WG_PACK_P()                                                            \
+#define WG_PACK_P_(S)                                                          \
     do {                                                                       \
         _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_) {              \
-            pa[kk_][0] = WG_PACK(sc[8 * kk_ + 0], sc[8 * kk_ + 1]);            \
-            pa[kk_][1] = WG_PACK(sc[8 * kk_ + 2], sc[8 * kk_ + 3]);            \
-            pa[kk_][2] = WG_PACK(sc[8 * kk_ + 4], sc[8 * kk_ + 5]);            \
-            pa[kk_][3] = WG_PACK(sc[8 * kk_ + 6], sc[8 * kk_ + 7]);            \
+            pa[kk_][0] = WG_PACK((S)[8 * kk_ + 0], (S)[8 * kk_ + 1]);          \
+            pa[kk_][1] = WG_PACK((S)[8 * kk_ + 2], (S)[8 * kk_ + 3]);          \
+            pa[kk_][2] = WG_PACK((S)[8 * kk_ + 4], (S)[8 * kk_ + 5]);          \
+            pa[kk_][3] = WG_PACK((S)[8 * kk_ + 6], (S)[8 * kk_ + 7]);          \
         }                                                                      \
     } while (0)
+#define WG_PACK_P() WG_PACK_P_(sc)
 
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
@@ -595,6 +611,66 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         barrier(CLK_LOCAL_MEM_FENCE);                                          \
         WG_RING_LOAD((t) + WG_RING - 1 - WG_LAG);                              \
     } while (0)
+#if FLASHCL_NV_WGMMA_SAHEAD
+    /* Tiles in the order of use: K_0, then per j: K_{j+1} (u = 2j + 1, a
+     * hole when j + 1 = j_end: an empty group), V_j (u = 2j + 2). The ring
+     * steps, waits and refills as above with LAG 1: S of tile u is waited
+     * for by the end of step u + 1, P V of tile u within step u + 1. */
+    const int n_seq = j_end > 0 ? 2 * j_end + 1 : 0;
+#undef WG_RING_LOAD
+#define WG_RING_LOAD(t)                                                        \
+    do {                                                                       \
+        const int tl_ = (t);                                                   \
+        if (tl_ < n_seq && tl_ != n_seq - 2) {                                 \
+            const bool isv_ = tl_ > 0 && (tl_ & 1) == 0;                       \
+            const int kt_ = isv_ ? tl_ / 2 - 1 : (tl_ + 1) / 2;                \
+            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
+                         kt_ * WG_BN, seqlen_k);                               \
+        }                                                                      \
+        NV_CP_COMMIT();                                                        \
+    } while (0)
+    /* One key tile j: S_j is in CUR (done), S_{j+1} goes to NXT. */
+#define WG_SA_TILE(CUR, NXT, j)                                                \
+    do {                                                                       \
+        const bool more_ = (j) + 1 < j_end;                                    \
+        WG_RING_STEP(2 * (j) + 1);                                             \
+        if (more_) {                                                           \
+            WG_S0_ISSUE_(NXT, WG_RING_SLOT(2 * (j) + 1));                      \
+            NV_WG_WAIT1(); /* P V_{j-1} done, S_{j+1} in flight */             \
+        } else {                                                               \
+            NV_WG_WAIT0();                                                     \
+        }                                                                      \
+        NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        WG_SOFTMAX_(CUR, (j) * WG_BN);                                         \
+        WG_RESCALE_O();                                                        \
+        WG_PACK_P_(CUR);                                                       \
+        WG_RING_STEP(2 * (j) + 2);                                             \
+        WG_PV_ISSUE(WG_RING_SLOT(2 * (j) + 2));                                \
+        if (more_) {                                                           \
+            NV_WG_WAIT1(); /* S_{j+1} done, P V_j in flight */                 \
+            NV_WG_FENCE_REGS(NXT, WG_SN);                                      \
+        } else {                                                               \
+            NV_WG_WAIT0();                                                     \
+            NV_WG_FENCE_REGS(acc, WG_ON);                                      \
+        }                                                                      \
+    } while (0)
+    float sc2[WG_SN];
+#pragma unroll 1
+    for (int t = 0; t < WG_RING - 2; ++t)
+        WG_RING_LOAD(t);
+    if (j_end > 0) {
+        WG_RING_STEP(0);
+        WG_S0_ISSUE(WG_RING_SLOT(0));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(sc, WG_SN);
+    }
+    /* unrolled by two, so that S_j and S_{j+1} keep their registers */
+    for (int j = 0; j < j_end; j += 2) {
+        WG_SA_TILE(sc, sc2, j);
+        if (j + 1 < j_end)
+            WG_SA_TILE(sc2, sc, j + 1);
+    }
+#else
 #pragma unroll 1
     for (int t = 0; t < WG_RING - 1 - WG_LAG; ++t)
         WG_RING_LOAD(t);
@@ -619,6 +695,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             NV_WG_FENCE_REGS(acc, WG_ON);
         }
     }
+#endif /* FLASHCL_NV_WGMMA_SAHEAD */
     NV_CP_WAIT_ALL(); /* only empty groups left; none outlives the kernel */
 #else
     if (j_end > 0) {

@@ -260,6 +260,14 @@ static int ring_lag(const problem *p)
     return env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, lookup(p)->lag);
 }
 
+/* FLASHCL_NV_WGMMA_SAHEAD=0|1: on the ring, S of the next tile is issued
+ * before this tile's softmax (FlashAttention-3's intra-warpgroup overlap;
+ * the kernel's ring loop). It needs LAG 1, which it sets. */
+static int s_ahead(void)
+{
+    return env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, 0);
+}
+
 /* FLASHCL_NV_WGMMA_RING=<slots> (2..8, 0 off): K/V tiles in a ring of that
  * many tile slots, as many as fit the local memory; off when fewer than
  * 2 + lag fit. */
@@ -290,7 +298,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     const char *reason = NULL;
     const int groups = warpgroups(p, &reason);
     const int bn = block_n(caps, p);
-    const int lag = ring_lag(p);
+    const int ahead = s_ahead();
+    const int lag = ahead ? 1 : ring_lag(p);
     const int ring = ring_slots(caps, p, bn, lag);
     const int overlapped = ring ? 0 : overlap(caps, p, bn);
     plan->source = "flash_fwd_wgmma.cl";
@@ -313,9 +322,10 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
              " -DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_NV_WGMMA_RING=%d "
-             "-DFLASHCL_NV_WGMMA_LAG=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             "-DFLASHCL_NV_WGMMA_LAG=%d -DFLASHCL_NV_WGMMA_SAHEAD=%d "
+             "-DFLASHCL_NV_WGMMA_MAXNREG=%d",
              (unsigned long long)local_mem(caps), ring, ring ? lag : 0,
-             maxnreg(p));
+             ring ? ahead : 0, maxnreg(p));
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
     if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
         len = strlen(plan->options);
