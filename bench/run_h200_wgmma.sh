@@ -6,7 +6,7 @@
 #
 #   bash bench/run_h200_wgmma.sh [quick|ceiling|smoke|tests|bench|all]   # default all
 #
-# quick  (~200 s, second GPU run) the ring schedule and the register cap
+# quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
 #        side by side: a smoke (flashcl run vs the float64 oracle, with the
 #        patched build's ptxas registers/spills) of each new configuration
 #        at D = 64/128 fp16 causal and not (bf16: the bench's --check),
@@ -176,20 +176,22 @@ for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
 PY
 }
 
-# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag:maxnreg[:local mem]
+# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag (2: S ahead):maxnreg[:local mem]
 # RING asks for 6 slots: the host fits what the local memory holds (D = 64,
 # 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
 # Each smoke line: D/dtype[/c]=PASS|FAIL(registers r, spill-store bytes sp,
 # fallback notes fb, wgmma build logs, the RING,LAG the host chose).
 # c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
 # SM's registers instead of 1 (3) at the first run's 121-141 registers.
-QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6c128:2:0:0:6:0:128 \
-  r6l1c128:2:0:0:6:1:128 oc128:2:1:0:0:0:128 b32c128:2:0:32:6:0:128 \
-  x64k:2:0:0:8:0:0:65536"}
-# b32c128: 32-key tiles (half the S/P registers: D = 128 in 149-168 registers
-# offline instead of 189-220; the ring holds 6 of them at D = 128).
-# More, at ~30 s each (e.g. r6l1:2:0:0:6:1:0 b32:2:0:32:6:0:0
-# r6l1n128:2:0:128:6:1:0 wg1r6c128:1:0:0:6:0:128): QUICK_NEW="...".
+QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6c128:2:0:0:6:0:128 sa:2:0:0:6:2:0 \
+  sab32:2:0:32:6:2:0 oc128:2:1:0:0:0:128 x64k:2:0:0:8:0:0:65536"}
+# lag 2 = LAG 1 + SAHEAD 1 (sa*): the next tile's S issued before this
+# tile's softmax (offline 252-255 registers at D = 128 with 64-key tiles,
+# 187-208 with 32-key tiles: sab32, whose ring holds 6 tiles at D = 128).
+# More, at ~30 s each (r6l1c128:2:0:0:6:1:128 b32c128:2:0:32:6:0:128
+# r6l1:2:0:0:6:1:0 r6l1n128:2:0:128:6:1:0 wg1r6c128:1:0:0:6:0:128):
+# QUICK_NEW="...". Estimated time (first run: ~4 s per smoke call, ~3.5 s
+# per build): ~250 s; the script prints the seconds per phase.
 # x64k: the ring sized for 64 KiB of static local memory (D = 128: 4 slots,
 # D = 64: 8), the FLASHCL_NV_WGMMA_LOCAL_MEM experiment the first run did
 # not capture; a launch failure shows as FAIL/exit there, nothing else.
@@ -197,14 +199,17 @@ QUICK_OLD=${QUICK_OLD-"wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"}
 
 quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
   IFS=: read -r qn qwg qov qbn qring qlag qcap qmem <<<"$1"
+  local ahead=0 lag=$qlag
+  [ "$qlag" = 2 ] && { ahead=1; lag=1; }
   export FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_WG=$qwg FLASHCL_NV_WGMMA_OVERLAP=$qov \
-    FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$qlag \
-    FLASHCL_NV_WGMMA_MAXNREG=$qcap
+    FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$lag \
+    FLASHCL_NV_WGMMA_SAHEAD=$ahead FLASHCL_NV_WGMMA_MAXNREG=$qcap
   if [ -n "$qmem" ]; then export FLASHCL_NV_WGMMA_LOCAL_MEM=$qmem; else unset FLASHCL_NV_WGMMA_LOCAL_MEM; fi
 }
 quick_unenv() {
   unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN \
-    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG FLASHCL_NV_WGMMA_LOCAL_MEM
+    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG FLASHCL_NV_WGMMA_LOCAL_MEM \
+    FLASHCL_NV_WGMMA_SAHEAD
 }
 
 quick() {
@@ -227,8 +232,8 @@ quick() {
       spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | grep -oE '^[0-9]+' | paste -sd/)
       fb=$(grep -c 'could not be built' "$log")
       built=$(grep -c 'built flash_fwd_wgmma.cl' "$log")  # build logs (-cl-nv-verbose)
-      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9]' "$log" | tail -1 |
-        sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/')
+      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9] -DFLASHCL_NV_WGMMA_SAHEAD=[0-9]' "$log" | tail -1 |
+        sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/g')
       line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp,fb$fb,wgbuilds$built${opt:+,$opt})"
       { echo "### $cfg D=$d $t ${c:-noncausal}: exit $rc"; cat "$log"; } >>"$OUT/quick_smoke.log"
     done

@@ -56,9 +56,12 @@ elif [ "${1:-}" = ring ]; then
       check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=${rl%:*} -DFLASHCL_NV_WGMMA_LAG=${rl#*:}"
     done
     check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1"
-    for d in 64 128; do  # 32-key tiles, 6 slots
+    for d in 64 128; do  # 32-key tiles, 6 slots; and S ahead
       check "-DFLASHCL_HEAD_DIM=$d $base -DFLASHCL_BLOCK_N=32 -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=0"
+      check "-DFLASHCL_HEAD_DIM=$d $base -DFLASHCL_BLOCK_N=32 -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
     done
+    check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
+    check "-DFLASHCL_HEAD_DIM=128 $base -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
   done; done; done
 elif [ $# -gt 0 ]; then
   check "$1"
