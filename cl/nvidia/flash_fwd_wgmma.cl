@@ -19,8 +19,10 @@
  * flag). Plain schedule: K and V double-buffered when two stages fit (D =
  * 64, BN = 64: 32 KiB), else single-buffered with FlashAttention-2's split
  * (V[j] loads during S = Q K[j]^T, K[j+1] during P V[j]); the overlapped
- * schedule (FLASHCL_NV_WGMMA_OVERLAP) is described at its loop. Local
- * memory: 48 KiB per work-group on NVIDIA's OpenCL.
+ * schedule (FLASHCL_NV_WGMMA_OVERLAP), the ring of K/V slots
+ * (FLASHCL_NV_WGMMA_RING, with LAG and SAHEAD) and 32-key tiles are
+ * described at their loops and tunables. Local memory: 48 KiB per
+ * work-group on NVIDIA's OpenCL.
  *
  * Semantics as the mma.sync kernel (docs/nvidia-path.md): bottom-right
  * causal (query i sees key j iff j <= i + diag + window_right, diag =

@@ -5,8 +5,9 @@
  * per thread from scripts/wgmma_isa_check.sh, clang 14's PTX); sweep both
  * with FLASHCL_NV_WGMMA_WG=1|2, the overlapped schedule with
  * FLASHCL_NV_WGMMA_OVERLAP=0|1 and 128-key tiles at D = 64 with
- * FLASHCL_NV_WGMMA_BN=128, the ring of K/V slots with
- * FLASHCL_NV_WGMMA_RING=<slots> and FLASHCL_NV_WGMMA_LAG=0|1, and a register
+ * FLASHCL_NV_WGMMA_BN=128 (or 32), the ring of K/V slots with
+ * FLASHCL_NV_WGMMA_RING=<slots>, FLASHCL_NV_WGMMA_LAG=0|1 and
+ * FLASHCL_NV_WGMMA_SAHEAD=0|1 (env only), and a register
  * cap (more work-groups per SM) with FLASHCL_NV_WGMMA_MAXNREG=<n>
  * (bench/run_h200_wgmma.sh quick), and write the measured reason here.
  * First GPU run (H200, 2026-12-01, docs/nvidia-path.md): 2 warpgroups
