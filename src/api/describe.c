@@ -147,6 +147,6 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
     const flashcl_status status =
         plan_call(ctx, desc, NULL, NULL, &plan, &p, NULL, 0);
     return status == FLASHCL_SUCCESS
-               ? plan_programs(ctx, &plan, programs, compile_ms)
+               ? plan_and_build(ctx, &p, &plan, programs, compile_ms)
                : status;
 }

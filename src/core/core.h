@@ -147,6 +147,25 @@ struct compiled_program {
 flashcl_status program_cache_get(flashcl_context *ctx,
                                  const program_request *request,
                                  compiled_program **out, bool *compiled_now);
+
+/* Rewrites the binary a program was built into (from source) into the
+ * binary to build instead (the wgmma path's PTX patch); NULL with the
+ * reason in `why` when it cannot. The result is malloc'd; *out_size is
+ * what the driver gets (a text binary counts its terminating NUL). */
+typedef unsigned char *program_patch_fn(const unsigned char *binary,
+                                        size_t size, size_t *out_size,
+                                        char *why, size_t why_cap);
+/* program_cache_get for a program whose source build is followed by
+ * `patch` and a build of the patched binary (clCreateProgramWithBinary).
+ * The disk cache keeps the patched binary under `kind`, so a later process
+ * skips the source build and the patch. A failed patch or binary build is
+ * FLASHCL_ERROR_BUILD_FAILED with the reason. */
+flashcl_status program_cache_get_patched(flashcl_context *ctx,
+                                         const program_request *request,
+                                         program_patch_fn *patch,
+                                         const char *kind,
+                                         compiled_program **out,
+                                         bool *compiled_now);
 void program_cache_release(flashcl_context *ctx);
 
 /* ---- context (context.c) ------------------------------------------- */

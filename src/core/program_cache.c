@@ -134,13 +134,24 @@ static void release_program(compiled_program *entry)
     entry->program = NULL;
 }
 
-/* The program from a cached binary; false (nothing kept, no error set)
- * when there is none or the driver refuses it, and the caller compiles. */
-static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
-                            const program_request *request, const char *key)
+/* Options for building a patched binary: the source's -D and -cl-std
+ * options mean nothing to a binary (and might be refused by a driver);
+ * FLASHCL_VERBOSE asks NVIDIA's driver for ptxas' register report. */
+static const char *patched_build_options(void)
 {
+    return verbose_enabled() ? "-cl-nv-verbose" : "";
+}
+
+/* The program from a cached binary of `kind`; false (nothing kept, no
+ * error set) when there is none or the driver refuses it, and the caller
+ * compiles. */
+static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
+                            const program_request *request, const char *key,
+                            const char *kind)
+{
+    const bool patched = strcmp(kind, "clbin") != 0;
     size_t size = 0;
-    unsigned char *binary = binary_cache_load("clbin", key, &size);
+    unsigned char *binary = binary_cache_load(kind, key, &size);
     if (!binary)
         return false;
     cl_int err, binary_status = CL_INVALID_BINARY;
@@ -150,7 +161,8 @@ static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
     free(binary);
     bool ok = err == CL_SUCCESS && binary_status == CL_SUCCESS;
     if (ok) {
-        clBuildProgram(entry->program, 1, &ctx->device, request->options,
+        clBuildProgram(entry->program, 1, &ctx->device,
+                       patched ? patched_build_options() : request->options,
                        NULL, NULL);
         ok = built(entry, ctx->device);
     }
@@ -171,19 +183,32 @@ static bool build_from_disk(flashcl_context *ctx, compiled_program *entry,
     return ok;
 }
 
+/* The binary of entry->program for the one device, or NULL. */
+static unsigned char *program_binary(const compiled_program *entry,
+                                     size_t *size)
+{
+    *size = 0;
+    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES,
+                         sizeof *size, size, NULL) != CL_SUCCESS ||
+        *size == 0)
+        return NULL;
+    unsigned char *binary = malloc(*size);
+    unsigned char *binaries[1] = {binary};
+    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
+                                   sizeof binaries, binaries,
+                                   NULL) != CL_SUCCESS) {
+        free(binary);
+        binary = NULL;
+    }
+    return binary;
+}
+
 /* The program's binary for the one device, into the disk cache. */
 static void store_binary(const compiled_program *entry, const char *key)
 {
     size_t size = 0;
-    if (clGetProgramInfo(entry->program, CL_PROGRAM_BINARY_SIZES, sizeof size,
-                         &size, NULL) != CL_SUCCESS ||
-        size == 0)
-        return;
-    unsigned char *binary = malloc(size);
-    unsigned char *binaries[1] = {binary};
-    if (binary && clGetProgramInfo(entry->program, CL_PROGRAM_BINARIES,
-                                   sizeof binaries, binaries,
-                                   NULL) == CL_SUCCESS)
+    unsigned char *binary = program_binary(entry, &size);
+    if (binary)
         binary_cache_store("clbin", key, binary, size);
     free(binary);
 }
@@ -234,10 +259,64 @@ static char *disk_key(const flashcl_context *ctx,
     return key;
 }
 
+/* entry->program (built from source) replaced by the build of its patched
+ * binary, which goes into the disk cache under (kind, key) at once. */
+static flashcl_status rebuild_patched(flashcl_context *ctx,
+                                      compiled_program *entry,
+                                      const program_request *request,
+                                      program_patch_fn *patch,
+                                      const char *kind, const char *key)
+{
+    size_t size = 0, patched_size = 0;
+    unsigned char *binary = program_binary(entry, &size);
+    if (!binary)
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                         "%s: reading the program binary to patch failed",
+                         request->source);
+    char why[256] = "";
+    unsigned char *patched = patch(binary, size, &patched_size, why,
+                                   sizeof why);
+    free(binary);
+    if (!patched)
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                         "%s: patching the program binary failed: %s",
+                         request->source, why);
+    release_program(entry);
+    cl_int err, binary_status = CL_INVALID_BINARY;
+    const unsigned char *binaries[1] = {patched};
+    entry->program =
+        clCreateProgramWithBinary(ctx->cl_ctx, 1, &ctx->device, &patched_size,
+                                  binaries, &binary_status, &err);
+    if (err != CL_SUCCESS || binary_status != CL_SUCCESS) {
+        free(patched);
+        return set_error(ctx, FLASHCL_ERROR_BUILD_FAILED,
+                         "%s: clCreateProgramWithBinary of the patched binary: "
+                         "%s / %s", request->source, cl_error_name(err),
+                         cl_error_name(binary_status));
+    }
+    err = clBuildProgram(entry->program, 1, &ctx->device,
+                         patched_build_options(), NULL, NULL);
+    if (!built(entry, ctx->device)) {
+        free(patched);
+        char what[512];
+        snprintf(what, sizeof what, "%s: building the patched binary failed: "
+                 "%s", request->source, cl_error_name(err));
+        return set_build_error(ctx, what,
+                               build_log(entry->program, ctx->device));
+    }
+    report_log_if_verbose(entry, ctx->device);
+    flashcl_status status = create_kernels(ctx, entry, request);
+    if (status == FLASHCL_SUCCESS && key)
+        binary_cache_store(kind, key, patched, patched_size);
+    free(patched);
+    return status;
+}
+
 /* From the disk cache when it holds the program, else from source (and
- * then into the disk cache). */
+ * then into the disk cache; a patched program: source, patch, binary). */
 static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
-                            const program_request *request)
+                            const program_request *request,
+                            program_patch_fn *patch, const char *kind)
 {
     char msg[512];
     char *source = load_kernel_source(request->source, msg, sizeof msg);
@@ -247,9 +326,12 @@ static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
                     ? disk_key(ctx, request, source, entry->names)
                     : NULL;
     flashcl_status status = FLASHCL_SUCCESS;
-    if (!key || !build_from_disk(ctx, entry, request, key)) {
+    if (!key || !build_from_disk(ctx, entry, request, key,
+                                 patch ? kind : "clbin")) {
         status = build_from_source(ctx, entry, request, source);
-        if (status == FLASHCL_SUCCESS) {
+        if (status == FLASHCL_SUCCESS && patch) {
+            status = rebuild_patched(ctx, entry, request, patch, kind, key);
+        } else if (status == FLASHCL_SUCCESS) {
             entry->disk_key = key; /* stored later: take_disk_key */
             key = NULL;
         }
@@ -363,11 +445,12 @@ static bool wait_for_build(flashcl_context *ctx, compiled_program *entry)
 /* Compile `entry` (already linked, state building) without the lock. */
 static flashcl_status compile_entry(flashcl_context *ctx,
                                     compiled_program *entry,
-                                    const program_request *request)
+                                    const program_request *request,
+                                    program_patch_fn *patch, const char *kind)
 {
     pthread_mutex_unlock(&ctx->cache_lock);
     const double start = now_ms();
-    flashcl_status status = build(ctx, entry, request);
+    flashcl_status status = build(ctx, entry, request, patch, kind);
     const double elapsed = now_ms() - start;
     pthread_mutex_lock(&ctx->cache_lock);
     entry->compile_ms = elapsed;
@@ -386,6 +469,17 @@ static flashcl_status compile_entry(flashcl_context *ctx,
 flashcl_status program_cache_get(flashcl_context *ctx,
                                  const program_request *request,
                                  compiled_program **out, bool *compiled_now)
+{
+    return program_cache_get_patched(ctx, request, NULL, NULL, out,
+                                     compiled_now);
+}
+
+flashcl_status program_cache_get_patched(flashcl_context *ctx,
+                                         const program_request *request,
+                                         program_patch_fn *patch,
+                                         const char *kind,
+                                         compiled_program **out,
+                                         bool *compiled_now)
 {
     if (compiled_now)
         *compiled_now = false;
@@ -421,7 +515,7 @@ flashcl_status program_cache_get(flashcl_context *ctx,
     }
     entry->next = ctx->programs;
     ctx->programs = entry;
-    flashcl_status status = compile_entry(ctx, entry, request);
+    flashcl_status status = compile_entry(ctx, entry, request, patch, kind);
     pthread_mutex_unlock(&ctx->cache_lock);
     if (status == FLASHCL_SUCCESS) {
         *out = entry;

@@ -167,13 +167,45 @@ flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
         const program_request request = plan_request(plan, which);
         bool compiled_now = false;
         flashcl_status status =
-            program_cache_get(ctx, &request, &programs[which], &compiled_now);
+            plan->patch ? program_cache_get_patched(
+                              ctx, &request, plan->patch, plan->patch_kind,
+                              &programs[which], &compiled_now)
+                        : program_cache_get(ctx, &request, &programs[which],
+                                            &compiled_now);
         if (status != FLASHCL_SUCCESS)
             return status;
         if (compiled_ms && compiled_now)
             *compiled_ms += programs[which]->compile_ms;
     }
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
+                              kernel_plan *plan,
+                              compiled_program *programs[2],
+                              double *compiled_ms)
+{
+    choose_plan(&ctx->caps, p, plan, NULL, 0);
+    flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
+    if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
+        return status;
+    char why[512];
+    snprintf(why, sizeof why, "%s", flashcl_context_last_error(ctx));
+    const char *failed = plan->path->name;
+    plan->build_failed(&ctx->caps, why);
+    choose_plan(&ctx->caps, p, plan, NULL, 0);
+    if (plan->build_failed)
+        return status; /* the path did not take itself out: keep its error */
+    double more_ms = 0;
+    status = plan_programs(ctx, plan, programs, &more_ms);
+    if (compiled_ms)
+        *compiled_ms += more_ms;
+    if (status == FLASHCL_SUCCESS) {
+        begin_call(ctx); /* the failure is a note now, not the call's error */
+        note_for_call("path %s could not be built (%.*s); ran %s", failed,
+                      (int)strcspn(why, "\n"), why, plan->path->name);
+    }
+    return status;
 }
 
 flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
@@ -228,9 +260,8 @@ flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const cl_event *wait_list, cl_event *event)
 {
     kernel_plan plan;
-    choose_plan(&ctx->caps, p, &plan, NULL, 0);
     compiled_program *programs[2];
-    flashcl_status status = plan_programs(ctx, &plan, programs, NULL);
+    flashcl_status status = plan_and_build(ctx, p, &plan, programs, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
     return plan.path->launch(ctx, queue, p, &plan, programs, num_wait,

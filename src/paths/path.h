@@ -51,6 +51,15 @@ struct kernel_plan {
     bool split_kernel;
     int splits;
     uint64_t scratch_bytes;
+    /* The plan's program is built from source, then from the binary that
+     * `patch` makes of it (the wgmma path's sm_90a PTX), cached on disk
+     * under `patch_kind`; NULL for the other paths. */
+    program_patch_fn *patch;
+    const char *patch_kind;
+    /* Called when the plan's programs fail to build (with the reason): the
+     * path records it so that its can_run refuses from then on, and the
+     * call is planned again (the wgmma path falls back to nv_mma). */
+    void (*build_failed)(const device_caps *caps, const char *why);
 };
 
 struct kernel_path {
@@ -72,6 +81,7 @@ struct kernel_path {
 
 extern const kernel_path portable_path;
 extern const kernel_path nv_mma_path;
+extern const kernel_path nv_wgmma_path;
 extern const kernel_path amd_mfma_path;
 extern const kernel_path subgroup_path;
 
@@ -146,5 +156,14 @@ program_request plan_request(const kernel_plan *plan, int which);
 flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
                              compiled_program *programs[2],
                              double *compiled_ms);
+
+/* choose_plan, then plan_programs; when a plan with build_failed set
+ * cannot be built, that path is told, the call is planned again (the path
+ * now refuses it) and the new plan built: the call still succeeds, with a
+ * note naming the failure in flashcl_context_last_error. */
+flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
+                              kernel_plan *plan,
+                              compiled_program *programs[2],
+                              double *compiled_ms);
 
 #endif /* FLASHCL_PATH_H */

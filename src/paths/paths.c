@@ -8,6 +8,7 @@
 #include <string.h>
 
 static const kernel_path *const paths[] = {
+    &nv_wgmma_path, /* only when forced until measured faster (nv_wgmma.c) */
     &nv_mma_path,
     &amd_mfma_path,
     &subgroup_path,
@@ -31,6 +32,14 @@ static const char *forced_path(void)
     return name && *name ? name : NULL;
 }
 
+/* A forced path that refuses a problem hands it to the path it stands in
+ * for before the portable kernel: nv_wgmma covers part of what nv_mma
+ * computes, and falls back to it when its sm_90a build fails. */
+static const kernel_path *stand_in_for(const kernel_path *path)
+{
+    return path == &nv_wgmma_path ? &nv_mma_path : NULL;
+}
+
 static void note_skip(char *skipped, size_t cap, const char *path,
                       const char *why)
 {
@@ -51,6 +60,7 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
     const kernel_path *chosen = paths[count - 1];
     const bool only_portable = portable_only();
     const char *force = forced_path();
+    const kernel_path *fallback = NULL; /* of a forced path that refused */
     for (size_t i = 0; i + 1 < count; ++i) {
         char why[256] = "";
         const bool forced = force && strcmp(force, paths[i]->name) == 0;
@@ -59,7 +69,7 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
                       "FLASHCL_PORTABLE_ONLY is set");
             continue;
         }
-        if (force && !forced) {
+        if (force && !forced && paths[i] != fallback) {
             snprintf(why, sizeof why, "FLASHCL_PATH=%.64s", force);
             note_skip(skipped, skipped_cap, paths[i]->name, why);
             continue;
@@ -68,6 +78,8 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
             chosen = paths[i];
             break;
         }
+        if (forced)
+            fallback = stand_in_for(paths[i]);
         note_skip(skipped, skipped_cap, paths[i]->name, why);
     }
     memset(plan, 0, sizeof *plan);

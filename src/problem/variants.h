@@ -21,6 +21,7 @@
 #define PATH_BIT_NV_MMA 2u
 #define PATH_BIT_SUBGROUP 4u
 #define PATH_BIT_AMD_MFMA 8u
+#define PATH_BIT_NV_WGMMA 16u
 
 /* What all-zero strides mean for a tensor (problem.c). */
 typedef enum stride_rule {

@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# The wgmma path (issue 12) on the lent H200, in one short run. From the
+# repository root there (carry .gpu-rt and, prebuilt on the CPU machine,
+# build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
+# -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
+#
+#   bash bench/run_h200_wgmma.sh [quick|ceiling|smoke|tests|bench|all]   # default all
+#
+# quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
+#        side by side: a smoke (flashcl run vs the float64 oracle, with the
+#        patched build's ptxas registers/spills) of each new configuration
+#        at D = 64/128 fp16 causal and not (bf16: the bench's --check),
+#        then flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both,
+#        for the old best (wg2, wg2o), the new ones and nv_mma: a TFLOP/s
+#        table with the best wgmma / nv_mma ratio (quick_table.md)
+# ceiling  the dense wgmma rate through OpenCL (bench/wgmma_ceiling.c:
+#        m64n256k16 from local memory, fp16/bf16, 1 and 2 warpgroups)
+# smoke  one call per D x dtype x causal x 1/2 warpgroups x plain/overlapped
+#        (and 128-key tiles at D = 64) on FLASHCL_PATH=nv_wgmma with
+#        FLASHCL_VERBOSE (build options, the patched build's ptxas report)
+#        and FLASHCL_NV_WGMMA_DUMP (the driver's PTX and the patched PTX
+#        come back under $OUT/ptx/); PASS/FAIL against the float64 oracle;
+#        the fallback (FLASHCL_NV_WGMMA_PATCH=off), the 64 KiB experiment,
+#        and a second process showing the patched binary from the disk cache
+# tests  the core suites forced onto nv_wgmma (the table's schedule;
+#        FLASHCL_NV_WGMMA_WG / FLASHCL_NV_WGMMA_OVERLAP in the environment
+#        choose another): every fp16/bf16 call the
+#        path accepts must run on it (FLASHCL_EXPECT_PATH), the calls it
+#        refuses for a listed reason run on nv_mma or portable
+# bench  flashcl-bench, nv_wgmma with 1 and 2 warpgroups
+#        (FLASHCL_NV_WGMMA_WG), each plain and overlapped
+#        (FLASHCL_NV_WGMMA_OVERLAP), 128-key tiles at D = 64
+#        (FLASHCL_NV_WGMMA_BN), and nv_mma in the same run (FA2 protocol:
+#        tokens 16384, hidden 2048, D 64/128, N 512..16384, causal and not,
+#        fp16 and bf16; GQA 4 at N 4096), --check on sampled rows; a table
+#        of both and their ratio
+# Results: $OUT (default out/), short summaries on stdout. Within the
+# device's 10 minutes per command, run ceiling, smoke, tests and bench as
+# separate commands (ceiling < 1 min, smoke ~3 min, tests <= 2 x 270 s,
+# bench ~4 min; REPS=5 halves the timed part) rather than `all`;
+# SUITES=test_variants bash bench/run_h200_wgmma.sh tests runs the variant
+# suite (its calls mostly refuse: variants run on nv_mma).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+what=${1:-all}
+[ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
+export FLASHCL_KERNEL_DIR=$PWD/cl
+export CUDA_CACHE_DISABLE=1
+export FLASHCL_CACHE_DIR=$(mktemp -d)   # a cold disk cache for this run
+REPS=${REPS:-10}
+B=${B:-build-h200}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null
+  echo "flashcl commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} | tee "$OUT/env.txt"
+if [ ! -x $B/flashcl-bench ]; then
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF >"$OUT/build.log" 2>&1 &&
+    cmake --build $B -j >>"$OUT/build.log" 2>&1 ||
+    { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
+fi
+
+smoke() {
+  echo "== smoke (FLASHCL_PATH=nv_wgmma)"
+  mkdir -p "$OUT/ptx"
+  : >"$OUT/smoke.log"
+  for wg in 1 2; do for ov in 0 1; do for d in 64 128; do for t in fp16 bf16; do for c in "" --causal; do
+    echo "### WG=$wg OVERLAP=$ov D=$d $t ${c:-noncausal}" >>"$OUT/smoke.log"
+    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+      FLASHCL_NV_WGMMA_DUMP="$OUT/ptx" \
+      timeout 120 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
+      --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
+    rc=$?
+    echo "WG=$wg OVERLAP=$ov D=$d $t ${c:-noncausal}: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)," \
+      "$(grep -c 'FLASHCL_NV_WGMMA=1' "$OUT/smoke.log") lines naming the wgmma build so far"
+  done; done; done; done; done
+  for ov in 0 1; do for t in fp16 bf16; do for c in "" --causal; do  # 128-key tiles, D = 64
+    echo "### BN=128 OVERLAP=$ov D=64 $t ${c:-noncausal}" >>"$OUT/smoke.log"
+    FLASHCL_NV_WGMMA_BN=128 FLASHCL_NV_WGMMA_OVERLAP=$ov FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+      timeout 120 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim 64 \
+      --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >>"$OUT/smoke.log" 2>&1
+    echo "BN=128 OVERLAP=$ov D=64 $t ${c:-noncausal}: exit $?, $(grep -E '^(PASS|FAIL)' "$OUT/smoke.log" | tail -1)"
+  done; done; done
+  ls "$OUT/ptx" | wc -l | sed 's/^/PTX files dumped: /'
+  # the patched builds' ptxas reports (-cl-nv-verbose), and any fallback
+  grep -E 'ptxas info *: Used|spill|wgmma.*serializ|Potential Performance|could not be built' \
+    "$OUT/smoke.log" | sort | uniq -c | head -20
+  echo "-- fallback: the patch made to fail (FLASHCL_NV_WGMMA_PATCH=off); expect PASS on the mma.sync kernel:"
+  FLASHCL_NV_WGMMA_PATCH=off FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 120 $B/flashcl run \
+    --seqlen 1000 --head-dim 128 --heads 4 --dtype bf16 --causal --reps 3 >"$OUT/smoke_fallback.log" 2>&1
+  echo "exit $?: $(grep -E '^(PASS|FAIL)' "$OUT/smoke_fallback.log")," \
+    "$(grep -c 'nv_wgmma could not be built' "$OUT/smoke_fallback.log") fallback notes"
+  echo "-- more than 48 KiB? D=128 with K/V double-buffered in 64 KiB of static local memory:"
+  FLASHCL_NV_WGMMA_LOCAL_MEM=65536 FLASHCL_NV_WGMMA_OVERLAP=0 FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 \
+    timeout 120 $B/flashcl run --seqlen 1000 --head-dim 128 --heads 4 --dtype fp16 --reps 3 \
+    >"$OUT/smoke_64k.log" 2>&1
+  echo "exit $?: $(grep -E '^(PASS|FAIL)|error|rror:' "$OUT/smoke_64k.log" | head -3 | tr '\n' ' ')"
+  grep -E 'smem|shared' "$OUT/smoke_64k.log" | head -3
+  echo "-- second process, same disk cache (expect no source build of the wgmma kernel):"
+  FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 120 $B/flashcl run --seqlen 1000 \
+    --head-dim 128 --heads 8 --dtype fp16 --causal --reps 3 2>&1 | tee "$OUT/smoke_cached.log" |
+    grep -E '^(kernel|PASS|FAIL|max)'
+  ls -l "$FLASHCL_CACHE_DIR" | grep -c '\.sm90a' | sed 's/^/patched (sm90a*) entries in the disk cache: /'
+}
+
+tests() {
+  echo "== core suites on nv_wgmma"
+  export FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16
+  # the path's own refusals (nv_wgmma.c): anything but D = D_v = 64/128,
+  # plain or causal, contiguous aligned rows, no inference features
+  export FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV"
+  : >"$OUT/tests.log"
+  for t in ${SUITES:-test_forward test_semantics}; do
+    [ -x $B/tests/$t ] || continue
+    echo "### $t" >>"$OUT/tests.log"
+    timeout ${SUITE_TIMEOUT:-270} $B/tests/$t >>"$OUT/tests.log" 2>&1
+    echo "$t: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/tests.log" | tail -1)" \
+      "| $(grep -E '^FLASHCL_EXPECT_PATH' "$OUT/tests.log" | tail -1)"
+  done
+  grep -E ':[EF]:' "$OUT/tests.log" | cut -c1-240 | head -12
+  grep -c '\[path nv_wgmma\]' "$OUT/tests.log" | sed 's/^/calls noted on nv_wgmma: /'
+  unset FLASHCL_PATH FLASHCL_EXPECT_PATH FLASHCL_EXPECT_PATH_EXCEPT
+}
+
+bench() {
+  echo "== flashcl-bench: nv_wgmma (1 and 2 warpgroups) vs nv_mma"
+  # name:path:warpgroups:overlap:keys per tile:head dims
+  for cfg in wg1:nv_wgmma:1:0:64:64,128 wg2:nv_wgmma:2:0:64:64,128 \
+             wg1o:nv_wgmma:1:1:64:64,128 wg2o:nv_wgmma:2:1:64:64,128 \
+             wg2n128:nv_wgmma:2:0:128:64 wg2on128:nv_wgmma:2:1:128:64 \
+             nv_mma:nv_mma:0:0:0:64,128; do
+    IFS=: read -r p path wg ov bn dims <<<"$cfg"
+    export FLASHCL_PATH=$path FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_OVERLAP=$ov \
+      FLASHCL_NV_WGMMA_BN=$bn
+    timeout 150 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim $dims --seqlen 512,1024,2048,4096,8192,16384 \
+      --causal both --csv "$OUT/bench_$p.csv" >"$OUT/bench_$p.log" 2>&1
+    echo "$p: exit $?, $(grep -c '^check|' "$OUT/bench_$p.log") checks, max rel_l2" \
+      "$(grep '^check|' "$OUT/bench_$p.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)"
+    timeout 60 $B/flashcl-bench --sgemm 0 --reps "$REPS" --warmup 3 \
+      --check 16 --dtype fp16,bf16 --head-dim $dims --seqlen 4096 --causal both \
+      --variants gqa4 --csv "$OUT/bench_${p}_gqa.csv" >"$OUT/bench_${p}_gqa.log" 2>&1
+  done
+  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN
+  python3 - "$OUT" <<'PY' | tee "$OUT/wgmma_table.md"
+import csv, sys, os
+out = sys.argv[1]
+def rows(p):
+    r = {}
+    for f in (f"bench_{p}.csv", f"bench_{p}_gqa.csv"):
+        path = os.path.join(out, f)
+        if not os.path.exists(path):
+            continue
+        for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
+            r[(x["variant"], x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = x
+    return r
+cfgs = ["wg1", "wg2", "wg1o", "wg2o", "wg2n128", "wg2on128"]
+w = {c: rows(c) for c in cfgs}
+m = rows("nv_mma")
+nan = float("nan")
+def tf(r, k):
+    return float(r[k]["tflops"]) if k in r else nan
+print("TFLOP/s; wgN: N warpgroups, o: overlapped schedule, n128: 128-key tiles (D = 64)")
+print("| variant | dtype | D | causal | N | " + " | ".join(cfgs) + " | nv_mma | best wgmma / nv_mma |")
+print("|---|---|---|---|---|" + "---|" * (len(cfgs) + 2))
+keys = set().union(*w.values())
+for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
+    v = [tf(w[c], k) for c in cfgs]
+    c = tf(m, k)
+    best = max([x for x in v if x == x] + [0.0])
+    print(f"| {' | '.join(k)} | " + " | ".join(f"{x:.1f}" for x in v) +
+          f" | {c:.1f} | {best / c if c == c and c else nan:.2f} |")
+PY
+}
+
+# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag (2: S ahead):maxnreg[:local mem]
+# RING asks for 6 slots: the host fits what the local memory holds (D = 64,
+# 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
+# Each smoke line: D/dtype[/c]=PASS|FAIL(registers r, spill-store bytes sp,
+# fallback notes fb, wgmma build logs, the RING,LAG the host chose).
+# c128: .maxnreg 128, so 2 work-groups of 2 warpgroups (or 4 of 1) fit an
+# SM's registers instead of 1 (3) at the first run's 121-141 registers.
+QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6c128:2:0:0:6:0:128 sa:2:0:0:6:2:0 \
+  sab32:2:0:32:6:2:0 oc128:2:1:0:0:0:128 x64k:2:0:0:8:0:0:65536"}
+# lag 2 = LAG 1 + SAHEAD 1 (sa*): the next tile's S issued before this
+# tile's softmax (offline 252-255 registers at D = 128 with 64-key tiles,
+# 187-208 with 32-key tiles: sab32, whose ring holds 6 tiles at D = 128).
+# More, at ~30 s each (r6l1c128:2:0:0:6:1:128 b32c128:2:0:32:6:0:128
+# r6l1:2:0:0:6:1:0 r6l1n128:2:0:128:6:1:0 wg1r6c128:1:0:0:6:0:128):
+# QUICK_NEW="...". Estimated time (first run: ~4 s per smoke call, ~3.5 s
+# per build): ~250 s; the script prints the seconds per phase.
+# x64k: the ring sized for 64 KiB of static local memory (D = 128: 4 slots,
+# D = 64: 8), the FLASHCL_NV_WGMMA_LOCAL_MEM experiment the first run did
+# not capture; a launch failure shows as FAIL/exit there, nothing else.
+QUICK_OLD=${QUICK_OLD-"wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"}
+
+quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
+  IFS=: read -r qn qwg qov qbn qring qlag qcap qmem <<<"$1"
+  local ahead=0 lag=$qlag
+  [ "$qlag" = 2 ] && { ahead=1; lag=1; }
+  export FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_WG=$qwg FLASHCL_NV_WGMMA_OVERLAP=$qov \
+    FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$lag \
+    FLASHCL_NV_WGMMA_SAHEAD=$ahead FLASHCL_NV_WGMMA_MAXNREG=$qcap
+  if [ -n "$qmem" ]; then export FLASHCL_NV_WGMMA_LOCAL_MEM=$qmem; else unset FLASHCL_NV_WGMMA_LOCAL_MEM; fi
+}
+quick_unenv() {
+  unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN \
+    FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG FLASHCL_NV_WGMMA_LOCAL_MEM \
+    FLASHCL_NV_WGMMA_SAHEAD
+}
+
+quick() {
+  local t0=$SECONDS
+  # a build-h200 carried from before the ring would ignore its variables
+  # (the kernel source comes from cl/, the options from the library)
+  if ! $B/flashcl --help 2>&1 | grep -q FLASHCL_NV_WGMMA_SAHEAD; then
+    echo "!! $B predates the ring schedule: building build-h200-q here (~1 min)"
+    B=build-h200-q
+    cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF >>"$OUT/build.log" 2>&1 &&
+      cmake --build $B -j >>"$OUT/build.log" 2>&1 ||
+      { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; return 1; }
+  fi
+  echo "== quick smoke: new configurations on FLASHCL_PATH=nv_wgmma (fp16; the bench checks bf16)"
+  : >"$OUT/quick_smoke.log"
+  for cfg in $QUICK_NEW; do
+    quick_env "$cfg"
+    line="$qn:"
+    for dc in 64:fp16: 64:fp16:--causal 128:fp16: 128:fp16:--causal; do
+      IFS=: read -r d t c <<<"$dc"
+      [ "$qbn" = 128 ] && [ "$d" = 128 ] && continue   # 128-key tiles: D = 64 only
+      log="$OUT/quick_smoke_${qn}_${d}_${t}${c:+_c}.log"
+      FLASHCL_VERBOSE=1 timeout 60 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
+        --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >"$log" 2>&1
+      rc=$?
+      res=$(grep -E '^(PASS|FAIL)' "$log" | tail -1 | cut -c1-4)
+      # every build's ptxas report: the driver's sm_90 build, then the patched one
+      regs=$(grep -oE 'Used [0-9]+ registers' "$log" | grep -oE '[0-9]+' | paste -sd/)
+      spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | grep -oE '^[0-9]+' | paste -sd/)
+      fb=$(grep -c 'could not be built' "$log")
+      built=$(grep -c 'built flash_fwd_wgmma.cl' "$log")  # build logs (-cl-nv-verbose)
+      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9] -DFLASHCL_NV_WGMMA_SAHEAD=[0-9]' "$log" | tail -1 |
+        sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/g')
+      line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp,fb$fb,wgbuilds$built${opt:+,$opt})"
+      { echo "### $cfg D=$d $t ${c:-noncausal}: exit $rc"; cat "$log"; } >>"$OUT/quick_smoke.log"
+    done
+    echo "$line"
+  done
+  quick_unenv
+  grep -q -E '^FAIL' "$OUT"/quick_smoke_*.log && echo "!! some smoke FAILED: see $OUT/quick_smoke.log"
+  grep -h -E 'C7515|serializ' "$OUT"/quick_smoke_*.log | sort | uniq -c | head -3
+
+  echo "(smoke: $((SECONDS - t0)) s)"
+  echo "== quick bench: flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both (REPS=${QREPS:-5})"
+  for cfg in $QUICK_OLD $QUICK_NEW nv_mma; do
+    if [ "$cfg" = nv_mma ]; then qn=nv_mma; quick_unenv; export FLASHCL_PATH=nv_mma; dims=64,128
+    else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && dims=64; fi
+    # FLASHCL_VERBOSE: the smoke's options, so its fp16 builds come from the
+    # disk cache; the bf16 builds' ptxas reports land in the log
+    FLASHCL_VERBOSE=1 timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
+      --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen ${QSEQ:-2048,8192} \
+      --causal both --csv "$OUT/quick_$qn.csv" >"$OUT/quick_$qn.log" 2>&1
+    echo "$qn: exit $?, $(grep -c '^check|' "$OUT/quick_$qn.log") checks, max rel_l2" \
+      "$(grep '^check|' "$OUT/quick_$qn.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)," \
+      "$(grep -c 'could not be built' "$OUT/quick_$qn.log") fallbacks," \
+      "registers $(grep -oE 'Used [0-9]+ registers' "$OUT/quick_$qn.log" | grep -oE '[0-9]+' | sort -n | uniq | paste -sd,)," \
+      "max spill $(grep -oE '[0-9]+ bytes spill stores' "$OUT/quick_$qn.log" | grep -oE '^[0-9]+' | sort -n | tail -1)"
+  done
+  quick_unenv
+  echo "(smoke + bench: $((SECONDS - t0)) s)"
+  cfgs=""
+  for cfg in $QUICK_OLD $QUICK_NEW; do cfgs="$cfgs ${cfg%%:*}"; done
+  python3 - "$OUT" $cfgs <<'PY' | tee "$OUT/quick_table.md"
+import csv, sys, os
+out, cfgs = sys.argv[1], sys.argv[2:]
+def rows(p):
+    r = {}
+    path = os.path.join(out, f"quick_{p}.csv")
+    if os.path.exists(path):
+        for x in csv.DictReader(l for l in open(path) if not l.startswith("#")):
+            r[(x["dtype"], x["head_dim"], x["causal"], x["seqlen"])] = float(x["tflops"])
+    return r
+w = {c: rows(c) for c in cfgs}
+m = rows("nv_mma")
+print("TFLOP/s (flashcl-bench, tokens 16384, hidden 2048); best = best wgmma / nv_mma")
+print("| dtype D causal N | " + " | ".join(cfgs) + " | nv_mma | best |")
+print("|---|" + "---|" * (len(cfgs) + 2))
+for k in sorted(m.keys() | set().union(*[set(v) for v in w.values()]),
+                key=lambda k: (k[0], int(k[1]), k[2], int(k[3]))):
+    v = [w[c].get(k) for c in cfgs]
+    c = m.get(k)
+    got = [(x, n) for x, n in zip(v, cfgs) if x is not None]
+    best = max(got) if got else None
+    cell = lambda x: "-" if x is None else f"{x:.0f}" if x >= 10 else f"{x:.3f}"
+    ratio = f"{best[0] / c:.2f} {best[1]}" if best and c else "-"
+    print(f"| {' '.join(k)} | " + " | ".join(cell(x) for x in v) + f" | {cell(c)} | {ratio} |")
+PY
+}
+
+ceiling() {
+  echo "== wgmma ceiling through OpenCL (m64n256k16 loop, bench/wgmma_ceiling.c)"
+  timeout 120 $B/wgmma-ceiling cl >"$OUT/ceiling.log" 2>&1
+  echo "exit $?"; grep -E 'TFLOP/s|failed|ptxas info *: Used' "$OUT/ceiling.log"
+}
+
+case "$what" in
+  quick) quick ;;
+  ceiling) ceiling ;;
+  smoke) smoke ;;
+  tests) tests ;;
+  bench) bench ;;
+  all) ceiling; smoke; tests; bench ;;
+  *) echo "usage: $0 [quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
+esac
+rm -rf "$FLASHCL_CACHE_DIR"

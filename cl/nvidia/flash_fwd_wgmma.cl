@@ -1,0 +1,768 @@
+/*
+ * flashcl: forward attention for Hopper (sm_90a) with warpgroup MMA
+ * (wgmma.mma_async), written in OpenCL C with inline PTX. The host
+ * compiles this file only on NVIDIA compute capability 9.x with
+ * -DFLASHCL_NV_WGMMA=1, then patches the PTX (cl/nvidia/nv_wgmma.clh says
+ * how); anywhere else the file preprocesses to nothing.
+ *
+ * A work-group of one or two warpgroups (FLASHCL_WG_SIZE 128 or 256) owns
+ * 64 query rows per warpgroup of one (batch, head), each warp 16 of them;
+ * two warpgroups share every K/V tile (half the copies and barriers per
+ * row) and run the same loop. Q lives in registers as the A operand of
+ * S = Q K^T (m64nBNk16, one per 16 head-dim columns); the online softmax
+ * runs on the S accumulators; P is repacked to 16 bits in registers as the
+ * A operand of O += P V (m64nDk16, one per 16 keys). K and V tiles of
+ * BN = 64 (or, at D = 64, 128) keys stream through local memory with
+ * cp.async in the wgmma "interleave" (no swizzle) layout: core matrices of
+ * 8 keys x 8 head-dim elements, 128 contiguous bytes each, key-major
+ * inside, so one layout serves K (K-major B) and V (MN-major B, transpose
+ * flag). Plain schedule: K and V double-buffered when two stages fit (D =
+ * 64, BN = 64: 32 KiB), else single-buffered with FlashAttention-2's split
+ * (V[j] loads during S = Q K[j]^T, K[j+1] during P V[j]); the overlapped
+ * schedule (FLASHCL_NV_WGMMA_OVERLAP), the ring of K/V slots
+ * (FLASHCL_NV_WGMMA_RING, with LAG and SAHEAD) and 32-key tiles are
+ * described at their loops and tunables. Local memory: 48 KiB per
+ * work-group on NVIDIA's OpenCL.
+ *
+ * Semantics as the mma.sync kernel (docs/nvidia-path.md): bottom-right
+ * causal (query i sees key j iff j <= i + diag + window_right, diag =
+ * seqlen_k - seqlen_q), GQA through group_size, natural-log LSE, rows that
+ * see no key write O = 0 and LSE = -inf. The exponent is the exact form
+ * 2^((s - m) * scale log2 e), so no fix-up pass is needed.
+ *
+ * Host guarantees on this path: D = D_v = 64 or 128, fp16 or bf16, dim
+ * stride 1, 16-byte-aligned rows, no score variant, no window, bottom-right
+ * causal or none.
+ */
+#ifndef FLASHCL_NV_WGMMA
+#define FLASHCL_NV_WGMMA 0
+#endif
+
+#if FLASHCL_NV_WGMMA
+
+/* ---------------------------------------------------------------- tunables */
+#ifndef FLASHCL_HEAD_DIM
+#define FLASHCL_HEAD_DIM 128
+#endif
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
+#endif
+#ifndef FLASHCL_DTYPE
+#define FLASHCL_DTYPE 1
+#endif
+#ifndef FLASHCL_CAUSAL
+#define FLASHCL_CAUSAL 0
+#endif
+#ifndef FLASHCL_WG_SIZE
+#define FLASHCL_WG_SIZE 128
+#endif
+#ifndef FLASHCL_BLOCK_M
+#define FLASHCL_BLOCK_M 64
+#endif
+#ifndef FLASHCL_BLOCK_N
+#define FLASHCL_BLOCK_N 64
+#endif
+/* 1: scale the scores before the softmax (the host sets it for scale <= 0,
+ * where the row max of the raw scores is not the max of the scaled ones). */
+#ifndef FLASHCL_NV_PRESCALE
+#define FLASHCL_NV_PRESCALE 0
+#endif
+#ifndef FLASHCL_LOCAL_MEM_BYTES
+#define FLASHCL_LOCAL_MEM_BYTES 49152
+#endif
+/* Accepted for ABI compatibility with the base options. */
+#ifndef FLASHCL_DIM_CONTIGUOUS
+#define FLASHCL_DIM_CONTIGUOUS 1
+#endif
+
+#if FLASHCL_HEAD_DIM != 64 && FLASHCL_HEAD_DIM != 128
+#error "flash_fwd_wgmma: FLASHCL_HEAD_DIM must be 64 or 128"
+#endif
+#if FLASHCL_HEAD_DIM_V != FLASHCL_HEAD_DIM
+#error "flash_fwd_wgmma: FLASHCL_HEAD_DIM_V must equal FLASHCL_HEAD_DIM"
+#endif
+#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
+#error "flash_fwd_wgmma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
+#endif
+#if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
+#error "flash_fwd_wgmma: FLASHCL_CAUSAL must be 0 or 1"
+#endif
+#if FLASHCL_WG_SIZE != 128 && FLASHCL_WG_SIZE != 256
+#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 128 or 256 (1 or 2 warpgroups)"
+#endif
+#if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / 2
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per warpgroup"
+#endif
+#if FLASHCL_BLOCK_N != 32 && FLASHCL_BLOCK_N != 64 && FLASHCL_BLOCK_N != 128
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 32, 64 or 128 (the N of S = Q K^T)"
+#endif
+#if FLASHCL_NV_PRESCALE != 0 && FLASHCL_NV_PRESCALE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_PRESCALE must be 0 or 1"
+#endif
+/* 1: skip the O rescale of a tile when no row of the warp got a new max
+ * (alpha is then exactly 1 for all of them). */
+#ifndef FLASHCL_NV_LAZY_RESCALE
+#define FLASHCL_NV_LAZY_RESCALE 1
+#endif
+#if FLASHCL_NV_LAZY_RESCALE != 0 && FLASHCL_NV_LAZY_RESCALE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_LAZY_RESCALE must be 0 or 1"
+#endif
+#if FLASHCL_SOFTCAP || FLASHCL_ALIBI || FLASHCL_BIAS || FLASHCL_MASK ||        \
+    FLASHCL_SINKS
+#error "flash_fwd_wgmma: score variants run on the mma.sync kernel"
+#endif
+
+/* cp.async, shuffles, ex2 and the 16-bit packs of the mma.sync path; the
+ * wgmma helpers (their operand types follow FLASHCL_DTYPE) */
+#ifndef FLASHCL_NV_MMA
+#define FLASHCL_NV_MMA 1
+#endif
+#include "nv_mma.clh"
+#include "nv_wgmma.clh"
+
+#define STORAGE_T ushort
+typedef float real_t;
+#include "kernel_args.clh"
+
+#define WG_D FLASHCL_HEAD_DIM
+#define WG_BM FLASHCL_BLOCK_M
+#define WG_BN FLASHCL_BLOCK_N
+#define WG_THREADS FLASHCL_WG_SIZE /* 64 rows per warpgroup of 128 */
+#define WG_KC (WG_D / 16)   /* k16 steps of Q K^T */
+#define WG_PC (WG_BN / 16)  /* k16 steps of P V */
+#define WG_SN (WG_BN / 2)   /* S accumulators per thread */
+#define WG_ON (WG_D / 2)    /* O accumulators per thread */
+#define WG_CPR (WG_D / 8)   /* 16-byte chunks per K/V row */
+#define WG_TILEB (WG_BN * WG_D * 2) /* one K or V tile, bytes */
+#define WG_GROUPB (WG_CPR * 128)    /* 8 keys x D: one row of core matrices */
+/* 1: FlashAttention-3's intra-warpgroup overlap (the softmax of tile j
+ * runs while the tensor cores do P V of tile j-1; see the loop); 0: each
+ * tile's S, softmax and P V in turn. */
+#ifndef FLASHCL_NV_WGMMA_OVERLAP
+#define FLASHCL_NV_WGMMA_OVERLAP 0
+#endif
+#if FLASHCL_NV_WGMMA_OVERLAP != 0 && FLASHCL_NV_WGMMA_OVERLAP != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_OVERLAP must be 0 or 1"
+#endif
+#define WG_OVERLAP FLASHCL_NV_WGMMA_OVERLAP
+#ifndef FLASHCL_NV_STAGES
+#if 4 * WG_TILEB <= FLASHCL_LOCAL_MEM_BYTES
+#define FLASHCL_NV_STAGES 2
+#else
+#define FLASHCL_NV_STAGES 1
+#endif
+#endif
+#if FLASHCL_NV_STAGES != 1 && FLASHCL_NV_STAGES != 2
+#error "flash_fwd_wgmma: FLASHCL_NV_STAGES must be 1 or 2"
+#endif
+/* The ring schedule (0: off): K and V tiles, in the order K_0, V_0, K_1,
+ * V_1, ..., stream through FLASHCL_NV_WGMMA_RING tile slots of local
+ * memory, so that loads run up to RING - 1 - LAG tiles ahead of the tile in
+ * use instead of one. FLASHCL_NV_WGMMA_LAG = 1 keeps the P V of tile j in
+ * flight across the next barrier and S = Q K_{j+1}^T is issued behind it
+ * (the tensor cores go from one to the other without the gap of a wait,
+ * a barrier and the issue); a slot is then refilled two steps after its
+ * tile's use, not one. See the loop. */
+#ifndef FLASHCL_NV_WGMMA_RING
+#define FLASHCL_NV_WGMMA_RING 0
+#endif
+#ifndef FLASHCL_NV_WGMMA_LAG
+#define FLASHCL_NV_WGMMA_LAG 0
+#endif
+#define WG_RING FLASHCL_NV_WGMMA_RING
+#define WG_LAG FLASHCL_NV_WGMMA_LAG
+#if WG_LAG != 0 && WG_LAG != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_LAG must be 0 or 1"
+#endif
+#if WG_RING != 0 && (WG_RING < 2 + WG_LAG || WG_RING > 8)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RING must be 0 or 2 + LAG .. 8 slots"
+#endif
+#if WG_RING && WG_OVERLAP
+#error "flash_fwd_wgmma: the ring and the overlapped schedule are exclusive"
+#endif
+/* 1: FlashAttention-3's intra-warpgroup overlap on the ring: S = Q K_{j+1}^T
+ * is issued before the softmax of tile j and runs under it; P V_j runs
+ * under the next barrier and S issue. Needs the ring with LAG 1 (slots are
+ * refilled two steps after use) and a second S accumulator. */
+#ifndef FLASHCL_NV_WGMMA_SAHEAD
+#define FLASHCL_NV_WGMMA_SAHEAD 0
+#endif
+#if FLASHCL_NV_WGMMA_SAHEAD != 0 && FLASHCL_NV_WGMMA_SAHEAD != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_SAHEAD && (!WG_RING || !WG_LAG)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD needs the ring with LAG 1"
+#endif
+/* .maxnreg of the patched PTX (src/paths/nv_wgmma.c puts it there; the
+ * define only keys the program cache): checked here for its range. */
+#if defined(FLASHCL_NV_WGMMA_MAXNREG) &&                                       \
+    (FLASHCL_NV_WGMMA_MAXNREG < 0 || FLASHCL_NV_WGMMA_MAXNREG > 255)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MAXNREG must be 0 .. 255"
+#endif
+/* Immediates spelled by the preprocessor: the mma.sync path's inline asm
+ * uses no "n" constraints on NVIDIA's compiler, so neither does this. */
+#define WG_STR_(x) #x
+#define WG_STR(x) WG_STR_(x)
+#if WG_RING
+#define WG_SMEM_BYTES (WG_RING * WG_TILEB)
+/* cp.async.wait_group RING - 2 - LAG (0 .. 6) */
+#if WG_RING - 2 - WG_LAG == 0
+#define WG_RING_WAIT_N 0
+#elif WG_RING - 2 - WG_LAG == 1
+#define WG_RING_WAIT_N 1
+#elif WG_RING - 2 - WG_LAG == 2
+#define WG_RING_WAIT_N 2
+#elif WG_RING - 2 - WG_LAG == 3
+#define WG_RING_WAIT_N 3
+#elif WG_RING - 2 - WG_LAG == 4
+#define WG_RING_WAIT_N 4
+#elif WG_RING - 2 - WG_LAG == 5
+#define WG_RING_WAIT_N 5
+#else
+#define WG_RING_WAIT_N 6
+#endif
+#define WG_RING_CP_WAIT()                                                      \
+    __asm__ volatile("cp.async.wait_group " WG_STR(WG_RING_WAIT_N) ";" :::     \
+                         "memory")
+#elif WG_OVERLAP
+#define WG_SMEM_BYTES (3 * WG_TILEB) /* one K, two V buffers */
+#else
+#define WG_SMEM_BYTES (FLASHCL_NV_STAGES * 2 * WG_TILEB)
+#endif
+#if WG_SMEM_BYTES > FLASHCL_LOCAL_MEM_BYTES
+#error "flash_fwd_wgmma: K/V tiles exceed the device's local memory"
+#endif
+/* The experiment of FLASHCL_NV_WGMMA_LOCAL_MEM above the device's limit
+ * (src/paths/nv_wgmma.c): the source declares only what the driver's
+ * compiler accepts, the host's PTX patch enlarges the .shared array to
+ * FLASHCL_LOCAL_MEM_BYTES. Every local access here is an inline-asm
+ * address, so the compiler never sees the declared bound. */
+#if defined(FLASHCL_NV_WGMMA_DECLARED_SMEM) &&                                 \
+    FLASHCL_NV_WGMMA_DECLARED_SMEM < WG_SMEM_BYTES
+#define WG_DECLARED_SMEM FLASHCL_NV_WGMMA_DECLARED_SMEM
+#else
+#define WG_DECLARED_SMEM WG_SMEM_BYTES
+#endif
+
+#if FLASHCL_DTYPE == 1
+#define WG_PACK nv_pack_f16
+#else
+#define WG_PACK nv_pack_bf16
+#endif
+#if WG_D == 64
+#define WG_MMA_PV NV_WG_MMA_N64
+#else
+#define WG_MMA_PV NV_WG_MMA_N128
+#endif
+#if WG_BN == 32
+#define WG_MMA_S NV_WG_MMA_N32
+#define WG_MMA0_S NV_WG_MMA0_N32
+#elif WG_BN == 64
+#define WG_MMA_S NV_WG_MMA_N64
+#define WG_MMA0_S NV_WG_MMA0_N64
+#else
+#define WG_MMA_S NV_WG_MMA_N128
+#define WG_MMA0_S NV_WG_MMA0_N128
+#endif
+
+/* cp.async writes go through the generic proxy, wgmma reads local memory
+ * through the async proxy: each thread fences its own copies before the
+ * barrier that publishes the tile. */
+#define WG_FENCE_PROXY()                                                       \
+    __asm__ volatile("/*SM90A { fence.proxy.async.shared::cta; } */" :::       \
+                         "memory")
+#define WG_TILE_READY()                                                        \
+    do {                                                                       \
+        NV_CP_WAIT_ALL();                                                      \
+        WG_FENCE_PROXY();                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+    } while (0)
+
+/* Copies rows n0 .. n0 + BN - 1 of `src` (row stride rs) into the tile at
+ * local byte address `dst`, in the core-matrix layout: chunk (key r, 16-byte
+ * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t
+ * writes the consecutive 16-byte slots t, t + WG_SIZE, ...: a warp fills 512
+ * contiguous bytes. Rows at or past nmax are zero-filled. */
+#define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    do {                                                                       \
+        const bool full_ = (n0) + WG_BN <= (nmax);                             \
+        _Pragma("unroll") for (int ci_ = 0;                                    \
+                               ci_ < WG_BN * WG_CPR / WG_THREADS; ++ci_)       \
+        {                                                                      \
+            const int l_ = tid + ci_ * WG_THREADS;                             \
+            const int r_ = (l_ / (8 * WG_CPR)) * 8 + (l_ & 7);                 \
+            const int c_ = (l_ >> 3) % WG_CPR;                                 \
+            const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
+            __global const STORAGE_T *g_ =                                     \
+                (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
+                (ulong)(c_ * 8);                                               \
+            NV_CP_ASYNC16((dst) + (uint)(l_ * 16), g_, ok_ ? 16u : 0u);        \
+        }                                                                      \
+    } while (0)
+
+/* The steps of one key tile, shared by both schedules. They use the
+ * kernel's locals (sc, acc, qf, pa, alpha, row_max, row_sum, ...). */
+
+/* S = Q K^T into sc (issued and committed; the caller waits). */
+#define WG_S_ISSUE(kbuf)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_) sc[i_] = 0.f;     \
+        NV_WG_FENCE_REGS(sc, WG_SN);                                           \
+        NV_WG_FENCE();                                                         \
+        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
+        _Pragma("unroll") for (int c_ = 0; c_ < WG_KC; ++c_)                   \
+            WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+
+/* S = Q K^T as above, the first k16 step writing S (no zeroing: see
+ * NV_WG_MMA0_N64). */
+#define WG_S0_ISSUE_(S, kbuf)                                                  \
+    do {                                                                       \
+        NV_WG_FENCE();                                                         \
+        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
+        WG_MMA0_S(S, qf[0], kd_, "0");                                         \
+        _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
+            WG_MMA_S(S, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");           \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+#define WG_S0_ISSUE(kbuf) WG_S0_ISSUE_(sc, kbuf)
+
+/* O += P V from pa (issued and committed; the caller waits). */
+#define WG_PV_ISSUE(vbuf)                                                      \
+    do {                                                                       \
+        NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        NV_WG_FENCE();                                                         \
+        const ulong vd_ = nv_wg_desc(vbuf, v_lbo, v_sbo);                      \
+        _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_)                \
+            WG_MMA_PV(acc, pa[kk_],                                            \
+                      NV_WG_DESC_ADD(vd_, kk_ * 2 * WG_GROUPB), "1");          \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+
+/* Mask (tiles crossing the diagonal or the end only), the online softmax
+ * of the tile starting at key n0: sc becomes P (fp32), the row max and
+ * sum move on, alpha[] gets the factor O must be rescaled by. O itself is
+ * not touched (a P V may still be writing it). */
+#if FLASHCL_CAUSAL
+#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k || (n0) + WG_BN - 1 > free_hi)
+#define WG_ROW_HI(row) min((row) + nv_diag + right, seqlen_k - 1)
+#else
+#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k)
+#define WG_ROW_HI(row) (seqlen_k - 1)
+#endif
+#if FLASHCL_NV_PRESCALE
+#define WG_PRESCALE(S)                                                         \
+    do {                                                                       \
+        _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
+            (S)[i_] *= scale_log2;                                             \
+    } while (0)
+#else
+#define WG_PRESCALE(S) ((void)0)
+#endif
+#define WG_SOFTMAX_(S, n0)                                                     \
+    do {                                                                       \
+        WG_PRESCALE(S);                                                        \
+        if (WG_EDGE(n0)) {                                                     \
+            _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
+                const int hi_ = WG_ROW_HI(row0 + hh_ * 8);                     \
+                _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {     \
+                    const int col_ = (n0) + n_ * 8 + t4 * 2;                   \
+                    if (col_ > hi_)                                            \
+                        (S)[4 * n_ + 2 * hh_] = -INFINITY;                     \
+                    if (col_ + 1 > hi_)                                        \
+                        (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                 \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            float mx_ = row_max[hh_];                                          \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_)           \
+                mx_ = fmax(mx_, fmax((S)[4 * n_ + 2 * hh_],                    \
+                                     (S)[4 * n_ + 2 * hh_ + 1]));              \
+            mx_ = fmax(mx_, nv_shfl_xor(mx_, 1));                              \
+            mx_ = fmax(mx_, nv_shfl_xor(mx_, 2));                              \
+            /* mx_ == -inf: nothing seen yet; keep the arguments finite */     \
+            alpha[hh_] = mx_ == -INFINITY                                      \
+                             ? 1.f                                             \
+                             : nv_ex2((row_max[hh_] - mx_) * sl2);             \
+            const float mref_ = mx_ == -INFINITY ? 0.f : mx_;                  \
+            row_max[hh_] = mx_;                                                \
+            float sum_ = 0.f;                                                  \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const float p0_ = nv_ex2(((S)[4 * n_ + 2 * hh_] - mref_) * sl2);\
+                const float p1_ =                                              \
+                    nv_ex2(((S)[4 * n_ + 2 * hh_ + 1] - mref_) * sl2);         \
+                (S)[4 * n_ + 2 * hh_] = p0_;                                   \
+                (S)[4 * n_ + 2 * hh_ + 1] = p1_;                               \
+                sum_ += p0_ + p1_;                                             \
+            }                                                                  \
+            row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
+            grew = grew || alpha[hh_] != 1.f;                                  \
+        }                                                                      \
+    } while (0)
+#define WG_SOFTMAX(n0) WG_SOFTMAX_(sc, n0)
+
+/* O *= alpha; skipped (FLASHCL_NV_LAZY_RESCALE) when every alpha of the
+ * warp is 1, i.e. no row got a new max: after the first tiles, most. */
+#define WG_RESCALE_O()                                                         \
+    do {                                                                       \
+        if (!FLASHCL_NV_LAZY_RESCALE || nv_warp_any(grew)) {                   \
+            _Pragma("unroll") for (int d_ = 0; d_ < WG_D / 8; ++d_) {          \
+                acc[4 * d_ + 0] *= alpha[0];                                   \
+                acc[4 * d_ + 1] *= alpha[0];                                   \
+                acc[4 * d_ + 2] *= alpha[1];                                   \
+                acc[4 * d_ + 3] *= alpha[1];                                   \
+            }                                                                  \
+        }                                                                      \
+        grew = false;                                                          \
+    } while (0)
+
+/* P (in sc) as 16-bit A fragments: keys 16kk + 2t, +1 and 16kk + 8 + 2t,
+ * +1 of rows g and g + 8, i.e. n8 tiles 2kk and 2kk + 1 of S. */
+#define WG_PACK_P_(S)                                                          \
+    do {                                                                       \
+        _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_) {              \
+            pa[kk_][0] = WG_PACK((S)[8 * kk_ + 0], (S)[8 * kk_ + 1]);          \
+            pa[kk_][1] = WG_PACK((S)[8 * kk_ + 2], (S)[8 * kk_ + 3]);          \
+            pa[kk_][2] = WG_PACK((S)[8 * kk_ + 4], (S)[8 * kk_ + 5]);          \
+            pa[kk_][3] = WG_PACK((S)[8 * kk_ + 6], (S)[8 * kk_ + 7]);          \
+        }                                                                      \
+    } while (0)
+#define WG_PACK_P() WG_PACK_P_(sc)
+
+__kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
+{
+    __local uint4 smem[WG_DECLARED_SMEM / 16] __attribute__((aligned(128)));
+    (void)head_dim;
+    (void)head_dim_v;
+    (void)window_left;
+
+#if defined(FLASHCL_NV_WGMMA_MAXNREG) && FLASHCL_NV_WGMMA_MAXNREG > 0
+    /* src/paths/sm90a_patch.c turns this into the .entry's .maxnreg */
+    __asm__ volatile("// SM90A_MAXNREG " WG_STR(FLASHCL_NV_WGMMA_MAXNREG));
+#endif
+    const int tid = (int)get_local_id(0);
+    const int warp = tid >> 5;
+    const int lane = tid & 31;
+    const int g = lane >> 2;
+    const int t4 = lane & 3;
+
+    /* Heaviest causal blocks (largest query index) first. */
+    const int qb = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
+    const int h = (int)get_group_id(1);
+    const int b = (int)get_group_id(2);
+    const int hk = h / group_size;
+    const int m0 = qb * WG_BM;
+    /* warp w of warpgroup v owns rows 64v + 16w: 16 * (4v + w) */
+    const int row0 = m0 + warp * 16 + g; /* this thread's rows: row0, +8 */
+    const int nv_diag = (int)diag;
+#if FLASHCL_CAUSAL
+    const int right = (int)window_right;
+#endif
+#if FLASHCL_NV_PRESCALE
+    const float sl2 = 1.f;
+#else
+    const float sl2 = scale_log2;
+#endif
+
+    __global const STORAGE_T *qp = q + base.x + (ulong)b * q_stride.x +
+                                   (ulong)h * q_stride.y;
+    __global const STORAGE_T *kp = k + base.y + (ulong)b * k_stride.x +
+                                   (ulong)hk * k_stride.y;
+    __global const STORAGE_T *vp = v + base.z + (ulong)b * v_stride.x +
+                                   (ulong)hk * v_stride.y;
+    __global STORAGE_T *op = o + base.w + (ulong)b * o_stride.x +
+                             (ulong)h * o_stride.y;
+    const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
+                os = o_stride.z;
+
+    /* ---- key range of this block ------------------------------------- */
+    const int mlast = min(m0 + WG_BM, seqlen_q); /* exclusive */
+#if FLASHCL_CAUSAL
+    const int n_end = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
+    const int free_hi = m0 + nv_diag + right; /* last key every row sees */
+#else
+    const int n_end = seqlen_k;
+#endif
+    const int j_end = (n_end + WG_BN - 1) / WG_BN;
+
+    /* ---- Q: A fragments straight from global memory ------------------ */
+    uint qf[WG_KC][4];
+    {
+        const int r1 = row0 + 8;
+        const bool ok0 = row0 < seqlen_q, ok1 = r1 < seqlen_q;
+        __global const uint *q0 =
+            (__global const uint *)(qp + (ok0 ? (ulong)row0 * qs : 0));
+        __global const uint *q1 =
+            (__global const uint *)(qp + (ok1 ? (ulong)r1 * qs : 0));
+#pragma unroll
+        for (int c = 0; c < WG_KC; ++c) {
+            const int w = c * 8 + t4; /* 32-bit word of columns 16c + 2t4 */
+            qf[c][0] = ok0 ? q0[w] : 0u;
+            qf[c][1] = ok1 ? q1[w] : 0u;
+            qf[c][2] = ok0 ? q0[w + 4] : 0u;
+            qf[c][3] = ok1 ? q1[w + 4] : 0u;
+        }
+    }
+
+    float acc[WG_ON];
+    float sc[WG_SN];
+    float row_max[2] = {-INFINITY, -INFINITY}; /* raw scores */
+    float row_sum[2] = {0.f, 0.f}; /* this thread's part (quad-reduced last) */
+#pragma unroll
+    for (int i = 0; i < WG_ON; ++i)
+        acc[i] = 0.f;
+
+    /* ---- local memory ------------------------------------------------- */
+    const uint sbase = (uint)(size_t)smem;
+#if WG_OVERLAP
+#define WG_KBUF(j) sbase
+#define WG_VBUF(j) (sbase + (uint)((1 + ((j)&1)) * WG_TILEB))
+#elif FLASHCL_NV_STAGES == 1
+#define WG_KBUF(j) sbase
+#define WG_VBUF(j) (sbase + WG_TILEB)
+#else
+#define WG_KBUF(j) (sbase + (uint)(((j)&1) * 2 * WG_TILEB))
+#define WG_VBUF(j) (sbase + (uint)(((j)&1) * 2 * WG_TILEB + WG_TILEB))
+#endif
+    /* K: K-major B, k16 step c starts 2 core matrices (256 bytes) on.
+     * V: MN-major B, k16 step kk starts 2 rows of core matrices on. */
+    const uint k_lbo = 128, k_sbo = WG_GROUPB;
+    const uint v_lbo = WG_GROUPB, v_sbo = 128;
+    float alpha[2];
+    bool grew = false; /* some alpha != 1 since the last rescale */
+    uint pa[WG_PC][4]; /* P of the last softmax, as A fragments */
+
+#if WG_OVERLAP
+    /* FlashAttention-3's intra-warpgroup overlap: in step j the tensor
+     * cores run S_j = Q K_j^T and then O += P_{j-1} V_{j-1} while the
+     * softmax of S_j runs; O is rescaled by step j's alpha once that P V
+     * is done, and P_j goes into registers only then (the P V in flight
+     * reads the previous P). One K buffer, two V buffers (3 tiles; 48 KiB
+     * at D = 128). cp.async groups, in order: K_0, V_0, then per step j
+     * K_{j+1} (issued once every S_j is done) and V_{j+1} (once every
+     * P V_{j-1} is done; empty groups past the end keep the count), so
+     * waiting for all but the newest group at step j's start finds K_j
+     * and V_{j-1} landed. */
+    if (j_end > 0) {
+        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
+        NV_CP_COMMIT();
+        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, seqlen_k);
+        NV_CP_COMMIT();
+    }
+    for (int j = 0; j < j_end; ++j) {
+        const int n0 = j * WG_BN;
+        NV_CP_WAIT_1();
+        WG_FENCE_PROXY();
+        barrier(CLK_LOCAL_MEM_FENCE); /* K_j and V_{j-1} landed */
+        WG_S_ISSUE(WG_KBUF(j));
+        if (j > 0) {
+            WG_PV_ISSUE(WG_VBUF(j - 1));
+            NV_WG_WAIT1();
+        } else {
+            NV_WG_WAIT0();
+        }
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        barrier(CLK_LOCAL_MEM_FENCE); /* every S_j done: K buffer free */
+        if (j + 1 < j_end)
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+        NV_CP_COMMIT();
+        WG_SOFTMAX(n0);
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_RESCALE_O();
+        WG_PACK_P();
+        barrier(CLK_LOCAL_MEM_FENCE); /* every P V_{j-1} done: its V free */
+        if (j + 1 < j_end)
+            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, seqlen_k);
+        NV_CP_COMMIT();
+    }
+    if (j_end > 0) { /* the last P V */
+        WG_TILE_READY();
+        WG_PV_ISSUE(WG_VBUF(j_end - 1));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+    }
+#elif WG_RING
+    /* Tile t of the sequence K_0, V_0, K_1, ... (K_j = 2j, V_j = 2j + 1)
+     * lives in slot t % RING. Step t: wait for tile t (each load is one
+     * cp.async group, empty ones past the end keep the count: RING - 2 -
+     * LAG newer groups may still fly), publish it with the barrier, which
+     * also says every thread is done with tile t - 1 - LAG (its S waited
+     * for before the softmax; its P V waited for before this barrier, or
+     * with LAG 1 before the step after), and refill that tile's slot with
+     * tile t + RING - 1 - LAG. */
+    const int n_tiles = 2 * j_end;
+#define WG_RING_SLOT(t) (sbase + (uint)((t) % WG_RING) * WG_TILEB)
+#define WG_RING_LOAD(t)                                                        \
+    do {                                                                       \
+        const int tl_ = (t);                                                   \
+        if (tl_ < n_tiles) {                                                   \
+            const bool isv_ = (tl_ & 1) != 0;                                  \
+            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
+                         (tl_ >> 1) * WG_BN, seqlen_k);                        \
+        }                                                                      \
+        NV_CP_COMMIT();                                                        \
+    } while (0)
+#define WG_RING_STEP(t)                                                        \
+    do {                                                                       \
+        WG_RING_CP_WAIT();                                                     \
+        WG_FENCE_PROXY();                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+        WG_RING_LOAD((t) + WG_RING - 1 - WG_LAG);                              \
+    } while (0)
+#if FLASHCL_NV_WGMMA_SAHEAD
+    /* Tiles in the order of use: K_0, then per j: K_{j+1} (u = 2j + 1, a
+     * hole when j + 1 = j_end: an empty group), V_j (u = 2j + 2). The ring
+     * steps, waits and refills as above with LAG 1: S of tile u is waited
+     * for by the end of step u + 1, P V of tile u within step u + 1. */
+    const int n_seq = j_end > 0 ? 2 * j_end + 1 : 0;
+#undef WG_RING_LOAD
+#define WG_RING_LOAD(t)                                                        \
+    do {                                                                       \
+        const int tl_ = (t);                                                   \
+        if (tl_ < n_seq && tl_ != n_seq - 2) {                                 \
+            const bool isv_ = tl_ > 0 && (tl_ & 1) == 0;                       \
+            const int kt_ = isv_ ? tl_ / 2 - 1 : (tl_ + 1) / 2;                \
+            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
+                         kt_ * WG_BN, seqlen_k);                               \
+        }                                                                      \
+        NV_CP_COMMIT();                                                        \
+    } while (0)
+    /* One key tile j: S_j is in CUR (done), S_{j+1} goes to NXT. */
+#define WG_SA_TILE(CUR, NXT, j)                                                \
+    do {                                                                       \
+        const bool more_ = (j) + 1 < j_end;                                    \
+        WG_RING_STEP(2 * (j) + 1);                                             \
+        if (more_) {                                                           \
+            WG_S0_ISSUE_(NXT, WG_RING_SLOT(2 * (j) + 1));                      \
+            NV_WG_WAIT1(); /* P V_{j-1} done, S_{j+1} in flight */             \
+        } else {                                                               \
+            NV_WG_WAIT0();                                                     \
+        }                                                                      \
+        NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        WG_SOFTMAX_(CUR, (j) * WG_BN);                                         \
+        WG_RESCALE_O();                                                        \
+        WG_PACK_P_(CUR);                                                       \
+        WG_RING_STEP(2 * (j) + 2);                                             \
+        WG_PV_ISSUE(WG_RING_SLOT(2 * (j) + 2));                                \
+        if (more_) {                                                           \
+            NV_WG_WAIT1(); /* S_{j+1} done, P V_j in flight */                 \
+            NV_WG_FENCE_REGS(NXT, WG_SN);                                      \
+        } else {                                                               \
+            NV_WG_WAIT0();                                                     \
+            NV_WG_FENCE_REGS(acc, WG_ON);                                      \
+        }                                                                      \
+    } while (0)
+    float sc2[WG_SN];
+#pragma unroll 1
+    for (int t = 0; t < WG_RING - 2; ++t)
+        WG_RING_LOAD(t);
+    if (j_end > 0) {
+        WG_RING_STEP(0);
+        WG_S0_ISSUE(WG_RING_SLOT(0));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(sc, WG_SN);
+    }
+    /* unrolled by two, so that S_j and S_{j+1} keep their registers */
+    for (int j = 0; j < j_end; j += 2) {
+        WG_SA_TILE(sc, sc2, j);
+        if (j + 1 < j_end)
+            WG_SA_TILE(sc2, sc, j + 1);
+    }
+#else
+#pragma unroll 1
+    for (int t = 0; t < WG_RING - 1 - WG_LAG; ++t)
+        WG_RING_LOAD(t);
+    for (int j = 0; j < j_end; ++j) {
+        const int n0 = j * WG_BN;
+        WG_RING_STEP(2 * j);
+        WG_S0_ISSUE(WG_RING_SLOT(2 * j));
+        NV_WG_WAIT0(); /* with LAG 1 also the P V of tile j - 1 */
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_SOFTMAX(n0);
+        WG_RESCALE_O();
+        WG_PACK_P();
+        WG_RING_STEP(2 * j + 1);
+        WG_PV_ISSUE(WG_RING_SLOT(2 * j + 1));
+        /* With LAG 1 the last P V is waited for inside the loop: an
+         * accumulator in flight at the loop's exit meets the j_end = 0
+         * path's zeros there, and the copy that merges them makes ptxas
+         * serialize every wgmma (C7515). */
+        if (!WG_LAG || j + 1 == j_end) {
+            NV_WG_WAIT0();
+            NV_WG_FENCE_REGS(acc, WG_ON);
+        }
+    }
+#endif /* FLASHCL_NV_WGMMA_SAHEAD */
+    NV_CP_WAIT_ALL(); /* only empty groups left; none outlives the kernel */
+#else
+    if (j_end > 0) {
+        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
+#if FLASHCL_NV_STAGES == 2
+        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, seqlen_k);
+#endif
+        NV_CP_COMMIT();
+    }
+
+    for (int j = 0; j < j_end; ++j) {
+        const int n0 = j * WG_BN;
+        WG_TILE_READY(); /* tile j's K (and V) landed; the others' buffers free */
+#if FLASHCL_NV_STAGES == 1
+        WG_LOAD_TILE(WG_VBUF(j), vp, vs, n0, seqlen_k);
+        NV_CP_COMMIT();
+#else
+        if (j + 1 < j_end) {
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, seqlen_k);
+            NV_CP_COMMIT();
+        }
+#endif
+        WG_S_ISSUE(WG_KBUF(j));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        WG_SOFTMAX(n0);
+        WG_RESCALE_O();
+        WG_PACK_P();
+#if FLASHCL_NV_STAGES == 1
+        WG_TILE_READY(); /* V[j] landed; every S of tile j done: K free */
+        if (j + 1 < j_end) {
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+            NV_CP_COMMIT();
+        }
+#endif
+        WG_PV_ISSUE(WG_VBUF(j));
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+    }
+#endif
+
+    /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float l = row_sum[hh];
+        l += nv_shfl_xor(l, 1);
+        l += nv_shfl_xor(l, 2);
+        const int row = row0 + hh * 8;
+        const bool any = l > 0.f;
+        const float inv = any ? 1.f / l : 0.f;
+        if (row < seqlen_q) {
+            __global STORAGE_T *orow = op + (ulong)row * os;
+#pragma unroll
+            for (int d = 0; d < WG_D / 8; ++d)
+                *(__global uint *)(orow + d * 8 + t4 * 2) =
+                    WG_PACK(acc[4 * d + 2 * hh] * inv,
+                            acc[4 * d + 2 * hh + 1] * inv);
+            if (write_lse && t4 == 0)
+                lse[lse_base + (ulong)b * lse_stride.x +
+                    (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] =
+                    any ? (row_max[hh] * sl2 + log2(l)) * 0.69314718055994530942f
+                        : -INFINITY;
+        }
+    }
+}
+
+#endif /* FLASHCL_NV_WGMMA */

@@ -1,0 +1,349 @@
+/* The Hopper warpgroup-MMA path: cl/nvidia/flash_fwd_wgmma.cl, for NVIDIA
+ * GPUs of compute capability 9.x. Its sm_90a instructions reach the GPU
+ * through the PTX patch of sm90a_patch.c, applied by the program cache
+ * (plan->patch) after the driver compiled the source; the patched PTX is
+ * cached on disk under its own kind. If the patch or the build of the
+ * patched binary fails, the failure is recorded for the device (process
+ * wide) and the mma.sync path runs this and every later call, with the
+ * reason in describe's `skipped`.
+ *
+ * Scope of the first version: D = D_v = 64 or 128, fp16/bf16, causal or
+ * not (bottom-right), GQA, LSE, any scale; every other call goes to
+ * nv_mma. Policy: chosen only with FLASHCL_PATH=nv_wgmma until measured
+ * faster than nv_mma on the H200. */
+#include "paths/path.h"
+#include "paths/nv_wgmma_tiles.h"
+#include "paths/sm90a_patch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Not yet measured on any GPU: true once bench/run_h200_wgmma.sh shows it
+ * faster than nv_mma there (then the policy below goes). */
+static const bool measured_faster = false;
+
+/* ---- the route's failure, per device and driver, process-wide -------- */
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+static char failed_device[1024]; /* "" while nothing failed */
+static char failure[256];
+
+static void device_key(const device_caps *caps, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
+             caps->driver_version);
+}
+
+/* Copies the recorded reason into why; false when nothing failed here. */
+static bool route_failed(const device_caps *caps, char *why, size_t cap)
+{
+    char key[1024];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&failure_lock);
+    const bool failed = failed_device[0] && !strcmp(failed_device, key);
+    if (failed)
+        snprintf(why, cap, "the sm_90a PTX route failed on this driver "
+                           "(%s); the mma.sync kernel runs instead", failure);
+    pthread_mutex_unlock(&failure_lock);
+    return failed;
+}
+
+static void note_build_failed(const device_caps *caps, const char *why)
+{
+    char key[1024];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&failure_lock);
+    snprintf(failed_device, sizeof failed_device, "%s", key);
+    /* the first line: the build log, if any, follows it */
+    snprintf(failure, sizeof failure, "%.*s", (int)strcspn(why, "\n"), why);
+    pthread_mutex_unlock(&failure_lock);
+    if (verbose_enabled())
+        fprintf(stderr, "flashcl: nv_wgmma could not be built, the mma.sync "
+                        "kernel runs instead: %s\n", why);
+}
+
+/* FLASHCL_NV_WGMMA_DUMP=<folder>: the driver's PTX and its patched copy
+ * are written there (wgmma-<n>.sm90.ptx, wgmma-<n>.sm90a.ptx, n counting
+ * this process's patches), for checking a driver's PTX offline with
+ * tools/sm90a_patch and ptxas. A development aid; failures are ignored. */
+static void dump(const char *suffix, int n, const void *text, size_t size)
+{
+    const char *dir = getenv("FLASHCL_NV_WGMMA_DUMP");
+    if (!dir || !*dir || !text)
+        return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/wgmma-%d.%s", dir, n, suffix);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    const char *t = text;
+    const char *nul = memchr(t, '\0', size);
+    fwrite(t, 1, nul ? (size_t)(nul - t) : size, f);
+    fclose(f);
+}
+
+/* program_patch_fn: the driver's PTX -> the sm_90a PTX.
+ * FLASHCL_NV_WGMMA_PATCH=off makes it fail, to see the fallback work. */
+static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
+                                size_t *out_size, char *why, size_t cap)
+{
+    const char *off = getenv("FLASHCL_NV_WGMMA_PATCH");
+    if (off && !strcmp(off, "off")) { /* checks the fallback on a GPU */
+        snprintf(why, cap, "FLASHCL_NV_WGMMA_PATCH=off");
+        return NULL;
+    }
+    static atomic_int dumps;
+    const int n = atomic_fetch_add(&dumps, 1);
+    dump("sm90.ptx", n, binary, size);
+    char *out = sm90a_patch_ptx((const char *)binary, size, out_size, NULL,
+                                why, cap);
+    const char *more = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
+    const long long bytes = more ? atoll(more) : 0;
+    if (out && bytes > 49152 && bytes <= 232448) { /* see local_mem() */
+        char *grown = sm90a_set_shared_bytes(out, *out_size, (size_t)bytes,
+                                             out_size, why, cap);
+        free(out);
+        out = grown;
+    }
+    if (out) {
+        dump("sm90a.ptx", n, out, *out_size);
+        ++*out_size; /* PTX goes to the driver NUL-terminated, as it came */
+    }
+    return (unsigned char *)out;
+}
+
+/* ---- can_run / plan --------------------------------------------------- */
+static bool refuse(char *why, size_t cap, const char *text)
+{
+    snprintf(why, cap, "%s", text);
+    return false;
+}
+
+static bool serves(const device_caps *caps)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major == 9;
+}
+
+static bool rows_aligned(const problem *p)
+{
+    return view_rows_aligned(&p->q, p->elem_size, 16) &&
+           view_rows_aligned(&p->k, p->elem_size, 16) &&
+           view_rows_aligned(&p->v, p->elem_size, 16) &&
+           view_rows_aligned(&p->o, p->elem_size, 16);
+}
+
+static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
+                             bool forced, char *why, size_t cap)
+{
+    if (!serves(caps))
+        return refuse(why, cap, "not an NVIDIA GPU of compute capability 9.x");
+    if (route_failed(caps, why, cap))
+        return false;
+    if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
+        return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
+                                "path's split-KV kernels run it");
+    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
+        return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
+    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
+    if (missing) {
+        char names[160];
+        variants_describe(missing, names, sizeof names);
+        snprintf(why, cap, "does not compute %s (wgmma kernel: plain and "
+                 "causal attention only)", names);
+        return false;
+    }
+    if (p->left >= 0 || p->right > 0) /* top-left causal is a variant */
+        return refuse(why, cap, "wgmma kernel: plain and bottom-right causal "
+                                "attention only");
+    if (p->head_dim != p->head_dim_v ||
+        (p->head_dim != 64 && p->head_dim != 128))
+        return refuse(why, cap, "wgmma kernel: head dims 64 and 128 only "
+                                "(D = D_v)");
+    if (!rows_aligned(p))
+        return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
+    /* Reasons never name the path "nv_mma": the tests find a path's own
+     * reason in `skipped` by its name (FLASHCL_EXPECT_PATH_EXCEPT). */
+    if (!forced && !measured_faster)
+        return refuse(why, cap, "not yet measured faster than the mma.sync "
+                                "kernel on the H200 (FLASHCL_PATH=nv_wgmma "
+                                "runs it)");
+    return true;
+}
+
+static const nv_wgmma_tile *lookup(const problem *p)
+{
+    for (size_t i = 0; i < sizeof nv_wgmma_tiles / sizeof nv_wgmma_tiles[0];
+         ++i)
+        if (nv_wgmma_tiles[i].head_dim == (int)p->head_dim &&
+            (nv_wgmma_tiles[i].causal < 0 ||
+             nv_wgmma_tiles[i].causal == (p->right >= 0)))
+            return &nv_wgmma_tiles[i];
+    return &nv_wgmma_tiles[0]; /* not reached: can_run checked the dim */
+}
+
+/* FLASHCL_NV_WGMMA_WG=1|2: warpgroups per work-group (experiments and
+ * sweeps); anything else: the table's entry. */
+static int warpgroups(const problem *p, const char **reason)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_WG");
+    if (text && (!strcmp(text, "1") || !strcmp(text, "2"))) {
+        *reason = "FLASHCL_NV_WGMMA_WG";
+        return text[0] - '0';
+    }
+    const nv_wgmma_tile *tile = lookup(p);
+    *reason = tile->reason;
+    return tile->warpgroups;
+}
+
+/* The local memory the kernel may size its tiles for: the device's, or
+ * FLASHCL_NV_WGMMA_LOCAL_MEM=<bytes> (an experiment: does a patched binary
+ * whose static local memory exceeds CL_DEVICE_LOCAL_MEM_SIZE launch? At
+ * 65536 the D = 128 kernel double-buffers K/V in 64 KiB. The source then
+ * declares only the device's size, which the driver's compiler accepts,
+ * and the patch enlarges the PTX's .shared array; ptxas 13.0 assembles 64
+ * KiB of static .shared for sm_90a; whether the driver launches it is
+ * what the run shows). */
+static uint64_t local_mem(const device_caps *caps)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
+    const long long want = text ? atoll(text) : 0;
+    if (want >= 16384 && want <= 232448)
+        return (uint64_t)want;
+    return caps->local_mem ? caps->local_mem : 49152;
+}
+
+/* FLASHCL_NV_WGMMA_OVERLAP=0|1 (experiments): the overlapped schedule,
+ * whose three K/V tiles (48 KiB at D = 128) must fit the device's local
+ * memory; else the table's choice. */
+static int overlap(const device_caps *caps, const problem *p, int block_n)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_OVERLAP");
+    const uint64_t tiles = 3 * (uint64_t)block_n * (uint64_t)p->head_dim * 2;
+    int want = lookup(p)->overlap;
+    if (text && (!strcmp(text, "0") || !strcmp(text, "1")))
+        want = text[0] - '0';
+    return want && tiles <= local_mem(caps);
+}
+
+/* FLASHCL_NV_WGMMA_BN=32|64|128 (experiments): keys per K/V tile, used
+ * when one K and one V tile of that size fit; else the table's. 32: half
+ * the S and P registers (D = 128 under a 128-register cap) and twice the
+ * ring slots, for twice the softmax reductions and barriers per key. */
+static int block_n(const device_caps *caps, const problem *p)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_BN");
+    int want = lookup(p)->block_n;
+    if (text && (!strcmp(text, "32") || !strcmp(text, "64") ||
+                 !strcmp(text, "128")))
+        want = atoi(text);
+    const uint64_t tiles = 2 * (uint64_t)want * (uint64_t)p->head_dim * 2;
+    return tiles <= local_mem(caps) ? want : 64;
+}
+
+/* An integer from the environment in lo..hi, else `fallback`. */
+static int env_int(const char *name, int lo, int hi, int fallback)
+{
+    const char *text = getenv(name);
+    if (!text || !*text)
+        return fallback;
+    char *end = NULL;
+    const long v = strtol(text, &end, 10);
+    return (*end == '\0' && v >= lo && v <= hi) ? (int)v : fallback;
+}
+
+/* FLASHCL_NV_WGMMA_LAG=0|1: the ring's P V stays in flight into the next
+ * tile's S (the kernel's ring loop says how). */
+static int ring_lag(const problem *p)
+{
+    return env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, lookup(p)->lag);
+}
+
+/* FLASHCL_NV_WGMMA_SAHEAD=0|1: on the ring, S of the next tile is issued
+ * before this tile's softmax (FlashAttention-3's intra-warpgroup overlap;
+ * the kernel's ring loop). It needs LAG 1, which it sets. */
+static int s_ahead(void)
+{
+    return env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, 0);
+}
+
+/* FLASHCL_NV_WGMMA_RING=<slots> (2..8, 0 off): K/V tiles in a ring of that
+ * many tile slots, as many as fit the local memory; off when fewer than
+ * 2 + lag fit. */
+static int ring_slots(const device_caps *caps, const problem *p, int block_n,
+                      int lag)
+{
+    int want = env_int("FLASHCL_NV_WGMMA_RING", 0, 8, lookup(p)->ring);
+    const uint64_t tile = (uint64_t)block_n * (uint64_t)p->head_dim * 2;
+    const uint64_t fit = local_mem(caps) / tile;
+    if ((uint64_t)want > fit)
+        want = (int)fit;
+    return want >= 2 + lag ? want : 0;
+}
+
+/* FLASHCL_NV_WGMMA_MAXNREG=<n> (24..255, 0 none): the patch puts
+ * `.maxnreg n` on the kernel, so that more work-groups fit an SM's 64 K
+ * registers (128 per thread: two of 256 threads). ptxas spills past it. */
+static int maxnreg(const problem *p)
+{
+    const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255,
+                          lookup(p)->maxnreg);
+    return n >= 24 ? n : 0;
+}
+
+static void nv_wgmma_plan(const device_caps *caps, const problem *p,
+                          kernel_plan *plan)
+{
+    const char *reason = NULL;
+    const int groups = warpgroups(p, &reason);
+    const int bn = block_n(caps, p);
+    const int ahead = s_ahead();
+    const int lag = ahead ? 1 : ring_lag(p);
+    const int ring = ring_slots(caps, p, bn, lag);
+    const int overlapped = ring ? 0 : overlap(caps, p, bn);
+    plan->source = "flash_fwd_wgmma.cl";
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
+    plan->head_dim_padded = (int)p->head_dim;
+    plan->head_dim_v_padded = (int)p->head_dim_v;
+    plan->block_m = 64 * groups;
+    plan->block_n = bn;
+    plan->wg_size = 128 * groups;
+    plan->vec = 0;
+    snprintf(plan->reason, sizeof plan->reason, "%s", reason);
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_WGMMA_OVERLAP=%d "
+             "-DFLASHCL_NV_SM=%u%u%s",
+             overlapped, caps->nv_cc_major, caps->nv_cc_minor,
+             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
+    len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_NV_WGMMA_RING=%d "
+             "-DFLASHCL_NV_WGMMA_LAG=%d -DFLASHCL_NV_WGMMA_SAHEAD=%d "
+             "-DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             (unsigned long long)local_mem(caps), ring, ring ? lag : 0,
+             ring ? ahead : 0, maxnreg(p));
+    const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
+    if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
+                 (unsigned long long)device_mem);
+    }
+    variants_append_defines(p, plan->options, sizeof plan->options);
+    plan->patch = patch_ptx;
+    plan->patch_kind = SM90A_PATCH_KIND;
+    plan->build_failed = note_build_failed;
+    plan_row_blocks(p, plan);
+}
+
+/* name, bit, summary, serves_device, can_run, plan, launch */
+const kernel_path nv_wgmma_path = {
+    "nv_wgmma", PATH_BIT_NV_WGMMA,
+    "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
+    "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
+    "measured faster than the mma.sync kernel)",
+    serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel};
