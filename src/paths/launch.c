@@ -228,7 +228,9 @@ flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const cl_event *wait_list, cl_event *event)
 {
     kernel_plan plan;
-    choose_plan(&ctx->caps, p, &plan, NULL, 0);
+    char forced[sizeof ctx->forced_tiles];
+    choose_plan_forced(&ctx->caps, p, &plan, NULL, 0,
+                       context_forced_tiles(ctx, forced, sizeof forced));
     compiled_program *programs[2];
     flashcl_status status = plan_programs(ctx, &plan, programs, NULL);
     if (status != FLASHCL_SUCCESS)
