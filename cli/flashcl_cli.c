@@ -19,6 +19,7 @@ static const command_entry commands[] = {
     {&run_command, cmd_run},
     {&selftest_command, cmd_selftest},
     {&bench_command, cmd_bench},
+    {&tune_command, cmd_tune},
 };
 #define COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -556,6 +556,13 @@ typedef struct flashcl_device_info {
     char matrix_path[160];
     /** Which of them flashcl's kernels use on this device. */
     char flashcl_path[160];
+    /** The device's key in the tuning database (docs/tuning.md): vendor
+     *  (the OpenCL implementation on CPUs: "pocl", "intel"; the GPU maker
+     *  otherwise), architecture ("sm_90", "gfx90a", an Intel GPU family,
+     *  the CPU's ISA level "avx512"/"avx2") and normalised name. */
+    char tuning_vendor[32];
+    char tuning_arch[32];
+    char tuning_device[128];
 } flashcl_device_info;
 
 /** Fill `info` for the context's device. */

@@ -1,6 +1,7 @@
 /* Introspection for tools: device capabilities as flashcl sees them and
  * the variant a problem would run with. */
 #include "paths/path.h"
+#include "paths/tuning.h"
 #include "problem/problem.h"
 
 #include <stdio.h>
@@ -92,6 +93,9 @@ flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
     copy_text(info->amd_gfx, sizeof info->amd_gfx, caps->amd_gfx);
     matrix_offers(caps, info->matrix_path, sizeof info->matrix_path);
     paths_summary(caps, info->flashcl_path, sizeof info->flashcl_path);
+    tuning_device_key(caps, info->tuning_vendor, sizeof info->tuning_vendor,
+                      info->tuning_arch, sizeof info->tuning_arch,
+                      info->tuning_device, sizeof info->tuning_device);
     return FLASHCL_SUCCESS;
 }
 

@@ -129,6 +129,12 @@ bool json_get_number(const char *begin, const char *end, const char *key,
     return true;
 }
 
+bool json_get_true(const char *begin, const char *end, const char *key)
+{
+    const char *v = member(begin, end, key);
+    return v && end - v >= 4 && !strncmp(v, "true", 4);
+}
+
 char *json_read_file(const char *path, size_t max_bytes)
 {
     FILE *f = fopen(path, "rb");

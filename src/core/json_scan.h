@@ -19,6 +19,8 @@ bool json_get_string(const char *begin, const char *end, const char *key,
                      char *buf, size_t cap);
 bool json_get_number(const char *begin, const char *end, const char *key,
                      double *out);
+/* Member `key` is the literal true. */
+bool json_get_true(const char *begin, const char *end, const char *key);
 /* The whole file, NUL-terminated (free()); NULL when it cannot be read or
  * is over `max_bytes`. */
 char *json_read_file(const char *path, size_t max_bytes);
