@@ -873,6 +873,12 @@ int cmd_tune(int argc, char **argv)
     int rc = cli_start(&tune_command, argc, argv, &common, &o);
     if (rc != CLI_GO_ON)
         return rc;
+    if (o.seqlen && o.seqlen <= 512 && (o.seqs[0] || !o.seqs_given)) {
+        /* the database files it under "long", which starts above 512 */
+        usage_error("tune", "--seqlen %d is not a long sequence (above 512)",
+                    o.seqlen);
+        return EXIT_USAGE;
+    }
     /* the run forces its own candidates */
     unsetenv("FLASHCL_TILES");
     unsetenv("FLASHCL_NV_TILE");

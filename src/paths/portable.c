@@ -284,8 +284,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
                  plan->block_m, plan->block_n, plan->vec);
     } else if (tuned) {
         snprintf(plan->reason, sizeof plan->reason,
-                 "%.200s; here %dx%d, %d-wide", plan->tuning, plan->block_m,
-                 plan->block_n, plan->vec);
+                 "tuned tiles (%.120s); here %dx%d, %d-wide", plan->tuning,
+                 plan->block_m, plan->block_n, plan->vec);
     } else {
         write_reason(caps, p, tile, plan);
     }

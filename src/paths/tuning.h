@@ -94,7 +94,7 @@ typedef struct tuning_choice {
     tile_params params;
     int level;          /* TUNING_NONE: nothing found */
     bool forced;        /* the tuner's candidate (flashcl_context_force_tiles) */
-    char origin[200];   /* "tuning DB, device level: ..." for the reason */
+    char origin[300];   /* "tuning DB, device level: ..." for the reason */
 } tuning_choice;
 
 /* Parameters for `path` on this device and problem (padded head dim
