@@ -391,8 +391,11 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         acc[c] += acc_lo[c];
 #endif
     /* Stage O through local memory so the global writes are coalesced. */
-    const real_t inv_sum =
-        (row_sum > 0 ? 1 / row_sum : 0) * (FLASHCL_DEBUG_CORRUPT ? 1.0625 : 1);
+#if FLASHCL_DEBUG_CORRUPT
+    const real_t inv_sum = (row_sum > 0 ? 1 / row_sum : 0) * (real_t)1.0625f;
+#else
+    const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int c = 0; c < DV_VECS; ++c)
         vstore_vec(acc[c] * inv_sum, c, q_t + lid * DV);
