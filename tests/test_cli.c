@@ -717,6 +717,13 @@ START_TEST(info_variant_rows_from_library)
             ck_assert(contains_within(row, length, v.kernel_file));
             if (v.path[0])
                 ck_assert(contains_within(row, length, v.path));
+            /* the database entry behind the tiles, or the table */
+            snprintf(want, sizeof want, "tuning: %s\n",
+                     v.tuning[0] ? v.tuning
+                                 : "no database entry: the path's table");
+            ck_assert_msg(contains_within(row, length, want),
+                          "D=%d dtype %d: \"%s\" not in %.*s", d, t, want,
+                          (int)length, row);
             snprintf(want, sizeof want, "skipped: %s", v.skipped);
             ck_assert_int_eq(contains_within(row, length, "skipped: "),
                              v.skipped[0] != '\0');

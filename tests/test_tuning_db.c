@@ -9,6 +9,7 @@
  */
 #include "test_common.h"
 
+#include "core/core.h"
 #include "core/json_scan.h"
 #include "paths/tuning.h"
 
@@ -121,6 +122,51 @@ START_TEST(names_are_normalised)
 }
 END_TEST
 
+/* Device keys from probed capabilities (no device needed). */
+START_TEST(device_keys)
+{
+    device_caps caps;
+    char vendor[32], arch[32], device[128];
+    memset(&caps, 0, sizeof caps);
+    caps.klass = DEVICE_CLASS_GPU_NVIDIA;
+    caps.nv_cc_major = 9;
+    snprintf(caps.name, sizeof caps.name, "NVIDIA H200");
+    tuning_device_key(&caps, vendor, sizeof vendor, arch, sizeof arch, device,
+                      sizeof device);
+    ck_assert_str_eq(vendor, "nvidia");
+    ck_assert_str_eq(arch, "sm_90");
+    ck_assert_str_eq(device, "nvidia-h200");
+    memset(&caps, 0, sizeof caps);
+    caps.klass = DEVICE_CLASS_GPU_AMD;
+    snprintf(caps.amd_gfx, sizeof caps.amd_gfx, "gfx90a");
+    tuning_device_key(&caps, vendor, sizeof vendor, arch, sizeof arch, device,
+                      sizeof device);
+    ck_assert_str_eq(vendor, "amd");
+    ck_assert_str_eq(arch, "gfx90a");
+    /* a CPU: the OpenCL implementation, and an ISA level no higher than
+     * the device's vector width allows (8 floats: not AVX-512, whatever
+     * the host has) */
+    memset(&caps, 0, sizeof caps);
+    caps.klass = DEVICE_CLASS_CPU;
+    snprintf(caps.platform_name, sizeof caps.platform_name,
+             "Portable Computing Language");
+    snprintf(caps.name, sizeof caps.name, "pthread-haswell-Intel(R) Xeon(R)");
+    caps.preferred_vector_float = 8;
+    tuning_device_key(&caps, vendor, sizeof vendor, arch, sizeof arch, device,
+                      sizeof device);
+    ck_assert_str_eq(vendor, "pocl");
+    ck_assert_str_ne(arch, "avx512");
+    ck_assert_str_eq(device, "pthread-haswell-intel-xeon");
+    snprintf(caps.platform_name, sizeof caps.platform_name,
+             "Intel(R) OpenCL");
+    caps.preferred_vector_float = 4;
+    tuning_device_key(&caps, vendor, sizeof vendor, arch, sizeof arch, device,
+                      sizeof device);
+    ck_assert_str_eq(vendor, "intel");
+    ck_assert(strcmp(arch, "avx512") && strcmp(arch, "avx2"));
+}
+END_TEST
+
 static const tunable known[] = {{"block_m", {16, 32}}, {"vec", {4, 8}}};
 
 START_TEST(params_parse_strictly)
@@ -185,6 +231,7 @@ int main(void)
     const test_entry tests[] = {
         {lookup_falls_back_per_level, (int)LENGTH(cases)},
         {names_are_normalised, 0},
+        {device_keys, 0},
         {params_parse_strictly, 0},
         {json_reader_takes_tuner_output, 0}};
     return run_tests("tuning_db", 60, NULL, NULL, tests, LENGTH(tests));
