@@ -241,6 +241,7 @@ typedef struct candidate {
     double median_ms, min_ms, compile_ms, error_o;
     bool table; /* the path's own table (the baseline) */
     char reason[200];
+    char date[24]; /* when it was measured (UTC) */
 } candidate;
 
 typedef struct tune_state {
@@ -251,7 +252,8 @@ typedef struct tune_state {
     candidate *cands;
     int count;
     double start_ms;
-    bool complete;
+    bool complete;  /* every candidate of every shape measured */
+    bool cut_short; /* the budget stopped a shape */
 } tune_state;
 
 static void shape_text(const problem_spec *s, char *buf, size_t cap)
@@ -273,11 +275,12 @@ static const candidate *find_result(const tune_state *t, const candidate *c)
     return NULL;
 }
 
-/* The best valid candidate of (path, shape) and its table's time. */
+/* The best valid candidate of (path, shape) and its table's time; the
+ * table's own run (params "": the path's table) when nothing beat it. */
 static const candidate *winner_of(const tune_state *t, const candidate *key,
                                   double *table_ms)
 {
-    const candidate *best = NULL;
+    const candidate *best = NULL, *table = NULL;
     *table_ms = NAN;
     for (int i = 0; i < t->count; ++i) {
         const candidate *r = &t->cands[i];
@@ -287,11 +290,14 @@ static const candidate *winner_of(const tune_state *t, const candidate *key,
             strcmp(r->status, "ok"))
             continue;
         if (r->table)
-            *table_ms = r->median_ms;
+            table = r;
         else if (!best || r->median_ms < best->median_ms)
             best = r;
     }
-    return best;
+    if (table)
+        *table_ms = table->median_ms;
+    return table && (!best || table->median_ms <= best->median_ms) ? table
+                                                                   : best;
 }
 
 static void write_candidate(json_writer *j, const candidate *c)
@@ -312,6 +318,7 @@ static void write_candidate(json_writer *j, const candidate *c)
     json_number(j, "compile_ms", c->compile_ms);
     json_number(j, "error_o", c->error_o);
     json_string(j, "reason", c->reason);
+    json_string(j, "date", c->date);
     json_close(j);
 }
 
@@ -337,7 +344,7 @@ static void write_winners(json_writer *j, const tune_state *t)
         json_number(j, "median_ms", w->median_ms);
         json_number(j, "table_ms", table_ms);
         json_string(j, "shape", w->shape);
-        json_string(j, "date", t->date);
+        json_string(j, "date", w->date[0] ? w->date : t->date);
         json_string(j, "measured_on", t->dev.name);
         json_close(j);
     }
@@ -416,6 +423,7 @@ static void load_previous(tune_state *t)
         json_get_string(b, e, "params", c->params, sizeof c->params);
         json_get_string(b, e, "status", c->status, sizeof c->status);
         json_get_string(b, e, "reason", c->reason, sizeof c->reason);
+        json_get_string(b, e, "date", c->date, sizeof c->date);
         c->head_dim = json_get_number(b, e, "head_dim", &v) ? (int)v : 0;
         c->head_dim_padded =
             json_get_number(b, e, "head_dim_padded", &v) ? (int)v : 0;
@@ -432,6 +440,14 @@ static void load_previous(tune_state *t)
 }
 
 /* ---- measuring ------------------------------------------------------ */
+
+static void utc_now(char *buf, size_t cap)
+{
+    const time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &utc);
+}
 
 typedef struct timed_call {
     flashcl_context *ctx;
@@ -696,6 +712,7 @@ static bool run_candidate(tune_state *t, shape_run *r, const char *path,
         return true;
     if (t->count == MAX_CANDIDATES)
         return false;
+    utc_now(key.date, sizeof key.date);
     measure(t, r, forced, &key);
     t->cands[t->count] = key;
     *result = &t->cands[t->count++];
@@ -762,8 +779,10 @@ static void tune_path(tune_state *t, shape_run *r, const char *path,
         run_candidate(t, r, path, "debug_corrupt=1", false, "debug_corrupt=1",
                       &c);
     for (int i = 0; i < n && done < limit; ++i) {
-        if (timing_host_ms() > deadline)
+        if (timing_host_ms() > deadline) {
+            t->cut_short = true;
             break;
+        }
         if (!run_candidate(t, r, path, list[i].params, false, list[i].params,
                            &c))
             break;
@@ -794,7 +813,8 @@ static void print_summary(const tune_state *t)
             printf("  %-8s %s D=%d %s %-6s %s: %s %.3f ms (table %.3f ms, "
                    "%.2fx)\n", w->path, w->dtype, w->head_dim,
                    w->causal ? "causal" : "non-causal", w->seq, w->shape,
-                   w->params, w->median_ms, table_ms, table_ms / w->median_ms);
+                   w->table ? "the table's tiles" : w->params, w->median_ms,
+                   table_ms, table_ms / w->median_ms);
     }
 }
 
@@ -822,7 +842,7 @@ static void run_all(tune_state *t, bool cpu)
         paths += o->paths[p];
     progress bar;
     progress_begin(&bar, shapes_left * paths, !o->no_progress);
-    t->complete = true;
+    t->complete = false; /* until the end (the file is saved as it goes) */
     for (int di = 0; di < o->num_dtypes; ++di)
         for (int hi = 0; hi < o->num_head_dims; ++hi)
             for (int ci = 0; ci < o->num_causal; ++ci)
@@ -856,8 +876,7 @@ static void run_all(tune_state *t, bool cpu)
                     shape_release(&r);
                 }
     progress_clear(&bar);
-    if (timing_host_ms() > end)
-        t->complete = false;
+    t->complete = !t->cut_short;
     flashcl_context_force_tiles(t->ctx, NULL, NULL);
 }
 
@@ -900,10 +919,7 @@ int cmd_tune(int argc, char **argv)
     }
     apply_defaults(&o, t.dev.is_cpu != 0);
     join_command(argc, argv, t.command, sizeof t.command);
-    const time_t now = time(NULL);
-    struct tm utc;
-    gmtime_r(&now, &utc);
-    strftime(t.date, sizeof t.date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    utc_now(t.date, sizeof t.date);
     t.start_ms = timing_host_ms();
     if (!o.fresh)
         load_previous(&t);

@@ -92,7 +92,7 @@ void tuning_normalise_name(const char *name, char *out, size_t cap)
 }
 
 /* The host's ISA level: an OpenCL CPU device is the host's CPU. */
-static const char *cpu_isa(void)
+static const char *host_isa(void)
 {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     if (__builtin_cpu_supports("avx512f"))
@@ -107,6 +107,24 @@ static const char *cpu_isa(void)
 #else
     return "generic";
 #endif
+}
+
+/* The level the device compiles for: the host's, capped by the float
+ * vector width the device reports (PoCL built for an older target, or
+ * told to use one, reports 8 on an AVX-512 host, and its code is AVX2). */
+static const char *cpu_isa(const device_caps *caps)
+{
+    const char *host = host_isa();
+    const unsigned width = caps->preferred_vector_float > 1
+                               ? caps->preferred_vector_float
+                               : caps->native_vector_float;
+    if (!width || width >= 16)
+        return host;
+    if (!strcmp(host, "avx512"))
+        return width >= 8 ? "avx2" : "sse";
+    if (!strcmp(host, "avx2") || !strcmp(host, "avx"))
+        return width >= 8 ? host : "sse";
+    return host;
 }
 
 static bool has_word(const char *normalised, const char *word)
@@ -142,7 +160,7 @@ void tuning_device_key(const device_caps *caps, char *vendor,
                            : has_word(platform, "amd")   ? "amd"
                                                          : "cpu";
         snprintf(vendor, vendor_cap, "%s", impl);
-        snprintf(arch, arch_cap, "%s", cpu_isa());
+        snprintf(arch, arch_cap, "%s", cpu_isa(caps));
         return;
     }
     switch (caps->klass) {
