@@ -114,7 +114,7 @@ static bool parse_causal(void *opts, const char *value)
 static bool parse_output(void *opts, const char *value)
 {
     ((tune_options *)opts)->output = value;
-    return *value != '\0';
+    return *value != '\0' && *value != '-'; /* not an option taken as it */
 }
 
 static bool parse_budget(void *opts, const char *value)
@@ -156,7 +156,7 @@ static const cli_option tune_table[] = {
      0, 100, NULL, NULL},
     {"output", "FILE", "results (default flashcl-tuning.json); a rerun with\n"
                        "the same file skips what it has measured",
-     CLI_CUSTOM, 0, 0, 0, parse_output, "a file name"},
+     CLI_CUSTOM, 0, 0, 0, parse_output, "a file name (not starting with -)"},
     {"fresh", NULL, "ignore the results already in --output",
      TUNE(CLI_FLAG, fresh), 0, 0, NULL, NULL},
     {"inject-wrong", NULL, "testing: add a deliberately wrong portable\n"

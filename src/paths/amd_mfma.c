@@ -218,17 +218,20 @@ static const amd_tile *tuned_tile(const device_caps *caps, int kind,
                                   const amd_tile *table, amd_tile *out)
 {
     tuning_choice c;
+    int next = 0;
     const int d = pad16(p->head_dim > p->head_dim_v ? p->head_dim
                                                     : p->head_dim_v);
-    if (!tuning_choose(caps, &amd_mfma_path, p, d, plan->forced_tiles, &c))
-        return table;
-    *out = *table;
-    out->block_m = tile_params_get(&c.params, "block_m", table->block_m);
-    out->block_n = tile_params_get(&c.params, "block_n", table->block_n);
-    char why[160];
-    if (!legal_tile(caps, kind, p, out, why, sizeof why)) {
+    for (;;) {
+        if (!tuning_choose(caps, &amd_mfma_path, p, d, plan->forced_tiles,
+                           &next, &c))
+            return table;
+        *out = *table;
+        out->block_m = tile_params_get(&c.params, "block_m", table->block_m);
+        out->block_n = tile_params_get(&c.params, "block_n", table->block_n);
+        char why[160];
+        if (legal_tile(caps, kind, p, out, why, sizeof why))
+            break;
         tuning_refused(&c, "amd_mfma", why);
-        return table;
     }
     snprintf(plan->tuning, sizeof plan->tuning, "%s", c.origin);
     out->reason = plan->tuning;

@@ -84,16 +84,18 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
                        nv_tile *out, char *origin, size_t origin_cap)
 {
     tuning_choice c;
-    if (!tuning_choose(caps, &nv_mma_path, p, tile_dim(p), plan->forced_tiles,
-                       &c))
-        return false;
-    const int bm = tile_params_get(&c.params, "block_m", table->block_m);
-    const int bn = tile_params_get(&c.params, "block_n", table->block_n);
-    const int warps = tile_params_get(&c.params, "warps", table->warps);
-    char why[160];
-    if (!legal_tile(caps, p, bm, bn, warps, why, sizeof why)) {
+    int next = 0, bm, bn, warps;
+    for (;;) {
+        if (!tuning_choose(caps, &nv_mma_path, p, tile_dim(p),
+                           plan->forced_tiles, &next, &c))
+            return false;
+        bm = tile_params_get(&c.params, "block_m", table->block_m);
+        bn = tile_params_get(&c.params, "block_n", table->block_n);
+        warps = tile_params_get(&c.params, "warps", table->warps);
+        char why[160];
+        if (legal_tile(caps, p, bm, bn, warps, why, sizeof why))
+            break;
         tuning_refused(&c, "nv_mma", why);
-        return false;
     }
     snprintf(origin, origin_cap, "%s", c.origin);
     *out = (nv_tile){tile_dim(p), -1, tf32(p), bm, bn, warps,

@@ -184,19 +184,22 @@ static bool tuned_tiles(const device_caps *caps, const problem *p,
                         kernel_plan *plan, bool *corrupt)
 {
     tuning_choice c;
+    int next = 0;
     *corrupt = false;
-    if (!tuning_choose(caps, &portable_path, p, plan->head_dim_padded,
-                       plan->forced_tiles, &c))
-        return false;
-    kernel_plan tuned = *plan;
-    tuned.block_m = tile_params_get(&c.params, "block_m", plan->block_m);
-    tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
-    tuned.vec = tile_params_get(&c.params, "vec", plan->vec);
-    tuned.wg_size = tuned.block_m;
-    char why[160];
-    if (!legal_tiles(caps, p, &tuned, why, sizeof why)) {
+    kernel_plan tuned;
+    for (;;) {
+        if (!tuning_choose(caps, &portable_path, p, plan->head_dim_padded,
+                           plan->forced_tiles, &next, &c))
+            return false;
+        tuned = *plan;
+        tuned.block_m = tile_params_get(&c.params, "block_m", plan->block_m);
+        tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
+        tuned.vec = tile_params_get(&c.params, "vec", plan->vec);
+        tuned.wg_size = tuned.block_m;
+        char why[160];
+        if (legal_tiles(caps, p, &tuned, why, sizeof why))
+            break;
         tuning_refused(&c, "portable", why);
-        return false;
     }
     plan->block_m = tuned.block_m;
     plan->block_n = tuned.block_n;
@@ -283,9 +286,12 @@ static void portable_plan(const device_caps *caps, const problem *p,
                  "FLASHCL_TILES: %dx%d, %d-wide (forced, not measured)",
                  plan->block_m, plan->block_n, plan->vec);
     } else if (tuned) {
+        const char *cut = strstr(plan->tuning, " (");
         snprintf(plan->reason, sizeof plan->reason,
-                 "tuned tiles (%.120s); here %dx%d, %d-wide", plan->tuning,
-                 plan->block_m, plan->block_n, plan->vec);
+                 "tiles of the %.*s entry; here %dx%d, %d-wide",
+                 (int)(cut ? (size_t)(cut - plan->tuning)
+                           : strlen(plan->tuning)),
+                 plan->tuning, plan->block_m, plan->block_n, plan->vec);
     } else {
         write_reason(caps, p, tile, plan);
     }

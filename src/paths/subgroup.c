@@ -269,21 +269,24 @@ static void tuned_tiles(const device_caps *caps, const problem *p, int sg,
                         kernel_plan *plan)
 {
     tuning_choice c;
-    if (!tuning_choose(caps, &subgroup_path, p, plan->head_dim_padded,
-                       plan->forced_tiles, &c))
-        return;
+    int next = 0, rows, subgroups;
     const int subgroups0 = plan->wg_size / sg;
-    const int rows = tile_params_get(&c.params, "rows",
-                                     plan->block_m / subgroups0);
-    const int subgroups = tile_params_get(&c.params, "subgroups", subgroups0);
-    kernel_plan tuned = *plan;
-    tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
-    tuned.block_m = rows * subgroups;
-    tuned.wg_size = subgroups * sg;
-    char why[160];
-    if (!legal_tiles(caps, p, sg, rows, subgroups, &tuned, why, sizeof why)) {
+    kernel_plan tuned;
+    for (;;) {
+        if (!tuning_choose(caps, &subgroup_path, p, plan->head_dim_padded,
+                           plan->forced_tiles, &next, &c))
+            return;
+        rows = tile_params_get(&c.params, "rows", plan->block_m / subgroups0);
+        subgroups = tile_params_get(&c.params, "subgroups", subgroups0);
+        tuned = *plan;
+        tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
+        tuned.block_m = rows * subgroups;
+        tuned.wg_size = subgroups * sg;
+        char why[160];
+        if (legal_tiles(caps, p, sg, rows, subgroups, &tuned, why,
+                        sizeof why))
+            break;
         tuning_refused(&c, "subgroup", why);
-        return;
     }
     plan->block_m = tuned.block_m;
     plan->block_n = tuned.block_n;

@@ -151,7 +151,8 @@ static void describe_entry(const tuning_entry *e, int level,
              tuning_level_name(level), e->path, e->dtype, e->vendor, e->arch,
              e->device, e->head_dim,
              e->causal < 0 ? "any" : e->causal ? "causal" : "non-causal",
-             e->seq, e->params, e->median_ms, e->measured_on, e->date);
+             e->seq, e->params[0] ? e->params : "the path's own table",
+             e->median_ms, e->measured_on, e->date);
 }
 
 static bool take(const kernel_path *path, const tuning_entry *e, int level,
@@ -169,53 +170,72 @@ static bool take(const kernel_path *path, const tuning_entry *e, int level,
     return true;
 }
 
-bool tuning_choose(const device_caps *caps, const kernel_path *path,
-                   const problem *p, int head_dim, const char *forced,
-                   tuning_choice *out)
+/* The forced set, if given (source 0). */
+static bool choose_forced(const kernel_path *path, const char *forced,
+                          tuning_choice *out)
 {
-    memset(out, 0, sizeof *out);
     char why[160];
-    if (forced) {
-        if (tile_params_parse(forced, path->tunables, path->tunable_count,
-                              true, &out->params, why, sizeof why)) {
-            out->forced = true;
-            out->level = TUNING_LEVEL_DEVICE;
-            snprintf(out->origin, sizeof out->origin,
-                     "forced candidate %.150s (flashcl_context_force_tiles)",
-                     forced);
-            return true;
-        }
+    if (!forced)
+        return false;
+    if (!tile_params_parse(forced, path->tunables, path->tunable_count, true,
+                           &out->params, why, sizeof why)) {
         note_for_call("forced tiles \"%s\" for %s ignored (%s)", forced,
                       path->name, why);
+        return false;
     }
+    out->forced = true;
+    out->level = TUNING_LEVEL_DEVICE;
+    snprintf(out->origin, sizeof out->origin,
+             "forced candidate %.150s (flashcl_context_force_tiles)", forced);
+    return true;
+}
+
+/* FLASHCL_TUNING_FILE's entry (source 1). */
+static bool choose_user(const kernel_path *path, const tuning_query *q,
+                        tuning_choice *out)
+{
+    const char *file = getenv("FLASHCL_TUNING_FILE");
+    if (!file || !*file)
+        return false;
+    bool found = false;
+    pthread_mutex_lock(&user_lock);
+    user_refresh(file);
+    int level = TUNING_NONE;
+    const tuning_entry *e = tuning_lookup(user.entries, user.count, q, &level);
+    if (user.unreadable)
+        note_for_call("FLASHCL_TUNING_FILE=\"%s\" cannot be read: ignored",
+                      file);
+    else if (e)
+        found = take(path, e, level, "FLASHCL_TUNING_FILE", out);
+    pthread_mutex_unlock(&user_lock);
+    return found;
+}
+
+bool tuning_choose(const device_caps *caps, const kernel_path *path,
+                   const problem *p, int head_dim, const char *forced,
+                   int *next, tuning_choice *out)
+{
     tuning_query q;
     fill_query(caps, path, p, head_dim, &q);
-    const char *file = getenv("FLASHCL_TUNING_FILE");
-    if (file && *file) {
-        bool found = false;
-        pthread_mutex_lock(&user_lock);
-        user_refresh(file);
+    while (*next < 3) {
+        const int source = (*next)++;
+        memset(out, 0, sizeof *out);
         int level = TUNING_NONE;
-        const tuning_entry *e =
-            tuning_lookup(user.entries, user.count, &q, &level);
-        if (user.unreadable)
-            note_for_call("FLASHCL_TUNING_FILE=\"%s\" cannot be read: "
-                          "ignored", file);
-        else if (e)
-            found = take(path, e, level, "FLASHCL_TUNING_FILE", out);
-        pthread_mutex_unlock(&user_lock);
-        if (found)
+        const tuning_entry *e = NULL;
+        if (source == 0 && choose_forced(path, forced, out))
+            return true;
+        if (source == 1 && choose_user(path, &q, out))
+            return true;
+        if (source == 2 &&
+            (e = tuning_lookup(tuning_db, TUNING_DB_COUNT, &q, &level)) &&
+            take(path, e, level, "tuning DB", out))
             return true;
     }
-    int level = TUNING_NONE;
-    const tuning_entry *e = tuning_lookup(tuning_db, TUNING_DB_COUNT, &q,
-                                          &level);
-    return e && take(path, e, level, "tuning DB", out);
+    return false;
 }
 
 void tuning_refused(const tuning_choice *c, const char *path,
                     const char *why)
 {
-    note_for_call("tiles of %s refused for %s (%s): the path's table runs",
-                  c->origin, path, why);
+    note_for_call("tiles of %s refused for %s (%s)", c->origin, path, why);
 }

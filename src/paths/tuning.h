@@ -98,13 +98,16 @@ typedef struct tuning_choice {
 } tuning_choice;
 
 /* Parameters for `path` on this device and problem (padded head dim
- * `head_dim`): the forced set when one is given, else the user file's
- * entry, else the compiled database's; false when none (the path's table
- * then runs). A forced or found set whose names the path does not declare
- * is refused with a note in the last-error text. */
+ * `head_dim`), from the sources in order: the forced set when one is
+ * given, the user file's entry, the compiled database's. *next (0 at
+ * first) is where to go on: a path that finds the set illegal calls
+ * again for the next source. False when none is left (the path's table
+ * then runs). A set whose names the path does not declare is skipped with
+ * a note in the last-error text. */
 bool tuning_choose(const struct device_caps *caps,
                    const struct kernel_path *path, const struct problem *p,
-                   int head_dim, const char *forced, tuning_choice *out);
+                   int head_dim, const char *forced, int *next,
+                   tuning_choice *out);
 
 /* The path's plan refused the set (illegal here): notes why, for the
  * last-error text. */
