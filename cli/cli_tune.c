@@ -239,6 +239,8 @@ typedef struct candidate {
     int head_dim, head_dim_padded, causal;
     char status[12]; /* ok, invalid, illegal, error */
     double median_ms, min_ms, compile_ms, error_o;
+    /* the median of the confirmation rounds (NaN: not confirmed) */
+    double confirm_ms;
     bool table; /* the path's own table (the baseline) */
     char reason[200];
     char date[24]; /* when it was measured (UTC) */
@@ -275,29 +277,57 @@ static const candidate *find_result(const tune_state *t, const candidate *c)
     return NULL;
 }
 
-/* The best valid candidate of (path, shape) and its table's time; the
- * table's own run (params "": the path's table) when nothing beat it. */
-static const candidate *winner_of(const tune_state *t, const candidate *key,
-                                  double *table_ms)
+static bool same_group(const candidate *a, const candidate *b)
 {
+    return !strcmp(a->path, b->path) && !strcmp(a->dtype, b->dtype) &&
+           !strcmp(a->seq, b->seq) && !strcmp(a->shape, b->shape) &&
+           a->head_dim == b->head_dim && a->causal == b->causal;
+}
+
+/* The time a candidate is ranked by: its confirmation median where its
+ * (path, shape) was confirmed, else its first median. */
+static double rank_ms(const candidate *c, bool confirmed)
+{
+    return confirmed ? c->confirm_ms : c->median_ms;
+}
+
+static bool group_confirmed(const tune_state *t, const candidate *key)
+{
+    for (int i = 0; i < t->count; ++i)
+        if (same_group(&t->cands[i], key) && isfinite(t->cands[i].confirm_ms))
+            return true;
+    return false;
+}
+
+/* The best valid candidate of (path, shape), its time and its table's
+ * time; the table's own run (params "": the path's table) when nothing
+ * beat it. */
+static const candidate *winner_of(const tune_state *t, const candidate *key,
+                                  double *win_ms, double *table_ms)
+{
+    const bool confirmed = group_confirmed(t, key);
     const candidate *best = NULL, *table = NULL;
-    *table_ms = NAN;
+    *table_ms = *win_ms = NAN;
     for (int i = 0; i < t->count; ++i) {
         const candidate *r = &t->cands[i];
-        if (strcmp(r->path, key->path) || strcmp(r->dtype, key->dtype) ||
-            strcmp(r->seq, key->seq) || strcmp(r->shape, key->shape) ||
-            r->head_dim != key->head_dim || r->causal != key->causal ||
-            strcmp(r->status, "ok"))
+        if (!same_group(r, key) || strcmp(r->status, "ok") ||
+            !isfinite(rank_ms(r, confirmed)))
             continue;
         if (r->table)
             table = r;
-        else if (!best || r->median_ms < best->median_ms)
+        else if (!best || rank_ms(r, confirmed) < rank_ms(best, confirmed))
             best = r;
     }
     if (table)
-        *table_ms = table->median_ms;
-    return table && (!best || table->median_ms <= best->median_ms) ? table
-                                                                   : best;
+        *table_ms = rank_ms(table, confirmed);
+    const candidate *w =
+        table && (!best || rank_ms(table, confirmed) <=
+                               rank_ms(best, confirmed))
+            ? table
+            : best;
+    if (w)
+        *win_ms = rank_ms(w, confirmed);
+    return w;
 }
 
 static void write_candidate(json_writer *j, const candidate *c)
@@ -317,6 +347,7 @@ static void write_candidate(json_writer *j, const candidate *c)
     json_number(j, "min_ms", c->min_ms);
     json_number(j, "compile_ms", c->compile_ms);
     json_number(j, "error_o", c->error_o);
+    json_number(j, "confirm_ms", c->confirm_ms);
     json_string(j, "reason", c->reason);
     json_string(j, "date", c->date);
     json_close(j);
@@ -327,10 +358,10 @@ static void write_winners(json_writer *j, const tune_state *t)
     json_array(j, "winners");
     for (int i = 0; i < t->count; ++i) {
         const candidate *c = &t->cands[i];
-        double table_ms;
-        if (!c->table || winner_of(t, c, &table_ms) == NULL)
+        double table_ms, win_ms;
+        if (!c->table || winner_of(t, c, &win_ms, &table_ms) == NULL)
             continue;
-        const candidate *w = winner_of(t, c, &table_ms);
+        const candidate *w = winner_of(t, c, &win_ms, &table_ms);
         json_object(j, NULL);
         json_string(j, "path", w->path);
         json_string(j, "dtype", w->dtype);
@@ -341,8 +372,9 @@ static void write_winners(json_writer *j, const tune_state *t)
         json_integer(j, "causal", w->causal);
         json_string(j, "seq", w->seq);
         json_string(j, "params", w->params);
-        json_number(j, "median_ms", w->median_ms);
+        json_number(j, "median_ms", win_ms);
         json_number(j, "table_ms", table_ms);
+        json_bool(j, "confirmed", group_confirmed(t, w));
         json_string(j, "shape", w->shape);
         json_string(j, "date", w->date[0] ? w->date : t->date);
         json_string(j, "measured_on", t->dev.name);
@@ -432,6 +464,7 @@ static void load_previous(tune_state *t)
         c->min_ms = json_get_number(b, e, "min_ms", &v) ? v : NAN;
         c->compile_ms = json_get_number(b, e, "compile_ms", &v) ? v : NAN;
         c->error_o = json_get_number(b, e, "error_o", &v) ? v : NAN;
+        c->confirm_ms = json_get_number(b, e, "confirm_ms", &v) ? v : NAN;
         c->table = json_get_true(b, e, "table");
         if (c->path[0] && c->status[0])
             ++t->count;
@@ -497,6 +530,7 @@ static void candidate_key(const shape_run *r, const char *path,
     c->causal = r->shape.causal;
     c->table = table;
     c->median_ms = c->min_ms = c->compile_ms = c->error_o = NAN;
+    c->confirm_ms = NAN;
 }
 
 static bool same_tiles(const flashcl_variant_info *a,
@@ -755,6 +789,57 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
     return false;
 }
 
+#define CONFIRM_TOP 3
+#define CONFIRM_ROUNDS 3
+
+/* The table and the CONFIRM_TOP fastest candidates of its (path, shape)
+ * timed again, interleaved, CONFIRM_ROUNDS rounds: a shared machine's
+ * load moves during a search, and this ranks them under the same load.
+ * Each gets the median of its rounds' medians. */
+static void confirm(tune_state *t, shape_run *r, candidate *table)
+{
+    candidate *picked[CONFIRM_TOP + 1] = {table};
+    int n = 1;
+    if (group_confirmed(t, table) || strcmp(table->status, "ok"))
+        return;
+    for (int k = 0; k < CONFIRM_TOP; ++k) {
+        candidate *best = NULL;
+        for (int i = 0; i < t->count; ++i) {
+            candidate *c = &t->cands[i];
+            bool taken = false;
+            for (int j = 0; j < n; ++j)
+                taken |= picked[j] == c;
+            if (!taken && !c->table && same_group(c, table) &&
+                !strcmp(c->status, "ok") &&
+                (!best || c->median_ms < best->median_ms))
+                best = c;
+        }
+        if (best)
+            picked[n++] = best;
+    }
+    if (n < 2)
+        return;
+    double samples[CONFIRM_TOP + 1][CONFIRM_ROUNDS];
+    flashcl_attention_desc desc = problem_desc(&r->timed,
+                                               FLASHCL_BACKEND_FUSED);
+    timed_call call = {t->ctx, &desc};
+    for (int round = 0; round < CONFIRM_ROUNDS; ++round)
+        for (int i = 0; i < n; ++i) {
+            timing_result time;
+            samples[i][round] = NAN;
+            if (flashcl_context_force_tiles(t->ctx, picked[i]->path,
+                                            picked[i]->params) ==
+                    FLASHCL_SUCCESS &&
+                timing_repeat(t->o->warmup, t->o->reps, one_call, &call,
+                              &time) == 0)
+                samples[i][round] = time.median_ms;
+        }
+    for (int i = 0; i < n; ++i)
+        picked[i]->confirm_ms = timing_median(samples[i], CONFIRM_ROUNDS);
+    if (!save(t))
+        fprintf(stderr, "flashcl tune: cannot write %s\n", t->o->output);
+}
+
 static void tune_path(tune_state *t, shape_run *r, const char *path,
                       double deadline, progress *bar, int step)
 {
@@ -791,6 +876,15 @@ static void tune_path(tune_state *t, shape_run *r, const char *path,
         progress_step(bar, step, "%s: %d/%d %s %s %.3f ms", label, i + 1, n,
                       list[i].params, c->status, c->median_ms);
     }
+    candidate key, *baseline = NULL;
+    candidate_key(r, path, "", true, &key);
+    for (int i = 0; i < t->count && !baseline; ++i)
+        if (t->cands[i].table && same_group(&t->cands[i], &key))
+            baseline = &t->cands[i];
+    if (baseline) {
+        progress_step(bar, step, "%s: confirming the fastest", label);
+        confirm(t, r, baseline);
+    }
 }
 
 static void print_summary(const tune_state *t)
@@ -807,14 +901,16 @@ static void print_summary(const tune_state *t)
     printf("  %d invalid (wrong results, never chosen)\n", invalid);
     for (int i = 0; i < t->count; ++i) {
         const candidate *c = &t->cands[i];
-        double table_ms;
-        const candidate *w = c->table ? winner_of(t, c, &table_ms) : NULL;
+        double table_ms, win_ms;
+        const candidate *w =
+            c->table ? winner_of(t, c, &win_ms, &table_ms) : NULL;
         if (w)
             printf("  %-8s %s D=%d %s %-6s %s: %s %.3f ms (table %.3f ms, "
-                   "%.2fx)\n", w->path, w->dtype, w->head_dim,
+                   "%.2fx%s)\n", w->path, w->dtype, w->head_dim,
                    w->causal ? "causal" : "non-causal", w->seq, w->shape,
-                   w->table ? "the table's tiles" : w->params, w->median_ms,
-                   table_ms, table_ms / w->median_ms);
+                   w->table ? "the table's tiles" : w->params, win_ms,
+                   table_ms, table_ms / win_ms,
+                   group_confirmed(t, w) ? ", confirmed" : "");
     }
 }
 
