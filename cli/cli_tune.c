@@ -320,9 +320,12 @@ static const candidate *winner_of(const tune_state *t, const candidate *key,
     }
     if (table)
         *table_ms = rank_ms(table, confirmed);
+    /* the table's own tiles, found again by the search, are the table */
+    const bool same_as_table =
+        table && best && !strcmp(best->reason, table->reason);
     const candidate *w =
-        table && (!best || rank_ms(table, confirmed) <=
-                               rank_ms(best, confirmed))
+        table && (!best || same_as_table ||
+                  rank_ms(table, confirmed) <= rank_ms(best, confirmed))
             ? table
             : best;
     if (w)

@@ -6,7 +6,8 @@ into the table the library compiles in (src/paths/tuning_db.inc).
     python3 scripts/tuning_db.py --check    # fail when the committed table
                                             # differs from the JSON files
 
-Every winner of every file becomes a device-level entry. Defaults are
+Every winner of every file becomes a device-level entry (params "" where
+the path's own table won: the entry then keeps the table's tiles). Defaults are
 derived per level, CLBlast style: for each architecture (and then each
 vendor) and shape, the parameters most devices of it chose (ties: the
 fastest). Vendor-level defaults drop `vec`, which depends on the ISA, so
@@ -89,7 +90,7 @@ def defaults(winners, level):
 def render(winners):
     device = [dict(w) for w in winners]
     entries = device + defaults(winners, 4) + defaults(winners, 3)
-    entries = [e for e in entries if e["params"]]
+    # params "" is a measured "the path's own table is best here"
     entries.sort(key=lambda e: tuple(str(e[k]) for k in FIELDS) +
                  tuple(str(x) for x in shape(e)))
     lines = [

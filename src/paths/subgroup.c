@@ -276,6 +276,10 @@ static void tuned_tiles(const device_caps *caps, const problem *p, int sg,
         if (!tuning_choose(caps, &subgroup_path, p, plan->head_dim_padded,
                            plan->forced_tiles, &next, &c))
             return;
+        /* entries are tuned at the default subgroup size, which is not
+         * part of their key: another size keeps the table */
+        if (!c.forced && env_size() != 0)
+            return;
         rows = tile_params_get(&c.params, "rows", plan->block_m / subgroups0);
         subgroups = tile_params_get(&c.params, "subgroups", subgroups0);
         tuned = *plan;
