@@ -766,6 +766,7 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
                                                FLASHCL_BACKEND_FUSED);
     candidate key;
     candidate_key(r, path, "", true, &key);
+    memset(table, 0, sizeof *table);
     if (flashcl_context_force_tiles(t->ctx, path, "") == FLASHCL_SUCCESS &&
         flashcl_describe_variant(t->ctx, &desc, table) == FLASHCL_SUCCESS &&
         !strcmp(table->path, path)) {
@@ -981,7 +982,7 @@ static void run_all(tune_state *t, bool cpu)
 
 int cmd_tune(int argc, char **argv)
 {
-    common_options common;
+    common_options common = {0};
     tune_options o;
     memset(&o, 0, sizeof o);
     o.budget = 300;
