@@ -18,11 +18,12 @@
 struct cli_command;
 
 extern const struct cli_command info_command, run_command,
-    selftest_command, bench_command;
+    selftest_command, bench_command, tune_command;
 
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif /* FLASHCL_CLI_H */

@@ -167,6 +167,8 @@ static void print_variant_text(int head_dim, flashcl_dtype dtype,
     if (v->vector_width)
         printf(" VEC=%d", v->vector_width);
     printf("\n      reason: %s\n", v->reason);
+    printf("      tuning: %s\n",
+           v->tuning[0] ? v->tuning : "no database entry: the path's table");
     if (v->variants[0])
         printf("      variants: %s\n", v->variants);
     if (v->skipped[0])
@@ -209,6 +211,7 @@ static void print_variants_json(json_writer *j, flashcl_context *ctx,
             json_integer(j, "work_group", v.work_group_size);
             json_integer(j, "vector_width", v.vector_width);
             json_string(j, "reason", v.reason);
+            json_string(j, "tuning", v.tuning);
             json_string(j, "variants", v.variants);
             json_string(j, "skipped", v.skipped);
             json_close(j);
@@ -273,6 +276,11 @@ static void print_device_text(flashcl_context *ctx,
     printf("  matrix instructions: %s\n", d.matrix_path);
     printf("  matrix extensions: %s\n", x.matrix_ext);
     printf("  flashcl path: %s\n", d.flashcl_path);
+    printf("  tuning database key: %s / %s / %s%s\n", d.tuning_vendor,
+           d.tuning_arch, d.tuning_device,
+           getenv("FLASHCL_TUNING_FILE") && *getenv("FLASHCL_TUNING_FILE")
+               ? " (FLASHCL_TUNING_FILE first)"
+               : "");
     print_variants_text(ctx, d.has_fp64);
     printf("  reference backend: CLBlast GEMMs (fp32%s), scratch cap %.1f "
            "MiB\n",
@@ -322,6 +330,9 @@ static void print_device_json(json_writer *j, flashcl_context *ctx,
     json_string(j, "matrix_instructions", d.matrix_path);
     json_string(j, "matrix_extensions", x.matrix_ext);
     json_string(j, "flashcl_path", d.flashcl_path);
+    json_string(j, "tuning_vendor", d.tuning_vendor);
+    json_string(j, "tuning_arch", d.tuning_arch);
+    json_string(j, "tuning_device", d.tuning_device);
     print_variants_json(j, ctx, d.has_fp64);
     json_integer(j, "reference_scratch_cap_bytes", (long long)x.scratch_cap);
     json_close(j);

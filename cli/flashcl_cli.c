@@ -19,6 +19,7 @@ static const command_entry commands[] = {
     {&run_command, cmd_run},
     {&selftest_command, cmd_selftest},
     {&bench_command, cmd_bench},
+    {&tune_command, cmd_tune},
 };
 #define COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
@@ -74,7 +75,11 @@ static const char environment_help[] =
     "  FLASHCL_TILES          block_m=64,block_n=32,vec=8 (any of them; wg\n"
     "                         must equal block_m): the portable kernel's\n"
     "                         tiles, for experiments; refused (with a note\n"
-    "                         in the last-error text) when illegal here\n";
+    "                         in the last-error text) when illegal here\n"
+    "  FLASHCL_TUNING_FILE    a tuning database file (the JSON `flashcl tune`\n"
+    "                         writes), consulted before the built-in one;\n"
+    "                         entries illegal here are ignored with a note in\n"
+    "                         the last-error text\n";
 
 static void usage(FILE *out)
 {

@@ -556,6 +556,13 @@ typedef struct flashcl_device_info {
     char matrix_path[160];
     /** Which of them flashcl's kernels use on this device. */
     char flashcl_path[160];
+    /** The device's key in the tuning database (docs/tuning.md): vendor
+     *  (the OpenCL implementation on CPUs: "pocl", "intel"; the GPU maker
+     *  otherwise), architecture ("sm_90", "gfx90a", an Intel GPU family,
+     *  the CPU's ISA level "avx512"/"avx2") and normalised name. */
+    char tuning_vendor[32];
+    char tuning_arch[32];
+    char tuning_device[128];
 } flashcl_device_info;
 
 /** Fill `info` for the context's device. */
@@ -580,6 +587,11 @@ typedef struct flashcl_variant_info {
      *  scratch the call needs, in bytes (0 when not split). */
     int num_splits;
     size_t split_scratch_bytes;
+    /** The tuning database entry behind the tiles: which (built-in
+     *  database or FLASHCL_TUNING_FILE), at which level (device,
+     *  architecture, vendor), and the measurement (median, date, device);
+     *  "" when the path's own tile table chose them. */
+    char tuning[320];
 } flashcl_variant_info;
 
 /** Describe the variant `desc` would run with. The descriptor is the one a
@@ -591,6 +603,34 @@ typedef struct flashcl_variant_info {
 FLASHCL_API flashcl_status flashcl_describe_variant(
     flashcl_context *ctx, const flashcl_attention_desc *desc,
     flashcl_variant_info *info);
+
+/** One tunable parameter of a kernel path, as `flashcl tune` searches it:
+ *  its name in a parameter set ("block_m") and its legal values. */
+typedef struct flashcl_tunable {
+    char name[16];
+    int values[8];
+    int count;
+} flashcl_tunable;
+
+/** The `index`-th (0-based) tunable of the kernel path called `path`
+ *  ("portable", "subgroup", "amd_mfma", "nv_mma"). Fails with
+ *  FLASHCL_ERROR_INVALID_VALUE for an unknown path or past its last
+ *  tunable. */
+FLASHCL_API flashcl_status flashcl_path_tunable(const char *path, int index,
+                                                flashcl_tunable *out);
+
+/** For tuners: every later call on `ctx` tries kernel path `path` first
+ *  (as FLASHCL_PATH would force it) and plans it with the tile parameters
+ *  `params` ("block_m=64,block_n=32,vec=8": names of flashcl_path_tunable;
+ *  parameters left out keep the path's choice). The path still checks
+ *  them against the device: an illegal set is refused, the call runs the
+ *  path's own tiles and its last-error text says why
+ *  (flashcl_describe_variant shows which ran, compiling nothing). `path`
+ *  NULL clears it. Do not call it while other threads use `ctx`. Fails
+ *  with FLASHCL_ERROR_INVALID_VALUE for an unknown path. */
+FLASHCL_API flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
+                                                       const char *path,
+                                                       const char *params);
 
 /** Drop CLBlast's process-wide program cache (the reference backend's GEMM
  *  programs, which also keep every cl_context the reference backend ran on

@@ -271,8 +271,8 @@ START_TEST(usage_and_bad_arguments)
     ck_assert_ptr_nonnull(strstr(r.out, "selftest"));
     ck_assert_ptr_nonnull(strstr(r.out, "exit status"));
     tool_free(&r);
-    const char *commands[] = {"info", "run", "selftest", "bench"};
-    for (int i = 0; i < 4; ++i) {
+    const char *commands[] = {"info", "run", "selftest", "bench", "tune"};
+    for (int i = 0; i < 5; ++i) {
         char args[64];
         snprintf(args, sizeof args, "%s --help", commands[i]);
         r = tool(NULL, args);
@@ -309,6 +309,11 @@ START_TEST(usage_and_bad_arguments)
     expect_usage_error("bench --head-dim 512", "--head-dim");
     expect_usage_error("bench --reps", "--reps");
     expect_usage_error("selftest --seqlen 5", "unknown option");
+    expect_usage_error("tune --path cuda", "--path");
+    expect_usage_error("tune --seq medium", "--seq");
+    expect_usage_error("tune --budget 0", "--budget");
+    expect_usage_error("tune --budget x", "--budget");
+    expect_usage_error("tune --seqlen 256", "--seqlen");
 }
 END_TEST
 
@@ -317,8 +322,8 @@ END_TEST
  * about the value or the unknown option, never about the named one. */
 START_TEST(help_names_only_real_options)
 {
-    const char *commands[] = {"info", "run", "selftest", "bench"};
-    for (int c = 0; c < 4; ++c) {
+    const char *commands[] = {"info", "run", "selftest", "bench", "tune"};
+    for (int c = 0; c < 5; ++c) {
         char args[256];
         snprintf(args, sizeof args, "%s --help", commands[c]);
         tool_result help = tool(NULL, args);
@@ -712,6 +717,13 @@ START_TEST(info_variant_rows_from_library)
             ck_assert(contains_within(row, length, v.kernel_file));
             if (v.path[0])
                 ck_assert(contains_within(row, length, v.path));
+            /* the database entry behind the tiles, or the table */
+            snprintf(want, sizeof want, "tuning: %s\n",
+                     v.tuning[0] ? v.tuning
+                                 : "no database entry: the path's table");
+            ck_assert_msg(contains_within(row, length, want),
+                          "D=%d dtype %d: \"%s\" not in %.*s", d, t, want,
+                          (int)length, row);
             snprintf(want, sizeof want, "skipped: %s", v.skipped);
             ck_assert_int_eq(contains_within(row, length, "skipped: "),
                              v.skipped[0] != '\0');

@@ -74,6 +74,14 @@
 #if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
 #error "FLASHCL_COMPENSATED must be 0 or 1"
 #endif
+/* 1: a deliberately wrong O (scaled by 1 + 2^-4), which only the tuner's
+ * test hook asks for, to prove the tuner rejects wrong candidates. */
+#ifndef FLASHCL_DEBUG_CORRUPT
+#define FLASHCL_DEBUG_CORRUPT 0
+#endif
+#if FLASHCL_DEBUG_CORRUPT != 0 && FLASHCL_DEBUG_CORRUPT != 1
+#error "FLASHCL_DEBUG_CORRUPT must be 0 or 1"
+#endif
 
 #if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
 #error "FLASHCL_VEC must be 2, 4, 8 or 16"
@@ -383,7 +391,11 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         acc[c] += acc_lo[c];
 #endif
     /* Stage O through local memory so the global writes are coalesced. */
+#if FLASHCL_DEBUG_CORRUPT
+    const real_t inv_sum = (row_sum > 0 ? 1 / row_sum : 0) * (real_t)1.0625f;
+#else
     const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int c = 0; c < DV_VECS; ++c)
         vstore_vec(acc[c] * inv_sum, c, q_t + lid * DV);

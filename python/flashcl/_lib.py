@@ -123,6 +123,9 @@ class DeviceInfo(Structure):
         ("amd_gfx", c_char * 64),
         ("matrix_path", c_char * 160),
         ("flashcl_path", c_char * 160),
+        ("tuning_vendor", c_char * 32),
+        ("tuning_arch", c_char * 32),
+        ("tuning_device", c_char * 128),
     ]
 
 

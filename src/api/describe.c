@@ -1,6 +1,7 @@
 /* Introspection for tools: device capabilities as flashcl sees them and
  * the variant a problem would run with. */
 #include "paths/path.h"
+#include "paths/tuning.h"
 #include "problem/problem.h"
 
 #include <stdio.h>
@@ -92,6 +93,9 @@ flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
     copy_text(info->amd_gfx, sizeof info->amd_gfx, caps->amd_gfx);
     matrix_offers(caps, info->matrix_path, sizeof info->matrix_path);
     paths_summary(caps, info->flashcl_path, sizeof info->flashcl_path);
+    tuning_device_key(caps, info->tuning_vendor, sizeof info->tuning_vendor,
+                      info->tuning_arch, sizeof info->tuning_arch,
+                      info->tuning_device, sizeof info->tuning_device);
     return FLASHCL_SUCCESS;
 }
 
@@ -104,8 +108,10 @@ static flashcl_status plan_call(flashcl_context *ctx,
 {
     flashcl_status status = problem_begin_call(ctx, desc, PROBLEM_FOR_PLANNING,
                                                out, out_name, p);
+    char forced[sizeof ctx->forced_tiles];
     if (status == FLASHCL_SUCCESS)
-        choose_plan(&ctx->caps, p, plan, skipped, skipped_cap);
+        choose_plan_forced(&ctx->caps, p, plan, skipped, skipped_cap,
+                           context_forced_tiles(ctx, forced, sizeof forced));
     return status;
 }
 
@@ -130,6 +136,7 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
     info->work_group_size = plan.wg_size;
     info->vector_width = plan.vec;
     copy_text(info->reason, sizeof info->reason, plan.reason);
+    copy_text(info->tuning, sizeof info->tuning, plan.tuning);
     variants_describe(p.variants, info->variants, sizeof info->variants);
     copy_text(info->build_options, sizeof info->build_options, plan.options);
     info->num_splits = plan.split_kernel ? plan.splits : 1;
@@ -149,4 +156,45 @@ flashcl_status flashcl_prepare(flashcl_context *ctx,
     return status == FLASHCL_SUCCESS
                ? plan_and_build(ctx, &p, &plan, programs, compile_ms)
                : status;
+}
+
+flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
+                                           const char *path,
+                                           const char *params)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    char spec[sizeof ctx->forced_tiles] = "";
+    if (path) {
+        if (!find_path(path))
+            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                             "no kernel path is called \"%.64s\"", path);
+        const int n = snprintf(spec, sizeof spec, "%s:%s", path,
+                               params ? params : "");
+        if (n < 0 || (size_t)n >= sizeof spec)
+            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                             "params are longer than %zu characters",
+                             sizeof spec - 40);
+    }
+    pthread_mutex_lock(&ctx->cache_lock);
+    memcpy(ctx->forced_tiles, spec, sizeof spec);
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_path_tunable(const char *path, int index,
+                                    flashcl_tunable *out)
+{
+    const kernel_path *kp = find_path(path);
+    if (!path || !out)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    if (!kp || index < 0 || (size_t)index >= kp->tunable_count)
+        return FLASHCL_ERROR_INVALID_VALUE;
+    const tunable *t = &kp->tunables[index];
+    memset(out, 0, sizeof *out);
+    copy_text(out->name, sizeof out->name, t->name);
+    for (int i = 0; i < TUNABLE_MAX_VALUES && t->values[i]; ++i)
+        out->values[out->count++] = t->values[i];
+    return FLASHCL_SUCCESS;
 }

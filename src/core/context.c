@@ -215,6 +215,14 @@ flashcl_status flashcl_context_set_split_scratch_limit(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+const char *context_forced_tiles(flashcl_context *ctx, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&ctx->cache_lock);
+    snprintf(buf, cap, "%s", ctx->forced_tiles);
+    pthread_mutex_unlock(&ctx->cache_lock);
+    return buf[0] ? buf : NULL;
+}
+
 flashcl_status flashcl_context_get_split_scratch_limit(flashcl_context *ctx,
                                                        size_t *bytes)
 {

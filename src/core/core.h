@@ -187,7 +187,13 @@ struct flashcl_context {
      * (0: environment variable or default), read under cache_lock. */
     struct split_state *split;
     size_t split_limit;
+    /* flashcl_context_force_tiles: "path:params", "" for none; read and
+     * written under cache_lock. */
+    char forced_tiles[320];
 };
+
+/* A copy of ctx->forced_tiles into buf (NULL when none is set). */
+const char *context_forced_tiles(flashcl_context *ctx, char *buf, size_t cap);
 
 /* "268435456", "256M", "1G", "512k": a positive byte count with an
  * optional binary suffix. */

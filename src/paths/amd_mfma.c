@@ -10,6 +10,7 @@
  * variant suites that way on Intel's OpenCL CPU runtime. */
 #include "paths/path.h"
 #include "paths/amd_mfma_tiles.h"
+#include "paths/tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,11 +190,61 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
     return true;
 }
 
+static bool legal_tile(const device_caps *caps, int kind, const problem *p,
+                       const amd_tile *t, char *why, size_t cap)
+{
+    const size_t wg = (size_t)t->block_m / 16 * (is_wave32(kind) ? 32 : 64);
+    const size_t bytes = local_bytes(kind, p, t);
+    if (t->block_m < 16 || t->block_m > 256 || t->block_m % 16)
+        snprintf(why, cap, "block_m %d is not a multiple of 16 in 16..256",
+                 t->block_m);
+    else if (t->block_n < 16 || t->block_n > 128 || t->block_n % 16)
+        snprintf(why, cap, "block_n %d is not a multiple of 16 in 16..128",
+                 t->block_n);
+    else if (caps->local_mem && bytes > caps->local_mem)
+        snprintf(why, cap, "needs %zu bytes of local memory, device has %llu",
+                 bytes, (unsigned long long)caps->local_mem);
+    else if (caps->max_work_group && wg > caps->max_work_group)
+        snprintf(why, cap, "work-group %zu above the device's %zu", wg,
+                 caps->max_work_group);
+    else
+        return true;
+    return false;
+}
+
+/* The tuning database's (or the tuner's forced) tiles, when legal here. */
+static const amd_tile *tuned_tile(const device_caps *caps, int kind,
+                                  const problem *p, kernel_plan *plan,
+                                  const amd_tile *table, amd_tile *out)
+{
+    tuning_choice c;
+    int next = 0;
+    const int d = pad16(p->head_dim > p->head_dim_v ? p->head_dim
+                                                    : p->head_dim_v);
+    for (;;) {
+        if (!tuning_choose(caps, &amd_mfma_path, p, d, plan->forced_tiles,
+                           &next, &c))
+            return table;
+        *out = *table;
+        out->block_m = tile_params_get(&c.params, "block_m", table->block_m);
+        out->block_n = tile_params_get(&c.params, "block_n", table->block_n);
+        char why[160];
+        if (legal_tile(caps, kind, p, out, why, sizeof why))
+            break;
+        tuning_refused(&c, "amd_mfma", why);
+    }
+    snprintf(plan->tuning, sizeof plan->tuning, "%s", c.origin);
+    out->reason = plan->tuning;
+    return out;
+}
+
 static void amd_mfma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const int kind = matrix_kind(caps);
-    const amd_tile *tile = lookup(kind, p);
+    amd_tile tuned;
+    const amd_tile *tile = tuned_tile(caps, kind, p, plan, lookup(kind, p),
+                                      &tuned);
     plan->source = "flash_fwd_amd.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -215,10 +266,11 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch */
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path amd_mfma_path = {
     "amd_mfma", PATH_BIT_AMD_MFMA,
     "AMD matrix-core kernel for fp16/bf16, MFMA wave64 on gfx90a/gfx94x, "
     "WMMA wave32 on gfx11xx/gfx12xx (head dims up to 256, every variant; "
     "FLASHCL_AMD_MATRIX=0 turns it off)",
-    serves, amd_mfma_can_run, amd_mfma_plan, launch_forward_kernel};
+    serves, amd_mfma_can_run, amd_mfma_plan, launch_forward_kernel,
+    amd_mfma_tunables, sizeof amd_mfma_tunables / sizeof amd_mfma_tunables[0]};

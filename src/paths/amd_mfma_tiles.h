@@ -7,6 +7,15 @@
 #ifndef FLASHCL_AMD_MFMA_TILES_H
 #define FLASHCL_AMD_MFMA_TILES_H
 
+#include "paths/tunable.h"
+
+/* What `flashcl tune` searches (a wave per 16 rows; legality: legal_tile
+ * in amd_mfma.c, the kernel's #error rules, local memory, work-group). */
+static const tunable amd_mfma_tunables[] = {
+    {"block_m", {16, 32, 64, 128}},
+    {"block_n", {16, 32, 64, 128}},
+};
+
 typedef struct amd_tile {
     int wmma;         /* 0: MFMA wave64, 1: WMMA wave32 */
     int max_head_dim; /* padded max(D, D_v) */

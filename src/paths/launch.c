@@ -185,7 +185,12 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
                               compiled_program *programs[2],
                               double *compiled_ms)
 {
-    choose_plan(&ctx->caps, p, plan, NULL, 0);
+    /* A tuner's forced tiles (flashcl_context_force_tiles) apply to every
+     * plan of this call, the re-plan after a failed build included. */
+    char forced[sizeof ctx->forced_tiles];
+    const char *forced_tiles =
+        context_forced_tiles(ctx, forced, sizeof forced);
+    choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
     flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
     if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
         return status;
@@ -193,7 +198,7 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
     snprintf(why, sizeof why, "%s", flashcl_context_last_error(ctx));
     const char *failed = plan->path->name;
     plan->build_failed(&ctx->caps, why);
-    choose_plan(&ctx->caps, p, plan, NULL, 0);
+    choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
     if (plan->build_failed)
         return status; /* the path did not take itself out: keep its error */
     double more_ms = 0;

@@ -5,6 +5,7 @@
  * rows, and the variants the table marks for it. */
 #include "paths/path.h"
 #include "paths/nv_mma_tiles.h"
+#include "paths/tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,23 +37,69 @@ static const nv_tile *lookup(const problem *p)
  * used only when the kernel's rules hold (16 or 32 rows per warp, key
  * tiles a multiple of 16, one K and one V tile within local memory);
  * otherwise the table's entry runs. */
-static bool tile_override(const device_caps *caps, const problem *p,
-                          nv_tile *out)
+static bool legal_tile(const device_caps *caps, const problem *p, int bm,
+                       int bn, int warps, char *why, size_t cap)
 {
-    const char *text = getenv("FLASHCL_NV_TILE");
-    int bm = 0, bn = 0, warps = 0;
-    if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3)
-        return false;
     const uint64_t esz = (uint64_t)p->elem_size;
     const uint64_t one_stage =
         (uint64_t)bn * ((uint64_t)round16(p->head_dim) * esz + 16) +
         (uint64_t)bn * ((uint64_t)round16(p->head_dim_v) * esz + 16);
     const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
-    if (warps < 1 || warps > 16 || (bm != warps * 16 && bm != warps * 32) ||
-        bn < 16 || bn > 256 || bn % 16 != 0 || one_stage > limit)
+    if (warps < 1 || warps > 16 || (bm != warps * 16 && bm != warps * 32))
+        snprintf(why, cap, "block_m %d is not 16 or 32 rows per warp of %d "
+                 "warps", bm, warps);
+    else if (bn < 16 || bn > 256 || bn % 16 != 0)
+        snprintf(why, cap, "block_n %d is not a multiple of 16 in 16..256",
+                 bn);
+    else if (one_stage > limit)
+        snprintf(why, cap, "one K and V stage needs %llu bytes of local "
+                 "memory, the device has %llu",
+                 (unsigned long long)one_stage, (unsigned long long)limit);
+    else if (caps->max_work_group &&
+             (size_t)warps * 32 > caps->max_work_group)
+        snprintf(why, cap, "%d warps exceed the work-group limit %zu", warps,
+                 caps->max_work_group);
+    else
+        return true;
+    return false;
+}
+
+static bool tile_override(const device_caps *caps, const problem *p,
+                          nv_tile *out)
+{
+    const char *text = getenv("FLASHCL_NV_TILE");
+    int bm = 0, bn = 0, warps = 0;
+    char why[160];
+    if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3 ||
+        !legal_tile(caps, p, bm, bn, warps, why, sizeof why))
         return false;
     *out = (nv_tile){tile_dim(p), -1, tf32(p), bm, bn, warps,
                      "FLASHCL_NV_TILE"};
+    return true;
+}
+
+/* The tuning database's (or the tuner's forced) tiles, when legal here. */
+static bool tuned_tile(const device_caps *caps, const problem *p,
+                       const kernel_plan *plan, const nv_tile *table,
+                       nv_tile *out, char *origin, size_t origin_cap)
+{
+    tuning_choice c;
+    int next = 0, bm, bn, warps;
+    for (;;) {
+        if (!tuning_choose(caps, &nv_mma_path, p, tile_dim(p),
+                           plan->forced_tiles, &next, &c))
+            return false;
+        bm = tile_params_get(&c.params, "block_m", table->block_m);
+        bn = tile_params_get(&c.params, "block_n", table->block_n);
+        warps = tile_params_get(&c.params, "warps", table->warps);
+        char why[160];
+        if (legal_tile(caps, p, bm, bn, warps, why, sizeof why))
+            break;
+        tuning_refused(&c, "nv_mma", why);
+    }
+    snprintf(origin, origin_cap, "%s", c.origin);
+    *out = (nv_tile){tile_dim(p), -1, tf32(p), bm, bn, warps,
+                     c.forced ? "forced candidate" : "tuning DB"};
     return true;
 }
 
@@ -130,8 +177,18 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)
 {
-    nv_tile forced, narrowed;
+    nv_tile forced, narrowed, tuned;
     const nv_tile *tile = tile_override(caps, p, &forced) ? &forced : lookup(p);
+    if (tile != &forced &&
+        tuned_tile(caps, p, plan, tile, &tuned, plan->tuning,
+                   sizeof plan->tuning)) {
+        tile = &tuned;
+        if (!strcmp(tuned.reason, "forced candidate"))
+            forced = tuned, tile = &forced;
+        else
+            snprintf(plan->reason, sizeof plan->reason, "%.250s",
+                     plan->tuning);
+    }
     /* Bias and mask terms are fetched into registers ahead of each tile's
      * Q K^T: with 32 rows per warp they spill, so a warp owns 16. */
     if (tile != &forced && tile->block_m == tile->warps * 32 &&
@@ -151,7 +208,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan->block_n = tile->block_n;
     plan->wg_size = tile->warps * 32;
     plan->vec = 0;
-    snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
+    if (tile != &tuned)
+        snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
@@ -201,11 +259,12 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
     return status;
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch */
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_mma_path = {
     "nv_mma", PATH_BIT_NV_MMA,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
     "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
     "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "
     "128)",
-    serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch};
+    serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch, nv_mma_tunables,
+    sizeof nv_mma_tunables / sizeof nv_mma_tunables[0]};

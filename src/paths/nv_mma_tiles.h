@@ -10,6 +10,18 @@
 #ifndef FLASHCL_NV_MMA_TILES_H
 #define FLASHCL_NV_MMA_TILES_H
 
+#include "paths/tunable.h"
+
+/* What `flashcl tune` searches (FLASHCL_NV_TILE's three numbers; legality:
+ * legal_tile in nv_mma.c, 16 or 32 rows per warp, one K and one V stage
+ * within local memory; the kernel derives its Q slices in registers and
+ * its stages from them). */
+static const tunable nv_mma_tunables[] = {
+    {"block_m", {32, 64, 128, 256}},
+    {"block_n", {16, 32, 64, 128}},
+    {"warps", {1, 2, 4, 8}},
+};
+
 typedef struct nv_tile {
     int head_dim; /* padded, multiple of 16; entries ascending */
     int causal;   /* -1: either */

@@ -346,4 +346,5 @@ const kernel_path nv_wgmma_path = {
     "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
     "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
     "measured faster than the mma.sync kernel)",
-    serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel};
+    serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
+    NULL, 0}; /* its tiles are not in the tuner's space yet */

@@ -15,6 +15,7 @@
 
 #include "problem/problem.h"
 #include "problem/variants.h"
+#include "paths/tunable.h"
 
 typedef struct kernel_path kernel_path;
 typedef struct kernel_plan kernel_plan;
@@ -45,6 +46,12 @@ struct kernel_plan {
     int head_dim_padded, head_dim_v_padded;
     int block_m, block_n, wg_size, vec;
     char reason[256];            /* why these tiles, measured where */
+    /* The tuning database entry behind the tiles ("" for the path's own
+     * table), for describe and `flashcl info`. */
+    char tuning[320];
+    /* The tuner's candidate for this path (flashcl_context_force_tiles),
+     * set by choose_plan before plan(); NULL otherwise. */
+    const char *forced_tiles;
     /* Split-KV (src/paths/split_kv.c): the portable path's inference
      * kernels run this plan; `splits` parts per key range (1: none) and
      * the context scratch they need. */
@@ -77,6 +84,10 @@ struct kernel_path {
                     char *why, size_t why_cap);
     void (*plan)(const device_caps *caps, const problem *p, kernel_plan *plan);
     path_launch_fn *launch;
+    /* What `flashcl tune` may change (tunable.h), declared beside the
+     * path's tile table. */
+    const tunable *tunables;
+    size_t tunable_count;
 };
 
 extern const kernel_path portable_path;
@@ -90,6 +101,14 @@ extern const kernel_path subgroup_path;
  * path runs everything. */
 void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
                  char *skipped, size_t skipped_cap);
+/* choose_plan with the context's forced candidate ("path:params", NULL or
+ * "" for none): that path is tried as FLASHCL_PATH would force it, and
+ * plans with the parameters when it runs. */
+void choose_plan_forced(const device_caps *caps, const problem *p,
+                        kernel_plan *plan, char *skipped, size_t skipped_cap,
+                        const char *forced_spec);
+/* The path called `name` (NULL: none). */
+const kernel_path *find_path(const char *name);
 
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);

@@ -51,15 +51,38 @@ static void note_skip(char *skipped, size_t cap, const char *path,
                  why);
 }
 
+const kernel_path *find_path(const char *name)
+{
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; ++i)
+        if (name && !strcmp(paths[i]->name, name))
+            return paths[i];
+    return NULL;
+}
+
 void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
                  char *skipped, size_t skipped_cap)
 {
+    choose_plan_forced(caps, p, plan, skipped, skipped_cap, NULL);
+}
+
+void choose_plan_forced(const device_caps *caps, const problem *p,
+                        kernel_plan *plan, char *skipped, size_t skipped_cap,
+                        const char *forced_spec)
+{
+    char forced_name[32] = "";
+    const char *forced_tiles = NULL;
+    const char *colon = forced_spec ? strchr(forced_spec, ':') : NULL;
+    if (colon && (size_t)(colon - forced_spec) < sizeof forced_name) {
+        memcpy(forced_name, forced_spec, (size_t)(colon - forced_spec));
+        forced_name[colon - forced_spec] = '\0';
+        forced_tiles = colon + 1;
+    }
     if (skipped && skipped_cap)
         skipped[0] = '\0';
     const size_t count = sizeof paths / sizeof paths[0];
     const kernel_path *chosen = paths[count - 1];
     const bool only_portable = portable_only();
-    const char *force = forced_path();
+    const char *force = forced_name[0] ? forced_name : forced_path();
     const kernel_path *fallback = NULL; /* of a forced path that refused */
     for (size_t i = 0; i + 1 < count; ++i) {
         char why[256] = "";
@@ -84,6 +107,8 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
     }
     memset(plan, 0, sizeof *plan);
     plan->path = chosen;
+    if (forced_tiles && !strcmp(chosen->name, forced_name))
+        plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
 }
 

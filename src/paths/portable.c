@@ -4,6 +4,7 @@
  * never refuses a problem. */
 #include "paths/path.h"
 #include "paths/portable_tiles.h"
+#include "paths/tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,22 @@ static void fit_local_memory(const device_caps *caps, const problem *p,
         plan->block_m = (int)caps->max_work_group;
 }
 
-static void write_reason(const problem *p, const portable_tile *tile,
-                         kernel_plan *plan)
+/* The CPU rows were measured on AVX-512: elsewhere they are a start. */
+static const char *measured_elsewhere(const device_caps *caps,
+                                      const portable_tile *tile)
+{
+    char vendor[32], arch[32], device[128];
+    if (!tile->cpu)
+        return "";
+    tuning_device_key(caps, vendor, sizeof vendor, arch, sizeof arch, device,
+                      sizeof device);
+    return strcmp(arch, "avx512") ? "not measured on this CPU's ISA, a "
+                                    "starting point: "
+                                  : "";
+}
+
+static void write_reason(const device_caps *caps, const problem *p,
+                         const portable_tile *tile, kernel_plan *plan)
 {
     const char *storage =
         p->dtype == FLASHCL_DTYPE_FP64 ? "fp64 storage, fp64 arithmetic: "
@@ -89,8 +104,9 @@ static void write_reason(const problem *p, const portable_tile *tile,
         : p->dtype == FLASHCL_DTYPE_FP32 ? ""
                                          : "16-bit storage converted to fp32 "
                                            "on load, so the fp32 tiles: ";
-    snprintf(plan->reason, sizeof plan->reason, "%s%s; here %dx%d, %d-wide",
-             storage, tile->measured, plan->block_m, plan->block_n, plan->vec);
+    snprintf(plan->reason, sizeof plan->reason, "%s%s%s; here %dx%d, %d-wide",
+             storage, measured_elsewhere(caps, tile), tile->measured,
+             plan->block_m, plan->block_n, plan->vec);
 }
 
 /* FLASHCL_TILES="block_m=64,block_n=32,vec=8[,wg=64]": tiles forced for
@@ -162,6 +178,38 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
     return false;
 }
 
+/* The tuning database's (or the tuner's forced) tiles, when legal here;
+ * true when applied. *corrupt gets the tuner's debug switch. */
+static bool tuned_tiles(const device_caps *caps, const problem *p,
+                        kernel_plan *plan, bool *corrupt)
+{
+    tuning_choice c;
+    int next = 0;
+    *corrupt = false;
+    kernel_plan tuned;
+    for (;;) {
+        if (!tuning_choose(caps, &portable_path, p, plan->head_dim_padded,
+                           plan->forced_tiles, &next, &c))
+            return false;
+        tuned = *plan;
+        tuned.block_m = tile_params_get(&c.params, "block_m", plan->block_m);
+        tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
+        tuned.vec = tile_params_get(&c.params, "vec", plan->vec);
+        tuned.wg_size = tuned.block_m;
+        char why[160];
+        if (legal_tiles(caps, p, &tuned, why, sizeof why))
+            break;
+        tuning_refused(&c, "portable", why);
+    }
+    plan->block_m = tuned.block_m;
+    plan->block_n = tuned.block_n;
+    plan->vec = tuned.vec;
+    plan->wg_size = tuned.wg_size;
+    *corrupt = c.forced && tile_params_get(&c.params, "debug_corrupt", 0);
+    snprintf(plan->tuning, sizeof plan->tuning, "%s", c.origin);
+    return true;
+}
+
 /* True when FLASHCL_TILES was applied to `plan`. */
 static bool override_tiles(const device_caps *caps, const problem *p,
                            kernel_plan *plan)
@@ -229,12 +277,24 @@ static void portable_plan(const device_caps *caps, const problem *p,
             plan->block_m /= 2;
     fit_local_memory(caps, p, plan);
     plan->wg_size = plan->block_m;
-    if (override_tiles(caps, p, plan))
+    bool corrupt = false;
+    const bool tuned = tuned_tiles(caps, p, plan, &corrupt);
+    if (override_tiles(caps, p, plan)) {
+        plan->tuning[0] = '\0';
+        corrupt = false;
         snprintf(plan->reason, sizeof plan->reason,
                  "FLASHCL_TILES: %dx%d, %d-wide (forced, not measured)",
                  plan->block_m, plan->block_n, plan->vec);
-    else
-        write_reason(p, tile, plan);
+    } else if (tuned) {
+        const char *cut = strstr(plan->tuning, " (");
+        snprintf(plan->reason, sizeof plan->reason,
+                 "tiles of the %.*s entry; here %dx%d, %d-wide",
+                 (int)(cut ? (size_t)(cut - plan->tuning)
+                           : strlen(plan->tuning)),
+                 plan->tuning, plan->block_m, plan->block_n, plan->vec);
+    } else {
+        write_reason(caps, p, tile, plan);
+    }
     if (!compensated(caps, plan)) {
         size_t n = strlen(plan->reason);
         snprintf(plan->reason + n, sizeof plan->reason - n,
@@ -246,9 +306,10 @@ static void portable_plan(const device_caps *caps, const problem *p,
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_VEC=%d -DFLASHCL_DIM_CONTIGUOUS=%d%s", plan->vec,
+             " -DFLASHCL_VEC=%d -DFLASHCL_DIM_CONTIGUOUS=%d%s%s", plan->vec,
              contiguous ? 1 : 0,
-             compensated(caps, plan) ? "" : " -DFLASHCL_COMPENSATED=0");
+             compensated(caps, plan) ? "" : " -DFLASHCL_COMPENSATED=0",
+             corrupt ? " -DFLASHCL_DEBUG_CORRUPT=1" : "");
     variants_append_defines(p, plan->options, sizeof plan->options);
 
     plan_row_blocks(p, plan);
@@ -274,9 +335,10 @@ static flashcl_status portable_launch(flashcl_context *ctx,
         ctx, queue, p, plan, programs, num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch */
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path portable_path = {
     "portable", PATH_BIT_PORTABLE,
     "portable kernel (fp32 FMA; fp64 for fp64 storage; split-KV kernels for "
     "decoding, KV caches, varlen and paged KV)",
-    serves_every_device, portable_can_run, portable_plan, portable_launch};
+    serves_every_device, portable_can_run, portable_plan, portable_launch,
+    portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0]};

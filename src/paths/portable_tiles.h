@@ -4,6 +4,16 @@
 #ifndef FLASHCL_PORTABLE_TILES_H
 #define FLASHCL_PORTABLE_TILES_H
 
+#include "paths/tunable.h"
+
+/* What `flashcl tune` searches (one work-item per query row: the
+ * work-group is block_m; legality: legal_tiles in portable.c). */
+static const tunable portable_tunables[] = {
+    {"block_m", {16, 32, 64, 128, 256}},
+    {"block_n", {16, 32, 64, 128, 256}},
+    {"vec", {4, 8, 16}},
+};
+
 typedef struct portable_tile {
     bool cpu;         /* CPU devices, else GPUs and accelerators */
     int max_head_dim; /* applies to padded D up to this */

@@ -6,6 +6,7 @@
  * kernel is compiled for one size). Every dtype and variant. */
 #include "paths/path.h"
 #include "paths/subgroup_tiles.h"
+#include "paths/tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,66 @@ static bool plan_tiles(const device_caps *caps, const problem *p,
     return fits;
 }
 
+static bool legal_tiles(const device_caps *caps, const problem *p, int sg,
+                        int rows, int subgroups, const kernel_plan *plan,
+                        char *why, size_t cap)
+{
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
+    if (rows != 1 && rows != 2 && rows != 4 && rows != 8)
+        snprintf(why, cap, "rows %d is not 1, 2, 4 or 8", rows);
+    else if (subgroups < 1 || (size_t)(subgroups * sg) > max_wg ||
+             subgroups * sg > 1024)
+        snprintf(why, cap, "%d subgroups of %d exceed the work-group limit "
+                 "%zu", subgroups, sg, max_wg);
+    else if (plan->block_n < sg || plan->block_n % sg || plan->block_n > 256)
+        snprintf(why, cap, "block_n %d is not a multiple of the subgroup "
+                 "size %d up to 256", plan->block_n, sg);
+    else if (local_bytes(plan, p->dtype) > limit)
+        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
+                 "device has %zu", local_bytes(plan, p->dtype), limit);
+    else
+        return true;
+    return false;
+}
+
+/* The tuning database's (or the tuner's forced) tiles, when legal here. */
+static void tuned_tiles(const device_caps *caps, const problem *p, int sg,
+                        kernel_plan *plan)
+{
+    tuning_choice c;
+    int next = 0, rows, subgroups;
+    const int subgroups0 = plan->wg_size / sg;
+    kernel_plan tuned;
+    for (;;) {
+        if (!tuning_choose(caps, &subgroup_path, p, plan->head_dim_padded,
+                           plan->forced_tiles, &next, &c))
+            return;
+        /* entries are tuned at the default subgroup size, which is not
+         * part of their key: another size keeps the table */
+        if (!c.forced && env_size() != 0)
+            return;
+        rows = tile_params_get(&c.params, "rows", plan->block_m / subgroups0);
+        subgroups = tile_params_get(&c.params, "subgroups", subgroups0);
+        tuned = *plan;
+        tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
+        tuned.block_m = rows * subgroups;
+        tuned.wg_size = subgroups * sg;
+        char why[160];
+        if (legal_tiles(caps, p, sg, rows, subgroups, &tuned, why,
+                        sizeof why))
+            break;
+        tuning_refused(&c, "subgroup", why);
+    }
+    plan->block_m = tuned.block_m;
+    plan->block_n = tuned.block_n;
+    plan->wg_size = tuned.wg_size;
+    snprintf(plan->tuning, sizeof plan->tuning, "%s", c.origin);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%.190s; here subgroup %d, %d rows x %d subgroups x %d keys",
+             c.origin, sg, rows, subgroups, plan->block_n);
+}
+
 static void append(char *buf, size_t cap, const char *fmt, int value)
 {
     size_t len = strlen(buf);
@@ -255,6 +316,7 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
     plan_tiles(caps, p, plan); /* can_run checked that they fit */
+    tuned_tiles(caps, p, sg, plan);
     const int rows = plan->block_m / (plan->wg_size / sg);
     const bool blocks = block_reads(caps, p, sg);
 
@@ -275,7 +337,7 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch */
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path subgroup_path = {
     "subgroup", PATH_BIT_SUBGROUP,
     "subgroup kernel (a subgroup per 1-4 query rows, of size 16 where "
@@ -284,4 +346,5 @@ const kernel_path subgroup_path = {
     "cl_intel_subgroups; fp32 arithmetic, fp64 for fp64; only with "
     "FLASHCL_PATH=subgroup until measured faster than the portable kernel "
     "on a device)",
-    serves, subgroup_can_run, subgroup_plan, launch_forward_kernel};
+    serves, subgroup_can_run, subgroup_plan, launch_forward_kernel,
+    subgroup_tunables, sizeof subgroup_tunables / sizeof subgroup_tunables[0]};

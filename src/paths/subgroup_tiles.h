@@ -4,6 +4,17 @@
 #ifndef FLASHCL_SUBGROUP_TILES_H
 #define FLASHCL_SUBGROUP_TILES_H
 
+#include "paths/tunable.h"
+
+/* What `flashcl tune` searches (the subgroup size stays the device's
+ * choice or FLASHCL_SUBGROUP_SIZE; legality: legal_tiles in subgroup.c,
+ * the kernel's #error rules and the device's limits). */
+static const tunable subgroup_tunables[] = {
+    {"rows", {1, 2, 4, 8}},
+    {"subgroups", {1, 2, 4, 8, 16}},
+    {"block_n", {16, 32, 64, 128, 256}},
+};
+
 typedef struct subgroup_tile {
     bool cpu;         /* CPU devices, else GPUs and accelerators */
     int max_head_dim; /* applies to padded D up to this */

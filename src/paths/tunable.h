@@ -1,0 +1,17 @@
+/* A path's tunable parameters, declared once beside its tile table (name
+ * and legal values): `flashcl tune` searches them (through
+ * flashcl_path_tunable), the tuning database and FLASHCL_TUNING_FILE
+ * name them in an entry's "params" ("block_m=64,block_n=32,vec=8"), and
+ * the path's plan checks a set of them against the device before it
+ * uses it. */
+#ifndef FLASHCL_TUNABLE_H
+#define FLASHCL_TUNABLE_H
+
+#define TUNABLE_MAX_VALUES 8
+
+typedef struct tunable {
+    const char *name;
+    int values[TUNABLE_MAX_VALUES]; /* ascending, 0-terminated */
+} tunable;
+
+#endif /* FLASHCL_TUNABLE_H */
