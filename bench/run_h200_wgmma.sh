@@ -216,7 +216,9 @@ quick() {
   local t0=$SECONDS
   # a build-h200 carried from before the ring would ignore its variables
   # (the kernel source comes from cl/, the options from the library)
-  if ! $B/flashcl --help 2>&1 | grep -q FLASHCL_NV_WGMMA_SAHEAD; then
+  # grep without -q reads all of it: -q would stop early, and pipefail
+  # would count the help text's SIGPIPE as a failure
+  if ! $B/flashcl --help 2>&1 | grep FLASHCL_NV_WGMMA_SAHEAD >/dev/null; then
     echo "!! $B predates the ring schedule: building build-h200-q here (~1 min)"
     B=build-h200-q
     cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF >>"$OUT/build.log" 2>&1 &&
