@@ -18,29 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-try:
-    from triton.testing import do_bench
-except Exception:  # pragma: no cover - triton missing
-    do_bench = None
-
-
-def median_ms(fn, reps=50):
-    if do_bench is not None:
-        return do_bench(fn, warmup=25, rep=100, return_mode="median")
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+# One timing helper for every torch peer script (run from any folder: the
+# script's own folder is on sys.path).
+from torch_sdpa_peers import median_ms
 
 
 BACKENDS = {

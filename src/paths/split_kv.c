@@ -69,7 +69,23 @@ static size_t local_bytes(bool wide, int stages, int bm, int bn, int d,
            (reduce > k_tile ? reduce : 0);
 }
 
-static bool rows_in_chunks(const problem *p);
+/* Whether every K and V row starts on a 4-element boundary with the dims
+ * contiguous, so the wide kernel copies them in 4-element chunks (the
+ * buffers themselves are aligned far beyond that by OpenCL). */
+static bool rows_in_chunks(const problem *p)
+{
+    const tensor_view *views[2] = {&p->k, &p->v};
+    const int64_t dims[2] = {p->head_dim, p->head_dim_v};
+    for (int t = 0; t < 2; ++t) {
+        const tensor_view *v = views[t];
+        if (v->stride[3] != 1 || dims[t] % 4 != 0 || v->base % 4 != 0)
+            return false;
+        for (int a = 0; a < 3; ++a)
+            if (v->stride[a] % 4 != 0)
+                return false;
+    }
+    return true;
+}
 
 /* FLASHCL_SPLIT_CP_ASYNC=0: the plain loads on NVIDIA too (to compare). */
 static bool cp_async_refused(void)
@@ -79,13 +95,13 @@ static bool cp_async_refused(void)
 }
 
 /* The wide kernel's cp.async variant: NVIDIA compute capability >= 8.0
- * (where cp.async exists), rows it can copy in whole chunks, and 16- or
- * 8-byte chunks (not fp64). */
-static bool wide_cp_async(const device_caps *caps, const problem *p)
+ * (where cp.async exists), rows it copies in whole chunks (`vload`), and
+ * 16- or 8-byte chunks (not fp64). */
+static bool wide_cp_async(const device_caps *caps, const problem *p,
+                          bool vload)
 {
     return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
-           p->dtype != FLASHCL_DTYPE_FP64 && rows_in_chunks(p) &&
-           !cp_async_refused();
+           p->dtype != FLASHCL_DTYPE_FP64 && vload && !cp_async_refused();
 }
 
 static int round_up4(int64_t n)
@@ -95,7 +111,7 @@ static int round_up4(int64_t n)
 
 typedef struct split_shape {
     split_tile tile; /* the table's entry, with FLASHCL_SPLIT_TILE applied */
-    bool wide;
+    bool vload;    /* wide kernel: rows copied in 4-element chunks */
     bool cp_async; /* wide kernel on NVIDIA: cp.async, two tiles in flight */
     int wg_size;
     int block_m, block_n, d, dv, vec;
@@ -108,24 +124,25 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     split_shape s;
     const int64_t group = p->heads_q / p->heads_kv;
     s.tile = *tile;
-    s.wide = tile->wide;
     s.wg_size = tile->wg_size;
-    s.d = s.wide ? round_up4(p->head_dim) : portable_padded_head_dim(p->head_dim);
-    s.dv = s.wide ? round_up4(p->head_dim_v)
-                  : portable_padded_head_dim(p->head_dim_v);
-    s.vec = s.wide ? 4 : portable_vector_width(caps);
+    s.d = s.tile.wide ? round_up4(p->head_dim)
+                      : portable_padded_head_dim(p->head_dim);
+    s.dv = s.tile.wide ? round_up4(p->head_dim_v)
+                       : portable_padded_head_dim(p->head_dim_v);
+    s.vec = s.tile.wide ? 4 : portable_vector_width(caps);
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
                               tile->max_rows);
     s.block_n = tile->block_n;
     /* A row-kernel tile never crosses a page (pages are multiples of 16
      * rows); the wide kernel maps each key through the table. */
-    if (p->infer.kv == KV_PAGED && !s.wide)
+    if (p->infer.kv == KV_PAGED && !s.tile.wide)
         while (p->infer.page_size % s.block_n != 0)
             s.block_n /= 2;
     const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
-    s.cp_async = s.wide && wide_cp_async(caps, p);
-    while (local_bytes(s.wide, s.cp_async ? 2 : 1, s.block_m, s.block_n, s.d,
-                       s.dv, p->dtype) > limit &&
+    s.vload = s.tile.wide && rows_in_chunks(p);
+    s.cp_async = wide_cp_async(caps, p, s.vload);
+    while (local_bytes(s.tile.wide, s.cp_async ? 2 : 1, s.block_m,
+                       s.block_n, s.d, s.dv, p->dtype) > limit &&
            (s.block_n > 16 || s.block_m > 4)) {
         if (s.block_n > 16)
             s.block_n /= 2;
@@ -134,11 +151,11 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     }
     if (s.vec > s.block_n)
         s.vec = s.block_n;
-    if (!s.wide && caps->max_work_group &&
+    if (!s.tile.wide && caps->max_work_group &&
         (size_t)s.block_m > caps->max_work_group)
         s.block_m = (int)caps->max_work_group;
     /* The wide kernel needs an item per key and per 4 columns of V. */
-    while (s.wide && (s.wg_size < s.block_n || s.wg_size < s.dv / 4))
+    while (s.tile.wide && (s.wg_size < s.block_n || s.wg_size < s.dv / 4))
         s.wg_size *= 2;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
     return s;
@@ -173,7 +190,7 @@ static split_shape shape_of(const device_caps *caps, const problem *p)
     const split_tile *entry = lookup(caps);
     const split_tile tile = entry->wide ? forced_wide_tile(entry) : *entry;
     const split_shape s = shape_for(&tile, caps, p);
-    if (s.wide && caps->max_work_group &&
+    if (s.tile.wide && caps->max_work_group &&
         (size_t)s.wg_size > caps->max_work_group)
         return shape_for(&split_tiles[0], caps, p); /* the row kernel */
     return s;
@@ -216,24 +233,6 @@ bool split_kv_wanted(const device_caps *caps, const problem *p)
 
 /* ---- plan ------------------------------------------------------------ */
 
-/* Whether every K and V row starts on a 4-element boundary with the dims
- * contiguous, so the wide kernel copies them in 4-element chunks (the
- * buffers themselves are aligned far beyond that by OpenCL). */
-static bool rows_in_chunks(const problem *p)
-{
-    const tensor_view *views[2] = {&p->k, &p->v};
-    const int64_t dims[2] = {p->head_dim, p->head_dim_v};
-    for (int t = 0; t < 2; ++t) {
-        const tensor_view *v = views[t];
-        if (v->stride[3] != 1 || dims[t] % 4 != 0 || v->base % 4 != 0)
-            return false;
-        for (int a = 0; a < 3; ++a)
-            if (v->stride[a] % 4 != 0)
-                return false;
-    }
-    return true;
-}
-
 static void append_options(const device_caps *caps, const problem *p,
                            const split_shape *s, kernel_plan *plan)
 {
@@ -246,10 +245,11 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             !s->wide && portable_compensated(caps, plan->head_dim_v_padded)
+             !s->tile.wide &&
+                     portable_compensated(caps, plan->head_dim_v_padded)
                  ? 1
                  : 0,
-             s->wide ? 1 : 0, s->wide && rows_in_chunks(p) ? 1 : 0,
+             s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
@@ -267,7 +267,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->head_dim_padded = s.d;
     plan->head_dim_v_padded = s.dv;
     plan->block_m = s.block_m;
-    plan->wg_size = s.wide ? s.wg_size : s.block_m;
+    plan->wg_size = s.tile.wide ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
     plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
