@@ -99,7 +99,13 @@
 #if FLASHCL_SPLIT_WIDE != 0 && FLASHCL_SPLIT_WIDE != 1
 #error "FLASHCL_SPLIT_WIDE must be 0 or 1"
 #endif
-#if !FLASHCL_SPLIT_WIDE && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
+#ifndef FLASHCL_SPLIT_LANES
+#define FLASHCL_SPLIT_LANES 0 /* > 0: split_lanes.clh, lanes per key */
+#endif
+#if FLASHCL_SPLIT_LANES && FLASHCL_SPLIT_WIDE
+#error "FLASHCL_SPLIT_LANES and FLASHCL_SPLIT_WIDE pick different kernels"
+#endif
+#if !FLASHCL_SPLIT_WIDE && !FLASHCL_SPLIT_LANES && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "one work-item per packed row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
 #if FLASHCL_SPLIT != 0 && FLASHCL_SPLIT != 1
@@ -263,7 +269,9 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
 
 /* ---- attention ----------------------------------------------------------- */
 
-#if FLASHCL_SPLIT_WIDE
+#if FLASHCL_SPLIT_LANES
+#include "split_lanes.clh"
+#elif FLASHCL_SPLIT_WIDE
 #include "split_wide.clh"
 #else
 /* Keys [n0, n0 + BN) of the sequence into k_t (transposed) and v_tile;
@@ -493,7 +501,7 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
             (ulong)(s.q_row0 + i) * lse_stride.s2] = lse_value;
 #endif
 }
-#endif /* FLASHCL_SPLIT_WIDE */
+#endif /* the attention kernels */
 
 /* ---- merge --------------------------------------------------------------- */
 

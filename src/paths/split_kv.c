@@ -16,8 +16,10 @@
 
 /* ---- tiles and split count ------------------------------------------- */
 
-/* FLASHCL_SPLIT_KERNEL=row|wide picks the kernel whatever the device
- * (tests run the wide one on CPUs; GPU runs compare the two). */
+/* FLASHCL_SPLIT_KERNEL=row|wide|lanes picks the kernel whatever the
+ * device (tests run the GPU kernels on CPUs; GPU runs compare them).
+ * Otherwise: CPUs the row kernel, NVIDIA the lane-group kernel (it sums
+ * over a lane group with warp shuffles), other GPUs the wide one. */
 static const split_tile *lookup(const device_caps *caps)
 {
     const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
@@ -25,8 +27,11 @@ static const split_tile *lookup(const device_caps *caps)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
         return &split_tiles[1];
-    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
-    return &split_tiles[cpu ? 0 : 1];
+    if (forced && strcmp(forced, "lanes") == 0)
+        return &split_tiles[2];
+    if (caps->klass == DEVICE_CLASS_CPU)
+        return &split_tiles[0];
+    return &split_tiles[caps->klass == DEVICE_CLASS_GPU_NVIDIA ? 2 : 1];
 }
 
 static int pow2_at_least(int64_t n, int lo, int hi)
@@ -111,17 +116,110 @@ static int round_up4(int64_t n)
 
 typedef struct split_shape {
     split_tile tile; /* the table's entry, with FLASHCL_SPLIT_TILE applied */
-    bool vload;    /* wide kernel: rows copied in 4-element chunks */
+    bool vload;    /* wide kernel: rows copied in 4-element chunks; lane
+                      kernel: rows 16-byte aligned */
     bool cp_async; /* wide kernel on NVIDIA: cp.async, two tiles in flight */
+    bool shfl;     /* lane kernel on NVIDIA: warp shuffles */
+    int lanes;     /* lane kernel: items per key (0: another kernel) */
+    int unroll;    /* lane kernel: keys per lane group and step */
     int wg_size;
     int block_m, block_n, d, dv, vec;
     int64_t m_blocks; /* query tiles per (sequence, KV head) */
 } split_shape;
 
+/* Whether every K and V row starts 16-byte aligned with the dims
+ * contiguous: the lane kernel's slices are then one to a few vector loads
+ * (a slice is a 16-byte multiple, or a divisor of 16, of a row's start). */
+static bool rows_aligned16(const problem *p)
+{
+    const int64_t elems = 16 / (int64_t)storage_bytes(p->dtype);
+    const tensor_view *views[2] = {&p->k, &p->v};
+    for (int t = 0; t < 2; ++t) {
+        const tensor_view *v = views[t];
+        if (v->stride[3] != 1 || v->base % elems != 0)
+            return false;
+        for (int a = 0; a < 3; ++a)
+            if (v->stride[a] % elems != 0)
+                return false;
+    }
+    return true;
+}
+
+static int64_t round_up(int64_t n, int64_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* Local memory of split_lanes.clh: the groups' merge (max, sum, output
+ * slices), the exchange that stands in for shuffles, the rows' extras. */
+static size_t lanes_local_bytes(const split_shape *s, flashcl_dtype dtype)
+{
+    const size_t real = real_bytes(dtype);
+    const size_t groups = (size_t)(s->wg_size / s->lanes);
+    return groups * (size_t)s->block_m * ((size_t)s->dv + 2) * real +
+           (s->shfl ? 0
+                    : (size_t)s->unroll * (size_t)s->block_m *
+                          (size_t)s->wg_size * real) +
+           (size_t)s->block_m * 64;
+}
+
+/* The lane kernel's shape: a 16-byte slice of the longer row per item
+ * (lanes a power of two up to 32), then more lanes while the rows' Q
+ * slices and outputs would take more than LANES_REGISTER_FLOATS registers
+ * per item; head dims padded to the lanes; `unroll` raised until a step is
+ * a multiple of 16 keys (the kernel's rule). */
+#define LANES_REGISTER_FLOATS 64
+static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
+                               const problem *p)
+{
+    split_shape s;
+    memset(&s, 0, sizeof s);
+    const int64_t group = p->heads_q / p->heads_kv;
+    const int64_t widest =
+        p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
+    s.tile = *tile;
+    s.wg_size = tile->wg_size;
+    s.unroll = tile->unroll;
+    s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
+                              tile->max_rows);
+    s.lanes = 1;
+    while (s.lanes < 32 &&
+           s.lanes * 16 < widest * (int64_t)storage_bytes(p->dtype))
+        s.lanes *= 2;
+    while (s.lanes < 32 &&
+           (int64_t)s.block_m *
+                   ((p->head_dim + s.lanes - 1) / s.lanes +
+                    (p->head_dim_v + s.lanes - 1) / s.lanes) >
+               LANES_REGISTER_FLOATS)
+        s.lanes *= 2;
+    if (s.wg_size < s.lanes)
+        s.wg_size = s.lanes;
+    /* 16-bit slices are whole 32-bit words (split_lanes.clh) */
+    const int64_t unit = s.lanes * (storage_bytes(p->dtype) == 2 ? 2 : 1);
+    s.d = (int)round_up(p->head_dim, unit);
+    s.dv = (int)round_up(p->head_dim_v, unit);
+    while ((s.wg_size / s.lanes * s.unroll) % 16 != 0 && s.unroll < 8)
+        s.unroll *= 2;
+    while ((s.wg_size / s.lanes * s.unroll) % 16 != 0)
+        s.wg_size *= 2;
+    s.block_n = s.wg_size / s.lanes * s.unroll;
+    s.vec = 4;
+    s.shfl = caps->klass == DEVICE_CLASS_GPU_NVIDIA && s.wg_size % 32 == 0;
+    s.vload = rows_aligned16(p);
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    while (lanes_local_bytes(&s, p->dtype) > limit && s.block_m > 1)
+        s.block_m /= 2;
+    s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
+    return s;
+}
+
 static split_shape shape_for(const split_tile *tile, const device_caps *caps,
                              const problem *p)
 {
+    if (tile->lanes)
+        return lanes_shape(tile, caps, p);
     split_shape s;
+    memset(&s, 0, sizeof s);
     const int64_t group = p->heads_q / p->heads_kv;
     s.tile = *tile;
     s.wg_size = tile->wg_size;
@@ -185,12 +283,37 @@ static split_tile forced_wide_tile(const split_tile *entry)
     return tile;
 }
 
+/* FLASHCL_SPLIT_LANES=wg,unroll,groups_per_cu[,max_rows] replaces the
+ * lane kernel's entry, for sweeps on a GPU; a malformed or illegal value
+ * leaves the entry as it is. */
+static split_tile forced_lanes_tile(const split_tile *entry)
+{
+    split_tile tile = *entry;
+    const char *env = getenv("FLASHCL_SPLIT_LANES");
+    int wg = 0, unroll = 0, groups = 0, rows = tile.max_rows;
+    if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &unroll, &groups, &rows) < 3)
+        return tile;
+    const bool pow2 = wg >= 32 && (wg & (wg - 1)) == 0 && rows > 0 &&
+                      (rows & (rows - 1)) == 0;
+    if (!pow2 || wg > 1024 || unroll < 1 || unroll > 8 || groups < 1 ||
+        groups > 64 || rows > 16)
+        return tile;
+    tile.wg_size = wg;
+    tile.unroll = unroll;
+    tile.groups_per_cu = groups;
+    tile.max_rows = rows;
+    tile.measured = "FLASHCL_SPLIT_LANES (forced, not measured)";
+    return tile;
+}
+
 static split_shape shape_of(const device_caps *caps, const problem *p)
 {
     const split_tile *entry = lookup(caps);
-    const split_tile tile = entry->wide ? forced_wide_tile(entry) : *entry;
+    const split_tile tile = entry->wide    ? forced_wide_tile(entry)
+                            : entry->lanes ? forced_lanes_tile(entry)
+                                           : *entry;
     const split_shape s = shape_for(&tile, caps, p);
-    if (s.tile.wide && caps->max_work_group &&
+    if ((s.tile.wide || s.tile.lanes) && caps->max_work_group &&
         (size_t)s.wg_size > caps->max_work_group)
         return shape_for(&split_tiles[0], caps, p); /* the row kernel */
     return s;
@@ -242,15 +365,18 @@ static void append_options(const device_caps *caps, const problem *p,
              " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
              "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
              "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
-             "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d",
+             "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
+             "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
+             "-DFLASHCL_SPLIT_SHFL=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             !s->tile.wide &&
+             !s->tile.wide && !s->tile.lanes &&
                      portable_compensated(caps, plan->head_dim_v_padded)
                  ? 1
                  : 0,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
-             s->cp_async ? 1 : 0);
+             s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
+             s->shfl ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
@@ -267,7 +393,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->head_dim_padded = s.d;
     plan->head_dim_v_padded = s.dv;
     plan->block_m = s.block_m;
-    plan->wg_size = s.tile.wide ? s.wg_size : s.block_m;
+    plan->wg_size = s.tile.wide || s.tile.lanes ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
     plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits

@@ -11,7 +11,14 @@ typedef struct split_tile {
     /* The kernel: false the row kernel (a work-item per packed row), true
      * the wide one (split_wide.clh: wg_size items share each tile). */
     bool wide;
-    int wg_size;            /* wide kernel only */
+    /* The lane-group kernel (split_lanes.clh) instead: K and V go straight
+     * to registers, a group of lanes per key. wg_size items; `unroll` keys
+     * per lane group and step; the lanes per key follow from the head dim
+     * (a 16-byte slice each, more lanes when the rows would need too many
+     * registers). */
+    bool lanes;
+    int unroll;
+    int wg_size;            /* wide and lane-group kernels */
     int min_rows, max_rows; /* block_m: packed rows rounded up to 2^k */
     int block_n;            /* keys per tile; the row kernel's divides
                                every page size */
@@ -30,7 +37,7 @@ typedef struct split_tile {
 static const split_tile split_tiles[] = {
     /* A CPU work-group runs its items in a loop: parts pay only when
      * there are fewer groups than cores, and only on long rows. */
-    {true, false, 0, 4, 32, 64, 1, 1024, 0,
+    {true, false, false, 0, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
      "for function only)"},
     /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
@@ -39,9 +46,15 @@ static const split_tile split_tiles[] = {
      * 152, and beat it by 1.1-1.2x on the B = 8 and B = 32 shapes; with
      * cp.async two 32-key stages fit the 48 KiB. Rows stop at 16: the P.V
      * accumulators are 4 registers per row per item. */
-    {false, true, 128, 1, 16, 32, 8, 256, 1,
+    {false, true, false, 0, 128, 1, 16, 32, 8, 256, 1,
      "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
      "the H200 (bench/results/h200-2026-12-01-decode.md)"},
+    /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
+     * at most 8 rows (the Q slices and outputs live in registers).
+     * To be measured on the H200. */
+    {false, false, true, 4, 128, 1, 8, 0, 8, 256, 1,
+     "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
+     "group and step (not yet measured)"},
 };
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
