@@ -283,21 +283,24 @@ static split_tile forced_wide_tile(const split_tile *entry)
     return tile;
 }
 
-/* FLASHCL_SPLIT_LANES=wg,unroll,groups_per_cu[,max_rows] replaces the
- * lane kernel's entry, for sweeps on a GPU; a malformed or illegal value
- * leaves the entry as it is. */
+/* FLASHCL_SPLIT_LANES=wg,unroll,groups_per_cu[,max_rows[,prefetch]]
+ * replaces the lane kernel's entry, for sweeps on a GPU; a malformed or
+ * illegal value leaves the entry as it is. */
 static split_tile forced_lanes_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
     const char *env = getenv("FLASHCL_SPLIT_LANES");
     int wg = 0, unroll = 0, groups = 0, rows = tile.max_rows;
-    if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &unroll, &groups, &rows) < 3)
+    int prefetch = tile.prefetch ? 1 : 0;
+    if (!env || sscanf(env, "%d,%d,%d,%d,%d", &wg, &unroll, &groups, &rows,
+                       &prefetch) < 3)
         return tile;
     const bool pow2 = wg >= 32 && (wg & (wg - 1)) == 0 && rows > 0 &&
                       (rows & (rows - 1)) == 0;
     if (!pow2 || wg > 1024 || unroll < 1 || unroll > 8 || groups < 1 ||
-        groups > 64 || rows > 16)
+        groups > 64 || rows > 16 || (prefetch != 0 && prefetch != 1))
         return tile;
+    tile.prefetch = prefetch == 1;
     tile.wg_size = wg;
     tile.unroll = unroll;
     tile.groups_per_cu = groups;
@@ -330,7 +333,11 @@ static int auto_splits(const device_caps *caps, const problem *p,
     if (work == 0 || work >= target ||
         (tile->max_auto_q_tiles && s->m_blocks > tile->max_auto_q_tiles))
         return 1;
-    int64_t splits = (int64_t)((target + work - 1) / work);
+    /* The lane kernel's entry counts the work-groups an SM holds at once:
+     * whole waves, so the count rounds down (a part more than a wave
+     * waits for a second one). */
+    int64_t splits = tile->lanes ? (int64_t)(target / work)
+                                 : (int64_t)((target + work - 1) / work);
     if (splits > p->seqlen_k / tile->min_keys_per_split)
         splits = p->seqlen_k / tile->min_keys_per_split;
     if (splits > FLASHCL_MAX_SPLITS)
@@ -367,7 +374,7 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
-             "-DFLASHCL_SPLIT_SHFL=%d",
+             "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->tile.wide && !s->tile.lanes &&
@@ -376,7 +383,7 @@ static void append_options(const device_caps *caps, const problem *p,
                  : 0,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
-             s->shfl ? 1 : 0);
+             s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 

@@ -18,6 +18,7 @@ typedef struct split_tile {
      * registers). */
     bool lanes;
     int unroll;
+    bool prefetch; /* lane kernel: the next step's loads before this step */
     int wg_size;            /* wide and lane-group kernels */
     int min_rows, max_rows; /* block_m: packed rows rounded up to 2^k */
     int block_n;            /* keys per tile; the row kernel's divides
@@ -37,7 +38,7 @@ typedef struct split_tile {
 static const split_tile split_tiles[] = {
     /* A CPU work-group runs its items in a loop: parts pay only when
      * there are fewer groups than cores, and only on long rows. */
-    {true, false, false, 0, 0, 4, 32, 64, 1, 1024, 0,
+    {true, false, false, 0, false, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
      "for function only)"},
     /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
@@ -46,13 +47,13 @@ static const split_tile split_tiles[] = {
      * 152, and beat it by 1.1-1.2x on the B = 8 and B = 32 shapes; with
      * cp.async two 32-key stages fit the 48 KiB. Rows stop at 16: the P.V
      * accumulators are 4 registers per row per item. */
-    {false, true, false, 0, 128, 1, 16, 32, 8, 256, 1,
+    {false, true, false, 0, false, 128, 1, 16, 32, 8, 256, 1,
      "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
      "the H200 (bench/results/h200-2026-12-01-decode.md)"},
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
      * at most 8 rows (the Q slices and outputs live in registers).
      * To be measured on the H200. */
-    {false, false, true, 4, 128, 1, 8, 0, 8, 256, 1,
+    {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 1,
      "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
      "group and step (not yet measured)"},
 };
