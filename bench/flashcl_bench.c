@@ -38,6 +38,7 @@ typedef struct bench_options {
     int num_decode;
     int decode_nq, decode_splits, decode_page;
     int decode_dense; /* --dense: no cache fields, the plain call */
+    int describe;     /* --describe: a describe| line per row */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
 } bench_options;
 
@@ -103,7 +104,9 @@ static void usage(void)
            "  --bandwidth GBS      decode: report GB/s as a fraction of this "
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
-           "sampled output rows vs the float64 oracle (prints check| lines)\n");
+           "sampled output rows vs the float64 oracle (prints check| lines)\n"
+           "  --describe           per row, what ran (path, tiles, the tuning "
+           "database entry; prints describe| lines)\n");
 }
 
 static int parse_dtypes(const char *text, int *out)
@@ -127,8 +130,12 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             usage();
             exit(0);
         }
-        if (!strcmp(arg, "--dense")) { /* the one flag without a value */
+        if (!strcmp(arg, "--dense")) { /* the flags without a value */
             opt->decode_dense = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--describe")) {
+            opt->describe = 1;
             continue;
         }
         if (!value) {
@@ -617,6 +624,27 @@ static void fill_row(const char *variant,
                 (row->median_ms * 1e-3) / 1e9;
 }
 
+/* What the row ran on: path, tiles and the tuning entry behind them
+ * (bench/tuned_vs_table.py reads these lines). */
+static void print_describe(flashcl_context *ctx,
+                           const flashcl_attention_desc *desc,
+                           const char *variant, int dtype, int head_dim,
+                           int causal, int seqlen)
+{
+    flashcl_variant_info v;
+    if (flashcl_describe_variant(ctx, desc, &v) != FLASHCL_SUCCESS) {
+        printf("describe| %s | %s | %d | %d | %d | ? | %s\n", variant,
+               dtype_name(dtype), head_dim, causal, seqlen,
+               flashcl_context_last_error(ctx));
+        return;
+    }
+    printf("describe| %s | %s | %d | %d | %d | %s %dx%d wg %d vec %d "
+           "splits %d | %s\n", variant, dtype_name(dtype), head_dim, causal,
+           seqlen, v.path, v.block_m, v.block_n, v.work_group_size,
+           v.vector_width, v.num_splits,
+           v.tuning[0] ? v.tuning : "no database entry: the path's table");
+}
+
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      const char *variant, int dtype, int head_dim, int causal,
                      int seqlen, bench_row *row)
@@ -638,6 +666,8 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                variant, dtype_name(dtype), head_dim, causal, seqlen, err,
                opt->check_rows);
     }
+    if (!failed && opt->describe)
+        print_describe(ctx, &desc, variant, dtype, head_dim, causal, seqlen);
     release_shape(&desc, extra);
     return failed ? -1 : 0;
 }
