@@ -22,7 +22,7 @@
 # tvt    (b) bench/tuned_vs_table.py: the FA2 protocol rows (tokens 16384,
 #        hidden 2048, D 64/128, N 512..16384, fp16/bf16, causal both),
 #        database as built against FLASHCL_TUNING=off, interleaved rounds
-#        (no round starts after TVT_S=90 s; TVT_ROUNDS=3) ->
+#        (no round starts after TVT_S=90 s; TVT_ROUNDS=4, order abba) ->
 #        $OUT/tuned_vs_table.md; then, if (a) found nv_wgmma winners, the
 #        same for FLASHCL_PATH=nv_wgmma at N 4096/16384 with (a)'s file as
 #        FLASHCL_TUNING_FILE -> $OUT/tuned_vs_table_wgmma.md (skipped when
@@ -49,7 +49,7 @@ TUNE_PORTABLE_S=${TUNE_PORTABLE_S:-40}
 TUNE_WGMMA_S=${TUNE_WGMMA_S:-110}
 TUNE_DECODE_S=${TUNE_DECODE_S:-25}
 TVT_S=${TVT_S:-90}
-TVT_ROUNDS=${TVT_ROUNDS:-3}
+TVT_ROUNDS=${TVT_ROUNDS:-4}
 TVT_ARGS=${TVT_ARGS:-}
 FIRST_REPS=${FIRST_REPS:-2}
 TOTAL_S=${TOTAL_S:-380}

@@ -4,8 +4,11 @@
 Runs flashcl-bench (OpenCL profiling events: median of --reps after
 --warmup per row, compile excluded) over a protocol's rows with the
 database as built ("tuned") and with FLASHCL_TUNING=off ("table": the
-paths' hand tables), interleaved: tuned, table, tuned, table, ... for
---rounds rounds, so both see the same load. Each row's time per mode is
+paths' hand tables), interleaved for --rounds rounds, so both see the
+same load: by default tuned, table, table, tuned, tuned, table, ...
+(--order abba: a load that drifts during a round favours neither; on the
+2-core machine, tuned-first every round (--order ab) read one PoCL row
+1.16x slower in 9 rounds where abba read it 0.94x in 10). Each row's time per mode is
 the median of its round medians; tuned/table is paired per round (the
 median of the round ratios; min-max in brackets). The entry that matched
 comes from flashcl-bench --describe (flashcl_describe_variant's tuning
@@ -30,6 +33,7 @@ gives the tuned mode a user database. Other variables pass through
 usage: bench/tuned_vs_table.py BUILD_DIR [--device SPEC] [--protocol cpu|gpu]
            [--rounds N] [--reps N] [--warmup N] [--output FILE.md]
            [--keep DIR] [--tuning-file FILE] [--budget SECONDS]
+           [--order ab|abba]
 """
 import argparse
 import csv
@@ -153,6 +157,9 @@ def main():
                     help="the tuned mode reads this FLASHCL_TUNING_FILE")
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds: start no round after this (0: none)")
+    ap.add_argument("--order", choices=("ab", "abba"), default="abba",
+                    help="ab: tuned then table every round; abba: the "
+                         "order swaps every round (cancels a drift)")
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds per flashcl-bench process")
     args = ap.parse_args()
@@ -173,7 +180,8 @@ def main():
         if args.budget and rnd and time.monotonic() - began > args.budget:
             print(f"budget spent after {rnd} rounds", file=sys.stderr)
             break
-        for mode in MODES:
+        order = MODES if args.order == "ab" or rnd % 2 == 0 else MODES[::-1]
+        for mode in order:
             rows, desc, header, wall = run_once(args, proto, mode, rnd,
                                                 folder)
             walls.append(wall)
@@ -223,7 +231,8 @@ def print_table(args, proto, times, described, header, rounds, load_start,
     say(f"load average (1/5/15 min) at start {load_start[0]:.2f}/"
         f"{load_start[1]:.2f}/{load_start[2]:.2f}, at end {load_end[0]:.2f}/"
         f"{load_end[1]:.2f}/{load_end[2]:.2f}; {rounds} rounds of tuned, "
-        f"table interleaved; bench processes {sum(walls):.0f} s; logs in "
+        f"table interleaved ({args.order}); bench processes "
+        f"{sum(walls):.0f} s; logs in "
         f"{folder}")
     say("ms: median over rounds of flashcl-bench's per-row median "
         f"({args.reps} calls after {args.warmup} warm-up, profiling events); "
@@ -251,8 +260,8 @@ def print_table(args, proto, times, described, header, rounds, load_start,
         label = (f"{k[1]} D={k[2]} {'causal' if k[3] == '1' else 'non-causal'}"
                  f" N={k[4]}" + ("" if k[0] == "plain" else f" {k[0]}"))
         say(f"| {label} | {fmt_ms(statistics.median(b))} | "
-            f"{fmt_ms(statistics.median(a))} | {r:.3f} [{min(ratios):.2f}-"
-            f"{max(ratios):.2f}] | {tiles} | {short_entry(t_entry)} |")
+            f"{fmt_ms(statistics.median(a))} | {r:.3f} [{min(ratios):.3f}-"
+            f"{max(ratios):.3f}] | {tiles} | {short_entry(t_entry)} |")
     say("")
     lo_band = hi_band = 1.0
     if noise:

@@ -182,7 +182,7 @@ const cli_command tune_command = {
     "(median of --reps after --warmup) on the timed problem. The path's own\n"
     "table is measured first, as the baseline. Illegal combinations are\n"
     "refused by the path before they compile. The JSON file (--output) is\n"
-    "rewritten after every candidate: stop at any time and rerun the same\n"
+    "rewritten after every measured one: stop at any time and rerun the same\n"
     "command to resume. It lists the device, driver, date, command, every\n"
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
