@@ -691,13 +691,21 @@ static void read_space(const char *path, space *s)
 typedef struct ranked {
     char params[PARAMS_CAP];
     double distance;
+    /* ties: changes of the first declared tunables first (a path lists
+     * its most promising first), then enumeration order (qsort is not
+     * stable) */
+    unsigned changed; /* bit i: tunable i differs from the table */
+    int order;
 } ranked;
 
 static int by_distance(const void *a, const void *b)
 {
-    const double x = ((const ranked *)a)->distance,
-                 y = ((const ranked *)b)->distance;
-    return x < y ? -1 : x > y;
+    const ranked *x = a, *y = b;
+    if (x->distance != y->distance)
+        return x->distance < y->distance ? -1 : 1;
+    if (x->changed != y->changed)
+        return x->changed < y->changed ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
 }
 
 /* Every combination of the space, nearest the table's tiles first (log2
@@ -709,7 +717,9 @@ static int enumerate(const space *s, const flashcl_variant_info *table,
     for (;;) {
         if (n == cap)
             break;
-        ranked *r = &out[n++];
+        ranked *r = &out[n];
+        r->order = n++;
+        r->changed = 0;
         r->params[0] = '\0';
         r->distance = 0;
         for (int i = 0; i < s->count; ++i) {
@@ -719,6 +729,8 @@ static int enumerate(const space *s, const flashcl_variant_info *table,
             size_t len = strlen(r->params);
             snprintf(r->params + len, sizeof r->params - len, "%s%s=%d",
                      i ? "," : "", s->t[i].name, v);
+            if (!known || v != base)
+                r->changed |= 1u << i;
             r->distance += known && v == base          ? 0
                            : known && base > 0 && v > 0 ? fabs(log2((double)v / base))
                                                         : 1;
