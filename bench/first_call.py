@@ -10,7 +10,14 @@ repetition. Warm: the same folder again, as filled by that cold pass.
 Run PoCL with POCL_KERNEL_CACHE=0 so that PoCL's own cache does not hide
 the compile; Intel's CPU runtime keeps no disk cache.
 
-usage: bench/first_call.py BUILD_DIR [--reps N] [--markdown]
+usage: bench/first_call.py BUILD_DIR [--reps N] [--device SPEC] [--wgmma]
+
+--device: the device (flashcl's spec; default FLASHCL_DEVICE, else the
+first GPU). --wgmma adds the Hopper wgmma path's variant (FLASHCL_PATH=
+nv_wgmma; its cold build is the driver's compile, the sm_90a patch and the
+patched PTX's build, its warm one the patched PTX from the cache). On a
+GPU set CUDA_CACHE_DISABLE=1 so that the driver's own cache does not hide
+the compile.
 """
 import argparse
 import json
@@ -31,19 +38,30 @@ VARIANTS = [
     ("fp16 D128 window 256 causal",
      ["--dtype", "fp16", "--head-dim", "128", "--causal", "--window", "256,0"]),
 ]
+WGMMA = ("fp16 D128 causal, nv_wgmma",
+         ["--dtype", "fp16", "--head-dim", "128", "--causal"],
+         {"FLASHCL_PATH": "nv_wgmma"})
 SHAPE = ["--seqlen", "512", "--heads", "8", "--reps", "1"]
 
 
-def one(tool, args, cache_dir):
-    env = dict(os.environ, FLASHCL_CACHE_DIR=cache_dir)
+def one(tool, args, cache_dir, device=None, extra_env=None):
+    env = dict(os.environ, FLASHCL_CACHE_DIR=cache_dir, **(extra_env or {}))
     env.pop("FLASHCL_CACHE", None)
     start = time.monotonic()
-    out = subprocess.run([tool, "run", "--json"] + SHAPE + args, env=env,
-                         check=True, capture_output=True, text=True).stdout
+    cmd = [tool, "run", "--json"] + SHAPE + args
+    if device:
+        cmd += ["--device", device]
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True,
+                         text=True).stdout
     wall = (time.monotonic() - start) * 1e3
     r = json.loads(out)
     if not r["pass"]:
         sys.exit("a run failed its oracle check: " + out)
+    want = (extra_env or {}).get("FLASHCL_PATH")
+    r["stand_in"] = bool(want and r.get("path") != want)
+    if r["stand_in"]:  # the row's label shows it too
+        print(f"first_call.py: {' '.join(args)} with FLASHCL_PATH={want} "
+              f"ran on {r.get('path')!r}", file=sys.stderr)
     return r["compile_ms"] + r["first_call_ms"], wall, r
 
 
@@ -56,24 +74,31 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--device")
+    ap.add_argument("--wgmma", action="store_true")
     a = ap.parse_args()
     tool = os.path.join(a.build, "flashcl")
-    cold = {name: [] for name, _ in VARIANTS}
-    warm = {name: [] for name, _ in VARIANTS}
-    parts = {(name, kind): [] for name, _ in VARIANTS
+    variants = [(n, v, {}) for n, v in VARIANTS] + ([WGMMA] if a.wgmma
+                                                    else [])
+    cold = {name: [] for name, _, _ in variants}
+    warm = {name: [] for name, _, _ in variants}
+    parts = {(name, kind): [] for name, _, _ in variants
              for kind in ("cold", "warm")}
+    paths = {}
     device = None
     for _ in range(a.reps):
         with tempfile.TemporaryDirectory(prefix="flashcl-first-call-") as d:
-            for name, args in VARIANTS:
-                ms, _, r = one(tool, args, d)
+            for name, args, env in variants:
+                ms, _, r = one(tool, args, d, a.device, env)
                 cold[name].append(ms)
                 parts[(name, "cold")].append(split(r))
+                paths[name] = r.get("path", "?")
                 device = r["device"]
-                if r["from_binary_cache"]:
+                # a stand-in path may share another variant's kernel
+                if r["from_binary_cache"] and not r["stand_in"]:
                     sys.exit("a cold run found its kernel in the cache")
-            for name, args in VARIANTS:
-                ms, _, r = one(tool, args, d)
+            for name, args, env in variants:
+                ms, _, r = one(tool, args, d, a.device, env)
                 warm[name].append(ms)
                 parts[(name, "warm")].append(split(r))
                 if not r["from_binary_cache"]:
@@ -81,13 +106,13 @@ def main():
                              "cache")
     rows = []
     total_cold = total_warm = 0.0
-    for name, _ in VARIANTS:
+    for name, _, _ in variants:
         c, w = statistics.median(cold[name]), statistics.median(warm[name])
         total_cold += c
         total_warm += w
         med = {k: [statistics.median(x[i] for x in parts[(name, k)])
                    for i in (0, 1, 2)] for k in ("cold", "warm")}
-        rows.append((name, c, w, med))
+        rows.append((f"{name} ({paths.get(name, '?')})", c, w, med))
     print(f"device: {device}; medians of {a.reps} repetitions; ms = "
           "flashcl_prepare (compile or cache load) + first forward call "
           "(host clock); a later call: the warm process's timed call after "

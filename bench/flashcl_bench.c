@@ -38,6 +38,7 @@ typedef struct bench_options {
     int num_decode;
     int decode_nq, decode_splits, decode_page;
     int decode_dense; /* --dense: no cache fields, the plain call */
+    int describe;     /* --describe: a describe| line per row */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
 } bench_options;
 
@@ -103,7 +104,9 @@ static void usage(void)
            "  --bandwidth GBS      decode: report GB/s as a fraction of this "
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
-           "sampled output rows vs the float64 oracle (prints check| lines)\n");
+           "sampled output rows vs the float64 oracle (prints check| lines)\n"
+           "  --describe           per row, what ran (path, tiles, the tuning "
+           "database entry; prints describe| lines)\n");
 }
 
 static int parse_dtypes(const char *text, int *out)
@@ -127,8 +130,12 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             usage();
             exit(0);
         }
-        if (!strcmp(arg, "--dense")) { /* the one flag without a value */
+        if (!strcmp(arg, "--dense")) { /* the flags without a value */
             opt->decode_dense = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--describe")) {
+            opt->describe = 1;
             continue;
         }
         if (!value) {
@@ -409,6 +416,41 @@ static cl_mem random_buffer(cl_context context, size_t count, int dtype,
     return buffer;
 }
 
+/* Q, K, V and O of the last row, kept for the next: in the paper's
+ * protocol every row of a dtype has the same sizes (batch * seqlen =
+ * tokens, heads * D = hidden), and filling 4 x 33.5 M random elements
+ * took longer than timing the row (0.4 s a tensor on the CPU machine).
+ * The pool holds one reference; each row takes its own. */
+static struct pooled {
+    cl_mem buffer;
+    size_t count;
+    int dtype;
+} pool[4];
+
+static cl_mem pooled_buffer(int role, cl_context context, size_t count,
+                            int dtype, unsigned *seed)
+{
+    struct pooled *p = &pool[role];
+    if (!p->buffer || p->count != count || p->dtype != dtype) {
+        if (p->buffer)
+            clReleaseMemObject(p->buffer);
+        p->buffer = random_buffer(context, count, dtype, seed);
+        p->count = count;
+        p->dtype = dtype;
+    }
+    if (p->buffer)
+        clRetainMemObject(p->buffer);
+    return p->buffer;
+}
+
+static void release_pool(void)
+{
+    for (int i = 0; i < 4; ++i)
+        if (pool[i].buffer)
+            clReleaseMemObject(pool[i].buffer);
+    memset(pool, 0, sizeof pool);
+}
+
 static int read_tensor(cl_command_queue queue, cl_mem buffer, size_t bytes,
                        void **out)
 {
@@ -537,14 +579,14 @@ static int setup_shape(flashcl_context *ctx, const bench_options *opt,
     desc->backend = FLASHCL_BACKEND_FUSED;
     *window = spec.window;
     if (known) {
-        desc->q.buffer = random_buffer(context, rows * (size_t)(heads * head_dim),
-                                       dtype, &seed);
-        desc->k.buffer = random_buffer(
-            context, rows * (size_t)(heads_kv * head_dim), dtype, &seed);
-        desc->v.buffer = random_buffer(context, rows * (size_t)(heads_kv * dv),
-                                       dtype, &seed);
-        desc->o.buffer = random_buffer(context, rows * (size_t)(heads * dv),
-                                       dtype, &seed);
+        desc->q.buffer = pooled_buffer(
+            0, context, rows * (size_t)(heads * head_dim), dtype, &seed);
+        desc->k.buffer = pooled_buffer(
+            1, context, rows * (size_t)(heads_kv * head_dim), dtype, &seed);
+        desc->v.buffer = pooled_buffer(
+            2, context, rows * (size_t)(heads_kv * dv), dtype, &seed);
+        desc->o.buffer = pooled_buffer(
+            3, context, rows * (size_t)(heads * dv), dtype, &seed);
     }
     if (known && desc->q.buffer && desc->k.buffer && desc->v.buffer &&
         desc->o.buffer && apply_variant(&spec, desc, context, extra) == 0)
@@ -617,6 +659,27 @@ static void fill_row(const char *variant,
                 (row->median_ms * 1e-3) / 1e9;
 }
 
+/* What the row ran on: path, tiles and the tuning entry behind them
+ * (bench/tuned_vs_table.py reads these lines). */
+static void print_describe(flashcl_context *ctx,
+                           const flashcl_attention_desc *desc,
+                           const char *variant, int dtype, int head_dim,
+                           int causal, int seqlen)
+{
+    flashcl_variant_info v;
+    if (flashcl_describe_variant(ctx, desc, &v) != FLASHCL_SUCCESS) {
+        printf("describe| %s | %s | %d | %d | %d | ? | %s\n", variant,
+               dtype_name(dtype), head_dim, causal, seqlen,
+               flashcl_context_last_error(ctx));
+        return;
+    }
+    printf("describe| %s | %s | %d | %d | %d | %s %dx%d wg %d vec %d "
+           "splits %d | %s\n", variant, dtype_name(dtype), head_dim, causal,
+           seqlen, v.path, v.block_m, v.block_n, v.work_group_size,
+           v.vector_width, v.num_splits,
+           v.tuning[0] ? v.tuning : "no database entry: the path's table");
+}
+
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      const char *variant, int dtype, int head_dim, int causal,
                      int seqlen, bench_row *row)
@@ -638,6 +701,8 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                variant, dtype_name(dtype), head_dim, causal, seqlen, err,
                opt->check_rows);
     }
+    if (!failed && opt->describe)
+        print_describe(ctx, &desc, variant, dtype, head_dim, causal, seqlen);
     release_shape(&desc, extra);
     return failed ? -1 : 0;
 }
@@ -962,6 +1027,7 @@ int main(int argc, char **argv)
     print_peer(ctx, &opt, csv);
     if (csv)
         fclose(csv);
+    release_pool();
     flashcl_context_release(ctx);
     return log.failures ? 1 : 0;
 }

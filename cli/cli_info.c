@@ -276,9 +276,12 @@ static void print_device_text(flashcl_context *ctx,
     printf("  matrix instructions: %s\n", d.matrix_path);
     printf("  matrix extensions: %s\n", x.matrix_ext);
     printf("  flashcl path: %s\n", d.flashcl_path);
+    const char *off = getenv("FLASHCL_TUNING");
+    const bool db_off = off && (!strcmp(off, "0") || !strcmp(off, "off"));
     printf("  tuning database key: %s / %s / %s%s\n", d.tuning_vendor,
            d.tuning_arch, d.tuning_device,
-           getenv("FLASHCL_TUNING_FILE") && *getenv("FLASHCL_TUNING_FILE")
+           db_off ? " (FLASHCL_TUNING=off: databases not used)"
+           : getenv("FLASHCL_TUNING_FILE") && *getenv("FLASHCL_TUNING_FILE")
                ? " (FLASHCL_TUNING_FILE first)"
                : "");
     print_variants_text(ctx, d.has_fp64);

@@ -166,6 +166,7 @@ typedef struct run_result {
     double compile_ms, first_call_ms, gflops;
     bool compiled;
     bool from_binary_cache; /* loaded from the persistent cache */
+    char path[32];          /* the kernel path that ran (fused) */
     timing_result time;
     error_pair error;
     size_t scratch;
@@ -187,6 +188,10 @@ static flashcl_status first_call(flashcl_context *ctx, problem *p,
     flashcl_get_cache_stats(&after);
     r->compiled = r->compile_ms > 0;
     r->from_binary_cache = after.hits > before.hits;
+    flashcl_variant_info info;
+    if (backend != FLASHCL_BACKEND_REFERENCE &&
+        flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
+        snprintf(r->path, sizeof r->path, "%s", info.path);
     const double start = timing_host_ms();
     if (status == FLASHCL_SUCCESS)
         status = problem_enqueue(ctx, p, backend);
@@ -262,6 +267,7 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_bool(&j, "kernel_compiled", r->compiled);
     json_number(&j, "compile_ms", r->compile_ms);
     json_bool(&j, "from_binary_cache", r->from_binary_cache);
+    json_string(&j, "path", r->path);
     json_number(&j, "first_call_ms", r->first_call_ms);
     json_number(&j, "o_error", r->error.o);
     json_number(&j, "o_tolerance", o_tolerance(p->dtype));

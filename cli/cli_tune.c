@@ -23,13 +23,16 @@
 #include <time.h>
 
 #define MAX_LIST 8
-#define MAX_TUNABLES 4
-#define MAX_CANDIDATES 2048
+#define MAX_TUNABLES 8
+#define MAX_CANDIDATES 8192
 #define PARAMS_CAP 96
 
-static const char *const all_paths[] = {"nv_mma", "amd_mfma", "subgroup",
-                                        "portable"};
-#define NUM_PATHS 4
+static const char *const all_paths[] = {"nv_wgmma", "nv_mma", "amd_mfma",
+                                        "subgroup", "portable"};
+#define NUM_PATHS 5
+/* Paths that run only when forced (FLASHCL_PATH) are tuned only when
+ * --path names them. */
+static bool forced_only(const char *path) { return !strcmp(path, "nv_wgmma"); }
 static const char *const seq_names[] = {"long", "short", "decode"};
 
 typedef struct tune_options {
@@ -126,10 +129,11 @@ static bool parse_budget(void *opts, const char *value)
 #define TUNE(kind, field) kind, offsetof(tune_options, field)
 
 static const cli_option tune_table[] = {
-    {"path", "LIST", "nv_mma,amd_mfma,subgroup,portable (default: every\n"
-                     "path that runs the shape here)",
-     CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of nv_mma, amd_mfma, "
-                                       "subgroup, portable"},
+    {"path", "LIST", "nv_wgmma,nv_mma,amd_mfma,subgroup,portable (default:\n"
+                     "every path that runs the shape here, but nv_wgmma,\n"
+                     "which runs only when forced, only when named)",
+     CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of nv_wgmma, nv_mma, "
+                                       "amd_mfma, subgroup, portable"},
     {"dtype", "LIST", "fp32,fp16,bf16,fp64 (default: fp32 on a CPU,\n"
                       "fp16,bf16 on a GPU)",
      CLI_CUSTOM, 0, 0, 0, parse_dtypes, "a list of fp32, fp16, bf16, fp64"},
@@ -178,12 +182,13 @@ const cli_command tune_command = {
     "(median of --reps after --warmup) on the timed problem. The path's own\n"
     "table is measured first, as the baseline. Illegal combinations are\n"
     "refused by the path before they compile. The JSON file (--output) is\n"
-    "rewritten after every candidate: stop at any time and rerun the same\n"
+    "rewritten after every measured one: stop at any time and rerun the same\n"
     "command to resume. It lists the device, driver, date, command, every\n"
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
-    "FLASHCL_TILES and FLASHCL_NV_TILE are unset for the run.\n",
+    "FLASHCL_TILES, FLASHCL_NV_TILE and the FLASHCL_NV_WGMMA_* schedule\n"
+    "knobs are unset for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -553,6 +558,66 @@ static bool fail(candidate *c, const char *status, const char *what,
     return false;
 }
 
+/* A tunable's value in the tiles describe reports; false for the others. */
+static bool tiles_value(const char *name, const flashcl_variant_info *v,
+                        int *value)
+{
+    if (!strcmp(name, "block_m"))
+        *value = v->block_m;
+    else if (!strcmp(name, "block_n"))
+        *value = v->block_n;
+    else if (!strcmp(name, "vec"))
+        *value = v->vector_width;
+    else if (!strcmp(name, "warps"))
+        *value = v->work_group_size / 32;
+    else if (!strcmp(name, "warpgroups") && !strcmp(v->path, "nv_wgmma"))
+        *value = v->work_group_size / 128;
+    else
+        return false;
+    return true;
+}
+
+/* The value of a tunable the tiles do not show, from the build options'
+ * "-D..._<NAME>=<value>" (nv_wgmma's ring, lag, sahead, overlap,
+ * maxnreg); false when no define has its name. */
+static bool option_value(const char *name, const flashcl_variant_info *v,
+                         int *value)
+{
+    char key[40] = "_";
+    size_t n = 1;
+    for (const char *c = name; *c && n + 2 < sizeof key; ++c)
+        key[n++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+    key[n++] = '=';
+    key[n] = '\0';
+    const char *at = strstr(v->build_options, key);
+    return at && sscanf(at + n, "%d", value) == 1;
+}
+
+/* The table's value of a tunable, from what describe reports; false when
+ * it does not say. */
+static bool table_value(const char *name, const flashcl_variant_info *v,
+                        int *value)
+{
+    return tiles_value(name, v, value) || option_value(name, v, value);
+}
+
+/* The planned values of the path's tunables the tiles do not show (the
+ * wgmma schedule), so that two schedules on the same tiles differ in
+ * `reason` (which tells the table's own tiles found again by the search). */
+static void append_schedule(candidate *c, const flashcl_variant_info *info)
+{
+    flashcl_tunable t;
+    for (int i = 0; flashcl_path_tunable(c->path, i, &t) == FLASHCL_SUCCESS;
+         ++i) {
+        int v = 0;
+        const size_t len = strlen(c->reason);
+        if (!tiles_value(t.name, info, &v) && !strcmp(c->path, "nv_wgmma") &&
+            option_value(t.name, info, &v))
+            snprintf(c->reason + len, sizeof c->reason - len, ", %s %d",
+                     t.name, v);
+    }
+}
+
 /* Forces, plans, compiles, checks and times one candidate into *c. */
 static bool measure(tune_state *t, shape_run *r, const char *forced,
                     candidate *c)
@@ -602,6 +667,7 @@ static bool measure(tune_state *t, shape_run *r, const char *forced,
     snprintf(c->reason, sizeof c->reason, "ran %dx%d tiles, work-group %d, "
              "vector width %d", info.block_m, info.block_n,
              info.work_group_size, info.vector_width);
+    append_schedule(c, &info);
     return true;
 }
 
@@ -621,31 +687,25 @@ static void read_space(const char *path, space *s)
         ++s->count;
 }
 
-/* The table's value of a tunable, from what describe reports (0 when it
- * does not say). */
-static int table_value(const char *name, const flashcl_variant_info *v)
-{
-    if (!strcmp(name, "block_m"))
-        return v->block_m;
-    if (!strcmp(name, "block_n"))
-        return v->block_n;
-    if (!strcmp(name, "vec"))
-        return v->vector_width;
-    if (!strcmp(name, "warps"))
-        return v->work_group_size / 32;
-    return 0;
-}
 
 typedef struct ranked {
     char params[PARAMS_CAP];
     double distance;
+    /* ties: changes of the first declared tunables first (a path lists
+     * its most promising first), then enumeration order (qsort is not
+     * stable) */
+    unsigned changed; /* bit i: tunable i differs from the table */
+    int order;
 } ranked;
 
 static int by_distance(const void *a, const void *b)
 {
-    const double x = ((const ranked *)a)->distance,
-                 y = ((const ranked *)b)->distance;
-    return x < y ? -1 : x > y;
+    const ranked *x = a, *y = b;
+    if (x->distance != y->distance)
+        return x->distance < y->distance ? -1 : 1;
+    if (x->changed != y->changed)
+        return x->changed < y->changed ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
 }
 
 /* Every combination of the space, nearest the table's tiles first (log2
@@ -657,16 +717,23 @@ static int enumerate(const space *s, const flashcl_variant_info *table,
     for (;;) {
         if (n == cap)
             break;
-        ranked *r = &out[n++];
+        ranked *r = &out[n];
+        r->order = n++;
+        r->changed = 0;
         r->params[0] = '\0';
         r->distance = 0;
         for (int i = 0; i < s->count; ++i) {
             const int v = s->t[i].values[index[i]];
-            const int base = table_value(s->t[i].name, table);
+            int base = 0;
+            const bool known = table_value(s->t[i].name, table, &base);
             size_t len = strlen(r->params);
             snprintf(r->params + len, sizeof r->params - len, "%s%s=%d",
                      i ? "," : "", s->t[i].name, v);
-            r->distance += base > 0 ? fabs(log2((double)v / base)) : 1;
+            if (!known || v != base)
+                r->changed |= 1u << i;
+            r->distance += known && v == base          ? 0
+                           : known && base > 0 && v > 0 ? fabs(log2((double)v / base))
+                                                        : 1;
         }
         int i = 0;
         while (i < s->count && ++index[i] == s->t[i].count)
@@ -702,7 +769,7 @@ static void apply_defaults(tune_options *o, bool cpu)
         o->seqs[0] = true;
     if (!o->paths_given)
         for (int i = 0; i < NUM_PATHS; ++i)
-            o->paths[i] = true;
+            o->paths[i] = !forced_only(all_paths[i]);
 }
 
 static bool shape_prepare(tune_state *t, shape_run *r, char *why, size_t cap)
@@ -753,7 +820,9 @@ static bool run_candidate(tune_state *t, shape_run *r, const char *path,
     measure(t, r, forced, &key);
     t->cands[t->count] = key;
     *result = &t->cands[t->count++];
-    if (!save(t))
+    /* an illegal one costs nothing to find again: the file is rewritten
+     * after measured ones only (the final save has them all) */
+    if (strcmp(key.status, "illegal") != 0 && !save(t))
         fprintf(stderr, "flashcl tune: cannot write %s\n", t->o->output);
     return true;
 }
@@ -999,8 +1068,14 @@ int cmd_tune(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* the run forces its own candidates */
-    unsetenv("FLASHCL_TILES");
-    unsetenv("FLASHCL_NV_TILE");
+    static const char *const knobs[] = {
+        "FLASHCL_TILES",           "FLASHCL_NV_TILE",
+        "FLASHCL_NV_WGMMA_WG",     "FLASHCL_NV_WGMMA_BN",
+        "FLASHCL_NV_WGMMA_RING",   "FLASHCL_NV_WGMMA_LAG",
+        "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
+        "FLASHCL_NV_WGMMA_MAXNREG"};
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
+        unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,
                                        &rc);
     if (!ctx)

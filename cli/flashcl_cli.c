@@ -83,7 +83,10 @@ static const char environment_help[] =
     "  FLASHCL_TUNING_FILE    a tuning database file (the JSON `flashcl tune`\n"
     "                         writes), consulted before the built-in one;\n"
     "                         entries illegal here are ignored with a note in\n"
-    "                         the last-error text\n";
+    "                         the last-error text\n"
+    "  FLASHCL_TUNING         0 (or off): neither the built-in tuning\n"
+    "                         database nor FLASHCL_TUNING_FILE is used;\n"
+    "                         the paths' hand tables decide\n";
 
 static void usage(FILE *out)
 {

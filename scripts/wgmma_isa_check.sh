@@ -9,6 +9,10 @@
 #   scripts/wgmma_isa_check.sh                  # the D x dtype x causal builds (kernel defaults)
 #   scripts/wgmma_isa_check.sh all              # x 1/2 warpgroups x plain/overlapped
 #   scripts/wgmma_isa_check.sh ring             # the ring schedules bench/run_h200_wgmma.sh quick runs
+#   scripts/wgmma_isa_check.sh tunables [BUILD] # the extremes of the tuner's nv_wgmma space
+#       (BUILD/tests/test_wgmma_tunables --list: every set the host accepts;
+#       per D and block_n the deepest ring with S ahead, uncapped and at
+#       .maxnreg 128, the overlapped schedule, and 1 warpgroup plain)
 #   scripts/wgmma_isa_check.sh "-DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2"
 #   KEEP=dir scripts/wgmma_isa_check.sh ...     # keep the PTX files in dir
 #
@@ -24,6 +28,7 @@ cc -std=c11 -O1 -Wall -Wextra -Werror -I"$root/src" -o "$tmp/sm90a_patch" \
 check() {
   local defs="-DFLASHCL_NV_WGMMA=1 $1" tag
   tag=$(echo "$1" | tr -c 'A-Za-z0-9=\n' '_')
+  [ ${#tag} -le 150 ] || tag=$(printf '%s' "$1" | md5sum | cut -c1-16)  # file names
   clang-14 -x cl -cl-std=CL1.2 -Xclang -finclude-default-header \
     -I"$root/cl/nvidia" -I"$root/cl/common" $defs \
     -target nvptx64-nvidia-nvcl -march=sm_80 -O3 -emit-llvm \
@@ -63,6 +68,40 @@ elif [ "${1:-}" = ring ]; then
     check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
     check "-DFLASHCL_HEAD_DIM=128 $base -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
   done; done; done
+elif [ "${1:-}" = tunables ]; then
+  list="${2:-$root/build}/tests/test_wgmma_tunables"
+  [ -x "$list" ] || { echo "no $list (build the tests first)" >&2; exit 2; }
+  "$list" --list | python3 -c '
+import sys
+sets = [l.rstrip("\n").split("\t") for l in sys.stdin]
+def val(p, k):
+    return int(dict(x.split("=") for x in p.split(","))[k])
+picked = []
+for d in ("64", "128"):
+    for bn in (32, 64, 128):
+        mine = [s for s in sets if s[0] == d and val(s[1], "block_n") == bn]
+        if not mine:
+            continue
+        deepest = max(mine, key=lambda s: (val(s[1], "ring"), val(s[1], "sahead"),
+                                           val(s[1], "warpgroups")))
+        r = val(deepest[1], "ring")
+        for cap in (0, 128):
+            picked += [s for s in mine if val(s[1], "ring") == r and
+                       val(s[1], "sahead") == val(deepest[1], "sahead") and
+                       val(s[1], "warpgroups") == 2 and val(s[1], "maxnreg") == cap]
+        picked += [s for s in mine if val(s[1], "overlap") == 1 and
+                   val(s[1], "warpgroups") == 2 and val(s[1], "maxnreg") == 0]
+        picked += [s for s in mine if val(s[1], "warpgroups") == 1 and
+                   val(s[1], "ring") == 0 and val(s[1], "overlap") == 0 and
+                   val(s[1], "maxnreg") == 0]
+for s in picked:
+    print(s[1] + "\t" + s[2])
+' | while IFS=$'\t' read -r params opts; do
+    echo "## $params"
+    check "$opts"
+    # the deepest rings again as bf16, causal
+    case "$params" in *sahead=1*) check "$opts -UFLASHCL_DTYPE -DFLASHCL_DTYPE=2 -UFLASHCL_CAUSAL -DFLASHCL_CAUSAL=1" ;; esac
+  done
 elif [ $# -gt 0 ]; then
   check "$1"
 else

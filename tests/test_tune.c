@@ -270,6 +270,79 @@ START_TEST(env_tiles_win_over_file)
 }
 END_TEST
 
+/* FLASHCL_TUNING=off (or 0): neither the user file nor the built-in
+ * database is consulted; the path's own table plans (the tiles the path
+ * plans when forced with no parameters); the tuner's forced candidates
+ * still apply. Any other value, or none, turns them back on. */
+static void expect_table_tiles(const attention_case *c,
+                               const flashcl_variant_info *v)
+{
+    flashcl_context *ctx = shared_context();
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, "portable", ""),
+                     FLASHCL_SUCCESS);
+    const flashcl_variant_info table = describe_case(c);
+    flashcl_context_force_tiles(ctx, NULL, NULL);
+    ck_assert_int_eq(v->block_m, table.block_m);
+    ck_assert_int_eq(v->block_n, table.block_n);
+    ck_assert_int_eq(v->vector_width, table.vector_width);
+    ck_assert_msg(v->tuning[0] == '\0', "off, yet tuning: \"%s\"",
+                  v->tuning);
+}
+
+START_TEST(tuning_off_switch)
+{
+    char path[] = "/tmp/flashcl_tuning_off_XXXXXX";
+    const int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_user_file(path, "block_m=32,block_n=32,vec=4", false);
+    ck_assert_int_eq(setenv("FLASHCL_TUNING_FILE", path, 1), 0);
+    const attention_case c = long_case(0);
+    static const char *const off[] = {"off", "0"};
+    static const char *const on[] = {"1", "on", ""};
+    for (size_t i = 0; i < LENGTH(on); ++i) {
+        ck_assert_int_eq(setenv("FLASHCL_TUNING", on[i], 1), 0);
+        const flashcl_variant_info v = describe_case(&c);
+        ck_assert_msg(strstr(v.tuning, "FLASHCL_TUNING_FILE, device level"),
+                      "FLASHCL_TUNING=%s: tuning \"%s\"", on[i], v.tuning);
+        expect_tiles(&v, "block_m=32,block_n=32,vec=4");
+    }
+    for (size_t i = 0; i < LENGTH(off); ++i) {
+        ck_assert_int_eq(setenv("FLASHCL_TUNING", off[i], 1), 0);
+        const flashcl_variant_info v = describe_case(&c);
+        expect_table_tiles(&c, &v);
+    }
+    unsetenv("FLASHCL_TUNING_FILE");
+    remove(path);
+    /* The built-in database: every shape class of both dtypes the CPU
+     * tables were made for; where an entry matches with the switch on,
+     * none does with it off. */
+    for (int seqlen = 1; seqlen <= 700; seqlen += 699) {
+        attention_case d = small_case(REF_FP32, seqlen, 2048, 0, 31);
+        d.head_dim = 64;
+        unsetenv("FLASHCL_TUNING");
+        const flashcl_variant_info with = describe_case(&d);
+        ck_assert_int_eq(setenv("FLASHCL_TUNING", "off", 1), 0);
+        const flashcl_variant_info without = describe_case(&d);
+        if (!strcmp(without.path, "portable") && without.num_splits <= 1)
+            expect_table_tiles(&d, &without);
+        ck_assert_msg(without.tuning[0] == '\0', "built-in entry used with "
+                      "FLASHCL_TUNING=off: %s (on: %s)", without.tuning,
+                      with.tuning);
+    }
+    /* forced candidates (the tuner) are not databases */
+    ck_assert_int_eq(flashcl_context_force_tiles(shared_context(), "portable",
+                                                 "block_m=32,block_n=32,"
+                                                 "vec=4"),
+                     FLASHCL_SUCCESS);
+    const flashcl_variant_info forced = describe_case(&c);
+    flashcl_context_force_tiles(shared_context(), NULL, NULL);
+    unsetenv("FLASHCL_TUNING");
+    ck_assert_ptr_nonnull(strstr(forced.tuning, "forced candidate"));
+    expect_tiles(&forced, "block_m=32,block_n=32,vec=4");
+}
+END_TEST
+
 START_TEST(force_tiles_api)
 {
     flashcl_context *ctx = shared_context();
@@ -322,6 +395,7 @@ int main(int argc, char **argv)
         {winner_runs_from_tuning_file, 0},
         {bad_user_entries_refused, (int)LENGTH(bad_entries)},
         {env_tiles_win_over_file, 0},
+        {tuning_off_switch, 0},
         {force_tiles_api, 0}};
     const int status = run_tests("tune", 300, NULL, NULL, tests,
                                  LENGTH(tests));

@@ -167,7 +167,7 @@ START_TEST(device_keys)
 }
 END_TEST
 
-static const tunable known[] = {{"block_m", {16, 32}}, {"vec", {4, 8}}};
+static const tunable known[] = {{"block_m", {16, 32}, 2}, {"vec", {4, 8}, 2}};
 
 START_TEST(params_parse_strictly)
 {

@@ -194,7 +194,7 @@ flashcl_status flashcl_path_tunable(const char *path, int index,
     const tunable *t = &kp->tunables[index];
     memset(out, 0, sizeof *out);
     copy_text(out->name, sizeof out->name, t->name);
-    for (int i = 0; i < TUNABLE_MAX_VALUES && t->values[i]; ++i)
+    for (int i = 0; i < tunable_count(t); ++i)
         out->values[out->count++] = t->values[i];
     return FLASHCL_SUCCESS;
 }

@@ -12,8 +12,8 @@
 /* What `flashcl tune` searches (a wave per 16 rows; legality: legal_tile
  * in amd_mfma.c, the kernel's #error rules, local memory, work-group). */
 static const tunable amd_mfma_tunables[] = {
-    {"block_m", {16, 32, 64, 128}},
-    {"block_n", {16, 32, 64, 128}},
+    {"block_m", {16, 32, 64, 128}, 4},
+    {"block_n", {16, 32, 64, 128}, 4},
 };
 
 typedef struct amd_tile {

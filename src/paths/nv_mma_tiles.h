@@ -17,9 +17,9 @@
  * within local memory; the kernel derives its Q slices in registers and
  * its stages from them). */
 static const tunable nv_mma_tunables[] = {
-    {"block_m", {32, 64, 128, 256}},
-    {"block_n", {16, 32, 64, 128}},
-    {"warps", {1, 2, 4, 8}},
+    {"block_m", {32, 64, 128, 256}, 4},
+    {"block_n", {16, 32, 64, 128}, 4},
+    {"warps", {1, 2, 4, 8}, 4},
 };
 
 typedef struct nv_tile {

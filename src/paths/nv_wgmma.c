@@ -14,6 +14,7 @@
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
+#include "paths/tuning.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -183,18 +184,10 @@ static const nv_wgmma_tile *lookup(const problem *p)
     return &nv_wgmma_tiles[0]; /* not reached: can_run checked the dim */
 }
 
-/* FLASHCL_NV_WGMMA_WG=1|2: warpgroups per work-group (experiments and
- * sweeps); anything else: the table's entry. */
-static int warpgroups(const problem *p, const char **reason)
+static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_WG");
-    if (text && (!strcmp(text, "1") || !strcmp(text, "2"))) {
-        *reason = "FLASHCL_NV_WGMMA_WG";
-        return text[0] - '0';
-    }
-    const nv_wgmma_tile *tile = lookup(p);
-    *reason = tile->reason;
-    return tile->warpgroups;
+    return (nv_wgmma_cfg){t->warpgroups, t->block_n, t->ring, t->lag, 0,
+                          t->overlap, t->maxnreg};
 }
 
 /* The local memory the kernel may size its tiles for: the device's, or
@@ -214,32 +207,38 @@ static uint64_t local_mem(const device_caps *caps)
     return caps->local_mem ? caps->local_mem : 49152;
 }
 
-/* FLASHCL_NV_WGMMA_OVERLAP=0|1 (experiments): the overlapped schedule,
- * whose three K/V tiles (48 KiB at D = 128) must fit the device's local
- * memory; else the table's choice. */
-static int overlap(const device_caps *caps, const problem *p, int block_n)
+static uint64_t tile_bytes(const problem *p, int block_n)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_OVERLAP");
-    const uint64_t tiles = 3 * (uint64_t)block_n * (uint64_t)p->head_dim * 2;
-    int want = lookup(p)->overlap;
-    if (text && (!strcmp(text, "0") || !strcmp(text, "1")))
-        want = text[0] - '0';
-    return want && tiles <= local_mem(caps);
+    return (uint64_t)block_n * (uint64_t)p->head_dim * 2;
 }
 
-/* FLASHCL_NV_WGMMA_BN=32|64|128 (experiments): keys per K/V tile, used
- * when one K and one V tile of that size fit; else the table's. 32: half
- * the S and P registers (D = 128 under a 128-register cap) and twice the
- * ring slots, for twice the softmax reductions and barriers per key. */
-static int block_n(const device_caps *caps, const problem *p)
+/* The tuning database's (or the tuner's forced) set, when legal here. */
+static bool tuned_config(const device_caps *caps, const problem *p,
+                         const kernel_plan *plan, nv_wgmma_cfg *cfg,
+                         tuning_choice *c)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_BN");
-    int want = lookup(p)->block_n;
-    if (text && (!strcmp(text, "32") || !strcmp(text, "64") ||
-                 !strcmp(text, "128")))
-        want = atoi(text);
-    const uint64_t tiles = 2 * (uint64_t)want * (uint64_t)p->head_dim * 2;
-    return tiles <= local_mem(caps) ? want : 64;
+    int next = 0;
+    for (;;) {
+        if (!tuning_choose(caps, &nv_wgmma_path, p, (int)p->head_dim,
+                           plan->forced_tiles, &next, c))
+            return false;
+        const tile_params *t = &c->params;
+        const nv_wgmma_cfg want = {
+            tile_params_get(t, "warpgroups", cfg->warpgroups),
+            tile_params_get(t, "block_n", cfg->block_n),
+            tile_params_get(t, "ring", cfg->ring),
+            tile_params_get(t, "lag", cfg->lag),
+            tile_params_get(t, "sahead", cfg->sahead),
+            tile_params_get(t, "overlap", cfg->overlap),
+            tile_params_get(t, "maxnreg", cfg->maxnreg)};
+        char why[160];
+        if (nv_wgmma_legal(&want, (int)p->head_dim, local_mem(caps),
+                           caps->max_work_group, why, sizeof why)) {
+            *cfg = want;
+            return true;
+        }
+        tuning_refused(c, "nv_wgmma", why);
+    }
 }
 
 /* An integer from the environment in lo..hi, else `fallback`. */
@@ -253,79 +252,93 @@ static int env_int(const char *name, int lo, int hi, int fallback)
     return (*end == '\0' && v >= lo && v <= hi) ? (int)v : fallback;
 }
 
-/* FLASHCL_NV_WGMMA_LAG=0|1: the ring's P V stays in flight into the next
- * tile's S (the kernel's ring loop says how). */
-static int ring_lag(const problem *p)
+/* The FLASHCL_NV_WGMMA_* knobs (experiments and sweeps) over the table's
+ * or the tuned set; each falls back to it when unset or out of range.
+ * True when one of them is set.
+ * WG=1|2: warpgroups per work-group.
+ * BN=32|64|128: keys per K/V tile, used when one K and one V tile of that
+ *   size fit; else 64. 32: half the S and P registers (D = 128 under a
+ *   128-register cap) and twice the ring slots, for twice the softmax
+ *   reductions and barriers per key.
+ * SAHEAD=0|1: on the ring, S of the next tile is issued before this
+ *   tile's softmax (FlashAttention-3's intra-warpgroup overlap; the
+ *   kernel's ring loop). It needs LAG 1, which it sets.
+ * LAG=0|1: the ring's P V stays in flight into the next tile's S.
+ * RING=<slots> (2..8, 0 off): K/V tiles in a ring of that many slots, as
+ *   many as fit the local memory; off when fewer than 2 + lag fit.
+ * OVERLAP=0|1: the overlapped schedule, whose three K/V tiles (48 KiB at
+ *   D = 128) must fit the local memory; off with the ring.
+ * MAXNREG=<n> (24..255, 0 none): the patch puts `.maxnreg n` on the
+ *   kernel, so that more work-groups fit an SM's 64 K registers (128 per
+ *   thread: two of 256 threads). ptxas spills past it. */
+static bool apply_env(const device_caps *caps, const problem *p,
+                      nv_wgmma_cfg *c)
 {
-    return env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, lookup(p)->lag);
-}
-
-/* FLASHCL_NV_WGMMA_SAHEAD=0|1: on the ring, S of the next tile is issued
- * before this tile's softmax (FlashAttention-3's intra-warpgroup overlap;
- * the kernel's ring loop). It needs LAG 1, which it sets. */
-static int s_ahead(void)
-{
-    return env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, 0);
-}
-
-/* FLASHCL_NV_WGMMA_RING=<slots> (2..8, 0 off): K/V tiles in a ring of that
- * many tile slots, as many as fit the local memory; off when fewer than
- * 2 + lag fit. */
-static int ring_slots(const device_caps *caps, const problem *p, int block_n,
-                      int lag)
-{
-    int want = env_int("FLASHCL_NV_WGMMA_RING", 0, 8, lookup(p)->ring);
-    const uint64_t tile = (uint64_t)block_n * (uint64_t)p->head_dim * 2;
-    const uint64_t fit = local_mem(caps) / tile;
-    if ((uint64_t)want > fit)
-        want = (int)fit;
-    return want >= 2 + lag ? want : 0;
-}
-
-/* FLASHCL_NV_WGMMA_MAXNREG=<n> (24..255, 0 none): the patch puts
- * `.maxnreg n` on the kernel, so that more work-groups fit an SM's 64 K
- * registers (128 per thread: two of 256 threads). ptxas spills past it. */
-static int maxnreg(const problem *p)
-{
-    const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255,
-                          lookup(p)->maxnreg);
-    return n >= 24 ? n : 0;
+    static const char *const names[] = {
+        "FLASHCL_NV_WGMMA_WG",   "FLASHCL_NV_WGMMA_BN",
+        "FLASHCL_NV_WGMMA_RING", "FLASHCL_NV_WGMMA_LAG",
+        "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
+        "FLASHCL_NV_WGMMA_MAXNREG"};
+    bool any = false;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
+        any |= getenv(names[i]) && *getenv(names[i]);
+    c->warpgroups = env_int("FLASHCL_NV_WGMMA_WG", 1, 2, c->warpgroups);
+    const int bn = env_int("FLASHCL_NV_WGMMA_BN", 32, 128, c->block_n);
+    if (bn == 32 || bn == 64 || bn == 128)
+        c->block_n = bn;
+    if (2 * tile_bytes(p, c->block_n) > local_mem(caps))
+        c->block_n = 64;
+    c->sahead = env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
+    c->lag = c->sahead ? 1 : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
+    int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8, c->ring);
+    const uint64_t fit = local_mem(caps) / tile_bytes(p, c->block_n);
+    if ((uint64_t)ring > fit)
+        ring = (int)fit;
+    c->ring = ring >= 2 + c->lag ? ring : 0;
+    if (!c->ring)
+        c->lag = c->sahead = 0;
+    const int ov = env_int("FLASHCL_NV_WGMMA_OVERLAP", 0, 1, c->overlap);
+    c->overlap = !c->ring && ov &&
+                 3 * tile_bytes(p, c->block_n) <= local_mem(caps);
+    const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
+    c->maxnreg = n >= 24 ? n : 0;
+    return any;
 }
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
-    const char *reason = NULL;
-    const int groups = warpgroups(p, &reason);
-    const int bn = block_n(caps, p);
-    const int ahead = s_ahead();
-    const int lag = ahead ? 1 : ring_lag(p);
-    const int ring = ring_slots(caps, p, bn, lag);
-    const int overlapped = ring ? 0 : overlap(caps, p, bn);
+    const nv_wgmma_tile *tile = lookup(p);
+    nv_wgmma_cfg cfg = table_cfg(tile);
+    tuning_choice chosen;
+    const bool tuned = tuned_config(caps, p, plan, &cfg, &chosen);
+    const bool env = apply_env(caps, p, &cfg);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
     plan->head_dim_padded = (int)p->head_dim;
     plan->head_dim_v_padded = (int)p->head_dim_v;
-    plan->block_m = 64 * groups;
-    plan->block_n = bn;
-    plan->wg_size = 128 * groups;
+    plan->block_m = 64 * cfg.warpgroups;
+    plan->block_n = cfg.block_n;
+    plan->wg_size = 128 * cfg.warpgroups;
     plan->vec = 0;
-    snprintf(plan->reason, sizeof plan->reason, "%s", reason);
+    if (tuned)
+        snprintf(plan->tuning, sizeof plan->tuning, "%s", chosen.origin);
+    snprintf(plan->reason, sizeof plan->reason, "%.225s%s",
+             !tuned          ? tile->reason
+             : chosen.forced ? "forced candidate"
+                             : plan->tuning,
+             env ? " (FLASHCL_NV_WGMMA_* set)" : "");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
+    char schedule[200];
+    nv_wgmma_defines(&cfg, schedule, sizeof schedule);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_WGMMA_OVERLAP=%d "
-             "-DFLASHCL_NV_SM=%u%u%s",
-             overlapped, caps->nv_cc_major, caps->nv_cc_minor,
-             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
-    len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_NV_WGMMA_RING=%d "
-             "-DFLASHCL_NV_WGMMA_LAG=%d -DFLASHCL_NV_WGMMA_SAHEAD=%d "
-             "-DFLASHCL_NV_WGMMA_MAXNREG=%d",
-             (unsigned long long)local_mem(caps), ring, ring ? lag : 0,
-             ring ? ahead : 0, maxnreg(p));
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u%s "
+             "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
+             caps->nv_cc_major, caps->nv_cc_minor,
+             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
+             (unsigned long long)local_mem(caps), schedule);
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
     if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
         len = strlen(plan->options);
@@ -340,11 +353,12 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch */
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
     "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
     "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
     "measured faster than the mma.sync kernel)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
-    NULL, 0}; /* its tiles are not in the tuner's space yet */
+    nv_wgmma_tunables,
+    sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};

@@ -15,6 +15,50 @@
 #ifndef FLASHCL_NV_WGMMA_TILES_H
 #define FLASHCL_NV_WGMMA_TILES_H
 
+#include "paths/tunable.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What `flashcl tune --path nv_wgmma` searches: the table's fields below,
+ * under the names of their FLASHCL_NV_WGMMA_* variables (which still win
+ * over a tuned or forced set, for experiments). Legality (legal_config in
+ * nv_wgmma.c, the kernel's #error rules and the local memory): the ring,
+ * when on, holds 2 + lag .. 8 tiles and excludes the overlapped schedule;
+ * lag needs the ring, S ahead the ring with lag 1; K/V tiles (ring slots,
+ * 3 for the overlapped schedule, else 2) within the local memory. 32-key
+ * tiles: half the S/P registers; maxnreg 128: two work-groups of 256
+ * threads per SM's registers (ptxas spills past it). */
+static const tunable nv_wgmma_tunables[] = {
+    /* In this order the tuner, nearest the table first, tries the ring
+     * (the best schedule of the second GPU run) before the other single
+     * changes, then the ring with lag / S ahead / the register cap. A
+     * 2-slot ring is the plain schedule's double buffer: left out. */
+    {"ring", {0, 3, 4, 6, 8}, 5},
+    {"lag", {0, 1}, 2},
+    {"sahead", {0, 1}, 2},
+    {"maxnreg", {0, 128}, 2},
+    {"block_n", {32, 64, 128}, 3},
+    {"warpgroups", {1, 2}, 2},
+    {"overlap", {0, 1}, 2},
+};
+
+/* One schedule: the table's fields (below), a tuned or forced set of the
+ * tunables above (same names), then the FLASHCL_NV_WGMMA_* knobs. */
+typedef struct nv_wgmma_cfg {
+    int warpgroups, block_n, ring, lag, sahead, overlap, maxnreg;
+} nv_wgmma_cfg;
+
+/* The kernel's #error rules and the device's limits for a set
+ * (nv_wgmma_config.c); false with the reason in `why`. */
+bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
+                    size_t max_work_group, char *why, size_t cap);
+/* Local memory of its K/V tiles: ring slots, 3 overlapped, else 2. */
+uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim);
+/* Its schedule's -D options (the tiles go through plan_base_options). */
+void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
+
 typedef struct nv_wgmma_tile {
     int head_dim; /* 64 or 128 */
     int causal;   /* -1: either */

@@ -9,9 +9,9 @@
 /* What `flashcl tune` searches (one work-item per query row: the
  * work-group is block_m; legality: legal_tiles in portable.c). */
 static const tunable portable_tunables[] = {
-    {"block_m", {16, 32, 64, 128, 256}},
-    {"block_n", {16, 32, 64, 128, 256}},
-    {"vec", {4, 8, 16}},
+    {"block_m", {16, 32, 64, 128, 256}, 5},
+    {"block_n", {16, 32, 64, 128, 256}, 5},
+    {"vec", {4, 8, 16}, 3},
 };
 
 typedef struct portable_tile {

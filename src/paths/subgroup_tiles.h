@@ -10,9 +10,9 @@
  * choice or FLASHCL_SUBGROUP_SIZE; legality: legal_tiles in subgroup.c,
  * the kernel's #error rules and the device's limits). */
 static const tunable subgroup_tunables[] = {
-    {"rows", {1, 2, 4, 8}},
-    {"subgroups", {1, 2, 4, 8, 16}},
-    {"block_n", {16, 32, 64, 128, 256}},
+    {"rows", {1, 2, 4, 8}, 4},
+    {"subgroups", {1, 2, 4, 8, 16}, 5},
+    {"block_n", {16, 32, 64, 128, 256}, 5},
 };
 
 typedef struct subgroup_tile {

@@ -11,7 +11,13 @@
 
 typedef struct tunable {
     const char *name;
-    int values[TUNABLE_MAX_VALUES]; /* ascending, 0-terminated */
+    int values[TUNABLE_MAX_VALUES]; /* ascending */
+    int count; /* how many: 0 is a value too (a schedule off) */
 } tunable;
+
+static inline int tunable_count(const tunable *t)
+{
+    return t->count < TUNABLE_MAX_VALUES ? t->count : TUNABLE_MAX_VALUES;
+}
 
 #endif /* FLASHCL_TUNABLE_H */

@@ -211,13 +211,23 @@ static bool choose_user(const kernel_path *path, const tuning_query *q,
     return found;
 }
 
+bool tuning_databases_off(void)
+{
+    const char *text = getenv("FLASHCL_TUNING");
+    return text && (!strcmp(text, "0") || !strcmp(text, "off"));
+}
+
 bool tuning_choose(const device_caps *caps, const kernel_path *path,
                    const problem *p, int head_dim, const char *forced,
                    int *next, tuning_choice *out)
 {
     tuning_query q;
     fill_query(caps, path, p, head_dim, &q);
-    while (*next < 3) {
+    /* Read here, once per plan, like FLASHCL_TUNING_FILE: the tuner's
+     * forced candidates (source 0) still apply when the databases are
+     * off, so `flashcl tune` measures the same either way. */
+    const int last = tuning_databases_off() ? 1 : 3;
+    while (*next < last) {
         const int source = (*next)++;
         memset(out, 0, sizeof *out);
         int level = TUNING_NONE;

@@ -109,6 +109,11 @@ bool tuning_choose(const struct device_caps *caps,
                    int head_dim, const char *forced, int *next,
                    tuning_choice *out);
 
+/* FLASHCL_TUNING=0|off: the compiled-in database and FLASHCL_TUNING_FILE
+ * are not consulted (the hand tables decide; forced candidates still
+ * apply). Read at each call. */
+bool tuning_databases_off(void);
+
 /* The path's plan refused the set (illegal here): notes why, for the
  * last-error text. */
 void tuning_refused(const tuning_choice *c, const char *path,

@@ -1,0 +1,81 @@
+/* The wgmma kernel's schedule rules on the host (nv_wgmma_tiles.h): pure,
+ * no library state, so that test_wgmma_tunables compiles it into itself
+ * and checks it against the kernel's own #error rules without a GPU. */
+#include "paths/nv_wgmma_tiles.h"
+
+#include <stdio.h>
+
+static bool bad(char *why, size_t cap, const char *text, int value)
+{
+    snprintf(why, cap, text, value);
+    return false;
+}
+
+static bool legal_values(const nv_wgmma_cfg *c, char *why, size_t cap)
+{
+    if (c->warpgroups != 1 && c->warpgroups != 2)
+        return bad(why, cap, "warpgroups %d is not 1 or 2", c->warpgroups);
+    if (c->block_n != 32 && c->block_n != 64 && c->block_n != 128)
+        return bad(why, cap, "block_n %d is not 32, 64 or 128", c->block_n);
+    if (c->lag != 0 && c->lag != 1)
+        return bad(why, cap, "lag %d is not 0 or 1", c->lag);
+    if (c->sahead != 0 && c->sahead != 1)
+        return bad(why, cap, "sahead %d is not 0 or 1", c->sahead);
+    if (c->overlap != 0 && c->overlap != 1)
+        return bad(why, cap, "overlap %d is not 0 or 1", c->overlap);
+    if (c->maxnreg != 0 && (c->maxnreg < 24 || c->maxnreg > 255))
+        return bad(why, cap, "maxnreg %d is not 0 or 24..255", c->maxnreg);
+    return true;
+}
+
+static bool legal_schedule(const nv_wgmma_cfg *c, char *why, size_t cap)
+{
+    if (c->ring != 0 && (c->ring < 2 + c->lag || c->ring > 8))
+        return bad(why, cap, "ring %d is not 0 or 2 + lag .. 8 slots",
+                   c->ring);
+    if (c->ring && c->overlap)
+        return bad(why, cap, "ring %d and the overlapped schedule are "
+                   "exclusive", c->ring);
+    /* the kernel ignores these without the ring: refused so that the
+     * tuner does not time the same schedule under two names */
+    if (c->lag && !c->ring)
+        return bad(why, cap, "lag %d needs the ring", c->lag);
+    if (c->sahead && (!c->ring || !c->lag))
+        return bad(why, cap, "sahead %d needs the ring with lag 1",
+                   c->sahead);
+    return true;
+}
+
+uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim)
+{
+    const int slots = c->ring ? c->ring : c->overlap ? 3 : 2;
+    return (uint64_t)slots * (uint64_t)c->block_n * (uint64_t)head_dim * 2;
+}
+
+bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
+                    size_t max_work_group, char *why, size_t cap)
+{
+    if (!legal_values(c, why, cap) || !legal_schedule(c, why, cap))
+        return false;
+    if (max_work_group && (size_t)c->warpgroups * 128 > max_work_group)
+        return bad(why, cap, "%d warpgroups exceed the work-group limit",
+                   c->warpgroups);
+    const uint64_t need = nv_wgmma_smem_bytes(c, head_dim);
+    if (need > local_mem) {
+        snprintf(why, cap, "K/V tiles of %d keys (%s) need %llu bytes of "
+                 "local memory, the device has %llu", c->block_n,
+                 c->ring ? "ring" : c->overlap ? "overlapped" : "K and V",
+                 (unsigned long long)need, (unsigned long long)local_mem);
+        return false;
+    }
+    return true;
+}
+
+void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, " -DFLASHCL_NV_WGMMA_OVERLAP=%d "
+             "-DFLASHCL_NV_WGMMA_RING=%d -DFLASHCL_NV_WGMMA_LAG=%d "
+             "-DFLASHCL_NV_WGMMA_SAHEAD=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             c->overlap, c->ring, c->ring ? c->lag : 0,
+             c->ring ? c->sahead : 0, c->maxnreg);
+}

@@ -1,0 +1,262 @@
+/*
+ * The wgmma path's tunables (issue 15) without a GPU: their declaration
+ * through flashcl_path_tunable, the host's legality rules
+ * (src/paths/nv_wgmma_config.c, compiled in) on hand-derived cases, and
+ * the rules against the kernel's own: every set of the search space, at
+ * D = 64 and 128 with the 48 KiB NVIDIA's OpenCL reports, is given to the
+ * C preprocessor with the options the path passes
+ * (cl/nvidia/flash_fwd_wgmma.cl's #error rules run there): a set the host
+ * accepts must preprocess cleanly, one the host refuses for a kernel rule
+ * must hit an #error. The compile of the extremes for sm_90a is
+ * scripts/wgmma_isa_check.sh tunables (clang + ptxas, not in CI), which
+ * reads `test_wgmma_tunables --list`.
+ */
+#define _POSIX_C_SOURCE 200809L /* popen */
+#include "test_common.h"
+
+#include "paths/nv_wgmma_tiles.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#define LOCAL_MEM 49152u
+#define NUM_TUNABLES (sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0])
+
+/* A set of the declared tunables (values in declaration order) by name. */
+static nv_wgmma_cfg cfg_of(const int v[NUM_TUNABLES])
+{
+    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0};
+    int *const field[] = {&c.warpgroups, &c.block_n, &c.ring, &c.lag,
+                          &c.sahead, &c.overlap, &c.maxnreg};
+    static const char *const names[] = {"warpgroups", "block_n", "ring",
+                                        "lag", "sahead", "overlap",
+                                        "maxnreg"};
+    for (size_t i = 0; i < NUM_TUNABLES; ++i)
+        for (size_t k = 0; k < LENGTH(names); ++k)
+            if (!strcmp(nv_wgmma_tunables[i].name, names[k]))
+                *field[k] = v[i];
+    return c;
+}
+
+static bool legal(const nv_wgmma_cfg *c, int d, char *why, size_t cap)
+{
+    return nv_wgmma_legal(c, d, LOCAL_MEM, 1024, why, cap);
+}
+
+START_TEST(declared_through_the_api)
+{
+    static const char *const names[] = {"ring", "lag", "sahead", "maxnreg",
+                                        "block_n", "warpgroups", "overlap"};
+    ck_assert_uint_eq(NUM_TUNABLES, LENGTH(names));
+    for (size_t i = 0; i < LENGTH(names); ++i) {
+        flashcl_tunable t;
+        ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", (int)i, &t),
+                         FLASHCL_SUCCESS);
+        ck_assert_str_eq(t.name, names[i]);
+        ck_assert_int_eq(t.count, nv_wgmma_tunables[i].count);
+        for (int k = 0; k < t.count; ++k)
+            ck_assert_int_eq(t.values[k], nv_wgmma_tunables[i].values[k]);
+        for (int k = 1; k < t.count; ++k)
+            ck_assert_int_lt(t.values[k - 1], t.values[k]);
+    }
+    flashcl_tunable t;
+    ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", 0, &t),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(t.values[0], 0); /* ring off is a value, not the end */
+    ck_assert_int_eq(t.count, 5);
+    ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", (int)NUM_TUNABLES, &t),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    /* the paths declared before keep their full value lists */
+    ck_assert_int_eq(flashcl_path_tunable("portable", 2, &t),
+                     FLASHCL_SUCCESS);
+    ck_assert_str_eq(t.name, "vec");
+    ck_assert_int_eq(t.count, 3);
+}
+END_TEST
+
+START_TEST(table_entries_legal)
+{
+    for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
+        const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
+        const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
+                                0, e->overlap, e->maxnreg};
+        char why[160] = "";
+        ck_assert_msg(legal(&c, e->head_dim, why, sizeof why),
+                      "table entry D=%d: %s", e->head_dim, why);
+    }
+}
+END_TEST
+
+/* Hand-derived from the kernel's rules: a K or V tile is block_n * D * 2
+ * bytes; 48 KiB hold 6 tiles of 64 keys at D = 64, 3 at D = 128. */
+static const struct {
+    int d;
+    nv_wgmma_cfg c;
+    const char *refusal; /* NULL: legal */
+} cases[] = {
+    {64, {2, 64, 6, 1, 1, 0, 0}, NULL},
+    {64, {2, 64, 8, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 64, 3, 1, 1, 0, 128}, NULL},
+    {128, {2, 64, 4, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 32, 6, 1, 0, 0, 0}, NULL},
+    {128, {1, 128, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
+    {128, {2, 64, 0, 0, 0, 1, 0}, NULL},            /* 3 x 16 KiB: fits */
+    {64, {2, 128, 0, 0, 0, 1, 0}, NULL},
+    {64, {2, 64, 2, 1, 0, 0, 0}, "2 + lag"},
+    {64, {2, 64, 4, 0, 0, 1, 0}, "exclusive"},
+    {64, {2, 64, 0, 1, 0, 0, 0}, "needs the ring"},
+    {64, {2, 64, 4, 0, 1, 0, 0}, "lag 1"},
+    {64, {3, 64, 0, 0, 0, 0, 0}, "warpgroups"},
+    {64, {2, 48, 0, 0, 0, 0, 0}, "block_n"},
+    {64, {2, 64, 0, 0, 0, 0, 16}, "maxnreg"},
+};
+
+START_TEST(hand_derived_cases)
+{
+    char why[160] = "";
+    const bool ok = legal(&cases[_i].c, cases[_i].d, why, sizeof why);
+    if (!cases[_i].refusal)
+        ck_assert_msg(ok, "case %d refused: %s", _i, why);
+    else
+        ck_assert_msg(!ok && strstr(why, cases[_i].refusal),
+                      "case %d: %s, \"%s\" (want \"%s\")", _i,
+                      ok ? "accepted" : "refused", why, cases[_i].refusal);
+    /* a work-group limit below 2 warpgroups refuses 2 */
+    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0};
+    ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
+}
+END_TEST
+
+/* Calls fn for every set of the search space; returns how many. */
+static int each_set(void (*fn)(const nv_wgmma_cfg *, int d, void *),
+                    void *arg)
+{
+    int n = 0, index[NUM_TUNABLES] = {0};
+    for (;;) {
+        int v[NUM_TUNABLES];
+        for (size_t i = 0; i < NUM_TUNABLES; ++i)
+            v[i] = nv_wgmma_tunables[i].values[index[i]];
+        const nv_wgmma_cfg c = cfg_of(v);
+        fn(&c, 64, arg);
+        fn(&c, 128, arg);
+        n += 2;
+        size_t i = 0;
+        while (i < NUM_TUNABLES && ++index[i] == nv_wgmma_tunables[i].count)
+            index[i++] = 0;
+        if (i == NUM_TUNABLES)
+            return n;
+    }
+}
+
+/* The options the path passes for a set (plan_base_options' tiles, the
+ * schedule's defines, the local memory), as -D flags. */
+static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
+                    char *buf, size_t cap)
+{
+    char schedule[200];
+    nv_wgmma_defines(c, schedule, sizeof schedule);
+    snprintf(buf, cap, "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=%d "
+             "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
+             "-DFLASHCL_WG_SIZE=%d -DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
+             "-DFLASHCL_LOCAL_MEM_BYTES=%u%s", d, d, dtype, causal,
+             128 * c->warpgroups, 64 * c->warpgroups, c->block_n, LOCAL_MEM,
+             schedule);
+}
+
+static int preprocess(const char *opts)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' -I'%s/common' "
+             "%s '%s/nvidia/flash_fwd_wgmma.cl' -o /dev/null 2>/dev/null",
+             FLASHCL_TEST_CC, FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR,
+             opts, FLASHCL_SOURCE_CL_DIR);
+    const int raw = system(cmd);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+typedef struct agree_state {
+    int legal, kernel_refused, duplicates, checked;
+} agree_state;
+
+/* The host's refusals that are no kernel rule: schedules the kernel would
+ * run as another one (lag or S ahead without the ring). */
+static bool duplicate_rule(const char *why)
+{
+    return strstr(why, "needs the ring") != NULL;
+}
+
+static void agree(const nv_wgmma_cfg *c, int d, void *arg)
+{
+    agree_state *s = arg;
+    char why[160] = "", opts[1024];
+    const bool ok = legal(c, d, why, sizeof why);
+    /* maxnreg reaches the kernel only as a range-checked define: one
+     * value of it per schedule is enough for the preprocessor */
+    if (c->maxnreg != (ok ? 128 : 0))
+        return;
+    if (!ok && duplicate_rule(why)) {
+        ++s->duplicates;
+        return;
+    }
+    options(c, d, 1, 1, opts, sizeof opts);
+    const int rc = preprocess(opts);
+    ++s->checked;
+    if (ok) {
+        ++s->legal;
+        ck_assert_msg(rc == 0, "host-legal set refused by the kernel (exit "
+                      "%d): %s", rc, opts);
+    } else {
+        ++s->kernel_refused;
+        ck_assert_msg(rc != 0, "host refused (%s), the kernel accepts: %s",
+                      why, opts);
+    }
+}
+
+START_TEST(host_rules_match_the_kernel)
+{
+    ck_assert_msg(preprocess("-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=64 "
+                             "-DFLASHCL_HEAD_DIM_V=64 -DFLASHCL_DTYPE=1 "
+                             "-DFLASHCL_CAUSAL=0 -DFLASHCL_WG_SIZE=256 "
+                             "-DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64") ==
+                      0, "%s cannot preprocess the kernel", FLASHCL_TEST_CC);
+    /* the preprocessor is a check that can fail */
+    ck_assert_int_ne(preprocess("-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=96"),
+                     0);
+    agree_state s = {0};
+    const int total = each_set(agree, &s);
+    ck_assert_int_gt(s.legal, 20);
+    ck_assert_int_gt(s.kernel_refused, 20);
+    printf("nv_wgmma tunables: %d sets (D 64/128), %d preprocessed (%d "
+           "legal, %d refused by both), %d refused as duplicates\n", total,
+           s.checked, s.legal, s.kernel_refused, s.duplicates);
+}
+END_TEST
+
+/* --list: every legal set, "D<TAB>params<TAB>options", for
+ * scripts/wgmma_isa_check.sh tunables. */
+static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
+{
+    (void)arg;
+    char why[160], opts[1024];
+    if (!legal(c, d, why, sizeof why))
+        return;
+    options(c, d, 1, 0, opts, sizeof opts);
+    printf("%d\twarpgroups=%d,block_n=%d,ring=%d,lag=%d,sahead=%d,"
+           "overlap=%d,maxnreg=%d\t%s\n", d, c->warpgroups, c->block_n,
+           c->ring, c->lag, c->sahead, c->overlap, c->maxnreg, opts);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--list")) {
+        each_set(list_one, NULL);
+        return 0;
+    }
+    const test_entry tests[] = {{declared_through_the_api, 0},
+                                {table_entries_legal, 0},
+                                {hand_derived_cases, (int)LENGTH(cases)},
+                                {host_rules_match_the_kernel, 0}};
+    return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
+                     LENGTH(tests));
+}
