@@ -53,7 +53,7 @@ static const split_tile split_tiles[] = {
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
      * at most 8 rows (the Q slices and outputs live in registers).
      * To be measured on the H200. */
-    {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 1,
+    {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 4,
      "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
      "group and step (not yet measured)"},
 };
