@@ -51,11 +51,17 @@ static const split_tile split_tiles[] = {
      "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
      "the H200 (bench/results/h200-2026-12-01-decode.md)"},
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
-     * at most 8 rows (the Q slices and outputs live in registers).
-     * To be measured on the H200. */
+     * at most 8 rows (the Q slices and outputs live in registers), the
+     * split count for 3 work-groups per SM (168 registers at 4 rows: 3 fit
+     * an SM; rounded down to whole waves). H200 sweep (2026-12-01, bf16
+     * D = 128, bench/results/h200-2026-12-01-decode.md): the best of 11
+     * (wg, unroll, groups) sets on B = 1 and B = 32, within 3 % on B = 8;
+     * prefetch 1.07x at B = 1; unroll 2 0.87x at B = 32. Up to 4 query
+     * tiles per KV head split (speculative decode, Nq x group > 8). */
     {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 4,
      "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
-     "group and step (not yet measured)"},
+     "group and step, measured on the H200 "
+     "(bench/results/h200-2026-12-01-decode.md)"},
 };
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
