@@ -199,8 +199,15 @@ static bool tuned_tiles(const device_caps *caps, const problem *p,
         tuned.block_m = tile_params_get(&c.params, "block_m", plan->block_m);
         tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
         tuned.vec = tile_params_get(&c.params, "vec", plan->vec);
-        /* Entries from before the rows tunable ran one row per item. */
-        const int rows = tile_params_get(&c.params, "rows", 1);
+        /* An entry naming tiles but no rows was measured before the rows
+         * tunable, at one row per item; one naming no tiles ("": the
+         * table won, or the tuner's baseline) keeps the table's rows. */
+        const bool names_tiles =
+            tile_params_get(&c.params, "block_m", 0) ||
+            tile_params_get(&c.params, "block_n", 0) ||
+            tile_params_get(&c.params, "vec", 0);
+        const int rows = tile_params_get(
+            &c.params, "rows", names_tiles ? 1 : plan->block_m / plan->wg_size);
         tuned.wg_size = rows > 0 && tuned.block_m % rows == 0
                             ? tuned.block_m / rows
                             : 0;
