@@ -104,9 +104,10 @@ static void write_reason(const device_caps *caps, const problem *p,
         : p->dtype == FLASHCL_DTYPE_FP32 ? ""
                                          : "16-bit storage converted to fp32 "
                                            "on load, so the fp32 tiles: ";
-    snprintf(plan->reason, sizeof plan->reason, "%s%s%s; here %dx%d, %d-wide",
-             storage, measured_elsewhere(caps, tile), tile->measured,
-             plan->block_m, plan->block_n, plan->vec);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%s%s%s; here %dx%d, %d-wide, %d rows per item", storage,
+             measured_elsewhere(caps, tile), tile->measured, plan->block_m,
+             plan->block_n, plan->vec, plan->block_m / plan->wg_size);
 }
 
 /* FLASHCL_TILES="block_m=64,block_n=32,vec=8[,wg=64]": tiles forced for
@@ -302,15 +303,19 @@ static void portable_plan(const device_caps *caps, const problem *p,
         plan->tuning[0] = '\0';
         corrupt = false;
         snprintf(plan->reason, sizeof plan->reason,
-                 "FLASHCL_TILES: %dx%d, %d-wide (forced, not measured)",
-                 plan->block_m, plan->block_n, plan->vec);
+                 "FLASHCL_TILES: %dx%d, %d-wide, %d rows per item (forced, "
+                 "not measured)",
+                 plan->block_m, plan->block_n, plan->vec,
+                 plan->block_m / plan->wg_size);
     } else if (tuned) {
         const char *cut = strstr(plan->tuning, " (");
         snprintf(plan->reason, sizeof plan->reason,
-                 "tiles of the %.*s entry; here %dx%d, %d-wide",
+                 "tiles of the %.*s entry; here %dx%d, %d-wide, %d rows per "
+                 "item",
                  (int)(cut ? (size_t)(cut - plan->tuning)
                            : strlen(plan->tuning)),
-                 plan->tuning, plan->block_m, plan->block_n, plan->vec);
+                 plan->tuning, plan->block_m, plan->block_n, plan->vec,
+                 plan->block_m / plan->wg_size);
     } else {
         write_reason(caps, p, tile, plan);
     }
