@@ -1,5 +1,5 @@
-/* The portable path: cl/portable/flash_fwd.cl, one work-item per query row,
- * any device, every dtype and variant; in split-KV mode (src/paths/
+/* The portable path: cl/portable/flash_fwd.cl, 1, 2 or 4 query rows per
+ * work-item, any device, every dtype and variant; in split-KV mode (src/paths/
  * split_kv.c) cl/inference/flash_split.cl. It is the last path of the list and
  * never refuses a problem. */
 #include "paths/path.h"
