@@ -59,6 +59,17 @@ START_TEST(legal_override_runs)
     ck_assert_str_eq(flashcl_context_last_error(shared_context()), "");
     run_case(&c); /* with the forced tiles, against the oracle */
 
+    /* several query rows per work-item, each item's rows strided by the
+     * work-group: against the oracle at 2 and 4 rows */
+    for (int rows = 2; rows <= 4; rows *= 2) {
+        snprintf(tiles, sizeof tiles, "block_m=%d,block_n=%d,vec=%d,rows=%d",
+                 m, n, vec, rows);
+        const flashcl_variant_info more = describe(&c, tiles);
+        ck_assert_int_eq(more.block_m, m);
+        ck_assert_int_eq(more.work_group_size, m / rows);
+        run_case(&c);
+    }
+
     /* one key alone: the others stay the table's */
     snprintf(tiles, sizeof tiles, "block_n=%d", n);
     const flashcl_variant_info one = describe(&c, tiles);
@@ -83,7 +94,10 @@ static const struct {
     {"block_n=20,vec=8", 32, "multiple of vec"},
     {"block_n=512", 32, "up to 256"},
     {"block_m=2048", 32, "work-group"},
-    {"block_m=32,wg=64", 32, "one work-item per query row"},
+    {"block_m=32,wg=64", 32, "rows per work-item"},
+    {"block_m=32,wg=24", 32, "rows per work-item"},
+    {"block_m=64,rows=8", 32, "rows per work-item"},
+    {"rows=x", 32, "rows=x"},
     {"block_m=1024,block_n=256,vec=16", 256, "local memory"},
 };
 

@@ -1,6 +1,8 @@
 /* Portable fused attention forward (OpenCL C 1.2, any vendor).
  *
- * One work-item owns one query row. Per work-group: a BLOCK_M x D query tile
+ * One work-item owns BLOCK_M / WG_SIZE query rows (1, 2 or 4; with
+ * several, each K and V vector read from local memory feeds that many
+ * FMAs). Per work-group: a BLOCK_M x D query tile
  * (pre-scaled by scale*log2 e, stored transposed so work-items read
  * consecutive words), then BLOCK_N-key K (transposed) and V tiles streamed
  * through local memory. Scores for a tile are vectors over keys (no
@@ -98,8 +100,11 @@
 #if FLASHCL_BLOCK_M < 1 || FLASHCL_BLOCK_M > 1024
 #error "FLASHCL_BLOCK_M must be in 1..1024"
 #endif
-#if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
-#error "the portable kernel runs one work-item per query row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
+#if FLASHCL_WG_SIZE < 1 || FLASHCL_BLOCK_M % FLASHCL_WG_SIZE != 0
+#error "FLASHCL_WG_SIZE must divide FLASHCL_BLOCK_M (each work-item owns BLOCK_M / WG_SIZE rows)"
+#endif
+#if FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 1 && FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 2 && FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 4
+#error "FLASHCL_BLOCK_M / FLASHCL_WG_SIZE (query rows per work-item) must be 1, 2 or 4"
 #endif
 
 #define D FLASHCL_HEAD_DIM
@@ -107,6 +112,14 @@
 #define D_STAGE (D > DV ? D : DV)
 #define BM FLASHCL_BLOCK_M
 #define BN FLASHCL_BLOCK_N
+#define WG FLASHCL_WG_SIZE
+#define ROWS (BM / WG)
+/* The sums P V goes into: the low parts when compensated. */
+#if FLASHCL_COMPENSATED
+#define PV_SUM acc_lo
+#else
+#define PV_SUM acc
+#endif
 #define VEC FLASHCL_VEC
 #define DV_VECS (DV / VEC)
 #define BN_VECS (BN / VEC)
@@ -172,7 +185,7 @@ inline void load_query_tile(__local real_t *q_t, __global const STORAGE_T *q,
                             ulong head_base, ulong4 stride, int row0,
                             int seqlen_q, int head_dim, real_t scale_log2)
 {
-    for (int idx = get_local_id(0); idx < BM * D; idx += BM) {
+    for (int idx = get_local_id(0); idx < BM * D; idx += WG) {
         int r = idx / D, d = idx % D;
         int row = row0 + r;
         real_t value = 0;
@@ -183,12 +196,34 @@ inline void load_query_tile(__local real_t *q_t, __global const STORAGE_T *q,
     }
 }
 
+/* Full tiles of unpadded rows of contiguous fp32 (fp64) words are copied
+ * a vector at a time: with one word per step, the index arithmetic and
+ * the loads of the element loops took about a quarter of the kernel's
+ * time under PoCL (perf, fp32 D = 64 N = 2048, 256 x 64 tiles). */
+#define VECTOR_TILE_LOADS                                                      \
+    (FLASHCL_DIM_CONTIGUOUS && (FLASHCL_DTYPE == 0 || FLASHCL_DTYPE == 3))
+
 /* k_t[d * BN + j] = k[n0 + j, d]; zero past the keys and past head_dim. */
 inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
                           ulong head_base, ulong4 stride, int n0, int seqlen_k,
                           int head_dim)
 {
-    for (int idx = get_local_id(0); idx < BN * D; idx += BM) {
+#if VECTOR_TILE_LOADS
+    if (head_dim == D && n0 + BN <= seqlen_k) {
+        for (int idx = get_local_id(0); idx < BN * (D / VEC); idx += WG) {
+            const int j = idx / (D / VEC), d0 = idx % (D / VEC) * VEC;
+            real_t lanes[VEC];
+            vstore_vec(vload_vec(0, k + elem_offset(head_base, stride, n0 + j,
+                                                    d0)),
+                       0, lanes);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                k_t[(d0 + e) * BN + j] = lanes[e];
+        }
+        return;
+    }
+#endif
+    for (int idx = get_local_id(0); idx < BN * D; idx += WG) {
         int j = idx / D, d = idx % D;
         int key = n0 + j;
         real_t value = 0;
@@ -203,7 +238,18 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
                             ulong head_base, ulong4 stride, int n0,
                             int seqlen_k, int head_dim_v)
 {
-    for (int idx = get_local_id(0); idx < BN * DV; idx += BM) {
+#if VECTOR_TILE_LOADS
+    if (head_dim_v == DV && n0 + BN <= seqlen_k) {
+        for (int idx = get_local_id(0); idx < BN * DV_VECS; idx += WG) {
+            const int j = idx / DV_VECS, d0 = idx % DV_VECS * VEC;
+            vstore_vec(vload_vec(0, v + elem_offset(head_base, stride, n0 + j,
+                                                    d0)),
+                       idx, v_tile);
+        }
+        return;
+    }
+#endif
+    for (int idx = get_local_id(0); idx < BN * DV; idx += WG) {
         int j = idx / DV, d = idx % DV;
         int key = n0 + j;
         real_t value = 0;
@@ -211,6 +257,62 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
             value = load_elem(v, elem_offset(head_base, stride, key, d));
         v_tile[j * DV + d] = value;
     }
+}
+
+/* Masks, the variants' score pass and the online-softmax step for one row
+ * of a tile: scores become probabilities (0 for a row that has seen no key
+ * yet, whose max stays -inf, so never NaN); returns the factor that
+ * rescales the row's earlier sum and output. */
+inline real_t softmax_tile_row(real_t *scores, real_t *row_max,
+                               real_t *tile_sum, const score_row *extras,
+                               int n0, int row, bool crosses_band, long hi,
+                               long lo, int seqlen_q, int seqlen_k
+                                   FLASHCL_VARIANT_ARGS(FLASHCL_KPARAM))
+{
+#if FLASHCL_NEEDS_SCORE_PASS
+    if (row < seqlen_q) {
+#pragma unroll 4
+        for (int j = 0; j < BN; ++j) {
+            const int key = min(n0 + j, seqlen_k - 1);
+            scores[j] = score_apply(extras, key, scores[j]
+                                        FLASHCL_VARIANT_NAMES);
+        }
+    }
+#else
+    (void)extras;
+    (void)row;
+    (void)seqlen_q;
+    (void)seqlen_k;
+#endif
+    if (crosses_band) {
+#pragma unroll
+        for (int j = 0; j < BN; ++j)
+            if (n0 + j > hi || n0 + j < lo)
+                scores[j] = -INFINITY;
+    }
+    vec_t tile_max_vec = vload_vec(0, scores);
+#pragma unroll
+    for (int jb = 1; jb < BN_VECS; ++jb)
+        tile_max_vec = fmax(tile_max_vec, vload_vec(jb, scores));
+    const real_t new_max = fmax(*row_max, vec_max_lanes(tile_max_vec));
+    if (new_max == -INFINITY) {
+#pragma unroll
+        for (int jb = 0; jb < BN_VECS; ++jb)
+            vstore_vec((vec_t)(0), jb, scores);
+        *tile_sum = 0;
+        return 1;
+    }
+    const real_t correction = exp2(*row_max - new_max);
+    *row_max = new_max;
+    vec_t prob_sum = (vec_t)(0);
+#pragma unroll
+    for (int jb = 0; jb < BN_VECS; ++jb) {
+        vec_t prob = exp2(vload_vec(jb, scores) - (vec_t)(new_max));
+        prob_sum += prob;
+        vstore_vec(prob, jb, scores);
+    }
+    *tile_sum = vec_sum_lanes(prob_sum);
+    return correction;
 }
 
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
@@ -236,7 +338,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
     const int row0 = block * BM;
-    const int row = row0 + lid;
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
     const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
@@ -244,30 +345,42 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
     const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
 
-    const score_row extras = score_row_init(
-        batch, head, row, diag, REAL_LOG2E FLASHCL_VARIANT_NAMES);
+    /* This work-item's rows: row0 + i * WG + lid, so that the work-items
+     * of a group read consecutive words of the transposed query tile. */
+    score_row extras[ROWS];
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i)
+        extras[i] = score_row_init(batch, head, row0 + i * WG + lid, diag,
+                                   REAL_LOG2E FLASHCL_VARIANT_NAMES);
 
     load_query_tile(q_t, q, q_head, q_stride, row0, seqlen_q, head_dim,
                     scale_log2);
 
     /* Output accumulator and row sum; with FLASHCL_COMPENSATED each is the
      * pair acc + acc_lo, row_sum + sum_lo (see the top of this file). */
-    vec_t acc[DV_VECS];
-    for (int c = 0; c < DV_VECS; ++c)
-        acc[c] = (vec_t)(0);
+    vec_t acc[ROWS][DV_VECS];
+    real_t row_max[ROWS], row_sum[ROWS];
 #if FLASHCL_COMPENSATED
-    vec_t acc_lo[DV_VECS];
-    for (int c = 0; c < DV_VECS; ++c)
-        acc_lo[c] = (vec_t)(0);
-    real_t sum_lo = 0;
+    vec_t acc_lo[ROWS][DV_VECS];
+    real_t sum_lo[ROWS];
 #endif
-    real_t row_max = -INFINITY;
-    real_t row_sum = 0;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        for (int c = 0; c < DV_VECS; ++c)
+            acc[i][c] = (vec_t)(0);
+#if FLASHCL_COMPENSATED
+        for (int c = 0; c < DV_VECS; ++c)
+            acc_lo[i][c] = (vec_t)(0);
+        sum_lo[i] = 0;
+#endif
+        row_max[i] = -INFINITY;
+        row_sum[i] = 0;
 #if FLASHCL_SINKS
-    /* The sink is one more logit in the row with no value vector. */
-    row_max = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
-    row_sum = row_max == -INFINITY ? 0 : 1;
+        /* The sink is one more logit in the row with no value vector. */
+        row_max[i] = sink_logit(head, REAL_LOG2E FLASHCL_VARIANT_NAMES);
+        row_sum[i] = row_max[i] == -INFINITY ? 0 : 1;
 #endif
+    }
 
     /* Only tiles that intersect the rows' visible band. */
     /* The bound involves the group's rows even without a band: PoCL 3.1
@@ -288,129 +401,149 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        vec_t score[BN_VECS];
-        for (int jb = 0; jb < BN_VECS; ++jb)
-            score[jb] = (vec_t)(0);
-        for (int d = 0; d < D; ++d) {
-            real_t q_value = q_t[d * BM + lid];
+        /* Each K vector read feeds the FMAs of all ROWS rows. */
+        vec_t score[ROWS][BN_VECS];
 #pragma unroll
+        for (int i = 0; i < ROWS; ++i)
             for (int jb = 0; jb < BN_VECS; ++jb)
-                score[jb] = fma((vec_t)(q_value),
-                                vload_vec(jb, k_t + d * BN), score[jb]);
+                score[i][jb] = (vec_t)(0);
+        for (int d = 0; d < D; ++d) {
+            real_t q_value[ROWS];
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i)
+                q_value[i] = q_t[d * BM + i * WG + lid];
+#pragma unroll
+            for (int jb = 0; jb < BN_VECS; ++jb) {
+                const vec_t key = vload_vec(jb, k_t + d * BN);
+#pragma unroll
+                for (int i = 0; i < ROWS; ++i)
+                    score[i][jb] = fma((vec_t)(q_value[i]), key, score[i][jb]);
+            }
         }
 
-        real_t scores[BN];
+        real_t scores[ROWS][BN];
 #pragma unroll
-        for (int jb = 0; jb < BN_VECS; ++jb)
-            vstore_vec(score[jb], jb, scores);
+        for (int i = 0; i < ROWS; ++i)
+            for (int jb = 0; jb < BN_VECS; ++jb)
+                vstore_vec(score[i][jb], jb, scores[i]);
 
         /* Band edges inside this tile: keys outside [lo, hi] are masked. */
         bool crosses_band = n0 + BN > seqlen_k;
-        long hi = seqlen_k - 1, lo = 0;
 #if FLASHCL_CAUSAL
         crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
-        hi = min(hi, extras.diag_row + window_right);
 #endif
 #if FLASHCL_WINDOW_LEFT
         crosses_band |= (long)n0 < (long)row_last + diag - window_left;
-        lo = extras.diag_row - window_left;
 #endif
-#if FLASHCL_NEEDS_SCORE_PASS
-        if (row < seqlen_q) {
-#pragma unroll 4
-            for (int j = 0; j < BN; ++j) {
-                const int key = min(n0 + j, seqlen_k - 1);
-                scores[j] = score_apply(&extras, key, scores[j]
-                                            FLASHCL_VARIANT_NAMES);
-            }
-        }
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i) {
+            long hi = seqlen_k - 1, lo = 0;
+#if FLASHCL_CAUSAL
+            hi = min(hi, extras[i].diag_row + window_right);
 #endif
-        if (crosses_band) {
-#pragma unroll
-            for (int j = 0; j < BN; ++j)
-                if (n0 + j > hi || n0 + j < lo)
-                    scores[j] = -INFINITY;
-        }
-
-        vec_t tile_max_vec = vload_vec(0, scores);
-#pragma unroll
-        for (int jb = 1; jb < BN_VECS; ++jb)
-            tile_max_vec = fmax(tile_max_vec, vload_vec(jb, scores));
-        const real_t new_max = fmax(row_max, vec_max_lanes(tile_max_vec));
-
-        /* A row that has seen no key yet keeps max -inf: skip, never NaN. */
-        if (new_max != -INFINITY) {
-            const real_t correction = exp2(row_max - new_max);
-            row_max = new_max;
-            vec_t prob_sum = (vec_t)(0);
-#pragma unroll
-            for (int jb = 0; jb < BN_VECS; ++jb) {
-                vec_t prob = exp2(vload_vec(jb, scores) - (vec_t)(new_max));
-                prob_sum += prob;
-                vstore_vec(prob, jb, scores);
-            }
+#if FLASHCL_WINDOW_LEFT
+            lo = extras[i].diag_row - window_left;
+#endif
+            real_t tile_sum;
+            const real_t correction = softmax_tile_row(
+                scores[i], &row_max[i], &tile_sum, &extras[i], n0,
+                row0 + i * WG + lid, crosses_band, hi, lo, seqlen_q,
+                seqlen_k FLASHCL_VARIANT_NAMES);
 #if FLASHCL_COMPENSATED
             /* The tile goes into the low parts (rescaled like the high
              * parts), then each pair is renormalised once per tile. */
-            row_sum *= correction;
-            sum_lo = sum_lo * correction + vec_sum_lanes(prob_sum);
-            TWO_SUM(real_t, row_sum, sum_lo);
-            for (int c = 0; c < DV_VECS; ++c)
-                acc_lo[c] *= correction;
-#pragma unroll 4
-            for (int j = 0; j < BN; ++j) {
-                const vec_t prob = (vec_t)(scores[j]);
-                __local const real_t *v_row = v_tile + j * DV;
-                for (int c = 0; c < DV_VECS; ++c)
-                    acc_lo[c] = fma(prob, vload_vec(c, v_row), acc_lo[c]);
-            }
-            /* The high parts are read and written once per tile. */
+            row_sum[i] *= correction;
+            sum_lo[i] = sum_lo[i] * correction + tile_sum;
+            TWO_SUM(real_t, row_sum[i], sum_lo[i]);
             for (int c = 0; c < DV_VECS; ++c) {
-                vec_t hi = acc[c] * correction;
-                TWO_SUM(vec_t, hi, acc_lo[c]);
-                acc[c] = hi;
+                acc[i][c] *= correction;
+                acc_lo[i][c] *= correction;
             }
 #else
-            row_sum = row_sum * correction + vec_sum_lanes(prob_sum);
+            row_sum[i] = row_sum[i] * correction + tile_sum;
             for (int c = 0; c < DV_VECS; ++c)
-                acc[c] *= correction;
-#pragma unroll 4
-            for (int j = 0; j < BN; ++j) {
-                const vec_t prob = (vec_t)(scores[j]);
-                __local const real_t *v_row = v_tile + j * DV;
-                for (int c = 0; c < DV_VECS; ++c)
-                    acc[c] = fma(prob, vload_vec(c, v_row), acc[c]);
-            }
+                acc[i][c] *= correction;
 #endif
         }
+
+        /* Each V vector read feeds the FMAs of all ROWS rows. The sums
+         * are copied to a fully unrolled local array: PoCL keeps private
+         * arrays that live across barriers in memory, and indexed by a
+         * loop counter acc stayed there, a load and a store per FMA. */
+        vec_t part[ROWS][DV_VECS];
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+            for (int c = 0; c < DV_VECS; ++c)
+                part[i][c] = PV_SUM[i][c];
+#pragma unroll 4
+        for (int j = 0; j < BN; ++j) {
+            __local const real_t *v_row = v_tile + j * DV;
+            vec_t prob[ROWS];
+#pragma unroll
+            for (int i = 0; i < ROWS; ++i)
+                prob[i] = (vec_t)(scores[i][j]);
+#pragma unroll
+            for (int c = 0; c < DV_VECS; ++c) {
+                const vec_t value = vload_vec(c, v_row);
+#pragma unroll
+                for (int i = 0; i < ROWS; ++i)
+                    part[i][c] = fma(prob[i], value, part[i][c]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+#pragma unroll
+            for (int c = 0; c < DV_VECS; ++c)
+                PV_SUM[i][c] = part[i][c];
+#if FLASHCL_COMPENSATED
+        /* The high parts are read and written once per tile. */
+#pragma unroll
+        for (int i = 0; i < ROWS; ++i)
+            for (int c = 0; c < DV_VECS; ++c) {
+                vec_t hi = acc[i][c];
+                TWO_SUM(vec_t, hi, acc_lo[i][c]);
+                acc[i][c] = hi;
+            }
+#endif
     }
 
-#if FLASHCL_COMPENSATED
-    row_sum += sum_lo;
-    for (int c = 0; c < DV_VECS; ++c)
-        acc[c] += acc_lo[c];
-#endif
     /* Stage O through local memory so the global writes are coalesced. */
-#if FLASHCL_DEBUG_CORRUPT
-    const real_t inv_sum = (row_sum > 0 ? 1 / row_sum : 0) * (real_t)1.0625f;
-#else
-    const real_t inv_sum = row_sum > 0 ? 1 / row_sum : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+#if FLASHCL_COMPENSATED
+        row_sum[i] += sum_lo[i];
+        for (int c = 0; c < DV_VECS; ++c)
+            acc[i][c] += acc_lo[i][c];
 #endif
+#if FLASHCL_DEBUG_CORRUPT
+        const real_t inv_sum =
+            (row_sum[i] > 0 ? 1 / row_sum[i] : 0) * (real_t)1.0625f;
+#else
+        const real_t inv_sum = row_sum[i] > 0 ? 1 / row_sum[i] : 0;
+#endif
+        for (int c = 0; c < DV_VECS; ++c)
+            vstore_vec(acc[i][c] * inv_sum, c, q_t + (i * WG + lid) * DV);
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int c = 0; c < DV_VECS; ++c)
-        vstore_vec(acc[c] * inv_sum, c, q_t + lid * DV);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int idx = lid; idx < BM * DV; idx += BM) {
+    for (int idx = lid; idx < BM * DV; idx += WG) {
         int r = idx / DV, d = idx % DV;
         int out_row = row0 + r;
         if (out_row < seqlen_q && d < head_dim_v)
             store_elem(o, elem_offset(o_head, o_stride, out_row, d),
                        q_t[r * DV + d]);
     }
-    if (write_lse && row < seqlen_q) {
-        const ulong at = lse_base + batch * lse_stride.s0 +
-                         head * lse_stride.s1 + (ulong)row * lse_stride.s2;
-        lse[at] = row_sum > 0 ? (float)((row_max + log2(row_sum)) * REAL_LN2)
-                              : -INFINITY;
+#pragma unroll
+    for (int i = 0; i < ROWS; ++i) {
+        const int row = row0 + i * WG + lid;
+        if (write_lse && row < seqlen_q) {
+            const ulong at = lse_base + batch * lse_stride.s0 +
+                             head * lse_stride.s1 +
+                             (ulong)row * lse_stride.s2;
+            lse[at] = row_sum[i] > 0
+                          ? (float)((row_max[i] + log2(row_sum[i])) * REAL_LN2)
+                          : -INFINITY;
+        }
     }
 }

@@ -1,5 +1,5 @@
-/* The portable path: cl/portable/flash_fwd.cl, one work-item per query row,
- * any device, every dtype and variant; in split-KV mode (src/paths/
+/* The portable path: cl/portable/flash_fwd.cl, 1, 2 or 4 query rows per
+ * work-item, any device, every dtype and variant; in split-KV mode (src/paths/
  * split_kv.c) cl/inference/flash_split.cl. It is the last path of the list and
  * never refuses a problem. */
 #include "paths/path.h"
@@ -104,9 +104,10 @@ static void write_reason(const device_caps *caps, const problem *p,
         : p->dtype == FLASHCL_DTYPE_FP32 ? ""
                                          : "16-bit storage converted to fp32 "
                                            "on load, so the fp32 tiles: ";
-    snprintf(plan->reason, sizeof plan->reason, "%s%s%s; here %dx%d, %d-wide",
-             storage, measured_elsewhere(caps, tile), tile->measured,
-             plan->block_m, plan->block_n, plan->vec);
+    snprintf(plan->reason, sizeof plan->reason,
+             "%s%s%s; here %dx%d, %d-wide, %d rows per item", storage,
+             measured_elsewhere(caps, tile), tile->measured, plan->block_m,
+             plan->block_n, plan->vec, plan->block_m / plan->wg_size);
 }
 
 /* FLASHCL_TILES="block_m=64,block_n=32,vec=8[,wg=64]": tiles forced for
@@ -114,7 +115,7 @@ static void write_reason(const device_caps *caps, const problem *p,
  * only when every key is known and the result is legal here; else the
  * table's tiles stay and the call's last-error text says why. */
 typedef struct tile_override {
-    int block_m, block_n, vec, wg; /* 0: not given */
+    int block_m, block_n, vec, wg, rows; /* 0: not given */
 } tile_override;
 
 static bool parse_tiles(const char *text, tile_override *t, char *why,
@@ -137,10 +138,12 @@ static bool parse_tiles(const char *text, tile_override *t, char *why,
             slot = &t->vec;
         else if (key == 2 && !strncmp(at, "wg", 2))
             slot = &t->wg;
+        else if (key == 4 && !strncmp(at, "rows", 4))
+            slot = &t->rows;
         if (!slot || stop != at + len || stop == eq + 1 || value < 1 ||
             value > 4096) {
-            snprintf(why, cap, "\"%.*s\" is not block_m, block_n, vec or "
-                     "wg = a positive integer", (int)len, at);
+            snprintf(why, cap, "\"%.*s\" is not block_m, block_n, vec, wg "
+                     "or rows = a positive integer", (int)len, at);
             return false;
         }
         *slot = (int)value;
@@ -167,9 +170,11 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
         snprintf(why, cap, "block_m %d is above the device's work-group "
                  "limit %zu", m, caps->max_work_group ? caps->max_work_group
                                                       : (size_t)1024);
-    else if (plan->wg_size != m)
-        snprintf(why, cap, "wg %d is not block_m %d (one work-item per "
-                 "query row)", plan->wg_size, m);
+    else if (plan->wg_size < 1 || m % plan->wg_size ||
+             (m / plan->wg_size != 1 && m / plan->wg_size != 2 &&
+              m / plan->wg_size != 4))
+        snprintf(why, cap, "wg %d is not block_m %d divided by 1, 2 or 4 "
+                 "(query rows per work-item)", plan->wg_size, m);
     else if (local_bytes(plan, p->dtype) > limit)
         snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
                  "device has %zu", local_bytes(plan, p->dtype), limit);
@@ -195,7 +200,18 @@ static bool tuned_tiles(const device_caps *caps, const problem *p,
         tuned.block_m = tile_params_get(&c.params, "block_m", plan->block_m);
         tuned.block_n = tile_params_get(&c.params, "block_n", plan->block_n);
         tuned.vec = tile_params_get(&c.params, "vec", plan->vec);
-        tuned.wg_size = tuned.block_m;
+        /* An entry naming tiles but no rows was measured before the rows
+         * tunable, at one row per item; one naming no tiles ("": the
+         * table won, or the tuner's baseline) keeps the table's rows. */
+        const bool names_tiles =
+            tile_params_get(&c.params, "block_m", 0) ||
+            tile_params_get(&c.params, "block_n", 0) ||
+            tile_params_get(&c.params, "vec", 0);
+        const int rows = tile_params_get(
+            &c.params, "rows", names_tiles ? 1 : plan->block_m / plan->wg_size);
+        tuned.wg_size = rows > 0 && tuned.block_m % rows == 0
+                            ? tuned.block_m / rows
+                            : 0;
         char why[160];
         if (legal_tiles(caps, p, &tuned, why, sizeof why))
             break;
@@ -224,7 +240,10 @@ static bool override_tiles(const device_caps *caps, const problem *p,
         forced.block_m = t.block_m ? t.block_m : plan->block_m;
         forced.block_n = t.block_n ? t.block_n : plan->block_n;
         forced.vec = t.vec ? t.vec : plan->vec;
-        forced.wg_size = t.wg ? t.wg : forced.block_m;
+        const int rows = t.rows ? t.rows : plan->block_m / plan->wg_size;
+        forced.wg_size = t.wg                         ? t.wg
+                         : forced.block_m % rows == 0 ? forced.block_m / rows
+                                                      : 0;
         if (legal_tiles(caps, p, &forced, why, sizeof why)) {
             plan->block_m = forced.block_m;
             plan->block_n = forced.block_n;
@@ -276,22 +295,27 @@ static void portable_plan(const device_caps *caps, const problem *p,
         while (plan->block_m > 16 && plan->block_m / 2 >= p->seqlen_q)
             plan->block_m /= 2;
     fit_local_memory(caps, p, plan);
-    plan->wg_size = plan->block_m;
+    plan->wg_size = plan->block_m / tile->rows;
+    plan->block_m = plan->wg_size * tile->rows;
     bool corrupt = false;
     const bool tuned = tuned_tiles(caps, p, plan, &corrupt);
     if (override_tiles(caps, p, plan)) {
         plan->tuning[0] = '\0';
         corrupt = false;
         snprintf(plan->reason, sizeof plan->reason,
-                 "FLASHCL_TILES: %dx%d, %d-wide (forced, not measured)",
-                 plan->block_m, plan->block_n, plan->vec);
+                 "FLASHCL_TILES: %dx%d, %d-wide, %d rows per item (forced, "
+                 "not measured)",
+                 plan->block_m, plan->block_n, plan->vec,
+                 plan->block_m / plan->wg_size);
     } else if (tuned) {
         const char *cut = strstr(plan->tuning, " (");
         snprintf(plan->reason, sizeof plan->reason,
-                 "tiles of the %.*s entry; here %dx%d, %d-wide",
+                 "tiles of the %.*s entry; here %dx%d, %d-wide, %d rows per "
+                 "item",
                  (int)(cut ? (size_t)(cut - plan->tuning)
                            : strlen(plan->tuning)),
-                 plan->tuning, plan->block_m, plan->block_n, plan->vec);
+                 plan->tuning, plan->block_m, plan->block_n, plan->vec,
+                 plan->block_m / plan->wg_size);
     } else {
         write_reason(caps, p, tile, plan);
     }

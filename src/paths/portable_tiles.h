@@ -6,12 +6,13 @@
 
 #include "paths/tunable.h"
 
-/* What `flashcl tune` searches (one work-item per query row: the
- * work-group is block_m; legality: legal_tiles in portable.c). */
+/* What `flashcl tune` searches (rows: query rows per work-item, so the
+ * work-group is block_m / rows; legality: legal_tiles in portable.c). */
 static const tunable portable_tunables[] = {
-    {"block_m", {16, 32, 64, 128, 256}, 5},
+    {"block_m", {16, 32, 64, 128, 256, 512}, 6},
     {"block_n", {16, 32, 64, 128, 256}, 5},
     {"vec", {4, 8, 16}, 3},
+    {"rows", {1, 2, 4}, 3},
 };
 
 typedef struct portable_tile {
@@ -19,6 +20,7 @@ typedef struct portable_tile {
     int max_head_dim; /* applies to padded D up to this */
     int block_m, block_n;
     int vec;          /* 0: the device's preferred float vector width */
+    int rows;         /* query rows per work-item: 1, 2 or 4 */
     const char *measured;
 } portable_tile;
 
@@ -28,13 +30,13 @@ typedef struct portable_tile {
  * 128x128 48/63, 256x128 47/65. PoCL runs padding rows in full, so short
  * queries get smaller row blocks (portable.c). */
 static const portable_tile portable_tiles[] = {
-    {true, 64, 128, 64, 0,
-     "128x64 tiles: 53 GFLOP/s fp32 D=64 N=2048 on PoCL 3.1, 2-core "
-     "AVX-512 EPYC (32x64: 33)"},
-    {true, 256, 128, 128, 0,
+    {true, 64, 512, 64, 0, 2,
+     "512x64 tiles, 2 rows per item: 54 GFLOP/s fp32 D=64 N=2048 H=8 on "
+     "one core (PoCL 3.1, AVX-512 EPYC; 1 row per item: 24)"},
+    {true, 256, 128, 128, 0, 1,
      "128x128 tiles: 63 GFLOP/s fp32 D=128 N=2048 on PoCL 3.1, 2-core "
      "AVX-512 EPYC (128x64: 52)"},
-    {false, 256, 64, 32, 4,
+    {false, 256, 64, 32, 4, 1,
      "64x32 tiles, float4: a guess checked only on an NVIDIA H200 (17.7 "
      "TFLOP/s fp32 D=64 N=4096 there, against 33.5 for CLBlast SGEMM)"},
 };
