@@ -56,6 +56,9 @@ static const char environment_help[] =
     "                         the AMD kernel with subgroup shuffles (testing)\n"
     "  FLASHCL_REFERENCE_SCRATCH_LIMIT  bytes (or 256M, 1G) of O(N^2) scratch\n"
     "                         the reference backend may use\n"
+    ;
+/* Split in two: C99 compilers need support only 4095-byte literals. */
+static const char environment_help_inference[] =
     "  FLASHCL_SPLIT_SCRATCH_LIMIT  bytes (or 256M, 1G) of split-KV scratch\n"
     "                         (partial O and LSE) a context may keep\n"
     "  FLASHCL_SPLIT_KERNEL   row|wide|lanes: the split-KV attention kernel\n"
@@ -110,8 +113,8 @@ static void usage(FILE *out)
             "--help)\n"
             "exit status: 0 ok, 1 a check failed, 2 usage error, 3 no "
             "device, a device\n"
-            "spec that matches nothing, or a flashcl/OpenCL error\n%s",
-            environment_help);
+            "spec that matches nothing, or a flashcl/OpenCL error\n%s%s",
+            environment_help, environment_help_inference);
 }
 
 int main(int argc, char **argv)
