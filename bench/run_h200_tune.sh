@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 15's last GPU run, in one command of ~6.5 minutes, from the
+# Issue 15's last GPU run, in one command of ~6.5 minutes (estimated: no
+# part has run on the GPU yet; each prints its seconds), from the
 # repository root on the H200 (no network; carry .gpu-rt and a prebuilt
 # build folder, default build-gpu: cmake -S . -B build-gpu
 # -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF && cmake --build
@@ -11,10 +12,12 @@
 #        lacks, each its own JSON under $OUT/tuning/ (copy them into
 #        tuning/, then python3 scripts/tuning_db.py: it reads every
 #        tuning/*.json, several per device):
-#          <device>-portable.json  portable, fp32 and fp16, D 64/128,
-#                                  causal both, long  (TUNE_PORTABLE_S=40)
+#          <device>-portable.json  portable, fp32 and fp16
+#                                  (PORTABLE_DTYPES), D 64/128, causal
+#                                  both, long          (TUNE_PORTABLE_S=40)
 #          <device>-nv_wgmma.json  nv_wgmma, fp16/bf16, D 64/128, causal
-#                                  both, long          (TUNE_WGMMA_S=110)
+#                                  both, long, the ring first
+#                                  (TUNE_WGMMA_S=130: ~3.5 s a candidate)
 #          <device>-split_kv.json  the decode class on split_kv, only when
 #                                  the build's tuner knows a path of that
 #                                  name (else skipped)  (TUNE_DECODE_S=25)
@@ -32,6 +35,9 @@
 #        variants and one on FLASHCL_PATH=nv_wgmma (its warm run loads the
 #        patched PTX from the cache) -> $OUT/first_call.md (FIRST_REPS=2)
 #
+# If one nv_wgmma candidate's patched build fails, the path falls back for
+# the rest of the process (nv_wgmma.c) and the tuner ends its search for
+# that shape without recording the rest: rerun `tune` to resume.
 # DEVICE (default nvidia) is the --device of every part: DEVICE=pocl runs
 # the whole script on the CPU machine as a dry run (the tuner takes its
 # CPU shapes there; TVT_ARGS="--seqlen 256 --head-dim 64" shortens (b)).
@@ -46,7 +52,8 @@ what=${1:-all}
 B=${B:-build-gpu}
 DEVICE=${DEVICE:-nvidia}
 TUNE_PORTABLE_S=${TUNE_PORTABLE_S:-40}
-TUNE_WGMMA_S=${TUNE_WGMMA_S:-110}
+TUNE_WGMMA_S=${TUNE_WGMMA_S:-130}
+PORTABLE_DTYPES=${PORTABLE_DTYPES:-fp32,fp16}  # fp16: what nv_mma leaves it
 TUNE_DECODE_S=${TUNE_DECODE_S:-25}
 TVT_S=${TVT_S:-90}
 TVT_ROUNDS=${TVT_ROUNDS:-4}
@@ -106,7 +113,7 @@ PY
 
 tune() {
   echo "== (a) flashcl tune"
-  tune_one portable "$TUNE_PORTABLE_S" --path portable --dtype fp32,fp16 \
+  tune_one portable "$TUNE_PORTABLE_S" --path portable --dtype "$PORTABLE_DTYPES" \
     --head-dim 64,128 --causal both --seq long
   tune_one nv_wgmma "$TUNE_WGMMA_S" --path nv_wgmma --dtype fp16,bf16 \
     --head-dim 64,128 --causal both --seq long

@@ -632,8 +632,10 @@ static bool measure(tune_state *t, shape_run *r, const char *forced,
         flashcl_describe_variant(ctx, &timed, &info) != FLASHCL_SUCCESS)
         return fail(c, "error", "describe", ctx);
     c->head_dim_padded = info.head_dim_padded;
+    /* path_runs saw the path run this shape: it stopped (nv_wgmma after a
+     * failed patched build falls back for the rest of the process) */
     if (strcmp(info.path, c->path) != 0)
-        return fail(c, "illegal", "the path does not run it", NULL);
+        return fail(c, "gone", "the path stopped running here", NULL);
     if (strncmp(info.tuning, "forced candidate", 16) != 0)
         return fail(c, "illegal", "refused by the path", ctx);
     if (flashcl_prepare(ctx, &timed, &c->compile_ms) != FLASHCL_SUCCESS)
@@ -805,7 +807,7 @@ static void shape_release(shape_run *r)
 }
 
 /* Measures (or finds from an earlier run) one candidate; false when the
- * result table is full. */
+ * result table is full or the path stopped running the shape. */
 static bool run_candidate(tune_state *t, shape_run *r, const char *path,
                           const char *params, bool table, const char *forced,
                           const candidate **result)
@@ -818,6 +820,12 @@ static bool run_candidate(tune_state *t, shape_run *r, const char *path,
         return false;
     utc_now(key.date, sizeof key.date);
     measure(t, r, forced, &key);
+    if (!strcmp(key.status, "gone")) { /* not kept: a rerun tries again */
+        fprintf(stderr, "flashcl tune: %s stopped running %s here; its "
+                "search for this shape ends (rerun to resume)\n", path,
+                key.shape);
+        return false;
+    }
     t->cands[t->count] = key;
     *result = &t->cands[t->count++];
     /* an illegal one costs nothing to find again: the file is rewritten

@@ -7,9 +7,11 @@
  * FLASHCL_NV_WGMMA_OVERLAP=0|1 and 128-key tiles at D = 64 with
  * FLASHCL_NV_WGMMA_BN=128 (or 32), the ring of K/V slots with
  * FLASHCL_NV_WGMMA_RING=<slots>, FLASHCL_NV_WGMMA_LAG=0|1 and
- * FLASHCL_NV_WGMMA_SAHEAD=0|1 (env only), and a register
- * cap (more work-groups per SM) with FLASHCL_NV_WGMMA_MAXNREG=<n>
- * (bench/run_h200_wgmma.sh quick), and write the measured reason here.
+ * FLASHCL_NV_WGMMA_SAHEAD=0|1, and a register cap (more work-groups
+ * per SM) with FLASHCL_NV_WGMMA_MAXNREG=<n> (bench/run_h200_wgmma.sh
+ * quick), or search them all with `flashcl tune --path nv_wgmma`
+ * (nv_wgmma_tunables below; its winners go to the tuning database, which
+ * the path consults when forced), and write the measured reason here.
  * First GPU run (H200, 2026-12-01, docs/nvidia-path.md): 2 warpgroups
  * plain 277/190 TFLOP/s at D = 64/128 non-causal, nv_mma 309/337. */
 #ifndef FLASHCL_NV_WGMMA_TILES_H
