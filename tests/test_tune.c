@@ -377,6 +377,64 @@ START_TEST(force_tiles_api)
 }
 END_TEST
 
+/* The split_kv path (issues 11 and 15): its tunables; on each of its
+ * kernels (FLASHCL_SPLIT_KERNEL: the row kernel is the CPUs' own) a legal
+ * set plans as given and matches the float64 oracle, and sets the kernel
+ * refuses (a tunable it does not use moved, an illegal value) are refused
+ * before compiling, with the reason, and the table runs. */
+static const struct {
+    const char *kernel, *params, *refused; /* refused NULL: legal */
+} split_sets[] = {
+    {"row", "groups=64,block_n=32,wg=0,unroll=0,prefetch=0", NULL},
+    {"row", "wg=128", "wg 128: not used by the row kernel"},
+    {"row", "block_n=0", "needs 16 keys or more"},
+    {"lanes", "groups=64,block_n=0,wg=64,unroll=4,prefetch=0", NULL},
+    {"lanes", "block_n=32", "not used by the lane-group kernel"},
+    {"lanes", "unroll=0", "unroll 0 is not 1..8"},
+    {"wide", "groups=64,block_n=16,wg=64,unroll=0,prefetch=0", NULL},
+    {"wide", "prefetch=1", "not used by the wide kernel"},
+};
+
+START_TEST(split_kv_tunables)
+{
+    flashcl_context *ctx = shared_context();
+    flashcl_tunable t;
+    ck_assert_int_eq(flashcl_path_tunable("split_kv", 0, &t), FLASHCL_SUCCESS);
+    ck_assert_str_eq(t.name, "groups");
+    /* one work-group's worth of decode: the path's own choice here */
+    attention_case c = small_case(REF_FP32, 1, 4096, 0, 41 + (uint64_t)_i);
+    c.head_dim = 64;
+    ck_assert_str_eq(describe_case(&c).path, "split_kv");
+    ck_assert_int_eq(setenv("FLASHCL_SPLIT_KERNEL", split_sets[_i].kernel, 1),
+                     0);
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, "split_kv",
+                                                 split_sets[_i].params),
+                     FLASHCL_SUCCESS);
+    const flashcl_variant_info v = describe_case(&c);
+    ck_assert_str_eq(v.path, "split_kv");
+    if (split_sets[_i].refused) {
+        ck_assert_msg(strstr(flashcl_context_last_error(ctx),
+                             split_sets[_i].refused),
+                      "%s: %s", split_sets[_i].params,
+                      flashcl_context_last_error(ctx));
+        ck_assert_ptr_null(strstr(v.tuning, "forced"));
+    } else {
+        int bn = -1, wg = -1;
+        sscanf(strstr(split_sets[_i].params, "block_n="), "block_n=%d", &bn);
+        sscanf(strstr(split_sets[_i].params, "wg="), "wg=%d", &wg);
+        ck_assert_ptr_nonnull(strstr(v.tuning, "forced candidate"));
+        ck_assert_int_gt(v.num_splits, 1); /* groups=64 cuts the keys */
+        if (bn > 0)
+            ck_assert_int_eq(v.block_n, bn);
+        if (wg > 0)
+            ck_assert_int_eq(v.work_group_size, wg);
+        run_case(&c); /* against the float64 oracle */
+    }
+    flashcl_context_force_tiles(ctx, NULL, NULL);
+    unsetenv("FLASHCL_SPLIT_KERNEL");
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -396,7 +454,8 @@ int main(int argc, char **argv)
         {bad_user_entries_refused, (int)LENGTH(bad_entries)},
         {env_tiles_win_over_file, 0},
         {tuning_off_switch, 0},
-        {force_tiles_api, 0}};
+        {force_tiles_api, 0},
+        {split_kv_tunables, (int)LENGTH(split_sets)}};
     const int status = run_tests("tune", 300, NULL, NULL, tests,
                                  LENGTH(tests));
     remove(out_path);
