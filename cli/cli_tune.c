@@ -572,6 +572,8 @@ static bool tiles_value(const char *name, const flashcl_variant_info *v,
         *value = v->vector_width;
     else if (!strcmp(name, "warps"))
         *value = v->work_group_size / 32;
+    else if (!strcmp(name, "wg")) /* split_kv */
+        *value = v->work_group_size;
     else if (!strcmp(name, "warpgroups") && !strcmp(v->path, "nv_wgmma"))
         *value = v->work_group_size / 128;
     else
