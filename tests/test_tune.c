@@ -395,6 +395,61 @@ static const struct {
     {"wide", "prefetch=1", "not used by the wide kernel"},
 };
 
+/* The tuner on the decode class tunes the split_kv path: its table and the
+ * nearest legal candidate measured (checked against the oracle inside the
+ * tuner: status ok) with their split counts, refused sets (if the search
+ * met any before it) recorded illegal with the path's reason, and a
+ * split_kv winner. */
+START_TEST(tuner_decode_on_split_kv)
+{
+    char out[300], log[300], command[2048];
+    snprintf(out, sizeof out, "%s.decode.json", out_path);
+    snprintf(log, sizeof log, "%s.decode.log", out_path);
+    snprintf(command, sizeof command,
+             "'%s' tune --path split_kv --seq decode --seqlen 600 "
+             "--max-candidates 1 --reps 1 --warmup 0 --budget 60 "
+             "--no-progress --fresh --output '%s' >'%s' 2>&1",
+             flashcl_tool, out, log);
+    const int raw = system(command);
+    char *text_log = read_text(log);
+    ck_assert_msg(WIFEXITED(raw) && WEXITSTATUS(raw) == 0,
+                  "flashcl tune --seq decode: %s", text_log);
+    free(text_log);
+    char *text = read_text(out);
+    int ok = 0, illegal = 0, why = 0, other = 0, winners = 0, splits = 0;
+    const char *b, *e;
+    for (const char *at = json_array_start(text, "candidates");
+         at && json_next_object(&at, &b, &e);) {
+        char path[32] = "", status[16] = "", reason[256] = "";
+        json_get_string(b, e, "path", path, sizeof path);
+        json_get_string(b, e, "status", status, sizeof status);
+        json_get_string(b, e, "reason", reason, sizeof reason);
+        ck_assert_str_eq(path, "split_kv");
+        ok += !strcmp(status, "ok");
+        splits += !strcmp(status, "ok") && strstr(reason, " split") != NULL;
+        illegal += !strcmp(status, "illegal");
+        why += !strcmp(status, "illegal") &&
+                  strstr(reason, "refused by the path: split_kv (") != NULL;
+        other += strcmp(status, "ok") && strcmp(status, "illegal");
+    }
+    for (const char *at = json_array_start(text, "winners");
+         at && json_next_object(&at, &b, &e);) {
+        char path[32] = "";
+        json_get_string(b, e, "path", path, sizeof path);
+        winners += !strcmp(path, "split_kv");
+    }
+    free(text);
+    remove(out);
+    remove(log);
+    ck_assert_msg(ok == 2 && splits == 2 && other == 0,
+                  "%d ok (%d naming their split count), %d neither ok nor "
+                  "illegal", ok, splits, other);
+    ck_assert_msg(why == illegal, "%d illegal, %d of them with the "
+                  "path's reason", illegal, why);
+    ck_assert_int_eq(winners, 1);
+}
+END_TEST
+
 START_TEST(split_kv_tunables)
 {
     flashcl_context *ctx = shared_context();
@@ -455,7 +510,8 @@ int main(int argc, char **argv)
         {env_tiles_win_over_file, 0},
         {tuning_off_switch, 0},
         {force_tiles_api, 0},
-        {split_kv_tunables, (int)LENGTH(split_sets)}};
+        {split_kv_tunables, (int)LENGTH(split_sets)},
+        {tuner_decode_on_split_kv, 0}};
     const int status = run_tests("tune", 300, NULL, NULL, tests,
                                  LENGTH(tests));
     remove(out_path);

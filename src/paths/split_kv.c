@@ -462,14 +462,14 @@ static split_shape shape_of(const device_caps *caps, const problem *p,
     const split_tile tile = entry->wide    ? forced_wide_tile(&tuned)
                             : entry->lanes ? forced_lanes_tile(&tuned)
                                            : tuned;
-    if (tile.measured != tuned.measured)
-        origin[0] = '\0';
-    if (tuning)
-        snprintf(tuning, cap, "%s", origin);
-    const split_shape s = shape_for(&tile, caps, p);
+    split_shape s = shape_for(&tile, caps, p);
     if ((s.tile.wide || s.tile.lanes) && caps->max_work_group &&
         (size_t)s.wg_size > caps->max_work_group)
-        return shape_for(&split_tiles[0], caps, p); /* the row kernel */
+        s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
+    if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
+        origin[0] = '\0'; /* the knobs, or the row kernel, run */
+    if (tuning)
+        snprintf(tuning, cap, "%s", origin);
     return s;
 }
 
