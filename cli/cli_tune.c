@@ -28,8 +28,8 @@
 #define PARAMS_CAP 96
 
 static const char *const all_paths[] = {"nv_wgmma", "nv_mma", "amd_mfma",
-                                        "subgroup", "portable"};
-#define NUM_PATHS 5
+                                        "subgroup", "split_kv", "portable"};
+#define NUM_PATHS 6
 /* Paths that run only when forced (FLASHCL_PATH) are tuned only when
  * --path names them. */
 static bool forced_only(const char *path) { return !strcmp(path, "nv_wgmma"); }
@@ -129,11 +129,13 @@ static bool parse_budget(void *opts, const char *value)
 #define TUNE(kind, field) kind, offsetof(tune_options, field)
 
 static const cli_option tune_table[] = {
-    {"path", "LIST", "nv_wgmma,nv_mma,amd_mfma,subgroup,portable (default:\n"
-                     "every path that runs the shape here, but nv_wgmma,\n"
-                     "which runs only when forced, only when named)",
+    {"path", "LIST", "nv_wgmma,nv_mma,amd_mfma,subgroup,split_kv,portable\n"
+                     "(default: every path that runs the shape here, but\n"
+                     "nv_wgmma, which runs only when forced, only when\n"
+                     "named)",
      CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of nv_wgmma, nv_mma, "
-                                       "amd_mfma, subgroup, portable"},
+                                       "amd_mfma, subgroup, split_kv, "
+                                       "portable"},
     {"dtype", "LIST", "fp32,fp16,bf16,fp64 (default: fp32 on a CPU,\n"
                       "fp16,bf16 on a GPU)",
      CLI_CUSTOM, 0, 0, 0, parse_dtypes, "a list of fp32, fp16, bf16, fp64"},
@@ -187,8 +189,8 @@ const cli_command tune_command = {
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
-    "FLASHCL_TILES, FLASHCL_NV_TILE and the FLASHCL_NV_WGMMA_* schedule\n"
-    "knobs are unset for the run.\n",
+    "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_SPLIT_TILE, FLASHCL_SPLIT_LANES\n"
+    "and the FLASHCL_NV_WGMMA_* schedule knobs are unset for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -570,6 +572,8 @@ static bool tiles_value(const char *name, const flashcl_variant_info *v,
         *value = v->vector_width;
     else if (!strcmp(name, "warps"))
         *value = v->work_group_size / 32;
+    else if (!strcmp(name, "wg")) /* split_kv */
+        *value = v->work_group_size;
     else if (!strcmp(name, "warpgroups") && !strcmp(v->path, "nv_wgmma"))
         *value = v->work_group_size / 128;
     else
@@ -602,20 +606,28 @@ static bool table_value(const char *name, const flashcl_variant_info *v,
 }
 
 /* The planned values of the path's tunables the tiles do not show (the
- * wgmma schedule), so that two schedules on the same tiles differ in
- * `reason` (which tells the table's own tiles found again by the search). */
+ * wgmma schedule, the split-KV lane kernel's unroll and prefetch, and
+ * the split count the split-KV groups give), so that two schedules on the
+ * same tiles differ in `reason` (which tells the table's own tiles found
+ * again by the search). */
 static void append_schedule(candidate *c, const flashcl_variant_info *info)
 {
+    const bool split = !strcmp(c->path, "split_kv");
     flashcl_tunable t;
     for (int i = 0; flashcl_path_tunable(c->path, i, &t) == FLASHCL_SUCCESS;
          ++i) {
         int v = 0;
         const size_t len = strlen(c->reason);
-        if (!tiles_value(t.name, info, &v) && !strcmp(c->path, "nv_wgmma") &&
+        if (!tiles_value(t.name, info, &v) &&
+            (split || !strcmp(c->path, "nv_wgmma")) &&
             option_value(t.name, info, &v))
             snprintf(c->reason + len, sizeof c->reason - len, ", %s %d",
                      t.name, v);
     }
+    const size_t len = strlen(c->reason);
+    if (split)
+        snprintf(c->reason + len, sizeof c->reason - len, ", %d split%s",
+                 info->num_splits, info->num_splits == 1 ? "" : "s");
 }
 
 /* Forces, plans, compiles, checks and times one candidate into *c. */
@@ -636,8 +648,17 @@ static bool measure(tune_state *t, shape_run *r, const char *forced,
      * failed patched build falls back for the rest of the process) */
     if (strcmp(info.path, c->path) != 0)
         return fail(c, "gone", "the path stopped running here", NULL);
-    if (strncmp(info.tuning, "forced candidate", 16) != 0)
-        return fail(c, "illegal", "refused by the path", ctx);
+    if (strncmp(info.tuning, "forced candidate", 16) != 0) {
+        /* the why, not the set again (the candidate's params are it) */
+        const char *why = strstr(flashcl_context_last_error(ctx),
+                                 " refused for ");
+        if (!why)
+            return fail(c, "illegal", "refused by the path", ctx);
+        snprintf(c->status, sizeof c->status, "illegal");
+        snprintf(c->reason, sizeof c->reason, "refused by the path:%.170s",
+                 why + 12);
+        return false;
+    }
     if (flashcl_prepare(ctx, &timed, &c->compile_ms) != FLASHCL_SUCCESS)
         return fail(c, "error", "compile", ctx);
     if (flashcl_describe_variant(ctx, &check, &check_info) !=
@@ -847,9 +868,11 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
     if (flashcl_context_force_tiles(t->ctx, path, "") == FLASHCL_SUCCESS &&
         flashcl_describe_variant(t->ctx, &desc, table) == FLASHCL_SUCCESS &&
         !strcmp(table->path, path)) {
-        if (table->num_splits > 1) {
-            snprintf(key.reason, sizeof key.reason, "split-KV plan (%d parts)"
-                     ": its tiles are not tunable yet", table->num_splits);
+        if (strcmp(path, "split_kv") != 0 &&
+            !strcmp(table->kernel_file, "flash_split.cl")) {
+            snprintf(key.reason, sizeof key.reason, "the split-KV kernels "
+                     "run it (%d parts): tuned as path split_kv",
+                     table->num_splits);
         } else {
             return true;
         }
@@ -1081,7 +1104,8 @@ int cmd_tune(int argc, char **argv)
         "FLASHCL_NV_WGMMA_WG",     "FLASHCL_NV_WGMMA_BN",
         "FLASHCL_NV_WGMMA_RING",   "FLASHCL_NV_WGMMA_LAG",
         "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
-        "FLASHCL_NV_WGMMA_MAXNREG"};
+        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_SPLIT_TILE",
+        "FLASHCL_SPLIT_LANES"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
         unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,

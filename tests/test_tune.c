@@ -377,6 +377,119 @@ START_TEST(force_tiles_api)
 }
 END_TEST
 
+/* The split_kv path (issues 11 and 15): its tunables; on each of its
+ * kernels (FLASHCL_SPLIT_KERNEL: the row kernel is the CPUs' own) a legal
+ * set plans as given and matches the float64 oracle, and sets the kernel
+ * refuses (a tunable it does not use moved, an illegal value) are refused
+ * before compiling, with the reason, and the table runs. */
+static const struct {
+    const char *kernel, *params, *refused; /* refused NULL: legal */
+} split_sets[] = {
+    {"row", "groups=64,block_n=32,wg=0,unroll=0,prefetch=0", NULL},
+    {"row", "wg=128", "wg 128: not used by the row kernel"},
+    {"row", "block_n=0", "needs 16 keys or more"},
+    {"lanes", "groups=64,block_n=0,wg=64,unroll=4,prefetch=0", NULL},
+    {"lanes", "block_n=32", "not used by the lane-group kernel"},
+    {"lanes", "unroll=0", "unroll 0 is not 1..8"},
+    {"wide", "groups=64,block_n=16,wg=64,unroll=0,prefetch=0", NULL},
+    {"wide", "prefetch=1", "not used by the wide kernel"},
+};
+
+/* The tuner on the decode class tunes the split_kv path: its table and the
+ * nearest legal candidate measured (checked against the oracle inside the
+ * tuner: status ok) with their split counts, refused sets (if the search
+ * met any before it) recorded illegal with the path's reason, and a
+ * split_kv winner. */
+START_TEST(tuner_decode_on_split_kv)
+{
+    char out[300], log[300], command[2048];
+    snprintf(out, sizeof out, "%s.decode.json", out_path);
+    snprintf(log, sizeof log, "%s.decode.log", out_path);
+    snprintf(command, sizeof command,
+             "'%s' tune --path split_kv --seq decode --seqlen 600 "
+             "--max-candidates 1 --reps 1 --warmup 0 --budget 60 "
+             "--no-progress --fresh --output '%s' >'%s' 2>&1",
+             flashcl_tool, out, log);
+    const int raw = system(command);
+    char *text_log = read_text(log);
+    ck_assert_msg(WIFEXITED(raw) && WEXITSTATUS(raw) == 0,
+                  "flashcl tune --seq decode: %s", text_log);
+    free(text_log);
+    char *text = read_text(out);
+    int ok = 0, illegal = 0, why = 0, other = 0, winners = 0, splits = 0;
+    const char *b, *e;
+    for (const char *at = json_array_start(text, "candidates");
+         at && json_next_object(&at, &b, &e);) {
+        char path[32] = "", status[16] = "", reason[256] = "";
+        json_get_string(b, e, "path", path, sizeof path);
+        json_get_string(b, e, "status", status, sizeof status);
+        json_get_string(b, e, "reason", reason, sizeof reason);
+        ck_assert_str_eq(path, "split_kv");
+        ok += !strcmp(status, "ok");
+        splits += !strcmp(status, "ok") && strstr(reason, " split") != NULL;
+        illegal += !strcmp(status, "illegal");
+        why += !strcmp(status, "illegal") &&
+                  strstr(reason, "refused by the path: split_kv (") != NULL;
+        other += strcmp(status, "ok") && strcmp(status, "illegal");
+    }
+    for (const char *at = json_array_start(text, "winners");
+         at && json_next_object(&at, &b, &e);) {
+        char path[32] = "";
+        json_get_string(b, e, "path", path, sizeof path);
+        winners += !strcmp(path, "split_kv");
+    }
+    free(text);
+    remove(out);
+    remove(log);
+    ck_assert_msg(ok == 2 && splits == 2 && other == 0,
+                  "%d ok (%d naming their split count), %d neither ok nor "
+                  "illegal", ok, splits, other);
+    ck_assert_msg(why == illegal, "%d illegal, %d of them with the "
+                  "path's reason", illegal, why);
+    ck_assert_int_eq(winners, 1);
+}
+END_TEST
+
+START_TEST(split_kv_tunables)
+{
+    flashcl_context *ctx = shared_context();
+    flashcl_tunable t;
+    ck_assert_int_eq(flashcl_path_tunable("split_kv", 0, &t), FLASHCL_SUCCESS);
+    ck_assert_str_eq(t.name, "groups");
+    /* one work-group's worth of decode: the path's own choice here */
+    attention_case c = small_case(REF_FP32, 1, 4096, 0, 41 + (uint64_t)_i);
+    c.head_dim = 64;
+    ck_assert_str_eq(describe_case(&c).path, "split_kv");
+    ck_assert_int_eq(setenv("FLASHCL_SPLIT_KERNEL", split_sets[_i].kernel, 1),
+                     0);
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, "split_kv",
+                                                 split_sets[_i].params),
+                     FLASHCL_SUCCESS);
+    const flashcl_variant_info v = describe_case(&c);
+    ck_assert_str_eq(v.path, "split_kv");
+    if (split_sets[_i].refused) {
+        ck_assert_msg(strstr(flashcl_context_last_error(ctx),
+                             split_sets[_i].refused),
+                      "%s: %s", split_sets[_i].params,
+                      flashcl_context_last_error(ctx));
+        ck_assert_ptr_null(strstr(v.tuning, "forced"));
+    } else {
+        int bn = -1, wg = -1;
+        sscanf(strstr(split_sets[_i].params, "block_n="), "block_n=%d", &bn);
+        sscanf(strstr(split_sets[_i].params, "wg="), "wg=%d", &wg);
+        ck_assert_ptr_nonnull(strstr(v.tuning, "forced candidate"));
+        ck_assert_int_gt(v.num_splits, 1); /* groups=64 cuts the keys */
+        if (bn > 0)
+            ck_assert_int_eq(v.block_n, bn);
+        if (wg > 0)
+            ck_assert_int_eq(v.work_group_size, wg);
+        run_case(&c); /* against the float64 oracle */
+    }
+    flashcl_context_force_tiles(ctx, NULL, NULL);
+    unsetenv("FLASHCL_SPLIT_KERNEL");
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -396,7 +509,9 @@ int main(int argc, char **argv)
         {bad_user_entries_refused, (int)LENGTH(bad_entries)},
         {env_tiles_win_over_file, 0},
         {tuning_off_switch, 0},
-        {force_tiles_api, 0}};
+        {force_tiles_api, 0},
+        {split_kv_tunables, (int)LENGTH(split_sets)},
+        {tuner_decode_on_split_kv, 0}};
     const int status = run_tests("tune", 300, NULL, NULL, tests,
                                  LENGTH(tests));
     remove(out_path);

@@ -95,6 +95,7 @@ extern const kernel_path nv_mma_path;
 extern const kernel_path nv_wgmma_path;
 extern const kernel_path amd_mfma_path;
 extern const kernel_path subgroup_path;
+extern const kernel_path split_kv_path;
 
 /* The first path in the ordered list that can run `p`. `skipped` (may be
  * NULL) collects why earlier paths could not. Never fails: the portable
@@ -144,7 +145,7 @@ int portable_vector_width(const device_caps *caps);
 /* Whether the compensated sums pay on this device (portable.c says why). */
 bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 
-/* ---- split-KV (split_kv.c): a mode of the portable path ------------- */
+/* ---- split-KV (split_kv.c): a path, and the portable path's fallback - */
 
 /* Parts the key range of `p` is cut into on this device: desc's forced
  * count, else 1 when the work fills the device, else enough to fill it

@@ -12,6 +12,7 @@ static const kernel_path *const paths[] = {
     &nv_mma_path,
     &amd_mfma_path,
     &subgroup_path,
+    &split_kv_path, /* decoding and the inference features */
     &portable_path, /* always last */
 };
 

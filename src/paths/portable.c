@@ -1,7 +1,8 @@
 /* The portable path: cl/portable/flash_fwd.cl, 1, 2 or 4 query rows per
- * work-item, any device, every dtype and variant; in split-KV mode (src/paths/
- * split_kv.c) cl/inference/flash_split.cl. It is the last path of the list and
- * never refuses a problem. */
+ * work-item, any device, every dtype and variant. It is the last path of
+ * the list and never refuses a problem: what needs the split-KV kernels
+ * (src/paths/split_kv.c, the path before it) it plans with them, for
+ * FLASHCL_PATH naming another path. */
 #include "paths/path.h"
 #include "paths/portable_tiles.h"
 #include "paths/tuning.h"
@@ -362,7 +363,6 @@ static flashcl_status portable_launch(flashcl_context *ctx,
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path portable_path = {
     "portable", PATH_BIT_PORTABLE,
-    "portable kernel (fp32 FMA; fp64 for fp64 storage; split-KV kernels for "
-    "decoding, KV caches, varlen and paged KV)",
+    "portable kernel (fp32 FMA; fp64 for fp64 storage)",
     serves_every_device, portable_can_run, portable_plan, portable_launch,
     portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0]};

@@ -1,13 +1,15 @@
-/* Split-KV ("flash-decoding") and the inference features, as a mode of the
- * portable path: cl/inference/flash_split.cl's append, attention and merge
+/* Split-KV ("flash-decoding") and the inference features, a kernel path
+ * of its own: cl/inference/flash_split.cl's append, attention and merge
  * kernels, and the context-owned scratch the merge reads.
  *
- * The portable path takes this mode when a problem has KV-cache or varlen
- * fields (only these kernels read them), or when its (sequence, KV head,
- * query tile) work-groups are too few for the device and the key range is
- * long enough to cut (split_kv_splits). */
+ * The path runs a problem with KV-cache or varlen fields (only these
+ * kernels read them), or one whose (sequence, KV head, query tile)
+ * work-groups are too few for the device and whose key range is long
+ * enough to cut (split_kv_splits). The portable path keeps the same
+ * kernels as its fallback (FLASHCL_PATH naming another path). */
 #include "paths/path.h"
 #include "paths/split_kv_tiles.h"
+#include "paths/tuning.h"
 #include "inference/split_args.clh"
 
 #include <stdio.h>
@@ -309,16 +311,165 @@ static split_tile forced_lanes_tile(const split_tile *entry)
     return tile;
 }
 
-static split_shape shape_of(const device_caps *caps, const problem *p)
+/* ---- tuned tiles ----------------------------------------------------- */
+
+static const char *kernel_name(const split_tile *t)
+{
+    return t->lanes ? "lane-group" : t->wide ? "wide" : "row";
+}
+
+static bool kernel_uses(const split_tile *t, const char *name)
+{
+    if (!strcmp(name, "block_n"))
+        return !t->lanes;
+    if (!strcmp(name, "wg"))
+        return t->wide || t->lanes;
+    if (!strcmp(name, "unroll") || !strcmp(name, "prefetch"))
+        return t->lanes;
+    return true; /* groups */
+}
+
+static int *tile_field(split_tile *t, const char *name)
+{
+    return !strcmp(name, "groups")    ? &t->groups_per_cu
+           : !strcmp(name, "block_n") ? &t->block_n
+           : !strcmp(name, "wg")      ? &t->wg_size
+                                      : &t->unroll;
+}
+
+/* `params` on the kernel's entry into *out; false (why) when a tunable
+ * the kernel does not use moves, or a value is illegal for it. */
+static bool params_tile(const split_tile *entry, const tile_params *params,
+                        split_tile *out, char *why, size_t cap)
+{
+    *out = *entry;
+    const size_t n = sizeof split_kv_tunables / sizeof split_kv_tunables[0];
+    for (size_t i = 0; i < n; ++i) {
+        const char *name = split_kv_tunables[i].name;
+        const bool prefetch = !strcmp(name, "prefetch");
+        const int table = prefetch ? (entry->prefetch ? 1 : 0)
+                                   : *tile_field(out, name);
+        const int v = tile_params_get(params, name, table);
+        if (v != table && !kernel_uses(entry, name)) {
+            snprintf(why, cap, "%s %d: not used by the %s kernel (its "
+                     "entry's value is %d)", name, v, kernel_name(entry),
+                     table);
+            return false;
+        }
+        if (prefetch && v != 0 && v != 1) {
+            snprintf(why, cap, "prefetch %d is not 0 or 1", v);
+            return false;
+        }
+        if (prefetch)
+            out->prefetch = v == 1;
+        else
+            *tile_field(out, name) = v;
+    }
+    if (out->groups_per_cu < 1 || out->groups_per_cu > 64)
+        snprintf(why, cap, "groups %d is not 1..64", out->groups_per_cu);
+    else if (!out->lanes && out->block_n < 16)
+        snprintf(why, cap, "block_n %d: the %s kernel needs 16 keys or more "
+                 "a tile", out->block_n, kernel_name(out));
+    else if ((out->wide || out->lanes) && out->wg_size < 32)
+        snprintf(why, cap, "wg %d: the %s kernel needs 32 items or more",
+                 out->wg_size, kernel_name(out));
+    else if (out->wide && out->block_n > out->wg_size)
+        snprintf(why, cap, "block_n %d is above wg %d (the wide kernel has "
+                 "an item per key)", out->block_n, out->wg_size);
+    else if (out->lanes && (out->unroll < 1 || out->unroll > 8))
+        snprintf(why, cap, "unroll %d is not 1..8", out->unroll);
+    else
+        return true;
+    return false;
+}
+
+static bool given(const tile_params *params, const char *name)
+{
+    return tile_params_get(params, name, -1) != -1;
+}
+
+/* Whether the plan keeps the set's values on this device and problem (it
+ * adapts the table's tiles; a set is legal only as given). */
+static bool shape_keeps(const split_tile *tile, const tile_params *params,
+                        const split_shape *s, const device_caps *caps,
+                        char *why, size_t cap)
+{
+    const bool wg = (tile->wide || tile->lanes) && given(params, "wg");
+    if (wg && caps->max_work_group &&
+        (size_t)tile->wg_size > caps->max_work_group)
+        snprintf(why, cap, "wg %d is above the device's work-group limit %zu",
+                 tile->wg_size, caps->max_work_group);
+    else if (wg && s->wg_size != tile->wg_size)
+        snprintf(why, cap, "wg %d is raised to %d here (the head dims or "
+                 "the key step need it)", tile->wg_size, s->wg_size);
+    else if (!tile->lanes && given(params, "block_n") &&
+             s->block_n != tile->block_n)
+        snprintf(why, cap, "block_n %d is cut to %d here (local memory or "
+                 "page size)", tile->block_n, s->block_n);
+    else if (tile->lanes && given(params, "unroll") &&
+             s->unroll != tile->unroll)
+        snprintf(why, cap, "unroll %d is raised to %d here (a step must be "
+                 "a multiple of 16 keys)", tile->unroll, s->unroll);
+    else
+        return true;
+    return false;
+}
+
+/* The tuning database's (or the tuner's forced) tiles for the kernel's
+ * entry, when legal here; true when applied. `origin` NULL: asked for
+ * the split count only (can_run), which notes nothing. */
+static bool tuned_tile(const device_caps *caps, const problem *p,
+                       const split_tile *entry, const char *forced,
+                       split_tile *out, char *origin, size_t origin_cap)
+{
+    const int d = shape_for(entry, caps, p).d;
+    tuning_choice c;
+    int next = 0;
+    for (;;) {
+        if (!tuning_choose(caps, &split_kv_path, p, d, forced, &next, &c))
+            return false;
+        char why[160];
+        split_tile tile;
+        if (params_tile(entry, &c.params, &tile, why, sizeof why)) {
+            const split_shape s = shape_for(&tile, caps, p);
+            if (shape_keeps(&tile, &c.params, &s, caps, why, sizeof why)) {
+                *out = tile;
+                break;
+            }
+        }
+        if (origin)
+            tuning_refused(&c, "split_kv", why);
+    }
+    out->measured = c.forced ? "forced candidate (not measured)"
+                             : "tiles of the tuning database entry";
+    if (origin)
+        snprintf(origin, origin_cap, "%s", c.origin);
+    return true;
+}
+
+/* The tiles of the kernel at hand: its entry, the tuned set over it, and
+ * FLASHCL_SPLIT_TILE / FLASHCL_SPLIT_LANES over both (the sweeps' knobs
+ * win). `tuning` (may be NULL) gets the tuned set's origin, "" for none. */
+static split_shape shape_of(const device_caps *caps, const problem *p,
+                            const char *forced, char *tuning, size_t cap)
 {
     const split_tile *entry = lookup(caps);
-    const split_tile tile = entry->wide    ? forced_wide_tile(entry)
-                            : entry->lanes ? forced_lanes_tile(entry)
-                                           : *entry;
-    const split_shape s = shape_for(&tile, caps, p);
+    split_tile tuned = *entry;
+    char origin[320] = "";
+    if (!tuned_tile(caps, p, entry, forced, &tuned, tuning ? origin : NULL,
+                    sizeof origin))
+        origin[0] = '\0';
+    const split_tile tile = entry->wide    ? forced_wide_tile(&tuned)
+                            : entry->lanes ? forced_lanes_tile(&tuned)
+                                           : tuned;
+    split_shape s = shape_for(&tile, caps, p);
     if ((s.tile.wide || s.tile.lanes) && caps->max_work_group &&
         (size_t)s.wg_size > caps->max_work_group)
-        return shape_for(&split_tiles[0], caps, p); /* the row kernel */
+        s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
+    if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
+        origin[0] = '\0'; /* the knobs, or the row kernel, run */
+    if (tuning)
+        snprintf(tuning, cap, "%s", origin);
     return s;
 }
 
@@ -352,7 +503,7 @@ int split_kv_splits(const device_caps *caps, const problem *p)
 {
     if (p->infer.num_splits > 0)
         return p->infer.num_splits;
-    const split_shape s = shape_of(caps, p);
+    const split_shape s = shape_of(caps, p, NULL, NULL, 0);
     return auto_splits(caps, p, &s);
 }
 
@@ -390,7 +541,11 @@ static void append_options(const device_caps *caps, const problem *p,
 void split_kv_plan(const device_caps *caps, const problem *p,
                    kernel_plan *plan)
 {
-    const split_shape s = shape_of(caps, p);
+    /* the portable path's fallback plans here with its own forced set */
+    const char *forced =
+        plan->path == &split_kv_path ? plan->forced_tiles : NULL;
+    const split_shape s =
+        shape_of(caps, p, forced, plan->tuning, sizeof plan->tuning);
     plan->split_kernel = true;
     plan->source = "flash_split.cl";
     plan->kernel_names[0] = "flashcl_split_fwd";
@@ -712,3 +867,39 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
         clReleaseEvent(last);
     return st;
 }
+
+/* ---- the path ---------------------------------------------------------- */
+
+static bool split_serves(const device_caps *caps)
+{
+    (void)caps;
+    return true;
+}
+
+/* Forced (FLASHCL_PATH=split_kv, the tuner): whatever the split kernels
+ * compute, which is what the portable path does (every dtype, head dim
+ * and variant), in one part when splitting does not pay. */
+static bool split_can_run(const device_caps *caps, const problem *p,
+                          bool forced, char *why, size_t cap)
+{
+    const uint32_t missing = variants_unsupported(p, PATH_BIT_SPLIT_KV);
+    if (missing) {
+        char names[160];
+        variants_describe(missing, names, sizeof names);
+        snprintf(why, cap, "does not compute %s", names);
+        return false;
+    }
+    if (forced || split_kv_wanted(caps, p))
+        return true;
+    snprintf(why, cap, "no KV cache or varlen fields, and the work-groups "
+             "fill the device without cutting the keys");
+    return false;
+}
+
+/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+const kernel_path split_kv_path = {
+    "split_kv", PATH_BIT_SPLIT_KV,
+    "split-KV kernels (decodes too few to fill the device, KV caches, "
+    "varlen and paged KV)",
+    split_serves, split_can_run, split_kv_plan, split_kv_launch,
+    split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0]};

@@ -6,6 +6,22 @@
 #ifndef FLASHCL_SPLIT_KV_TILES_H
 #define FLASHCL_SPLIT_KV_TILES_H
 
+#include "paths/tunable.h"
+
+/* What `flashcl tune` searches (docs/tuning.md), groups first (it moves
+ * the split count, the most on a device short of work). Each kernel uses
+ * some: row groups and block_n; wide groups, wg and block_n; lanes
+ * groups, wg, unroll and prefetch. A tunable the kernel at hand does not
+ * use must keep its entry's value (0 below: the row kernel's wg, the
+ * lane kernel's block_n, which it derives), else the set is illegal. */
+static const tunable split_kv_tunables[] = {
+    {"groups", {1, 2, 3, 4, 8, 16, 32, 64}, 8}, /* groups_per_cu */
+    {"block_n", {0, 16, 32, 64}, 4},
+    {"wg", {0, 64, 128, 256}, 4},
+    {"unroll", {0, 2, 4, 8}, 4},
+    {"prefetch", {0, 1}, 2},
+};
+
 typedef struct split_tile {
     bool cpu;
     /* The kernel: false the row kernel (a work-item per packed row), true

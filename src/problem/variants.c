@@ -282,7 +282,7 @@ static const variant_entry table[] = {
     {.name = "window",
      .fields = "window, window_left, window_right",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_WINDOW_LEFT",
      .check = window_check,
      .active = window_active,
@@ -290,14 +290,14 @@ static const variant_entry table[] = {
     {.name = "top-left causal",
      .fields = "causal_align",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_TOP_LEFT",
      .active = top_left_active,
      .apply = top_left_apply},
     {.name = "alibi",
      .fields = "alibi_slopes",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_ALIBI",
      .active = alibi_active,
      .tensor = alibi_tensor,
@@ -306,7 +306,7 @@ static const variant_entry table[] = {
     {.name = "bias",
      .fields = "bias, bias_dtype",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_BIAS",
      .check = bias_check,
      .active = bias_active,
@@ -316,7 +316,7 @@ static const variant_entry table[] = {
     {.name = "mask",
      .fields = "mask",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_MASK",
      .active = mask_active,
      .tensor = mask_tensor,
@@ -325,7 +325,7 @@ static const variant_entry table[] = {
     {.name = "softcap",
      .fields = "softcap",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SOFTCAP",
      .check = softcap_check,
      .active = softcap_active,
@@ -333,7 +333,7 @@ static const variant_entry table[] = {
     {.name = "sinks",
      .fields = "sinks",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SINKS",
      .active = sinks_active,
      .tensor = sinks_tensor,
@@ -342,7 +342,7 @@ static const variant_entry table[] = {
     {.name = "head_dim_v",
      .fields = "head_dim_v",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .active = head_dim_v_active,
      .apply = no_apply},
 };

@@ -22,6 +22,7 @@
 #define PATH_BIT_SUBGROUP 4u
 #define PATH_BIT_AMD_MFMA 8u
 #define PATH_BIT_NV_WGMMA 16u
+#define PATH_BIT_SPLIT_KV 32u
 
 /* What all-zero strides mean for a tensor (problem.c). */
 typedef enum stride_rule {
