@@ -232,6 +232,43 @@ inline bool key_row(const seq_info *s, int b, int kv_head, int key,
     return true;
 }
 
+/* The keys a work-group runs (query tile from packed row t0, part
+ * `split`): [begin, end), whole BN tiles of the sequence cut into
+ * num_splits ranges, so a tile never straddles two parts, then narrowed to
+ * what the tile's query rows can see under the causal mask and the left
+ * window. Shared by the three attention kernels. */
+typedef struct key_range {
+    int begin, end;
+} key_range;
+
+inline key_range split_keys(const seq_info *s, int t0, int g_size, int split,
+                            int num_splits, int window_left, int window_right)
+{
+    const int i_first = t0 / g_size;
+    const int i_last = min(s->nq - 1, (t0 + BM - 1) / g_size);
+    const int tiles = (s->nk + BN - 1) / BN;
+    const int per_split = (tiles + num_splits - 1) / num_splits;
+    key_range r;
+    r.begin = min(s->nk, split * per_split * BN);
+    r.end = min(s->nk, (split + 1) * per_split * BN);
+#if FLASHCL_CAUSAL
+    r.end = (int)min((long)r.end,
+                     max(0L, (long)i_last + s->diag + window_right + 1));
+#else
+    (void)i_last;
+    (void)window_right;
+#endif
+#if FLASHCL_WINDOW_LEFT
+    r.begin = (int)max((long)r.begin,
+                       clamp((long)i_first + s->diag - window_left, 0L,
+                             (long)s->nk) / BN * BN);
+#else
+    (void)i_first;
+    (void)window_left;
+#endif
+    return r;
+}
+
 /* ---- append ------------------------------------------------------------ */
 
 /* Work-item (d, new row j x KV head, sequence b) copies K[d] and V[d]. */
@@ -335,8 +372,6 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
     const int i = t / g_size;
     const int head = kv_head * g_size + t % g_size;
     const bool row_ok = i < s.nq;
-    const int i_first = t0 / g_size;
-    const int i_last = min(s.nq - 1, (t0 + BM - 1) / g_size);
 
     const ulong q_at = base.s0 + (ulong)s.q_batch * q_stride.s0 +
                        (ulong)(s.q_row0) * q_stride.s2;
@@ -372,20 +407,9 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
     }
 #endif
 
-    /* This split's keys: whole tiles, so a tile never straddles two. */
-    const int tiles = (s.nk + BN - 1) / BN;
-    const int per_split = (tiles + num_splits - 1) / num_splits;
-    int kv_begin = min(s.nk, split * per_split * BN);
-    int kv_end = min(s.nk, (split + 1) * per_split * BN);
-#if FLASHCL_CAUSAL
-    kv_end = (int)min((long)kv_end,
-                      max(0L, (long)i_last + s.diag + window_right + 1));
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)max((long)kv_begin,
-                        clamp((long)i_first + s.diag - window_left, 0L,
-                              (long)s.nk) / BN * BN);
-#endif
+    const key_range keys = split_keys(&s, t0, g_size, split, num_splits,
+                                      window_left, window_right);
+    const int kv_begin = keys.begin, kv_end = keys.end;
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile consumed */
         /* Every work-item reads the same table entry: uniform. */

@@ -111,9 +111,14 @@ static bool wide_cp_async(const device_caps *caps, const problem *p,
            p->dtype != FLASHCL_DTYPE_FP64 && vload && !cp_async_refused();
 }
 
-static int round_up4(int64_t n)
+static int64_t round_up(int64_t n, int64_t to)
 {
-    return (int)((n + 3) / 4 * 4);
+    return (n + to - 1) / to * to;
+}
+
+static bool pow2(int v)
+{
+    return v > 0 && (v & (v - 1)) == 0;
 }
 
 typedef struct split_shape {
@@ -145,11 +150,6 @@ static bool rows_aligned16(const problem *p)
                 return false;
     }
     return true;
-}
-
-static int64_t round_up(int64_t n, int64_t to)
-{
-    return (n + to - 1) / to * to;
 }
 
 /* Local memory of split_lanes.clh: the groups' merge (max, sum, output
@@ -225,9 +225,9 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     const int64_t group = p->heads_q / p->heads_kv;
     s.tile = *tile;
     s.wg_size = tile->wg_size;
-    s.d = s.tile.wide ? round_up4(p->head_dim)
+    s.d = s.tile.wide ? (int)round_up(p->head_dim, 4)
                       : portable_padded_head_dim(p->head_dim);
-    s.dv = s.tile.wide ? round_up4(p->head_dim_v)
+    s.dv = s.tile.wide ? (int)round_up(p->head_dim_v, 4)
                        : portable_padded_head_dim(p->head_dim_v);
     s.vec = s.tile.wide ? 4 : portable_vector_width(caps);
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
@@ -271,11 +271,8 @@ static split_tile forced_wide_tile(const split_tile *entry)
     int wg = 0, bn = 0, groups = 0, rows = tile.max_rows;
     if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &bn, &groups, &rows) < 3)
         return tile;
-    const bool pow2 = wg > 0 && (wg & (wg - 1)) == 0 && bn >= 16 &&
-                      (bn & (bn - 1)) == 0 && rows > 0 &&
-                      (rows & (rows - 1)) == 0;
-    if (!pow2 || bn > wg || wg > 1024 || groups < 1 || groups > 64 ||
-        rows > 32)
+    if (!pow2(wg) || bn < 16 || !pow2(bn) || !pow2(rows) || bn > wg ||
+        wg > 1024 || groups < 1 || groups > 64 || rows > 32)
         return tile;
     tile.wg_size = wg;
     tile.block_n = bn;
@@ -297,10 +294,9 @@ static split_tile forced_lanes_tile(const split_tile *entry)
     if (!env || sscanf(env, "%d,%d,%d,%d,%d", &wg, &unroll, &groups, &rows,
                        &prefetch) < 3)
         return tile;
-    const bool pow2 = wg >= 32 && (wg & (wg - 1)) == 0 && rows > 0 &&
-                      (rows & (rows - 1)) == 0;
-    if (!pow2 || wg > 1024 || unroll < 1 || unroll > 8 || groups < 1 ||
-        groups > 64 || rows > 16 || (prefetch != 0 && prefetch != 1))
+    if (wg < 32 || !pow2(wg) || !pow2(rows) || wg > 1024 || unroll < 1 ||
+        unroll > 8 || groups < 1 || groups > 64 || rows > 16 ||
+        (prefetch != 0 && prefetch != 1))
         return tile;
     tile.prefetch = prefetch == 1;
     tile.wg_size = wg;
