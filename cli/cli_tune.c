@@ -189,8 +189,9 @@ const cli_command tune_command = {
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
-    "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_SPLIT_TILE, FLASHCL_SPLIT_LANES\n"
-    "and the FLASHCL_NV_WGMMA_* schedule knobs are unset for the run.\n",
+    "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_SPLIT_TILE, FLASHCL_SPLIT_LANES,\n"
+    "FLASHCL_SPLIT_MMA and the FLASHCL_NV_WGMMA_* schedule knobs are unset\n"
+    "for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -1105,7 +1106,7 @@ int cmd_tune(int argc, char **argv)
         "FLASHCL_NV_WGMMA_RING",   "FLASHCL_NV_WGMMA_LAG",
         "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
         "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_SPLIT_TILE",
-        "FLASHCL_SPLIT_LANES"};
+        "FLASHCL_SPLIT_LANES",     "FLASHCL_SPLIT_MMA"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
         unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,

@@ -102,10 +102,13 @@
 #ifndef FLASHCL_SPLIT_LANES
 #define FLASHCL_SPLIT_LANES 0 /* > 0: split_lanes.clh, lanes per key */
 #endif
-#if FLASHCL_SPLIT_LANES && FLASHCL_SPLIT_WIDE
-#error "FLASHCL_SPLIT_LANES and FLASHCL_SPLIT_WIDE pick different kernels"
+#ifndef FLASHCL_SPLIT_MMA
+#define FLASHCL_SPLIT_MMA 0 /* > 0: split_mma.clh, warps per work-group */
 #endif
-#if !FLASHCL_SPLIT_WIDE && !FLASHCL_SPLIT_LANES && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
+#if (FLASHCL_SPLIT_LANES != 0) + (FLASHCL_SPLIT_WIDE != 0) + (FLASHCL_SPLIT_MMA != 0) > 1
+#error "FLASHCL_SPLIT_LANES, FLASHCL_SPLIT_WIDE and FLASHCL_SPLIT_MMA pick different kernels"
+#endif
+#if !FLASHCL_SPLIT_WIDE && !FLASHCL_SPLIT_LANES && !FLASHCL_SPLIT_MMA && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "one work-item per packed row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
 #if FLASHCL_SPLIT != 0 && FLASHCL_SPLIT != 1
@@ -306,7 +309,9 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
 
 /* ---- attention ----------------------------------------------------------- */
 
-#if FLASHCL_SPLIT_LANES
+#if FLASHCL_SPLIT_MMA
+#include "split_mma.clh"
+#elif FLASHCL_SPLIT_LANES
 #include "split_lanes.clh"
 #elif FLASHCL_SPLIT_WIDE
 #include "split_wide.clh"

@@ -18,11 +18,25 @@
 
 /* ---- tiles and split count ------------------------------------------- */
 
-/* FLASHCL_SPLIT_KERNEL=row|wide|lanes picks the kernel whatever the
- * device (tests run the GPU kernels on CPUs; GPU runs compare them).
- * Otherwise: CPUs the row kernel, NVIDIA the lane-group kernel (it sums
- * over a lane group with warp shuffles), other GPUs the wide one. */
-static const split_tile *lookup(const device_caps *caps)
+static bool rows_aligned16(const problem *p);
+
+/* Whether the tensor-core kernel (split_mma.clh) serves the problem:
+ * NVIDIA with mma.sync bf16 (sm_80+), 16-bit storage, rows it can read in
+ * 16-byte quarters, head dims multiples of 32 up to 128. */
+static bool mma_fits(const device_caps *caps, const problem *p)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
+           (p->dtype == FLASHCL_DTYPE_FP16 || p->dtype == FLASHCL_DTYPE_BF16) &&
+           p->head_dim % 32 == 0 && p->head_dim_v % 32 == 0 &&
+           p->head_dim <= 128 && p->head_dim_v <= 128 && rows_aligned16(p);
+}
+
+/* FLASHCL_SPLIT_KERNEL=row|wide|lanes|mma picks the kernel whatever the
+ * device (tests run the GPU kernels on CPUs; GPU runs compare them; mma
+ * only where it fits, else lanes). Otherwise: CPUs the row kernel, NVIDIA
+ * the tensor-core kernel where it fits and else the lane-group one (it
+ * sums over a lane group with warp shuffles), other GPUs the wide one. */
+static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
     const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
     if (forced && strcmp(forced, "row") == 0)
@@ -31,9 +45,13 @@ static const split_tile *lookup(const device_caps *caps)
         return &split_tiles[1];
     if (forced && strcmp(forced, "lanes") == 0)
         return &split_tiles[2];
+    if (forced && strcmp(forced, "mma") == 0)
+        return &split_tiles[mma_fits(caps, p) ? 3 : 2];
     if (caps->klass == DEVICE_CLASS_CPU)
         return &split_tiles[0];
-    return &split_tiles[caps->klass == DEVICE_CLASS_GPU_NVIDIA ? 2 : 1];
+    if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
+        return &split_tiles[1];
+    return &split_tiles[mma_fits(caps, p) ? 3 : 2];
 }
 
 static int pow2_at_least(int64_t n, int lo, int hi)
@@ -128,6 +146,7 @@ typedef struct split_shape {
     bool cp_async; /* wide kernel on NVIDIA: cp.async, two tiles in flight */
     bool shfl;     /* lane kernel on NVIDIA: warp shuffles */
     int lanes;     /* lane kernel: items per key (0: another kernel) */
+    int mma_warps; /* tensor-core kernel: warps (0: another kernel) */
     int unroll;    /* lane kernel: keys per lane group and step */
     int wg_size;
     int block_m, block_n, d, dv, vec;
@@ -215,9 +234,33 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     return s;
 }
 
+/* The tensor-core kernel's shape: 16 keys per warp and step, the packed
+ * rows of a tile on one m16 (at most 16), the head dims as they are
+ * (mma_fits checked them). */
+static split_shape mma_shape(const split_tile *tile, const problem *p)
+{
+    split_shape s;
+    memset(&s, 0, sizeof s);
+    const int64_t group = p->heads_q / p->heads_kv;
+    s.tile = *tile;
+    s.mma_warps = tile->wg_size / 32; /* wg is the tunable */
+    s.wg_size = 32 * s.mma_warps;
+    s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
+                              tile->max_rows > 16 ? 16 : tile->max_rows);
+    s.block_n = 16 * s.mma_warps;
+    s.d = (int)p->head_dim;
+    s.dv = (int)p->head_dim_v;
+    s.vec = 4;
+    s.vload = true;
+    s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
+    return s;
+}
+
 static split_shape shape_for(const split_tile *tile, const device_caps *caps,
                              const problem *p)
 {
+    if (tile->mma_warps)
+        return mma_shape(tile, p);
     if (tile->lanes)
         return lanes_shape(tile, caps, p);
     split_shape s;
@@ -311,15 +354,18 @@ static split_tile forced_lanes_tile(const split_tile *entry)
 
 static const char *kernel_name(const split_tile *t)
 {
-    return t->lanes ? "lane-group" : t->wide ? "wide" : "row";
+    return t->mma_warps ? "tensor-core"
+           : t->lanes   ? "lane-group"
+           : t->wide    ? "wide"
+                        : "row";
 }
 
 static bool kernel_uses(const split_tile *t, const char *name)
 {
     if (!strcmp(name, "block_n"))
-        return !t->lanes;
+        return !t->lanes && !t->mma_warps;
     if (!strcmp(name, "wg"))
-        return t->wide || t->lanes;
+        return t->wide || t->lanes || t->mma_warps;
     if (!strcmp(name, "unroll") || !strcmp(name, "prefetch"))
         return t->lanes;
     return true; /* groups */
@@ -363,7 +409,11 @@ static bool params_tile(const split_tile *entry, const tile_params *params,
     }
     if (out->groups_per_cu < 1 || out->groups_per_cu > 64)
         snprintf(why, cap, "groups %d is not 1..64", out->groups_per_cu);
-    else if (!out->lanes && out->block_n < 16)
+    else if (out->mma_warps && (out->wg_size % 32 != 0 ||
+                                out->wg_size > 256 || out->wg_size < 32))
+        snprintf(why, cap, "wg %d: the tensor-core kernel runs 1..8 whole "
+                 "warps", out->wg_size);
+    else if (!out->lanes && !out->mma_warps && out->block_n < 16)
         snprintf(why, cap, "block_n %d: the %s kernel needs 16 keys or more "
                  "a tile", out->block_n, kernel_name(out));
     else if ((out->wide || out->lanes) && out->wg_size < 32)
@@ -390,7 +440,8 @@ static bool shape_keeps(const split_tile *tile, const tile_params *params,
                         const split_shape *s, const device_caps *caps,
                         char *why, size_t cap)
 {
-    const bool wg = (tile->wide || tile->lanes) && given(params, "wg");
+    const bool wg =
+        (tile->wide || tile->lanes || tile->mma_warps) && given(params, "wg");
     if (wg && caps->max_work_group &&
         (size_t)tile->wg_size > caps->max_work_group)
         snprintf(why, cap, "wg %d is above the device's work-group limit %zu",
@@ -446,20 +497,46 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
 /* The tiles of the kernel at hand: its entry, the tuned set over it, and
  * FLASHCL_SPLIT_TILE / FLASHCL_SPLIT_LANES over both (the sweeps' knobs
  * win). `tuning` (may be NULL) gets the tuned set's origin, "" for none. */
+/* FLASHCL_SPLIT_MMA=warps,groups_per_cu[,max_rows] replaces the
+ * tensor-core kernel's entry, for sweeps on a GPU; a malformed or illegal
+ * value leaves the entry as it is. */
+static split_tile forced_mma_tile(const split_tile *entry)
+{
+    split_tile tile = *entry;
+    const char *env = getenv("FLASHCL_SPLIT_MMA");
+    int warps = 0, groups = 0, rows = tile.max_rows;
+    if (!env || sscanf(env, "%d,%d,%d", &warps, &groups, &rows) < 2)
+        return tile;
+    if (warps < 1 || warps > 8 || groups < 1 || groups > 64 || !pow2(rows) ||
+        rows > 16)
+        return tile;
+    tile.mma_warps = warps;
+    tile.wg_size = 32 * warps;
+    tile.groups_per_cu = groups;
+    tile.max_rows = rows;
+    tile.measured = "FLASHCL_SPLIT_MMA (forced, not measured)";
+    return tile;
+}
+
 static split_shape shape_of(const device_caps *caps, const problem *p,
                             const char *forced, char *tuning, size_t cap)
 {
-    const split_tile *entry = lookup(caps);
+    const split_tile *entry = lookup(caps, p);
     split_tile tuned = *entry;
     char origin[320] = "";
-    if (!tuned_tile(caps, p, entry, forced, &tuned, tuning ? origin : NULL,
+    /* The tuning database's split_kv entries were measured on the lane
+     * kernel: the tensor-core kernel keeps its own table until it has
+     * entries of its own. */
+    if ((entry->mma_warps && !forced) ||
+        !tuned_tile(caps, p, entry, forced, &tuned, tuning ? origin : NULL,
                     sizeof origin))
         origin[0] = '\0';
-    const split_tile tile = entry->wide    ? forced_wide_tile(&tuned)
-                            : entry->lanes ? forced_lanes_tile(&tuned)
-                                           : tuned;
+    const split_tile tile = entry->mma_warps ? forced_mma_tile(&tuned)
+                            : entry->wide    ? forced_wide_tile(&tuned)
+                            : entry->lanes   ? forced_lanes_tile(&tuned)
+                                             : tuned;
     split_shape s = shape_for(&tile, caps, p);
-    if ((s.tile.wide || s.tile.lanes) && caps->max_work_group &&
+    if ((s.tile.wide || s.tile.lanes || s.mma_warps) && caps->max_work_group &&
         (size_t)s.wg_size > caps->max_work_group)
         s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
     if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
@@ -483,7 +560,8 @@ static int auto_splits(const device_caps *caps, const problem *p,
     /* The lane kernel's entry counts the work-groups an SM holds at once:
      * whole waves, so the count rounds down (a part more than a wave
      * waits for a second one). */
-    int64_t splits = tile->lanes ? (int64_t)(target / work)
+    int64_t splits = tile->lanes || tile->mma_warps
+                         ? (int64_t)(target / work)
                                  : (int64_t)((target + work - 1) / work);
     if (splits > p->seqlen_k / tile->min_keys_per_split)
         splits = p->seqlen_k / tile->min_keys_per_split;
@@ -521,16 +599,18 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
-             "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d",
+             "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
+             "-DFLASHCL_SPLIT_MMA=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             !s->tile.wide && !s->tile.lanes &&
+             !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
                      portable_compensated(caps, plan->head_dim_v_padded)
                  ? 1
                  : 0,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
-             s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0);
+             s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
+             s->mma_warps);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
@@ -551,7 +631,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->head_dim_padded = s.d;
     plan->head_dim_v_padded = s.dv;
     plan->block_m = s.block_m;
-    plan->wg_size = s.tile.wide || s.tile.lanes ? s.wg_size : s.block_m;
+    plan->wg_size =
+        s.tile.wide || s.tile.lanes || s.mma_warps ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
     plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
