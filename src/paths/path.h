@@ -151,8 +151,11 @@ bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
  * count, else 1 when the work fills the device, else enough to fill it
  * (the tile table's fewest keys a part, within the scratch cap). */
 int split_kv_splits(const device_caps *caps, const problem *p);
-/* The problem needs or wants the split-KV kernels (inference features, or
- * more than one part). */
+/* A decode the tensor-core split kernel takes (NVIDIA, 16-bit, at most 16
+ * packed rows per KV head): faster there than on nv_mma even unsplit. */
+bool split_kv_tensor_decode(const device_caps *caps, const problem *p);
+/* The problem needs or wants the split-KV kernels (inference features,
+ * more than one part, or a tensor-core decode). */
 bool split_kv_wanted(const device_caps *caps, const problem *p);
 void split_kv_plan(const device_caps *caps, const problem *p,
                    kernel_plan *plan);

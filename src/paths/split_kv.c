@@ -147,6 +147,7 @@ typedef struct split_shape {
     bool shfl;     /* lane kernel on NVIDIA: warp shuffles */
     int lanes;     /* lane kernel: items per key (0: another kernel) */
     int mma_warps; /* tensor-core kernel: warps (0: another kernel) */
+    int mma_stages; /* ... and its cp.async steps in local memory */
     int unroll;    /* lane kernel: keys per lane group and step */
     int wg_size;
     int block_m, block_n, d, dv, vec;
@@ -234,10 +235,21 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     return s;
 }
 
+/* Local memory of split_mma.clh: the merge (max, sum, outputs) and the
+ * cp.async ring share one array; the rows' extras besides. */
+static size_t mma_local_bytes(int warps, int stages, int bm, int d, int dv)
+{
+    const size_t merge = (size_t)warps * (size_t)bm * (size_t)(dv + 2) * 4;
+    const size_t ring = (size_t)warps * (size_t)stages * 32 * (size_t)(d + dv);
+    return (merge > ring ? merge : ring) + (size_t)bm * 64;
+}
+
 /* The tensor-core kernel's shape: 16 keys per warp and step, the packed
  * rows of a tile on one m16 (at most 16), the head dims as they are
- * (mma_fits checked them). */
-static split_shape mma_shape(const split_tile *tile, const problem *p)
+ * (mma_fits checked them); fewer ring stages, then fewer warps, until the
+ * local memory fits. */
+static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
+                             const problem *p)
 {
     split_shape s;
     memset(&s, 0, sizeof s);
@@ -247,9 +259,20 @@ static split_shape mma_shape(const split_tile *tile, const problem *p)
     s.wg_size = 32 * s.mma_warps;
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
                               tile->max_rows > 16 ? 16 : tile->max_rows);
-    s.block_n = 16 * s.mma_warps;
+    s.mma_stages = tile->mma_stages;
     s.d = (int)p->head_dim;
     s.dv = (int)p->head_dim_v;
+    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    while (mma_local_bytes(s.mma_warps, s.mma_stages, s.block_m, s.d, s.dv) >
+               limit &&
+           (s.mma_stages > 0 || s.mma_warps > 1)) {
+        if (s.mma_stages > 0)
+            --s.mma_stages;
+        else
+            s.mma_warps /= 2;
+    }
+    s.wg_size = 32 * s.mma_warps;
+    s.block_n = 16 * s.mma_warps;
     s.vec = 4;
     s.vload = true;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
@@ -260,7 +283,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
                              const problem *p)
 {
     if (tile->mma_warps)
-        return mma_shape(tile, p);
+        return mma_shape(tile, caps, p);
     if (tile->lanes)
         return lanes_shape(tile, caps, p);
     split_shape s;
@@ -497,19 +520,20 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
 /* The tiles of the kernel at hand: its entry, the tuned set over it, and
  * FLASHCL_SPLIT_TILE / FLASHCL_SPLIT_LANES over both (the sweeps' knobs
  * win). `tuning` (may be NULL) gets the tuned set's origin, "" for none. */
-/* FLASHCL_SPLIT_MMA=warps,groups_per_cu[,max_rows] replaces the
+/* FLASHCL_SPLIT_MMA=warps,groups_per_cu[,max_rows[,stages]] replaces the
  * tensor-core kernel's entry, for sweeps on a GPU; a malformed or illegal
  * value leaves the entry as it is. */
 static split_tile forced_mma_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
     const char *env = getenv("FLASHCL_SPLIT_MMA");
-    int warps = 0, groups = 0, rows = tile.max_rows;
-    if (!env || sscanf(env, "%d,%d,%d", &warps, &groups, &rows) < 2)
+    int warps = 0, groups = 0, rows = tile.max_rows, stages = tile.mma_stages;
+    if (!env || sscanf(env, "%d,%d,%d,%d", &warps, &groups, &rows, &stages) < 2)
         return tile;
     if (warps < 1 || warps > 8 || groups < 1 || groups > 64 || !pow2(rows) ||
-        rows > 16)
+        rows > 16 || stages < 0 || stages > 3)
         return tile;
+    tile.mma_stages = stages;
     tile.mma_warps = warps;
     tile.wg_size = 32 * warps;
     tile.groups_per_cu = groups;
@@ -581,9 +605,21 @@ int split_kv_splits(const device_caps *caps, const problem *p)
     return auto_splits(caps, p, &s);
 }
 
+/* Measured on the H200 (2026-12-01, bf16 D = 128, B = 32 MHA, Nq = 1,
+ * bench/results/h200-2026-12-01-decode.md): 4048-4069 GB/s unsplit on the
+ * tensor-core split kernel against 3636-3645 on nv_mma, whose 128-row
+ * tiles hold one real row. */
+bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
+{
+    const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
+    return (!forced || strcmp(forced, "mma") == 0) && mma_fits(caps, p) &&
+           p->seqlen_q * (p->heads_q / p->heads_kv) <= 16;
+}
+
 bool split_kv_wanted(const device_caps *caps, const problem *p)
 {
-    return p->infer.needs_split_kernel || split_kv_splits(caps, p) > 1;
+    return p->infer.needs_split_kernel || split_kv_splits(caps, p) > 1 ||
+           split_kv_tensor_decode(caps, p);
 }
 
 /* ---- plan ------------------------------------------------------------ */
@@ -600,7 +636,7 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
              "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
-             "-DFLASHCL_SPLIT_MMA=%d",
+             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
@@ -610,7 +646,7 @@ static void append_options(const device_caps *caps, const problem *p,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
              s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
-             s->mma_warps);
+             s->mma_warps, s->mma_stages);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 

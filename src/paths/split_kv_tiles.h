@@ -53,6 +53,9 @@ typedef struct split_tile {
      * wg_size / 32 warps (wg is what the tuner moves), 16 keys each per
      * step (block_n derived). */
     int mma_warps;
+    /* ... and the steps it keeps in flight through local memory besides
+     * the one in registers (cp.async, 0..3). */
+    int mma_stages;
 } split_tile;
 
 static const split_tile split_tiles[] = {
@@ -60,7 +63,7 @@ static const split_tile split_tiles[] = {
      * there are fewer groups than cores, and only on long rows. */
     {true, false, false, 0, false, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
-     "for function only)", 0},
+     "for function only)", 0, 0},
     /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
      * (2026-12-01, plain loads, bf16 D = 128, bench/results/
      * h200-2026-12-01-decode.md): 32 keys took 87 registers where 64 took
@@ -69,7 +72,7 @@ static const split_tile split_tiles[] = {
      * accumulators are 4 registers per row per item. */
     {false, true, false, 0, false, 128, 1, 16, 32, 8, 256, 1,
      "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
-     "the H200 (bench/results/h200-2026-12-01-decode.md)", 0},
+     "the H200 (bench/results/h200-2026-12-01-decode.md)", 0, 0},
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
      * at most 8 rows (the Q slices and outputs live in registers), the
      * split count for 3 work-groups per SM (168 registers at 4 rows: 3 fit
@@ -81,15 +84,20 @@ static const split_tile split_tiles[] = {
     {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 4,
      "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
      "group and step, measured on the H200 "
-     "(bench/results/h200-2026-12-01-decode.md)", 0},
+     "(bench/results/h200-2026-12-01-decode.md)", 0, 0},
     /* NVIDIA with mma.sync (sm_80+), 16-bit storage, head dims multiples
-     * of 32 up to 128: up to 16 packed rows on the M side of m16n8k16,
-     * 4 warps x 16 keys a step. Not measured yet: the split count aims
-     * for 2 work-groups per SM (clang 14 + ptxas give it about 244
-     * registers at D = 128). */
-    {false, false, false, 0, false, 128, 1, 16, 0, 2, 256, 4,
-     "split-KV GPU tiles (tensor-core kernel): 4 warps x 16 keys, up to "
-     "16 packed rows (not measured yet)", 4},
+     * of 32 up to 128: up to 16 packed rows on the M side of m16n8k16.
+     * H200 sweep (2026-12-01, bf16 D = 128, 214 registers at 4 rows, so
+     * one 8-warp work-group per SM; bench/results/h200-2026-12-01-
+     * decode.md): 8 warps x 16 keys and a split count for 1 work-group
+     * per SM, best of 14 (warps, groups, stages) sets on B = 1 and B = 8
+     * GQA (1.13-1.16x the 4-warp, 2-per-SM set) and within 2 % on B = 32
+     * MHA; the cp.async ring (stages > 0) lost 1.3-2x everywhere. 16 rows
+     * fall back to 4 warps (the merge's local memory). */
+    {false, false, false, 0, false, 256, 1, 16, 0, 1, 256, 4,
+     "split-KV GPU tiles (tensor-core kernel): 8 warps x 16 keys, up to "
+     "16 packed rows, measured on the H200 "
+     "(bench/results/h200-2026-12-01-decode.md)", 8, 0},
 };
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
