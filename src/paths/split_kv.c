@@ -271,13 +271,8 @@ static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
         else
             s.mma_warps /= 2;
     }
-    /* 32 keys per warp and step: the transposed kernel (split_mma_t.clh),
-     * which packs at most 8 rows and has no ring */
-    s.unroll = tile->unroll == 32 && s.block_m <= 8 ? 32 : 16;
-    if (s.unroll == 32)
-        s.mma_stages = 0;
     s.wg_size = 32 * s.mma_warps;
-    s.block_n = s.unroll * s.mma_warps;
+    s.block_n = 16 * s.mma_warps;
     s.vec = 4;
     s.vload = true;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
@@ -525,23 +520,20 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
 /* The tiles of the kernel at hand: its entry, the tuned set over it, and
  * FLASHCL_SPLIT_TILE / FLASHCL_SPLIT_LANES over both (the sweeps' knobs
  * win). `tuning` (may be NULL) gets the tuned set's origin, "" for none. */
-/* FLASHCL_SPLIT_MMA=warps,groups_per_cu[,max_rows[,stages[,keys]]]
- * replaces the tensor-core kernel's entry, for sweeps on a GPU; a
- * malformed or illegal value leaves the entry as it is. */
+/* FLASHCL_SPLIT_MMA=warps,groups_per_cu[,max_rows[,stages]] replaces the
+ * tensor-core kernel's entry, for sweeps on a GPU; a malformed or illegal
+ * value leaves the entry as it is. */
 static split_tile forced_mma_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
     const char *env = getenv("FLASHCL_SPLIT_MMA");
     int warps = 0, groups = 0, rows = tile.max_rows, stages = tile.mma_stages;
-    int keys = tile.unroll;
-    if (!env || sscanf(env, "%d,%d,%d,%d,%d", &warps, &groups, &rows,
-                       &stages, &keys) < 2)
+    if (!env || sscanf(env, "%d,%d,%d,%d", &warps, &groups, &rows, &stages) < 2)
         return tile;
     if (warps < 1 || warps > 8 || groups < 1 || groups > 64 || !pow2(rows) ||
-        rows > 16 || stages < 0 || stages > 3 || (keys != 16 && keys != 32))
+        rows > 16 || stages < 0 || stages > 3)
         return tile;
     tile.mma_stages = stages;
-    tile.unroll = keys;
     tile.mma_warps = warps;
     tile.wg_size = 32 * warps;
     tile.groups_per_cu = groups;
@@ -644,8 +636,7 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
              "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
-             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d "
-             "-DFLASHCL_SPLIT_MMA_T=%d",
+             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
@@ -655,8 +646,7 @@ static void append_options(const device_caps *caps, const problem *p,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
              s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
-             s->mma_warps, s->mma_stages,
-             s->mma_warps && s->unroll == 32 ? 1 : 0);
+             s->mma_warps, s->mma_stages);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 

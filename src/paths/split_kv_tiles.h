@@ -50,9 +50,8 @@ typedef struct split_tile {
     int max_auto_q_tiles;
     const char *measured;
     /* Nonzero: the tensor-core kernel (split_mma.clh) instead, with
-     * wg_size / 32 warps (wg is what the tuner moves), `unroll` keys each
-     * per step (16, or 32: the transposed kernel split_mma_t.clh where the
-     * rows are at most 8; block_n derived). */
+     * wg_size / 32 warps (wg is what the tuner moves), 16 keys each per
+     * step (block_n derived). */
     int mma_warps;
     /* ... and the steps it keeps in flight through local memory besides
      * the one in registers (cp.async, 0..3). */
