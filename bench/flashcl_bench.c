@@ -87,7 +87,11 @@ static void usage(void)
            "plain); windowW:\n"
            "                       W keys left of the diagonal; gqaG: G query "
            "heads per KV\n"
-           "                       head; dvX: head_dim_v = X; tf32: "
+           "                       head; dvX: head_dim_v = X; biasrow, "
+           "maskrow: one\n"
+           "                       [N] row for every query (stride 0: cache-"
+           "resident);\n"
+           "                       tf32: "
            "allow_tf32\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --decode LIST        decode table instead of the sweep: shapes "
@@ -293,10 +297,14 @@ static cl_mem filled_buffer(cl_context context, size_t count, float value)
 
 /* A variant name is '+'-joined parts: plain, windowW (W keys to the left
  * of the diagonal), softcap, alibi, bias, mask, sinks, gqaG (G query heads
- * per KV head), dvX (D_v = X), tf32 (allow_tf32 for fp32). */
+ * per KV head), dvX (D_v = X), tf32 (allow_tf32 for fp32), biasrow and
+ * maskrow (bias / mask of one [N] row that every query reads: its stride
+ * over queries is 0, so it stays in cache, which tells the cost of the
+ * score code from the cost of the memory traffic). */
 typedef struct variant_spec {
     long window; /* -1: none */
     bool softcap, alibi, bias, mask, sinks, tf32;
+    bool bias_row, mask_row; /* one [N] row for all queries */
     long gqa, dv; /* 1 and 0 (= D) when absent */
 } variant_spec;
 
@@ -324,6 +332,10 @@ static int parse_variant(const char *name, variant_spec *v)
             v->bias = true;
         else if (!strcmp(part, "mask"))
             v->mask = true;
+        else if (!strcmp(part, "biasrow"))
+            v->bias = v->bias_row = true;
+        else if (!strcmp(part, "maskrow"))
+            v->mask = v->mask_row = true;
         else if (!strcmp(part, "sinks"))
             v->sinks = true;
         else if (!strcmp(part, "tf32"))
@@ -369,18 +381,18 @@ static int apply_variant(const variant_spec *v, flashcl_attention_desc *desc,
         desc->alibi_slopes.buffer = extra[0];
         failed |= !extra[0];
     }
-    if (v->bias) { /* one [N, N] fp32 bias for all heads */
-        extra[1] = filled_buffer(context, n * n, -0.5f);
+    if (v->bias) { /* one [N, N] (or [N]) fp32 bias for all heads */
+        extra[1] = filled_buffer(context, v->bias_row ? n : n * n, -0.5f);
         desc->bias.buffer = extra[1];
         desc->bias_dtype = FLASHCL_DTYPE_FP32;
-        desc->bias.stride_seq = n;
+        desc->bias.stride_seq = v->bias_row ? 0 : n;
         desc->bias.stride_dim = 1;
         failed |= !extra[1];
     }
-    if (v->mask) {
+    if (v->mask) { /* the [N] row: the first row of the [N, N] mask */
         extra[2] = mask_buffer(context, n);
         desc->mask.buffer = extra[2];
-        desc->mask.stride_seq = n;
+        desc->mask.stride_seq = v->mask_row ? 0 : n;
         desc->mask.stride_dim = 1;
         failed |= !extra[2];
     }
