@@ -40,6 +40,7 @@ typedef struct bench_options {
     int decode_dense; /* --dense: no cache fields, the plain call */
     int describe;     /* --describe: a describe| line per row */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
+    double busy_us; /* --busy-us: device work queued before each timed call */
 } bench_options;
 
 typedef struct bench_row {
@@ -79,6 +80,12 @@ static void usage(void)
            "  --tokens N           batch * seqlen (default 16384; CPU: 2048)\n"
            "  --hidden N           heads * head_dim (default 2048; CPU: 256)\n"
            "  --reps N --warmup N  timed and warm-up runs (default 10, 2)\n"
+           "  --busy-us N          keep the device busy about N us (a buffer "
+           "fill) before\n"
+           "                       each timed call, so that the host's "
+           "enqueue time is not\n"
+           "                       timed (default 200; 0: the marker alone, "
+           "as before 2026-12-01T21:30Z)\n"
            "  --sgemm N            also time CLBlast SGEMM NxNxN as the peer "
            "(default 2048 on CPU, 8192 on GPU; 0 = off)\n"
            "  --variants LIST      each a '+'-joined set of plain, windowW, "
@@ -172,6 +179,8 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->reps = atoi(value);
         else if (!strcmp(arg, "--warmup"))
             opt->warmup = atoi(value);
+        else if (!strcmp(arg, "--busy-us"))
+            opt->busy_us = atof(value);
         else if (!strcmp(arg, "--check"))
             opt->check_rows = atoi(value);
         else if (!strcmp(arg, "--decode")) {
@@ -534,7 +543,83 @@ static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d
 /* Warm-up and timed calls of the fused backend, each timed on the device:
  * from a marker enqueued just before the call to the end of the call's
  * event, so that a call of several kernels (a fix-up pass, split-KV) is
- * timed whole; no host launch overhead. */
+ * timed whole. The marker completes as soon as the queue before it is
+ * done: on an idle device that is at once, and the device then waits for
+ * the host to enqueue the call (tens of microseconds, much of a decode
+ * call), so a buffer fill of about --busy-us of device time goes first
+ * and the call is queued while it runs. The fill also evicts the caches,
+ * as torch's do_bench does between runs. */
+typedef struct busy_fill {
+    cl_mem buffer;
+    size_t bytes; /* 0: none */
+} busy_fill;
+
+static busy_fill g_busy; /* one per process, sized on first use */
+
+/* Device time of a fill of `bytes`, in microseconds (-1 on failure). */
+static double fill_us(cl_command_queue queue, cl_mem buffer, size_t bytes)
+{
+    const cl_uint zero = 0;
+    cl_event event = NULL;
+    if (clEnqueueFillBuffer(queue, buffer, &zero, sizeof zero, 0, bytes, 0,
+                            NULL, &event) != CL_SUCCESS)
+        return -1;
+    clWaitForEvents(1, &event);
+    cl_ulong start = 0, end = 0;
+    const bool ok = clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START,
+                                            sizeof start, &start, NULL) ==
+                        CL_SUCCESS &&
+                    clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END,
+                                            sizeof end, &end, NULL) ==
+                        CL_SUCCESS;
+    clReleaseEvent(event);
+    return ok && end > start ? (double)(end - start) / 1e3 : -1;
+}
+
+/* Sizes the fill for `us` of device time: measured on 16 MiB, scaled,
+ * within [64 KiB, a quarter of the largest allocation, 1 GiB]. No fill
+ * (bytes 0) when us <= 0 or the device will not do it. */
+static void busy_prepare(flashcl_context *ctx, double us)
+{
+    if (g_busy.buffer || us <= 0)
+        return;
+    cl_device_id device = flashcl_context_device(ctx);
+    cl_ulong max_alloc = 0;
+    clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc,
+                    &max_alloc, NULL);
+    size_t cap = (size_t)1 << 30;
+    if (max_alloc / 4 < cap)
+        cap = (size_t)(max_alloc / 4) / 4 * 4;
+    const size_t probe = cap < ((size_t)16 << 20) ? cap : (size_t)16 << 20;
+    cl_int err = CL_SUCCESS;
+    cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx),
+                                   CL_MEM_READ_WRITE, cap, NULL, &err);
+    if (err != CL_SUCCESS || !buffer)
+        return;
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    fill_us(queue, buffer, probe); /* the first fill pays for setup */
+    const double t = fill_us(queue, buffer, probe);
+    if (t <= 0) {
+        clReleaseMemObject(buffer);
+        return;
+    }
+    double bytes = (double)probe * us / t;
+    if (bytes > (double)cap)
+        bytes = (double)cap;
+    if (bytes < 65536.0)
+        bytes = 65536.0;
+    g_busy.buffer = buffer;
+    g_busy.bytes = (size_t)bytes / 4 * 4;
+}
+
+static void busy_release(void)
+{
+    if (g_busy.buffer)
+        clReleaseMemObject(g_busy.buffer);
+    g_busy.buffer = NULL;
+    g_busy.bytes = 0;
+}
+
 typedef struct timed_call {
     flashcl_context *ctx;
     const flashcl_attention_desc *desc;
@@ -546,6 +631,11 @@ static int one_event_call(void *arg, double *ms)
     timed_call *t = arg;
     cl_command_queue queue = flashcl_context_queue(t->ctx);
     cl_event before = NULL, event = NULL;
+    const cl_uint zero = 0;
+    if (g_busy.bytes &&
+        clEnqueueFillBuffer(queue, g_busy.buffer, &zero, sizeof zero, 0,
+                            g_busy.bytes, 0, NULL, NULL) != CL_SUCCESS)
+        return 1;
     if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
         return 1;
     t->status = flashcl_attention_forward(t->ctx, NULL, t->desc, 0, NULL,
@@ -846,8 +936,10 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
     clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
     apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
     printf("flashcl %s on %s (driver %s); median of %d runs after %d "
-           "warm-up, OpenCL profiling events\n\n",
-           flashcl_version_string(), name, driver, opt->reps, opt->warmup);
+           "warm-up, OpenCL profiling events (%zu-byte fill before each "
+           "call's marker)\n\n",
+           flashcl_version_string(), name, driver, opt->reps, opt->warmup,
+           g_busy.bytes);
     printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
            "TFLOP/s | GFLOP/s | GB/s |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -1001,7 +1093,8 @@ static int decode_table(flashcl_context *ctx, bench_options *opt)
 
 int main(int argc, char **argv)
 {
-    bench_options opt = {.reps = 10, .warmup = 2, .sgemm_n = -1};
+    bench_options opt = {.reps = 10, .warmup = 2, .sgemm_n = -1,
+                         .busy_us = 200};
     if (parse_options(argc, argv, &opt) != 0)
         return 2;
     if (opt.reps < 1)
@@ -1019,14 +1112,18 @@ int main(int argc, char **argv)
         cl_device_id device = flashcl_context_device(ctx);
         char name[256] = "";
         clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
+        busy_prepare(ctx, opt.busy_us);
         printf("flashcl %s on %s; median of %d runs after %d warm-up, "
                "OpenCL profiling events (marker before the call to the "
-               "call's last event)\n\n",
-               flashcl_version_string(), name, opt.reps, opt.warmup);
+               "call's last event; %zu-byte fill before the marker)\n\n",
+               flashcl_version_string(), name, opt.reps, opt.warmup,
+               g_busy.bytes);
         const int failures = decode_table(ctx, &opt);
+        busy_release();
         flashcl_context_release(ctx);
         return failures ? 1 : 0;
     }
+    busy_prepare(ctx, opt.busy_us);
     print_header(ctx, &opt);
     FILE *csv = opt.csv_path ? fopen(opt.csv_path, "w") : NULL;
     if (csv)
@@ -1040,6 +1137,7 @@ int main(int argc, char **argv)
     if (csv)
         fclose(csv);
     release_pool();
+    busy_release();
     flashcl_context_release(ctx);
     return log.failures ? 1 : 0;
 }
