@@ -134,3 +134,19 @@ scripts/amd_isa_check.sh build-test
   done
 )
 echo "AMD matrix-core step: $((SECONDS - amd_start)) s"
+
+# The NVIDIA split-KV tensor-core kernel (cl/inference/split_mma.clh)
+# without an NVIDIA GPU: its PTX (mma.sync, movmatrix, shfl, cp.async)
+# emulated with sub-group shuffles of 32 on Intel's runtime
+# (FLASHCL_NV_EMULATE, cl/nvidia/nv_mma.clh), forced by
+# FLASHCL_SPLIT_KERNEL=mma, over the inference suite (its 16-bit cases with
+# head dims multiples of 32 take the kernel; the rest the lane kernel).
+# About 3 minutes on the 2-core machine (2026-12-01).
+nv_start=$SECONDS
+(
+  eval "$(scripts/intel_cpu_runtime.sh)"
+  FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 \
+    ctest --test-dir build-test --output-on-failure -j"$jobs" \
+          -R '^test_inference$'
+)
+echo "NVIDIA split-KV emulation step: $((SECONDS - nv_start)) s"

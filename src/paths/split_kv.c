@@ -20,12 +20,31 @@
 
 static bool rows_aligned16(const problem *p);
 
+/* FLASHCL_NV_EMULATE=1 (tests): the tensor-core kernel's PTX emulated with
+ * sub-group shuffles (nv_mma.clh) on a device with cl_intel_subgroups and
+ * sub-groups of 32, such as Intel's CPU runtime, where
+ * FLASHCL_SPLIT_KERNEL=mma then runs it. */
+static bool nv_emulated(const device_caps *caps)
+{
+    const char *env = getenv("FLASHCL_NV_EMULATE");
+    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
+        !caps->has_reqd_subgroup_size)
+        return false;
+    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
+        if (caps->subgroup_sizes[i] == 32)
+            return true;
+    return false;
+}
+
 /* Whether the tensor-core kernel (split_mma.clh) serves the problem:
- * NVIDIA with mma.sync bf16 (sm_80+), 16-bit storage, rows it can read in
- * 16-byte quarters, head dims multiples of 32 up to 128. */
+ * NVIDIA with mma.sync bf16 (sm_80+), or its emulation, 16-bit storage,
+ * rows it can read in 16-byte quarters, head dims multiples of 32 up to
+ * 128. */
 static bool mma_fits(const device_caps *caps, const problem *p)
 {
-    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
+    return ((caps->klass == DEVICE_CLASS_GPU_NVIDIA &&
+             caps->nv_cc_major >= 8) ||
+            nv_emulated(caps)) &&
            (p->dtype == FLASHCL_DTYPE_FP16 || p->dtype == FLASHCL_DTYPE_BF16) &&
            p->head_dim % 32 == 0 && p->head_dim_v % 32 == 0 &&
            p->head_dim <= 128 && p->head_dim_v <= 128 && rows_aligned16(p);
@@ -636,7 +655,8 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
              "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
-             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d",
+             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d "
+             "-DFLASHCL_NV_EMULATE=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
@@ -646,7 +666,8 @@ static void append_options(const device_caps *caps, const problem *p,
              s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
              s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
-             s->mma_warps, s->mma_stages);
+             s->mma_warps, s->mma_stages,
+             s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
