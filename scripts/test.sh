@@ -141,11 +141,16 @@ echo "AMD matrix-core step: $((SECONDS - amd_start)) s"
 # (FLASHCL_NV_EMULATE, cl/nvidia/nv_mma.clh), forced by
 # FLASHCL_SPLIT_KERNEL=mma, over the inference suite (its 16-bit cases with
 # head dims multiples of 32 take the kernel; the rest the lane kernel).
-# About 3 minutes on the 2-core machine (2026-12-01).
+# Then again with the cp.async ring. About 3 minutes each on the 2-core
+# machine (2026-12-01).
 nv_start=$SECONDS
 (
   eval "$(scripts/intel_cpu_runtime.sh)"
   FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 \
+    ctest --test-dir build-test --output-on-failure -j"$jobs" \
+          -R '^test_inference$'
+  # and its cp.async ring (4 warps, 2 stages), off by default
+  FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 FLASHCL_SPLIT_MMA=4,2,16,2 \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_inference$'
 )
