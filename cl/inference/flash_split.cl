@@ -272,6 +272,36 @@ inline key_range split_keys(const seq_info *s, int t0, int g_size, int split,
     return r;
 }
 
+/* The visible keys of packed row t: [lo, hi], empty for a row past the
+ * sequence (the lane-group and tensor-core kernels). */
+typedef struct row_range {
+    int lo, hi;
+} row_range;
+
+__attribute__((always_inline)) inline row_range visible_keys(const seq_info *s, int t, int g_size,
+                              int window_left, int window_right)
+{
+    const int i = t / g_size;
+    const long diag_row = (long)i + s->diag;
+    long lo = 0, hi = i < s->nq ? (long)s->nk - 1 : -1;
+#if FLASHCL_CAUSAL
+    hi = min(hi, diag_row + window_right);
+#else
+    (void)window_right;
+#endif
+#if FLASHCL_WINDOW_LEFT
+    lo = diag_row - window_left;
+#else
+    (void)window_left;
+    (void)diag_row;
+#endif
+    /* keys are in [0, nk): clamped there, the bounds fit an int */
+    row_range v;
+    v.lo = (int)clamp(lo, -1L, (long)s->nk);
+    v.hi = (int)clamp(hi, -1L, (long)s->nk);
+    return v;
+}
+
 /* ---- append ------------------------------------------------------------ */
 
 /* Work-item (d, new row j x KV head, sequence b) copies K[d] and V[d]. */
