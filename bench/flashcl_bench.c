@@ -565,15 +565,9 @@ static double fill_us(cl_command_queue queue, cl_mem buffer, size_t bytes)
                             NULL, &event) != CL_SUCCESS)
         return -1;
     clWaitForEvents(1, &event);
-    cl_ulong start = 0, end = 0;
-    const bool ok = clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START,
-                                            sizeof start, &start, NULL) ==
-                        CL_SUCCESS &&
-                    clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END,
-                                            sizeof end, &end, NULL) ==
-                        CL_SUCCESS;
+    const double ms = timing_event_ms(event);
     clReleaseEvent(event);
-    return ok && end > start ? (double)(end - start) / 1e3 : -1;
+    return ms > 0 ? ms * 1e3 : -1;
 }
 
 /* Sizes the fill for `us` of device time: measured on 16 MiB, scaled,
