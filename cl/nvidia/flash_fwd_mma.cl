@@ -215,6 +215,61 @@ typedef float real_t;
 #define NV_TILEB (NV_BN * NV_ROWB)  /* one K tile, bytes */
 #define NV_TILEBV (NV_BN * NV_ROWBV) /* one V tile, bytes */
 #define NV_STAGEB (NV_TILEB + NV_TILEBV) /* one K and one V tile */
+/* Bias and mask: what the score pass reads besides S. */
+#define NV_EXTRAS (FLASHCL_BIAS || FLASHCL_MASK)
+/* FLASHCL_NV_KEY_PERM 1: the K and V rows of a tile are stored permuted,
+ * so that the 2 * NV_NT S columns a lane holds (n8 tile n, element e) are
+ * consecutive keys, t4 * 2 * NV_NT + 2n + e, instead of n * 8 + 2 * t4 + e.
+ * Q K^T and P V do not change (P's columns and V's rows move together);
+ * what changes is that a lane's bias and mask terms of a row are one
+ * contiguous run of 2 * NV_NT elements, read with vector loads
+ * (FLASHCL_NV_EXTRAS_VEC) instead of NV_NT pair loads. On by default
+ * with bias or mask; the host may turn it off for comparisons. */
+#ifndef FLASHCL_NV_KEY_PERM
+#define FLASHCL_NV_KEY_PERM NV_EXTRAS
+#endif
+#if FLASHCL_NV_KEY_PERM != 0 && FLASHCL_NV_KEY_PERM != 1
+#error "flash_fwd_mma: FLASHCL_NV_KEY_PERM must be 0 or 1"
+#endif
+/* Key of S column (n8 tile n, element e) of this lane in the tile at n0,
+ * and the tile row where key r of the tile is stored. */
+#if FLASHCL_NV_KEY_PERM
+#define NV_COL(n, e) (n0 + t4 * (2 * NV_NT) + (n) * 2 + (e))
+#define NV_TILE_ROW(r)                                                         \
+    ((((r) % (2 * NV_NT)) >> 1) * 8 + ((r) / (2 * NV_NT)) * 2 + ((r) & 1))
+#else
+#define NV_COL(n, e) (n0 + (n) * 8 + t4 * 2 + (e))
+#define NV_TILE_ROW(r) (r)
+#endif
+/* FLASHCL_NV_EXTRAS_VEC 1 (set by the host): bias and mask rows are
+ * contiguous (key stride 1) and every row start is aligned to a lane's
+ * run of keys (16 bytes at most), so a full tile's terms load as vectors
+ * through per-row pointers set up before the key loop. Needs the key
+ * permutation. */
+#ifndef FLASHCL_NV_EXTRAS_VEC
+#define FLASHCL_NV_EXTRAS_VEC 0
+#endif
+/* FLASHCL_NV_EXTRAS_AHEAD 1: the vector runs are loaded one key tile
+ * ahead of their use; 0: at the start of their tile, before its Q K^T. */
+#ifndef FLASHCL_NV_EXTRAS_AHEAD
+#define FLASHCL_NV_EXTRAS_AHEAD 1
+#endif
+#if FLASHCL_NV_EXTRAS_AHEAD != 0 && FLASHCL_NV_EXTRAS_AHEAD != 1
+#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_AHEAD must be 0 or 1"
+#endif
+#if FLASHCL_NV_EXTRAS_VEC && !(FLASHCL_NV_KEY_PERM && NV_EXTRAS)
+#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_VEC needs bias or mask and FLASHCL_NV_KEY_PERM"
+#endif
+/* FLASHCL_NV_HEADS_FIRST 1: work-group dimension 0 runs over heads and 1
+ * over query blocks, so that the blocks running at once share query rows
+ * across heads: a bias or mask broadcast over heads is then read from
+ * HBM about once and from L2 after (set by the host for such tensors). */
+#ifndef FLASHCL_NV_HEADS_FIRST
+#define FLASHCL_NV_HEADS_FIRST 0
+#endif
+#if FLASHCL_NV_HEADS_FIRST != 0 && FLASHCL_NV_HEADS_FIRST != 1
+#error "flash_fwd_mma: FLASHCL_NV_HEADS_FIRST must be 0 or 1"
+#endif
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
  * when a warp owns 16 rows, D <= 64 with BLOCK_N <= 64, or D <= 96; with 32 rows
  * per warp at D = 128, O alone takes 128 registers, so only 6 of Q's 8
@@ -292,7 +347,7 @@ typedef float real_t;
  * memory at byte address `dst` with row pitch ROWB; rows at or past `rmax`
  * and columns at or past DLIM are zero-filled. */
 #define NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, DLIM,    \
-                      CHECK)                                                   \
+                      CHECK, PERM)                                             \
     do {                                                                       \
         /* when CPR divides the group size a thread keeps its column and  \
          * steps WG/CPR rows per copy: one pointer and one local address \
@@ -322,9 +377,11 @@ typedef float real_t;
                     g_ = (src) + (ok_ ? (ulong)row_ * (rs) : (ulong)0) +       \
                          (ulong)((COL0) + cc_ * NV_CHUNK_ELEMS);               \
                 const uint l_ =                                                \
-                    even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *     \
-                                         (ROWB))                               \
-                          : (dst) + (uint)(r_ * (ROWB) + cc_ * 16);            \
+                    (PERM) ? (dst) + (uint)(NV_TILE_ROW(r_) * (ROWB) +         \
+                                            cc_ * 16)                          \
+                    : even_ ? lt_ + (uint)(ci_ * (FLASHCL_WG_SIZE / (CPR)) *   \
+                                           (ROWB))                             \
+                            : (dst) + (uint)(r_ * (ROWB) + cc_ * 16);          \
                 const uint bytes_ =                                            \
                     (COL0) + (CPR) * NV_CHUNK_ELEMS <= (DLIM)                  \
                         ? 16u                                                  \
@@ -333,20 +390,24 @@ typedef float real_t;
             }                                                                  \
         }                                                                      \
     } while (0)
-/* Full tiles (the common case) skip the row checks. */
-#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, DLIM)     \
+/* Full tiles (the common case) skip the row checks. PERM: rows go where
+ * NV_TILE_ROW puts them (K and V tiles). */
+#define NV_LOAD_ROWS(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0, DLIM,     \
+                     PERM)                                                     \
     do {                                                                       \
         if ((r0) + (NROWS) <= (rmax))                                          \
             NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0,      \
-                          DLIM, 0);                                            \
+                          DLIM, 0, PERM);                                      \
         else                                                                   \
             NV_LOAD_ROWS_(dst, src, rs, r0, rmax, NROWS, CPR, ROWB, COL0,      \
-                          DLIM, 1);                                            \
+                          DLIM, 1, PERM);                                      \
     } while (0)
 #define NV_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
-    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0, NV_DQ)
+    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPR, NV_ROWB, 0, NV_DQ,     \
+                 FLASHCL_NV_KEY_PERM)
 #define NV_LOAD_VTILE(dst, src, rs, n0, nmax)                                  \
-    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPRV, NV_ROWBV, 0, NV_DV)
+    NV_LOAD_ROWS(dst, src, rs, n0, nmax, NV_BN, NV_CPRV, NV_ROWBV, 0, NV_DV,   \
+                 FLASHCL_NV_KEY_PERM)
 
 /* The 32-bit word of a Q row that holds element `col` (fp16/bf16: the
  * pair col, col + 1 with col even; fp32: col itself), zero past NV_DQ. */
@@ -412,63 +473,182 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
         }                                                                      \
     } while (0)
 
-/* Bias and mask are read from global memory score by score: their loads
- * for a tile are issued before its Q K^T (NV_FETCH_EXTRAS), so their
- * latency hides behind the mma, and consumed by NV_SCORE_PASS. */
-#define NV_EXTRAS (FLASHCL_BIAS || FLASHCL_MASK)
+/* Bias and mask are read from global memory into registers: the loads of
+ * a tile are issued before its Q K^T (NV_FETCH_EXTRAS), so that their
+ * latency hides behind the mma, and consumed by NV_SCORE_PASS. With the
+ * key permutation and FLASHCL_NV_EXTRAS_VEC, a lane's terms of a row are
+ * one run of NV_XRUN bytes read in NV_XCH-byte vectors; otherwise they go
+ * pair by pair through the shared score code. */
 #if FLASHCL_MASK && NV_NT * 2 > 32
 #error "flash_fwd_mma: the mask bits of a row need BLOCK_N <= 128"
 #endif
+#if FLASHCL_NV_EXTRAS_VEC
+/* Loads the run of `BYTES` bytes at `ptr` (aligned to min(16, BYTES))
+ * into the uint words W[0 .. BYTES / 4). */
+#define NV_LOAD_RUN(W, ptr, BYTES)                                             \
+    do {                                                                       \
+        __global const uchar *p_ = (__global const uchar *)(ptr);              \
+        if ((BYTES) >= 16) {                                                   \
+            _Pragma("unroll") for (int i_ = 0; i_ < (BYTES) / 16; ++i_) {      \
+                const uint4 v_ = ((__global const uint4 *)p_)[i_];             \
+                W[4 * i_] = v_.x;                                              \
+                W[4 * i_ + 1] = v_.y;                                          \
+                W[4 * i_ + 2] = v_.z;                                          \
+                W[4 * i_ + 3] = v_.w;                                          \
+            }                                                                  \
+        } else if ((BYTES) == 8) {                                             \
+            const uint2 v_ = *(__global const uint2 *)p_;                      \
+            W[0] = v_.x;                                                       \
+            W[((BYTES) / 4) - 1] = v_.y;                                       \
+        } else {                                                               \
+            W[0] = *(__global const uint *)p_;                                 \
+        }                                                                      \
+    } while (0)
+/* A bias word's element i of a run (raw storage to float). */
+#if FLASHCL_BIAS == 1
+#define NV_BIAS_ESZ 4
+#define NV_BIAS_ELEM(W, i) as_float(W[i])
+#elif FLASHCL_BIAS == 2
+#define NV_BIAS_ESZ 2
+#define NV_BIAS_ELEM(W, i)                                                     \
+    nv_half_bits_to_float((ushort)(W[(i) >> 1] >> (((i)&1) * 16)))
+#else
+#define NV_BIAS_ESZ 2
+#define NV_BIAS_ELEM(W, i)                                                     \
+    as_float(((i)&1) ? (W[(i) >> 1] & 0xffff0000u) : (W[(i) >> 1] << 16))
+#endif
+#define NV_BIAS_RUN (2 * NV_NT * NV_BIAS_ESZ) /* bytes of a lane's run */
+#define NV_MASK_RUN (2 * NV_NT)
+#define NV_RUN_OK(b) ((b) == 4 || (b) == 8 || (b) % 16 == 0)
+#if (FLASHCL_BIAS && !NV_RUN_OK(NV_BIAS_RUN)) ||                              \
+    (FLASHCL_MASK && !NV_RUN_OK(NV_MASK_RUN))
+#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_VEC needs runs of 4, 8 or 16k bytes"
+#endif
+#endif
+
+/* Non-vector reading: the terms of tile n0, fetched at the tile. */
 #define NV_FETCH_EXTRAS()                                                      \
     do {                                                                       \
+        const bool full_ = n0 + NV_BN <= seqlen_k;                             \
         _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
             _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
                 const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
-                const score_row sr = score_row_init(                           \
-                    b, h, row, diag, M_LOG2E_F FLASHCL_VARIANT_NAMES);         \
-                uint bits = 0;                                                 \
-                _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
-                    const int col = n0 + n * 8 + t4 * 2;                       \
-                    const bool in = row < seqlen_q && col < seqlen_k;          \
-                    const bool both = col + 1 < seqlen_k;                      \
-                    float t0 = 0.f, t1 = 0.f;                                  \
-                    if (in) {                                                  \
-                        if (FLASHCL_BIAS)                                      \
-                            score_bias_pair(&sr, col, both, &t0,               \
-                                            &t1 FLASHCL_VARIANT_NAMES);        \
-                        if (FLASHCL_MASK)                                      \
-                            bits |= score_visible_pair(                        \
-                                        &sr, col, both FLASHCL_VARIANT_NAMES)  \
-                                    << (n * 2);                                \
-                    }                                                          \
-                    if (FLASHCL_BIAS) {                                        \
-                        bias_term[mt][n][hh * 2] = t0;                         \
-                        bias_term[mt][n][hh * 2 + 1] = t1;                     \
-                    }                                                          \
-                }                                                              \
-                visible_bits[mt][hh] = bits;                                   \
+                const bool row_ok = row < seqlen_q;                            \
+                NV_FETCH_ROW(mt, hh, row_ok, full_);                           \
             }                                                                  \
         }                                                                      \
     } while (0)
 
+#if FLASHCL_NV_EXTRAS_VEC
+/* The raw runs of the tile at key nn0 go into xb_next / xm_next, one tile
+ * ahead of their use (a whole tile of latency hidden; converted only in
+ * the score pass, so nothing waits on them before). Full tiles of real
+ * rows: vectors; the last tile (past seqlen_k) and rows past seqlen_q:
+ * element by element, bounds checked, 0 (no bias; hidden) outside. */
+#define NV_FETCH_RUNS(nn0)                                                     \
+    do {                                                                       \
+        const bool full_ = (nn0) + NV_BN <= seqlen_k;                          \
+        const int key0_ = (nn0) + t4 * (2 * NV_NT);                            \
+        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
+            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
+                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
+                const bool row_ok = row < seqlen_q;                            \
+                if (FLASHCL_BIAS && row_ok && full_) {                         \
+                    NV_LOAD_RUN(xb_next[mt][hh], xbias[mt][hh] + (nn0),        \
+                                NV_BIAS_RUN);                                  \
+                } else if (FLASHCL_BIAS) {                                     \
+                    _Pragma("unroll") for (int w_ = 0; w_ < NV_BIAS_WORDS;     \
+                                           ++w_) {                             \
+                        const int per_ = 4 / NV_BIAS_ESZ; /* elements */       \
+                        uint word_ = 0;                                        \
+                        _Pragma("unroll") for (int i_ = 0; i_ < per_; ++i_) {  \
+                            const int k_ = w_ * per_ + i_;                     \
+                            if (row_ok && key0_ + k_ < seqlen_k)               \
+                                word_ |= (uint)NV_BIAS_RAW(                    \
+                                             xbias[mt][hh][(nn0) + k_])        \
+                                         << (i_ * 16);                         \
+                        }                                                      \
+                        xb_next[mt][hh][w_] = word_;                           \
+                    }                                                          \
+                }                                                              \
+                if (FLASHCL_MASK && row_ok && full_) {                         \
+                    NV_LOAD_RUN(xm_next[mt][hh], xmask[mt][hh] + (nn0),        \
+                                NV_MASK_RUN);                                  \
+                } else if (FLASHCL_MASK) {                                     \
+                    _Pragma("unroll") for (int w_ = 0; w_ < NV_MASK_WORDS;     \
+                                           ++w_) {                             \
+                        uint word_ = 0;                                        \
+                        _Pragma("unroll") for (int i_ = 0; i_ < 4; ++i_) {     \
+                            const int k_ = w_ * 4 + i_;                        \
+                            if (row_ok && k_ < NV_MASK_RUN &&                  \
+                                key0_ + k_ < seqlen_k &&                       \
+                                xmask[mt][hh][(nn0) + k_] != 0)                \
+                                word_ |= 1u << (i_ * 8);                       \
+                        }                                                      \
+                        xm_next[mt][hh][w_] = word_;                           \
+                    }                                                          \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+#if FLASHCL_BIAS == 1
+#define NV_BIAS_RAW(x) as_uint(x)
+#else
+#define NV_BIAS_RAW(x) (x)
+#endif
+#define NV_BIAS_WORDS (NV_BIAS_RUN >= 4 ? NV_BIAS_RUN / 4 : 1)
+#define NV_MASK_WORDS (NV_MASK_RUN >= 4 ? NV_MASK_RUN / 4 : 1)
+/* Terms of S column (n, e): element 2n + e of the lane's runs. */
+#define NV_BIAS_TERM(mt, hh, n, e)                                             \
+    (NV_BIAS_ELEM(xb_cur[mt][hh], 2 * (n) + (e)) * M_LOG2E_F)
+#define NV_VISIBLE(mt, hh, n, e)                                               \
+    (((xm_cur[mt][hh][(2 * (n) + (e)) >> 2] >>                                 \
+       (((2 * (n) + (e)) & 3) * 8)) & 0xffu) != 0)
+#else
+#define NV_FETCH_ROW(mt, hh, row_ok, full)                                     \
+    do {                                                                       \
+        uint bits_ = 0;                                                        \
+        _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {                    \
+            const int col = NV_COL(n, 0);                                      \
+            const bool in = (row_ok) && col < seqlen_k;                        \
+            const bool both = col + 1 < seqlen_k;                              \
+            float t0 = 0.f, t1 = 0.f;                                          \
+            if (in) {                                                          \
+                if (FLASHCL_BIAS)                                              \
+                    score_bias_pair(&srow[mt][hh], col, both, &t0,             \
+                                    &t1 FLASHCL_VARIANT_NAMES);                \
+                if (FLASHCL_MASK)                                              \
+                    bits_ |= score_visible_pair(&srow[mt][hh], col,            \
+                                                both FLASHCL_VARIANT_NAMES)    \
+                             << (n * 2);                                       \
+            }                                                                  \
+            if (FLASHCL_BIAS) {                                                \
+                bias_term[mt][n][hh * 2] = t0;                                 \
+                bias_term[mt][n][hh * 2 + 1] = t1;                             \
+            }                                                                  \
+        }                                                                      \
+        visible_bits[mt][hh] = bits_;                                          \
+        (void)(full);                                                          \
+    } while (0)
+#define NV_BIAS_TERM(mt, hh, n, e) bias_term[mt][n][(hh) * 2 + (e)]
+#define NV_VISIBLE(mt, hh, n, e) ((visible_bits[mt][hh] >> ((n) * 2 + (e))) & 1u)
+#endif
+
 /* Scores of one m16 x BLOCK_N tile, scaled, through the variants' score
- * code (softcap, ALiBi, bias, mask), in exp2 units. */
+ * code (softcap, ALiBi, bias, mask), in exp2 units. The mask bit of S
+ * column (n, e) is bit 2n + e: with the key permutation that is also the
+ * key's place in the lane's run. */
 #define NV_SCORE_PASS()                                                        \
     do {                                                                       \
         _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
             _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
-                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
-                const score_row sr = score_row_init(                           \
-                    b, h, row, diag, M_LOG2E_F FLASHCL_VARIANT_NAMES);         \
                 _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
-                    const int col = n0 + n * 8 + t4 * 2;                       \
                     _Pragma("unroll") for (int e = 0; e < 2; ++e) {            \
                         const float s0 = sc[mt][n][hh * 2 + e] * scale_log2;   \
                         sc[mt][n][hh * 2 + e] = score_apply_with(              \
-                            &sr, col + e, s0,                                  \
-                            FLASHCL_BIAS ? bias_term[mt][n][hh * 2 + e] : 0.f, \
-                            !FLASHCL_MASK ||                                   \
-                                ((visible_bits[mt][hh] >> (n * 2 + e)) & 1u)); \
+                            &srow[mt][hh], NV_COL(n, e), s0,                   \
+                            FLASHCL_BIAS ? NV_BIAS_TERM(mt, hh, n, e) : 0.f,   \
+                            !FLASHCL_MASK || NV_VISIBLE(mt, hh, n, e));        \
                     }                                                          \
                 }                                                              \
             }                                                                  \
@@ -488,10 +668,16 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int g = lane >> 2; /* row within an m16 tile (and +8) */
     const int t4 = lane & 3; /* column pair within an n8 tile */
 
-    const int nqb = (int)get_num_groups(0);
     /* Heaviest causal blocks (largest query index) first. */
+#if FLASHCL_NV_HEADS_FIRST
+    const int nqb = (int)get_num_groups(1);
+    const int qb = nqb - 1 - (int)get_group_id(1);
+    const int h = (int)get_group_id(0);
+#else
+    const int nqb = (int)get_num_groups(0);
     const int qb = nqb - 1 - (int)get_group_id(0);
     const int h = (int)get_group_id(1);
+#endif
     const int b = (int)get_group_id(2);
     const int hk = h / group_size;
 
@@ -577,6 +763,32 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
     }
 
+#if NV_PRESCALE
+    /* What each row's score code needs, once (not per key tile). */
+    score_row srow[NV_MT][2];
+#if FLASHCL_NV_EXTRAS_VEC
+    /* Each row's bias and mask at this lane's run of keys in tile 0. */
+    __global const BIAS_T *xbias[NV_MT][2];
+    __global const uchar *xmask[NV_MT][2];
+#endif
+#pragma unroll
+    for (int mt = 0; mt < NV_MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
+            srow[mt][hh] = score_row_init(b, h, row, diag,
+                                          M_LOG2E_F FLASHCL_VARIANT_NAMES);
+#if FLASHCL_NV_EXTRAS_VEC
+#if FLASHCL_BIAS
+            xbias[mt][hh] = bias + srow[mt][hh].bias_row + t4 * (2 * NV_NT);
+#endif
+#if FLASHCL_MASK
+            xmask[mt][hh] = mask + srow[mt][hh].mask_row + t4 * (2 * NV_NT);
+#endif
+#endif
+        }
+#endif
+
     float acc[NV_MT][NV_DT][4];
     float row_max[NV_MT][2]; /* running max of the raw scores */
     float row_sum[NV_MT][2]; /* this thread's partial sum (quad-reduced at end) */
@@ -618,7 +830,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     if (j_end > j_begin) {
 #if NV_QS_KC > 0
         NV_LOAD_ROWS(sQ, qp, qs, m0, seqlen_q, NV_BM, NV_QS_KC * 2, NV_QS_ROWB,
-                     NV_QREG * NV_KSTEP_ELEMS, NV_DQ);
+                     NV_QREG * NV_KSTEP_ELEMS, NV_DQ, 0);
 #endif
         NV_LOAD_TILE(NV_KBUF(j_begin), kp, ks, j_begin * NV_BN, seqlen_k);
 #if FLASHCL_NV_STAGES == 2
@@ -627,6 +839,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         NV_CP_COMMIT();
     }
 
+#if FLASHCL_NV_EXTRAS_VEC
+    uint xb_next[NV_MT][2][NV_BIAS_WORDS], xm_next[NV_MT][2][NV_MASK_WORDS];
+    (void)xb_next;
+    (void)xm_next;
+    if (FLASHCL_NV_EXTRAS_AHEAD && j_end > j_begin)
+        NV_FETCH_RUNS(j_begin * NV_BN);
+#endif
     for (int j = j_begin; j < j_end; ++j) {
         const int n0 = j * NV_BN;
 #if FLASHCL_NV_STAGES == 1
@@ -668,8 +887,30 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         uint visible_bits[NV_MT][2];
         (void)bias_term;
         (void)visible_bits;
+#if FLASHCL_NV_EXTRAS_VEC
+        /* this tile's runs arrived during the last tile; the next's go
+         * (FLASHCL_NV_EXTRAS_AHEAD 0: this tile's, now) */
+        if (!FLASHCL_NV_EXTRAS_AHEAD)
+            NV_FETCH_RUNS(n0);
+        uint xb_cur[NV_MT][2][NV_BIAS_WORDS], xm_cur[NV_MT][2][NV_MASK_WORDS];
+#pragma unroll
+        for (int mt = 0; mt < NV_MT; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+#pragma unroll
+                for (int w = 0; w < NV_BIAS_WORDS; ++w)
+                    xb_cur[mt][hh][w] = xb_next[mt][hh][w];
+#pragma unroll
+                for (int w = 0; w < NV_MASK_WORDS; ++w)
+                    xm_cur[mt][hh][w] = xm_next[mt][hh][w];
+            }
+        if (FLASHCL_NV_EXTRAS_AHEAD && j + 1 < j_end)
+            NV_FETCH_RUNS(n0 + NV_BN);
+        (void)xb_cur;
+        (void)xm_cur;
+#endif
         if (active) {
-#if NV_EXTRAS
+#if NV_EXTRAS && !FLASHCL_NV_EXTRAS_VEC
             NV_FETCH_EXTRAS();
 #endif
             /* ---- S = Q K^T ------------------------------------------- */
@@ -733,7 +974,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
 #pragma unroll
                         for (int n = 0; n < NV_NT; ++n) {
-                            const int col = n0 + n * 8 + t4 * 2;
+                            const int col = NV_COL(n, 0);
                             if (col > hi || col < lo)
                                 sc[mt][n][hh * 2] = -INFINITY;
                             if (col + 1 > hi || col + 1 < lo)

@@ -179,6 +179,94 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
     return true;
 }
 
+/* How the kernel reads bias and mask (FLASHCL_NV_EXTRAS, for
+ * comparisons): "vec" (default) permutes the keys of a tile so that a
+ * lane's terms of a row are contiguous and loads them as vectors where
+ * the rows allow it, a tile ahead when a mask is on ("vec0": always at
+ * their tile, "vec1": always ahead); "perm" permutes but loads pairs;
+ * "pairs" is the layout of before (pair loads at the tile, 16 rows per
+ * warp with a mask too). */
+typedef enum extras_kind {
+    EXTRAS_VEC,
+    EXTRAS_VEC_AT_TILE, /* "vec0": vectors loaded at their tile */
+    EXTRAS_VEC_AHEAD,   /* "vec1": vectors loaded a tile ahead */
+    EXTRAS_PERM,
+    EXTRAS_PAIRS
+} extras_kind;
+
+static extras_kind extras_mode(void)
+{
+    const char *text = getenv("FLASHCL_NV_EXTRAS");
+    if (text && !strcmp(text, "vec0"))
+        return EXTRAS_VEC_AT_TILE;
+    if (text && !strcmp(text, "vec1"))
+        return EXTRAS_VEC_AHEAD;
+    if (text && !strcmp(text, "pairs"))
+        return EXTRAS_PAIRS;
+    if (text && !strcmp(text, "perm"))
+        return EXTRAS_PERM;
+    return EXTRAS_VEC;
+}
+
+/* Whether a bias or mask view's rows allow the kernel's vector loads:
+ * key stride 1 and every row start aligned to a lane's run of keys
+ * (block_n / 4 elements; the kernel reads at most 16 bytes at a time). */
+static bool extras_rows_vector(const cl_ulong4 *stride, uint64_t base,
+                               size_t elem_size, int block_n)
+{
+    const uint64_t run = (uint64_t)block_n / 4 * elem_size;
+    const uint64_t align = (run < 16 ? run : 16) / elem_size;
+    /* the kernel's vectors: one of 4 or 8 bytes, or 16-byte ones */
+    if (stride->s[3] != 1 || (run != 4 && run != 8 && run % 16 != 0))
+        return false;
+    return base % align == 0 && stride->s[0] % align == 0 &&
+           stride->s[1] % align == 0 && stride->s[2] % align == 0;
+}
+
+/* Kernel switches for bias and mask; returns whether the grid runs heads
+ * first (a bias or mask shared by every head: the blocks in flight then
+ * read the same rows, from L2). FLASHCL_NV_GRID=blocks|heads forces it. */
+static bool extras_options(const problem *p, kernel_plan *plan)
+{
+    const int bias = variant_value(p, "bias");
+    const bool mask = variant_active(p, "mask");
+    if (!bias && !mask)
+        return false;
+    const extras_kind kind = extras_mode();
+    const size_t bias_size = bias == 1 ? 4 : 2;
+    bool vec = kind == EXTRAS_VEC || kind == EXTRAS_VEC_AT_TILE ||
+               kind == EXTRAS_VEC_AHEAD;
+    /* Loading a tile ahead hides the latency but holds two tiles of terms
+     * in registers. bf16 D=128 N=4096 on the H200 (2026-12-02,
+     * bench/results/h200-2026-12-02-extras.md): a mask gains from it
+     * (269 against 257 TFLOP/s non-causal), and bias with a mask (189
+     * against 167); a bias alone loses (201 against 218: its fp32 terms
+     * take 16 more registers a row). */
+    const bool ahead = kind == EXTRAS_VEC_AHEAD ||
+                       (kind == EXTRAS_VEC && mask);
+    if (bias)
+        vec = vec && extras_rows_vector(&p->vargs.bias_stride,
+                                        p->vargs.bias_base, bias_size,
+                                        plan->block_n);
+    if (mask)
+        vec = vec && extras_rows_vector(&p->vargs.mask_stride,
+                                        p->vargs.mask_base, 1, plan->block_n);
+    bool heads_first = p->heads_q > 1 &&
+                       (!bias || p->vargs.bias_stride.s[1] == 0) &&
+                       (!mask || p->vargs.mask_stride.s[1] == 0);
+    const char *grid = getenv("FLASHCL_NV_GRID");
+    if (grid && !strcmp(grid, "blocks"))
+        heads_first = false;
+    else if (grid && !strcmp(grid, "heads"))
+        heads_first = true;
+    const size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_NV_KEY_PERM=%d -DFLASHCL_NV_EXTRAS_VEC=%d"
+             " -DFLASHCL_NV_HEADS_FIRST=%d -DFLASHCL_NV_EXTRAS_AHEAD=%d",
+             kind != EXTRAS_PAIRS, vec, heads_first, ahead);
+    return heads_first;
+}
+
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)
 {
@@ -194,13 +282,15 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
             snprintf(plan->reason, sizeof plan->reason, "%.250s",
                      plan->tuning);
     }
-    /* Bias and mask terms are fetched into registers ahead of each tile's
-     * Q K^T: with 32 rows per warp they spill, so a warp owns 16. */
+    /* Bias terms are fetched into registers ahead of each tile's Q K^T:
+     * with 32 rows per warp they spill, so a warp owns 16. Mask bits take
+     * a register per row and keep the entry's tiles. */
     if (tile != &forced && tile->block_m == tile->warps * 32 &&
-        (variant_active(p, "bias") || variant_active(p, "mask"))) {
+        (variant_active(p, "bias") ||
+         (variant_active(p, "mask") && extras_mode() == EXTRAS_PAIRS))) {
         narrowed = *tile;
         narrowed.block_m = tile->warps * 16;
-        narrowed.reason = "bias/mask: the entry's tiles with 16 rows per warp "
+        narrowed.reason = "bias: the entry's tiles with 16 rows per warp "
                           "(the prefetched terms need the registers)";
         tile = &narrowed;
     }
@@ -231,6 +321,7 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)caps->local_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
+    const bool heads_first = extras_options(p, plan);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
@@ -239,6 +330,11 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     snprintf(plan->extra_options + len, sizeof plan->extra_options - len,
              " -DFLASHCL_NV_FIXUP=1");
     plan_row_blocks(p, plan);
+    if (heads_first) { /* dimension 0 over heads, 1 over query blocks */
+        const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
+        plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
+        plan->global[1] = blocks;
+    }
 }
 
 /* The fast pass, then the fix-up pass after it. Blocks whose scores were

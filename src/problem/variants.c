@@ -360,6 +360,14 @@ bool variant_active(const problem *p, const char *name)
     return false;
 }
 
+int variant_value(const problem *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
+        if (strcmp(table[i].name, name) == 0)
+            return (p->variants >> i) & 1u ? p->variant_value[i] : 0;
+    return 0;
+}
+
 const variant_entry *variant_at(size_t index)
 {
     return index < variant_count() ? &table[index] : NULL;

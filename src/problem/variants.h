@@ -89,6 +89,10 @@ uint32_t variants_unsupported(const problem *p, unsigned path_bits);
  * whose tiles depend on a variant asks this). */
 bool variant_active(const problem *p, const char *name);
 
+/* The value of the -D switch of the variant named `name` (0 when it is
+ * not active): e.g. the bias dtype code a kernel compiles for. */
+int variant_value(const problem *p, const char *name);
+
 /* Appends " -DNAME=value" for every active variant with a switch. */
 void variants_append_defines(const problem *p, char *buf, size_t cap);
 
