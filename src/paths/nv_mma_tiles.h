@@ -59,9 +59,10 @@ static const nv_tile nv_tiles[] = {
     {192, -1, 0, 64, 32, 4,
      "4 warps x 16 rows, 32-key tiles: 234 TFLOP/s fp16 N=4096 on the H200 "
      "(64x16 228); D=192/D_v=128: 247 (64x16 252)"},
-    {256, -1, 0, 64, 16, 4,
-     "4 warps x 16 rows, 16-key tiles double-buffered: no spills (197 "
-     "TFLOP/s bf16 causal N=4096 on the H200)"},
+    {256, -1, 0, 64, 32, 4,
+     "4 warps x 16 rows, 32-key tiles: 247 / 232 TFLOP/s fp16 N=4096 "
+     "non-causal / causal on the H200, vs 246 / 222 for 16-key tiles "
+     "double-buffered (bench/results/h200-2026-12-02-extras.md)"},
     /* TF32 (fp32 storage, allow_tf32): 4-byte rows double the local
      * memory of a tile, and Q's fragments take twice the registers (sweep
      * of 2026-12-01, bench/results/h200-2026-12-01-coverage.md). */
