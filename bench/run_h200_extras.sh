@@ -5,7 +5,7 @@
 #
 #   cmake -S . -B build-gpu -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-gpu -j -- -k   # (test_binary_cache does not link static)
-#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|peers|decode|all]
+#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|all]
 #
 # check:  test_variants, test_forward and test_semantics with every
 #   fp16/bf16 case on nv_mma (FLASHCL_EXPECT_PATH), for each way of
@@ -17,6 +17,8 @@
 # decode: flashcl-bench --decode (device-side timing behind a busy fill,
 #   --busy-us) and torch's decode backends, in the same run.
 # sweep:  FLASHCL_NV_TILE candidates for bias and mask.
+# fused:  test_inference, then decode with the split kernel's own merge
+#   (FLASHCL_SPLIT_FUSED=1, default) and with the combine kernel (0).
 # dsweep: FLASHCL_SPLIT_MMA (warps, work-groups per SM) on GQA decode.
 # tiles:  TILES="D:variant:bm,bn,warps ..." (or :table), fp16 N=4096.
 # Logs under $LOG, packed into $OUT/extras-MODE.tar.gz.
@@ -151,15 +153,27 @@ dsweep() { # FLASHCL_SPLIT_MMA sets on the GQA decode shapes (device-side timing
   done
 }
 
+fused() { # the tensor-core split kernel's own merge against the combine kernel
+  step test_inference 240 "$BUILD/tests/test_inference"
+  local shapes=1:32:8:32768,8:32:8:8192,32:32:32:4096
+  for f in 1 0; do
+    FLASHCL_SPLIT_FUSED=$f "$BENCH" --decode "$shapes" --dtype bf16 --head-dim 128 \
+      --bandwidth 4280 --reps 30 --sgemm 0 > "$LOG/fused_$f.md" 2>&1
+    echo "FLASHCL_SPLIT_FUSED=$f: $(grep -E '^\| [0-9]' "$LOG/fused_$f.md" |
+      awk -F'|' '{printf "B=%s splits %s %s ms %s GB/s; ", $2+0, $9+0, $10+0, $11+0}')"
+  done
+}
+
 case "$MODE" in
 check) check ;;
 extras) extras ;;
 sweep) sweep ;;
 tiles) tiles ;;
 dsweep) dsweep ;;
+fused) fused ;;
 peers) peers ;;
 decode) decode ;;
 all) check; extras; sweep; decode; peers ;;
-*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|peers|decode|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|fused|peers|decode|all]" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/extras-$MODE.tar.gz" -C "$LOG" .

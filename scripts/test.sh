@@ -141,16 +141,20 @@ echo "AMD matrix-core step: $((SECONDS - amd_start)) s"
 # (FLASHCL_NV_EMULATE, cl/nvidia/nv_mma.clh), forced by
 # FLASHCL_SPLIT_KERNEL=mma, over the inference suite (its 16-bit cases with
 # head dims multiples of 32 take the kernel; the rest the lane kernel).
-# Then again with the cp.async ring. About 3 minutes each on the 2-core
+# The kernel merges its own partials at every split count
+# (FLASHCL_SPLIT_FUSED=1); then again with the cp.async ring and the
+# combine kernel. About 3-4 minutes each on the 2-core
 # machine (2026-12-01).
 nv_start=$SECONDS
 (
   eval "$(scripts/intel_cpu_runtime.sh)"
-  FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 \
+  FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 FLASHCL_SPLIT_FUSED=1 \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_inference$'
-  # and its cp.async ring (4 warps, 2 stages), off by default
+  # and its cp.async ring (4 warps, 2 stages), off by default, with the
+  # combine kernel after it instead of its own merge (FLASHCL_SPLIT_FUSED)
   FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 FLASHCL_SPLIT_MMA=4,2,16,2 \
+    FLASHCL_SPLIT_FUSED=0 \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_inference$'
 )

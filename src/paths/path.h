@@ -58,6 +58,12 @@ struct kernel_plan {
     bool split_kernel;
     int splits;
     uint64_t scratch_bytes;
+    /* The attention kernel merges its own partials (the last work-group
+     * of a query tile; FLASHCL_SPLIT_FUSED): no combine kernel runs, and
+     * `split_counters` int32 counts in the context's scratch, zero between
+     * calls, say which work-group is last. */
+    bool split_fused;
+    size_t split_counters;
     /* The plan's program is built from source, then from the binary that
      * `patch` makes of it (the wgmma path's sm_90a PTX), cached on disk
      * under `patch_kind`; NULL for the other paths. */

@@ -260,7 +260,8 @@ static size_t mma_local_bytes(int warps, int stages, int bm, int d, int dv)
 {
     const size_t merge = (size_t)warps * (size_t)bm * (size_t)(dv + 2) * 4;
     const size_t ring = (size_t)warps * (size_t)stages * 32 * (size_t)(d + dv);
-    return (merge > ring ? merge : ring) + (size_t)bm * 64;
+    /* + the rows' score state, and the fused merge's flag */
+    return (merge > ring ? merge : ring) + (size_t)bm * 64 + 16;
 }
 
 /* The tensor-core kernel's shape: 16 keys per warp and step, the packed
@@ -656,7 +657,7 @@ static void append_options(const device_caps *caps, const problem *p,
              "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
              "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
              "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d "
-             "-DFLASHCL_NV_EMULATE=%d",
+             "-DFLASHCL_NV_EMULATE=%d -DFLASHCL_SPLIT_FUSED=%d",
              plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
              in->batch_idx ? 1 : 0, in->append ? 1 : 0,
              !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
@@ -667,8 +668,27 @@ static void append_options(const device_caps *caps, const problem *p,
              s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
              s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
              s->mma_warps, s->mma_stages,
-             s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0);
+             s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0,
+             plan->split_fused ? 1 : 0);
     variants_append_defines(p, plan->options, sizeof plan->options);
+}
+
+/* Whether the tensor-core kernel merges its own partials (FLASHCL_SPLIT_
+ * FUSED in split_store.clh) rather than the combine kernel after it. Its
+ * last work-group reads the parts one after the other, so the merge grows
+ * with the split count while the launch it saves does not. H200, bf16
+ * D = 128, GQA 4 (2026-12-02, bench/results/h200-2026-12-02-extras.md):
+ * 2 splits (B = 8, 8k keys) 0.0814 ms fused against 0.0860, 16 splits
+ * (B = 1, 32k keys) 0.0625 against 0.0614; so up to 4 splits.
+ * FLASHCL_SPLIT_FUSED=1 fuses any count, 0 none (comparisons, tests). */
+static bool fused_merge(int splits)
+{
+    const char *env = getenv("FLASHCL_SPLIT_FUSED");
+    if (env && !strcmp(env, "0"))
+        return false;
+    if (env && !strcmp(env, "1"))
+        return splits > 1;
+    return splits > 1 && splits <= 4;
 }
 
 void split_kv_plan(const device_caps *caps, const problem *p,
@@ -695,11 +715,17 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
                                            : auto_splits(caps, p, &s);
     plan->scratch_bytes = inference_scratch_bytes(p, plan->splits, s.dv);
+    plan->split_fused = s.mma_warps > 0 && fused_merge(plan->splits);
+    plan->split_counters = plan->split_fused
+                               ? (size_t)s.m_blocks * (size_t)p->heads_kv *
+                                     (size_t)p->batch
+                               : 0;
     snprintf(plan->reason, sizeof plan->reason,
-             "%s; %d split%s (%s), %lld query head%s per work-group",
+             "%s; %d split%s (%s%s), %lld query head%s per work-group",
              s.tile.measured, plan->splits, plan->splits == 1 ? "" : "s",
              p->infer.num_splits > 0 ? "forced by num_splits"
                                      : "from compute units and shape",
+             plan->split_fused ? ", merged by the last work-group" : "",
              (long long)(p->heads_q / p->heads_kv),
              p->heads_q == p->heads_kv ? "" : "s");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
@@ -718,8 +744,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
  * previous call that used the buffer (on whichever queue). */
 struct split_state {
     pthread_mutex_t lock;
-    cl_mem buffer[2]; /* partial O, partial LSE */
-    size_t capacity[2];
+    cl_mem buffer[3]; /* partial O, partial LSE, split counts (zeroed) */
+    size_t capacity[3];
     cl_event busy;
 };
 
@@ -751,7 +777,7 @@ void split_state_release(flashcl_context *ctx, bool final)
         return;
     pthread_mutex_lock(&s->lock);
     /* OpenCL frees the buffer once the commands using it are done. */
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
         if (s->buffer[i])
             clReleaseMemObject(s->buffer[i]);
         s->buffer[i] = NULL;
@@ -768,13 +794,17 @@ void split_state_release(flashcl_context *ctx, bool final)
     }
 }
 
+/* Grows the buffers to `bytes` (0: not needed); *fresh_counts tells that
+ * the counts' buffer is new, so its contents are undefined. */
 static flashcl_status ensure_buffers(flashcl_context *ctx,
                                      struct split_state *s,
-                                     const size_t bytes[2])
+                                     const size_t bytes[3], bool *fresh_counts)
 {
-    for (int i = 0; i < 2; ++i) {
-        if (s->buffer[i] && s->capacity[i] >= bytes[i])
+    *fresh_counts = false;
+    for (int i = 0; i < 3; ++i) {
+        if (bytes[i] == 0 || (s->buffer[i] && s->capacity[i] >= bytes[i]))
             continue;
+        *fresh_counts = *fresh_counts || i == 2;
         if (s->buffer[i])
             clReleaseMemObject(s->buffer[i]);
         s->capacity[i] = 0;
@@ -792,12 +822,36 @@ static flashcl_status ensure_buffers(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+/* A new counts buffer starts at zero (the fused merge sets each count
+ * back to zero after use). The fill becomes the buffers' last user, so
+ * the call's kernels wait for it through `busy`. */
+static flashcl_status zero_counts(flashcl_context *ctx,
+                                  cl_command_queue queue,
+                                  struct split_state *s)
+{
+    const cl_int zero = 0;
+    cl_event filled = NULL;
+    const cl_uint waits = s->busy ? 1 : 0;
+    const cl_int err =
+        clEnqueueFillBuffer(queue, s->buffer[2], &zero, sizeof zero, 0,
+                            s->capacity[2], waits, waits ? &s->busy : NULL,
+                            &filled);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "zeroing the split-KV counts: %s", cl_error_name(err));
+    if (s->busy)
+        clReleaseEvent(s->busy);
+    s->busy = filled;
+    return FLASHCL_SUCCESS;
+}
+
 /* ---- launch ---------------------------------------------------------- */
 
 #define FLASHCL_HTYPE_STORAGE_IN cl_mem
 #define FLASHCL_HTYPE_STORAGE_OUT cl_mem
 #define FLASHCL_HTYPE_FLOAT_OUT cl_mem
 #define FLASHCL_HTYPE_INT_IN cl_mem
+#define FLASHCL_HTYPE_INT_OUT cl_mem
 #define FLASHCL_HTYPE_INT cl_int
 
 typedef struct split_args {
@@ -826,6 +880,7 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     memset(a, 0, sizeof *a);
     a->o_part = scratch ? scratch->buffer[0] : dummy;
     a->lse_part = scratch ? scratch->buffer[1] : dummy;
+    a->split_count = scratch && scratch->buffer[2] ? scratch->buffer[2] : dummy;
     a->num_splits = plan->splits;
     a->cu_q = mem_or(&in->cu_q, dummy);
     a->cu_k = mem_or(&in->cu_k, dummy);
@@ -925,7 +980,7 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
                      prev ? 1 : num_wait, prev ? &prev : wait_list, &fwd);
     if (prev)
         clReleaseEvent(prev);
-    if (st != FLASHCL_SUCCESS || plan->splits <= 1) {
+    if (st != FLASHCL_SUCCESS || plan->splits <= 1 || plan->split_fused) {
         *last = fwd;
         return st;
     }
@@ -957,9 +1012,12 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
         pthread_mutex_lock(&state->lock);
         const size_t rows = (size_t)(plan->scratch_bytes /
                                      ((uint64_t)plan->head_dim_v_padded + 1) / 4);
-        const size_t bytes[2] = {rows * (size_t)plan->head_dim_v_padded * 4,
-                                 rows * 4};
-        st = ensure_buffers(ctx, state, bytes);
+        const size_t bytes[3] = {rows * (size_t)plan->head_dim_v_padded * 4,
+                                 rows * 4, plan->split_counters * 4};
+        bool fresh_counts = false;
+        st = ensure_buffers(ctx, state, bytes, &fresh_counts);
+        if (st == FLASHCL_SUCCESS && fresh_counts)
+            st = zero_counts(ctx, queue, state);
         if (st == FLASHCL_SUCCESS && state->busy) { /* the previous user */
             list = num_wait < 16 ? stack_list
                                  : malloc((num_wait + 1) * sizeof *list);
