@@ -4,7 +4,7 @@
 # Build on the CPU machine and carry build-gpu and .gpu-rt:
 #
 #   cmake -S . -B build-gpu -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release
-#   cmake --build build-gpu -j -- -k   # (test_binary_cache does not link static)
+#   cmake --build build-gpu -j
 #   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|all]
 #
 # check:  test_variants, test_forward and test_semantics with every
