@@ -19,19 +19,10 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-[ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
-export FLASHCL_DEVICE=${FLASHCL_DEVICE:-gpu}
+source bench/h200_lib.sh
 MODE=${1:-all}
 BENCH=$BUILD/flashcl-bench
 
-step() { # name, timeout, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  printf '%-30s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
-    "$(grep -E 'Checks:' "$OUT/$name.log" | tail -1 | cut -c1-70)"
-}
 
 suites() {
   export FLASHCL_EXPECT_PATH=nv_mma

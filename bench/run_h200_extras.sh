@@ -18,7 +18,7 @@
 #   --busy-us) and torch's decode backends, in the same run.
 # sweep:  FLASHCL_NV_TILE candidates for bias and mask.
 # fused:  test_inference, then decode with the split kernel's own merge
-#   (FLASHCL_SPLIT_FUSED=1, default) and with the combine kernel (0).
+#   (FLASHCL_SPLIT_FUSED=1: at every split count) and with the combine kernel (0).
 # dsweep: FLASHCL_SPLIT_MMA (warps, work-groups per SM) on GQA decode.
 # tiles:  TILES="D:variant:bm,bn,warps ..." (or :table), fp16 N=4096.
 # Logs under $LOG, packed into $OUT/extras-MODE.tar.gz.
@@ -28,19 +28,11 @@ BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-out}
 LOG=${LOG:-/tmp/flashcl-extras-logs} # packed into $OUT at the end ($OUT returns few files)
 mkdir -p "$OUT" "$LOG"
-[ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
-export FLASHCL_DEVICE=${FLASHCL_DEVICE:-gpu}
+source bench/h200_lib.sh
+STEP_LOG=$LOG STEP_SUMMARY='Checks:|ran on' STEP_LINES=2
 MODE=${1:-all}
 BENCH=$BUILD/flashcl-bench
 
-step() { # name, timeout, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$LOG/$name.log" 2>&1
-  local rc=$?
-  printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
-    "$(grep -E 'Checks:|ran on' "$LOG/$name.log" | tail -2 | tr '\n' ' ' | cut -c1-110)"
-}
 
 check() {
   export FLASHCL_EXPECT_PATH=nv_mma

@@ -21,17 +21,9 @@ BUILD=${BUILD:-build-gpu}
 OLD=${OLD:-build-old}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-[ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
-export FLASHCL_DEVICE=${FLASHCL_DEVICE:-gpu}
+source bench/h200_lib.sh
+STEP_SUMMARY='Checks:|PASS|FAIL'
 
-step() { # name, timeout, command...
-  local name=$1 limit=$2; shift 2
-  local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  printf '%-34s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" \
-    "$(grep -E 'Checks:|PASS|FAIL' "$OUT/$name.log" | tail -1 | cut -c1-80)"
-}
 
 MODE=${1:-fused}
 
