@@ -135,6 +135,12 @@ scripts/amd_isa_check.sh build-test
 )
 echo "AMD matrix-core step: $((SECONDS - amd_start)) s"
 
+# The NVIDIA kernels compiled to PTX by clang in the configurations the
+# host plans (bias/mask readings, heads-first grid, TF32, the split
+# kernel's own merge), with what each configuration is for found in the
+# PTX (scripts/nv_kernel_check.sh; about 5 s).
+scripts/nv_kernel_check.sh
+
 # The NVIDIA split-KV tensor-core kernel (cl/inference/split_mma.clh)
 # without an NVIDIA GPU: its PTX (mma.sync, movmatrix, shfl, cp.async)
 # emulated with sub-group shuffles of 32 on Intel's runtime

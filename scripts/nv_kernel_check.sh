@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The NVIDIA kernels without an NVIDIA GPU: cl/nvidia/flash_fwd_mma.cl and
+# the tensor-core split-KV kernel (cl/inference/flash_split.cl with
+# FLASHCL_SPLIT_MMA) compiled to PTX by clang-15 and llc-15 (Debian's, which
+# scripts/setup.sh installs for the AMD check) in the configurations the
+# host plans: every bias/mask reading (vector runs a tile ahead or at their
+# tile, pairs through the key permutation, the old layout), the heads-first
+# grid, TF32, the fix-up pass, the split kernel with and without its own
+# merge. A configuration fails when it does not compile (an #error, a
+# macro that breaks in that combination) or when the PTX lacks what the
+# configuration is for: mma.sync always, 16- or 8-byte global loads for
+# the vector readings, the GPU-scope fence and the atomic count (a call
+# to libclc's atomic_inc, which is not linked here) for the
+# fused merge. NVIDIA's own compiler differs from clang in details and
+# ptxas is not run: registers and speed are measured on the GPU
+# (bench/run_h200_extras.sh).
+#
+#   scripts/nv_kernel_check.sh        # about 10 s
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in clang-15 llc-15; do
+  command -v "$tool" >/dev/null || { echo "nv_kernel_check: $tool missing (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0 built=0
+
+# ptx_of FILE OPTIONS: the kernel's PTX in $tmp/k.ptx
+ptx_of() {
+  clang-15 -x cl -cl-std=CL1.2 -Xclang -finclude-default-header \
+    -cl-ext=+cl_khr_fp16 -Icl/common -Icl/nvidia -Icl/inference $2 \
+    -target nvptx64-nvidia-nvcl -O2 -emit-llvm -c "$1" -o "$tmp/k.bc" 2>"$tmp/err" &&
+    llc-15 -O2 -march=nvptx64 -mcpu=sm_80 "$tmp/k.bc" -o "$tmp/k.ptx" 2>>"$tmp/err"
+}
+
+# check LABEL FILE OPTIONS WANT...: WANT are extended regexps the PTX must
+# match (prefix ! for must not)
+check() {
+  local label=$1 file=$2 opts=$3; shift 3
+  built=$((built + 1))
+  if ! ptx_of "$file" "$opts"; then
+    echo "FAIL $label: does not compile"; head -5 "$tmp/err"; failed=1; return
+  fi
+  local want
+  for want in 'mma\.sync' "$@"; do
+    if [ "${want#!}" != "$want" ]; then
+      if grep -qE "${want#!}" "$tmp/k.ptx"; then
+        echo "FAIL $label: PTX has ${want#!}"; failed=1; return
+      fi
+    elif ! grep -qE "$want" "$tmp/k.ptx"; then
+      echo "FAIL $label: PTX lacks $want"; failed=1; return
+    fi
+  done
+  echo "ok   $label"
+}
+
+fwd=cl/nvidia/flash_fwd_mma.cl
+nv="-DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=90"
+d128="-DFLASHCL_HEAD_DIM=128 -DFLASHCL_HEAD_DIM_V=128 -DFLASHCL_NV_DQ=128 -DFLASHCL_NV_DV=128"
+d64="-DFLASHCL_HEAD_DIM=64 -DFLASHCL_HEAD_DIM_V=64 -DFLASHCL_NV_DQ=64 -DFLASHCL_NV_DV=64"
+d256="-DFLASHCL_HEAD_DIM=256 -DFLASHCL_HEAD_DIM_V=256 -DFLASHCL_NV_DQ=250 -DFLASHCL_NV_DV=256"
+t128x32="-DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=32 -DFLASHCL_WG_SIZE=128"
+t64x32="-DFLASHCL_BLOCK_M=64 -DFLASHCL_BLOCK_N=32 -DFLASHCL_WG_SIZE=128"
+t64x64="-DFLASHCL_BLOCK_M=64 -DFLASHCL_BLOCK_N=64 -DFLASHCL_WG_SIZE=128"
+t64x16="-DFLASHCL_BLOCK_M=64 -DFLASHCL_BLOCK_N=16 -DFLASHCL_WG_SIZE=128"
+vec="-DFLASHCL_NV_KEY_PERM=1 -DFLASHCL_NV_EXTRAS_VEC=1"
+v16='ld\.global(\.nc)?\.v4\.(u32|f32|b32)'
+v8='ld\.global(\.nc)?\.v2\.(u32|b32)'
+
+check "plain bf16 D128" $fwd "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2"
+check "plain fp16 D256 (250 real) causal" $fwd "$nv $d256 $t64x32 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1"
+check "window+softcap+sinks causal" $fwd \
+  "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" 'tanh\.approx'
+check "bias fp32, vectors at the tile" $fwd \
+  "$nv $d128 $t64x32 -DFLASHCL_DTYPE=2 -DFLASHCL_BIAS=1 $vec -DFLASHCL_NV_EXTRAS_AHEAD=0" "$v16"
+check "bias fp32, vectors ahead, fix-up pass" $fwd \
+  "$nv $d128 $t64x32 -DFLASHCL_DTYPE=2 -DFLASHCL_BIAS=1 $vec -DFLASHCL_NV_FIXUP=1" "$v16"
+check "bias fp16 D64 64-key tiles" $fwd \
+  "$nv $d64 $t64x64 -DFLASHCL_DTYPE=1 -DFLASHCL_BIAS=2 $vec" "$v16"
+check "bias bf16 D256 16-key tiles (8-byte runs)" $fwd \
+  "$nv $d256 $t64x16 -DFLASHCL_DTYPE=2 -DFLASHCL_BIAS=3 $vec" "$v8"
+check "mask, 32 rows a warp, ahead (8-byte runs)" $fwd \
+  "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2 -DFLASHCL_MASK=1 $vec" "$v8"
+check "mask 16-key tiles (4-byte runs)" $fwd \
+  "$nv $d256 $t64x16 -DFLASHCL_DTYPE=1 -DFLASHCL_MASK=1 $vec" 'ld\.global(\.nc)?\.u32'
+check "ALiBi+bias+mask causal window, heads first" $fwd \
+  "$nv $d128 $t64x32 -DFLASHCL_DTYPE=2 -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_WINDOW_LEFT=1 $vec -DFLASHCL_NV_HEADS_FIRST=1" "$v16"
+check "bias+mask, permuted keys, pair loads" $fwd \
+  "$nv $d128 $t64x32 -DFLASHCL_DTYPE=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_KEY_PERM=1" "!$v16"
+check "bias+mask, the layout of before" $fwd \
+  "$nv $d128 $t64x32 -DFLASHCL_DTYPE=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_KEY_PERM=0"
+check "TF32 bias+mask D64" $fwd \
+  "$nv $d64 $t128x32 -DFLASHCL_DTYPE=0 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 $vec" 'tf32' "$v16"
+
+split=cl/inference/flash_split.cl
+smma="-DFLASHCL_BLOCK_N=128 -DFLASHCL_WG_SIZE=256 -DFLASHCL_VEC=4 -DFLASHCL_SPLIT_VLOAD=1 -DFLASHCL_SPLIT_MMA=8"
+check "split tensor-core kernel, own merge" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_FUSED=1" \
+  'fence\.acq_rel\.gpu' 'atom\.global|atomic_inc'
+check "split tensor-core kernel, paged, causal, own merge" $split \
+  "$d64 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_SPLIT_FUSED=1" \
+  'fence\.acq_rel\.gpu' 'atom\.global|atomic_inc'
+check "split tensor-core kernel, combine kernel" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
+  '!fence\.acq_rel\.gpu'
+
+echo "nv_kernel_check: $built configurations, $([ $failed -eq 0 ] && echo "all compiled as planned" || echo FAILED)"
+exit $failed
