@@ -140,7 +140,9 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
     variants_describe(p.variants, info->variants, sizeof info->variants);
     copy_text(info->build_options, sizeof info->build_options, plan.options);
     info->num_splits = plan.split_kernel ? plan.splits : 1;
-    info->split_scratch_bytes = (size_t)plan.scratch_bytes;
+    /* partial O and LSE, and the fused merge's counts */
+    info->split_scratch_bytes =
+        (size_t)plan.scratch_bytes + plan.split_counters * sizeof(int32_t);
     return FLASHCL_SUCCESS;
 }
 
