@@ -8,12 +8,14 @@ A thin ctypes layer over libflashcl's public C API (include/flashcl.h)::
 
 NumPy arrays go through the library's host call; ``pyopencl.array.Array``
 inputs go through its device call with no copies. See
-:func:`attention`, :func:`devices` and the README's Python section. Not
-there yet (the C library has no such calls): decoding with split KV, paged
-KV caches, variable-length batches, the backward pass.
+:func:`attention`, :func:`attention_kvcache` (decoding against a KV
+cache, dense or paged, with in-place append and split KV),
+:func:`attention_varlen` (packed variable-length batches), :func:`devices`
+and the README's Python section. Not there yet: the backward pass.
 """
 from . import _lib
 from ._attention import attention
+from ._inference import attention_kvcache, attention_varlen
 from ._devices import Device, devices
 from ._errors import (ERROR_CLASSES, AliasingError, BackendError,
                       BuildFailedError, ContextMismatchError,
@@ -38,6 +40,6 @@ def library_version() -> str:
 
 
 __all__ = [
-    "attention", "devices", "Device", "Status", "Error", "library_path",
+    "attention", "attention_kvcache", "attention_varlen", "devices", "Device", "Status", "Error", "library_path",
     "library_source", "library_version",
 ] + [cls.__name__ for cls in ERROR_CLASSES]

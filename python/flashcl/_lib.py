@@ -78,8 +78,7 @@ class AttentionDesc(Structure):
         ("head_dim_v", c_int64),
         ("explicit_scale", c_int),
         ("allow_tf32", c_int),
-        # inference (issue 11): mirrored for the layout; the package does
-        # not set them yet (all zero: off)
+        # inference (issue 11): set by _inference.py (all zero: off)
         ("num_splits", c_int),
         ("cache_seqlens", Tensor),
         ("cache_batch_idx", Tensor),
@@ -264,8 +263,10 @@ if (_v // 10000, _v // 100 % 100) < HEADER_VERSION[:2] or _v // 10000 != HEADER_
 CL_SUCCESS = 0
 CL_DEVICE_TYPE_ALL = 0xFFFFFFFF
 CL_DEVICE_NOT_FOUND = -1
+CL_MEM_READ_WRITE = 1 << 0
 CL_MEM_READ_ONLY = 1 << 2
 CL_MEM_COPY_HOST_PTR = 1 << 5
+CL_TRUE = 1
 
 try:
     ocl = ctypes.CDLL("libOpenCL.so.1")
@@ -289,6 +290,11 @@ clReleaseMemObject.argtypes = [c_void_p]
 clReleaseEvent = ocl.clReleaseEvent
 clReleaseEvent.restype = c_int
 clReleaseEvent.argtypes = [c_void_p]
+clEnqueueReadBuffer = ocl.clEnqueueReadBuffer
+clEnqueueReadBuffer.restype = c_int
+clEnqueueReadBuffer.argtypes = [c_void_p, c_void_p, c_uint, c_size_t,
+                                c_size_t, c_void_p, c_uint, POINTER(c_void_p),
+                                POINTER(c_void_p)]
 
 
 def decode(raw) -> str:
