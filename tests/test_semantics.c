@@ -120,6 +120,28 @@ START_TEST(test_zero_size_is_noop)
 }
 END_TEST
 
+/* Zero heads (heads_kv 0 meaning heads_q) is an empty problem that
+ * describe still plans: no path may divide by the heads (the descriptor
+ * fuzzer, tests/fuzz_desc.c, found the split-KV path doing so for this
+ * shape; a plain build may drop the division, UBSan in the sanitizer
+ * build reports it). */
+START_TEST(test_zero_heads_describe)
+{
+    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
+    desc.batch = 1;
+    desc.seqlen_q = 17;
+    desc.seqlen_k = 5;
+    desc.head_dim = 8;
+    desc.dtype = _i ? FLASHCL_DTYPE_FP32 : FLASHCL_DTYPE_FP16;
+    flashcl_variant_info info;
+    flashcl_context *ctx = shared_context();
+    const flashcl_status status = flashcl_describe_variant(ctx, &desc, &info);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "describe: %s: %s",
+                  flashcl_status_string(status),
+                  clip(flashcl_context_last_error(ctx)));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- */
 /* Scale                                                             */
 /* ---------------------------------------------------------------- */
@@ -906,7 +928,8 @@ int main(void)
 {
     const test_entry rows[] = {
         {test_fully_masked_rows, 3}, {test_no_keys, 2},
-        {test_zero_size_is_noop, 4}, {test_default_scale, 0},
+        {test_zero_size_is_noop, 4}, {test_zero_heads_describe, 2},
+        {test_default_scale, 0},
         {test_explicit_scale, 2},    {test_exact_zero_scale, 2},
         {test_allow_tf32, 2},
         {test_large_offsets, 0},     {test_event_wait_list, 0}};

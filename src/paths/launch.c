@@ -49,7 +49,7 @@ static void fill_base_args(flashcl_context *ctx, const problem *p,
     a->seqlen_k = (cl_int)p->seqlen_k;
     a->head_dim = (cl_int)p->head_dim;
     a->head_dim_v = (cl_int)p->head_dim_v;
-    a->group_size = (cl_int)(p->heads_q / p->heads_kv);
+    a->group_size = (cl_int)(problem_group_size(p));
     a->scale_log2 = p->scale * LOG2E;
     a->write_lse = p->lse.present ? 1 : 0;
     a->diag = p->diag;

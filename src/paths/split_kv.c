@@ -215,7 +215,7 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
 {
     split_shape s;
     memset(&s, 0, sizeof s);
-    const int64_t group = p->heads_q / p->heads_kv;
+    const int64_t group = problem_group_size(p);
     const int64_t widest =
         p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
     s.tile = *tile;
@@ -273,7 +273,7 @@ static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
 {
     split_shape s;
     memset(&s, 0, sizeof s);
-    const int64_t group = p->heads_q / p->heads_kv;
+    const int64_t group = problem_group_size(p);
     s.tile = *tile;
     s.mma_warps = tile->wg_size / 32; /* wg is the tunable */
     s.wg_size = 32 * s.mma_warps;
@@ -308,7 +308,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
         return lanes_shape(tile, caps, p);
     split_shape s;
     memset(&s, 0, sizeof s);
-    const int64_t group = p->heads_q / p->heads_kv;
+    const int64_t group = problem_group_size(p);
     s.tile = *tile;
     s.wg_size = tile->wg_size;
     s.d = s.tile.wide ? (int)round_up(p->head_dim, 4)
@@ -633,7 +633,7 @@ bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
 {
     const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
     return (!forced || strcmp(forced, "mma") == 0) && mma_fits(caps, p) &&
-           p->seqlen_q * (p->heads_q / p->heads_kv) <= 16;
+           p->seqlen_q * (problem_group_size(p)) <= 16;
 }
 
 bool split_kv_wanted(const device_caps *caps, const problem *p)
@@ -726,7 +726,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
              p->infer.num_splits > 0 ? "forced by num_splits"
                                      : "from compute units and shape",
              plan->split_fused ? ", merged by the last work-group" : "",
-             (long long)(p->heads_q / p->heads_kv),
+             (long long)(problem_group_size(p)),
              p->heads_q == p->heads_kv ? "" : "s");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     append_options(caps, p, &s, plan);

@@ -132,6 +132,14 @@ void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,
 
 size_t dtype_size(flashcl_dtype dtype);
 
+/* Query heads per KV head. An empty problem may have zero heads (heads_q
+ * 0, heads_kv 0 meaning heads_q): then 1, so that no path divides by
+ * zero planning it (the descriptor fuzzer found one that did). */
+static inline int64_t problem_group_size(const problem *p)
+{
+    return p->heads_kv > 0 ? p->heads_q / p->heads_kv : 1;
+}
+
 /* True when every row start of a view is 16-byte aligned and its dim
  * stride is 1 (vector and async-copy paths need both). */
 bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);

@@ -600,7 +600,7 @@ static flashcl_status run_chunk(flashcl_context *ctx, const chunk *c)
     const problem *p = c->p;
     reference_state *s = c->state;
     const cl_int nk = (cl_int)p->seqlen_k;
-    const cl_int group = (cl_int)(p->heads_q / p->heads_kv);
+    const cl_int group = (cl_int)(problem_group_size(p));
     cl_int err = CL_SUCCESS;
     if (nk > 0) {
         /* K and V of a head serve all its row chunks: pack them once. */
