@@ -3,7 +3,8 @@
  * tensors with NULL, aliased or foreign-sized buffers, wild offsets and
  * strides, every variant's and inference field's tensors and counts,
  * struct_size), each passed to flashcl_describe_variant and
- * flashcl_attention_forward on the default device. What must hold, for
+ * flashcl_attention_forward on the default device; every fourth call is a
+ * flashcl_combine_partials with its own wild fields. What must hold, for
  * every call:
  *
  *   - the status is one of the enum's, and an error comes with a message
@@ -224,6 +225,52 @@ static void mutate(const pool *p, flashcl_attention_desc *d)
     }
 }
 
+/* flashcl_combine_partials: a valid merge, then the same kind of wild
+ * fields. */
+static void combine_desc(const pool *p, flashcl_combine_desc *c)
+{
+    *c = (flashcl_combine_desc)FLASHCL_COMBINE_DESC_INIT;
+    c->num_partials = PICK(1, 2, 3);
+    c->batch = PICK(1, 2);
+    c->heads = PICK(1, 2);
+    c->seqlen_q = PICK(1, 5, 17);
+    c->head_dim_v = PICK(1, 16, 64);
+    c->dtype = (flashcl_dtype)PICK(FLASHCL_DTYPE_FP32, FLASHCL_DTYPE_FP16);
+    c->layout = (flashcl_layout)PICK(0, 1);
+    c->o_partial.buffer = p->data[4];
+    c->lse_partial.buffer = p->floats;
+    c->o.buffer = p->data[3];
+    if (next() % 2)
+        c->lse.buffer = p->lse;
+    const int mutations = (int)(next() % 4);
+    for (int m = 0; m < mutations; ++m) {
+        switch (next() % 9) {
+        case 0: c->num_partials = PICK(-1, 0, 257, INT64_MAX); break;
+        case 1: c->batch = PICK(-1, 0, INT64_MAX, (int64_t)1 << 33); break;
+        case 2: c->heads = PICK(-1, 0, INT64_MAX); break;
+        case 3: c->seqlen_q = PICK(-1, 0, 1 << 20, INT64_MAX); break;
+        case 4: c->head_dim_v = PICK(-1, 0, 257, 1 << 20, INT64_MAX); break;
+        case 5:
+            c->dtype = (flashcl_dtype)PICK(-1, 3, 4, 77);
+            c->layout = (flashcl_layout)PICK(-1, 2);
+            break;
+        case 6: {
+            flashcl_tensor *t[4] = {&c->o_partial, &c->lse_partial, &c->o,
+                                    &c->lse};
+            wild_tensor(p, t[next() % 4]);
+            break;
+        }
+        case 7:
+            c->o_partial_stride = (size_t)PICK(0, 1, 1 << 20, INT64_MAX, -1);
+            c->lse_partial_stride = (size_t)PICK(0, 1, 1 << 20, INT64_MAX);
+            break;
+        default:
+            c->struct_size = (size_t)PICK(0, 8, sizeof *c - 8, sizeof *c + 8);
+            break;
+        }
+    }
+}
+
 typedef struct snapshot {
     unsigned char *bytes[4]; /* k, v, o, lse */
 } snapshot;
@@ -243,6 +290,45 @@ static void memcpy_all(snapshot *to, const snapshot *from)
 {
     for (int i = 0; i < 4; ++i)
         memcpy(to->bytes[i], from->bytes[i], DATA_BYTES);
+}
+
+/* What every call must satisfy: a known status; an error explained and
+ * nothing written (k, v, o, lse as before); a success's writes become the
+ * reference of the next calls. 1 on a finding. */
+static int check_call(flashcl_context *ctx, cl_command_queue queue,
+                      const pool *p, flashcl_status status, long it,
+                      snapshot *before, snapshot *after)
+{
+    static const size_t size[4] = {DATA_BYTES, DATA_BYTES, DATA_BYTES,
+                                   SMALL_BYTES};
+    static const char *const name[4] = {"k", "v", "o", "lse"};
+    if ((unsigned)status >= FLASHCL_STATUS_COUNT_) {
+        printf("iteration %ld: status %d is not a flashcl_status\n", it,
+               (int)status);
+        return 1;
+    }
+    if (status == FLASHCL_SUCCESS)
+        return read_all(queue, p, before) != 0;
+    int bad = 0;
+    if (!*flashcl_context_last_error(ctx)) {
+        printf("iteration %ld: %s with no message\n", it,
+               flashcl_status_string(status));
+        bad = 1;
+    }
+    if (read_all(queue, p, after) != 0) {
+        printf("iteration %ld: reading the buffers back failed\n", it);
+        return 1;
+    }
+    for (int i = 0; i < 4; ++i)
+        if (memcmp(before->bytes[i], after->bytes[i], size[i])) {
+            printf("iteration %ld: the call failed (%s: %s) but changed %s\n",
+                   it, flashcl_status_string(status),
+                   flashcl_context_last_error(ctx), name[i]);
+            bad = 1;
+        }
+    if (bad) /* one finding, not a cascade: compare anew */
+        memcpy_all(before, after);
+    return bad;
 }
 
 int main(void)
@@ -299,6 +385,17 @@ int main(void)
         for (int m = 0; m < mutations; ++m)
             mutate(&p, d);
         int bad = 0;
+        if (it % 4 == 3) { /* every fourth call: the public merge */
+            flashcl_combine_desc c;
+            combine_desc(&p, &c);
+            const flashcl_status merged =
+                flashcl_combine_partials(ctx, queue, &c, 0, NULL, NULL);
+            clFinish(queue);
+            bad = check_call(ctx, queue, &p, merged, it, &before, &after);
+            bad ? ++failed : ++passed;
+            merged == FLASHCL_SUCCESS ? (void)0 : (void)++errors;
+            continue;
+        }
         if (getenv("FLASHCL_FUZZ_VERBOSE")) /* the call about to be made */
             printf("iteration %ld: batch %lld heads %lld/%lld seqlen %lld/%lld"
                    " D %lld/%lld dtype %d splits %d cache %d varlen %d paged "
@@ -330,43 +427,13 @@ int main(void)
         const flashcl_status status =
             flashcl_attention_forward(ctx, queue, d, 0, NULL, NULL);
         clFinish(queue);
-        if ((unsigned)status >= FLASHCL_STATUS_COUNT_) {
-            printf("iteration %ld: forward returned %d\n", it, (int)status);
-            bad = 1;
-        } else if (status != FLASHCL_SUCCESS) {
+        if (status != FLASHCL_SUCCESS)
             ++errors;
-            if (!*flashcl_context_last_error(ctx)) {
-                printf("iteration %ld: forward returned %s with no message\n",
-                       it, flashcl_status_string(status));
-                bad = 1;
-            }
-            /* the failed call wrote nothing */
-            const size_t size[4] = {DATA_BYTES, DATA_BYTES, DATA_BYTES,
-                                    SMALL_BYTES};
-            if (read_all(queue, &p, &after) != 0) {
-                printf("iteration %ld: reading the buffers back failed\n", it);
-                bad = 1;
-            } else {
-                for (int i = 0; i < 4; ++i)
-                    if (memcmp(before.bytes[i], after.bytes[i], size[i])) {
-                        printf("iteration %ld: forward failed (%s: %s) but "
-                               "changed %s\n",
-                               it, flashcl_status_string(status),
-                               flashcl_context_last_error(ctx),
-                               (const char *[]){"k", "v", "o", "lse"}[i]);
-                        bad = 1;
-                    }
-                if (bad) /* one finding, not a cascade: compare anew */
-                    memcpy_all(&before, &after);
-            }
-        } else {
-            /* a valid call wrote its outputs (and maybe appended): take
-             * the new contents as the next calls' reference */
+        else {
             ++ran;
             --runs_left;
-            if (read_all(queue, &p, &before) != 0)
-                bad = 1;
         }
+        bad |= check_call(ctx, queue, &p, status, it, &before, &after);
         bad ? ++failed : ++passed;
     }
     printf("fuzz_desc: %ld calls, %ld refused with a status, %ld ran "
