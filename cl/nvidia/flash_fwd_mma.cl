@@ -249,6 +249,9 @@ typedef float real_t;
 #ifndef FLASHCL_NV_EXTRAS_VEC
 #define FLASHCL_NV_EXTRAS_VEC 0
 #endif
+#if FLASHCL_NV_EXTRAS_VEC != 0 && FLASHCL_NV_EXTRAS_VEC != 1
+#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_VEC must be 0 or 1"
+#endif
 /* FLASHCL_NV_EXTRAS_AHEAD 1: the vector runs are loaded one key tile
  * ahead of their use; 0: at the start of their tile, before its Q K^T. */
 #ifndef FLASHCL_NV_EXTRAS_AHEAD
