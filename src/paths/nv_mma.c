@@ -223,6 +223,24 @@ static bool extras_rows_vector(const cl_ulong4 *stride, uint64_t base,
            stride->s[1] % align == 0 && stride->s[2] % align == 0;
 }
 
+/* Whether the kernel reads this call's bias and mask as vector runs
+ * (FLASHCL_NV_EXTRAS_VEC) with key tiles of block_n. */
+static bool extras_vector(const problem *p, extras_kind kind, int block_n)
+{
+    const int bias = variant_value(p, "bias");
+    const bool mask = variant_active(p, "mask");
+    bool vec = kind == EXTRAS_VEC || kind == EXTRAS_VEC_AT_TILE ||
+               kind == EXTRAS_VEC_AHEAD;
+    if (bias)
+        vec = vec && extras_rows_vector(&p->vargs.bias_stride,
+                                        p->vargs.bias_base, bias == 1 ? 4 : 2,
+                                        block_n);
+    if (mask)
+        vec = vec && extras_rows_vector(&p->vargs.mask_stride,
+                                        p->vargs.mask_base, 1, block_n);
+    return vec;
+}
+
 /* Kernel switches for bias and mask; returns whether the grid runs heads
  * first (a bias or mask shared by every head: the blocks in flight then
  * read the same rows, from L2). FLASHCL_NV_GRID=blocks|heads forces it. */
@@ -233,9 +251,7 @@ static bool extras_options(const problem *p, kernel_plan *plan)
     if (!bias && !mask)
         return false;
     const extras_kind kind = extras_mode();
-    const size_t bias_size = bias == 1 ? 4 : 2;
-    bool vec = kind == EXTRAS_VEC || kind == EXTRAS_VEC_AT_TILE ||
-               kind == EXTRAS_VEC_AHEAD;
+    const bool vec = extras_vector(p, kind, plan->block_n);
     /* Loading a tile ahead hides the latency but holds two tiles of terms
      * in registers. bf16 D=128 N=4096 on the H200 (2026-12-02,
      * bench/results/h200-2026-12-02-extras.md): a mask gains from it
@@ -244,13 +260,6 @@ static bool extras_options(const problem *p, kernel_plan *plan)
      * take 16 more registers a row). */
     const bool ahead = kind == EXTRAS_VEC_AHEAD ||
                        (kind == EXTRAS_VEC && mask);
-    if (bias)
-        vec = vec && extras_rows_vector(&p->vargs.bias_stride,
-                                        p->vargs.bias_base, bias_size,
-                                        plan->block_n);
-    if (mask)
-        vec = vec && extras_rows_vector(&p->vargs.mask_stride,
-                                        p->vargs.mask_base, 1, plan->block_n);
     bool heads_first = p->heads_q > 1 &&
                        (!bias || p->vargs.bias_stride.s[1] == 0) &&
                        (!mask || p->vargs.mask_stride.s[1] == 0);
@@ -283,15 +292,20 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
                      plan->tuning);
     }
     /* Bias terms are fetched into registers ahead of each tile's Q K^T:
-     * with 32 rows per warp they spill, so a warp owns 16. Mask bits take
-     * a register per row and keep the entry's tiles. */
+     * with 32 rows per warp they spill, so a warp owns 16. A mask read as
+     * vector runs keeps the entry's 32 rows (269 TFLOP/s, bf16 D=128
+     * N=4096 on the H200); read pair by pair, 16 rows measured 150 (the
+     * layout of before) against 116 for 32 rows through the permuted
+     * tile (bench/results/h200-2026-12-02-extras.md, run 1). */
     if (tile != &forced && tile->block_m == tile->warps * 32 &&
         (variant_active(p, "bias") ||
-         (variant_active(p, "mask") && extras_mode() == EXTRAS_PAIRS))) {
+         (variant_active(p, "mask") &&
+          !extras_vector(p, extras_mode(), tile->block_n)))) {
         narrowed = *tile;
         narrowed.block_m = tile->warps * 16;
-        narrowed.reason = "bias: the entry's tiles with 16 rows per warp "
-                          "(the prefetched terms need the registers)";
+        narrowed.reason = "bias or mask read pair by pair: the entry's tiles "
+                          "with 16 rows per warp (the terms need the "
+                          "registers)";
         tile = &narrowed;
     }
     plan->source = "flash_fwd_mma.cl";
