@@ -633,7 +633,7 @@ bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
 {
     const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
     return (!forced || strcmp(forced, "mma") == 0) && mma_fits(caps, p) &&
-           p->seqlen_q * (problem_group_size(p)) <= 16;
+           p->seqlen_q * problem_group_size(p) <= 16;
 }
 
 bool split_kv_wanted(const device_caps *caps, const problem *p)
@@ -726,7 +726,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
              p->infer.num_splits > 0 ? "forced by num_splits"
                                      : "from compute units and shape",
              plan->split_fused ? ", merged by the last work-group" : "",
-             (long long)(problem_group_size(p)),
+             (long long)problem_group_size(p),
              p->heads_q == p->heads_kv ? "" : "s");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     append_options(caps, p, &s, plan);
@@ -836,9 +836,14 @@ static flashcl_status zero_counts(flashcl_context *ctx,
         clEnqueueFillBuffer(queue, s->buffer[2], &zero, sizeof zero, 0,
                             s->capacity[2], waits, waits ? &s->busy : NULL,
                             &filled);
-    if (err != CL_SUCCESS)
+    if (err != CL_SUCCESS) {
+        /* not known to be zero: allocated (and zeroed) anew next time */
+        clReleaseMemObject(s->buffer[2]);
+        s->buffer[2] = NULL;
+        s->capacity[2] = 0;
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "zeroing the split-KV counts: %s", cl_error_name(err));
+    }
     if (s->busy)
         clReleaseEvent(s->busy);
     s->busy = filled;
