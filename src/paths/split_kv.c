@@ -680,7 +680,7 @@ static void append_options(const device_caps *caps, const problem *p,
  * D = 128, GQA 4 (2026-12-02, bench/results/h200-2026-12-02-extras.md):
  * 2 splits (B = 8, 8k keys) 0.0814 ms fused against 0.0860, 16 splits
  * (B = 1, 32k keys) 0.0625 against 0.0614. A merge linear in the parts
- * (about 0.36 us each, from those two) against the 4.6 us the launch
+ * (about 0.4 us each, from those two) against the 4.6 us the launch
  * costs breaks even near 13 parts; on up to 4 (3 and 4 not measured).
  * FLASHCL_SPLIT_FUSED=1 fuses any count, 0 none (comparisons, tests). */
 static bool fused_merge(int splits)
