@@ -101,6 +101,19 @@ class _Options:
                 f"'reference'")
         self.backend = _BACKENDS[backend]
 
+    def apply(self, d):
+        """Writes these options into descriptor d."""
+        if self.scale is not None:  # explicit: 0.0 means exactly zero
+            d.scale = self.scale
+            d.explicit_scale = 1
+        d.causal = int(self.causal)
+        d.causal_align = self.causal_align
+        d.backend = self.backend
+        if self.window != (-1, -1):
+            d.window = 1
+            d.window_left, d.window_right = self.window
+        d.softcap = self.softcap
+
 
 def _bhsd(name, shape, layout):
     if len(shape) != 4:
@@ -174,16 +187,7 @@ class _Problem:
         d.head_dim, d.head_dim_v = self.head_dim, self.head_dim_v
         d.dtype = self.dtype_code
         d.layout = _LAYOUTS[self.layout]
-        if opts.scale is not None:  # explicit: 0.0 means exactly zero
-            d.scale = opts.scale
-            d.explicit_scale = 1
-        d.causal = int(opts.causal)
-        d.causal_align = opts.causal_align
-        d.backend = opts.backend
-        if opts.window != (-1, -1):
-            d.window = 1
-            d.window_left, d.window_right = opts.window
-        d.softcap = opts.softcap
+        opts.apply(d)
         return d
 
 

@@ -11,8 +11,8 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._attention import (_Options, _dtype_code, _element_strides, _is_cl,
-                         _variant_views)
+from ._attention import (_Options, _apply_views, _dtype_code,
+                         _element_strides, _is_cl, _variant_views)
 from ._devices import context_for, context_for_queue
 from ._errors import (DtypeUnsupportedError, InvalidDimensionError,
                       InvalidLayoutError, InvalidValueError, NullArgumentError,
@@ -273,31 +273,35 @@ def _dtype_of(arrays):
     return dts[0][1], code
 
 
-def _base_desc(dtype_code, opts, batch, hq, hkv, nq, nk, d, dv, num_splits):
+def _base_desc(dtype_code, opts, batch, hq, hkv, nq, nk, d_qk, dv,
+               num_splits):
     if not isinstance(num_splits, (int, np.integer)) or isinstance(
             num_splits, bool):
         raise InvalidValueError(f"num_splits = {num_splits!r}: expected an "
                                 f"integer (0: automatic)")
-    desc = _Shape(batch, hq, nq, nk)
-    d_ = _lib.AttentionDesc()
-    d_.struct_size = ctypes.sizeof(_lib.AttentionDesc)
-    d_.batch, d_.heads_q, d_.heads_kv = batch, hq, hkv
-    d_.seqlen_q, d_.seqlen_k = nq, nk
-    d_.head_dim, d_.head_dim_v = d, dv
-    d_.dtype = dtype_code
-    d_.layout = _lib.LAYOUT_BNHD
-    if opts.scale is not None:
-        d_.scale = opts.scale
-        d_.explicit_scale = 1
-    d_.causal = int(opts.causal)
-    d_.causal_align = opts.causal_align
-    d_.backend = opts.backend
-    if opts.window != (-1, -1):
-        d_.window = 1
-        d_.window_left, d_.window_right = opts.window
-    d_.softcap = opts.softcap
-    d_.num_splits = int(num_splits)
-    return d_, desc
+    d = _lib.AttentionDesc()  # ctypes zero-fills
+    d.struct_size = ctypes.sizeof(_lib.AttentionDesc)  # ours (_attention)
+    d.batch, d.heads_q, d.heads_kv = batch, hq, hkv
+    d.seqlen_q, d.seqlen_k = nq, nk
+    d.head_dim, d.head_dim_v = d_qk, dv
+    d.dtype = dtype_code
+    d.layout = _lib.LAYOUT_BNHD
+    opts.apply(d)
+    d.num_splits = int(num_splits)
+    return d, _Shape(batch, hq, nq, nk)
+
+
+def _inputs(wait_for, q, *rest):
+    """Whether q is a PyOpenCL array, and the arrays (NumPy mode: as
+    ndarrays; an ndarray stays the same object, so appends land in the
+    caller's)."""
+    arrays = (q,) + rest
+    if _is_cl(q):
+        return True, arrays
+    if wait_for:
+        raise InvalidValueError("wait_for is for PyOpenCL inputs")
+    return False, tuple(None if x is None or _is_cl(x) else np.asarray(x)
+                        for x in arrays)
 
 
 def _finish(o, lse, event, return_lse, return_event):
@@ -352,14 +356,8 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
     """
     opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
                     backend)
-    cl_mode = _is_cl(q)
-    if not cl_mode:
-        if wait_for:
-            raise InvalidValueError("wait_for is for PyOpenCL inputs")
-        # (an ndarray stays the same object: appends land in the caller's)
-        q, k_cache, v_cache, k_new, v_new = (
-            None if x is None or _is_cl(x) else np.asarray(x)
-            for x in (q, k_cache, v_cache, k_new, v_new))
+    cl_mode, (q, k_cache, v_cache, k_new, v_new) = _inputs(
+        wait_for, q, k_cache, v_cache, k_new, v_new)
     b, nq, hq, d = _dims("q", q, 4, "[batch, seqlen_q, heads_q, head_dim]")
     rows, cap, hkv, dk = _dims(
         "k_cache", k_cache, 4, "[cache_rows or pages, capacity or page_size, "
@@ -456,12 +454,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     """
     opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
                     backend)
-    cl_mode = _is_cl(q)
-    if not cl_mode:
-        if wait_for:
-            raise InvalidValueError("wait_for is for PyOpenCL inputs")
-        q, k, v = (None if x is None or _is_cl(x) else np.asarray(x)
-                   for x in (q, k, v))
+    cl_mode, (q, k, v) = _inputs(wait_for, q, k, v)
     tq, hq, d = _dims("q", q, 3, "[total_q, heads_q, head_dim]")
     tk, hkv, dk = _dims("k", k, 3, "[total_k, heads_kv, head_dim]")
     tv, hv, dv = _dims("v", v, 3, "[total_k, heads_kv, head_dim_v]")
@@ -512,6 +505,5 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
 
 def _variant_views_into(desc, shape, alibi_slopes, sinks, call, bias=None,
                         mask=None):
-    for field, value in _variant_views(shape, alibi_slopes, bias, mask, sinks,
-                                       call.to_buffer).items():
-        setattr(desc, field, value)
+    _apply_views(desc, _variant_views(shape, alibi_slopes, bias, mask, sinks,
+                                      call.to_buffer))
