@@ -529,19 +529,6 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
 #endif
 #endif
 
-/* Non-vector reading: the terms of tile n0, fetched at the tile. */
-#define NV_FETCH_EXTRAS()                                                      \
-    do {                                                                       \
-        const bool full_ = n0 + NV_BN <= seqlen_k;                             \
-        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
-            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
-                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
-                const bool row_ok = row < seqlen_q;                            \
-                NV_FETCH_ROW(mt, hh, row_ok, full_);                           \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
-
 #if FLASHCL_NV_EXTRAS_VEC
 /* The raw runs of the tile at key nn0 go into xb_next / xm_next, one tile
  * ahead of their use (a whole tile of latency hidden; converted only in
@@ -608,30 +595,37 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
     (((xm_cur[mt][hh][(2 * (n) + (e)) >> 2] >>                                 \
        (((2 * (n) + (e)) & 3) * 8)) & 0xffu) != 0)
 #else
-#define NV_FETCH_ROW(mt, hh, row_ok, full)                                     \
+/* Pair by pair (no vector runs): the terms of tile n0, fetched at the
+ * tile, through the shared score code. */
+#define NV_FETCH_EXTRAS()                                                      \
     do {                                                                       \
-        uint bits_ = 0;                                                        \
-        _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {                    \
-            const int col = NV_COL(n, 0);                                      \
-            const bool in = (row_ok) && col < seqlen_k;                        \
-            const bool both = col + 1 < seqlen_k;                              \
-            float t0 = 0.f, t1 = 0.f;                                          \
-            if (in) {                                                          \
-                if (FLASHCL_BIAS)                                              \
-                    score_bias_pair(&srow[mt][hh], col, both, &t0,             \
-                                    &t1 FLASHCL_VARIANT_NAMES);                \
-                if (FLASHCL_MASK)                                              \
-                    bits_ |= score_visible_pair(&srow[mt][hh], col,            \
-                                                both FLASHCL_VARIANT_NAMES)    \
-                             << (n * 2);                                       \
-            }                                                                  \
-            if (FLASHCL_BIAS) {                                                \
-                bias_term[mt][n][hh * 2] = t0;                                 \
-                bias_term[mt][n][hh * 2 + 1] = t1;                             \
+        _Pragma("unroll") for (int mt = 0; mt < NV_MT; ++mt) {                 \
+            _Pragma("unroll") for (int hh = 0; hh < 2; ++hh) {                 \
+                const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;            \
+                uint bits_ = 0;                                                \
+                _Pragma("unroll") for (int n = 0; n < NV_NT; ++n) {            \
+                    const int col = NV_COL(n, 0);                              \
+                    const bool in = row < seqlen_q && col < seqlen_k;          \
+                    const bool both = col + 1 < seqlen_k;                      \
+                    float t0 = 0.f, t1 = 0.f;                                  \
+                    if (in) {                                                  \
+                        if (FLASHCL_BIAS)                                      \
+                            score_bias_pair(&srow[mt][hh], col, both, &t0,     \
+                                            &t1 FLASHCL_VARIANT_NAMES);        \
+                        if (FLASHCL_MASK)                                      \
+                            bits_ |= score_visible_pair(                       \
+                                         &srow[mt][hh], col,                   \
+                                         both FLASHCL_VARIANT_NAMES)           \
+                                     << (n * 2);                               \
+                    }                                                          \
+                    if (FLASHCL_BIAS) {                                        \
+                        bias_term[mt][n][hh * 2] = t0;                         \
+                        bias_term[mt][n][hh * 2 + 1] = t1;                     \
+                    }                                                          \
+                }                                                              \
+                visible_bits[mt][hh] = bits_;                                  \
             }                                                                  \
         }                                                                      \
-        visible_bits[mt][hh] = bits_;                                          \
-        (void)(full);                                                          \
     } while (0)
 #define NV_BIAS_TERM(mt, hh, n, e) bias_term[mt][n][(hh) * 2 + (e)]
 #define NV_VISIBLE(mt, hh, n, e) ((visible_bits[mt][hh] >> ((n) * 2 + (e))) & 1u)
