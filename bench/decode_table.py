@@ -7,7 +7,7 @@ the copy bandwidth, and its ratio to torch's best backend on that shape.
 
 DECODE_MD holds "## <dtype> <mode>" headers, each followed by the rows
 flashcl-bench printed (| B | HQ | HKV | NK | Nq | KV | path | splits |
-median ms | KV GB/s | GB/s | ...). Torch peers exist for Nq = 1 only.
+median ms | last kernel ms | KV GB/s | GB/s | ...). Torch peers exist for Nq = 1 only.
 """
 import argparse
 import csv
@@ -20,7 +20,7 @@ def flashcl_rows(path):
             dtype = line.split()[1]
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 11 or not cells[0].isdigit():
+        if len(cells) < 12 or not cells[0].isdigit():
             continue
         yield dtype, cells
 
@@ -44,7 +44,7 @@ def main():
           % (a.bandwidth / 1000))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for dtype, c in flashcl_rows(a.decode_md):
-        b, hq, hkv, nk, nq, kv, path, splits, ms, _, gbs = c[:11]
+        b, hq, hkv, nk, nq, kv, path, splits, ms, _, _, gbs = c[:12]
         peer = best.get((dtype, b, hq, hkv, nk)) if nq == "1" else None
         ratio = "%.2f" % (float(gbs) / peer[0]) if peer else "-"
         peer_txt = "%.0f (%s)" % peer if peer else "-"

@@ -5,7 +5,7 @@
 #
 #   cmake -S . -B build-gpu -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-gpu -j
-#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|all]
+#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|all]
 #
 # check:  test_variants, test_forward and test_semantics with every
 #   fp16/bf16 case on nv_mma (FLASHCL_EXPECT_PATH), for each way of
@@ -21,6 +21,16 @@
 #   (FLASHCL_SPLIT_FUSED=1: at every split count) and with the combine kernel (0).
 # dsweep: FLASHCL_SPLIT_MMA (warps, work-groups per SM) on GQA decode.
 # tiles:  TILES="D:variant:bm,bn,warps ..." (or :table), fp16 N=4096.
+# diag:   where a short decode call's time goes: test_inference (own merge
+#   at every split count, and the default), B = 1 GQA 4 over cache lengths
+#   8k-128k (slope: streaming rate; intercept: fixed cost per call) with the
+#   split kernel's own merge and with the combine kernel, the last
+#   kernel's own time beside each; split counts; the g + 8 rows kept
+#   (FLASHCL_SPLIT_MMA_HALVES=2); SPLIT_SETS; torch on the same shapes.
+# loads:  the tensor-core split kernel's ways of reading K/V rows
+#   (FLASHCL_SPLIT_MMA_LOAD=LOADS) on the decode table and B = 1 over 8k-128k
+#   keys, test_inference on each; paged 16 and Nq = 4; the 8-warp entry on
+#   B = 32 MHA; 32 splits merged both ways; torch on the same shapes.
 # Logs under $LOG, packed into $OUT/extras-MODE.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -156,7 +166,75 @@ fused() { # the tensor-core split kernel's own merge against the combine kernel
   done
 }
 
+# bench_decode NAME SHAPES [ARGS...]: one flashcl-bench --decode table (bf16,
+# D = 128), printed as one line per shape
+bench_decode() {
+  local name=$1 shapes=$2; shift 2
+  "$BENCH" --decode "$shapes" --dtype bf16 --head-dim 128 --bandwidth 4280 \
+    --reps 30 --sgemm 0 "$@" > "$LOG/$name.md" 2>&1
+  grep -E '^\| [0-9]' "$LOG/$name.md" |
+    awk -F'|' -v n="$name" '{printf "%-22s B=%s NK=%s splits %s: %s ms (last kernel %s) %s GB/s, unsplit %s ms\n", n, $2+0, $5+0, $9+0, $10+0, $11+0, $13+0, $15+0}'
+  grep -h "flashcl-bench:" "$LOG/$name.md" | head -3
+}
+
+diag() { # where a short decode call's time goes (issue 11)
+  FLASHCL_SPLIT_FUSED=1 step test_inference_fused 240 "$BUILD/tests/test_inference"
+  step test_inference 240 "$BUILD/tests/test_inference"
+  local nks=1:32:8:8192,1:32:8:16384,1:32:8:32768,1:32:8:65536,1:32:8:131072
+  local main=1:32:8:32768,8:32:8:8192,32:32:32:4096
+  for f in 1 0; do
+    FLASHCL_SPLIT_FUSED=$f bench_decode "diag_nk_fused$f" "$nks"
+  done
+  FLASHCL_SPLIT_FUSED=1 bench_decode diag_main "$main"
+  FLASHCL_SPLIT_FUSED=1 FLASHCL_SPLIT_MMA_HALVES=2 bench_decode diag_halves2 "$main"
+  for sp in ${SPLITS:-8 12 24 32}; do
+    FLASHCL_SPLIT_FUSED=1 bench_decode "diag_splits$sp" 1:32:8:32768 --splits "$sp"
+  done
+  for set in ${SPLIT_SETS:-4,2 4,3}; do
+    FLASHCL_SPLIT_FUSED=1 FLASHCL_SPLIT_MMA=$set bench_decode "diag_set$set" "$main"
+  done
+  FLASHCL_VERBOSE=1 FLASHCL_SPLIT_FUSED=1 "$BENCH" --decode 1:32:8:32768 --dtype bf16 \
+    --head-dim 128 --reps 3 --sgemm 0 > "$LOG/diag_verbose.log" 2>&1
+  grep -ihE "registers|spill" "$LOG/diag_verbose.log" | sort | uniq -c | head -8
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_decode_peers.py --csv "$LOG/diag_torch.csv" \
+      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/diag_torch.log" 2>&1
+    awk -F, 'NR > 1 {printf "torch %s B=%s NK=%s %s %s ms\n", $1, $3, $6, $8, $9}' "$LOG/diag_torch.csv"
+  fi
+}
+
+loads() { # how the tensor-core split kernel reads K and V (issue 11)
+  local nks=1:32:8:8192,1:32:8:16384,1:32:8:32768,1:32:8:65536,1:32:8:131072
+  local main=1:32:8:32768,8:32:8:8192,32:32:32:4096
+  for l in ${LOADS:-0 1 2 3}; do
+    FLASHCL_SPLIT_MMA_LOAD=$l step "test_inference_load$l" 240 "$BUILD/tests/test_inference"
+  done
+  FLASHCL_SPLIT_FUSED=0 step test_inference_combine 240 "$BUILD/tests/test_inference"
+  for l in ${LOADS:-0 1 2 3}; do
+    FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_main" "$main"
+    FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_nk" "$nks"
+  done
+  for l in ${PAGED_LOADS:-1 3}; do
+    FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_page16" "$main" --page 16
+    FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_nq4" "$main" --nq 4
+  done
+  FLASHCL_SPLIT_MMA=8,1 bench_decode entry8_mha 32:32:32:4096
+  for f in 1 0; do
+    FLASHCL_SPLIT_FUSED=$f bench_decode "splits32_fused$f" 1:32:8:32768 --splits 32
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_decode_peers.py --csv "$LOG/loads_torch.csv" \
+      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/loads_torch.log" 2>&1
+    timeout 100 python3 bench/torch_decode_peers.py --csv "$LOG/loads_torch_nq4.csv" \
+      --dtype bf16 --nq 4 > "$LOG/loads_torch_nq4.log" 2>&1
+    awk -F, 'NR > 1 && $9 != "" {printf "torch %s B=%s NK=%s nq=%s %s %s ms\n", $1, $3, $6, $7, $8, $9}' \
+      "$LOG/loads_torch.csv" "$LOG/loads_torch_nq4.csv"
+  fi
+}
+
 case "$MODE" in
+loads) loads ;;
+diag) diag ;;
 check) check ;;
 extras) extras ;;
 sweep) sweep ;;
@@ -166,6 +244,6 @@ fused) fused ;;
 peers) peers ;;
 decode) decode ;;
 all) check; extras; sweep; decode; peers ;;
-*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|fused|peers|decode|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|all]" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/extras-$MODE.tar.gz" -C "$LOG" .

@@ -100,6 +100,12 @@ check "split tensor-core kernel, own merge" $split \
 check "split tensor-core kernel, paged, causal, own merge" $split \
   "$d64 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_SPLIT_FUSED=1" \
   'fence\.acq_rel\.gpu' 'atom\.global|atomic_inc'
+check "split tensor-core kernel, streamed loads evicted first" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_FUSED=1 -DFLASHCL_SPLIT_MMA_LOAD=3" \
+  'ld\.global\.nc\.L1::no_allocate\.L2::cache_hint\.L2::256B\.v4' 'createpolicy'
+check "split tensor-core kernel, quarters, 16 rows, ring" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_MMA_LOAD=0 -DFLASHCL_SPLIT_MMA_STAGES=1" \
+  'cp\.async'
 check "split tensor-core kernel, combine kernel" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
   '!fence\.acq_rel\.gpu'

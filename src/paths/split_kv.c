@@ -50,6 +50,22 @@ static bool mma_fits(const device_caps *caps, const problem *p)
            p->head_dim <= 128 && p->head_dim_v <= 128 && rows_aligned16(p);
 }
 
+/* The tensor-core kernel's entry: the many-work-group one when the
+ * unsplit grid (sequences x KV heads x query tiles of at most 16 packed
+ * rows) fills every compute unit with that entry's work-groups. */
+static const split_tile *mma_entry(const device_caps *caps,
+                                   const problem *p)
+{
+    const split_tile *many = &split_tiles[SPLIT_KV_MANY_ENTRY];
+    const int64_t rows = p->seqlen_q * problem_group_size(p);
+    const uint64_t work = (uint64_t)p->batch * (uint64_t)p->heads_kv *
+                          (uint64_t)((rows + 15) / 16);
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    return work >= cus * (uint64_t)many->groups_per_cu
+               ? many
+               : &split_tiles[SPLIT_KV_MMA_ENTRY];
+}
+
 /* FLASHCL_SPLIT_KERNEL=row|wide|lanes|mma picks the kernel whatever the
  * device (tests run the GPU kernels on CPUs; GPU runs compare them; mma
  * only where it fits, else lanes). Otherwise: CPUs the row kernel, NVIDIA
@@ -65,12 +81,12 @@ static const split_tile *lookup(const device_caps *caps, const problem *p)
     if (forced && strcmp(forced, "lanes") == 0)
         return &split_tiles[2];
     if (forced && strcmp(forced, "mma") == 0)
-        return &split_tiles[mma_fits(caps, p) ? 3 : 2];
+        return mma_fits(caps, p) ? mma_entry(caps, p) : &split_tiles[2];
     if (caps->klass == DEVICE_CLASS_CPU)
         return &split_tiles[0];
     if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
         return &split_tiles[1];
-    return &split_tiles[mma_fits(caps, p) ? 3 : 2];
+    return mma_fits(caps, p) ? mma_entry(caps, p) : &split_tiles[2];
 }
 
 static int pow2_at_least(int64_t n, int lo, int hi)
@@ -670,27 +686,41 @@ static void append_options(const device_caps *caps, const problem *p,
              s->mma_warps, s->mma_stages,
              s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0,
              plan->split_fused ? 1 : 0);
+    /* FLASHCL_SPLIT_MMA_HALVES=2: the tensor-core kernel keeps rows
+     * g + 8 of its m16 tile even when they hold no packed row (the
+     * registers it frees otherwise; comparisons). */
+    const char *halves = getenv("FLASHCL_SPLIT_MMA_HALVES");
+    if (s->mma_warps && halves && !strcmp(halves, "2")) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_SPLIT_MMA_HALVES=2");
+    }
+    /* FLASHCL_SPLIT_MMA_LOAD=0..3: how that kernel reads K and V rows
+     * (split_mma.clh; comparisons). */
+    const char *load = getenv("FLASHCL_SPLIT_MMA_LOAD");
+    if (s->mma_warps && load && load[0] >= '0' && load[0] <= '3' && !load[1]) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_SPLIT_MMA_LOAD=%c", load[0]);
+    }
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
 
 /* Whether the tensor-core kernel merges its own partials (FLASHCL_SPLIT_
- * FUSED in split_store.clh) rather than the combine kernel after it. Its
- * last work-group reads the parts one after the other, so the merge grows
- * with the split count while the launch it saves does not. H200, bf16
- * D = 128, GQA 4 (2026-12-02, bench/results/h200-2026-12-02-extras.md):
- * 2 splits (B = 8, 8k keys) 0.0814 ms fused against 0.0860, 16 splits
- * (B = 1, 32k keys) 0.0625 against 0.0614. A merge linear in the parts
- * (about 0.4 us each, from those two) against the 4.6 us the launch
- * costs breaks even near 13 parts; on up to 4 (3 and 4 not measured).
- * FLASHCL_SPLIT_FUSED=1 fuses any count, 0 none (comparisons, tests). */
+ * FUSED in split_store.clh) rather than the combine kernel after it: at
+ * any split count, since its last work-group reads the parts 16 at a
+ * time. H200, bf16 D = 128, GQA 4 (2026-12-02, bench/results/
+ * h200-2026-12-02-decode.md): 2 splits (B = 8, 8k keys) 0.0819 ms fused
+ * against 0.0860; 16 splits (B = 1) 0.0261-0.1434 ms against 0.0340-
+ * 0.1510 over 8k-128k keys (when it read one part at a time, 16 splits
+ * were 0.0625 against 0.0614). FLASHCL_SPLIT_FUSED=1 fuses any count, 0
+ * none (comparisons, tests). */
 static bool fused_merge(int splits)
 {
     const char *env = getenv("FLASHCL_SPLIT_FUSED");
     if (env && !strcmp(env, "0"))
         return false;
-    if (env && !strcmp(env, "1"))
-        return splits > 1;
-    return splits > 1 && splits <= 4;
+    return splits > 1;
 }
 
 void split_kv_plan(const device_caps *caps, const problem *p,

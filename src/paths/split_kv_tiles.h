@@ -98,6 +98,22 @@ static const split_tile split_tiles[] = {
      "split-KV GPU tiles (tensor-core kernel): 8 warps x 16 keys, up to "
      "16 packed rows, measured on the H200 "
      "(bench/results/h200-2026-12-01-decode.md)", 8, 0},
+    /* The same kernel when the unsplit grid holds at least two
+     * work-groups per SM (SPLIT_KV_MANY_ENTRY: many sequences and heads,
+     * short of nothing to split): 4 warps, two work-groups per SM (198
+     * registers, so two fit). H200, bf16 D = 128, B = 32 MHA 4k keys
+     * (2026-12-02, bench/results/h200-2026-12-02-decode.md): 0.4966 ms
+     * against 0.514 with the 8-warp entry (4,3 the same as 4,2: a third
+     * work-group does not fit). The split shapes keep the 8-warp entry:
+     * 4,2 split B = 1 GQA 4 32k keys in 33 parts, 0.0678 ms against
+     * 0.0535. */
+    {false, false, false, 0, false, 128, 1, 16, 0, 2, 256, 4,
+     "split-KV GPU tiles (tensor-core kernel, many work-groups): 4 warps x "
+     "16 keys, two work-groups per SM, measured on the H200 "
+     "(bench/results/h200-2026-12-02-decode.md)", 4, 0},
 };
+/* The index of the entry above, and of the one it replaces. */
+#define SPLIT_KV_MMA_ENTRY 3
+#define SPLIT_KV_MANY_ENTRY 4
 
 #endif /* FLASHCL_SPLIT_KV_TILES_H */
