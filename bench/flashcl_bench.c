@@ -38,6 +38,8 @@ typedef struct bench_options {
     int num_decode;
     int decode_nq, decode_splits, decode_page;
     int decode_dense; /* --dense: no cache fields, the plain call */
+    /* --varlen: sequence lengths of one packed prefill batch (issue 11) */
+    int varlen[MAX_LIST], num_varlen;
     int describe;     /* --describe: a describe| line per row */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
     double busy_us; /* --busy-us: device work queued before each timed call */
@@ -113,6 +115,10 @@ static void usage(void)
            "(default 0, dense cache)\n"
            "  --dense              decode: no cache fields (the plain call "
            "on K/V of NK rows)\n"
+           "  --varlen LENS        varlen table instead of the sweep: one "
+           "packed prefill batch of these sequence lengths (cu_seqlens_q/k, "
+           "Nq = Nk each), beside the padded dense call [B, max length] "
+           "(first --dtype and --head-dim, heads = --hidden / head dim)\n"
            "  --bandwidth GBS      decode: report GB/s as a fraction of this "
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         plain rows: relative L2 error of ROWS "
@@ -202,6 +208,14 @@ static int parse_options(int argc, char **argv, bench_options *opt)
                 ++opt->num_decode;
             }
             free(copy);
+        } else if (!strcmp(arg, "--varlen")) {
+            opt->num_varlen = parse_list(value, opt->varlen, MAX_LIST);
+            for (int n = 0; n < opt->num_varlen; ++n)
+                if (opt->varlen[n] < 1) {
+                    fprintf(stderr, "flashcl-bench: --varlen lengths must "
+                                    "be positive\n");
+                    return -1;
+                }
         } else if (!strcmp(arg, "--nq"))
             opt->decode_nq = atoi(value);
         else if (!strcmp(arg, "--splits"))
@@ -1101,6 +1115,121 @@ static int decode_table(flashcl_context *ctx, bench_options *opt)
     return failures;
 }
 
+/* ---- varlen (issue 11) ---------------------------------------------- */
+
+/* Query-key pairs of one sequence of n rows attending its own n keys. */
+static double sequence_pairs(int n, int causal)
+{
+    return causal ? 0.5 * (double)n * (double)(n + 1) : (double)n * n;
+}
+
+/* One varlen row: the packed batch, then the padded dense call of the
+ * same sequences (every sequence padded to the longest). TFLOP/s of the
+ * varlen call count useful pairs only; the dense call's, every pair it
+ * computes, so that "varlen / dense" is the varlen call's rate against
+ * the dense kernel's. */
+static int varlen_row(flashcl_context *ctx, const bench_options *opt,
+                      int causal)
+{
+    const int dtype = opt->dtypes[0], d = opt->head_dims[0];
+    const int batch = opt->num_varlen;
+    const long heads = opt->hidden / d > 0 ? opt->hidden / d : 1;
+    int cu[MAX_LIST + 1], longest = 0;
+    cu[0] = 0;
+    double useful = 0;
+    for (int i = 0; i < batch; ++i) {
+        cu[i + 1] = cu[i] + opt->varlen[i];
+        longest = opt->varlen[i] > longest ? opt->varlen[i] : longest;
+        useful += sequence_pairs(opt->varlen[i], causal);
+    }
+    const double flop_per_pair = 4.0 * d * (double)heads;
+    cl_context context = flashcl_context_cl_context(ctx);
+    unsigned seed = 4242u;
+    flashcl_attention_desc packed, padded;
+    flashcl_attention_desc_init(&packed);
+    packed.batch = batch;
+    packed.heads_q = packed.heads_kv = heads;
+    packed.seqlen_q = packed.seqlen_k = cu[batch];
+    packed.head_dim = d;
+    packed.dtype = (flashcl_dtype)dtype;
+    packed.causal = causal;
+    packed.backend = FLASHCL_BACKEND_FUSED;
+    padded = packed;
+    padded.seqlen_q = padded.seqlen_k = longest;
+    const size_t packed_count = (size_t)cu[batch] * (size_t)(heads * d);
+    const size_t padded_count =
+        (size_t)batch * (size_t)longest * (size_t)(heads * d);
+    cl_mem buffers[9] = {NULL};
+    buffers[0] = packed.q.buffer = random_buffer(context, packed_count, dtype, &seed);
+    buffers[1] = packed.k.buffer = random_buffer(context, packed_count, dtype, &seed);
+    buffers[2] = packed.v.buffer = random_buffer(context, packed_count, dtype, &seed);
+    buffers[3] = packed.o.buffer = random_buffer(context, packed_count, dtype, &seed);
+    buffers[4] = int_buffer(context, cu, (size_t)batch + 1);
+    packed.cu_seqlens_q.buffer = packed.cu_seqlens_k.buffer = buffers[4];
+    packed.max_seqlen_q = packed.max_seqlen_k = longest;
+    buffers[5] = padded.q.buffer = random_buffer(context, padded_count, dtype, &seed);
+    buffers[6] = padded.k.buffer = random_buffer(context, padded_count, dtype, &seed);
+    buffers[7] = padded.v.buffer = random_buffer(context, padded_count, dtype, &seed);
+    buffers[8] = padded.o.buffer = random_buffer(context, padded_count, dtype, &seed);
+    int failed = 0;
+    for (int i = 0; i < 9; ++i)
+        failed |= buffers[i] == NULL;
+    flashcl_variant_info packed_info, padded_info;
+    bench_row packed_row = {0}, padded_row = {0};
+    timing_result packed_time, padded_time;
+    failed = failed ||
+             flashcl_describe_variant(ctx, &packed, &packed_info) !=
+                 FLASHCL_SUCCESS ||
+             flashcl_describe_variant(ctx, &padded, &padded_info) !=
+                 FLASHCL_SUCCESS ||
+             time_shape(ctx, opt, &packed, &packed_row, &packed_time) != 0 ||
+             time_shape(ctx, opt, &padded, &padded_row, &padded_time) != 0;
+    if (!failed) {
+        const double packed_tf =
+            useful * flop_per_pair / (packed_time.median_ms * 1e9);
+        const double padded_tf = batch * sequence_pairs(longest, causal) *
+                                 flop_per_pair /
+                                 (padded_time.median_ms * 1e9);
+        printf("| %d | %s | %d | %s | %.4f | %.1f | %s | %.4f | %.1f | "
+               "%.2f | %.0f ms |\n",
+               cu[batch], causal ? "yes" : "no", longest, packed_info.path,
+               packed_time.median_ms, packed_tf, padded_info.path,
+               padded_time.median_ms, padded_tf, packed_tf / padded_tf,
+               packed_row.first_call_ms);
+    } else {
+        fprintf(stderr, "flashcl-bench: varlen: %s\n",
+                flashcl_context_last_error(ctx));
+    }
+    for (int i = 0; i < 9; ++i)
+        if (buffers[i])
+            clReleaseMemObject(buffers[i]);
+    return failed ? -1 : 0;
+}
+
+static int varlen_table(flashcl_context *ctx, bench_options *opt)
+{
+    cl_device_type type = 0;
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_TYPE, sizeof type,
+                    &type, NULL);
+    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    printf("varlen, %s, D = %d, %ld heads, lengths", dtype_name(opt->dtypes[0]),
+           opt->head_dims[0],
+           opt->hidden / opt->head_dims[0] > 0 ? opt->hidden / opt->head_dims[0]
+                                               : 1);
+    for (int i = 0; i < opt->num_varlen; ++i)
+        printf("%s%d", i ? "," : " ", opt->varlen[i]);
+    printf("; varlen TFLOP/s count useful pairs, dense TFLOP/s every pair "
+           "of the padded call\n\n"
+           "| rows | causal | longest | varlen path | varlen ms | varlen "
+           "TFLOP/s | dense path | dense ms | dense TFLOP/s | varlen / dense "
+           "| first call |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    int failures = 0;
+    for (int c = 0; c < opt->num_causal; ++c)
+        failures += varlen_row(ctx, opt, opt->causal_modes[c]) != 0;
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     bench_options opt = {.reps = 10, .warmup = 2, .sgemm_n = -1,
@@ -1117,6 +1246,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "flashcl-bench: %s: %s\n",
                 flashcl_status_string(status), flashcl_last_create_error());
         return 1;
+    }
+    if (opt.num_varlen > 0) {
+        busy_prepare(ctx, opt.busy_us);
+        printf("flashcl %s; median of %d runs after %d warm-up, OpenCL "
+               "profiling events (%zu-byte fill before each call)\n\n",
+               flashcl_version_string(), opt.reps, opt.warmup, g_busy.bytes);
+        const int failures = varlen_table(ctx, &opt);
+        busy_release();
+        flashcl_context_release(ctx);
+        return failures ? 1 : 0;
     }
     if (opt.num_decode > 0) {
         cl_device_id device = flashcl_context_device(ctx);

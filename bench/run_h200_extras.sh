@@ -5,7 +5,7 @@
 #
 #   cmake -S . -B build-gpu -DBUILD_SHARED_LIBS=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-gpu -j
-#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|all]
+#   (there) bash bench/run_h200_extras.sh [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|final|varlen|all]
 #
 # check:  test_variants, test_forward and test_semantics with every
 #   fp16/bf16 case on nv_mma (FLASHCL_EXPECT_PATH), for each way of
@@ -31,6 +31,10 @@
 #   (FLASHCL_SPLIT_MMA_LOAD=LOADS) on the decode table and B = 1 over 8k-128k
 #   keys, test_inference on each; paged 16 and Nq = 4; the 8-warp entry on
 #   B = 32 MHA; 32 splits merged both ways; torch on the same shapes.
+# final:  the suites on the GPU (nv_mma expected for fp16/bf16, the packed
+#   batches included), the decode table with the default reads, paged 16,
+#   Nq = 4, packed batches against the padded dense call, MHA warp sets,
+#   torch on the decode shapes.
 # Logs under $LOG, packed into $OUT/extras-MODE.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -210,6 +214,10 @@ loads() { # how the tensor-core split kernel reads K and V (issue 11)
     FLASHCL_SPLIT_MMA_LOAD=$l step "test_inference_load$l" 240 "$BUILD/tests/test_inference"
   done
   FLASHCL_SPLIT_FUSED=0 step test_inference_combine 240 "$BUILD/tests/test_inference"
+  FLASHCL_EXPECT_PATH=nv_mma FLASHCL_VERBOSE=1 step test_inference_nv_varlen 240 \
+    "$BUILD/tests/test_inference"
+  grep -hE "EXPECT_PATH|ran on path" "$LOG/test_inference_nv_varlen.log" | sort | uniq -c | head -8
+  grep -hiE "registers" "$LOG/test_inference_nv_varlen.log" | sort | uniq -c | sort -rn | head -6
   for l in ${LOADS:-0 1 2 3}; do
     FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_main" "$main"
     FLASHCL_SPLIT_MMA_LOAD=$l bench_decode "load${l}_nk" "$nks"
@@ -222,6 +230,19 @@ loads() { # how the tensor-core split kernel reads K and V (issue 11)
   for f in 1 0; do
     FLASHCL_SPLIT_FUSED=$f bench_decode "splits32_fused$f" 1:32:8:32768 --splits 32
   done
+  for c in 0 1; do
+    "$BENCH" --varlen 1,147,512,1023 --dtype bf16 --head-dim 128 --causal $c --reps 20 \
+      --sgemm 0 > "$LOG/varlen_small_c$c.md" 2>&1
+    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_mixed_c$c.md" 2>&1
+    "$BENCH" --varlen 2048,2048,2048,2048,2048,2048,2048,2048 --dtype bf16 --head-dim 128 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_equal_c$c.md" 2>&1
+  done
+  for c in 0 1; do # the split-KV kernels, as before packed batches ran on nv_mma
+    FLASHCL_PATH=split_kv "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 \
+      --head-dim 128 --causal $c --reps 10 --sgemm 0 > "$LOG/varlen_splitkv_c$c.md" 2>&1
+  done
+  grep -hE '^\| [0-9]|flashcl-bench:' "$LOG"/varlen_*.md
   if python3 -c 'import torch' 2>/dev/null; then
     timeout 200 python3 bench/torch_decode_peers.py --csv "$LOG/loads_torch.csv" \
       --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/loads_torch.log" 2>&1
@@ -232,7 +253,51 @@ loads() { # how the tensor-core split kernel reads K and V (issue 11)
   fi
 }
 
+final() { # the defaults, checked and timed once more (issue 11)
+  KINDS=vec check
+  FLASHCL_EXPECT_PATH=nv_mma step test_inference_nv 240 "$BUILD/tests/test_inference"
+  local nks=1:32:8:8192,1:32:8:16384,1:32:8:32768,1:32:8:65536,1:32:8:131072
+  local main=1:32:8:32768,8:32:8:8192,32:32:32:4096
+  bench_decode final_main "$main"
+  bench_decode final_nk 1:32:8:8192,1:32:8:131072
+  bench_decode final_page16 "$main" --page 16
+  bench_decode final_nq4 "$main" --nq 4
+  for set in ${MHA_SETS:-2,4 4,4}; do
+    FLASHCL_SPLIT_MMA=$set bench_decode "final_mha_$set" 32:32:32:4096
+  done
+  for c in 0 1; do
+    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/final_varlen_mixed_c$c.md" 2>&1
+    "$BENCH" --varlen 2048,2048,2048,2048,2048,2048,2048,2048 --dtype bf16 --head-dim 128 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/final_varlen_equal_c$c.md" 2>&1
+  done
+  grep -hE '^\| [0-9]|flashcl-bench:' "$LOG"/final_varlen_*.md
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 150 python3 bench/torch_decode_peers.py --csv "$LOG/final_torch.csv" \
+      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/final_torch.log" 2>&1
+    timeout 100 python3 bench/torch_decode_peers.py --csv "$LOG/final_torch_nq4.csv" \
+      --dtype bf16 --nq 4 > "$LOG/final_torch_nq4.log" 2>&1
+    awk -F, 'NR > 1 && $9 != "" {printf "torch %s B=%s NK=%s nq=%s %s %s ms\n", $1, $3, $6, $7, $8, $9}' \
+      "$LOG/final_torch.csv" "$LOG/final_torch_nq4.csv"
+  fi
+}
+
+varlen() { # packed batches against the padded dense call, and the suite on nv_mma
+  FLASHCL_EXPECT_PATH=nv_mma step test_inference_nv 240 "$BUILD/tests/test_inference"
+  for c in 0 1; do
+    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_mixed_c$c.md" 2>&1
+    "$BENCH" --varlen 300,4096,700,2500,100,3300,1800,1600 --dtype fp16 --head-dim 64 \
+      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_d64_c$c.md" 2>&1
+    "$BENCH" --varlen 1,147,512,1023 --dtype bf16 --head-dim 128 --causal $c --reps 20 \
+      --sgemm 0 > "$LOG/varlen_small_c$c.md" 2>&1
+  done
+  grep -hE '^(varlen|\| [0-9])|flashcl-bench:' "$LOG"/varlen_*.md
+}
+
 case "$MODE" in
+varlen) varlen ;;
+final) final ;;
 loads) loads ;;
 diag) diag ;;
 check) check ;;
@@ -244,6 +309,6 @@ fused) fused ;;
 peers) peers ;;
 decode) decode ;;
 all) check; extras; sweep; decode; peers ;;
-*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [check|extras|sweep|tiles|dsweep|fused|peers|decode|diag|loads|final|varlen|all]" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/extras-$MODE.tar.gz" -C "$LOG" .

@@ -92,6 +92,11 @@ check "bias+mask, the layout of before" $fwd \
 check "TF32 bias+mask D64" $fwd \
   "$nv $d64 $t128x32 -DFLASHCL_DTYPE=0 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 $vec" 'tf32' "$v16"
 
+check "varlen bf16 D128 causal window softcap sinks alibi" $fwd \
+  "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1 -DFLASHCL_ALIBI=1"
+check "varlen fp16 D64 top-left, fix-up pass" $fwd \
+  "$nv $d64 $t128x32 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_FIXUP=1"
+
 split=cl/inference/flash_split.cl
 smma="-DFLASHCL_BLOCK_N=128 -DFLASHCL_WG_SIZE=256 -DFLASHCL_VEC=4 -DFLASHCL_SPLIT_VLOAD=1 -DFLASHCL_SPLIT_MMA=8"
 check "split tensor-core kernel, own merge" $split \

@@ -489,6 +489,9 @@ typedef struct infer_case {
     int bad_row_index;   /* cache_batch_idx of sequence 0 out of range */
     int bad_page;        /* one page of sequence 0 out of range */
     int reference;       /* also on the reference backend */
+    int dense_path;      /* a packed batch the dense tensor-core kernel
+                            computes on NVIDIA (FLASHCL_EXPECT_PATH=nv_mma
+                            checks that it ran there) */
 } infer_case;
 
 /* Everything one case has on the host and the device. */
@@ -917,6 +920,8 @@ static void run_infer_case(const infer_case *c, uint64_t seed)
         ck_assert_msg(info.num_splits == c->splits,
                       "%s: describe says %d splits, forced %d", c->name,
                       info.num_splits, c->splits);
+    if (c->dense_path)
+        expect_path_check(ctx, &d, c->name);
     flashcl_status st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL);
     ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %s (%s)", c->name,
                   flashcl_status_string(st), clip(flashcl_context_last_error(ctx)));
@@ -1091,6 +1096,33 @@ static const infer_case infer_cases[] = {
      .batch = 2, .hq = 8, .hkv = 2, .d = 128, .dv = 128, .nq = 1,
      .kv = K_PAGED, .bad_page = 1, .lens = {50, 700}, .capacity = 768,
      .page_size = 32, .seqlen_new = 1, .splits = 3},
+    /* packed prefill batches (16-bit, no cache, bias or mask): NVIDIA's
+     * dense tensor-core kernel takes them, sequence by sequence, with
+     * blocks of up to 128 rows; an empty sequence, rows that see no key
+     * (more queries than keys, causal bottom-right), one-row sequences */
+    {.name = "nv varlen bf16 d128 gqa2 causal", .dtype = FLASHCL_DTYPE_BF16,
+     .batch = 4, .hq = 4, .hkv = 2, .d = 128, .dv = 128, .varlen_q = 1,
+     .qlens = {1, 147, 300, 513}, .kv = K_VARLEN,
+     .lens = {1, 147, 300, 513}, .causal = 1, .dense_path = 1},
+    {.name = "nv varlen fp16 d64 more queries than keys causal",
+     .dtype = FLASHCL_DTYPE_FP16, .batch = 5, .hq = 2, .hkv = 1, .d = 64,
+     .dv = 64, .varlen_q = 1, .qlens = {300, 5, 0, 77, 260},
+     .kv = K_VARLEN, .lens = {500, 3, 40, 77, 129}, .causal = 1,
+     .dense_path = 1},
+    {.name = "nv varlen fp16 d64 top-left causal", .dtype = FLASHCL_DTYPE_FP16,
+     .batch = 3, .hq = 2, .hkv = 2, .d = 64, .dv = 64, .varlen_q = 1,
+     .qlens = {200, 9, 130}, .kv = K_VARLEN, .lens = {60, 300, 130},
+     .causal = 1, .align = FLASHCL_CAUSAL_TOP_LEFT, .dense_path = 1},
+    {.name = "nv varlen bf16 d96 dv64 window softcap sinks alibi",
+     .dtype = FLASHCL_DTYPE_BF16, .batch = 3, .hq = 4, .hkv = 1, .d = 96,
+     .dv = 64, .varlen_q = 1, .qlens = {250, 1, 140}, .kv = K_VARLEN,
+     .lens = {250, 40, 300}, .window = 1, .window_left = 70,
+     .window_right = 20, .softcap = 2.0f, .sinks = 1, .alibi = 1,
+     .dense_path = 1},
+    {.name = "nv varlen fp16 d40 non-causal", .dtype = FLASHCL_DTYPE_FP16,
+     .batch = 3, .hq = 2, .hkv = 2, .d = 40, .dv = 40, .varlen_q = 1,
+     .qlens = {129, 64, 1}, .kv = K_VARLEN, .lens = {33, 200, 17},
+     .dense_path = 1},
 };
 
 START_TEST(inference_matches_oracle)

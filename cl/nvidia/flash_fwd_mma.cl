@@ -42,6 +42,13 @@
  * score code on scores scaled first (NV_PRESCALE, then the softmax runs
  * with unit scale, which also serves scale <= 0); sinks in the epilogue.
  *
+ * Packed batches (FLASHCL_NV_VARLEN, FlashAttention's varlen): sequence b
+ * of the grid owns the rows and keys its prefix sums give (read on the
+ * device, clamped as the split-KV kernels clamp them: starts and ends to
+ * [0, total], lengths to the maxima the grid was sized for); its blocks
+ * past its rows return at once, and its diagonal is its own (bottom-right,
+ * or top-left with FLASHCL_NV_VARLEN_TOP_LEFT). No bias or mask there.
+ *
  * Host guarantees on this path: stride_dim == 1, every row start 16-byte
  * aligned (seq/head/batch strides and base offsets multiples of 8
  * elements), fp16 or bf16 storage.
@@ -66,6 +73,21 @@
 #endif
 #if FLASHCL_TOP_LEFT != 0 && FLASHCL_TOP_LEFT != 1
 #error "flash_fwd_mma: FLASHCL_TOP_LEFT must be 0 or 1"
+#endif
+#ifndef FLASHCL_NV_VARLEN
+#define FLASHCL_NV_VARLEN 0
+#endif
+#ifndef FLASHCL_NV_VARLEN_TOP_LEFT
+#define FLASHCL_NV_VARLEN_TOP_LEFT 0
+#endif
+#ifndef FLASHCL_NV_SEQ_FIRST
+#define FLASHCL_NV_SEQ_FIRST 0 /* 1: grid (batch, heads, query blocks) */
+#endif
+#if FLASHCL_NV_SEQ_FIRST != 0 && !(FLASHCL_NV_SEQ_FIRST == 1 && FLASHCL_NV_VARLEN)
+#error "flash_fwd_mma: FLASHCL_NV_SEQ_FIRST is 0, or 1 with FLASHCL_NV_VARLEN"
+#endif
+#if FLASHCL_NV_VARLEN && (FLASHCL_BIAS || FLASHCL_MASK)
+#error "flash_fwd_mma: packed batches (FLASHCL_NV_VARLEN) take no bias or mask"
 #endif
 #ifndef FLASHCL_CAUSAL
 #define FLASHCL_CAUSAL 0
@@ -652,10 +674,34 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
         }                                                                      \
     } while (0)
 
+#if FLASHCL_NV_VARLEN
+#define NV_VARLEN_PARAMS FLASHCL_VARLEN_ARGS(FLASHCL_KPARAM)
+
+/* Rows [first, first + count) of sequence b in a packed tensor of `total`
+ * rows, at most `most` of them. */
+typedef struct nv_span {
+    int first, count;
+} nv_span;
+
+static inline nv_span nv_varlen_span(__global const int *cu, ulong at,
+                                     ulong stride, int b, int total, int most)
+{
+    const int start = clamp(cu[at + (ulong)b * stride], 0, total);
+    const int end = clamp(cu[at + (ulong)(b + 1) * stride], start, total);
+    const nv_span span = {start, min(end - start, most)};
+    return span;
+}
+#else
+#define NV_VARLEN_PARAMS
+#endif
+
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
-flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
 {
     __local uint4 smem[NV_SMEM_BYTES / 16] __attribute__((aligned(16)));
+#if FLASHCL_NV_FIXUP
+    __local int nv_marked;
+#endif
     (void)head_dim; /* == FLASHCL_NV_DQ on this path */
     (void)head_dim_v;
 
@@ -665,18 +711,52 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int g = lane >> 2; /* row within an m16 tile (and +8) */
     const int t4 = lane & 3; /* column pair within an n8 tile */
 
-    /* Heaviest causal blocks (largest query index) first. */
-#if FLASHCL_NV_HEADS_FIRST
+    /* Heaviest causal blocks (largest query index) first. A causal packed
+     * batch runs sequences fastest (FLASHCL_NV_SEQ_FIRST: grid (batch,
+     * heads, blocks)), so that the heaviest blocks of every sequence go
+     * out before any lighter one: sequences of mixed lengths otherwise
+     * leave the longest one's heavy blocks for the tail. */
+#if FLASHCL_NV_SEQ_FIRST
+    const int nqb = (int)get_num_groups(2);
+    const int qb = nqb - 1 - (int)get_group_id(2);
+    const int h = (int)get_group_id(1);
+    const int b = (int)get_group_id(0);
+#elif FLASHCL_NV_HEADS_FIRST
     const int nqb = (int)get_num_groups(1);
     const int qb = nqb - 1 - (int)get_group_id(1);
     const int h = (int)get_group_id(0);
+    const int b = (int)get_group_id(2);
 #else
     const int nqb = (int)get_num_groups(0);
     const int qb = nqb - 1 - (int)get_group_id(0);
     const int h = (int)get_group_id(1);
-#endif
     const int b = (int)get_group_id(2);
+#endif
     const int hk = h / group_size;
+#if FLASHCL_NV_VARLEN
+    /* Sequence b's rows and keys; the lengths, the diagonal and the
+     * tensors' sequence offsets below are its own (the grid's seqlen_q
+     * and seqlen_k are the maxima). */
+    const nv_span q_span = nv_varlen_span(cu_q, len_base.s0, len_stride.s0, b,
+                                          total_q, seqlen_q);
+    const nv_span k_span = nv_varlen_span(cu_k, len_base.s1, len_stride.s1, b,
+                                          total_k, seqlen_k);
+    if (qb * NV_BM >= q_span.count)
+        return; /* uniform: the block is past this sequence's rows */
+    {
+    const int seqlen_q = q_span.count, seqlen_k = k_span.count;
+    const long diag =
+        FLASHCL_NV_VARLEN_TOP_LEFT ? 0 : (long)(seqlen_k - seqlen_q);
+    const ulong q_seq = (ulong)q_span.first * q_stride.z;
+    const ulong k_seq = (ulong)k_span.first * k_stride.z;
+    const ulong v_seq = (ulong)k_span.first * v_stride.z;
+    const ulong o_seq = (ulong)q_span.first * o_stride.z;
+    const ulong lse_seq = (ulong)q_span.first * lse_stride.z;
+#else
+    const ulong q_seq = (ulong)b * q_stride.x, k_seq = (ulong)b * k_stride.x;
+    const ulong v_seq = (ulong)b * v_stride.x, o_seq = (ulong)b * o_stride.x;
+    const ulong lse_seq = (ulong)b * lse_stride.x;
+#endif
 
     const int m0 = qb * NV_BM;
     const int wr0 = m0 + warp * NV_WSTRIDE; /* first row of this warp */
@@ -692,19 +772,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* After NV_PRESCALE the scores are in exp2 units already. */
     const float sl2 = NV_PRESCALE ? 1.f : scale_log2;
 
-    __global const STORAGE_T *qp = q + base.x + (ulong)b * q_stride.x +
-                                (ulong)h * q_stride.y;
-    __global const STORAGE_T *kp = k + base.y + (ulong)b * k_stride.x +
-                                (ulong)hk * k_stride.y;
-    __global const STORAGE_T *vp = v + base.z + (ulong)b * v_stride.x +
-                                (ulong)hk * v_stride.y;
-    __global STORAGE_T *op = o + base.w + (ulong)b * o_stride.x +
-                          (ulong)h * o_stride.y;
+    __global const STORAGE_T *qp = q + base.x + q_seq + (ulong)h * q_stride.y;
+    __global const STORAGE_T *kp = k + base.y + k_seq + (ulong)hk * k_stride.y;
+    __global const STORAGE_T *vp = v + base.z + v_seq + (ulong)hk * v_stride.y;
+    __global STORAGE_T *op = o + base.w + o_seq + (ulong)h * o_stride.y;
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
                 os = o_stride.z;
 #if FLASHCL_NV_FIXUP
     /* Only the blocks the fast pass marked (a NaN in O[row][0]). */
-    __local int nv_marked;
     if (tid == 0)
         nv_marked = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -1168,8 +1243,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     const float lv =
                         any ? (mexp + log2(l)) * 0.69314718055994530942f
                             : -INFINITY;
-                    lse[lse_base + (ulong)b * lse_stride.x +
-                        (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] = lv;
+                    lse[lse_base + lse_seq + (ulong)h * lse_stride.y +
+                        (ulong)row * lse_stride.z] = lv;
                 }
             }
         }
@@ -1200,6 +1275,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             if (marked[mt][hh] && t4 == 0 && row < seqlen_q)
                 op[(ulong)row * os] = (STORAGE_T)NV_NAN_BITS;
         }
+#endif
+#if FLASHCL_NV_VARLEN
+    } /* sequence b */
 #endif
 }
 

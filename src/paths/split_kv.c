@@ -660,6 +660,29 @@ bool split_kv_wanted(const device_caps *caps, const problem *p)
 
 /* ---- plan ------------------------------------------------------------ */
 
+/* How the tensor-core kernel reads K and V rows (FLASHCL_SPLIT_MMA_LOAD in
+ * split_mma.clh): 16-byte chunks interleaved across a row's four lanes
+ * (1), through the read-only path with 256-byte L2 fetches and no L1
+ * allocation (2) when each work-group has at most 2048 keys. H200, bf16
+ * D = 128 (2026-12-02, bench/results/h200-2026-12-02-decode.md, run 2), ms:
+ *   keys per work-group      2 (streamed)  1 (plain)  0 (quarters, before)
+ *   B = 1 GQA 4,  8k: 512      0.0238       0.0253      0.0261
+ *   B = 1 GQA 4, 32k: 2048     0.0509       0.0530      0.0535
+ *   B = 1 GQA 4, 128k: 8192    0.1510       0.1421      0.1431
+ *   B = 8 GQA 4,  8k: 4096     0.0819       0.0809      0.0819
+ *   B = 32 MHA,   4k: 4096     0.5317       0.4943      0.4966
+ * Short parts gain from the streamed loads, long streams lose (why was not
+ * found). FLASHCL_SPLIT_MMA_LOAD=0..3 forces a kind (3: as 2, the lines
+ * evicted from the L2 first; measured as 2). */
+static int mma_load_kind(const problem *p, int splits)
+{
+    const char *env = getenv("FLASHCL_SPLIT_MMA_LOAD");
+    if (env && env[0] >= '0' && env[0] <= '3' && !env[1])
+        return env[0] - '0';
+    const int64_t parts = splits > 1 ? splits : 1;
+    return (p->seqlen_k + parts - 1) / parts <= 2048 ? 2 : 1;
+}
+
 static void append_options(const device_caps *caps, const problem *p,
                            const split_shape *s, kernel_plan *plan)
 {
@@ -695,13 +718,10 @@ static void append_options(const device_caps *caps, const problem *p,
         snprintf(plan->options + len, sizeof plan->options - len,
                  " -DFLASHCL_SPLIT_MMA_HALVES=2");
     }
-    /* FLASHCL_SPLIT_MMA_LOAD=0..3: how that kernel reads K and V rows
-     * (split_mma.clh; comparisons). */
-    const char *load = getenv("FLASHCL_SPLIT_MMA_LOAD");
-    if (s->mma_warps && load && load[0] >= '0' && load[0] <= '3' && !load[1]) {
+    if (s->mma_warps) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_SPLIT_MMA_LOAD=%c", load[0]);
+                 " -DFLASHCL_SPLIT_MMA_LOAD=%d", mma_load_kind(p, plan->splits));
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
 }
