@@ -1119,10 +1119,10 @@ static const infer_case infer_cases[] = {
      .lens = {250, 40, 300}, .window = 1, .window_left = 70,
      .window_right = 20, .softcap = 2.0f, .sinks = 1, .alibi = 1,
      .dense_path = 1},
-    {.name = "nv varlen fp16 d40 non-causal", .dtype = FLASHCL_DTYPE_FP16,
-     .batch = 3, .hq = 2, .hkv = 2, .d = 40, .dv = 40, .varlen_q = 1,
-     .qlens = {129, 64, 1}, .kv = K_VARLEN, .lens = {33, 200, 17},
-     .dense_path = 1},
+    {.name = "nv varlen fp16 d40 non-causal, a sequence without keys",
+     .dtype = FLASHCL_DTYPE_FP16, .batch = 4, .hq = 2, .hkv = 2, .d = 40,
+     .dv = 40, .varlen_q = 1, .qlens = {129, 64, 1, 20}, .kv = K_VARLEN,
+     .lens = {33, 200, 17, 0}, .dense_path = 1},
 };
 
 START_TEST(inference_matches_oracle)
