@@ -117,8 +117,8 @@ static cl_int set_forward_args(cl_kernel kernel, const base_args *base,
     return err;
 }
 
-cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
-                               const problem *p, cl_uint *next_index)
+static cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
+                                      const problem *p, cl_uint *next_index)
 {
     base_args base;
     fill_base_args(ctx, p, &base);
@@ -213,21 +213,36 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
     return status;
 }
 
+cl_int enqueue_with_args(flashcl_context *ctx, cl_command_queue queue,
+                         const problem *p, compiled_program *program,
+                         int which, const trailing_args *trailing,
+                         const size_t global[3], const size_t *local,
+                         cl_uint num_wait, const cl_event *wait_list,
+                         cl_event *event)
+{
+    cl_kernel kernel = program->kernels[which];
+    pthread_mutex_lock(&program->launch_lock);
+    cl_uint index = 0;
+    cl_int err = set_forward_kernel_args(ctx, kernel, p, &index);
+    if (err == CL_SUCCESS && trailing)
+        err = trailing->set(kernel, index, trailing->values);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local,
+                                     num_wait, wait_list, event);
+    pthread_mutex_unlock(&program->launch_lock);
+    return err;
+}
+
 flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
                                const problem *p, const kernel_plan *plan,
-                               compiled_program *program, cl_uint num_wait,
-                               const cl_event *wait_list, cl_event *event)
+                               compiled_program *program,
+                               const trailing_args *trailing,
+                               cl_uint num_wait, const cl_event *wait_list,
+                               cl_event *event)
 {
-    base_args base;
-    fill_base_args(ctx, p, &base);
-    const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
-    cl_kernel kernel = program->kernels[0];
-    pthread_mutex_lock(&program->launch_lock);
-    cl_int err = set_forward_args(kernel, &base, &p->vargs, fp64);
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, plan->global,
-                                     plan->local, num_wait, wait_list, event);
-    pthread_mutex_unlock(&program->launch_lock);
+    const cl_int err =
+        enqueue_with_args(ctx, queue, p, program, 0, trailing, plan->global,
+                          plan->local, num_wait, wait_list, event);
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "launching %s (path %s, D=%d, BM=%d, BN=%d, WG=%d): %s",
@@ -245,7 +260,7 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
                                      const cl_event *wait_list,
                                      cl_event *event)
 {
-    return enqueue_forward(ctx, queue, p, plan, programs[0], num_wait,
+    return enqueue_forward(ctx, queue, p, plan, programs[0], NULL, num_wait,
                            wait_list, event);
 }
 

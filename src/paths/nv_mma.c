@@ -409,34 +409,17 @@ static void fill_varlen_args(const problem *p, varlen_args *a)
     a->total_k = (cl_int)in->total_k;
 }
 
-static flashcl_status enqueue_nv(flashcl_context *ctx, cl_command_queue queue,
-                                 const problem *p, const kernel_plan *plan,
-                                 compiled_program *program, cl_uint num_wait,
-                                 const cl_event *wait_list, cl_event *event)
+static cl_int set_varlen_args(cl_kernel kernel, cl_uint index,
+                              const void *values)
 {
-    if (!p->infer.varlen_q)
-        return enqueue_forward(ctx, queue, p, plan, program, num_wait,
-                               wait_list, event);
-    varlen_args a;
-    fill_varlen_args(p, &a);
-    cl_kernel kernel = program->kernels[0];
-    pthread_mutex_lock(&program->launch_lock);
-    cl_uint index = 0;
-    cl_int err = set_forward_kernel_args(ctx, kernel, p, &index);
+    const varlen_args *a = values;
+    cl_int err = CL_SUCCESS;
 #define SET_VARLEN(kind, name)                                                 \
     if (err == CL_SUCCESS)                                                     \
-        err = clSetKernelArg(kernel, index++, sizeof a.name, &a.name);
+        err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
     FLASHCL_VARLEN_ARGS(SET_VARLEN)
 #undef SET_VARLEN
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, plan->global,
-                                     plan->local, num_wait, wait_list, event);
-    pthread_mutex_unlock(&program->launch_lock);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OPENCL,
-                         "launching %s (path nv_mma, packed batch): %s",
-                         program->source, cl_error_name(err));
-    return FLASHCL_SUCCESS;
+    return err;
 }
 
 /* The fast pass, then the fix-up pass after it. Blocks whose scores were
@@ -451,13 +434,21 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
                                     cl_uint num_wait,
                                     const cl_event *wait_list, cl_event *event)
 {
+    varlen_args packed;
+    const trailing_args packed_args = {set_varlen_args, &packed};
+    const trailing_args *trailing = NULL;
+    if (p->infer.varlen_q) {
+        fill_varlen_args(p, &packed);
+        trailing = &packed_args;
+    }
     cl_event fast_done = NULL;
-    flashcl_status status = enqueue_nv(ctx, queue, p, plan, programs[0],
-                                       num_wait, wait_list, &fast_done);
+    flashcl_status status =
+        enqueue_forward(ctx, queue, p, plan, programs[0], trailing, num_wait,
+                        wait_list, &fast_done);
     if (status != FLASHCL_SUCCESS)
         return status;
-    status = enqueue_nv(ctx, queue, p, plan, programs[1], 1, &fast_done,
-                        event);
+    status = enqueue_forward(ctx, queue, p, plan, programs[1], trailing, 1,
+                             &fast_done, event);
     clReleaseEvent(fast_done);
     return status;
 }

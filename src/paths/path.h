@@ -124,12 +124,32 @@ void paths_summary(const device_caps *caps, char *buf, size_t cap);
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap);
 
-/* Sets the arguments of cl/common/kernel_args.clh on the program's first
- * kernel and enqueues plan->global/local. */
+/* Arguments a kernel takes after the forward list, set from index
+ * `first` on (the split-KV list, the packed-batch list). */
+typedef struct trailing_args {
+    cl_int (*set)(cl_kernel kernel, cl_uint first, const void *values);
+    const void *values;
+} trailing_args;
+
+/* Sets the forward list of cl/common/kernel_args.clh, then `trailing`
+ * (NULL: nothing more), on kernel `which` of the program and enqueues it
+ * over global/local, all under the program's launch lock so that another
+ * thread's arguments cannot land in between. */
+cl_int enqueue_with_args(flashcl_context *ctx, cl_command_queue queue,
+                         const problem *p, compiled_program *program,
+                         int which, const trailing_args *trailing,
+                         const size_t global[3], const size_t *local,
+                         cl_uint num_wait, const cl_event *wait_list,
+                         cl_event *event);
+
+/* enqueue_with_args on the program's first kernel over plan->global/local,
+ * its failure named with the plan. */
 flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
                                const problem *p, const kernel_plan *plan,
-                               compiled_program *program, cl_uint num_wait,
-                               const cl_event *wait_list, cl_event *event);
+                               compiled_program *program,
+                               const trailing_args *trailing,
+                               cl_uint num_wait, const cl_event *wait_list,
+                               cl_event *event);
 
 /* The one-kernel launch (enqueue_forward of programs[0]), as a path's
  * `launch`. */
@@ -138,11 +158,6 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
-
-/* Sets the whole forward list (kernel_args.clh) of `p` on `kernel`;
- * *next_index gets the index after it (kernels that take more). */
-cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
-                               const problem *p, cl_uint *next_index);
 
 /* The portable path's head-dim padding (16, or 32 above 128) and vector
  * width (the device's preferred float width, 4..16). */

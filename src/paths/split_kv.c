@@ -972,11 +972,10 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->seqlen_new = (cl_int)in->seqlen_new;
 }
 
-static cl_int set_all_args(flashcl_context *ctx, cl_kernel k, const problem *p,
-                           const split_args *a)
+static cl_int set_split_args(cl_kernel k, cl_uint index, const void *values)
 {
-    cl_uint index;
-    cl_int err = set_forward_kernel_args(ctx, k, p, &index);
+    const split_args *a = values;
+    cl_int err = CL_SUCCESS;
 #define SET_SPLIT(kind, name)                                                  \
     if (err == CL_SUCCESS)                                                     \
         err = clSetKernelArg(k, index, sizeof a->name, &a->name);              \
@@ -996,13 +995,10 @@ static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
     static const char *const names[3] = {"flashcl_split_fwd",
                                          "flashcl_split_combine",
                                          "flashcl_split_append"};
-    cl_kernel k = program->kernels[which];
-    pthread_mutex_lock(&program->launch_lock);
-    cl_int err = set_all_args(ctx, k, p, a);
-    if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(queue, k, 3, NULL, global, local,
-                                     num_wait, wait_list, event);
-    pthread_mutex_unlock(&program->launch_lock);
+    const trailing_args split = {set_split_args, a};
+    const cl_int err = enqueue_with_args(ctx, queue, p, program, which, &split,
+                                         global, local, num_wait, wait_list,
+                                         event);
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OPENCL, "launching %s: %s",
                          names[which], cl_error_name(err));
