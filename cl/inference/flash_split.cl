@@ -34,6 +34,7 @@
 #include "kernel_args.clh"
 #include "split_args.clh"
 #include "combine.clh"
+#include "packed_span.clh"
 
 #ifndef FLASHCL_HEAD_DIM
 #define FLASHCL_HEAD_DIM 64
@@ -169,12 +170,10 @@ inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
 {
     seq_info s;
 #if FLASHCL_Q_VARLEN
-    const int q0 = clamp(read_len(cu_q, len_base.s0, len_stride.s0, b), 0,
-                         total_q);
-    const int q1 = clamp(read_len(cu_q, len_base.s0, len_stride.s0, b + 1),
-                         q0, total_q);
-    s.q_row0 = q0;
-    s.nq = min(q1 - q0, seqlen_q);
+    const packed_span rows = packed_span_of(cu_q, len_base.s0, len_stride.s0,
+                                            b, total_q, seqlen_q);
+    s.q_row0 = rows.first;
+    s.nq = rows.count;
     s.q_batch = 0;
 #else
     s.q_row0 = 0;
@@ -186,12 +185,10 @@ inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
     s.kv_row = b;
     s.nk = seqlen_k;
 #elif FLASHCL_KV_MODE == 1
-    const int k0 = clamp(read_len(cu_k, len_base.s1, len_stride.s1, b), 0,
-                         total_k);
-    const int k1 = clamp(read_len(cu_k, len_base.s1, len_stride.s1, b + 1),
-                         k0, total_k);
-    s.kv_row = k0;
-    s.nk = min(k1 - k0, seqlen_k);
+    const packed_span keys = packed_span_of(cu_k, len_base.s1, len_stride.s1,
+                                            b, total_k, seqlen_k);
+    s.kv_row = keys.first;
+    s.nk = keys.count;
 #else
     /* seqlen_k is the capacity; the new rows go after the cached ones. */
     s.cache_len = clamp(read_len(seqlens, len_base.s2, len_stride.s2, b), 0,

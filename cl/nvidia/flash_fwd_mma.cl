@@ -675,22 +675,8 @@ static inline bool nv_is_nan_bits(STORAGE_T bits)
     } while (0)
 
 #if FLASHCL_NV_VARLEN
+#include "packed_span.clh"
 #define NV_VARLEN_PARAMS FLASHCL_VARLEN_ARGS(FLASHCL_KPARAM)
-
-/* Rows [first, first + count) of sequence b in a packed tensor of `total`
- * rows, at most `most` of them. */
-typedef struct nv_span {
-    int first, count;
-} nv_span;
-
-static inline nv_span nv_varlen_span(__global const int *cu, ulong at,
-                                     ulong stride, int b, int total, int most)
-{
-    const int start = clamp(cu[at + (ulong)b * stride], 0, total);
-    const int end = clamp(cu[at + (ulong)(b + 1) * stride], start, total);
-    const nv_span span = {start, min(end - start, most)};
-    return span;
-}
 #else
 #define NV_VARLEN_PARAMS
 #endif
@@ -737,10 +723,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     /* Sequence b's rows and keys; the lengths, the diagonal and the
      * tensors' sequence offsets below are its own (the grid's seqlen_q
      * and seqlen_k are the maxima). */
-    const nv_span q_span = nv_varlen_span(cu_q, len_base.s0, len_stride.s0, b,
-                                          total_q, seqlen_q);
-    const nv_span k_span = nv_varlen_span(cu_k, len_base.s1, len_stride.s1, b,
-                                          total_k, seqlen_k);
+    const packed_span q_span = packed_span_of(cu_q, len_base.s0,
+                                              len_stride.s0, b, total_q,
+                                              seqlen_q);
+    const packed_span k_span = packed_span_of(cu_k, len_base.s1,
+                                              len_stride.s1, b, total_k,
+                                              seqlen_k);
     if (qb * NV_BM >= q_span.count)
         return; /* uniform: the block is past this sequence's rows */
     {
