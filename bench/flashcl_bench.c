@@ -245,8 +245,12 @@ static int parse_options(int argc, char **argv, bench_options *opt)
 
 /* Defaults depend on the device: the paper's sweep on a GPU, a smaller one
  * that finishes in minutes on a CPU. */
-static void apply_defaults(bench_options *opt, bool is_cpu)
+static void apply_defaults(flashcl_context *ctx, bench_options *opt)
 {
+    cl_device_type type = 0;
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_TYPE, sizeof type,
+                    &type, NULL);
+    const bool is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     if (opt->num_dtypes == 0) {
         if (is_cpu)
             opt->dtypes[opt->num_dtypes++] = FLASHCL_DTYPE_FP32;
@@ -953,11 +957,9 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
 {
     cl_device_id device = flashcl_context_device(ctx);
     char name[256] = "", driver[128] = "";
-    cl_device_type type = 0;
     clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
     clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof driver, driver, NULL);
-    clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    apply_defaults(ctx, opt);
     printf("flashcl %s on %s (driver %s); median of %d runs after %d "
            "warm-up, OpenCL profiling events (%zu-byte fill before each "
            "call's marker)\n\n",
@@ -1098,10 +1100,7 @@ static int decode_row(flashcl_context *ctx, const bench_options *opt,
 
 static int decode_table(flashcl_context *ctx, bench_options *opt)
 {
-    cl_device_type type = 0;
-    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_TYPE, sizeof type,
-                    &type, NULL);
-    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    apply_defaults(ctx, opt);
     printf("decode, %s, D = %d; GB/s counts K, V, Q and O once (KV GB/s: K "
            "and V only); peer: the same call with num_splits = 1\n\n",
            dtype_name(opt->dtypes[0]), opt->head_dims[0]);
@@ -1208,10 +1207,7 @@ static int varlen_row(flashcl_context *ctx, const bench_options *opt,
 
 static int varlen_table(flashcl_context *ctx, bench_options *opt)
 {
-    cl_device_type type = 0;
-    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_TYPE, sizeof type,
-                    &type, NULL);
-    apply_defaults(opt, (type & CL_DEVICE_TYPE_CPU) != 0);
+    apply_defaults(ctx, opt);
     printf("varlen, %s, D = %d, %ld heads, lengths", dtype_name(opt->dtypes[0]),
            opt->head_dims[0],
            opt->hidden / opt->head_dims[0] > 0 ? opt->hidden / opt->head_dims[0]
@@ -1227,6 +1223,25 @@ static int varlen_table(flashcl_context *ctx, bench_options *opt)
     int failures = 0;
     for (int c = 0; c < opt->num_causal; ++c)
         failures += varlen_row(ctx, opt, opt->causal_modes[c]) != 0;
+    return failures;
+}
+
+/* The decode or varlen table behind its line of method: the device, the
+ * repetitions and the fill queued before each call's marker. */
+static int one_table(flashcl_context *ctx, bench_options *opt,
+                     int (*table)(flashcl_context *, bench_options *))
+{
+    char name[256] = "";
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof name,
+                    name, NULL);
+    busy_prepare(ctx, opt->busy_us);
+    printf("flashcl %s on %s; median of %d runs after %d warm-up, OpenCL "
+           "profiling events (marker before the call to the call's last "
+           "event; %zu-byte fill before the marker)\n\n",
+           flashcl_version_string(), name, opt->reps, opt->warmup,
+           g_busy.bytes);
+    const int failures = table(ctx, opt);
+    busy_release();
     return failures;
 }
 
@@ -1247,28 +1262,9 @@ int main(int argc, char **argv)
                 flashcl_status_string(status), flashcl_last_create_error());
         return 1;
     }
-    if (opt.num_varlen > 0) {
-        busy_prepare(ctx, opt.busy_us);
-        printf("flashcl %s; median of %d runs after %d warm-up, OpenCL "
-               "profiling events (%zu-byte fill before each call)\n\n",
-               flashcl_version_string(), opt.reps, opt.warmup, g_busy.bytes);
-        const int failures = varlen_table(ctx, &opt);
-        busy_release();
-        flashcl_context_release(ctx);
-        return failures ? 1 : 0;
-    }
-    if (opt.num_decode > 0) {
-        cl_device_id device = flashcl_context_device(ctx);
-        char name[256] = "";
-        clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof name, name, NULL);
-        busy_prepare(ctx, opt.busy_us);
-        printf("flashcl %s on %s; median of %d runs after %d warm-up, "
-               "OpenCL profiling events (marker before the call to the "
-               "call's last event; %zu-byte fill before the marker)\n\n",
-               flashcl_version_string(), name, opt.reps, opt.warmup,
-               g_busy.bytes);
-        const int failures = decode_table(ctx, &opt);
-        busy_release();
+    if (opt.num_varlen > 0 || opt.num_decode > 0) {
+        const int failures = one_table(
+            ctx, &opt, opt.num_varlen > 0 ? varlen_table : decode_table);
         flashcl_context_release(ctx);
         return failures ? 1 : 0;
     }

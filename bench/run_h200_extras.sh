@@ -181,6 +181,39 @@ bench_decode() {
   grep -h "flashcl-bench:" "$LOG/$name.md" | head -3
 }
 
+# Packed batches of flashcl-bench --varlen: lengths 512-4096 (MIXED), eight
+# of 2048 (EQUAL), 1683 rows (SMALL), and fp16 D = 64's mixed set (D64)
+VARLEN_MIXED=${VARLEN_MIXED:-512,1024,1536,2048,3072,4096,1024,2048}
+VARLEN_EQUAL=${VARLEN_EQUAL:-2048,2048,2048,2048,2048,2048,2048,2048}
+VARLEN_SMALL=${VARLEN_SMALL:-1,147,512,1023}
+VARLEN_D64=${VARLEN_D64:-300,4096,700,2500,100,3300,1800,1600}
+
+# bench_varlen NAME LENS DTYPE D [ARGS...]: one packed-batch table per causal
+# mode, in $LOG/NAME_c0.md and NAME_c1.md
+bench_varlen() {
+  local name=$1 lens=$2 dtype=$3 d=$4; shift 4
+  for c in 0 1; do
+    "$BENCH" --varlen "$lens" --dtype "$dtype" --head-dim "$d" --causal $c \
+      --reps 20 --sgemm 0 "$@" > "$LOG/${name}_c$c.md" 2>&1
+  done
+}
+
+# torch_peers NAME SHAPES [nq4]: torch's decode backends (bf16) on SHAPES,
+# and with nq4 on the decode table at Nq = 4; a line per backend and shape
+torch_peers() {
+  python3 -c 'import torch' 2>/dev/null || { echo "no torch"; return; }
+  local name=$1 shapes=$2 csvs=("$LOG/$1_torch.csv")
+  timeout 200 python3 bench/torch_decode_peers.py --csv "${csvs[0]}" \
+    --dtype bf16 --shapes "$shapes" > "$LOG/${name}_torch.log" 2>&1
+  if [ "${3:-}" = nq4 ]; then
+    csvs+=("$LOG/${name}_torch_nq4.csv")
+    timeout 100 python3 bench/torch_decode_peers.py --csv "${csvs[1]}" \
+      --dtype bf16 --nq 4 > "$LOG/${name}_torch_nq4.log" 2>&1
+  fi
+  awk -F, 'NR > 1 && $9 != "" {printf "torch %s B=%s NK=%s nq=%s %s %s ms\n", $1, $3, $6, $7, $8, $9}' \
+    "${csvs[@]}"
+}
+
 diag() { # where a short decode call's time goes (issue 11)
   FLASHCL_SPLIT_FUSED=1 step test_inference_fused 240 "$BUILD/tests/test_inference"
   step test_inference 240 "$BUILD/tests/test_inference"
@@ -200,11 +233,7 @@ diag() { # where a short decode call's time goes (issue 11)
   FLASHCL_VERBOSE=1 FLASHCL_SPLIT_FUSED=1 "$BENCH" --decode 1:32:8:32768 --dtype bf16 \
     --head-dim 128 --reps 3 --sgemm 0 > "$LOG/diag_verbose.log" 2>&1
   grep -ihE "registers|spill" "$LOG/diag_verbose.log" | sort | uniq -c | head -8
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_decode_peers.py --csv "$LOG/diag_torch.csv" \
-      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/diag_torch.log" 2>&1
-    awk -F, 'NR > 1 {printf "torch %s B=%s NK=%s %s %s ms\n", $1, $3, $6, $8, $9}' "$LOG/diag_torch.csv"
-  fi
+  torch_peers diag "$nks,8:32:8:8192,32:32:32:4096"
 }
 
 loads() { # how the tensor-core split kernel reads K and V (issue 11)
@@ -230,27 +259,13 @@ loads() { # how the tensor-core split kernel reads K and V (issue 11)
   for f in 1 0; do
     FLASHCL_SPLIT_FUSED=$f bench_decode "splits32_fused$f" 1:32:8:32768 --splits 32
   done
-  for c in 0 1; do
-    "$BENCH" --varlen 1,147,512,1023 --dtype bf16 --head-dim 128 --causal $c --reps 20 \
-      --sgemm 0 > "$LOG/varlen_small_c$c.md" 2>&1
-    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_mixed_c$c.md" 2>&1
-    "$BENCH" --varlen 2048,2048,2048,2048,2048,2048,2048,2048 --dtype bf16 --head-dim 128 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_equal_c$c.md" 2>&1
-  done
-  for c in 0 1; do # the split-KV kernels, as before packed batches ran on nv_mma
-    FLASHCL_PATH=split_kv "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 \
-      --head-dim 128 --causal $c --reps 10 --sgemm 0 > "$LOG/varlen_splitkv_c$c.md" 2>&1
-  done
+  bench_varlen varlen_small "$VARLEN_SMALL" bf16 128
+  bench_varlen varlen_mixed "$VARLEN_MIXED" bf16 128
+  bench_varlen varlen_equal "$VARLEN_EQUAL" bf16 128
+  # the split-KV kernels, as before packed batches ran on nv_mma
+  FLASHCL_PATH=split_kv bench_varlen varlen_splitkv "$VARLEN_MIXED" bf16 128 --reps 10
   grep -hE '^\| [0-9]|flashcl-bench:' "$LOG"/varlen_*.md
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_decode_peers.py --csv "$LOG/loads_torch.csv" \
-      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/loads_torch.log" 2>&1
-    timeout 100 python3 bench/torch_decode_peers.py --csv "$LOG/loads_torch_nq4.csv" \
-      --dtype bf16 --nq 4 > "$LOG/loads_torch_nq4.log" 2>&1
-    awk -F, 'NR > 1 && $9 != "" {printf "torch %s B=%s NK=%s nq=%s %s %s ms\n", $1, $3, $6, $7, $8, $9}' \
-      "$LOG/loads_torch.csv" "$LOG/loads_torch_nq4.csv"
-  fi
+  torch_peers loads "$nks,8:32:8:8192,32:32:32:4096" nq4
 }
 
 final() { # the defaults, checked and timed once more (issue 11)
@@ -265,33 +280,17 @@ final() { # the defaults, checked and timed once more (issue 11)
   for set in ${MHA_SETS:-2,4 4,4}; do
     FLASHCL_SPLIT_MMA=$set bench_decode "final_mha_$set" 32:32:32:4096
   done
-  for c in 0 1; do
-    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/final_varlen_mixed_c$c.md" 2>&1
-    "$BENCH" --varlen 2048,2048,2048,2048,2048,2048,2048,2048 --dtype bf16 --head-dim 128 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/final_varlen_equal_c$c.md" 2>&1
-  done
+  bench_varlen final_varlen_mixed "$VARLEN_MIXED" bf16 128
+  bench_varlen final_varlen_equal "$VARLEN_EQUAL" bf16 128
   grep -hE '^\| [0-9]|flashcl-bench:' "$LOG"/final_varlen_*.md
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 150 python3 bench/torch_decode_peers.py --csv "$LOG/final_torch.csv" \
-      --dtype bf16 --shapes "$nks,8:32:8:8192,32:32:32:4096" > "$LOG/final_torch.log" 2>&1
-    timeout 100 python3 bench/torch_decode_peers.py --csv "$LOG/final_torch_nq4.csv" \
-      --dtype bf16 --nq 4 > "$LOG/final_torch_nq4.log" 2>&1
-    awk -F, 'NR > 1 && $9 != "" {printf "torch %s B=%s NK=%s nq=%s %s %s ms\n", $1, $3, $6, $7, $8, $9}' \
-      "$LOG/final_torch.csv" "$LOG/final_torch_nq4.csv"
-  fi
+  torch_peers final "$nks,8:32:8:8192,32:32:32:4096" nq4
 }
 
 varlen() { # packed batches against the padded dense call, and the suite on nv_mma
   FLASHCL_EXPECT_PATH=nv_mma step test_inference_nv 240 "$BUILD/tests/test_inference"
-  for c in 0 1; do
-    "$BENCH" --varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_mixed_c$c.md" 2>&1
-    "$BENCH" --varlen 300,4096,700,2500,100,3300,1800,1600 --dtype fp16 --head-dim 64 \
-      --causal $c --reps 20 --sgemm 0 > "$LOG/varlen_d64_c$c.md" 2>&1
-    "$BENCH" --varlen 1,147,512,1023 --dtype bf16 --head-dim 128 --causal $c --reps 20 \
-      --sgemm 0 > "$LOG/varlen_small_c$c.md" 2>&1
-  done
+  bench_varlen varlen_mixed "$VARLEN_MIXED" bf16 128
+  bench_varlen varlen_d64 "$VARLEN_D64" fp16 64
+  bench_varlen varlen_small "$VARLEN_SMALL" bf16 128
   grep -hE '^(varlen|\| [0-9])|flashcl-bench:' "$LOG"/varlen_*.md
 }
 
