@@ -176,7 +176,9 @@ for k in sorted(keys, key=lambda k: (k[0], k[1], int(k[2]), k[3], int(k[4]))):
 PY
 }
 
-# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag (2: S ahead):maxnreg[:local mem]
+# name:warpgroups:overlap:keys per tile (0: table):ring slots:lag (2: S ahead):maxnreg[:local mem[:ws]]
+# ws 1: the warp-specialized schedule (a producer warpgroup, mbarriers;
+# the ring as deep as fits, at most the slots asked), 2: with setmaxnreg.
 # RING asks for 6 slots: the host fits what the local memory holds (D = 64,
 # 64-key tiles: 6 of 8 KiB; D = 128 or 128-key tiles: 3 of 16 KiB).
 # Each smoke line: D/dtype[/c]=PASS|FAIL(registers r, spill-store bytes sp,
@@ -197,19 +199,20 @@ QUICK_NEW=${QUICK_NEW:-"r6:2:0:0:6:0:0 r6c128:2:0:0:6:0:128 sa:2:0:0:6:2:0 \
 # not capture; a launch failure shows as FAIL/exit there, nothing else.
 QUICK_OLD=${QUICK_OLD-"wg2:2:0:0:0:0:0 wg2o:2:1:0:0:0:0"}
 
-quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg -> the environment
-  IFS=: read -r qn qwg qov qbn qring qlag qcap qmem <<<"$1"
+quick_env() {  # name:wg:ov:bn:ring:lag:maxnreg[:local mem[:ws]] -> the environment
+  IFS=: read -r qn qwg qov qbn qring qlag qcap qmem qws <<<"$1"
   local ahead=0 lag=$qlag
   [ "$qlag" = 2 ] && { ahead=1; lag=1; }
   export FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_WG=$qwg FLASHCL_NV_WGMMA_OVERLAP=$qov \
     FLASHCL_NV_WGMMA_BN=$qbn FLASHCL_NV_WGMMA_RING=$qring FLASHCL_NV_WGMMA_LAG=$lag \
     FLASHCL_NV_WGMMA_SAHEAD=$ahead FLASHCL_NV_WGMMA_MAXNREG=$qcap
   if [ -n "$qmem" ]; then export FLASHCL_NV_WGMMA_LOCAL_MEM=$qmem; else unset FLASHCL_NV_WGMMA_LOCAL_MEM; fi
+  export FLASHCL_NV_WGMMA_WS=${qws:-0}
 }
 quick_unenv() {
   unset FLASHCL_PATH FLASHCL_NV_WGMMA_WG FLASHCL_NV_WGMMA_OVERLAP FLASHCL_NV_WGMMA_BN \
     FLASHCL_NV_WGMMA_RING FLASHCL_NV_WGMMA_LAG FLASHCL_NV_WGMMA_MAXNREG FLASHCL_NV_WGMMA_LOCAL_MEM \
-    FLASHCL_NV_WGMMA_SAHEAD
+    FLASHCL_NV_WGMMA_SAHEAD FLASHCL_NV_WGMMA_WS
 }
 
 quick() {
@@ -232,7 +235,7 @@ quick() {
     line="$qn:"
     for dc in 64:fp16: 64:fp16:--causal 128:fp16: 128:fp16:--causal; do
       IFS=: read -r d t c <<<"$dc"
-      [ "$qbn" = 128 ] && [ "$d" = 128 ] && continue   # 128-key tiles: D = 64 only
+      [ "$qbn" = 128 ] && [ "$d" = 128 ] && [ -z "$qmem" ] && continue   # 128-key tiles at D = 128 need more than 48 KiB
       log="$OUT/quick_smoke_${qn}_${d}_${t}${c:+_c}.log"
       FLASHCL_VERBOSE=1 timeout 60 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d \
         --heads 4 --heads-kv 2 --batch 1 --dtype $t $c --reps 3 >"$log" 2>&1
@@ -243,7 +246,7 @@ quick() {
       spill=$(grep -oE '[0-9]+ bytes spill stores' "$log" | grep -oE '^[0-9]+' | paste -sd/)
       fb=$(grep -c 'could not be built' "$log")
       built=$(grep -c 'built flash_fwd_wgmma.cl' "$log")  # build logs (-cl-nv-verbose)
-      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9] -DFLASHCL_NV_WGMMA_SAHEAD=[0-9]' "$log" | tail -1 |
+      opt=$(grep -oE 'FLASHCL_NV_WGMMA_RING=[0-9]+ -DFLASHCL_NV_WGMMA_LAG=[0-9] -DFLASHCL_NV_WGMMA_SAHEAD=[0-9] -DFLASHCL_NV_WGMMA_MAXNREG=[0-9]+ -DFLASHCL_NV_WGMMA_WS=[0-9]' "$log" | tail -1 |
         sed 's/FLASHCL_NV_WGMMA_//g; s/ -D/,/g')
       line="$line D$d/$t${c:+/c}=${res:-rc$rc}(${regs:-?}r,${spill:-?}sp,fb$fb,wgbuilds$built${opt:+,$opt})"
       { echo "### $cfg D=$d $t ${c:-noncausal}: exit $rc"; cat "$log"; } >>"$OUT/quick_smoke.log"
@@ -258,11 +261,11 @@ quick() {
   echo "== quick bench: flashcl-bench fp16+bf16, D 64/128, N 2048/8192, causal both (REPS=${QREPS:-5})"
   for cfg in $QUICK_OLD $QUICK_NEW nv_mma; do
     if [ "$cfg" = nv_mma ]; then qn=nv_mma; quick_unenv; export FLASHCL_PATH=nv_mma; dims=64,128
-    else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && dims=64; fi
+    else quick_env "$cfg"; dims=64,128; [ "$qbn" = 128 ] && [ -z "$qmem" ] && dims=64; fi
     # FLASHCL_VERBOSE: the smoke's options, so its fp16 builds come from the
     # disk cache; the bf16 builds' ptxas reports land in the log
     FLASHCL_VERBOSE=1 timeout 60 $B/flashcl-bench --sgemm 0 --reps "${QREPS:-5}" --warmup 2 \
-      --check 4 --dtype fp16,bf16 --head-dim $dims --seqlen ${QSEQ:-2048,8192} \
+      --check 4 --dtype ${QDTYPE:-fp16,bf16} --head-dim $dims --seqlen ${QSEQ:-2048,8192} \
       --causal both --csv "$OUT/quick_$qn.csv" >"$OUT/quick_$qn.log" 2>&1
     echo "$qn: exit $?, $(grep -c '^check|' "$OUT/quick_$qn.log") checks, max rel_l2" \
       "$(grep '^check|' "$OUT/quick_$qn.log" | sed 's/.*rel_l2 \([^ ]*\).*/\1/' | sort -g | tail -1)," \

@@ -26,12 +26,12 @@
 /* A set of the declared tunables (values in declaration order) by name. */
 static nv_wgmma_cfg cfg_of(const int v[NUM_TUNABLES])
 {
-    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0};
+    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0, 0};
     int *const field[] = {&c.warpgroups, &c.block_n, &c.ring, &c.lag,
-                          &c.sahead, &c.overlap, &c.maxnreg};
+                          &c.sahead, &c.overlap, &c.maxnreg, &c.ws};
     static const char *const names[] = {"warpgroups", "block_n", "ring",
                                         "lag", "sahead", "overlap",
-                                        "maxnreg"};
+                                        "maxnreg", "ws"};
     for (size_t i = 0; i < NUM_TUNABLES; ++i)
         for (size_t k = 0; k < LENGTH(names); ++k)
             if (!strcmp(nv_wgmma_tunables[i].name, names[k]))
@@ -47,7 +47,8 @@ static bool legal(const nv_wgmma_cfg *c, int d, char *why, size_t cap)
 START_TEST(declared_through_the_api)
 {
     static const char *const names[] = {"ring", "lag", "sahead", "maxnreg",
-                                        "block_n", "warpgroups", "overlap"};
+                                        "block_n", "warpgroups", "overlap",
+                                        "ws"};
     ck_assert_uint_eq(NUM_TUNABLES, LENGTH(names));
     for (size_t i = 0; i < LENGTH(names); ++i) {
         flashcl_tunable t;
@@ -64,7 +65,7 @@ START_TEST(declared_through_the_api)
     ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", 0, &t),
                      FLASHCL_SUCCESS);
     ck_assert_int_eq(t.values[0], 0); /* ring off is a value, not the end */
-    ck_assert_int_eq(t.count, 5);
+    ck_assert_int_eq(t.count, 6);
     ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", (int)NUM_TUNABLES, &t),
                      FLASHCL_ERROR_INVALID_VALUE);
     /* the paths declared before keep their full value lists */
@@ -80,7 +81,7 @@ START_TEST(table_entries_legal)
     for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
         const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
         const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
-                                0, e->overlap, e->maxnreg};
+                                0, e->overlap, e->maxnreg, e->ws};
         char why[160] = "";
         ck_assert_msg(legal(&c, e->head_dim, why, sizeof why),
                       "table entry D=%d: %s", e->head_dim, why);
@@ -95,21 +96,34 @@ static const struct {
     nv_wgmma_cfg c;
     const char *refusal; /* NULL: legal */
 } cases[] = {
-    {64, {2, 64, 6, 1, 1, 0, 0}, NULL},
-    {64, {2, 64, 8, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 64, 3, 1, 1, 0, 128}, NULL},
-    {128, {2, 64, 4, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 32, 6, 1, 0, 0, 0}, NULL},
-    {128, {1, 128, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
-    {128, {2, 64, 0, 0, 0, 1, 0}, NULL},            /* 3 x 16 KiB: fits */
-    {64, {2, 128, 0, 0, 0, 1, 0}, NULL},
-    {64, {2, 64, 2, 1, 0, 0, 0}, "2 + lag"},
-    {64, {2, 64, 4, 0, 0, 1, 0}, "exclusive"},
-    {64, {2, 64, 0, 1, 0, 0, 0}, "needs the ring"},
-    {64, {2, 64, 4, 0, 1, 0, 0}, "lag 1"},
-    {64, {3, 64, 0, 0, 0, 0, 0}, "warpgroups"},
-    {64, {2, 48, 0, 0, 0, 0, 0}, "block_n"},
-    {64, {2, 64, 0, 0, 0, 0, 16}, "maxnreg"},
+    {64, {2, 64, 6, 1, 1, 0, 0, 0}, NULL},
+    {64, {2, 64, 8, 0, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 64, 3, 1, 1, 0, 128, 0}, NULL},
+    {128, {2, 64, 4, 0, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 32, 6, 1, 0, 0, 0, 0}, NULL},
+    {128, {1, 128, 0, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
+    {128, {2, 64, 0, 0, 0, 1, 0, 0}, NULL},            /* 3 x 16 KiB: fits */
+    {64, {2, 128, 0, 0, 0, 1, 0, 0}, NULL},
+    {64, {2, 64, 2, 1, 0, 0, 0, 0}, "2 + lag"},
+    {64, {2, 64, 4, 0, 0, 1, 0, 0}, "exclusive"},
+    {64, {2, 64, 0, 1, 0, 0, 0, 0}, "needs the ring"},
+    {64, {2, 64, 4, 0, 1, 0, 0, 0}, "lag 1"},
+    {64, {3, 64, 0, 0, 0, 0, 0, 0}, "warpgroups"},
+    {64, {2, 48, 0, 0, 0, 0, 0, 0}, "block_n"},
+    {64, {2, 64, 0, 0, 0, 0, 16, 0}, "maxnreg"},
+    /* ws: a ring without lag; 5 slots of 8 KiB and their mbarriers fit
+     * (40 KiB + 80 bytes), 3 of 16 KiB do not (48 KiB + 48 bytes) */
+    {128, {2, 32, 5, 0, 0, 0, 0, 1}, NULL},
+    {64, {2, 64, 5, 0, 0, 0, 0, 2}, NULL},
+    {64, {1, 64, 5, 0, 0, 0, 0, 1}, NULL},
+    {128, {2, 64, 3, 0, 0, 0, 0, 1}, "local memory"},
+    {64, {2, 64, 0, 0, 0, 0, 0, 1}, "needs the ring"},
+    {64, {2, 64, 4, 1, 0, 0, 0, 1}, "without lag"},
+    {64, {2, 64, 4, 0, 0, 0, 176, 2}, "64 K registers"}, /* 384 threads */
+    {64, {2, 64, 4, 0, 0, 0, 0, 3}, NULL},
+    {64, {2, 64, 4, 0, 0, 0, 0, 4}, "ws 4"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 2}, "2 consumer"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 3}, "2 consumer"},
 };
 
 START_TEST(hand_derived_cases)
@@ -123,8 +137,14 @@ START_TEST(hand_derived_cases)
                       "case %d: %s, \"%s\" (want \"%s\")", _i,
                       ok ? "accepted" : "refused", why, cases[_i].refusal);
     /* a work-group limit below 2 warpgroups refuses 2 */
-    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0};
+    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0};
     ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
+    /* ws adds the producer: 2 + 1 warpgroups need 384 work-items */
+    const nv_wgmma_cfg ws = {2, 64, 4, 0, 0, 0, 0, 1};
+    ck_assert(!nv_wgmma_legal(&ws, 64, LOCAL_MEM, 256, why, sizeof why));
+    ck_assert(nv_wgmma_legal(&ws, 64, LOCAL_MEM, 384, why, sizeof why));
+    ck_assert_int_eq(nv_wgmma_threads(&ws), 384);
+    ck_assert_int_eq(nv_wgmma_regs(&ws), 168); /* 65536 / 384, by 8 */
 }
 END_TEST
 
@@ -160,7 +180,7 @@ static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
              "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
              "-DFLASHCL_WG_SIZE=%d -DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
              "-DFLASHCL_LOCAL_MEM_BYTES=%u%s", d, d, dtype, causal,
-             128 * c->warpgroups, 64 * c->warpgroups, c->block_n, LOCAL_MEM,
+             nv_wgmma_threads(c), 64 * c->warpgroups, c->block_n, LOCAL_MEM,
              schedule);
 }
 
@@ -243,8 +263,9 @@ static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
         return;
     options(c, d, 1, 0, opts, sizeof opts);
     printf("%d\twarpgroups=%d,block_n=%d,ring=%d,lag=%d,sahead=%d,"
-           "overlap=%d,maxnreg=%d\t%s\n", d, c->warpgroups, c->block_n,
-           c->ring, c->lag, c->sahead, c->overlap, c->maxnreg, opts);
+           "overlap=%d,maxnreg=%d,ws=%d\t%s\n", d, c->warpgroups,
+           c->block_n, c->ring, c->lag, c->sahead, c->overlap, c->maxnreg,
+           c->ws, opts);
 }
 
 int main(int argc, char **argv)

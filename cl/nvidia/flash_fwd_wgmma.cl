@@ -87,11 +87,34 @@
 #if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
 #error "flash_fwd_wgmma: FLASHCL_CAUSAL must be 0 or 1"
 #endif
+/* The warp-specialized schedule (0: off): warpgroup 0 of the work-group
+ * only copies K/V tiles into a ring of slots (FLASHCL_NV_WGMMA_RING) and
+ * the other warpgroups only compute; slots pass between them through
+ * mbarriers, so no work-group barrier couples the warpgroups in the key
+ * loop, and each consumer warpgroup's softmax can run under the other's
+ * wgmma. 2: also the register split (setmaxnreg): the producer drops to
+ * FLASHCL_NV_WGMMA_REGS_PRODUCER registers, the consumers rise to
+ * FLASHCL_NV_WGMMA_REGS_CONSUMER. See the loop. */
+#ifndef FLASHCL_NV_WGMMA_WS
+#define FLASHCL_NV_WGMMA_WS 0
+#endif
+#if FLASHCL_NV_WGMMA_WS < 0 || FLASHCL_NV_WGMMA_WS > 2
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_WS must be 0, 1 or 2"
+#endif
+#define WG_WS FLASHCL_NV_WGMMA_WS
+#if WG_WS
+#if FLASHCL_WG_SIZE != 256 && FLASHCL_WG_SIZE != 384
+#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 256 or 384 (a producer and 1 or 2 consumer warpgroups)"
+#endif
+#define WG_CONSUMER_THREADS (FLASHCL_WG_SIZE - 128)
+#else
 #if FLASHCL_WG_SIZE != 128 && FLASHCL_WG_SIZE != 256
 #error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 128 or 256 (1 or 2 warpgroups)"
 #endif
-#if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / 2
-#error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per warpgroup"
+#define WG_CONSUMER_THREADS FLASHCL_WG_SIZE
+#endif
+#if FLASHCL_BLOCK_M != WG_CONSUMER_THREADS / 2
+#error "flash_fwd_wgmma: FLASHCL_BLOCK_M must be 64 rows (the wgmma M) per computing warpgroup"
 #endif
 #if FLASHCL_BLOCK_N != 32 && FLASHCL_BLOCK_N != 64 && FLASHCL_BLOCK_N != 128
 #error "flash_fwd_wgmma: FLASHCL_BLOCK_N must be 32, 64 or 128 (the N of S = Q K^T)"
@@ -180,6 +203,42 @@ typedef float real_t;
 #if WG_RING && WG_OVERLAP
 #error "flash_fwd_wgmma: the ring and the overlapped schedule are exclusive"
 #endif
+#if WG_WS && (!WG_RING || WG_LAG || WG_OVERLAP)
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_WS needs the ring (RING >= 2) with LAG 0 (its P V always stays in flight into the next S)"
+#endif
+#if WG_WS && WG_RING < 2
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_WS needs at least 2 ring slots"
+#endif
+/* 1: the two consumer warpgroups take turns to issue their wgmma (S of a
+ * tile, then its P V): FlashAttention-3's ping-pong, so that one's
+ * softmax runs while the other's products keep the tensor cores busy.
+ * Without it both wait for the same tile and run their softmax at the
+ * same time. Two named barriers (1 and 2) pass the turn. */
+#ifndef FLASHCL_NV_WGMMA_PINGPONG
+#define FLASHCL_NV_WGMMA_PINGPONG 0
+#endif
+#if FLASHCL_NV_WGMMA_PINGPONG != 0 && FLASHCL_NV_WGMMA_PINGPONG != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_PINGPONG must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_PINGPONG && (!WG_WS || FLASHCL_WG_SIZE != 384)
+#error "flash_fwd_wgmma: ping-pong needs the warp-specialized schedule with 2 consumer warpgroups"
+#endif
+/* The register split: 384 threads start at 168 registers (the 64 K of an
+ * SM, .maxnreg from the host); the producer's 128 threads hand back 128
+ * each, which the 256 consumer threads take, 64 each: 40 and 232. */
+#if WG_WS == 2 && FLASHCL_WG_SIZE != 384
+#error "flash_fwd_wgmma: the register split (FLASHCL_NV_WGMMA_WS=2) is for 2 consumer warpgroups"
+#endif
+#ifndef FLASHCL_NV_WGMMA_REGS_PRODUCER
+#define FLASHCL_NV_WGMMA_REGS_PRODUCER 40
+#endif
+#ifndef FLASHCL_NV_WGMMA_REGS_CONSUMER
+#define FLASHCL_NV_WGMMA_REGS_CONSUMER 232
+#endif
+#if FLASHCL_NV_WGMMA_REGS_PRODUCER % 8 || FLASHCL_NV_WGMMA_REGS_CONSUMER % 8 || \
+    FLASHCL_NV_WGMMA_REGS_PRODUCER < 24 || FLASHCL_NV_WGMMA_REGS_CONSUMER > 256
+#error "flash_fwd_wgmma: setmaxnreg counts are multiples of 8 in 24 .. 256"
+#endif
 /* 1: FlashAttention-3's intra-warpgroup overlap on the ring: S = Q K_{j+1}^T
  * is issued before the softmax of tile j and runs under it; P V_j runs
  * under the next barrier and S issue. Needs the ring with LAG 1 (slots are
@@ -189,6 +248,9 @@ typedef float real_t;
 #endif
 #if FLASHCL_NV_WGMMA_SAHEAD != 0 && FLASHCL_NV_WGMMA_SAHEAD != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_SAHEAD && WG_WS
+#error "flash_fwd_wgmma: S ahead is not written for the warp-specialized schedule"
 #endif
 #if FLASHCL_NV_WGMMA_SAHEAD && (!WG_RING || !WG_LAG)
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD needs the ring with LAG 1"
@@ -203,7 +265,10 @@ typedef float real_t;
  * uses no "n" constraints on NVIDIA's compiler, so neither does this. */
 #define WG_STR_(x) #x
 #define WG_STR(x) WG_STR_(x)
-#if WG_RING
+#if WG_RING && WG_WS
+/* the slots, then a full and an empty mbarrier per slot */
+#define WG_SMEM_BYTES (WG_RING * WG_TILEB + 16 * WG_RING)
+#elif WG_RING
 #define WG_SMEM_BYTES (WG_RING * WG_TILEB)
 /* cp.async.wait_group RING - 2 - LAG (0 .. 6) */
 #if WG_RING - 2 - WG_LAG == 0
@@ -280,16 +345,25 @@ typedef float real_t;
 
 /* Copies rows n0 .. n0 + BN - 1 of `src` (row stride rs) into the tile at
  * local byte address `dst`, in the core-matrix layout: chunk (key r, 16-byte
- * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t
- * writes the consecutive 16-byte slots t, t + WG_SIZE, ...: a warp fills 512
- * contiguous bytes. Rows at or past nmax are zero-filled. */
+ * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t of
+ * the WG_LOADERS copying threads writes the consecutive 16-byte slots t,
+ * t + WG_LOADERS, ...: a warp fills 512 contiguous bytes. Rows at or past
+ * nmax are zero-filled. */
+#if WG_WS
+#define WG_LOADERS 128 /* the producer warpgroup */
+#else
+#define WG_LOADERS WG_THREADS
+#endif
+#if (WG_BN * WG_CPR) % WG_LOADERS
+#error "flash_fwd_wgmma: a K/V tile must split evenly over the copying threads"
+#endif
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     do {                                                                       \
         const bool full_ = (n0) + WG_BN <= (nmax);                             \
         _Pragma("unroll") for (int ci_ = 0;                                    \
-                               ci_ < WG_BN * WG_CPR / WG_THREADS; ++ci_)       \
+                               ci_ < WG_BN * WG_CPR / WG_LOADERS; ++ci_)       \
         {                                                                      \
-            const int l_ = tid + ci_ * WG_THREADS;                             \
+            const int l_ = tid + ci_ * WG_LOADERS;                             \
             const int r_ = (l_ / (8 * WG_CPR)) * 8 + (l_ & 7);                 \
             const int c_ = (l_ >> 3) % WG_CPR;                                 \
             const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
@@ -302,6 +376,17 @@ typedef float real_t;
 
 /* The steps of one key tile, shared by both schedules. They use the
  * kernel's locals (sc, acc, qf, pa, alpha, row_max, row_sum, ...). */
+
+/* The A fragments' register fences (NV_WG_FENCE_AREGS), on in the
+ * warp-specialized schedule, where the driver's compiler was seen to sink
+ * the packing of P past the fence (C7519/C7520 in the first run). */
+#if WG_WS
+#define WG_FENCE_Q() NV_WG_FENCE_AREGS(qf, WG_KC)
+#define WG_FENCE_P() NV_WG_FENCE_AREGS(pa, WG_PC)
+#else
+#define WG_FENCE_Q() ((void)0)
+#define WG_FENCE_P() ((void)0)
+#endif
 
 /* S = Q K^T into sc (issued and committed; the caller waits). */
 #define WG_S_ISSUE(kbuf)                                                       \
@@ -319,6 +404,7 @@ typedef float real_t;
  * NV_WG_MMA0_N64). */
 #define WG_S0_ISSUE_(S, kbuf)                                                  \
     do {                                                                       \
+        WG_FENCE_Q();                                                          \
         NV_WG_FENCE();                                                         \
         const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
         WG_MMA0_S(S, qf[0], kd_, "0");                                         \
@@ -332,6 +418,7 @@ typedef float real_t;
 #define WG_PV_ISSUE(vbuf)                                                      \
     do {                                                                       \
         NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        WG_FENCE_P();                                                          \
         NV_WG_FENCE();                                                         \
         const ulong vd_ = nv_wg_desc(vbuf, v_lbo, v_sbo);                      \
         _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_)                \
@@ -443,7 +530,21 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* src/paths/sm90a_patch.c turns this into the .entry's .maxnreg */
     __asm__ volatile("// SM90A_MAXNREG " WG_STR(FLASHCL_NV_WGMMA_MAXNREG));
 #endif
+#if WG_WS
+    /* warpgroup 0 copies; the others compute, with thread ids from 0 */
+    /* the role through a shuffle from lane 0: ptxas then knows it is the
+     * same for the whole warp, and a role branch is not divergent control
+     * flow around wgmma (which it would serialize, C7518) */
+    uint role_;
+    __asm__ volatile("shfl.sync.idx.b32 %0, %1, 0, 0x1f, 0xffffffff;"
+                     : "=r"(role_)
+                     : "r"((uint)get_local_id(0) >> 7));
+    const bool producer = role_ == 0;
+    const int tid = (int)get_local_id(0) - (producer ? 0 : 128);
+#else
     const int tid = (int)get_local_id(0);
+#endif
+    const uint sbase = (uint)(size_t)smem;
     const int warp = tid >> 5;
     const int lane = tid & 31;
     const int g = lane >> 2;
@@ -482,11 +583,63 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int mlast = min(m0 + WG_BM, seqlen_q); /* exclusive */
 #if FLASHCL_CAUSAL
     const int n_end = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
-    const int free_hi = m0 + nv_diag + right; /* last key every row sees */
+#if WG_WS
+    /* per consumer warpgroup: its own rows' range (the block's is the
+     * producer's); the lower one's last tiles are only handed back */
+    const int m0_own = m0 + (warp >> 2) * 64;
+    const int n_end_own = clamp(min(m0_own + 64, seqlen_q) - 1 + nv_diag +
+                                    right + 1, 0, seqlen_k);
+#else
+    const int m0_own = m0;
+#endif
+    const int free_hi = m0_own + nv_diag + right; /* last key every row sees */
 #else
     const int n_end = seqlen_k;
 #endif
     const int j_end = (n_end + WG_BN - 1) / WG_BN;
+#if WG_WS
+#if FLASHCL_CAUSAL
+    const int j_own = (n_end_own + WG_BN - 1) / WG_BN;
+#else
+    const int j_own = j_end;
+#endif
+    /* Ring slot of tile t (K_j = 2j, V_j = 2j + 1) and its two mbarriers:
+     * `full` completes a phase when the producer's 128 threads' copies of
+     * the slot's tile have landed, `empty` when the consumers' warps have
+     * all finished reading it (one arrival per warp). Use u = t / RING of
+     * a slot is phase u of both. */
+#define WG_WS_SLOT(t) (sbase + (uint)((t) % WG_RING) * WG_TILEB)
+#define WG_WS_FULL(t) (sbase + WG_RING * WG_TILEB + 8u * (uint)((t) % WG_RING))
+#define WG_WS_EMPTY(t) (WG_WS_FULL(t) + 8u * WG_RING)
+#define WG_WS_PHASE(t) ((uint)((t) / WG_RING) & 1u)
+    if (tid == 0 && producer) {
+        for (int sl = 0; sl < WG_RING; ++sl) {
+            NV_MB_INIT(WG_WS_FULL(sl), 128u);
+            NV_MB_INIT(WG_WS_EMPTY(sl), (uint)(WG_CONSUMER_THREADS / 32));
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last work-group barrier */
+    if (producer) {
+#if WG_WS == 2
+        NV_SETMAXNREG_DEC(WG_STR(FLASHCL_NV_WGMMA_REGS_PRODUCER));
+#endif
+        /* Tile t waits for its slot's previous use to be handed back; the
+         * copies are zero-filled past seqlen_k. */
+        for (int t = 0; t < 2 * j_end; ++t) {
+            if (t >= WG_RING)
+                NV_MB_WAIT(WG_WS_EMPTY(t), WG_WS_PHASE(t - WG_RING));
+            const bool isv = (t & 1) != 0;
+            WG_LOAD_TILE(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
+                         (t >> 1) * WG_BN, seqlen_k);
+            NV_MB_ARRIVE_CP(WG_WS_FULL(t));
+        }
+        NV_CP_WAIT_ALL(); /* no copy outlives its thread */
+        return;
+    }
+#if WG_WS == 2
+    NV_SETMAXNREG_INC(WG_STR(FLASHCL_NV_WGMMA_REGS_CONSUMER));
+#endif
+#endif
 
     /* ---- Q: A fragments straight from global memory ------------------ */
     uint qf[WG_KC][4];
@@ -516,7 +669,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         acc[i] = 0.f;
 
     /* ---- local memory ------------------------------------------------- */
-    const uint sbase = (uint)(size_t)smem;
 #if WG_OVERLAP
 #define WG_KBUF(j) sbase
 #define WG_VBUF(j) (sbase + (uint)((1 + ((j)&1)) * WG_TILEB))
@@ -535,7 +687,85 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     bool grew = false; /* some alpha != 1 since the last rescale */
     uint pa[WG_PC][4]; /* P of the last softmax, as A fragments */
 
-#if WG_OVERLAP
+#if WG_WS
+    /* Consumer warpgroup, tile j: wait for K_j, S_j = Q K_j^T, hand K_j
+     * back (lane 0 of each warp: every lane has passed the aligned wgmma
+     * wait), softmax, rescale O, pack P, wait for V_j, O += P V_j, hand
+     * V_j back. Within a warpgroup everything is in turn; the tensor cores
+     * stay busy because the other consumer warpgroup runs its own tiles
+     * meanwhile (nothing makes them wait for each other), and the loads
+     * run ahead in the producer. A P V kept in flight across the loop's
+     * back edge made ptxas copy the accumulators at the loop head and wait
+     * (C7517). The slots' data came through the generic proxy (cp.async),
+     * wgmma reads through the async proxy: a proxy fence after each wait. */
+#define WG_WS_TAKE(t)                                                          \
+    do {                                                                       \
+        NV_MB_WAIT(WG_WS_FULL(t), WG_WS_PHASE(t));                             \
+        WG_FENCE_PROXY();                                                      \
+    } while (0)
+#define WG_WS_GIVE(t)                                                          \
+    do {                                                                       \
+        if (lane == 0)                                                         \
+            NV_MB_ARRIVE(WG_WS_EMPTY(t));                                      \
+    } while (0)
+#if FLASHCL_NV_WGMMA_PINGPONG
+    /* Turn k of warpgroup w (2 per key tile: S, P V; the same count for
+     * both, the lower one taking empty turns past its rows): wait on
+     * barrier 1 + w, issue, arrive on the other's. Warpgroup 1 gives the
+     * first turn away, and gives none after its last. */
+    const int wg_me = warp >> 2;
+    const int turns = 2 * j_end;
+    int turn = 0;
+#define WG_TURN_BEGIN()                                                        \
+    do {                                                                       \
+        if (wg_me == 0)                                                        \
+            NV_BAR_SYNC("1", "256");                                           \
+        else                                                                   \
+            NV_BAR_SYNC("2", "256");                                           \
+    } while (0)
+#define WG_TURN_END()                                                          \
+    do {                                                                       \
+        if (wg_me == 0)                                                        \
+            NV_BAR_ARRIVE("2", "256");                                         \
+        else if (turn + 1 < turns)                                             \
+            NV_BAR_ARRIVE("1", "256");                                         \
+        ++turn;                                                                \
+    } while (0)
+    if (wg_me == 1 && turns > 0)
+        NV_BAR_ARRIVE("1", "256");
+#else
+#define WG_TURN_BEGIN() ((void)0)
+#define WG_TURN_END() ((void)0)
+#endif
+    for (int j = 0; j < j_own; ++j) {
+        const int n0 = j * WG_BN;
+        WG_WS_TAKE(2 * j);
+        WG_TURN_BEGIN();
+        WG_S0_ISSUE(WG_WS_SLOT(2 * j));
+        WG_TURN_END();
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        WG_WS_GIVE(2 * j);
+        WG_SOFTMAX(n0);
+        WG_RESCALE_O();
+        WG_PACK_P();
+        WG_WS_TAKE(2 * j + 1);
+        WG_TURN_BEGIN();
+        WG_PV_ISSUE(WG_WS_SLOT(2 * j + 1));
+        WG_TURN_END();
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_WS_GIVE(2 * j + 1);
+    }
+    /* tiles past this warpgroup's rows (causal): handed back unread, each
+     * after its copy, so that no arrival runs a phase ahead */
+    for (int t = 2 * j_own; t < 2 * j_end; ++t) {
+        NV_MB_WAIT(WG_WS_FULL(t), WG_WS_PHASE(t));
+        WG_WS_GIVE(t);
+        WG_TURN_BEGIN();
+        WG_TURN_END();
+    }
+#elif WG_OVERLAP
     /* FlashAttention-3's intra-warpgroup overlap: in step j the tensor
      * cores run S_j = Q K_j^T and then O += P_{j-1} V_{j-1} while the
      * softmax of S_j runs; O is rescaled by step j's alpha once that P V

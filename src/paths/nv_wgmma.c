@@ -187,7 +187,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
 static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
 {
     return (nv_wgmma_cfg){t->warpgroups, t->block_n, t->ring, t->lag, 0,
-                          t->overlap, t->maxnreg};
+                          t->overlap, t->maxnreg, t->ws};
 }
 
 /* The local memory the kernel may size its tiles for: the device's, or
@@ -230,7 +230,8 @@ static bool tuned_config(const device_caps *caps, const problem *p,
             tile_params_get(t, "lag", cfg->lag),
             tile_params_get(t, "sahead", cfg->sahead),
             tile_params_get(t, "overlap", cfg->overlap),
-            tile_params_get(t, "maxnreg", cfg->maxnreg)};
+            tile_params_get(t, "maxnreg", cfg->maxnreg),
+            tile_params_get(t, "ws", cfg->ws)};
         char why[160];
         if (nv_wgmma_legal(&want, (int)p->head_dim, local_mem(caps),
                            caps->max_work_group, why, sizeof why)) {
@@ -270,7 +271,12 @@ static int env_int(const char *name, int lo, int hi, int fallback)
  *   D = 128) must fit the local memory; off with the ring.
  * MAXNREG=<n> (24..255, 0 none): the patch puts `.maxnreg n` on the
  *   kernel, so that more work-groups fit an SM's 64 K registers (128 per
- *   thread: two of 256 threads). ptxas spills past it. */
+ *   thread: two of 256 threads). ptxas spills past it.
+ * WS=0..3: the warp-specialized schedule (a producer warpgroup copies
+ *   K/V into a ring of slots handed over through mbarriers; 2 adds the
+ *   setmaxnreg register split, 3 also the consumers' ping-pong; 2 and 3
+ *   need 2 consumer warpgroups, else 1 runs). It takes the ring (RING, or as many slots
+ *   as fit, at most 8) without lag, S ahead or overlap. */
 static bool apply_env(const device_caps *caps, const problem *p,
                       nv_wgmma_cfg *c)
 {
@@ -278,7 +284,7 @@ static bool apply_env(const device_caps *caps, const problem *p,
         "FLASHCL_NV_WGMMA_WG",   "FLASHCL_NV_WGMMA_BN",
         "FLASHCL_NV_WGMMA_RING", "FLASHCL_NV_WGMMA_LAG",
         "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
-        "FLASHCL_NV_WGMMA_MAXNREG"};
+        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS"};
     bool any = false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         any |= getenv(names[i]) && *getenv(names[i]);
@@ -288,20 +294,30 @@ static bool apply_env(const device_caps *caps, const problem *p,
         c->block_n = bn;
     if (2 * tile_bytes(p, c->block_n) > local_mem(caps))
         c->block_n = 64;
-    c->sahead = env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
-    c->lag = c->sahead ? 1 : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
-    int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8, c->ring);
-    const uint64_t fit = local_mem(caps) / tile_bytes(p, c->block_n);
+    c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 3, c->ws);
+    c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
+    c->lag = c->sahead ? 1
+             : c->ws   ? 0
+                       : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
+    /* ws: two mbarriers (16 bytes) beside each slot */
+    const uint64_t fit =
+        local_mem(caps) / (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
+    int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
+                       c->ws && !c->ring ? (int)(fit < 8 ? fit : 8) : c->ring);
     if ((uint64_t)ring > fit)
         ring = (int)fit;
     c->ring = ring >= 2 + c->lag ? ring : 0;
     if (!c->ring)
-        c->lag = c->sahead = 0;
+        c->lag = c->sahead = c->ws = 0;
     const int ov = env_int("FLASHCL_NV_WGMMA_OVERLAP", 0, 1, c->overlap);
     c->overlap = !c->ring && ov &&
                  3 * tile_bytes(p, c->block_n) <= local_mem(caps);
     const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
     c->maxnreg = n >= 24 ? n : 0;
+    if (c->ws >= 2 && c->warpgroups != 2)
+        c->ws = 1;
+    if (c->ws && c->maxnreg > 65536 / nv_wgmma_threads(c))
+        c->maxnreg = 0; /* the work-group's share (nv_wgmma_regs) */
     return any;
 }
 
@@ -320,7 +336,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->head_dim_v_padded = (int)p->head_dim_v;
     plan->block_m = 64 * cfg.warpgroups;
     plan->block_n = cfg.block_n;
-    plan->wg_size = 128 * cfg.warpgroups;
+    plan->wg_size = nv_wgmma_threads(&cfg);
     plan->vec = 0;
     if (tuned)
         snprintf(plan->tuning, sizeof plan->tuning, "%s", chosen.origin);

@@ -25,6 +25,8 @@ static bool legal_values(const nv_wgmma_cfg *c, char *why, size_t cap)
         return bad(why, cap, "overlap %d is not 0 or 1", c->overlap);
     if (c->maxnreg != 0 && (c->maxnreg < 24 || c->maxnreg > 255))
         return bad(why, cap, "maxnreg %d is not 0 or 24..255", c->maxnreg);
+    if (c->ws < 0 || c->ws > 3)
+        return bad(why, cap, "ws %d is not 0 .. 3", c->ws);
     return true;
 }
 
@@ -43,13 +45,39 @@ static bool legal_schedule(const nv_wgmma_cfg *c, char *why, size_t cap)
     if (c->sahead && (!c->ring || !c->lag))
         return bad(why, cap, "sahead %d needs the ring with lag 1",
                    c->sahead);
+    /* the warp-specialized loop keeps its own order (its P V never stays
+     * in flight), and has no S-ahead form yet */
+    if (c->ws && (!c->ring || c->lag || c->sahead))
+        return bad(why, cap, "ws %d needs the ring without lag or S ahead",
+                   c->ws);
+    if (c->ws >= 2 && c->warpgroups != 2)
+        return bad(why, cap, "ws %d (register split, ping-pong) needs 2 "
+                   "consumer warpgroups", c->ws);
+    if (c->ws && c->maxnreg && c->maxnreg > 65536 / nv_wgmma_threads(c))
+        return bad(why, cap, "maxnreg %d leaves no room for the ws "
+                   "work-group in an SM's 64 K registers", c->maxnreg);
     return true;
 }
 
 uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim)
 {
     const int slots = c->ring ? c->ring : c->overlap ? 3 : 2;
-    return (uint64_t)slots * (uint64_t)c->block_n * (uint64_t)head_dim * 2;
+    return (uint64_t)slots * (uint64_t)c->block_n * (uint64_t)head_dim * 2 +
+           (c->ws ? 16u * (uint64_t)slots : 0);
+}
+
+int nv_wgmma_threads(const nv_wgmma_cfg *c)
+{
+    return 128 * (c->warpgroups + (c->ws ? 1 : 0));
+}
+
+int nv_wgmma_regs(const nv_wgmma_cfg *c)
+{
+    if (c->maxnreg || !c->ws)
+        return c->maxnreg;
+    /* setmaxnreg (ws 2) moves registers between warpgroups from what the
+     * work-group got at launch, so the entry must get exactly this */
+    return 65536 / nv_wgmma_threads(c) / 8 * 8;
 }
 
 bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
@@ -57,9 +85,9 @@ bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
 {
     if (!legal_values(c, why, cap) || !legal_schedule(c, why, cap))
         return false;
-    if (max_work_group && (size_t)c->warpgroups * 128 > max_work_group)
+    if (max_work_group && (size_t)nv_wgmma_threads(c) > max_work_group)
         return bad(why, cap, "%d warpgroups exceed the work-group limit",
-                   c->warpgroups);
+                   c->warpgroups + (c->ws ? 1 : 0));
     const uint64_t need = nv_wgmma_smem_bytes(c, head_dim);
     if (need > local_mem) {
         snprintf(why, cap, "K/V tiles of %d keys (%s) need %llu bytes of "
@@ -75,7 +103,9 @@ void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap)
 {
     snprintf(buf, cap, " -DFLASHCL_NV_WGMMA_OVERLAP=%d "
              "-DFLASHCL_NV_WGMMA_RING=%d -DFLASHCL_NV_WGMMA_LAG=%d "
-             "-DFLASHCL_NV_WGMMA_SAHEAD=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             "-DFLASHCL_NV_WGMMA_SAHEAD=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d "
+             "-DFLASHCL_NV_WGMMA_WS=%d -DFLASHCL_NV_WGMMA_PINGPONG=%d",
              c->overlap, c->ring, c->ring ? c->lag : 0,
-             c->ring ? c->sahead : 0, c->maxnreg);
+             c->ring ? c->sahead : 0, nv_wgmma_regs(c),
+             c->ws < 2 ? c->ws : 2, c->ws == 3);
 }

@@ -37,27 +37,37 @@ static const tunable nv_wgmma_tunables[] = {
      * (the best schedule of the second GPU run) before the other single
      * changes, then the ring with lag / S ahead / the register cap. A
      * 2-slot ring is the plain schedule's double buffer: left out. */
-    {"ring", {0, 3, 4, 6, 8}, 5},
+    {"ring", {0, 3, 4, 5, 6, 8}, 6},
     {"lag", {0, 1}, 2},
     {"sahead", {0, 1}, 2},
     {"maxnreg", {0, 128}, 2},
     {"block_n", {32, 64, 128}, 3},
     {"warpgroups", {1, 2}, 2},
     {"overlap", {0, 1}, 2},
+    /* the producer warpgroup and its mbarrier ring (1), with setmaxnreg's
+     * register split (2), and the consumers' ping-pong (3): warpgroups + 1
+     * warpgroups per work-group */
+    {"ws", {0, 1, 2, 3}, 4},
 };
 
 /* One schedule: the table's fields (below), a tuned or forced set of the
  * tunables above (same names), then the FLASHCL_NV_WGMMA_* knobs. */
 typedef struct nv_wgmma_cfg {
-    int warpgroups, block_n, ring, lag, sahead, overlap, maxnreg;
+    int warpgroups, block_n, ring, lag, sahead, overlap, maxnreg, ws;
 } nv_wgmma_cfg;
 
 /* The kernel's #error rules and the device's limits for a set
  * (nv_wgmma_config.c); false with the reason in `why`. */
 bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
                     size_t max_work_group, char *why, size_t cap);
-/* Local memory of its K/V tiles: ring slots, 3 overlapped, else 2. */
+/* Local memory of its K/V tiles: ring slots, 3 overlapped, else 2; with
+ * ws also two mbarriers per slot. */
 uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim);
+/* Threads of its work-group: 128 per warpgroup, one more with ws. */
+int nv_wgmma_threads(const nv_wgmma_cfg *c);
+/* The register cap the set runs under: its maxnreg, or with ws (one
+ * work-group per SM) the 64 K registers shared by its threads; 0: none. */
+int nv_wgmma_regs(const nv_wgmma_cfg *c);
 /* Its schedule's -D options (the tiles go through plan_base_options). */
 void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
@@ -70,14 +80,15 @@ typedef struct nv_wgmma_tile {
     int ring;    /* FLASHCL_NV_WGMMA_RING: K/V tile slots (0: off) */
     int lag;     /* FLASHCL_NV_WGMMA_LAG: P V in flight into the next S */
     int maxnreg; /* FLASHCL_NV_WGMMA_MAXNREG: .maxnreg of the PTX (0: none) */
+    int ws;      /* producer warpgroup (1), + setmaxnreg (2), + ping-pong (3) */
     const char *reason;
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    {64, -1, 2, 64, 0, 0, 0, 0,
+    {64, -1, 2, 64, 0, 0, 0, 0, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
      "KiB (offline: 118-155 registers, no spills; unmeasured)"},
-    {128, -1, 2, 64, 0, 0, 0, 0,
+    {128, -1, 2, 64, 0, 0, 0, 0, 0,
      "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
      "KiB (offline: 181-217 registers, no spills; at 1 warpgroup 207-238: "
      "the same 8 warps per SM; unmeasured)"},
