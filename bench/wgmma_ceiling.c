@@ -135,12 +135,16 @@ int main(int argc, char **argv)
         clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
     const int iters = 2048;
     int failed = 0;
-    for (int dtype = 1; dtype <= 2; ++dtype)
+    /* mode 0: m64n256k16 from local memory; 1-3: the attention kernel's
+     * products (bench/wgmma_ceiling.cl), fp16 only */
+    for (int mode = 0; mode <= 3; ++mode)
+    for (int dtype = 1; dtype <= (mode ? 1 : 2); ++dtype)
         for (int groups = 1; groups <= 2; ++groups) {
             char options[4600];
             snprintf(options, sizeof options,
-                     "-cl-std=CL1.2 -I %s -DFLASHCL_DTYPE=%d -DWG_GROUPS=%d",
-                     full_inc, dtype, groups);
+                     "-cl-std=CL1.2 -I %s -DFLASHCL_DTYPE=%d -DWG_GROUPS=%d "
+                     "-DCEIL_MODE=%d",
+                     full_inc, dtype, groups, mode);
             cl_program p = build(ctx, dev, source, options);
             cl_kernel k = p ? clCreateKernel(p, "wgmma_ceiling", &err) : NULL;
             if (!k) {
@@ -169,11 +173,16 @@ int main(int argc, char **argv)
                 clReleaseEvent(ev);
             }
             if (err == CL_SUCCESS) {
-                const double flops = (double)wgs * groups * iters * 4 * 2.0 *
-                                     64 * 256 * 16;
+                const double flops = (double)wgs * groups * iters * 2.0 *
+                                     (mode ? 2.0 * 64 * 64 * 128
+                                           : 4.0 * 64 * 256 * 16);
                 const double med = timing_median(ms + 1, 5);
-                printf("wgmma m64n256k16 %s, %d warpgroup(s) per work-group, "
+                printf("wgmma %s %s, %d warpgroup(s) per work-group, "
                        "%zu work-groups: %.3f ms, %.1f TFLOP/s\n",
+                       mode == 0   ? "m64n256k16 SS"
+                       : mode == 1 ? "S+PV (attention, D 128, RS)"
+                       : mode == 2 ? "S+PV (RS, K 8-key groups adjacent)"
+                                   : "S+PV (S from local memory, SS)",
                        dtype == 1 ? "fp16" : "bf16", groups, wgs, med,
                        flops / med / 1e9);
             }

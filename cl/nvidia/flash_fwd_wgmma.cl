@@ -249,10 +249,7 @@ typedef float real_t;
 #if FLASHCL_NV_WGMMA_SAHEAD != 0 && FLASHCL_NV_WGMMA_SAHEAD != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD must be 0 or 1"
 #endif
-#if FLASHCL_NV_WGMMA_SAHEAD && WG_WS
-#error "flash_fwd_wgmma: S ahead is not written for the warp-specialized schedule"
-#endif
-#if FLASHCL_NV_WGMMA_SAHEAD && (!WG_RING || !WG_LAG)
+#if FLASHCL_NV_WGMMA_SAHEAD && !WG_WS && (!WG_RING || !WG_LAG)
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD needs the ring with LAG 1"
 #endif
 /* .maxnreg of the patched PTX (src/paths/nv_wgmma.c puts it there; the
@@ -714,7 +711,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
      * barrier 1 + w, issue, arrive on the other's. Warpgroup 1 gives the
      * first turn away, and gives none after its last. */
     const int wg_me = warp >> 2;
-    const int turns = 2 * j_end;
+    const int turns = FLASHCL_NV_WGMMA_SAHEAD ? (j_end > 0 ? j_end + 1 : 0)
+                                              : 2 * j_end;
     int turn = 0;
 #define WG_TURN_BEGIN()                                                        \
     do {                                                                       \
@@ -737,6 +735,87 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #define WG_TURN_BEGIN() ((void)0)
 #define WG_TURN_END() ((void)0)
 #endif
+#if FLASHCL_NV_WGMMA_SAHEAD
+    /* S ahead, in FlashAttention-3's order: S_{j+1} and P V_j are issued
+     * together (one turn), S_{j+1} is waited for alone and its softmax
+     * runs under P V_j; O is rescaled and P_{j+1} packed only once P V_j
+     * is done, so no ordinary instruction writes an accumulator of a
+     * wgmma still in its pipeline stage (C7515: rescaling O before issuing
+     * P V made ptxas serialize everything). Turn 0 is S_0; turn j + 1 is
+     * S_{j+1} with P V_j. K_{j+1} (tile 2j + 2) is taken before V_j: both
+     * are in the ring by then (2 slots suffice, the producer fills in
+     * order). */
+    float sc2[WG_SN];
+    if (j_own > 0) {
+        WG_WS_TAKE(0);
+        WG_TURN_BEGIN();
+        WG_S0_ISSUE(WG_WS_SLOT(0));
+        WG_TURN_END();
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(sc, WG_SN);
+        WG_WS_GIVE(0);
+        WG_SOFTMAX(0);
+        WG_PACK_P();
+        grew = false; /* O is still zero: nothing to rescale */
+    }
+/* Tile j (P_j in pa) with a next one: S_{j+1} into NXT, P V_j. */
+#define WG_WSA_TILE(NXT, j)                                                    \
+    do {                                                                       \
+        WG_WS_TAKE(2 * (j) + 2);                                               \
+        WG_WS_TAKE(2 * (j) + 1);                                               \
+        WG_TURN_BEGIN();                                                       \
+        WG_S0_ISSUE_(NXT, WG_WS_SLOT(2 * (j) + 2));                            \
+        WG_PV_ISSUE(WG_WS_SLOT(2 * (j) + 1));                                  \
+        WG_TURN_END();                                                         \
+        NV_WG_WAIT1(); /* S_{j+1} done, P V_j in flight */                     \
+        NV_WG_FENCE_REGS(NXT, WG_SN);                                          \
+        WG_WS_GIVE(2 * (j) + 2);                                               \
+        WG_SOFTMAX_(NXT, ((j) + 1) * WG_BN);                                   \
+        NV_WG_WAIT0();                                                         \
+        NV_WG_FENCE_REGS(acc, WG_ON);                                          \
+        WG_WS_GIVE(2 * (j) + 1);                                               \
+        WG_RESCALE_O();                                                        \
+        WG_PACK_P_(NXT);                                                       \
+    } while (0)
+    /* No branch inside a tile's pipeline stage: with S_{j+1} issued under
+     * an `if`, ptxas could not pair the wait with its group and
+     * serialized the wgmma (C7514). The loop is unrolled by two (S_j and
+     * S_{j+1} keep their registers), the last tile (P V only) peeled. */
+    int jt = 0;
+    for (; jt + 2 < j_own; jt += 2) {
+        WG_WSA_TILE(sc2, jt);
+        WG_WSA_TILE(sc, jt + 1);
+    }
+    if (jt + 1 < j_own) {
+        WG_WSA_TILE(sc2, jt);
+        ++jt;
+    }
+    if (j_own > 0) { /* the last tile, jt = j_own - 1 */
+        WG_WS_TAKE(2 * jt + 1);
+        WG_TURN_BEGIN();
+        WG_PV_ISSUE(WG_WS_SLOT(2 * jt + 1));
+        WG_TURN_END();
+        NV_WG_WAIT0();
+        NV_WG_FENCE_REGS(acc, WG_ON);
+        WG_WS_GIVE(2 * jt + 1);
+    }
+    /* tiles past this warpgroup's rows (causal): handed back unread, each
+     * after its copy, two a turn, in the order the other warpgroup's turns
+     * need them (so neither waits on the other in a circle) */
+    for (int t = 2 * j_own; t < 2 * j_end; t += 2) {
+        NV_MB_WAIT(WG_WS_FULL(t), WG_WS_PHASE(t));
+        WG_WS_GIVE(t);
+        NV_MB_WAIT(WG_WS_FULL(t + 1), WG_WS_PHASE(t + 1));
+        WG_WS_GIVE(t + 1);
+        WG_TURN_BEGIN();
+        WG_TURN_END();
+    }
+    /* a warpgroup without keys still takes the first turn */
+    if (j_own == 0 && j_end > 0) {
+        WG_TURN_BEGIN();
+        WG_TURN_END();
+    }
+#else
     for (int j = 0; j < j_own; ++j) {
         const int n0 = j * WG_BN;
         WG_WS_TAKE(2 * j);
@@ -765,6 +844,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         WG_TURN_BEGIN();
         WG_TURN_END();
     }
+#endif
 #elif WG_OVERLAP
     /* FlashAttention-3's intra-warpgroup overlap: in step j the tensor
      * cores run S_j = Q K_j^T and then O += P_{j-1} V_{j-1} while the

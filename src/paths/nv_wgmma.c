@@ -274,8 +274,9 @@ static int env_int(const char *name, int lo, int hi, int fallback)
  *   thread: two of 256 threads). ptxas spills past it.
  * WS=0..3: the warp-specialized schedule (a producer warpgroup copies
  *   K/V into a ring of slots handed over through mbarriers; 2 adds the
- *   setmaxnreg register split, 3 also the consumers' ping-pong; 2 and 3
- *   need 2 consumer warpgroups, else 1 runs). It takes the ring (RING, or as many slots
+ *   setmaxnreg register split, 3 also the consumers' ping-pong, 4 also S
+ *   ahead; 2 .. 4 need 2 consumer warpgroups, else 1 runs). It takes the
+ *   ring (RING, or as many slots
  *   as fit, at most 8) without lag, S ahead or overlap. */
 static bool apply_env(const device_caps *caps, const problem *p,
                       nv_wgmma_cfg *c)
@@ -294,7 +295,7 @@ static bool apply_env(const device_caps *caps, const problem *p,
         c->block_n = bn;
     if (2 * tile_bytes(p, c->block_n) > local_mem(caps))
         c->block_n = 64;
-    c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 3, c->ws);
+    c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 4, c->ws);
     c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
     c->lag = c->sahead ? 1
              : c->ws   ? 0

@@ -25,8 +25,8 @@ static bool legal_values(const nv_wgmma_cfg *c, char *why, size_t cap)
         return bad(why, cap, "overlap %d is not 0 or 1", c->overlap);
     if (c->maxnreg != 0 && (c->maxnreg < 24 || c->maxnreg > 255))
         return bad(why, cap, "maxnreg %d is not 0 or 24..255", c->maxnreg);
-    if (c->ws < 0 || c->ws > 3)
-        return bad(why, cap, "ws %d is not 0 .. 3", c->ws);
+    if (c->ws < 0 || c->ws > 4)
+        return bad(why, cap, "ws %d is not 0 .. 4", c->ws);
     return true;
 }
 
@@ -51,8 +51,8 @@ static bool legal_schedule(const nv_wgmma_cfg *c, char *why, size_t cap)
         return bad(why, cap, "ws %d needs the ring without lag or S ahead",
                    c->ws);
     if (c->ws >= 2 && c->warpgroups != 2)
-        return bad(why, cap, "ws %d (register split, ping-pong) needs 2 "
-                   "consumer warpgroups", c->ws);
+        return bad(why, cap, "ws %d (register split, ping-pong, S ahead) "
+                   "needs 2 consumer warpgroups", c->ws);
     if (c->ws && c->maxnreg && c->maxnreg > 65536 / nv_wgmma_threads(c))
         return bad(why, cap, "maxnreg %d leaves no room for the ws "
                    "work-group in an SM's 64 K registers", c->maxnreg);
@@ -106,6 +106,6 @@ void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap)
              "-DFLASHCL_NV_WGMMA_SAHEAD=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d "
              "-DFLASHCL_NV_WGMMA_WS=%d -DFLASHCL_NV_WGMMA_PINGPONG=%d",
              c->overlap, c->ring, c->ring ? c->lag : 0,
-             c->ring ? c->sahead : 0, nv_wgmma_regs(c),
-             c->ws < 2 ? c->ws : 2, c->ws == 3);
+             c->ring ? c->sahead || c->ws == 4 : 0, nv_wgmma_regs(c),
+             c->ws < 2 ? c->ws : 2, c->ws >= 3);
 }

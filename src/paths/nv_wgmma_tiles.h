@@ -45,9 +45,10 @@ static const tunable nv_wgmma_tunables[] = {
     {"warpgroups", {1, 2}, 2},
     {"overlap", {0, 1}, 2},
     /* the producer warpgroup and its mbarrier ring (1), with setmaxnreg's
-     * register split (2), and the consumers' ping-pong (3): warpgroups + 1
-     * warpgroups per work-group */
-    {"ws", {0, 1, 2, 3}, 4},
+     * register split (2), the consumers' ping-pong (3), and S ahead in
+     * FlashAttention-3's order (4): warpgroups + 1 warpgroups per
+     * work-group */
+    {"ws", {0, 1, 2, 3, 4}, 5},
 };
 
 /* One schedule: the table's fields (below), a tuned or forced set of the
@@ -80,7 +81,8 @@ typedef struct nv_wgmma_tile {
     int ring;    /* FLASHCL_NV_WGMMA_RING: K/V tile slots (0: off) */
     int lag;     /* FLASHCL_NV_WGMMA_LAG: P V in flight into the next S */
     int maxnreg; /* FLASHCL_NV_WGMMA_MAXNREG: .maxnreg of the PTX (0: none) */
-    int ws;      /* producer warpgroup (1), + setmaxnreg (2), + ping-pong (3) */
+    int ws;      /* producer warpgroup (1), + setmaxnreg (2), + ping-pong (3),
+                  * + S ahead (4) */
     const char *reason;
 } nv_wgmma_tile;
 
