@@ -486,6 +486,20 @@ typedef float real_t;
         }                                                                      \
     } while (0)
 #define WG_SOFTMAX(n0) WG_SOFTMAX_(sc, n0)
+/* Measurements only (wrong results): FLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX
+ * leaves S as it is (the products and loads alone), ..._NOLOAD makes the
+ * producer hand over its slots without copying (the products and the
+ * softmax alone). Passed through FLASHCL_NV_WGMMA_DEFINES. */
+#ifndef FLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX
+#define FLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX 0
+#endif
+#ifndef FLASHCL_NV_WGMMA_DEBUG_NOLOAD
+#define FLASHCL_NV_WGMMA_DEBUG_NOLOAD 0
+#endif
+#if FLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX
+#undef WG_SOFTMAX_
+#define WG_SOFTMAX_(S, n0) ((void)(n0))
+#endif
 
 /* O *= alpha; skipped (FLASHCL_NV_LAZY_RESCALE) when every alpha of the
  * warp is 1, i.e. no row got a new max: after the first tiles, most. */
@@ -625,10 +639,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         for (int t = 0; t < 2 * j_end; ++t) {
             if (t >= WG_RING)
                 NV_MB_WAIT(WG_WS_EMPTY(t), WG_WS_PHASE(t - WG_RING));
+#if FLASHCL_NV_WGMMA_DEBUG_NOLOAD /* a measurement: wrong results */
+            NV_MB_ARRIVE(WG_WS_FULL(t));
+#else
             const bool isv = (t & 1) != 0;
             WG_LOAD_TILE(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
                          (t >> 1) * WG_BN, seqlen_k);
             NV_MB_ARRIVE_CP(WG_WS_FULL(t));
+#endif
         }
         NV_CP_WAIT_ALL(); /* no copy outlives its thread */
         return;

@@ -364,6 +364,14 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
+    /* FLASHCL_NV_WGMMA_DEFINES: more -D options for measurements (the
+     * kernel's DEBUG switches), appended as given */
+    const char *more = getenv("FLASHCL_NV_WGMMA_DEFINES");
+    if (more && *more) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len, " %s",
+                 more);
+    }
     plan->patch = patch_ptx;
     plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
