@@ -49,14 +49,14 @@ BENCH=$BUILD/flashcl-bench
 
 
 check() {
-  export FLASHCL_EXPECT_PATH=nv_mma
+  export FLASHCL_PATH=nv_mma FLASHCL_EXPECT_PATH=nv_mma  # D = 128 plain calls default to nv_wgmma
   export FLASHCL_EXPECT_PATH_EXCEPT="fp16/bf16 storage only;16-byte-aligned;TF32 runs head dims up to 128;split-KV"
   for kind in ${KINDS:-vec vec0 perm pairs}; do
     FLASHCL_NV_EXTRAS=$kind step "test_variants_$kind" 300 "$BUILD/tests/test_variants"
   done
   step test_forward 300 "$BUILD/tests/test_forward"
   step test_semantics 300 "$BUILD/tests/test_semantics"
-  unset FLASHCL_EXPECT_PATH FLASHCL_EXPECT_PATH_EXCEPT
+  unset FLASHCL_PATH FLASHCL_EXPECT_PATH FLASHCL_EXPECT_PATH_EXCEPT
   grep -h "F:" "$LOG"/test_*.log | head -20
 }
 

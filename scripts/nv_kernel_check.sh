@@ -15,7 +15,7 @@
 # ptxas is not run: registers and speed are measured on the GPU
 # (bench/run_h200_extras.sh).
 #
-#   scripts/nv_kernel_check.sh        # about 10 s
+#   scripts/nv_kernel_check.sh        # about 15 s
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in clang-15 llc-15; do
@@ -42,7 +42,7 @@ check() {
     echo "FAIL $label: does not compile"; head -5 "$tmp/err"; failed=1; return
   fi
   local want
-  for want in 'mma\.sync' "$@"; do
+  for want in "${CHECK_BASE-mma\.sync}" "$@"; do
     if [ "${want#!}" != "$want" ]; then
       if grep -qE "${want#!}" "$tmp/k.ptx"; then
         echo "FAIL $label: PTX has ${want#!}"; failed=1; return
@@ -115,5 +115,38 @@ check "split tensor-core kernel, combine kernel" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
   '!fence\.acq_rel\.gpu'
 
+
+# The Hopper wgmma kernel (cl/nvidia/flash_fwd_wgmma.cl) in the schedules
+# the table plans (the warp-specialized one with the 128-byte swizzle in
+# 128 KiB) and its variants: wgmma itself, the mbarrier hand-over, the
+# register split, the local-memory marker the PTX patch reads. Its
+# instructions sit in SM90A comments until the host's patch
+# (src/paths/sm90a_patch.c); ptxas for sm_90a is scripts/wgmma_isa_check.sh
+# (needs CUDA's ptxas, not in CI) and the wgmma layouts are checked by
+# scripts/wgmma_layout_model.py.
+wg=cl/nvidia/flash_fwd_wgmma.cl
+ws="-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_LOCAL_MEM_BYTES=131072 -DFLASHCL_NV_WGMMA_DECLARED_SMEM=49152 -DFLASHCL_NV_WGMMA_MAXNREG=168"
+mb='mbarrier\.try_wait\.parity'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws2 D128 bf16 causal (the table)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'cp\.async\.mbarrier\.arrive\.noinc' 'setmaxnreg\.inc' 'SM90A_SHARED_BYTES 131072' \
+  'SM90A_MAXNREG 168' '\.align 1024' 'm64n64k16' 'm64n128k16'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws2 D64 fp16 (the table)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'setmaxnreg\.dec' '!bar\.sync 1'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws3 ping-pong D128 fp16 causal" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1" \
+  "$mb" 'bar\.sync 1, 256' 'bar\.arrive 2, 256'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws4 S ahead D128 fp16" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1" \
+  "$mb" 'wgmma\.wait_group\.sync\.aligned 1'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws1 Q in local memory (no swizzle)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=1 -DFLASHCL_NV_WGMMA_SWIZZLE=0 -DFLASHCL_NV_WGMMA_QSMEM=1" \
+  "$mb" 'bar\.sync 3, 128'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ring r6 D64 (no producer)" $wg \
+  "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
+  "!$mb" 'cp\.async\.wait_group'
+python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||
+  { echo "FAIL wgmma layout model"; failed=1; }
 echo "nv_kernel_check: $built configurations, $([ $failed -eq 0 ] && echo "all compiled as planned" || echo FAILED)"
 exit $failed

@@ -36,3 +36,39 @@ for D, BN, THREADS in [(d, bn, t) for d in (64, 128) for bn in (32, 64, 128)
                 a = start + (k % 8) * 16 + (k // 8) * lbo + (n // 8) * sbo + (n % 8) * 2
                 assert smem[a] == (16 * kk + k, n), (D, kk, k, n, smem[a])
     print("D", D, "BN", BN, "threads", THREADS, "layout consistent with the descriptors")
+
+# The 128-byte swizzle (FLASHCL_NV_WGMMA_SWIZZLE, the warp-specialized
+# schedule's default): per 64 head-dim columns a region of BN rows x 128
+# bytes in atoms of 8 rows; chunk c of row r stored at chunk c ^ (r % 8).
+# The hardware forms the unswizzled address from the descriptor (CUTLASS's
+# canonical layouts: K-major ((8,m),(T,2k)):((8T,SBO),(1,T)), MN-major
+# ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)), T = 8 elements) and XORs address
+# bits 4-6 with bits 7-9 (Swizzle<3,4,3>); atoms start 1024-byte aligned.
+def swizzle128(a):
+    return a ^ (((a >> 7) & 7) << 4)
+
+
+for D, BN in [(d, bn) for d in (64, 128) for bn in (32, 64, 128)]:
+    CPR, REG = D // 8, BN * 128
+    smem = {}
+    for l in range(BN * CPR):  # the copy of WG_LOAD_TILE (swizzled)
+        kb, r, c8 = l // (8 * BN), (l >> 3) % BN, l & 7
+        a = kb * REG + (r // 8) * 1024 + (r % 8) * 128 + ((c8 ^ (r % 8)) * 16)
+        for e in range(8):
+            assert a + 2 * e not in smem
+            smem[a + 2 * e] = (r, (kb * 8 + c8) * 8 + e)
+    assert len(smem) == BN * D
+    for c in range(D // 16):  # WG_K_DESC: K-major, SBO 1024
+        start = (c // 4) * REG + (c % 4) * 32
+        for n in range(BN):
+            for k in range(16):
+                a = swizzle128(start + (n % 8) * 128 + (n // 8) * 1024 + k * 2)
+                assert smem[a] == (n, 16 * c + k), (D, BN, c, n, k, smem.get(a))
+    for kk in range(BN // 16):  # WG_V_DESC: MN-major, LBO the region, SBO 1024
+        start = kk * 2048
+        for k in range(16):
+            for n in range(D):
+                a = swizzle128(start + (n % 64) * 2 + (n // 64) * REG +
+                               (k % 8) * 128 + (k // 8) * 1024)
+                assert smem[a] == (16 * kk + k, n), (D, BN, kk, k, n, smem.get(a))
+    print("D", D, "BN", BN, "128-byte swizzle consistent with the descriptors")

@@ -205,6 +205,25 @@ START_TEST(shared_bytes_set)
 }
 END_TEST
 
+START_TEST(shared_marker_read)
+{
+    const char *ptx = "{\n\t// begin inline asm\n\t// SM90A_SHARED_BYTES "
+                      "131072\n\t// end inline asm\n}\n";
+    ck_assert_uint_eq(sm90a_shared_marker(ptx, strlen(ptx) + 1), 131072);
+    /* the size given stops the search, as a NUL does */
+    ck_assert_uint_eq(sm90a_shared_marker(ptx, 20), 0);
+    static const char *const out_of_range[] = {
+        "// SM90A_SHARED_BYTES 49152\n", "// SM90A_SHARED_BYTES 232449\n",
+        "// SM90A_SHARED_BYTES 99999999999999999999\n",
+        "// SM90A_SHARED_BYTES x\n", "// SM90A_MAXNREG 128\n"};
+    for (size_t i = 0; i < LENGTH(out_of_range); ++i)
+        ck_assert_uint_eq(sm90a_shared_marker(out_of_range[i],
+                                              strlen(out_of_range[i])), 0);
+    ck_assert_uint_eq(sm90a_shared_marker("// SM90A_SHARED_BYTES 232448", 28),
+                      232448);
+}
+END_TEST
+
 START_TEST(maxnreg_set)
 {
     const char *entry = ".entry k(\n\t.param .u64 p0\n)\n";
@@ -243,6 +262,7 @@ int main(void)
         {failures_reported, 0},
         {shared_bytes_set, 0},
         {maxnreg_set, 0},
+        {shared_marker_read, 0},
     };
     return run_tests("sm90a_patch", 60, NULL, NULL, tests, LENGTH(tests));
 }

@@ -83,7 +83,9 @@ START_TEST(table_entries_legal)
         const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
                                 0, e->overlap, e->maxnreg, e->ws};
         char why[160] = "";
-        ck_assert_msg(legal(&c, e->head_dim, why, sizeof why),
+        ck_assert_msg(nv_wgmma_legal(&c, e->head_dim,
+                                     e->local_mem ? e->local_mem : LOCAL_MEM,
+                                     1024, why, sizeof why),
                       "table entry D=%d: %s", e->head_dim, why);
     }
 }

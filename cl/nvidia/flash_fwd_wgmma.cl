@@ -262,9 +262,19 @@ typedef float real_t;
  * uses no "n" constraints on NVIDIA's compiler, so neither does this. */
 #define WG_STR_(x) #x
 #define WG_STR(x) WG_STR_(x)
+/* 1 (warp-specialized schedule): Q in local memory, S = Q K^T with both
+ * operands from there (SS), as FlashAttention-3 does, instead of Q as
+ * register A fragments (32 registers a thread fewer at D = 128). */
+#ifndef FLASHCL_NV_WGMMA_QSMEM
+#define FLASHCL_NV_WGMMA_QSMEM 0
+#endif
+#if FLASHCL_NV_WGMMA_QSMEM && (!WG_WS || WG_BN != 64)
+#error "flash_fwd_wgmma: Q in local memory is written for the warp-specialized schedule with 64-key tiles"
+#endif
+#define WG_QB (FLASHCL_NV_WGMMA_QSMEM ? WG_CONSUMER_THREADS / 2 * WG_D * 2 : 0)
 #if WG_RING && WG_WS
-/* the slots, then a full and an empty mbarrier per slot */
-#define WG_SMEM_BYTES (WG_RING * WG_TILEB + 16 * WG_RING)
+/* the slots, Q (QSMEM), then a full and an empty mbarrier per slot */
+#define WG_SMEM_BYTES (WG_RING * WG_TILEB + WG_QB + 16 * WG_RING)
 #elif WG_RING
 #define WG_SMEM_BYTES (WG_RING * WG_TILEB)
 /* cp.async.wait_group RING - 2 - LAG (0 .. 6) */
@@ -340,6 +350,41 @@ typedef float real_t;
         barrier(CLK_LOCAL_MEM_FENCE);                                          \
     } while (0)
 
+/* The tile layout (FLASHCL_NV_WGMMA_SWIZZLE): 0 the no-swizzle
+ * ("interleave") core matrices below; 1 the 128-byte swizzle: per 64
+ * head-dim columns a region of BN rows x 128 bytes, in atoms of 8 rows
+ * (1024 bytes), the 16-byte chunk c of row r stored at chunk c ^ (r % 8).
+ * The same bytes serve K (K-major) and V (MN-major, transposed), as in
+ * the interleave layout. The descriptors (SBO 1024; V's LBO the region)
+ * and the copy mapping are checked against each other by
+ * scripts/wgmma_layout_model.py. */
+#ifndef FLASHCL_NV_WGMMA_SWIZZLE /* measured with the ws schedule only */
+#define FLASHCL_NV_WGMMA_SWIZZLE (WG_WS ? 1 : 0)
+#endif
+#if FLASHCL_NV_WGMMA_SWIZZLE != 0 && FLASHCL_NV_WGMMA_SWIZZLE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SWIZZLE must be 0 or 1"
+#endif
+#define WG_SWIZZLE FLASHCL_NV_WGMMA_SWIZZLE
+#if WG_SWIZZLE && FLASHCL_NV_WGMMA_QSMEM
+#error "flash_fwd_wgmma: Q in local memory has no swizzled layout yet"
+#endif
+#define WG_SW_REGION (WG_BN * 128) /* bytes of one 64-column region */
+#if WG_SWIZZLE
+/* K-major k16 step c: region c / 4, 32 bytes a step inside the 128-byte
+ * row (the hardware swizzles the address it forms). */
+#define WG_K_DESC(kbuf, c)                                                     \
+    nv_wg_desc_sw128((kbuf) + (uint)(((c) >> 2) * WG_SW_REGION + ((c)&3) * 32), \
+                     16, 1024)
+/* MN-major k16 step kk: two atoms of 8 keys on; 64-column regions apart
+ * by LBO */
+#define WG_V_DESC(vbuf, kk)                                                    \
+    nv_wg_desc_sw128((vbuf) + (uint)((kk) * 2048), WG_SW_REGION, 1024)
+#else
+#define WG_K_DESC(kbuf, c) nv_wg_desc((kbuf) + (uint)((c) * 256), 128, WG_GROUPB)
+#define WG_V_DESC(vbuf, kk)                                                    \
+    nv_wg_desc((vbuf) + (uint)((kk) * 2 * WG_GROUPB), WG_GROUPB, 128)
+#endif
+
 /* Copies rows n0 .. n0 + BN - 1 of `src` (row stride rs) into the tile at
  * local byte address `dst`, in the core-matrix layout: chunk (key r, 16-byte
  * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t of
@@ -354,6 +399,31 @@ typedef float real_t;
 #if (WG_BN * WG_CPR) % WG_LOADERS
 #error "flash_fwd_wgmma: a K/V tile must split evenly over the copying threads"
 #endif
+#if WG_SWIZZLE
+/* Swizzled: a warp copies 4 rows x 128 bytes (whole lines) of one 64-column
+ * region; chunk c8 of row r goes to chunk c8 ^ (r % 8) of its 128-byte
+ * row in the atom, so the warp's 512 bytes land contiguous. */
+#define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    do {                                                                       \
+        const bool full_ = (n0) + WG_BN <= (nmax);                             \
+        _Pragma("unroll") for (int ci_ = 0;                                    \
+                               ci_ < WG_BN * WG_CPR / WG_LOADERS; ++ci_)       \
+        {                                                                      \
+            const int l_ = tid + ci_ * WG_LOADERS;                             \
+            const int kb_ = l_ / (8 * WG_BN);                                  \
+            const int r_ = (l_ >> 3) % WG_BN;                                  \
+            const int c8_ = l_ & 7;                                            \
+            const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
+            __global const STORAGE_T *g_ =                                     \
+                (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
+                (ulong)((kb_ * 8 + c8_) * 8);                                  \
+            NV_CP_ASYNC16((dst) + (uint)(kb_ * WG_SW_REGION + (r_ >> 3) * 1024 + \
+                                         (r_ & 7) * 128 +                     \
+                                         ((c8_ ^ (r_ & 7)) << 4)),             \
+                          g_, ok_ ? 16u : 0u);                                 \
+        }                                                                      \
+    } while (0)
+#else
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     do {                                                                       \
         const bool full_ = (n0) + WG_BN <= (nmax);                             \
@@ -370,6 +440,7 @@ typedef float real_t;
             NV_CP_ASYNC16((dst) + (uint)(l_ * 16), g_, ok_ ? 16u : 0u);        \
         }                                                                      \
     } while (0)
+#endif
 
 /* The steps of one key tile, shared by both schedules. They use the
  * kernel's locals (sc, acc, qf, pa, alpha, row_max, row_sum, ...). */
@@ -377,7 +448,10 @@ typedef float real_t;
 /* The A fragments' register fences (NV_WG_FENCE_AREGS), on in the
  * warp-specialized schedule, where the driver's compiler was seen to sink
  * the packing of P past the fence (C7519/C7520 in the first run). */
-#if WG_WS
+#if WG_WS && FLASHCL_NV_WGMMA_QSMEM
+#define WG_FENCE_Q() ((void)0)
+#define WG_FENCE_P() NV_WG_FENCE_AREGS(pa, WG_PC)
+#elif WG_WS
 #define WG_FENCE_Q() NV_WG_FENCE_AREGS(qf, WG_KC)
 #define WG_FENCE_P() NV_WG_FENCE_AREGS(pa, WG_PC)
 #else
@@ -391,24 +465,34 @@ typedef float real_t;
         _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_) sc[i_] = 0.f;     \
         NV_WG_FENCE_REGS(sc, WG_SN);                                           \
         NV_WG_FENCE();                                                         \
-        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
         _Pragma("unroll") for (int c_ = 0; c_ < WG_KC; ++c_)                   \
-            WG_MMA_S(sc, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");          \
+            WG_MMA_S(sc, qf[c_], WG_K_DESC(kbuf, c_), "0");                    \
         NV_WG_COMMIT();                                                        \
     } while (0)
 
 /* S = Q K^T as above, the first k16 step writing S (no zeroing: see
  * NV_WG_MMA0_N64). */
+#if FLASHCL_NV_WGMMA_QSMEM
+#define WG_S0_ISSUE_(S, kbuf)                                                  \
+    do {                                                                       \
+        NV_WG_FENCE();                                                         \
+        NV_WG_MMA0_SS_N64(S, qdesc, WG_K_DESC(kbuf, 0));                       \
+        _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
+            NV_WG_MMA_SS_N64(S, NV_WG_DESC_ADD(qdesc, c_ * 256),               \
+                             WG_K_DESC(kbuf, c_));                             \
+        NV_WG_COMMIT();                                                        \
+    } while (0)
+#else
 #define WG_S0_ISSUE_(S, kbuf)                                                  \
     do {                                                                       \
         WG_FENCE_Q();                                                          \
         NV_WG_FENCE();                                                         \
-        const ulong kd_ = nv_wg_desc(kbuf, k_lbo, k_sbo);                      \
-        WG_MMA0_S(S, qf[0], kd_, "0");                                         \
+        WG_MMA0_S(S, qf[0], WG_K_DESC(kbuf, 0), "0");                          \
         _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
-            WG_MMA_S(S, qf[c_], NV_WG_DESC_ADD(kd_, c_ * 256), "0");           \
+            WG_MMA_S(S, qf[c_], WG_K_DESC(kbuf, c_), "0");                     \
         NV_WG_COMMIT();                                                        \
     } while (0)
+#endif
 #define WG_S0_ISSUE(kbuf) WG_S0_ISSUE_(sc, kbuf)
 
 /* O += P V from pa (issued and committed; the caller waits). */
@@ -417,10 +501,8 @@ typedef float real_t;
         NV_WG_FENCE_REGS(acc, WG_ON);                                          \
         WG_FENCE_P();                                                          \
         NV_WG_FENCE();                                                         \
-        const ulong vd_ = nv_wg_desc(vbuf, v_lbo, v_sbo);                      \
         _Pragma("unroll") for (int kk_ = 0; kk_ < WG_PC; ++kk_)                \
-            WG_MMA_PV(acc, pa[kk_],                                            \
-                      NV_WG_DESC_ADD(vd_, kk_ * 2 * WG_GROUPB), "1");          \
+            WG_MMA_PV(acc, pa[kk_], WG_V_DESC(vbuf, kk_), "1");                \
         NV_WG_COMMIT();                                                        \
     } while (0)
 
@@ -532,11 +614,17 @@ typedef float real_t;
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 {
-    __local uint4 smem[WG_DECLARED_SMEM / 16] __attribute__((aligned(128)));
+    __local uint4 smem[WG_DECLARED_SMEM / 16]
+        __attribute__((aligned(WG_SWIZZLE ? 1024 : 128)));
     (void)head_dim;
     (void)head_dim_v;
     (void)window_left;
 
+#if defined(FLASHCL_NV_WGMMA_DECLARED_SMEM) &&                                 \
+    FLASHCL_NV_WGMMA_DECLARED_SMEM < FLASHCL_LOCAL_MEM_BYTES
+    /* src/paths/nv_wgmma.c grows the PTX's .shared array to this size */
+    __asm__ volatile("// SM90A_SHARED_BYTES " WG_STR(FLASHCL_LOCAL_MEM_BYTES));
+#endif
 #if defined(FLASHCL_NV_WGMMA_MAXNREG) && FLASHCL_NV_WGMMA_MAXNREG > 0
     /* src/paths/sm90a_patch.c turns this into the .entry's .maxnreg */
     __asm__ volatile("// SM90A_MAXNREG " WG_STR(FLASHCL_NV_WGMMA_MAXNREG));
@@ -620,7 +708,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
      * all finished reading it (one arrival per warp). Use u = t / RING of
      * a slot is phase u of both. */
 #define WG_WS_SLOT(t) (sbase + (uint)((t) % WG_RING) * WG_TILEB)
-#define WG_WS_FULL(t) (sbase + WG_RING * WG_TILEB + 8u * (uint)((t) % WG_RING))
+#define WG_WS_FULL(t)                                                          \
+    (sbase + WG_RING * WG_TILEB + WG_QB + 8u * (uint)((t) % WG_RING))
 #define WG_WS_EMPTY(t) (WG_WS_FULL(t) + 8u * WG_RING)
 #define WG_WS_PHASE(t) ((uint)((t) / WG_RING) & 1u)
     if (tid == 0 && producer) {
@@ -656,6 +745,34 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
 #endif
 
+#if FLASHCL_NV_WGMMA_QSMEM
+    /* ---- Q: this warpgroup's 64 rows into local memory (the K tile
+     * layout), copied by its own threads; its warps meet once at a named
+     * barrier (3 + warpgroup) before the first S */
+    const uint qbuf = sbase + WG_RING * WG_TILEB + (uint)(warp >> 2) * 64 * WG_D * 2;
+    const int m0_q = m0 + (warp >> 2) * 64;
+    {
+        const int qt = tid & 127;
+        _Pragma("unroll") for (int ci = 0; ci < 64 * WG_CPR / 128; ++ci) {
+            const int l = qt + ci * 128;
+            const int r = (l / (8 * WG_CPR)) * 8 + (l & 7);
+            const int c = (l >> 3) % WG_CPR;
+            const int row = m0_q + r;
+            const bool ok = row < seqlen_q;
+            __global const STORAGE_T *gq =
+                qp + (ok ? (ulong)row * qs : (ulong)0) + (ulong)(c * 8);
+            NV_CP_ASYNC16(qbuf + (uint)(l * 16), gq, ok ? 16u : 0u);
+        }
+        NV_CP_COMMIT();
+        NV_CP_WAIT_ALL();
+        WG_FENCE_PROXY();
+        if ((warp >> 2) == 0)
+            NV_BAR_SYNC("3", "128");
+        else
+            NV_BAR_SYNC("4", "128");
+    }
+    const ulong qdesc = nv_wg_desc(qbuf, 128, WG_GROUPB);
+#else
     /* ---- Q: A fragments straight from global memory ------------------ */
     uint qf[WG_KC][4];
     {
@@ -674,6 +791,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             qf[c][3] = ok1 ? q1[w + 4] : 0u;
         }
     }
+#endif
 
     float acc[WG_ON];
     float sc[WG_SN];
@@ -696,8 +814,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
     /* K: K-major B, k16 step c starts 2 core matrices (256 bytes) on.
      * V: MN-major B, k16 step kk starts 2 rows of core matrices on. */
-    const uint k_lbo = 128, k_sbo = WG_GROUPB;
-    const uint v_lbo = WG_GROUPB, v_sbo = 128;
     float alpha[2];
     bool grew = false; /* some alpha != 1 since the last rescale */
     uint pa[WG_PC][4]; /* P of the last softmax, as A fragments */

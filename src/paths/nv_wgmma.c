@@ -7,10 +7,11 @@
  * wide) and the mma.sync path runs this and every later call, with the
  * reason in describe's `skipped`.
  *
- * Scope of the first version: D = D_v = 64 or 128, fp16/bf16, causal or
- * not (bottom-right), GQA, LSE, any scale; every other call goes to
- * nv_mma. Policy: chosen only with FLASHCL_PATH=nv_wgmma until measured
- * faster than nv_mma on the H200. */
+ * Scope: D = D_v = 64 or 128, fp16/bf16, causal or not (bottom-right),
+ * GQA, LSE, any scale; every other call goes to nv_mma. Policy: chosen
+ * without being forced where its table entry measured faster than nv_mma
+ * on the H200 (measured_faster: D = 128), else only with
+ * FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
@@ -22,9 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Not yet measured on any GPU: true once bench/run_h200_wgmma.sh shows it
- * faster than nv_mma there (then the policy below goes). */
-static const bool measured_faster = false;
+/* Where the path runs without being forced: the head dims whose table
+ * entry measured faster than nv_mma on the H200 on every row measured
+ * (bench/results/h200-2026-12-02-wgmma.md): D = 128, the warp-specialized
+ * schedule with the swizzled tiles in 128 KiB (1.28x / 1.31x nv_mma at
+ * N = 8192, non-causal / causal, fp16). D = 64 is not (0.97x / 0.99x). */
+static bool measured_faster(const problem *p)
+{
+    return p->head_dim == 128;
+}
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
 static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -100,9 +107,10 @@ static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
     dump("sm90.ptx", n, binary, size);
     char *out = sm90a_patch_ptx((const char *)binary, size, out_size, NULL,
                                 why, cap);
-    const char *more = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
-    const long long bytes = more ? atoll(more) : 0;
-    if (out && bytes > 49152 && bytes <= 232448) { /* see local_mem() */
+    /* the kernel's `SM90A_SHARED_BYTES n` comment: its tiles were sized
+     * for n bytes of local memory, more than the source could declare */
+    const size_t bytes = out ? sm90a_shared_marker(out, *out_size) : 0;
+    if (out && bytes) { /* see local_mem_of() */
         char *grown = sm90a_set_shared_bytes(out, *out_size, (size_t)bytes,
                                              out_size, why, cap);
         free(out);
@@ -166,10 +174,10 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
     /* Reasons never name the path "nv_mma": the tests find a path's own
      * reason in `skipped` by its name (FLASHCL_EXPECT_PATH_EXCEPT). */
-    if (!forced && !measured_faster)
-        return refuse(why, cap, "not yet measured faster than the mma.sync "
-                                "kernel on the H200 (FLASHCL_PATH=nv_wgmma "
-                                "runs it)");
+    if (!forced && !measured_faster(p))
+        return refuse(why, cap, "wgmma kernel: at this head dim not measured "
+                                "faster than the mma.sync kernel on the H200 "
+                                "(FLASHCL_PATH=nv_wgmma runs it)");
     return true;
 }
 
@@ -198,14 +206,17 @@ static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
  * and the patch enlarges the PTX's .shared array; ptxas 13.0 assembles 64
  * KiB of static .shared for sm_90a; whether the driver launches it is
  * what the run shows). */
-static uint64_t local_mem(const device_caps *caps)
+static uint64_t local_mem_of(const device_caps *caps, const nv_wgmma_tile *t)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
     const long long want = text ? atoll(text) : 0;
     if (want >= 16384 && want <= 232448)
         return (uint64_t)want;
+    if (t && t->local_mem)
+        return t->local_mem;
     return caps->local_mem ? caps->local_mem : 49152;
 }
+
 
 static uint64_t tile_bytes(const problem *p, int block_n)
 {
@@ -214,8 +225,8 @@ static uint64_t tile_bytes(const problem *p, int block_n)
 
 /* The tuning database's (or the tuner's forced) set, when legal here. */
 static bool tuned_config(const device_caps *caps, const problem *p,
-                         const kernel_plan *plan, nv_wgmma_cfg *cfg,
-                         tuning_choice *c)
+                         const kernel_plan *plan, uint64_t mem,
+                         nv_wgmma_cfg *cfg, tuning_choice *c)
 {
     int next = 0;
     for (;;) {
@@ -233,7 +244,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
             tile_params_get(t, "maxnreg", cfg->maxnreg),
             tile_params_get(t, "ws", cfg->ws)};
         char why[160];
-        if (nv_wgmma_legal(&want, (int)p->head_dim, local_mem(caps),
+        if (nv_wgmma_legal(&want, (int)p->head_dim, mem,
                            caps->max_work_group, why, sizeof why)) {
             *cfg = want;
             return true;
@@ -278,8 +289,7 @@ static int env_int(const char *name, int lo, int hi, int fallback)
  *   ahead; 2 .. 4 need 2 consumer warpgroups, else 1 runs). It takes the
  *   ring (RING, or as many slots
  *   as fit, at most 8) without lag, S ahead or overlap. */
-static bool apply_env(const device_caps *caps, const problem *p,
-                      nv_wgmma_cfg *c)
+static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
 {
     static const char *const names[] = {
         "FLASHCL_NV_WGMMA_WG",   "FLASHCL_NV_WGMMA_BN",
@@ -293,7 +303,7 @@ static bool apply_env(const device_caps *caps, const problem *p,
     const int bn = env_int("FLASHCL_NV_WGMMA_BN", 32, 128, c->block_n);
     if (bn == 32 || bn == 64 || bn == 128)
         c->block_n = bn;
-    if (2 * tile_bytes(p, c->block_n) > local_mem(caps))
+    if (2 * tile_bytes(p, c->block_n) > mem)
         c->block_n = 64;
     c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 4, c->ws);
     c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
@@ -302,7 +312,7 @@ static bool apply_env(const device_caps *caps, const problem *p,
                        : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
     /* ws: two mbarriers (16 bytes) beside each slot */
     const uint64_t fit =
-        local_mem(caps) / (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
+        mem / (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
     int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
                        c->ws && !c->ring ? (int)(fit < 8 ? fit : 8) : c->ring);
     if ((uint64_t)ring > fit)
@@ -312,7 +322,7 @@ static bool apply_env(const device_caps *caps, const problem *p,
         c->lag = c->sahead = c->ws = 0;
     const int ov = env_int("FLASHCL_NV_WGMMA_OVERLAP", 0, 1, c->overlap);
     c->overlap = !c->ring && ov &&
-                 3 * tile_bytes(p, c->block_n) <= local_mem(caps);
+                 3 * tile_bytes(p, c->block_n) <= mem;
     const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
     c->maxnreg = n >= 24 ? n : 0;
     if (c->ws >= 2 && c->warpgroups != 2)
@@ -326,10 +336,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const nv_wgmma_tile *tile = lookup(p);
+    const uint64_t mem = local_mem_of(caps, tile);
     nv_wgmma_cfg cfg = table_cfg(tile);
     tuning_choice chosen;
-    const bool tuned = tuned_config(caps, p, plan, &cfg, &chosen);
-    const bool env = apply_env(caps, p, &cfg);
+    const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
+    const bool env = apply_env(mem, p, &cfg);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -355,9 +366,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
              caps->nv_cc_major, caps->nv_cc_minor,
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
-             (unsigned long long)local_mem(caps), schedule);
+             (unsigned long long)mem, schedule);
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
-    if (local_mem(caps) > device_mem) { /* the experiment: see the kernel */
+    if (mem > device_mem) { /* the experiment: see the kernel */
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
                  " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
@@ -382,8 +393,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
 const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
     "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
-    "sm_90a through a PTX patch; only with FLASHCL_PATH=nv_wgmma until "
-    "measured faster than the mma.sync kernel)",
+    "sm_90a through a PTX patch, 128 KiB of local memory, a producer "
+    "warpgroup; the default at D = 128, D = 64 only with "
+    "FLASHCL_PATH=nv_wgmma)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};

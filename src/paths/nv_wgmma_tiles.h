@@ -1,19 +1,19 @@
 /* Tiles of the Hopper wgmma path (cl/nvidia/flash_fwd_wgmma.cl): 64 query
- * rows per warpgroup (the wgmma M), 64-key K/V tiles, and 1 or 2
- * warpgroups per work-group sharing each K/V tile. Not measured on a GPU
- * yet: the entries are what the offline ptxas check supports (registers
- * per thread from scripts/wgmma_isa_check.sh, clang 14's PTX); sweep both
- * with FLASHCL_NV_WGMMA_WG=1|2, the overlapped schedule with
- * FLASHCL_NV_WGMMA_OVERLAP=0|1 and 128-key tiles at D = 64 with
- * FLASHCL_NV_WGMMA_BN=128 (or 32), the ring of K/V slots with
- * FLASHCL_NV_WGMMA_RING=<slots>, FLASHCL_NV_WGMMA_LAG=0|1 and
- * FLASHCL_NV_WGMMA_SAHEAD=0|1, and a register cap (more work-groups
- * per SM) with FLASHCL_NV_WGMMA_MAXNREG=<n> (bench/run_h200_wgmma.sh
- * quick), or search them all with `flashcl tune --path nv_wgmma`
- * (nv_wgmma_tunables below; its winners go to the tuning database, which
- * the path consults when forced), and write the measured reason here.
- * First GPU run (H200, 2026-12-01, docs/nvidia-path.md): 2 warpgroups
- * plain 277/190 TFLOP/s at D = 64/128 non-causal, nv_mma 309/337. */
+ * rows per consumer warpgroup (the wgmma M), 64-key K/V tiles, and the
+ * schedule that moves them. The entries are what the H200 measured
+ * fastest on 2026-12-02 (bench/results/h200-2026-12-02-wgmma.md): the
+ * warp-specialized schedule (ws 2: a producer warpgroup, mbarriers, the
+ * setmaxnreg split) with 128-byte-swizzled tiles in 128 KiB of local
+ * memory, which the PTX patch gives the kernel beyond OpenCL's 48 KiB.
+ * What the runs said, in order: the unspecialized ring 259-299 TFLOP/s;
+ * warp specialization alone 247-295 (the kernel was load-bound: without
+ * the copies it ran 456-489 causal, without the softmax no faster); the
+ * swizzled tiles (whole 128-byte lines a warp instruction, no bank
+ * conflicts) 440-454 at D = 128. Ping-pong (ws 3) and S ahead (ws 4) did
+ * not help on the unswizzled kernel and ping-pong not on the swizzled
+ * one (439.8 against 453.7); S ahead was not measured swizzled.
+ * FLASHCL_NV_WGMMA_* knobs and `flashcl tune --path nv_wgmma` (the
+ * tunables below) search the rest. */
 #ifndef FLASHCL_NV_WGMMA_TILES_H
 #define FLASHCL_NV_WGMMA_TILES_H
 
@@ -83,17 +83,24 @@ typedef struct nv_wgmma_tile {
     int maxnreg; /* FLASHCL_NV_WGMMA_MAXNREG: .maxnreg of the PTX (0: none) */
     int ws;      /* producer warpgroup (1), + setmaxnreg (2), + ping-pong (3),
                   * + S ahead (4) */
+    unsigned local_mem; /* bytes the tiles may use (0: the device's); above
+                         * 48 KiB through the PTX patch (docs/nvidia-path.md) */
     const char *reason;
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    {64, -1, 2, 64, 0, 0, 0, 0, 0,
-     "2 warpgroups x 64 rows share 64-key K/V tiles, double-buffered in 32 "
-     "KiB (offline: 118-155 registers, no spills; unmeasured)"},
-    {128, -1, 2, 64, 0, 0, 0, 0, 0,
-     "2 warpgroups x 64 rows share 64-key K/V tiles, single-buffered in 32 "
-     "KiB (offline: 181-217 registers, no spills; at 1 warpgroup 207-238: "
-     "the same 8 warps per SM; unmeasured)"},
+    /* head_dim, causal, warpgroups, block_n, overlap, ring, lag, maxnreg,
+     * ws, local_mem */
+    {64, -1, 2, 64, 0, 8, 0, 0, 2, 131072,
+     "a producer warpgroup feeds 2 x 64 rows through a ring of 8 swizzled "
+     "64-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 314.9 / 295.0 "
+     "TFLOP/s non-causal / causal, 0.97x / 0.99x nv_mma (H200, 2026-12-02; "
+     "the unspecialized ring 0.93x): not chosen unless forced"},
+    {128, -1, 2, 64, 0, 7, 0, 0, 2, 131072,
+     "a producer warpgroup feeds 2 x 64 rows through a ring of 7 swizzled "
+     "64-key K/V tiles in 128 KiB, setmaxnreg 40/232: fp16 N = 8192 453.7 / "
+     "398.3 TFLOP/s non-causal / causal, 1.28x / 1.31x nv_mma (H200, "
+     "2026-12-02; with ping-pong 439.8 / 392.4)"},
 };
 
 #endif /* FLASHCL_NV_WGMMA_TILES_H */

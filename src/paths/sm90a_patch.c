@@ -243,3 +243,19 @@ char *sm90a_set_shared_bytes(const char *ptx, size_t size, size_t bytes,
         *out_size = o;
     return out;
 }
+
+size_t sm90a_shared_marker(const char *ptx, size_t size)
+{
+    static const char mark[] = "SM90A_SHARED_BYTES ";
+    const char *nul = memchr(ptx, '\0', size);
+    const size_t len = nul ? (size_t)(nul - ptx) : size;
+    for (size_t at = 0; at + sizeof mark - 1 <= len; ++at) {
+        if (memcmp(ptx + at, mark, sizeof mark - 1))
+            continue;
+        size_t n = 0, i = at + sizeof mark - 1;
+        for (; i < len && ptx[i] >= '0' && ptx[i] <= '9' && n <= 232448; ++i)
+            n = n * 10 + (size_t)(ptx[i] - '0');
+        return n > 49152 && n <= 232448 ? n : 0;
+    }
+    return 0;
+}

@@ -38,4 +38,11 @@ char *sm90a_patch_ptx(const char *ptx, size_t size, size_t *out_size,
 char *sm90a_set_shared_bytes(const char *ptx, size_t size, size_t bytes,
                              size_t *out_size, char *why, size_t why_cap);
 
+/* The bytes of local memory the kernel's tiles were sized for, from its
+ * comment `SM90A_SHARED_BYTES n` (the wgmma kernel leaves it when that is
+ * more than its source could declare); 0 without the comment or when n is
+ * outside 49153 .. 232448 (above the 48 KiB OpenCL C may declare, within
+ * an H100/H200 SM's 227 KiB). */
+size_t sm90a_shared_marker(const char *ptx, size_t size);
+
 #endif /* FLASHCL_SM90A_PATCH_H */
