@@ -4,8 +4,9 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [quick|ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [validate|quick|ceiling|smoke|tests|bench|all]   # default all
 #
+# validate (~6 min) the table's default (nv_wgmma at D = 128): see validate()
 # quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
 #        side by side: a smoke (flashcl run vs the float64 oracle, with the
 #        patched build's ptxas registers/spills) of each new configuration
@@ -310,13 +311,58 @@ ceiling() {
   echo "exit $?"; grep -E 'TFLOP/s|failed|ptxas info *: Used' "$OUT/ceiling.log"
 }
 
+# validate: the default the table now plans, checked where the runs of
+# 2026-12-02 could not (device time ran out): D = 128 calls without
+# FLASHCL_PATH must run on nv_wgmma and match the float64 oracle (fp16 and
+# bf16, causal or not, GQA, 1000 queries against 1100 keys and the
+# reverse), the core suites forced onto the path, then flashcl-bench of the
+# default against nv_mma (fp16+bf16, D 64/128, N 2048/8192/16384, causal
+# both) with a ratio table. ~6 minutes (SUITE_TIMEOUT bounds each suite).
+validate() {
+  echo "== the default path at D = 128"
+  : >"$OUT/validate.log"
+  for t in fp16 bf16; do for c in "" --causal; do for qk in "1000 1100" "1100 1000"; do
+    set -- $qk
+    FLASHCL_VERBOSE=1 timeout 60 $B/flashcl run --seqlen $1 --seqlen-k $2 --head-dim 128 \
+      --heads 4 --heads-kv 2 --dtype $t $c --reps 2 >"$OUT/v.log" 2>&1
+    rc=$?
+    cat "$OUT/v.log" >>"$OUT/validate.log"
+    echo "D128 $t ${c:-noncausal} $1x$2: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/v.log" | tail -1 | cut -c1-40)," \
+      "wgmma builds $(grep -c 'flash_fwd_wgmma' "$OUT/v.log"), fallbacks $(grep -c 'could not be built' "$OUT/v.log")," \
+      "ptxas warnings $(grep -c C75 "$OUT/v.log")"
+  done; done; done
+  SUITE_TIMEOUT=${SUITE_TIMEOUT:-150} tests
+  echo "== flashcl-bench: default against nv_mma"
+  for p in default nv_mma; do
+    env $([ $p = nv_mma ] && echo FLASHCL_PATH=nv_mma) timeout 200 $B/flashcl-bench --sgemm 0 \
+      --reps 5 --warmup 2 --check 2 --dtype fp16,bf16 --head-dim 64,128 \
+      --seqlen 2048,8192,16384 --causal both --csv "$OUT/validate_$p.csv" >"$OUT/validate_$p.log" 2>&1
+    echo "$p: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/validate_$p.log" | awk '{print $2}' | sort -g | tail -1)"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/validate_table.md"
+import csv, os, sys
+out = sys.argv[1]
+def rows(p):
+    r = {}
+    for x in csv.DictReader(l for l in open(os.path.join(out, f"validate_{p}.csv")) if not l.startswith("#")):
+        r[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+d, m = rows("default"), rows("nv_mma")
+print("| dtype | D | causal | N | default | nv_mma | ratio |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(d):
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {d[k]:.1f} | {m.get(k, float('nan')):.1f} | {d[k] / m[k] if k in m else float('nan'):.2f} |")
+PY
+}
+
 case "$what" in
   quick) quick ;;
+  validate) validate ;;
   ceiling) ceiling ;;
   smoke) smoke ;;
   tests) tests ;;
   bench) bench ;;
   all) ceiling; smoke; tests; bench ;;
-  *) echo "usage: $0 [quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
+  *) echo "usage: $0 [validate|quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
 esac
 rm -rf "$FLASHCL_CACHE_DIR"
