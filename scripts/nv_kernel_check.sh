@@ -143,6 +143,9 @@ CHECK_BASE='wgmma\.mma_async' check "wgmma ws4 S ahead D128 fp16" $wg \
 CHECK_BASE='wgmma\.mma_async' check "wgmma ws1 Q in local memory (no swizzle)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=1 -DFLASHCL_NV_WGMMA_SWIZZLE=0 -DFLASHCL_NV_WGMMA_QSMEM=1" \
   "$mb" 'bar\.sync 3, 128'
+CHECK_BASE='wgmma\.mma_async' check "wgmma ws4 swizzled, Q in local memory, causal" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1 -DFLASHCL_NV_WGMMA_QSMEM=1" \
+  "$mb" 'bar\.sync 4, 128' '\.align 1024'
 CHECK_BASE='wgmma\.mma_async' check "wgmma ring r6 D64 (no producer)" $wg \
   "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
   "!$mb" 'cp\.async\.wait_group'

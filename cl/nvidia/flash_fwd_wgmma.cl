@@ -264,7 +264,12 @@ typedef float real_t;
 #define WG_STR(x) WG_STR_(x)
 /* 1 (warp-specialized schedule): Q in local memory, S = Q K^T with both
  * operands from there (SS), as FlashAttention-3 does, instead of Q as
- * register A fragments (32 registers a thread fewer at D = 128). */
+ * register A fragments (32 registers a thread fewer at D = 128: S ahead
+ * with the swizzled tiles then fits the consumers' 232 registers, which
+ * it does not with Q in registers, ptxas C7512). Measured unswizzled
+ * only (no gain, 2026-12-02); an experiment: FLASHCL_NV_WGMMA_DEFINES,
+ * with a ring that leaves the 32 KiB (FLASHCL_NV_WGMMA_RING=5 at D = 128
+ * in 128 KiB; the host does not count Q). */
 #ifndef FLASHCL_NV_WGMMA_QSMEM
 #define FLASHCL_NV_WGMMA_QSMEM 0
 #endif
@@ -365,9 +370,6 @@ typedef float real_t;
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SWIZZLE must be 0 or 1"
 #endif
 #define WG_SWIZZLE FLASHCL_NV_WGMMA_SWIZZLE
-#if WG_SWIZZLE && FLASHCL_NV_WGMMA_QSMEM
-#error "flash_fwd_wgmma: Q in local memory has no swizzled layout yet"
-#endif
 #define WG_SW_REGION (WG_BN * 128) /* bytes of one 64-column region */
 #if WG_SWIZZLE
 /* K-major k16 step c: region c / 4, 32 bytes a step inside the 128-byte
@@ -476,10 +478,9 @@ typedef float real_t;
 #define WG_S0_ISSUE_(S, kbuf)                                                  \
     do {                                                                       \
         NV_WG_FENCE();                                                         \
-        NV_WG_MMA0_SS_N64(S, qdesc, WG_K_DESC(kbuf, 0));                       \
+        NV_WG_MMA0_SS_N64(S, WG_Q_DESC(0), WG_K_DESC(kbuf, 0));                \
         _Pragma("unroll") for (int c_ = 1; c_ < WG_KC; ++c_)                   \
-            NV_WG_MMA_SS_N64(S, NV_WG_DESC_ADD(qdesc, c_ * 256),               \
-                             WG_K_DESC(kbuf, c_));                             \
+            NV_WG_MMA_SS_N64(S, WG_Q_DESC(c_), WG_K_DESC(kbuf, c_));           \
         NV_WG_COMMIT();                                                        \
     } while (0)
 #else
@@ -755,13 +756,22 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         const int qt = tid & 127;
         _Pragma("unroll") for (int ci = 0; ci < 64 * WG_CPR / 128; ++ci) {
             const int l = qt + ci * 128;
+#if WG_SWIZZLE /* as WG_LOAD_TILE: 64 rows, so the regions are K's */
+            const int r = (l >> 3) % 64;
+            const int c = (l / (8 * 64)) * 8 + (l & 7);
+            const uint at = (uint)((l / (8 * 64)) * WG_SW_REGION +
+                                   (r >> 3) * 1024 + (r & 7) * 128 +
+                                   (((l & 7) ^ (r & 7)) << 4));
+#else
             const int r = (l / (8 * WG_CPR)) * 8 + (l & 7);
             const int c = (l >> 3) % WG_CPR;
+            const uint at = (uint)(l * 16);
+#endif
             const int row = m0_q + r;
             const bool ok = row < seqlen_q;
             __global const STORAGE_T *gq =
                 qp + (ok ? (ulong)row * qs : (ulong)0) + (ulong)(c * 8);
-            NV_CP_ASYNC16(qbuf + (uint)(l * 16), gq, ok ? 16u : 0u);
+            NV_CP_ASYNC16(qbuf + at, gq, ok ? 16u : 0u);
         }
         NV_CP_COMMIT();
         NV_CP_WAIT_ALL();
@@ -771,7 +781,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         else
             NV_BAR_SYNC("4", "128");
     }
+#if WG_SWIZZLE
+#define WG_Q_DESC(c) WG_K_DESC(qbuf, c) /* BN = 64: the same regions */
+#else
     const ulong qdesc = nv_wg_desc(qbuf, 128, WG_GROUPB);
+#define WG_Q_DESC(c) NV_WG_DESC_ADD(qdesc, (c) * 256)
+#endif
 #else
     /* ---- Q: A fragments straight from global memory ------------------ */
     uint qf[WG_KC][4];
