@@ -173,6 +173,13 @@ static int parse_options(int argc, char **argv, bench_options *opt)
         else if (!strcmp(arg, "--seqlen"))
             opt->num_seqlens = parse_list(value, opt->seqlens, MAX_LIST);
         else if (!strcmp(arg, "--causal")) {
+            /* anything else used to mean both ("no" ran causal too) */
+            if (strcmp(value, "0") && strcmp(value, "1") &&
+                strcmp(value, "both")) {
+                fprintf(stderr, "flashcl-bench: --causal takes 0, 1 or "
+                                "both, not %s\n", value);
+                return -1;
+            }
             opt->num_causal = 0;
             if (strcmp(value, "1") != 0)
                 opt->causal_modes[opt->num_causal++] = 0;
