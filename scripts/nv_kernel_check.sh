@@ -127,26 +127,28 @@ check "split tensor-core kernel, combine kernel" $split \
 wg=cl/nvidia/flash_fwd_wgmma.cl
 ws="-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_LOCAL_MEM_BYTES=131072 -DFLASHCL_NV_WGMMA_DECLARED_SMEM=49152 -DFLASHCL_NV_WGMMA_MAXNREG=168"
 mb='mbarrier\.try_wait\.parity'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws2 D128 bf16 causal (the table)" $wg \
+# check, with the wgmma itself as what every configuration must have
+wcheck() { CHECK_BASE='wgmma\.mma_async' check "$@"; }
+wcheck "wgmma ws2 D128 bf16 causal (the table)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2" \
   "$mb" 'cp\.async\.mbarrier\.arrive\.noinc' 'setmaxnreg\.inc' 'SM90A_SHARED_BYTES 131072' \
   'SM90A_MAXNREG 168' '\.align 1024' 'm64n64k16' 'm64n128k16'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws2 D64 fp16 (the table)" $wg \
+wcheck "wgmma ws2 D64 fp16 (the table)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2" \
   "$mb" 'setmaxnreg\.dec' '!bar\.sync 1'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws3 ping-pong D128 fp16 causal" $wg \
+wcheck "wgmma ws3 ping-pong D128 fp16 causal" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1" \
   "$mb" 'bar\.sync 1, 256' 'bar\.arrive 2, 256'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws4 S ahead D128 fp16" $wg \
+wcheck "wgmma ws4 S ahead D128 fp16" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1" \
   "$mb" 'wgmma\.wait_group\.sync\.aligned 1'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws1 Q in local memory (no swizzle)" $wg \
+wcheck "wgmma ws1 Q in local memory (no swizzle)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=1 -DFLASHCL_NV_WGMMA_SWIZZLE=0 -DFLASHCL_NV_WGMMA_QSMEM=1" \
   "$mb" 'bar\.sync 3, 128'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ws4 swizzled, Q in local memory, causal" $wg \
+wcheck "wgmma ws4 swizzled, Q in local memory, causal" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1 -DFLASHCL_NV_WGMMA_QSMEM=1" \
   "$mb" 'bar\.sync 4, 128' '\.align 1024'
-CHECK_BASE='wgmma\.mma_async' check "wgmma ring r6 D64 (no producer)" $wg \
+wcheck "wgmma ring r6 D64 (no producer)" $wg \
   "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
   "!$mb" 'cp\.async\.wait_group'
 python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||

@@ -387,12 +387,12 @@ typedef float real_t;
     nv_wg_desc((vbuf) + (uint)((kk) * 2 * WG_GROUPB), WG_GROUPB, 128)
 #endif
 
-/* Copies rows n0 .. n0 + BN - 1 of `src` (row stride rs) into the tile at
- * local byte address `dst`, in the core-matrix layout: chunk (key r, 16-byte
- * column chunk c) at ((r / 8) * CPR + c) * 128 + (r % 8) * 16. Thread t of
- * the WG_LOADERS copying threads writes the consecutive 16-byte slots t,
- * t + WG_LOADERS, ...: a warp fills 512 contiguous bytes. Rows at or past
- * nmax are zero-filled. */
+/* WG_LOAD_TILE copies rows n0 .. n0 + BN - 1 of `src` (row stride rs)
+ * into the tile at local byte address `dst`, in the tile layout
+ * (WG_CHUNK: interleaved, chunk (key r, 16-byte column chunk c) at
+ * ((r / 8) * CPR + c) * 128 + (r % 8) * 16; or swizzled). Thread t of the
+ * WG_LOADERS copying threads takes chunks t, t + WG_LOADERS, ... Rows at
+ * or past nmax are zero-filled. */
 #if WG_WS
 #define WG_LOADERS 128 /* the producer warpgroup */
 #else
@@ -401,48 +401,46 @@ typedef float real_t;
 #if (WG_BN * WG_CPR) % WG_LOADERS
 #error "flash_fwd_wgmma: a K/V tile must split evenly over the copying threads"
 #endif
+/* Chunk L of a tile of ROWS rows, as the copying threads share it out:
+ * its row R, its 16-byte column chunk C and its byte offset AT in the
+ * tile's layout. Swizzled: a warp copies 4 rows x 128 bytes (whole lines)
+ * of one 64-column region; chunk c8 of row r goes to chunk c8 ^ (r % 8) of
+ * its 128-byte row in the atom, so the warp's 512 bytes land contiguous.
+ * Interleaved: a warp copies 8 rows x 64 bytes into 512 contiguous
+ * bytes. */
 #if WG_SWIZZLE
-/* Swizzled: a warp copies 4 rows x 128 bytes (whole lines) of one 64-column
- * region; chunk c8 of row r goes to chunk c8 ^ (r % 8) of its 128-byte
- * row in the atom, so the warp's 512 bytes land contiguous. */
-#define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+#define WG_CHUNK(L, ROWS, R, C, AT)                                            \
     do {                                                                       \
-        const bool full_ = (n0) + WG_BN <= (nmax);                             \
-        _Pragma("unroll") for (int ci_ = 0;                                    \
-                               ci_ < WG_BN * WG_CPR / WG_LOADERS; ++ci_)       \
-        {                                                                      \
-            const int l_ = tid + ci_ * WG_LOADERS;                             \
-            const int kb_ = l_ / (8 * WG_BN);                                  \
-            const int r_ = (l_ >> 3) % WG_BN;                                  \
-            const int c8_ = l_ & 7;                                            \
-            const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
-            __global const STORAGE_T *g_ =                                     \
-                (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
-                (ulong)((kb_ * 8 + c8_) * 8);                                  \
-            NV_CP_ASYNC16((dst) + (uint)(kb_ * WG_SW_REGION + (r_ >> 3) * 1024 + \
-                                         (r_ & 7) * 128 +                     \
-                                         ((c8_ ^ (r_ & 7)) << 4)),             \
-                          g_, ok_ ? 16u : 0u);                                 \
-        }                                                                      \
+        const int kb_ = (L) / (8 * (ROWS));                                    \
+        R = ((L) >> 3) % (ROWS);                                               \
+        C = kb_ * 8 + ((L)&7);                                                 \
+        AT = (uint)(kb_ * (ROWS)*128 + (R >> 3) * 1024 + (R & 7) * 128 +       \
+                    ((((L)&7) ^ (R & 7)) << 4));                               \
     } while (0)
 #else
+#define WG_CHUNK(L, ROWS, R, C, AT)                                            \
+    do {                                                                       \
+        R = ((L) / (8 * WG_CPR)) * 8 + ((L)&7);                                \
+        C = ((L) >> 3) % WG_CPR;                                               \
+        AT = (uint)((L)*16);                                                   \
+    } while (0)
+#endif
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     do {                                                                       \
         const bool full_ = (n0) + WG_BN <= (nmax);                             \
         _Pragma("unroll") for (int ci_ = 0;                                    \
                                ci_ < WG_BN * WG_CPR / WG_LOADERS; ++ci_)       \
         {                                                                      \
-            const int l_ = tid + ci_ * WG_LOADERS;                             \
-            const int r_ = (l_ / (8 * WG_CPR)) * 8 + (l_ & 7);                 \
-            const int c_ = (l_ >> 3) % WG_CPR;                                 \
+            int r_, c_;                                                        \
+            uint at_;                                                          \
+            WG_CHUNK(tid + ci_ * WG_LOADERS, WG_BN, r_, c_, at_);              \
             const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
             __global const STORAGE_T *g_ =                                     \
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
                 (ulong)(c_ * 8);                                               \
-            NV_CP_ASYNC16((dst) + (uint)(l_ * 16), g_, ok_ ? 16u : 0u);        \
+            NV_CP_ASYNC16((dst) + at_, g_, ok_ ? 16u : 0u);                    \
         }                                                                      \
     } while (0)
-#endif
 
 /* The steps of one key tile, shared by both schedules. They use the
  * kernel's locals (sc, acc, qf, pa, alpha, row_max, row_sum, ...). */
@@ -755,18 +753,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     {
         const int qt = tid & 127;
         _Pragma("unroll") for (int ci = 0; ci < 64 * WG_CPR / 128; ++ci) {
-            const int l = qt + ci * 128;
-#if WG_SWIZZLE /* as WG_LOAD_TILE: 64 rows, so the regions are K's */
-            const int r = (l >> 3) % 64;
-            const int c = (l / (8 * 64)) * 8 + (l & 7);
-            const uint at = (uint)((l / (8 * 64)) * WG_SW_REGION +
-                                   (r >> 3) * 1024 + (r & 7) * 128 +
-                                   (((l & 7) ^ (r & 7)) << 4));
-#else
-            const int r = (l / (8 * WG_CPR)) * 8 + (l & 7);
-            const int c = (l >> 3) % WG_CPR;
-            const uint at = (uint)(l * 16);
-#endif
+            int r, c;
+            uint at;
+            WG_CHUNK(qt + ci * 128, 64, r, c, at);
             const int row = m0_q + r;
             const bool ok = row < seqlen_q;
             __global const STORAGE_T *gq =
