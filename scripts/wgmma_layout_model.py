@@ -6,7 +6,7 @@
 # no-swizzle layouts (CUTLASS make_gmma_desc comments, in bytes):
 #  K-major: (n,k) at start + (n%8)*16 + (n//8)*SBO + (k//8)*LBO + (k%8)*2
 #  MN-major: (k,n) at start + (k%8)*16 + (k//8)*LBO + (n//8)*SBO + (n%8)*2
-for D, BN, THREADS in [(d, bn, t) for d in (64, 128) for bn in (32, 64, 128)
+for D, BN, THREADS in [(d, bn, t) for d in (64, 128, 256) for bn in (32, 64, 128)
                        for t in (128, 256)]:
     CPR = D // 8
     GROUPB = CPR * 128
@@ -48,12 +48,28 @@ def swizzle128(a):
     return a ^ (((a >> 7) & 7) << 4)
 
 
-for D, BN in [(d, bn) for d in (64, 128) for bn in (32, 64, 128)]:
+def chunk(t, ci, loaders, rows):
+    """WG_CHUNK (swizzled) as the kernel writes it: chunk ci of thread t."""
+    per = 8 * rows // loaders
+    kb, rs = ci // per, ci % per
+    tr, tc = t >> 3, t & 7
+    r = tr + rs * (loaders // 8)
+    at = (kb * rows * 128 + rs * (loaders // 64) * 1024 +
+          (tr >> 3) * 1024 + (tr & 7) * 128 + ((tc ^ (tr & 7)) << 4))
+    return r, kb * 8 + tc, at
+
+
+for D, BN in [(d, bn) for d in (64, 128, 256) for bn in (32, 64, 128)]:
     CPR, REG = D // 8, BN * 128
     smem = {}
     for l in range(BN * CPR):  # the copy of WG_LOAD_TILE (swizzled)
         kb, r, c8 = l // (8 * BN), (l >> 3) % BN, l & 7
         a = kb * REG + (r // 8) * 1024 + (r % 8) * 128 + ((c8 ^ (r % 8)) * 16)
+        # the kernel's form: thread t = l % loaders, its chunk ci = l // loaders
+        for loaders in (128, 256):
+            if (BN * CPR) % loaders == 0:
+                assert chunk(l % loaders, l // loaders, loaders, BN) == \
+                    (r, kb * 8 + c8, a), (D, BN, loaders, l)
         for e in range(8):
             assert a + 2 * e not in smem
             smem[a + 2 * e] = (r, (kb * 8 + c8) * 8 + e)

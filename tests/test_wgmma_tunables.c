@@ -3,7 +3,8 @@
  * through flashcl_path_tunable, the host's legality rules
  * (src/paths/nv_wgmma_config.c, compiled in) on hand-derived cases, and
  * the rules against the kernel's own: every set of the search space, at
- * D = 64 and 128 with the 48 KiB NVIDIA's OpenCL reports, is given to the
+ * D = 64 and 128 with the 48 KiB NVIDIA's OpenCL reports and at D = 256
+ * with the 224 KiB of its table entry, is given to the
  * C preprocessor with the options the path passes
  * (cl/nvidia/flash_fwd_wgmma.cl's #error rules run there): a set the host
  * accepts must preprocess cleanly, one the host refuses for a kernel rule
@@ -21,6 +22,10 @@
 #include <sys/wait.h>
 
 #define LOCAL_MEM 49152u
+/* D = 256 sizes its tiles for what the PTX patch gives (the table's 224
+ * KiB: Q's 64 KiB and 5 slots of 32 KiB with their mbarriers) */
+#define LOCAL_MEM_256 229456u
+static unsigned mem_for(int d) { return d == 256 ? LOCAL_MEM_256 : LOCAL_MEM; }
 #define NUM_TUNABLES (sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0])
 
 /* A set of the declared tunables (values in declaration order) by name. */
@@ -41,7 +46,7 @@ static nv_wgmma_cfg cfg_of(const int v[NUM_TUNABLES])
 
 static bool legal(const nv_wgmma_cfg *c, int d, char *why, size_t cap)
 {
-    return nv_wgmma_legal(c, d, LOCAL_MEM, 1024, why, cap);
+    return nv_wgmma_legal(c, d, mem_for(d), 1024, why, cap);
 }
 
 START_TEST(declared_through_the_api)
@@ -129,6 +134,40 @@ static const struct {
     {64, {1, 64, 4, 0, 0, 0, 0, 3}, "2 consumer"},
 };
 
+/* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer warpgroups, 32
+ * KiB with 1; a slot is 32 KiB plus 16 bytes of mbarriers. */
+static const struct {
+    nv_wgmma_cfg c;
+    const char *refusal;
+} cases_256[] = {
+    {{2, 64, 5, 0, 0, 0, 0, 2}, NULL},  /* 64 K + 5 x (32 K + 16) */
+    {{2, 64, 6, 0, 0, 0, 0, 2}, "local memory"},
+    {{1, 64, 5, 0, 0, 0, 0, 1}, NULL},  /* 32 K + 5 x (32 K + 16) */
+    {{1, 64, 6, 0, 0, 0, 0, 1}, "local memory"}, /* 16 bytes over */
+    {{2, 64, 5, 0, 0, 0, 0, 3}, NULL},
+    {{2, 32, 5, 0, 0, 0, 0, 2}, "64-key"},
+    {{2, 128, 2, 0, 0, 0, 0, 2}, "64-key"},
+    {{2, 64, 3, 1, 1, 0, 0, 0}, "warp-specialized"},
+    {{2, 64, 0, 0, 0, 1, 0, 0}, "warp-specialized"},
+};
+
+START_TEST(d256_cases)
+{
+    char why[160] = "";
+    const bool ok = legal(&cases_256[_i].c, 256, why, sizeof why);
+    if (!cases_256[_i].refusal)
+        ck_assert_msg(ok, "D=256 case %d refused: %s", _i, why);
+    else
+        ck_assert_msg(!ok && strstr(why, cases_256[_i].refusal),
+                      "D=256 case %d: %s, \"%s\" (want \"%s\")", _i,
+                      ok ? "accepted" : "refused", why,
+                      cases_256[_i].refusal);
+    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases_256[_i].c, 256),
+                      (unsigned)cases_256[_i].c.warpgroups * 32768u);
+    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases_256[_i].c, 128), 0);
+}
+END_TEST
+
 START_TEST(hand_derived_cases)
 {
     char why[160] = "";
@@ -163,7 +202,8 @@ static int each_set(void (*fn)(const nv_wgmma_cfg *, int d, void *),
         const nv_wgmma_cfg c = cfg_of(v);
         fn(&c, 64, arg);
         fn(&c, 128, arg);
-        n += 2;
+        fn(&c, 256, arg);
+        n += 3;
         size_t i = 0;
         while (i < NUM_TUNABLES && ++index[i] == nv_wgmma_tunables[i].count)
             index[i++] = 0;
@@ -183,7 +223,7 @@ static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
              "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
              "-DFLASHCL_WG_SIZE=%d -DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
              "-DFLASHCL_LOCAL_MEM_BYTES=%u%s", d, d, dtype, causal,
-             nv_wgmma_threads(c), 64 * c->warpgroups, c->block_n, LOCAL_MEM,
+             nv_wgmma_threads(c), 64 * c->warpgroups, c->block_n, mem_for(d),
              schedule);
 }
 
@@ -250,7 +290,7 @@ START_TEST(host_rules_match_the_kernel)
     const int total = each_set(agree, &s);
     ck_assert_int_gt(s.legal, 20);
     ck_assert_int_gt(s.kernel_refused, 20);
-    printf("nv_wgmma tunables: %d sets (D 64/128), %d preprocessed (%d "
+    printf("nv_wgmma tunables: %d sets (D 64/128/256), %d preprocessed (%d "
            "legal, %d refused by both), %d refused as duplicates\n", total,
            s.checked, s.legal, s.kernel_refused, s.duplicates);
 }
@@ -280,6 +320,7 @@ int main(int argc, char **argv)
     const test_entry tests[] = {{declared_through_the_api, 0},
                                 {table_entries_legal, 0},
                                 {hand_derived_cases, (int)LENGTH(cases)},
+                                {d256_cases, (int)LENGTH(cases_256)},
                                 {host_rules_match_the_kernel, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));

@@ -30,7 +30,7 @@
  * see no key write O = 0 and LSE = -inf. The exponent is the exact form
  * 2^((s - m) * scale log2 e), so no fix-up pass is needed.
  *
- * Host guarantees on this path: D = D_v = 64 or 128, fp16 or bf16, dim
+ * Host guarantees on this path: D = D_v = 64, 128 or 256, fp16 or bf16, dim
  * stride 1, 16-byte-aligned rows, no score variant, no window, bottom-right
  * causal or none.
  */
@@ -75,8 +75,8 @@
 #define FLASHCL_DIM_CONTIGUOUS 1
 #endif
 
-#if FLASHCL_HEAD_DIM != 64 && FLASHCL_HEAD_DIM != 128
-#error "flash_fwd_wgmma: FLASHCL_HEAD_DIM must be 64 or 128"
+#if FLASHCL_HEAD_DIM != 64 && FLASHCL_HEAD_DIM != 128 && FLASHCL_HEAD_DIM != 256
+#error "flash_fwd_wgmma: FLASHCL_HEAD_DIM must be 64, 128 or 256"
 #endif
 #if FLASHCL_HEAD_DIM_V != FLASHCL_HEAD_DIM
 #error "flash_fwd_wgmma: FLASHCL_HEAD_DIM_V must equal FLASHCL_HEAD_DIM"
@@ -270,11 +270,16 @@ typedef float real_t;
  * only (no gain, 2026-12-02); an experiment: FLASHCL_NV_WGMMA_DEFINES,
  * with a ring that leaves the 32 KiB (FLASHCL_NV_WGMMA_RING=5 at D = 128
  * in 128 KiB; the host does not count Q). */
+/* D = 256 needs it: O takes 128 accumulator registers a thread, S 32 and
+ * P 16, so Q's 64 A-fragment registers would not fit beside them. */
 #ifndef FLASHCL_NV_WGMMA_QSMEM
-#define FLASHCL_NV_WGMMA_QSMEM 0
+#define FLASHCL_NV_WGMMA_QSMEM (WG_D == 256)
 #endif
 #if FLASHCL_NV_WGMMA_QSMEM && (!WG_WS || WG_BN != 64)
 #error "flash_fwd_wgmma: Q in local memory is written for the warp-specialized schedule with 64-key tiles"
+#endif
+#if WG_D == 256 && !FLASHCL_NV_WGMMA_QSMEM
+#error "flash_fwd_wgmma: D = 256 keeps Q in local memory (FLASHCL_NV_WGMMA_QSMEM=1, the warp-specialized schedule, 64-key tiles)"
 #endif
 #define WG_QB (FLASHCL_NV_WGMMA_QSMEM ? WG_CONSUMER_THREADS / 2 * WG_D * 2 : 0)
 #if WG_RING && WG_WS
@@ -328,8 +333,10 @@ typedef float real_t;
 #endif
 #if WG_D == 64
 #define WG_MMA_PV NV_WG_MMA_N64
-#else
+#elif WG_D == 128
 #define WG_MMA_PV NV_WG_MMA_N128
+#else
+#define WG_MMA_PV NV_WG_MMA_N256
 #endif
 #if WG_BN == 32
 #define WG_MMA_S NV_WG_MMA_N32
@@ -401,28 +408,41 @@ typedef float real_t;
 #if (WG_BN * WG_CPR) % WG_LOADERS
 #error "flash_fwd_wgmma: a K/V tile must split evenly over the copying threads"
 #endif
-/* Chunk L of a tile of ROWS rows, as the copying threads share it out:
- * its row R, its 16-byte column chunk C and its byte offset AT in the
- * tile's layout. Swizzled: a warp copies 4 rows x 128 bytes (whole lines)
- * of one 64-column region; chunk c8 of row r goes to chunk c8 ^ (r % 8) of
- * its 128-byte row in the atom, so the warp's 512 bytes land contiguous.
- * Interleaved: a warp copies 8 rows x 64 bytes into 512 contiguous
- * bytes. */
+/* Chunk CI (0, 1, ...) of copying thread T (of LOADERS) in a tile of
+ * ROWS rows: its row R, its 16-byte column chunk C and its byte offset AT
+ * in the tile's layout; the threads take chunks T + CI * LOADERS in turn.
+ * Swizzled: a warp copies 4 rows x 128 bytes (whole lines) of one
+ * 64-column region; chunk c8 of row r goes to chunk c8 ^ (r % 8) of its
+ * 128-byte row in the atom, so the warp's 512 bytes land contiguous.
+ * Written with CI's part (the region kb_, the row step rs_) apart from
+ * T's, so that AT is T's offset plus a constant for each unrolled CI: the
+ * producer's 40 registers then need not hold one offset per chunk (at D =
+ * 256, 16 of them, they spilled). Needs LOADERS % 64 == 0 and 8 * ROWS %
+ * LOADERS == 0 (checked below); scripts/wgmma_layout_model.py checks it
+ * against the chunk numbering T + CI * LOADERS. Interleaved: a warp
+ * copies 8 rows x 64 bytes into 512 contiguous bytes. */
 #if WG_SWIZZLE
-#define WG_CHUNK(L, ROWS, R, C, AT)                                            \
+#define WG_CHUNK(T, CI, LOADERS, ROWS, R, C, AT)                               \
     do {                                                                       \
-        const int kb_ = (L) / (8 * (ROWS));                                    \
-        R = ((L) >> 3) % (ROWS);                                               \
-        C = kb_ * 8 + ((L)&7);                                                 \
-        AT = (uint)(kb_ * (ROWS)*128 + (R >> 3) * 1024 + (R & 7) * 128 +       \
-                    ((((L)&7) ^ (R & 7)) << 4));                               \
+        const int per_ = 8 * (ROWS) / (LOADERS); /* steps of a region */       \
+        const int kb_ = (CI) / per_, rs_ = (CI) % per_;                        \
+        const int tr_ = (T) >> 3, tc_ = (T)&7;                                 \
+        R = tr_ + rs_ * ((LOADERS) / 8);                                       \
+        C = kb_ * 8 + tc_;                                                     \
+        AT = (uint)(kb_ * (ROWS)*128 + rs_ * ((LOADERS) / 64) * 1024) +        \
+             (uint)((tr_ >> 3) * 1024 + (tr_ & 7) * 128 +                      \
+                    ((tc_ ^ (tr_ & 7)) << 4));                                 \
     } while (0)
+#if WG_LOADERS % 64 || (8 * WG_BN) % WG_LOADERS || 512 % WG_LOADERS
+#error "flash_fwd_wgmma: the swizzled copy needs 64 | copying threads | 8 x tile rows (and 8 x 64 Q rows)"
+#endif
 #else
-#define WG_CHUNK(L, ROWS, R, C, AT)                                            \
+#define WG_CHUNK(T, CI, LOADERS, ROWS, R, C, AT)                               \
     do {                                                                       \
-        R = ((L) / (8 * WG_CPR)) * 8 + ((L)&7);                                \
-        C = ((L) >> 3) % WG_CPR;                                               \
-        AT = (uint)((L)*16);                                                   \
+        const int l_ = (T) + (CI) * (LOADERS);                                 \
+        R = (l_ / (8 * WG_CPR)) * 8 + (l_ & 7);                                \
+        C = (l_ >> 3) % WG_CPR;                                                \
+        AT = (uint)(l_ * 16);                                                  \
     } while (0)
 #endif
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
@@ -433,7 +453,7 @@ typedef float real_t;
         {                                                                      \
             int r_, c_;                                                        \
             uint at_;                                                          \
-            WG_CHUNK(tid + ci_ * WG_LOADERS, WG_BN, r_, c_, at_);              \
+            WG_CHUNK(tid, ci_, WG_LOADERS, WG_BN, r_, c_, at_);              \
             const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
             __global const STORAGE_T *g_ =                                     \
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
@@ -755,7 +775,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         _Pragma("unroll") for (int ci = 0; ci < 64 * WG_CPR / 128; ++ci) {
             int r, c;
             uint at;
-            WG_CHUNK(qt + ci * 128, 64, r, c, at);
+            WG_CHUNK(qt, ci, 128, 64, r, c, at);
             const int row = m0_q + r;
             const bool ok = row < seqlen_q;
             __global const STORAGE_T *gq =

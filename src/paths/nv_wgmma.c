@@ -7,10 +7,10 @@
  * wide) and the mma.sync path runs this and every later call, with the
  * reason in describe's `skipped`.
  *
- * Scope: D = D_v = 64 or 128, fp16/bf16, causal or not (bottom-right),
- * GQA, LSE, any scale; every other call goes to nv_mma. Policy: chosen
- * without being forced where its table entry measured faster than nv_mma
- * on the H200 (measured_faster: D = 128), else only with
+ * Scope: D = D_v = 64, 128 or 256, fp16/bf16, causal or not
+ * (bottom-right), GQA, LSE, any scale; every other call goes to nv_mma.
+ * Policy: chosen without being forced where its table entry measured
+ * faster than nv_mma on the H200 (measured_faster: all three), else only with
  * FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
@@ -25,12 +25,12 @@
 
 /* Where the path runs without being forced: the head dims whose table
  * entry measured faster than nv_mma on the H200 on every row measured
- * (bench/results/h200-2026-12-02-wgmma.md): D = 128, the warp-specialized
- * schedule with the swizzled tiles in 128 KiB (1.28x / 1.31x nv_mma at
- * N = 8192, non-causal / causal, fp16). D = 64 is not (0.97x / 0.99x). */
+ * (bench/results/h200-2026-12-02-wgmma.md): all three since the 128-key
+ * tiles (D = 64 and 128) and Q in local memory (D = 256). Kept as the
+ * place to take a head dim back out. */
 static bool measured_faster(const problem *p)
 {
-    return p->head_dim == 128;
+    return p->head_dim == 64 || p->head_dim == 128 || p->head_dim == 256;
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
@@ -167,9 +167,9 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "wgmma kernel: plain and bottom-right causal "
                                 "attention only");
     if (p->head_dim != p->head_dim_v ||
-        (p->head_dim != 64 && p->head_dim != 128))
-        return refuse(why, cap, "wgmma kernel: head dims 64 and 128 only "
-                                "(D = D_v)");
+        (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256))
+        return refuse(why, cap, "wgmma kernel: head dims 64, 128 and 256 "
+                                "only (D = D_v)");
     if (!rows_aligned(p))
         return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
     /* Reasons never name the path "nv_mma": the tests find a path's own
@@ -306,13 +306,19 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
     if (2 * tile_bytes(p, c->block_n) > mem)
         c->block_n = 64;
     c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 4, c->ws);
+    if (p->head_dim == 256) { /* Q in local memory: see nv_wgmma_legal */
+        c->block_n = 64;
+        if (!c->ws)
+            c->ws = c->warpgroups == 2 ? 2 : 1;
+    }
     c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
     c->lag = c->sahead ? 1
              : c->ws   ? 0
                        : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
-    /* ws: two mbarriers (16 bytes) beside each slot */
-    const uint64_t fit =
-        mem / (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
+    /* ws: two mbarriers (16 bytes) beside each slot; D = 256: Q first */
+    const uint64_t q = nv_wgmma_q_bytes(c, (int)p->head_dim);
+    const uint64_t fit = (mem > q ? mem - q : 0) /
+                         (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
     int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
                        c->ws && !c->ring ? (int)(fit < 8 ? fit : 8) : c->ring);
     if ((uint64_t)ring > fit)
@@ -392,10 +398,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
-    "Hopper wgmma kernel for fp16/bf16 (head dims 64 and 128, causal; "
-    "sm_90a through a PTX patch, 128 KiB of local memory, a producer "
-    "warpgroup; the default at D = 128, D = 64 only with "
-    "FLASHCL_PATH=nv_wgmma)",
+    "Hopper wgmma kernel for fp16/bf16 (head dims 64, 128 and 256, "
+    "causal; sm_90a through a PTX patch, up to 224 KiB of local memory, a "
+    "producer warpgroup; the default for those calls on sm_90)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};

@@ -63,7 +63,12 @@ uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim)
 {
     const int slots = c->ring ? c->ring : c->overlap ? 3 : 2;
     return (uint64_t)slots * (uint64_t)c->block_n * (uint64_t)head_dim * 2 +
-           (c->ws ? 16u * (uint64_t)slots : 0);
+           (c->ws ? 16u * (uint64_t)slots : 0) + nv_wgmma_q_bytes(c, head_dim);
+}
+
+uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim)
+{
+    return head_dim == 256 ? (uint64_t)c->warpgroups * 64u * 256u * 2u : 0;
 }
 
 int nv_wgmma_threads(const nv_wgmma_cfg *c)
@@ -85,14 +90,21 @@ bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
 {
     if (!legal_values(c, why, cap) || !legal_schedule(c, why, cap))
         return false;
+    /* D = 256: Q in local memory, which the kernel has written for the
+     * warp-specialized schedule with 64-key tiles only */
+    if (head_dim == 256 && (!c->ws || c->block_n != 64))
+        return bad(why, cap, "D = 256 needs the warp-specialized schedule "
+                   "(ws >= 1) with 64-key tiles, not block_n %d",
+                   c->block_n);
     if (max_work_group && (size_t)nv_wgmma_threads(c) > max_work_group)
         return bad(why, cap, "%d warpgroups exceed the work-group limit",
                    c->warpgroups + (c->ws ? 1 : 0));
     const uint64_t need = nv_wgmma_smem_bytes(c, head_dim);
     if (need > local_mem) {
-        snprintf(why, cap, "K/V tiles of %d keys (%s) need %llu bytes of "
+        snprintf(why, cap, "K/V tiles of %d keys (%s%s) need %llu bytes of "
                  "local memory, the device has %llu", c->block_n,
                  c->ring ? "ring" : c->overlap ? "overlapped" : "K and V",
+                 nv_wgmma_q_bytes(c, head_dim) ? ", Q" : "",
                  (unsigned long long)need, (unsigned long long)local_mem);
         return false;
     }

@@ -62,8 +62,11 @@ typedef struct nv_wgmma_cfg {
 bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
                     size_t max_work_group, char *why, size_t cap);
 /* Local memory of its K/V tiles: ring slots, 3 overlapped, else 2; with
- * ws also two mbarriers per slot. */
+ * ws also two mbarriers per slot; at D = 256 also Q. */
 uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim);
+/* Local memory of its Q tiles: at D = 256 Q lives there (64 rows x 512
+ * bytes a consumer warpgroup), else in registers (0). */
+uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim);
 /* Threads of its work-group: 128 per warpgroup, one more with ws. */
 int nv_wgmma_threads(const nv_wgmma_cfg *c);
 /* The register cap the set runs under: its maxnreg, or with ws (one
@@ -73,7 +76,7 @@ int nv_wgmma_regs(const nv_wgmma_cfg *c);
 void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
 typedef struct nv_wgmma_tile {
-    int head_dim; /* 64 or 128 */
+    int head_dim; /* 64, 128 or 256 */
     int causal;   /* -1: either */
     int warpgroups;
     int block_n; /* keys per K/V tile: 64, or 128 where the tiles fit */
@@ -91,16 +94,22 @@ typedef struct nv_wgmma_tile {
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
     /* head_dim, causal, warpgroups, block_n, overlap, ring, lag, maxnreg,
      * ws, local_mem */
-    {64, -1, 2, 64, 0, 8, 0, 0, 2, 131072,
-     "a producer warpgroup feeds 2 x 64 rows through a ring of 8 swizzled "
-     "64-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 314.9 / 295.0 "
-     "TFLOP/s non-causal / causal, 0.97x / 0.99x nv_mma (H200, 2026-12-02; "
-     "the unspecialized ring 0.93x): not chosen unless forced"},
-    {128, -1, 2, 64, 0, 7, 0, 0, 2, 131072,
-     "a producer warpgroup feeds 2 x 64 rows through a ring of 7 swizzled "
-     "64-key K/V tiles in 128 KiB, setmaxnreg 40/232: fp16 N = 8192 453.7 / "
-     "398.3 TFLOP/s non-causal / causal, 1.28x / 1.31x nv_mma (H200, "
-     "2026-12-02; with ping-pong 439.8 / 392.4)"},
+    {64, -1, 2, 128, 0, 4, 0, 0, 2, 131072,
+     "a producer warpgroup feeds 2 x 64 rows through a ring of 4 swizzled "
+     "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 382.4 / 341.8 "
+     "TFLOP/s non-causal / causal, 1.18x / 1.13x nv_mma (H200, 2026-12-02; "
+     "64-key tiles, ring 8: 310.0 / 292.9)"},
+    {128, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
+     "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
+     "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
+     "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
+     "485.1 / 409.6; nv_mma 355.9 / 305.1)"},
+    {256, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
+     "Q (64 KiB) in local memory as the A operand of S, a producer "
+     "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
+     "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "
+     "8192 619.6 / 530.9 TFLOP/s non-causal / causal, 2.4x / 2.2x nv_mma "
+     "(H200, 2026-12-02)"},
 };
 
 #endif /* FLASHCL_NV_WGMMA_TILES_H */
