@@ -147,15 +147,39 @@
 typedef float real_t;
 #include "kernel_args.clh"
 
-#define WG_D FLASHCL_HEAD_DIM
+#define WG_D FLASHCL_HEAD_DIM /* the tiles' width: 64, 128 or 256 columns */
+/* The real head dim, FLASHCL_NV_DQ: a multiple of 8 above half the tiles'
+ * width (any up to 64 in the 64-column class). The copies zero-fill the
+ * columns past it (no global read), S = Q K^T takes its k16 steps only,
+ * P V the smallest wgmma N of 64, 96, 128, 192, 256 that covers it, and O
+ * is stored for its columns only. */
+#ifndef FLASHCL_NV_DQ
+#define FLASHCL_NV_DQ FLASHCL_HEAD_DIM
+#endif
+#define WG_DQ FLASHCL_NV_DQ
+#if WG_DQ % 8 || WG_DQ < 8 || WG_DQ > WG_D || (WG_D > 64 && 2 * WG_DQ <= WG_D)
+#error "flash_fwd_wgmma: FLASHCL_NV_DQ must be a multiple of 8 in (FLASHCL_HEAD_DIM / 2, FLASHCL_HEAD_DIM] (8 .. 64 at 64)"
+#endif
+#if WG_DQ <= 64
+#define WG_DN 64
+#elif WG_DQ <= 96
+#define WG_DN 96
+#elif WG_DQ <= 128
+#define WG_DN 128
+#elif WG_DQ <= 192
+#define WG_DN 192
+#else
+#define WG_DN 256
+#endif
 #define WG_BM FLASHCL_BLOCK_M
 #define WG_BN FLASHCL_BLOCK_N
 #define WG_THREADS FLASHCL_WG_SIZE /* 64 rows per warpgroup of 128 */
-#define WG_KC (WG_D / 16)   /* k16 steps of Q K^T */
+#define WG_KC ((WG_DQ + 15) / 16) /* k16 steps of Q K^T */
 #define WG_PC (WG_BN / 16)  /* k16 steps of P V */
 #define WG_SN (WG_BN / 2)   /* S accumulators per thread */
-#define WG_ON (WG_D / 2)    /* O accumulators per thread */
+#define WG_ON (WG_DN / 2)   /* O accumulators per thread */
 #define WG_CPR (WG_D / 8)   /* 16-byte chunks per K/V row */
+#define WG_CPQ (WG_DQ / 8)  /* of them, the real columns' */
 #define WG_TILEB (WG_BN * WG_D * 2) /* one K or V tile, bytes */
 #define WG_GROUPB (WG_CPR * 128)    /* 8 keys x D: one row of core matrices */
 /* 1: FlashAttention-3's intra-warpgroup overlap (the softmax of tile j
@@ -331,10 +355,14 @@ typedef float real_t;
 #else
 #define WG_PACK nv_pack_bf16
 #endif
-#if WG_D == 64
+#if WG_DN == 64
 #define WG_MMA_PV NV_WG_MMA_N64
-#elif WG_D == 128
+#elif WG_DN == 96
+#define WG_MMA_PV NV_WG_MMA_N96
+#elif WG_DN == 128
 #define WG_MMA_PV NV_WG_MMA_N128
+#elif WG_DN == 192
+#define WG_MMA_PV NV_WG_MMA_N192
 #else
 #define WG_MMA_PV NV_WG_MMA_N256
 #endif
@@ -445,6 +473,13 @@ typedef float real_t;
         AT = (uint)(l_ * 16);                                                  \
     } while (0)
 #endif
+/* Column chunk C holds real columns (a padded head dim zero-fills the
+ * rest). */
+#if WG_CPQ < WG_CPR
+#define WG_REAL_CHUNK(C) ((C) < WG_CPQ)
+#else
+#define WG_REAL_CHUNK(C) true
+#endif
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     do {                                                                       \
         const bool full_ = (n0) + WG_BN <= (nmax);                             \
@@ -454,7 +489,8 @@ typedef float real_t;
             int r_, c_;                                                        \
             uint at_;                                                          \
             WG_CHUNK(tid, ci_, WG_LOADERS, WG_BN, r_, c_, at_);              \
-            const bool ok_ = full_ || (n0) + r_ < (nmax);                      \
+            const bool ok_ =                                                   \
+                (full_ || (n0) + r_ < (nmax)) && WG_REAL_CHUNK(c_);            \
             __global const STORAGE_T *g_ =                                     \
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
                 (ulong)(c_ * 8);                                               \
@@ -607,7 +643,7 @@ typedef float real_t;
 #define WG_RESCALE_O()                                                         \
     do {                                                                       \
         if (!FLASHCL_NV_LAZY_RESCALE || nv_warp_any(grew)) {                   \
-            _Pragma("unroll") for (int d_ = 0; d_ < WG_D / 8; ++d_) {          \
+            _Pragma("unroll") for (int d_ = 0; d_ < WG_DN / 8; ++d_) {         \
                 acc[4 * d_ + 0] *= alpha[0];                                   \
                 acc[4 * d_ + 1] *= alpha[0];                                   \
                 acc[4 * d_ + 2] *= alpha[1];                                   \
@@ -777,7 +813,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             uint at;
             WG_CHUNK(qt, ci, 128, 64, r, c, at);
             const int row = m0_q + r;
-            const bool ok = row < seqlen_q;
+            const bool ok = row < seqlen_q && WG_REAL_CHUNK(c);
             __global const STORAGE_T *gq =
                 qp + (ok ? (ulong)row * qs : (ulong)0) + (ulong)(c * 8);
             NV_CP_ASYNC16(qbuf + at, gq, ok ? 16u : 0u);
@@ -809,10 +845,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #pragma unroll
         for (int c = 0; c < WG_KC; ++c) {
             const int w = c * 8 + t4; /* 32-bit word of columns 16c + 2t4 */
-            qf[c][0] = ok0 ? q0[w] : 0u;
-            qf[c][1] = ok1 ? q1[w] : 0u;
-            qf[c][2] = ok0 ? q0[w + 4] : 0u;
-            qf[c][3] = ok1 ? q1[w + 4] : 0u;
+            /* columns 16c + 2t4 (+1) and 16c + 8 + 2t4 (+1): real when
+             * their 8-column group is (WG_DQ is a multiple of 8) */
+            const bool lo = 16 * c < WG_DQ, hi = 16 * c + 8 < WG_DQ;
+            qf[c][0] = ok0 && lo ? q0[w] : 0u;
+            qf[c][1] = ok1 && lo ? q1[w] : 0u;
+            qf[c][2] = ok0 && hi ? q0[w + 4] : 0u;
+            qf[c][3] = ok1 && hi ? q1[w + 4] : 0u;
         }
     }
 #endif
@@ -1220,7 +1259,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         if (row < seqlen_q) {
             __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
-            for (int d = 0; d < WG_D / 8; ++d)
+            for (int d = 0; d < WG_DQ / 8; ++d)
                 *(__global uint *)(orow + d * 8 + t4 * 2) =
                     WG_PACK(acc[4 * d + 2 * hh] * inv,
                             acc[4 * d + 2 * hh + 1] * inv);

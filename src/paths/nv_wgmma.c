@@ -33,6 +33,14 @@ static bool measured_faster(const problem *p)
     return p->head_dim == 64 || p->head_dim == 128 || p->head_dim == 256;
 }
 
+/* The width the tiles are laid out for (the kernel's FLASHCL_HEAD_DIM): a
+ * head dim runs in the 64-, 128- or 256-column layout of its table entry,
+ * its own columns (FLASHCL_NV_DQ) zero-padded there. */
+static int tile_dim(const problem *p)
+{
+    return p->head_dim <= 64 ? 64 : p->head_dim <= 128 ? 128 : 256;
+}
+
 /* ---- the route's failure, per device and driver, process-wide -------- */
 static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
 static char failed_device[1024]; /* "" while nothing failed */
@@ -166,10 +174,10 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
     if (p->left >= 0 || p->right > 0) /* top-left causal is a variant */
         return refuse(why, cap, "wgmma kernel: plain and bottom-right causal "
                                 "attention only");
-    if (p->head_dim != p->head_dim_v ||
-        (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256))
-        return refuse(why, cap, "wgmma kernel: head dims 64, 128 and 256 "
-                                "only (D = D_v)");
+    if (p->head_dim != p->head_dim_v || p->head_dim % 8 ||
+        p->head_dim > 256)
+        return refuse(why, cap, "wgmma kernel: head dims that are multiples "
+                                "of 8 up to 256, D = D_v");
     if (!rows_aligned(p))
         return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
     /* Reasons never name the path "nv_mma": the tests find a path's own
@@ -185,7 +193,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
 {
     for (size_t i = 0; i < sizeof nv_wgmma_tiles / sizeof nv_wgmma_tiles[0];
          ++i)
-        if (nv_wgmma_tiles[i].head_dim == (int)p->head_dim &&
+        if (nv_wgmma_tiles[i].head_dim == tile_dim(p) &&
             (nv_wgmma_tiles[i].causal < 0 ||
              nv_wgmma_tiles[i].causal == (p->right >= 0)))
             return &nv_wgmma_tiles[i];
@@ -220,7 +228,7 @@ static uint64_t local_mem_of(const device_caps *caps, const nv_wgmma_tile *t)
 
 static uint64_t tile_bytes(const problem *p, int block_n)
 {
-    return (uint64_t)block_n * (uint64_t)p->head_dim * 2;
+    return (uint64_t)block_n * (uint64_t)tile_dim(p) * 2;
 }
 
 /* The tuning database's (or the tuner's forced) set, when legal here. */
@@ -230,7 +238,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
 {
     int next = 0;
     for (;;) {
-        if (!tuning_choose(caps, &nv_wgmma_path, p, (int)p->head_dim,
+        if (!tuning_choose(caps, &nv_wgmma_path, p, tile_dim(p),
                            plan->forced_tiles, &next, c))
             return false;
         const tile_params *t = &c->params;
@@ -244,7 +252,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
             tile_params_get(t, "maxnreg", cfg->maxnreg),
             tile_params_get(t, "ws", cfg->ws)};
         char why[160];
-        if (nv_wgmma_legal(&want, (int)p->head_dim, mem,
+        if (nv_wgmma_legal(&want, tile_dim(p), mem,
                            caps->max_work_group, why, sizeof why)) {
             *cfg = want;
             return true;
@@ -306,7 +314,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
     if (2 * tile_bytes(p, c->block_n) > mem)
         c->block_n = 64;
     c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 4, c->ws);
-    if (p->head_dim == 256) { /* Q in local memory: see nv_wgmma_legal */
+    if (tile_dim(p) == 256) { /* Q in local memory: see nv_wgmma_legal */
         c->block_n = 64;
         if (!c->ws)
             c->ws = c->warpgroups == 2 ? 2 : 1;
@@ -316,7 +324,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
              : c->ws   ? 0
                        : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
     /* ws: two mbarriers (16 bytes) beside each slot; D = 256: Q first */
-    const uint64_t q = nv_wgmma_q_bytes(c, (int)p->head_dim);
+    const uint64_t q = nv_wgmma_q_bytes(c, tile_dim(p));
     const uint64_t fit = (mem > q ? mem - q : 0) /
                          (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
     int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
@@ -350,8 +358,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
-    plan->head_dim_padded = (int)p->head_dim;
-    plan->head_dim_v_padded = (int)p->head_dim_v;
+    plan->head_dim_padded = tile_dim(p);
+    plan->head_dim_v_padded = tile_dim(p);
     plan->block_m = 64 * cfg.warpgroups;
     plan->block_n = cfg.block_n;
     plan->wg_size = nv_wgmma_threads(&cfg);
@@ -368,9 +376,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     nv_wgmma_defines(&cfg, schedule, sizeof schedule);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u%s "
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d%s "
              "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
-             caps->nv_cc_major, caps->nv_cc_minor,
+             caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
              (unsigned long long)mem, schedule);
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
