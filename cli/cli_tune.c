@@ -30,9 +30,9 @@
 static const char *const all_paths[] = {"nv_wgmma", "nv_mma", "amd_mfma",
                                         "subgroup", "split_kv", "portable"};
 #define NUM_PATHS 6
-/* Paths with a large, slow search that runs unforced only on part of its
- * shapes (nv_wgmma: the default at D = 128 on compute capability 9.x,
- * forced elsewhere) are tuned only when --path names them. */
+/* Paths with a large, slow search (nv_wgmma: a build takes seconds and its
+ * space has hundreds of sets per head dim) are tuned only when --path
+ * names them. */
 static bool forced_only(const char *path) { return !strcmp(path, "nv_wgmma"); }
 static const char *const seq_names[] = {"long", "short", "decode"};
 
@@ -132,8 +132,7 @@ static bool parse_budget(void *opts, const char *value)
 static const cli_option tune_table[] = {
     {"path", "LIST", "nv_wgmma,nv_mma,amd_mfma,subgroup,split_kv,portable\n"
                      "(default: every path that runs the shape here, but\n"
-                     "nv_wgmma, the default only at D = 128 on sm_90, only\n"
-                     "when named)",
+                     "nv_wgmma, whose search is long, only when named)",
      CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of nv_wgmma, nv_mma, "
                                        "amd_mfma, subgroup, split_kv, "
                                        "portable"},

@@ -133,9 +133,29 @@ wcheck "wgmma ws2 D128 bf16 causal (the table)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2" \
   "$mb" 'cp\.async\.mbarrier\.arrive\.noinc' 'setmaxnreg\.inc' 'SM90A_SHARED_BYTES 131072' \
   'SM90A_MAXNREG 168' '\.align 1024' 'm64n64k16' 'm64n128k16'
-wcheck "wgmma ws2 D64 fp16 (the table)" $wg \
+wcheck "wgmma ws2 D64 fp16 (64-key tiles)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2" \
   "$mb" 'setmaxnreg\.dec' '!bar\.sync 1'
+# the table since the 128-key tiles: D 64 and 128 (S as m64n128), D = 256
+# (Q in local memory: S from two descriptors, P V as m64n256, 224 KiB), and
+# padded head dims (FLASHCL_NV_DQ: P V as m64n96 / m64n192)
+ws128=${ws/-DFLASHCL_BLOCK_N=64/-DFLASHCL_BLOCK_N=128}
+wcheck "wgmma table D64 fp16 causal (128-key tiles)" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'm64n128k16' 'm64n64k16'
+wcheck "wgmma table D128 bf16 (128-key tiles)" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'm64n128k16\.f32\.bf16' '!m64n64k16'
+ws256=${ws/-DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_LOCAL_MEM_BYTES=229456}
+wcheck "wgmma table D256 fp16 causal (Q in local memory)" $wg \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'm64n256k16' 'm64n64k16\.f32\.f16\.f16 \{[^}]*\}, %rd' 'SM90A_SHARED_BYTES 229456'
+wcheck "wgmma padded D96 in the 128-column tiles" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  'm64n96k16' '!m64n128k16\.f32\.f16\.f16 \{[^}]*\}, \{[^}]*\}, %rd[0-9]*, p, 1, 1, 1'
+wcheck "wgmma padded D192 in the 256-column tiles" $wg \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  'm64n192k16' '!m64n256k16'
 wcheck "wgmma ws3 ping-pong D128 fp16 causal" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1" \
   "$mb" 'bar\.sync 1, 256' 'bar\.arrive 2, 256'

@@ -7,10 +7,11 @@
  * wide) and the mma.sync path runs this and every later call, with the
  * reason in describe's `skipped`.
  *
- * Scope: D = D_v = 64, 128 or 256, fp16/bf16, causal or not
- * (bottom-right), GQA, LSE, any scale; every other call goes to nv_mma.
- * Policy: chosen without being forced where its table entry measured
- * faster than nv_mma on the H200 (measured_faster: all three), else only with
+ * Scope: D = D_v, a multiple of 8 up to 256 (run in 64-, 128- or
+ * 256-column tiles), fp16/bf16, causal or not (bottom-right), GQA, LSE,
+ * any scale; every other call goes to nv_mma. Policy: chosen without
+ * being forced where it measured faster than nv_mma on the H200
+ * (measured_faster: D >= 40), else only with
  * FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
@@ -23,14 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Where the path runs without being forced: the head dims whose table
- * entry measured faster than nv_mma on the H200 on every row measured
- * (bench/results/h200-2026-12-02-wgmma.md): all three since the 128-key
- * tiles (D = 64 and 128) and Q in local memory (D = 256). Kept as the
- * place to take a head dim back out. */
+/* Where the path runs without being forced: the head dims whose runs
+ * measured it faster than nv_mma on the H200 on every row
+ * (bench/results/h200-2026-12-02-wgmma-v2.md, fp16/bf16, N = 2048 and 8192,
+ * causal or not): 64, 128 and 256 (1.1-2.5x) and the padded 40, 80, 96,
+ * 112, 160 and 192 (1.03-2.30x); the multiples of 8 between them share
+ * those kernels' tiles. Below 40 (a 64-column tile for 8-32 columns) it
+ * was only checked for correctness: forced only. */
 static bool measured_faster(const problem *p)
 {
-    return p->head_dim == 64 || p->head_dim == 128 || p->head_dim == 256;
+    return p->head_dim >= 40;
 }
 
 /* The width the tiles are laid out for (the kernel's FLASHCL_HEAD_DIM): a
@@ -406,9 +409,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
-    "Hopper wgmma kernel for fp16/bf16 (head dims 64, 128 and 256, "
-    "causal; sm_90a through a PTX patch, up to 224 KiB of local memory, a "
-    "producer warpgroup; the default for those calls on sm_90)",
+    "Hopper wgmma kernel for fp16/bf16 (head dims that are multiples of 8 "
+    "up to 256, causal; sm_90a through a PTX patch, up to 224 KiB of local "
+    "memory, a producer warpgroup; the default on sm_90 from D = 40)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};

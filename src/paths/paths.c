@@ -8,7 +8,7 @@
 #include <string.h>
 
 static const kernel_path *const paths[] = {
-    &nv_wgmma_path, /* unforced where measured faster (nv_wgmma.c: D = 128) */
+    &nv_wgmma_path, /* unforced where measured faster (nv_wgmma.c: D >= 40) */
     &nv_mma_path,
     &amd_mfma_path,
     &subgroup_path,
