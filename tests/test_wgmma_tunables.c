@@ -296,6 +296,45 @@ START_TEST(host_rules_match_the_kernel)
 }
 END_TEST
 
+/* Every head dim the path accepts (multiples of 8 up to 256) builds in
+ * the tiles nv_wgmma_tile_dim gives it, with FLASHCL_NV_DQ = D, as the
+ * plan passes them; the kernel refuses a D that is not a multiple of 8, or
+ * that belongs to a narrower class (the host would waste half the tile). */
+START_TEST(padded_head_dims)
+{
+    const nv_wgmma_cfg table = {2, 64, 2, 0, 0, 0, 0, 2};
+    int built = 0;
+    for (int d = 1; d <= 256; ++d) {
+        const int w = nv_wgmma_tile_dim(d);
+        ck_assert(w == 64 || w == 128 || w == 256);
+        ck_assert_int_ge(w, d);
+        if (d % 8 && d != 100 && d != 36)
+            continue; /* two non-multiples stand for the rest */
+        char opts[1024];
+        options(&table, w, 1, 0, opts, sizeof opts);
+        char with_dq[1100];
+        snprintf(with_dq, sizeof with_dq, "%s -DFLASHCL_NV_DQ=%d", opts, d);
+        const int rc = preprocess(with_dq);
+        if (d % 8 == 0) {
+            ck_assert_msg(rc == 0, "D = %d in %d columns refused: %s", d, w,
+                          with_dq);
+            ++built;
+        } else {
+            ck_assert_msg(rc != 0, "D = %d accepted: %s", d, with_dq);
+        }
+    }
+    ck_assert_int_eq(built, 32);
+    /* a narrower class's D in a wider tile: refused */
+    char opts[1024], with_dq[1100];
+    options(&table, 256, 1, 0, opts, sizeof opts);
+    snprintf(with_dq, sizeof with_dq, "%s -DFLASHCL_NV_DQ=128", opts);
+    ck_assert_int_ne(preprocess(with_dq), 0);
+    options(&table, 128, 1, 0, opts, sizeof opts);
+    snprintf(with_dq, sizeof with_dq, "%s -DFLASHCL_NV_DQ=136", opts);
+    ck_assert_int_ne(preprocess(with_dq), 0);
+}
+END_TEST
+
 /* --list: every legal set, "D<TAB>params<TAB>options", for
  * scripts/wgmma_isa_check.sh tunables. */
 static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
@@ -321,7 +360,8 @@ int main(int argc, char **argv)
                                 {table_entries_legal, 0},
                                 {hand_derived_cases, (int)LENGTH(cases)},
                                 {d256_cases, (int)LENGTH(cases_256)},
-                                {host_rules_match_the_kernel, 0}};
+                                {host_rules_match_the_kernel, 0},
+                                {padded_head_dims, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));
 }

@@ -24,13 +24,23 @@
  * described at their loops and tunables. Local memory: 48 KiB per
  * work-group on NVIDIA's OpenCL.
  *
+ * What the host plans by default (src/paths/nv_wgmma_tiles.h): the
+ * warp-specialized schedule (FLASHCL_NV_WGMMA_WS: a producer warpgroup
+ * and two consumer warpgroups, mbarriers, setmaxnreg) with 128-byte-
+ * swizzled tiles of 128 keys (64 at D = 256) in 128-224 KiB of local
+ * memory that the PTX patch provides; at D = 256 Q sits in local memory
+ * too. Any head dim that is a multiple of 8 runs in the 64-, 128- or
+ * 256-column tiles (FLASHCL_HEAD_DIM) with its own columns
+ * (FLASHCL_NV_DQ) zero-padded there.
+ *
  * Semantics as the mma.sync kernel (docs/nvidia-path.md): bottom-right
  * causal (query i sees key j iff j <= i + diag + window_right, diag =
  * seqlen_k - seqlen_q), GQA through group_size, natural-log LSE, rows that
  * see no key write O = 0 and LSE = -inf. The exponent is the exact form
  * 2^((s - m) * scale log2 e), so no fix-up pass is needed.
  *
- * Host guarantees on this path: D = D_v = 64, 128 or 256, fp16 or bf16, dim
+ * Host guarantees on this path: D = D_v (a multiple of 8 up to 256, in
+ * its class's tiles), fp16 or bf16, dim
  * stride 1, 16-byte-aligned rows, no score variant, no window, bottom-right
  * causal or none.
  */

@@ -36,12 +36,9 @@ static bool measured_faster(const problem *p)
     return p->head_dim >= 40;
 }
 
-/* The width the tiles are laid out for (the kernel's FLASHCL_HEAD_DIM): a
- * head dim runs in the 64-, 128- or 256-column layout of its table entry,
- * its own columns (FLASHCL_NV_DQ) zero-padded there. */
 static int tile_dim(const problem *p)
 {
-    return p->head_dim <= 64 ? 64 : p->head_dim <= 128 ? 128 : 256;
+    return nv_wgmma_tile_dim((int)p->head_dim);
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */

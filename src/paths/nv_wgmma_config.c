@@ -71,6 +71,11 @@ uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim)
     return head_dim == 256 ? (uint64_t)c->warpgroups * 64u * 256u * 2u : 0;
 }
 
+int nv_wgmma_tile_dim(int head_dim)
+{
+    return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+}
+
 int nv_wgmma_threads(const nv_wgmma_cfg *c)
 {
     return 128 * (c->warpgroups + (c->ws ? 1 : 0));

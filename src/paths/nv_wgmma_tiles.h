@@ -67,6 +67,10 @@ uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim);
 /* Local memory of its Q tiles: at D = 256 Q lives there (64 rows x 512
  * bytes a consumer warpgroup), else in registers (0). */
 uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim);
+/* The width the tiles of a head dim are laid out for (the kernel's
+ * FLASHCL_HEAD_DIM, the table entry's head_dim): 64, 128 or 256 columns;
+ * the head dim itself (FLASHCL_NV_DQ) is zero-padded there. */
+int nv_wgmma_tile_dim(int head_dim);
 /* Threads of its work-group: 128 per warpgroup, one more with ws. */
 int nv_wgmma_threads(const nv_wgmma_cfg *c);
 /* The register cap the set runs under: its maxnreg, or with ws (one
