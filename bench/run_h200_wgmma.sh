@@ -4,9 +4,10 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [validate|quick|ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [validate|ablation|quick|ceiling|smoke|tests|bench|all]   # default all
 #
-# validate (~6 min) the table's default (nv_wgmma at D = 128): see validate()
+# validate (~6 min) the table's default (nv_wgmma from D = 40): see validate()
+# ablation (~2 min) D = 64 / 128 without the softmax, the copies, both
 # quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
 #        side by side: a smoke (flashcl run vs the float64 oracle, with the
 #        patched build's ptxas registers/spills) of each new configuration
@@ -314,32 +315,39 @@ ceiling() {
   echo "exit $?"; grep -E 'TFLOP/s|failed|ptxas info *: Used' "$OUT/ceiling.log"
 }
 
-# validate: the default the table now plans, checked where the runs of
-# 2026-12-02 could not (device time ran out): D = 128 calls without
-# FLASHCL_PATH must run on nv_wgmma and match the float64 oracle (fp16 and
-# bf16, causal or not, GQA, 1000 queries against 1100 keys and the
-# reverse), the core suites forced onto the path, then flashcl-bench of the
-# default against nv_mma (fp16+bf16, D 64/128, N 2048/8192/16384, causal
-# both) with a ratio table. ~6 minutes (SUITE_TIMEOUT bounds each suite).
+# validate: the default the table plans (nv_wgmma unforced from D = 40 on
+# compute capability 9.x), checked without FLASHCL_PATH: `flashcl run
+# --json` at D 32/40/64/96/128/192/256 (fp16 and bf16, causal or not, GQA,
+# 1000 queries against 1100 keys and the reverse) must match the float64
+# oracle, and from D = 40 report path nv_wgmma; the core suites unforced
+# and forced onto the path; then flashcl-bench of the default against
+# nv_mma (fp16+bf16, D 64/96/128/256, N 2048/8192, causal both) with a
+# ratio table. ~6 minutes (SUITE_TIMEOUT bounds each suite).
 validate() {
-  echo "== the default path at D = 128"
+  echo "== the default path"
   : >"$OUT/validate.log"
-  for t in fp16 bf16; do for c in "" --causal; do for qk in "1000 1100" "1100 1000"; do
-    set -- $qk
-    FLASHCL_VERBOSE=1 timeout 60 $B/flashcl run --seqlen $1 --seqlen-k $2 --head-dim 128 \
-      --heads 4 --heads-kv 2 --dtype $t $c --reps 2 >"$OUT/v.log" 2>&1
-    rc=$?
-    cat "$OUT/v.log" >>"$OUT/validate.log"
-    echo "D128 $t ${c:-noncausal} $1x$2: exit $rc, $(grep -E '^(PASS|FAIL)' "$OUT/v.log" | tail -1 | cut -c1-40)," \
-      "wgmma builds $(grep -c 'flash_fwd_wgmma' "$OUT/v.log"), fallbacks $(grep -c 'could not be built' "$OUT/v.log")," \
-      "ptxas warnings $(grep -c C75 "$OUT/v.log")"
+  for d in 32 40 64 96 128 192 256; do for t in fp16 bf16; do for c in "" --causal; do
+    for qk in "1000 1100" "1100 1000"; do
+      set -- $qk
+      timeout 60 $B/flashcl run --seqlen $1 --seqlen-k $2 --head-dim $d --heads 4 \
+        --heads-kv 2 --dtype $t $c --reps 2 --json >"$OUT/v.log" 2>&1
+      rc=$?
+      cat "$OUT/v.log" >>"$OUT/validate.log"
+      echo "D$d $t ${c:-noncausal} $1x$2: exit $rc," \
+        "$(grep -o '"path": "[a-z_]*"\|"o_error": [^,]*\|"o_tolerance": [^,]*' "$OUT/v.log" | tr '\n' ' ')"
+    done
   done; done; done
+  echo "== core suites, default path"
+  for t in test_forward test_semantics; do
+    timeout ${SUITE_TIMEOUT:-150} $B/tests/$t >"$OUT/suite_$t.log" 2>&1
+    echo "$t: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/suite_$t.log" | tail -1)"
+  done
   SUITE_TIMEOUT=${SUITE_TIMEOUT:-150} tests
   echo "== flashcl-bench: default against nv_mma"
   for p in default nv_mma; do
-    env $([ $p = nv_mma ] && echo FLASHCL_PATH=nv_mma) timeout 200 $B/flashcl-bench --sgemm 0 \
-      --reps 5 --warmup 2 --check 2 --dtype fp16,bf16 --head-dim 64,128 \
-      --seqlen 2048,8192,16384 --causal both --csv "$OUT/validate_$p.csv" >"$OUT/validate_$p.log" 2>&1
+    env $([ $p = nv_mma ] && echo FLASHCL_PATH=nv_mma) timeout 240 $B/flashcl-bench --sgemm 0 \
+      --reps 5 --warmup 2 --check 2 --dtype fp16,bf16 --head-dim 64,96,128,256 \
+      --seqlen 2048,8192 --causal both --csv "$OUT/validate_$p.csv" >"$OUT/validate_$p.log" 2>&1
     echo "$p: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/validate_$p.log" | awk '{print $2}' | sort -g | tail -1)"
   done
   python3 - "$OUT" <<'PY' | tee "$OUT/validate_table.md"
@@ -358,14 +366,30 @@ for k in sorted(d):
 PY
 }
 
+# ablation: where the time of the default kernel goes at D = 64 and 128
+# (issue 12's D = 64 target): flashcl-bench fp16 N 2048/8192 causal both
+# as planned, without the softmax, without the copies, without both
+# (FLASHCL_NV_WGMMA_DEFINES with the kernel's DEBUG switches: wrong
+# results, timing only, so no --check). ~2 minutes.
+ablation() {
+  echo "== ablation (timing only)"
+  for v in "" -DFLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX=1 -DFLASHCL_NV_WGMMA_DEBUG_NOLOAD=1 \
+      "-DFLASHCL_NV_WGMMA_DEBUG_NOSOFTMAX=1 -DFLASHCL_NV_WGMMA_DEBUG_NOLOAD=1"; do
+    FLASHCL_NV_WGMMA_DEFINES="$v" timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
+      --dtype fp16 --head-dim 64,128 --seqlen 2048,8192 --causal both --csv "$OUT/ablation.csv" >/dev/null 2>&1
+    echo "${v:-as planned}: $(grep -v '^#' "$OUT/ablation.csv" | awk -F, 'NR>1{printf "D%s/N%s/c%s %.1f  ", $3, $5, $4, $11}')"
+  done | tee "$OUT/ablation.md"
+}
+
 case "$what" in
   quick) quick ;;
   validate) validate ;;
+  ablation) ablation ;;
   ceiling) ceiling ;;
   smoke) smoke ;;
   tests) tests ;;
   bench) bench ;;
   all) ceiling; smoke; tests; bench ;;
-  *) echo "usage: $0 [validate|quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
+  *) echo "usage: $0 [validate|ablation|quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
 esac
 rm -rf "$FLASHCL_CACHE_DIR"
