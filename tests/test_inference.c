@@ -1125,8 +1125,19 @@ static const infer_case infer_cases[] = {
      .lens = {33, 200, 17, 0}, .dense_path = 1},
 };
 
+/* FLASHCL_TEST_INFER_DTYPES=fp16,bf16 (CI's emulation of the NVIDIA
+ * split kernel, which only 16-bit cases take): the cases of other storage
+ * dtypes pass without running; the full suite runs elsewhere in CI. */
+static bool dtype_selected(flashcl_dtype dtype)
+{
+    const char *list = getenv("FLASHCL_TEST_INFER_DTYPES");
+    return !list || !*list || strstr(list, oracle_dtype_name(dtype)) != NULL;
+}
+
 START_TEST(inference_matches_oracle)
 {
+    if (!dtype_selected(infer_cases[_i].dtype))
+        return;
     run_infer_case(&infer_cases[_i], 2000 + (uint64_t)_i);
 }
 END_TEST
