@@ -97,7 +97,8 @@ START_TEST(table_entries_legal)
 END_TEST
 
 /* Hand-derived from the kernel's rules: a K or V tile is block_n * D * 2
- * bytes; 48 KiB hold 6 tiles of 64 keys at D = 64, 3 at D = 128. */
+ * bytes; 48 KiB hold 6 tiles of 64 keys at D = 64, 3 at D = 128; D = 256
+ * is judged against LOCAL_MEM_256 (mem_for). */
 static const struct {
     int d;
     nv_wgmma_cfg c;
@@ -132,41 +133,19 @@ static const struct {
     {64, {2, 64, 4, 0, 0, 0, 0, 5}, "ws 5"},
     {64, {1, 64, 4, 0, 0, 0, 0, 2}, "2 consumer"},
     {64, {1, 64, 4, 0, 0, 0, 0, 3}, "2 consumer"},
+    /* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer
+     * warpgroups, 32 KiB with 1; a slot is 32 KiB plus 16 bytes of
+     * mbarriers */
+    {256, {2, 64, 5, 0, 0, 0, 0, 2}, NULL}, /* 64 K + 5 x (32 K + 16) */
+    {256, {2, 64, 6, 0, 0, 0, 0, 2}, "local memory"},
+    {256, {1, 64, 5, 0, 0, 0, 0, 1}, NULL}, /* 32 K + 5 x (32 K + 16) */
+    {256, {1, 64, 6, 0, 0, 0, 0, 1}, "local memory"}, /* 16 bytes over */
+    {256, {2, 64, 5, 0, 0, 0, 0, 3}, NULL},
+    {256, {2, 32, 5, 0, 0, 0, 0, 2}, "64-key"},
+    {256, {2, 128, 2, 0, 0, 0, 0, 2}, "64-key"},
+    {256, {2, 64, 3, 1, 1, 0, 0, 0}, "warp-specialized"},
+    {256, {2, 64, 0, 0, 0, 1, 0, 0}, "warp-specialized"},
 };
-
-/* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer warpgroups, 32
- * KiB with 1; a slot is 32 KiB plus 16 bytes of mbarriers. */
-static const struct {
-    nv_wgmma_cfg c;
-    const char *refusal;
-} cases_256[] = {
-    {{2, 64, 5, 0, 0, 0, 0, 2}, NULL},  /* 64 K + 5 x (32 K + 16) */
-    {{2, 64, 6, 0, 0, 0, 0, 2}, "local memory"},
-    {{1, 64, 5, 0, 0, 0, 0, 1}, NULL},  /* 32 K + 5 x (32 K + 16) */
-    {{1, 64, 6, 0, 0, 0, 0, 1}, "local memory"}, /* 16 bytes over */
-    {{2, 64, 5, 0, 0, 0, 0, 3}, NULL},
-    {{2, 32, 5, 0, 0, 0, 0, 2}, "64-key"},
-    {{2, 128, 2, 0, 0, 0, 0, 2}, "64-key"},
-    {{2, 64, 3, 1, 1, 0, 0, 0}, "warp-specialized"},
-    {{2, 64, 0, 0, 0, 1, 0, 0}, "warp-specialized"},
-};
-
-START_TEST(d256_cases)
-{
-    char why[160] = "";
-    const bool ok = legal(&cases_256[_i].c, 256, why, sizeof why);
-    if (!cases_256[_i].refusal)
-        ck_assert_msg(ok, "D=256 case %d refused: %s", _i, why);
-    else
-        ck_assert_msg(!ok && strstr(why, cases_256[_i].refusal),
-                      "D=256 case %d: %s, \"%s\" (want \"%s\")", _i,
-                      ok ? "accepted" : "refused", why,
-                      cases_256[_i].refusal);
-    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases_256[_i].c, 256),
-                      (unsigned)cases_256[_i].c.warpgroups * 32768u);
-    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases_256[_i].c, 128), 0);
-}
-END_TEST
 
 START_TEST(hand_derived_cases)
 {
@@ -178,6 +157,11 @@ START_TEST(hand_derived_cases)
         ck_assert_msg(!ok && strstr(why, cases[_i].refusal),
                       "case %d: %s, \"%s\" (want \"%s\")", _i,
                       ok ? "accepted" : "refused", why, cases[_i].refusal);
+    /* Q's local memory: at D = 256 only, 32 KiB a consumer warpgroup */
+    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases[_i].c, cases[_i].d),
+                      cases[_i].d == 256
+                          ? (unsigned)cases[_i].c.warpgroups * 32768u
+                          : 0u);
     /* a work-group limit below 2 warpgroups refuses 2 */
     const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0};
     ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
@@ -359,7 +343,6 @@ int main(int argc, char **argv)
     const test_entry tests[] = {{declared_through_the_api, 0},
                                 {table_entries_legal, 0},
                                 {hand_derived_cases, (int)LENGTH(cases)},
-                                {d256_cases, (int)LENGTH(cases_256)},
                                 {host_rules_match_the_kernel, 0},
                                 {padded_head_dims, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,

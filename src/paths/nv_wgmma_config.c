@@ -68,7 +68,8 @@ uint64_t nv_wgmma_smem_bytes(const nv_wgmma_cfg *c, int head_dim)
 
 uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim)
 {
-    return head_dim == 256 ? (uint64_t)c->warpgroups * 64u * 256u * 2u : 0;
+    return head_dim == 256 ? (uint64_t)c->warpgroups * 64u * (uint64_t)head_dim * 2u
+                           : 0;
 }
 
 int nv_wgmma_tile_dim(int head_dim)
