@@ -4,8 +4,9 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [validate|ablation|quick|ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [validate|ablation|variants|quick|ceiling|smoke|tests|bench|all]   # default all
 #
+# variants (~7 min) the variant table on the path: see variants()
 # validate (~6 min) the table's default (nv_wgmma from D = 40): see validate()
 # ablation (~2 min) D = 64 / 128 without the softmax, the copies, both
 # quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
@@ -381,7 +382,61 @@ ablation() {
   done | tee "$OUT/ablation.md"
 }
 
+# variants: the variant table on nv_wgmma (written and checked offline on
+# 2026-12-02, never run on a GPU before this mode; forced only until it
+# has, src/paths/nv_wgmma.c variants_measured): the variant and forward
+# suites forced onto the path (a wrong window edge or score term fails
+# there against the float64 oracle), then flashcl-bench bf16 N = 4096
+# causal both, every variant at D = 128 and softcap / window + softcap at
+# D = 256 (Gemma-2's shape), on nv_wgmma and nv_mma in the same run, and
+# torch's SDPA attn_mask and FlexAttention on the same shapes
+# (bench/torch_variant_peers.py). A table: TFLOP/s of both paths, their
+# ratio, and each variant over nv_wgmma's plain rate (issue 10 asks
+# 0.85x the plain kernel). ~7 min.
+variants() {
+  SUITES="test_variants test_forward" SUITE_TIMEOUT=${SUITE_TIMEOUT:-200} tests
+  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both)
+  for p in nv_wgmma nv_mma; do
+    FLASHCL_PATH=$p timeout 200 $B/flashcl-bench "${common[@]}" --head-dim 128 \
+      --variants plain,bias,mask,alibi,window1024,softcap,sinks,window1024+softcap+sinks \
+      --csv "$OUT/variants128_$p.csv" >"$OUT/variants128_$p.log" 2>&1
+    echo "$p D128: exit $?"
+    FLASHCL_PATH=$p timeout 120 $B/flashcl-bench "${common[@]}" --head-dim 256 \
+      --variants plain,softcap,window1024+softcap \
+      --csv "$OUT/variants256_$p.csv" >"$OUT/variants256_$p.log" 2>&1
+    echo "$p D256: exit $?"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/variants_table.md"
+import csv, os, sys
+out = sys.argv[1]
+def rows(p):
+    r = {}
+    for d in (128, 256):
+        f = os.path.join(out, f"variants{d}_{p}.csv")
+        if not os.path.exists(f):
+            continue
+        for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+            r[(int(x["head_dim"]), x["variant"], x["causal"])] = float(x["tflops"])
+    return r
+w, m = rows("nv_wgmma"), rows("nv_mma")
+print("| D | variant | causal | nv_wgmma | nv_mma | wgmma / mma | / wgmma plain |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(w):
+    plain = w.get((k[0], "plain", k[2]), float("nan"))
+    mm = m.get(k, float("nan"))
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {w[k]:.1f} | {mm:.1f} | {w[k] / mm:.2f} | {w[k] / plain:.2f} |")
+PY
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/variants_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 \
+      --variants bias,mask,alibi,window1024,softcap,window1024+softcap+sinks \
+      >"$OUT/variants_peers.log" 2>&1
+    grep -h "^peer" "$OUT/variants_peers.log"
+  fi
+}
+
 case "$what" in
+  variants) variants ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;

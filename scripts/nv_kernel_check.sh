@@ -171,7 +171,23 @@ wcheck "wgmma ws4 swizzled, Q in local memory, causal" $wg \
 wcheck "wgmma ring r6 D64 (no producer)" $wg \
   "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
   "!$mb" 'cp\.async\.wait_group'
+# the variant table on the wgmma kernel (forced only until run on an
+# H200, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
+# ALiBi and sinks in the 128-key table kernel; bias and mask (pairs of
+# 16-bit loads) in the 64-key tiles the host plans for them; all of them
+# at D = 256
+wcheck "wgmma table D128 bf16 window + softcap + ALiBi + sinks" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1" \
+  "$mb" 'tanh\.approx\.f32' 'm64n128k16'
+wcheck "wgmma D128 fp16 bias fp16 + mask (64-key tiles)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1" \
+  "$mb" 'cvt\.f32\.f16' 'ld\.global\.v2\.u8' '!tanh\.approx'
+wcheck "wgmma table D256 fp16 causal, every variant" $wg \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
+  "$mb" 'tanh\.approx\.f32' 'm64n256k16'
 python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||
   { echo "FAIL wgmma layout model"; failed=1; }
+python3 scripts/wgmma_band_model.py >/dev/null && echo "ok   wgmma band model (key ranges and edge tiles of windows)" ||
+  { echo "FAIL wgmma band model"; failed=1; }
 echo "nv_kernel_check: $built configurations, $([ $failed -eq 0 ] && echo "all compiled as planned" || echo FAILED)"
 exit $failed

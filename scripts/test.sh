@@ -115,10 +115,12 @@ echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
 # amd_mfma (fp32/fp64 ones run on the portable kernel, as they would on
 # AMD GPUs). Intel's compiler takes 5-6 s (MFMA, subgroups of 64) and 11-13
 # s (WMMA, 32) per kernel variant where the portable kernel takes 0.3 s.
-# All three run both suites whole (FLASHCL_TEST_DESIGN_STRIDE, which
-# thins test_forward's covering design, is for quicker local runs): the
-# full test_forward took 427 s (gfx11 WMMA) and 173 s (gfx12) on the
-# 2-core machine while another full test run shared it (2026-12-01).
+# MFMA runs both suites whole; the two WMMA layouts split them, each every
+# other case (FLASHCL_TEST_DESIGN_STRIDE, FLASHCL_TEST_VARIANT_STRIDE: 2
+# and 2+1), so every case runs in one of them. Whole, the gfx11 WMMA run
+# took 427 s on a Skylake-AVX-512 machine (2026-12-01) and ran past
+# test_forward's 900 s and test_variants' 600 s on the AMD EPYC (no
+# AVX-512) one of 2026-12-02's CI.
 amd_start=$SECONDS
 scripts/amd_isa_check.sh build-test
 (
@@ -127,10 +129,13 @@ scripts/amd_isa_check.sh build-test
   FLASHCL_AMD_EMULATE=mfma \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_(forward|variants)$'
+  half=2
   for family in wmma wmma12; do
-    FLASHCL_AMD_EMULATE=$family \
+    FLASHCL_AMD_EMULATE=$family FLASHCL_TEST_DESIGN_STRIDE=$half \
+      FLASHCL_TEST_VARIANT_STRIDE=$half \
       ctest --test-dir build-test --output-on-failure -j"$jobs" \
             -R '^test_(forward|variants)$'
+    half=2+1
   done
 )
 echo "AMD matrix-core step: $((SECONDS - amd_start)) s"
@@ -147,25 +152,27 @@ scripts/nv_kernel_check.sh
 # (FLASHCL_NV_EMULATE, cl/nvidia/nv_mma.clh), forced by
 # FLASHCL_SPLIT_KERNEL=mma, over the inference suite (its 16-bit cases with
 # head dims multiples of 32 take the kernel; the rest the lane kernel).
-# The kernel merges its own partials at every split count
-# (FLASHCL_SPLIT_FUSED=1); then again with the cp.async ring and the
-# combine kernel. About 3-4 minutes each on the 2-core
-# Skylake-AVX-512 machine (2026-12-01), 14 on a Haswell one (2026-12-02:
-# Intel's compiler on the emulated kernel; test_inference's timeout is
-# sized for it). Only the 16-bit cases run (FLASHCL_TEST_INFER_DTYPES):
-# the fp32 ones never take the tensor-core kernel and ran above.
+# Two forms of the kernel, each over every other case
+# (FLASHCL_TEST_INFER_STRIDE 2 and 2+1), so that every case runs in one:
+# the kernel merging its own partials at every split count
+# (FLASHCL_SPLIT_FUSED=1), then the cp.async ring with the combine kernel.
+# Whole, one form took 3-4 minutes on the 2-core Skylake-AVX-512 machine
+# (2026-12-01) and 14 on the AMD EPYC one (2026-12-02: Intel's compiler on
+# the emulated kernel; test_inference's timeout is sized for it). Only the
+# 16-bit cases run (FLASHCL_TEST_INFER_DTYPES): the fp32 ones never take
+# the tensor-core kernel and ran above.
 nv_start=$SECONDS
 (
   eval "$(scripts/intel_cpu_runtime.sh)"
   export FLASHCL_TEST_INFER_DTYPES=fp16,bf16
   FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 FLASHCL_SPLIT_FUSED=1 \
+    FLASHCL_TEST_INFER_STRIDE=2 \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_inference$'
-  # and its cp.async ring (4 warps, 2 stages), off by default, with the
+  # its cp.async ring (4 warps, 2 stages), off by default, with the
   # combine kernel after it instead of its own merge (FLASHCL_SPLIT_FUSED)
-  # (every other case: 15 minutes on the Haswell machine otherwise)
   FLASHCL_SPLIT_KERNEL=mma FLASHCL_NV_EMULATE=1 FLASHCL_SPLIT_MMA=4,2,16,2 \
-    FLASHCL_SPLIT_FUSED=0 FLASHCL_TEST_INFER_STRIDE=2 \
+    FLASHCL_SPLIT_FUSED=0 FLASHCL_TEST_INFER_STRIDE=2+1 \
     ctest --test-dir build-test --output-on-failure -j"$jobs" \
           -R '^test_inference$'
 )

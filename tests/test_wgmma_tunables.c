@@ -319,6 +319,52 @@ START_TEST(padded_head_dims)
 }
 END_TEST
 
+/* Bias or mask on this path: every table entry narrowed to 64-key tiles
+ * (nv_wgmma_narrow_for_extras) stays legal in the entry's local memory,
+ * keeps at least its ring's bytes busy, and builds with the variant
+ * switches; the kernel refuses an illegal switch value. */
+START_TEST(variant_tiles)
+{
+    for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
+        const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
+        const uint64_t mem = e->local_mem ? e->local_mem : LOCAL_MEM;
+        const nv_wgmma_cfg table = {e->warpgroups, e->block_n, e->ring,
+                                    e->lag, 0, e->overlap, e->maxnreg,
+                                    e->ws};
+        nv_wgmma_cfg c = table;
+        nv_wgmma_narrow_for_extras(&c, e->head_dim, mem);
+        char why[160] = "";
+        ck_assert_msg(nv_wgmma_legal(&c, e->head_dim, mem, 1024, why,
+                                     sizeof why),
+                      "D=%d narrowed: %s", e->head_dim, why);
+        ck_assert_int_le(c.block_n, 64);
+        ck_assert_int_ge((int64_t)c.ring * c.block_n,
+                         (int64_t)table.ring * table.block_n);
+        /* what the hand count says: D = 128 in 128 KiB holds 7 slots of
+         * 16 KiB + 16 bytes, D = 64 more than 8 */
+        if (e->head_dim == 128 && mem == 131072 && table.block_n == 128)
+            ck_assert_int_eq(c.ring, 7);
+        if (e->head_dim == 64 && mem == 131072 && table.block_n == 128)
+            ck_assert_int_eq(c.ring, 8);
+        char opts[1024], with[1400];
+        options(&c, e->head_dim, 2, e->causal > 0, opts, sizeof opts);
+        /* the entry's local memory (options() assumes the device's) */
+        snprintf(with, sizeof with, "%s -UFLASHCL_LOCAL_MEM_BYTES "
+                 "-DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_WINDOW_LEFT=1 "
+                 "-DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 "
+                 "-DFLASHCL_BIAS=3 -DFLASHCL_MASK=1 -DFLASHCL_SINKS=1", opts,
+                 (unsigned long long)mem);
+        ck_assert_msg(preprocess(with) == 0, "kernel refused: %s", with);
+        snprintf(with, sizeof with, "%s -UFLASHCL_LOCAL_MEM_BYTES "
+                 "-DFLASHCL_LOCAL_MEM_BYTES=%llu", opts,
+                 (unsigned long long)mem);
+        ck_assert_msg(preprocess(with) == 0, "kernel refused: %s", with);
+        strcat(with, " -DFLASHCL_WINDOW_LEFT=2");
+        ck_assert_msg(preprocess(with) != 0, "kernel accepted: %s", with);
+    }
+}
+END_TEST
+
 /* --list: every legal set, "D<TAB>params<TAB>options", for
  * scripts/wgmma_isa_check.sh tunables. */
 static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
@@ -344,7 +390,8 @@ int main(int argc, char **argv)
                                 {table_entries_legal, 0},
                                 {hand_derived_cases, (int)LENGTH(cases)},
                                 {host_rules_match_the_kernel, 0},
-                                {padded_head_dims, 0}};
+                                {padded_head_dims, 0},
+                                {variant_tiles, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));
 }

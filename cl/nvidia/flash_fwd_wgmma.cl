@@ -33,16 +33,18 @@
  * 256-column tiles (FLASHCL_HEAD_DIM) with its own columns
  * (FLASHCL_NV_DQ) zero-padded there.
  *
- * Semantics as the mma.sync kernel (docs/nvidia-path.md): bottom-right
- * causal (query i sees key j iff j <= i + diag + window_right, diag =
- * seqlen_k - seqlen_q), GQA through group_size, natural-log LSE, rows that
- * see no key write O = 0 and LSE = -inf. The exponent is the exact form
- * 2^((s - m) * scale log2 e), so no fix-up pass is needed.
+ * Semantics as the mma.sync kernel (docs/nvidia-path.md): a band (query i
+ * sees key j iff i + diag - window_left <= j <= i + diag + window_right,
+ * each bound optional; diag = seqlen_k - seqlen_q, or 0 top-left), GQA
+ * through group_size, natural-log LSE, rows that see no key write O = 0
+ * and LSE = -inf. The exponent is the exact form 2^((s - m) * scale log2
+ * e), so no fix-up pass is needed. Variants (cl/common/variants.clh):
+ * softcap, ALiBi, bias and mask through the shared score code in a pass
+ * over each tile's scores, sinks in the epilogue; tiles wholly outside
+ * the band are never loaded.
  *
  * Host guarantees on this path: D = D_v (a multiple of 8 up to 256, in
- * its class's tiles), fp16 or bf16, dim
- * stride 1, 16-byte-aligned rows, no score variant, no window, bottom-right
- * causal or none.
+ * its class's tiles), fp16 or bf16, dim stride 1, 16-byte-aligned rows.
  */
 #ifndef FLASHCL_NV_WGMMA
 #define FLASHCL_NV_WGMMA 0
@@ -140,9 +142,21 @@
 #if FLASHCL_NV_LAZY_RESCALE != 0 && FLASHCL_NV_LAZY_RESCALE != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_LAZY_RESCALE must be 0 or 1"
 #endif
-#if FLASHCL_SOFTCAP || FLASHCL_ALIBI || FLASHCL_BIAS || FLASHCL_MASK ||        \
-    FLASHCL_SINKS
-#error "flash_fwd_wgmma: score variants run on the mma.sync kernel"
+/* The band's left edge (a window bounded on the left): key tiles wholly
+ * left of it are never loaded (K/V and key indices start at the block's
+ * first visible tile), only tiles crossing an edge run mask code. */
+#ifndef FLASHCL_WINDOW_LEFT
+#define FLASHCL_WINDOW_LEFT 0
+#endif
+#if FLASHCL_WINDOW_LEFT != 0 && FLASHCL_WINDOW_LEFT != 1
+#error "flash_fwd_wgmma: FLASHCL_WINDOW_LEFT must be 0 or 1"
+#endif
+/* Top-left causal: the host passes diag = 0; nothing else changes here. */
+#ifndef FLASHCL_TOP_LEFT
+#define FLASHCL_TOP_LEFT 0
+#endif
+#if FLASHCL_TOP_LEFT != 0 && FLASHCL_TOP_LEFT != 1
+#error "flash_fwd_wgmma: FLASHCL_TOP_LEFT must be 0 or 1"
 #endif
 
 /* cp.async, shuffles, ex2 and the 16-bit packs of the mma.sync path; the
@@ -153,9 +167,19 @@
 #include "nv_mma.clh"
 #include "nv_wgmma.clh"
 
+/* The shared argument list and score code (cl/common/variants.clh), as
+ * on the mma.sync path: softcap's tanh is MUFU.TANH, key positions ints. */
 #define STORAGE_T ushort
 typedef float real_t;
+#define FLASHCL_TANH(x) nv_tanh(x)
+#define FLASHCL_SCORE_KEY_T int
+#define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
+/* Softcap, ALiBi, bias or mask: a pass over each tile's scores before the
+ * softmax, which scales them (exp2 units) and applies the terms. */
+#define WG_SCORED FLASHCL_NEEDS_SCORE_PASS
+/* the softmax's scores are in exp2 units already (no scale at ex2) */
+#define WG_PRESCALED (FLASHCL_NV_PRESCALE || WG_SCORED)
 
 #define WG_D FLASHCL_HEAD_DIM /* the tiles' width: 64, 128 or 256 columns */
 /* The real head dim, FLASHCL_NV_DQ: a multiple of 8 above half the tiles'
@@ -571,37 +595,81 @@ typedef float real_t;
         NV_WG_COMMIT();                                                        \
     } while (0)
 
-/* Mask (tiles crossing the diagonal or the end only), the online softmax
+/* Mask (tiles crossing a band edge or the end only), the online softmax
  * of the tile starting at key n0: sc becomes P (fp32), the row max and
  * sum move on, alpha[] gets the factor O must be rescaled by. O itself is
- * not touched (a P V may still be writing it). */
+ * not touched (a P V may still be writing it). Key indices here count
+ * from key_base (the block's first tile, 0 without a left edge): nk keys
+ * in all, the diagonal at kdiag. */
 #if FLASHCL_CAUSAL
-#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k || (n0) + WG_BN - 1 > free_hi)
-#define WG_ROW_HI(row) min((row) + nv_diag + right, seqlen_k - 1)
+#define WG_EDGE_HI(n0) ((n0) + WG_BN > nk || (n0) + WG_BN - 1 > free_hi)
+#define WG_ROW_HI(row) min((row) + kdiag + right, nk - 1)
 #else
-#define WG_EDGE(n0) ((n0) + WG_BN > seqlen_k)
-#define WG_ROW_HI(row) (seqlen_k - 1)
+#define WG_EDGE_HI(n0) ((n0) + WG_BN > nk)
+#define WG_ROW_HI(row) (nk - 1)
 #endif
-#if FLASHCL_NV_PRESCALE
-#define WG_PRESCALE(S)                                                         \
+#if FLASHCL_WINDOW_LEFT
+#define WG_EDGE(n0) (WG_EDGE_HI(n0) || (n0) < free_lo)
+#define WG_HIDDEN(col, lo, hi) ((col) > (hi) || (col) < (lo))
+#define WG_ROW_LO(row) ((row) + kdiag - left)
+#else
+#define WG_EDGE(n0) WG_EDGE_HI(n0)
+#define WG_HIDDEN(col, lo, hi) ((col) > (hi))
+#define WG_ROW_LO(row) 0
+#endif
+#if WG_SCORED
+/* Each score through the shared score code (softcap, ALiBi, bias, mask),
+ * scaled to exp2 units; bias and mask read a pair of keys at once, only
+ * for keys and rows that exist. Keys are absolute there (key_base + n). */
+#define WG_SCORES(S, n0)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            const bool rin_ = row0 + hh_ * 8 < seqlen_q;                       \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const int col_ = (n0) + n_ * 8 + t4 * 2;                       \
+                const int key_ = key_base + col_;                              \
+                const bool in_ = rin_ && col_ < nk;                            \
+                const bool both_ = col_ + 1 < nk;                              \
+                float t0_ = 0.f, t1_ = 0.f;                                    \
+                uint vis_ = 3u;                                                \
+                if (FLASHCL_BIAS && in_)                                       \
+                    score_bias_pair(&srow[hh_], key_, both_, &t0_,             \
+                                    &t1_ FLASHCL_VARIANT_NAMES);               \
+                if (FLASHCL_MASK && in_)                                       \
+                    vis_ = score_visible_pair(&srow[hh_], key_,                \
+                                              both_ FLASHCL_VARIANT_NAMES);    \
+                float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
+                s_[0] = score_apply_with(&srow[hh_], key_,                     \
+                                         s_[0] * scale_log2, t0_,              \
+                                         (vis_ & 1u) != 0);                    \
+                s_[1] = score_apply_with(&srow[hh_], key_ + 1,                 \
+                                         s_[1] * scale_log2, t1_,              \
+                                         (vis_ & 2u) != 0);                    \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+#elif FLASHCL_NV_PRESCALE
+#define WG_SCORES(S, n0)                                                       \
     do {                                                                       \
         _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
             (S)[i_] *= scale_log2;                                             \
     } while (0)
 #else
-#define WG_PRESCALE(S) ((void)0)
+#define WG_SCORES(S, n0) ((void)0)
 #endif
 #define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
-        WG_PRESCALE(S);                                                        \
+        WG_SCORES(S, n0);                                                      \
         if (WG_EDGE(n0)) {                                                     \
             _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
                 const int hi_ = WG_ROW_HI(row0 + hh_ * 8);                     \
+                const int lo_ = WG_ROW_LO(row0 + hh_ * 8);                     \
+                (void)lo_;                                                     \
                 _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {     \
                     const int col_ = (n0) + n_ * 8 + t4 * 2;                   \
-                    if (col_ > hi_)                                            \
+                    if (WG_HIDDEN(col_, lo_, hi_))                             \
                         (S)[4 * n_ + 2 * hh_] = -INFINITY;                     \
-                    if (col_ + 1 > hi_)                                        \
+                    if (WG_HIDDEN(col_ + 1, lo_, hi_))                         \
                         (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                 \
                 }                                                              \
             }                                                                  \
@@ -726,40 +794,62 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_CAUSAL
     const int right = (int)window_right;
 #endif
-#if FLASHCL_NV_PRESCALE
+#if WG_PRESCALED
     const float sl2 = 1.f;
 #else
     const float sl2 = scale_log2;
 #endif
 
+    /* ---- key range of this block ------------------------------------- */
+    /* Row i sees key j iff j in [i + diag - left, i + diag + right]; the
+     * host clamps the bounds to the sequences, so ints hold them. */
+    const int mlast = min(m0 + WG_BM, seqlen_q); /* exclusive */
+#if FLASHCL_CAUSAL
+    const int n_stop = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
+#else
+    const int n_stop = seqlen_k;
+#endif
+    /* From here on keys count from key_base, the block's first visible
+     * tile: the K/V pointers start there, so every schedule's tile and
+     * ring numbering starts at 0 as without a left edge. */
+#if FLASHCL_WINDOW_LEFT
+    const int left = (int)window_left;
+    const int key_base = clamp(m0 + nv_diag - left, 0, n_stop) / WG_BN * WG_BN;
+#else
+    const int key_base = 0;
+#endif
+    const int nk = seqlen_k - key_base; /* keys from key_base on */
+    const int kdiag = nv_diag - key_base;
+    const int n_end = n_stop - key_base;
+#if FLASHCL_CAUSAL
+#if WG_WS
+    /* per consumer warpgroup: its own rows' range (the block's is the
+     * producer's); the lower one's last tiles are only handed back */
+    const int m0_own = m0 + (warp >> 2) * 64;
+    const int n_end_own = clamp(min(m0_own + 64, seqlen_q) - 1 + kdiag +
+                                    right + 1, 0, nk);
+#else
+    const int m0_own = m0;
+#endif
+    const int free_hi = m0_own + kdiag + right; /* last key every row sees */
+#endif
+#if FLASHCL_WINDOW_LEFT
+    const int free_lo = mlast - 1 + kdiag - left; /* first key every row sees */
+#endif
+
     __global const STORAGE_T *qp = q + base.x + (ulong)b * q_stride.x +
                                    (ulong)h * q_stride.y;
     __global const STORAGE_T *kp = k + base.y + (ulong)b * k_stride.x +
-                                   (ulong)hk * k_stride.y;
+                                   (ulong)hk * k_stride.y +
+                                   (ulong)key_base * k_stride.z;
     __global const STORAGE_T *vp = v + base.z + (ulong)b * v_stride.x +
-                                   (ulong)hk * v_stride.y;
+                                   (ulong)hk * v_stride.y +
+                                   (ulong)key_base * v_stride.z;
     __global STORAGE_T *op = o + base.w + (ulong)b * o_stride.x +
                              (ulong)h * o_stride.y;
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
                 os = o_stride.z;
 
-    /* ---- key range of this block ------------------------------------- */
-    const int mlast = min(m0 + WG_BM, seqlen_q); /* exclusive */
-#if FLASHCL_CAUSAL
-    const int n_end = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
-#if WG_WS
-    /* per consumer warpgroup: its own rows' range (the block's is the
-     * producer's); the lower one's last tiles are only handed back */
-    const int m0_own = m0 + (warp >> 2) * 64;
-    const int n_end_own = clamp(min(m0_own + 64, seqlen_q) - 1 + nv_diag +
-                                    right + 1, 0, seqlen_k);
-#else
-    const int m0_own = m0;
-#endif
-    const int free_hi = m0_own + nv_diag + right; /* last key every row sees */
-#else
-    const int n_end = seqlen_k;
-#endif
     const int j_end = (n_end + WG_BN - 1) / WG_BN;
 #if WG_WS
 #if FLASHCL_CAUSAL
@@ -789,7 +879,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         NV_SETMAXNREG_DEC(WG_STR(FLASHCL_NV_WGMMA_REGS_PRODUCER));
 #endif
         /* Tile t waits for its slot's previous use to be handed back; the
-         * copies are zero-filled past seqlen_k. */
+         * copies are zero-filled past the keys. */
         for (int t = 0; t < 2 * j_end; ++t) {
             if (t >= WG_RING)
                 NV_MB_WAIT(WG_WS_EMPTY(t), WG_WS_PHASE(t - WG_RING));
@@ -798,7 +888,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #else
             const bool isv = (t & 1) != 0;
             WG_LOAD_TILE(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
-                         (t >> 1) * WG_BN, seqlen_k);
+                         (t >> 1) * WG_BN, nk);
             NV_MB_ARRIVE_CP(WG_WS_FULL(t));
 #endif
         }
@@ -866,6 +956,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     }
 #endif
 
+#if WG_SCORED
+    /* What each row's score code needs, once (not per key tile). */
+    score_row srow[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh)
+        srow[hh] = score_row_init(b, h, row0 + hh * 8, diag,
+                                  M_LOG2E_F FLASHCL_VARIANT_NAMES);
+#endif
     float acc[WG_ON];
     float sc[WG_SN];
     float row_max[2] = {-INFINITY, -INFINITY}; /* raw scores */
@@ -1064,9 +1162,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
      * waiting for all but the newest group at step j's start finds K_j
      * and V_{j-1} landed. */
     if (j_end > 0) {
-        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
+        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, nk);
         NV_CP_COMMIT();
-        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, seqlen_k);
+        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, nk);
         NV_CP_COMMIT();
     }
     for (int j = 0; j < j_end; ++j) {
@@ -1084,7 +1182,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         NV_WG_FENCE_REGS(sc, WG_SN);
         barrier(CLK_LOCAL_MEM_FENCE); /* every S_j done: K buffer free */
         if (j + 1 < j_end)
-            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, nk);
         NV_CP_COMMIT();
         WG_SOFTMAX(n0);
         NV_WG_WAIT0();
@@ -1093,7 +1191,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         WG_PACK_P();
         barrier(CLK_LOCAL_MEM_FENCE); /* every P V_{j-1} done: its V free */
         if (j + 1 < j_end)
-            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, seqlen_k);
+            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
         NV_CP_COMMIT();
     }
     if (j_end > 0) { /* the last P V */
@@ -1119,7 +1217,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         if (tl_ < n_tiles) {                                                   \
             const bool isv_ = (tl_ & 1) != 0;                                  \
             WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
-                         (tl_ >> 1) * WG_BN, seqlen_k);                        \
+                         (tl_ >> 1) * WG_BN, nk);                              \
         }                                                                      \
         NV_CP_COMMIT();                                                        \
     } while (0)
@@ -1144,7 +1242,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             const bool isv_ = tl_ > 0 && (tl_ & 1) == 0;                       \
             const int kt_ = isv_ ? tl_ / 2 - 1 : (tl_ + 1) / 2;                \
             WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
-                         kt_ * WG_BN, seqlen_k);                               \
+                         kt_ * WG_BN, nk);                                     \
         }                                                                      \
         NV_CP_COMMIT();                                                        \
     } while (0)
@@ -1218,9 +1316,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     NV_CP_WAIT_ALL(); /* only empty groups left; none outlives the kernel */
 #else
     if (j_end > 0) {
-        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, seqlen_k);
+        WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, nk);
 #if FLASHCL_NV_STAGES == 2
-        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, seqlen_k);
+        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, nk);
 #endif
         NV_CP_COMMIT();
     }
@@ -1229,12 +1327,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         const int n0 = j * WG_BN;
         WG_TILE_READY(); /* tile j's K (and V) landed; the others' buffers free */
 #if FLASHCL_NV_STAGES == 1
-        WG_LOAD_TILE(WG_VBUF(j), vp, vs, n0, seqlen_k);
+        WG_LOAD_TILE(WG_VBUF(j), vp, vs, n0, nk);
         NV_CP_COMMIT();
 #else
         if (j + 1 < j_end) {
-            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
-            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, seqlen_k);
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, nk);
+            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
             NV_CP_COMMIT();
         }
 #endif
@@ -1247,7 +1345,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #if FLASHCL_NV_STAGES == 1
         WG_TILE_READY(); /* V[j] landed; every S of tile j done: K free */
         if (j + 1 < j_end) {
-            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, seqlen_k);
+            WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, nk);
             NV_CP_COMMIT();
         }
 #endif
@@ -1258,14 +1356,29 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #endif
 
     /* ---- epilogue: normalise, write O (and LSE) ----------------------- */
+#if FLASHCL_SINKS
+    /* The sink is one more logit in the denominator, with no value row. */
+    const float sink = sink_logit(h, M_LOG2E_F FLASHCL_VARIANT_NAMES);
+#endif
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         float l = row_sum[hh];
         l += nv_shfl_xor(l, 1);
         l += nv_shfl_xor(l, 2);
         const int row = row0 + hh * 8;
+        /* row max in exp2 units (-inf when the row saw nothing) */
+        float mexp = l > 0.f ? row_max[hh] * sl2 : -INFINITY;
+        float oscale = 1.f;
+#if FLASHCL_SINKS
+        {
+            const float mall = fmax(mexp, sink);
+            oscale = l > 0.f ? exp2(mexp - mall) : 0.f;
+            l = l * oscale + exp2(sink - mall);
+            mexp = mall;
+        }
+#endif
         const bool any = l > 0.f;
-        const float inv = any ? 1.f / l : 0.f;
+        const float inv = any ? oscale / l : 0.f;
         if (row < seqlen_q) {
             __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
@@ -1276,7 +1389,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             if (write_lse && t4 == 0)
                 lse[lse_base + (ulong)b * lse_stride.x +
                     (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] =
-                    any ? (row_max[hh] * sl2 + log2(l)) * 0.69314718055994530942f
+                    any ? (mexp + log2(l)) * 0.69314718055994530942f
                         : -INFINITY;
         }
     }

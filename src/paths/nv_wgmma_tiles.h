@@ -76,6 +76,14 @@ int nv_wgmma_threads(const nv_wgmma_cfg *c);
 /* The register cap the set runs under: its maxnreg, or with ws (one
  * work-group per SM) the 64 K registers shared by its threads; 0: none. */
 int nv_wgmma_regs(const nv_wgmma_cfg *c);
+/* Bias or mask (read from global memory a pair of keys at a time in the
+ * consumers' score pass): 128-key tiles made ptxas spill the consumers
+ * (D = 128: 516 bytes with a bf16 bias, D = 64: 624 with bias and mask;
+ * none with 64-key tiles, scripts/wgmma_isa_check.sh, 2026-12-02), so
+ * a ring's 128-key tiles become 64-key ones, as many slots as fit
+ * local_mem (at most 8). Legal in, legal out. */
+void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
+                                uint64_t local_mem);
 /* Its schedule's -D options (the tiles go through plan_base_options). */
 void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 

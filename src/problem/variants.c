@@ -281,23 +281,23 @@ static int no_apply(const flashcl_attention_desc *d, const tensor_view *view,
 static const variant_entry table[] = {
     {.name = "window",
      .fields = "window, window_left, window_right",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_WINDOW_LEFT",
      .check = window_check,
      .active = window_active,
      .apply = window_apply},
     {.name = "top-left causal",
      .fields = "causal_align",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_TOP_LEFT",
      .active = top_left_active,
      .apply = top_left_apply},
     {.name = "alibi",
      .fields = "alibi_slopes",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_ALIBI",
      .active = alibi_active,
      .tensor = alibi_tensor,
@@ -305,8 +305,8 @@ static const variant_entry table[] = {
      .apply = alibi_apply},
     {.name = "bias",
      .fields = "bias, bias_dtype",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_BIAS",
      .check = bias_check,
      .active = bias_active,
@@ -315,8 +315,8 @@ static const variant_entry table[] = {
      .apply = bias_apply},
     {.name = "mask",
      .fields = "mask",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_MASK",
      .active = mask_active,
      .tensor = mask_tensor,
@@ -324,16 +324,16 @@ static const variant_entry table[] = {
      .apply = mask_apply},
     {.name = "softcap",
      .fields = "softcap",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SOFTCAP",
      .check = softcap_check,
      .active = softcap_active,
      .apply = softcap_apply},
     {.name = "sinks",
      .fields = "sinks",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
+              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SINKS",
      .active = sinks_active,
      .tensor = sinks_tensor,
