@@ -4,9 +4,10 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [validate|ablation|variants|quick|ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [validate|ablation|variants|persist|quick|ceiling|smoke|tests|bench|all]   # default all
 #
 # variants (~7 min) the variant table on the path: see variants()
+# persist  (~5 min) the persistent grid experiment: see persist()
 # validate (~6 min) the table's default (nv_wgmma from D = 40): see validate()
 # ablation (~2 min) D = 64 / 128 without the softmax, the copies, both
 # quick  (~250 s, second GPU run) the ring schedule, S ahead and the register cap
@@ -435,7 +436,53 @@ PY
   fi
 }
 
+# persist: the persistent grid (FLASHCL_NV_WGMMA_PERSIST=1, written
+# 2026-12-02 without a GPU): smoke calls against the float64 oracle (flashcl
+# run --json, every 5 s at most: a hang in the item loop's mbarrier
+# phases shows as a timeout), the core suites forced onto nv_wgmma with
+# it, then flashcl-bench fp16/bf16 D 64/128/256 N 2048/8192 causal both,
+# with and without it, in the same run. ~5 min.
+persist() {
+  echo "== persistent grid: smoke"
+  : >"$OUT/persist.log"
+  for d in 64 128 256; do for c in "" --causal; do
+    for shape in "1000 1100 1" "3000 3000 2" "129 70 3"; do
+      set -- $shape
+      FLASHCL_NV_WGMMA_PERSIST=1 FLASHCL_PATH=nv_wgmma timeout 30 $B/flashcl run \
+        --seqlen $1 --seqlen-k $2 --batch $3 --head-dim $d --heads 8 --heads-kv 2 \
+        --dtype fp16 $c --reps 2 --json >"$OUT/p.log" 2>&1
+      rc=$?
+      cat "$OUT/p.log" >>"$OUT/persist.log"
+      echo "D$d ${c:-noncausal} $1x$2 B$3: exit $rc," \
+        "$(grep -o '"path": "[a-z_]*"\|"o_error": [^,]*\|"o_tolerance": [^,]*' "$OUT/p.log" | tr '\n' ' ')"
+    done
+  done; done
+  FLASHCL_NV_WGMMA_PERSIST=1 SUITE_TIMEOUT=${SUITE_TIMEOUT:-150} tests
+  echo "== flashcl-bench: persistent grid against the default grid"
+  for v in 0 1; do
+    FLASHCL_NV_WGMMA_PERSIST=$v timeout 200 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
+      --check 2 --dtype fp16,bf16 --head-dim 64,128,256 --seqlen 2048,8192 --causal both \
+      --csv "$OUT/persist_$v.csv" >"$OUT/persist_$v.log" 2>&1
+    echo "PERSIST=$v: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/persist_$v.log" | awk '{print $2}' | sort -g | tail -1)"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/persist_table.md"
+import csv, os, sys
+out = sys.argv[1]
+def rows(v):
+    r = {}
+    for x in csv.DictReader(l for l in open(os.path.join(out, f"persist_{v}.csv")) if not l.startswith("#")):
+        r[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+a, b = rows(0), rows(1)
+print("| dtype | D | causal | N | grid | persistent | ratio |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(a):
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {a[k]:.1f} | {b.get(k, float('nan')):.1f} | {b[k] / a[k] if k in b else float('nan'):.2f} |")
+PY
+}
+
 case "$what" in
+  persist) persist ;;
   variants) variants ;;
   quick) quick ;;
   validate) validate ;;

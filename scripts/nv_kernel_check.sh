@@ -185,6 +185,11 @@ wcheck "wgmma D128 fp16 bias fp16 + mask (64-key tiles)" $wg \
 wcheck "wgmma table D256 fp16 causal, every variant" $wg \
   "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n256k16'
+# the persistent grid (an experiment, FLASHCL_NV_WGMMA_PERSIST): the work
+# items' loop in both roles, heads_q and batch after the forward list
+wcheck "wgmma table D64 fp16 causal, persistent grid" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PERSIST=1" \
+  "$mb" 'setmaxnreg\.dec' 'flashcl_attention_fwd_param_37'
 python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||
   { echo "FAIL wgmma layout model"; failed=1; }
 python3 scripts/wgmma_band_model.py >/dev/null && echo "ok   wgmma band model (key ranges and edge tiles of windows)" ||

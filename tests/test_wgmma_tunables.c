@@ -31,7 +31,7 @@ static unsigned mem_for(int d) { return d == 256 ? LOCAL_MEM_256 : LOCAL_MEM; }
 /* A set of the declared tunables (values in declaration order) by name. */
 static nv_wgmma_cfg cfg_of(const int v[NUM_TUNABLES])
 {
-    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0, 0};
+    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     int *const field[] = {&c.warpgroups, &c.block_n, &c.ring, &c.lag,
                           &c.sahead, &c.overlap, &c.maxnreg, &c.ws};
     static const char *const names[] = {"warpgroups", "block_n", "ring",
@@ -86,7 +86,7 @@ START_TEST(table_entries_legal)
     for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
         const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
         const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
-                                0, e->overlap, e->maxnreg, e->ws};
+                                0, e->overlap, e->maxnreg, e->ws, 0};
         char why[160] = "";
         ck_assert_msg(nv_wgmma_legal(&c, e->head_dim,
                                      e->local_mem ? e->local_mem : LOCAL_MEM,
@@ -104,47 +104,47 @@ static const struct {
     nv_wgmma_cfg c;
     const char *refusal; /* NULL: legal */
 } cases[] = {
-    {64, {2, 64, 6, 1, 1, 0, 0, 0}, NULL},
-    {64, {2, 64, 8, 0, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 64, 3, 1, 1, 0, 128, 0}, NULL},
-    {128, {2, 64, 4, 0, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 32, 6, 1, 0, 0, 0, 0}, NULL},
-    {128, {1, 128, 0, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
-    {128, {2, 64, 0, 0, 0, 1, 0, 0}, NULL},            /* 3 x 16 KiB: fits */
-    {64, {2, 128, 0, 0, 0, 1, 0, 0}, NULL},
-    {64, {2, 64, 2, 1, 0, 0, 0, 0}, "2 + lag"},
-    {64, {2, 64, 4, 0, 0, 1, 0, 0}, "exclusive"},
-    {64, {2, 64, 0, 1, 0, 0, 0, 0}, "needs the ring"},
-    {64, {2, 64, 4, 0, 1, 0, 0, 0}, "lag 1"},
-    {64, {3, 64, 0, 0, 0, 0, 0, 0}, "warpgroups"},
-    {64, {2, 48, 0, 0, 0, 0, 0, 0}, "block_n"},
-    {64, {2, 64, 0, 0, 0, 0, 16, 0}, "maxnreg"},
+    {64, {2, 64, 6, 1, 1, 0, 0, 0, 0}, NULL},
+    {64, {2, 64, 8, 0, 0, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 64, 3, 1, 1, 0, 128, 0, 0}, NULL},
+    {128, {2, 64, 4, 0, 0, 0, 0, 0, 0}, "local memory"},
+    {128, {2, 32, 6, 1, 0, 0, 0, 0, 0}, NULL},
+    {128, {1, 128, 0, 0, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
+    {128, {2, 64, 0, 0, 0, 1, 0, 0, 0}, NULL},            /* 3 x 16 KiB: fits */
+    {64, {2, 128, 0, 0, 0, 1, 0, 0, 0}, NULL},
+    {64, {2, 64, 2, 1, 0, 0, 0, 0, 0}, "2 + lag"},
+    {64, {2, 64, 4, 0, 0, 1, 0, 0, 0}, "exclusive"},
+    {64, {2, 64, 0, 1, 0, 0, 0, 0, 0}, "needs the ring"},
+    {64, {2, 64, 4, 0, 1, 0, 0, 0, 0}, "lag 1"},
+    {64, {3, 64, 0, 0, 0, 0, 0, 0, 0}, "warpgroups"},
+    {64, {2, 48, 0, 0, 0, 0, 0, 0, 0}, "block_n"},
+    {64, {2, 64, 0, 0, 0, 0, 16, 0, 0}, "maxnreg"},
     /* ws: a ring without lag; 5 slots of 8 KiB and their mbarriers fit
      * (40 KiB + 80 bytes), 3 of 16 KiB do not (48 KiB + 48 bytes) */
-    {128, {2, 32, 5, 0, 0, 0, 0, 1}, NULL},
-    {64, {2, 64, 5, 0, 0, 0, 0, 2}, NULL},
-    {64, {1, 64, 5, 0, 0, 0, 0, 1}, NULL},
-    {128, {2, 64, 3, 0, 0, 0, 0, 1}, "local memory"},
-    {64, {2, 64, 0, 0, 0, 0, 0, 1}, "needs the ring"},
-    {64, {2, 64, 4, 1, 0, 0, 0, 1}, "without lag"},
-    {64, {2, 64, 4, 0, 0, 0, 176, 2}, "64 K registers"}, /* 384 threads */
-    {64, {2, 64, 4, 0, 0, 0, 0, 3}, NULL},
-    {64, {2, 64, 4, 0, 0, 0, 0, 4}, NULL},
-    {64, {2, 64, 4, 0, 0, 0, 0, 5}, "ws 5"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 2}, "2 consumer"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 3}, "2 consumer"},
+    {128, {2, 32, 5, 0, 0, 0, 0, 1, 0}, NULL},
+    {64, {2, 64, 5, 0, 0, 0, 0, 2, 0}, NULL},
+    {64, {1, 64, 5, 0, 0, 0, 0, 1, 0}, NULL},
+    {128, {2, 64, 3, 0, 0, 0, 0, 1, 0}, "local memory"},
+    {64, {2, 64, 0, 0, 0, 0, 0, 1, 0}, "needs the ring"},
+    {64, {2, 64, 4, 1, 0, 0, 0, 1, 0}, "without lag"},
+    {64, {2, 64, 4, 0, 0, 0, 176, 2, 0}, "64 K registers"}, /* 384 threads */
+    {64, {2, 64, 4, 0, 0, 0, 0, 3, 0}, NULL},
+    {64, {2, 64, 4, 0, 0, 0, 0, 4, 0}, NULL},
+    {64, {2, 64, 4, 0, 0, 0, 0, 5, 0}, "ws 5"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 2, 0}, "2 consumer"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 3, 0}, "2 consumer"},
     /* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer
      * warpgroups, 32 KiB with 1; a slot is 32 KiB plus 16 bytes of
      * mbarriers */
-    {256, {2, 64, 5, 0, 0, 0, 0, 2}, NULL}, /* 64 K + 5 x (32 K + 16) */
-    {256, {2, 64, 6, 0, 0, 0, 0, 2}, "local memory"},
-    {256, {1, 64, 5, 0, 0, 0, 0, 1}, NULL}, /* 32 K + 5 x (32 K + 16) */
-    {256, {1, 64, 6, 0, 0, 0, 0, 1}, "local memory"}, /* 16 bytes over */
-    {256, {2, 64, 5, 0, 0, 0, 0, 3}, NULL},
-    {256, {2, 32, 5, 0, 0, 0, 0, 2}, "64-key"},
-    {256, {2, 128, 2, 0, 0, 0, 0, 2}, "64-key"},
-    {256, {2, 64, 3, 1, 1, 0, 0, 0}, "warp-specialized"},
-    {256, {2, 64, 0, 0, 0, 1, 0, 0}, "warp-specialized"},
+    {256, {2, 64, 5, 0, 0, 0, 0, 2, 0}, NULL}, /* 64 K + 5 x (32 K + 16) */
+    {256, {2, 64, 6, 0, 0, 0, 0, 2, 0}, "local memory"},
+    {256, {1, 64, 5, 0, 0, 0, 0, 1, 0}, NULL}, /* 32 K + 5 x (32 K + 16) */
+    {256, {1, 64, 6, 0, 0, 0, 0, 1, 0}, "local memory"}, /* 16 bytes over */
+    {256, {2, 64, 5, 0, 0, 0, 0, 3, 0}, NULL},
+    {256, {2, 32, 5, 0, 0, 0, 0, 2, 0}, "64-key"},
+    {256, {2, 128, 2, 0, 0, 0, 0, 2, 0}, "64-key"},
+    {256, {2, 64, 3, 1, 1, 0, 0, 0, 0}, "warp-specialized"},
+    {256, {2, 64, 0, 0, 0, 1, 0, 0, 0}, "warp-specialized"},
 };
 
 START_TEST(hand_derived_cases)
@@ -163,10 +163,10 @@ START_TEST(hand_derived_cases)
                           ? (unsigned)cases[_i].c.warpgroups * 32768u
                           : 0u);
     /* a work-group limit below 2 warpgroups refuses 2 */
-    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0};
+    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0, 0};
     ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
     /* ws adds the producer: 2 + 1 warpgroups need 384 work-items */
-    const nv_wgmma_cfg ws = {2, 64, 4, 0, 0, 0, 0, 1};
+    const nv_wgmma_cfg ws = {2, 64, 4, 0, 0, 0, 0, 1, 0};
     ck_assert(!nv_wgmma_legal(&ws, 64, LOCAL_MEM, 256, why, sizeof why));
     ck_assert(nv_wgmma_legal(&ws, 64, LOCAL_MEM, 384, why, sizeof why));
     ck_assert_int_eq(nv_wgmma_threads(&ws), 384);
@@ -201,7 +201,7 @@ static int each_set(void (*fn)(const nv_wgmma_cfg *, int d, void *),
 static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
                     char *buf, size_t cap)
 {
-    char schedule[200];
+    char schedule[320];
     nv_wgmma_defines(c, schedule, sizeof schedule);
     snprintf(buf, cap, "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=%d "
              "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
@@ -286,7 +286,7 @@ END_TEST
  * that belongs to a narrower class (the host would waste half the tile). */
 START_TEST(padded_head_dims)
 {
-    const nv_wgmma_cfg table = {2, 64, 2, 0, 0, 0, 0, 2};
+    const nv_wgmma_cfg table = {2, 64, 2, 0, 0, 0, 0, 2, 0};
     int built = 0;
     for (int d = 1; d <= 256; ++d) {
         const int w = nv_wgmma_tile_dim(d);
@@ -330,7 +330,7 @@ START_TEST(variant_tiles)
         const uint64_t mem = e->local_mem ? e->local_mem : LOCAL_MEM;
         const nv_wgmma_cfg table = {e->warpgroups, e->block_n, e->ring,
                                     e->lag, 0, e->overlap, e->maxnreg,
-                                    e->ws};
+                                    e->ws, 0};
         nv_wgmma_cfg c = table;
         nv_wgmma_narrow_for_extras(&c, e->head_dim, mem);
         char why[160] = "";
@@ -365,6 +365,29 @@ START_TEST(variant_tiles)
 }
 END_TEST
 
+/* The persistent grid (FLASHCL_NV_WGMMA_PERSIST, not a tunable): the host
+ * takes it with ws 1 or 2 only, and the kernel's #error rules agree for
+ * every ws. */
+START_TEST(persistent_grid_rules)
+{
+    for (int ws = 0; ws <= 4; ++ws) {
+        for (int persist = 0; persist <= 1; ++persist) {
+            const nv_wgmma_cfg c = {2, 64, 2, 0, 0, 0, 0, ws, persist};
+            char why[160] = "", opts[1024];
+            const bool host = legal(&c, 128, why, sizeof why);
+            ck_assert_msg(host == (!persist || ws == 1 || ws == 2),
+                          "ws %d persist %d: host says %s", ws, persist,
+                          host ? "legal" : why);
+            options(&c, 128, 1, 1, opts, sizeof opts);
+            const int rc = preprocess(opts);
+            ck_assert_msg((rc == 0) == host, "ws %d persist %d: host %s, "
+                          "kernel %d: %s", ws, persist,
+                          host ? "legal" : why, rc, opts);
+        }
+    }
+}
+END_TEST
+
 /* --list: every legal set, "D<TAB>params<TAB>options", for
  * scripts/wgmma_isa_check.sh tunables. */
 static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
@@ -391,7 +414,8 @@ int main(int argc, char **argv)
                                 {hand_derived_cases, (int)LENGTH(cases)},
                                 {host_rules_match_the_kernel, 0},
                                 {padded_head_dims, 0},
-                                {variant_tiles, 0}};
+                                {variant_tiles, 0},
+                                {persistent_grid_rules, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));
 }

@@ -310,6 +310,24 @@ typedef float real_t;
 #if FLASHCL_NV_WGMMA_SAHEAD && !WG_WS && (!WG_RING || !WG_LAG)
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SAHEAD needs the ring with LAG 1"
 #endif
+/* 1: a persistent grid (FlashAttention-3's): as many work-groups as the
+ * device runs at once, each looping over (query block, head, batch) work
+ * items, heaviest query blocks first, in a static stride; the producer
+ * runs on into the next item's K/V tiles while the consumers store this
+ * item's O, and the ring and its mbarrier phases carry on across items
+ * (tile numbers count from wt0). heads_q and batch follow the forward
+ * arguments (FLASHCL_PERSIST_ARGS). Warp-specialized schedule without
+ * ping-pong or S ahead only. */
+#ifndef FLASHCL_NV_WGMMA_PERSIST
+#define FLASHCL_NV_WGMMA_PERSIST 0
+#endif
+#if FLASHCL_NV_WGMMA_PERSIST != 0 && FLASHCL_NV_WGMMA_PERSIST != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_PERSIST must be 0 or 1"
+#endif
+#define WG_PERSIST FLASHCL_NV_WGMMA_PERSIST
+#if WG_PERSIST && (!WG_WS || FLASHCL_NV_WGMMA_PINGPONG || FLASHCL_NV_WGMMA_SAHEAD)
+#error "flash_fwd_wgmma: the persistent grid is written for the warp-specialized schedule without ping-pong or S ahead"
+#endif
 /* .maxnreg of the patched PTX (src/paths/nv_wgmma.c puts it there; the
  * define only keys the program cache): checked here for its range. */
 #if defined(FLASHCL_NV_WGMMA_MAXNREG) &&                                       \
@@ -744,8 +762,115 @@ typedef float real_t;
     } while (0)
 #define WG_PACK_P() WG_PACK_P_(sc)
 
+/* ---- work items ----------------------------------------------------- */
+/* What a work item (query block qb of head h, batch b) needs to know of
+ * its keys. Row i sees key j iff j in [i + diag - left, i + diag + right]
+ * (right: FLASHCL_CAUSAL, left: FLASHCL_WINDOW_LEFT); the host clamps the
+ * bounds to the sequences, so ints hold them. Keys count from key_base,
+ * the block's first visible tile: the K/V pointers start there, so every
+ * schedule's tile and ring numbering starts at 0 as without a left edge.
+ * scripts/wgmma_band_model.py checks these formulas against the band. */
+typedef struct wg_item {
+    int h, b, m0;
+    int key_base; /* first key of tile 0 */
+    int nk;       /* keys from key_base on */
+    int kdiag;    /* the diagonal, from key_base */
+    int j_end;    /* key tiles of the block (the producer's) */
+    int j_own;    /* of them, the ones this warpgroup's rows see */
+    int free_hi;  /* last key every row of the warpgroup sees */
+    int free_lo;  /* first key every row of the block sees */
+} wg_item;
+
+static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
+                                 int seqlen_k, int diag, int left, int right)
+{
+    wg_item it;
+    it.h = h;
+    it.b = b;
+    it.m0 = qb * WG_BM;
+    const int mlast = min(it.m0 + WG_BM, seqlen_q); /* exclusive */
+#if FLASHCL_CAUSAL
+    const int n_stop = clamp(mlast - 1 + diag + right + 1, 0, seqlen_k);
+#else
+    const int n_stop = seqlen_k;
+#endif
+#if FLASHCL_WINDOW_LEFT
+    it.key_base = clamp(it.m0 + diag - left, 0, n_stop) / WG_BN * WG_BN;
+#else
+    it.key_base = 0;
+#endif
+    it.nk = seqlen_k - it.key_base;
+    it.kdiag = diag - it.key_base;
+    it.j_end = (n_stop - it.key_base + WG_BN - 1) / WG_BN;
+#if WG_WS
+    /* per consumer warpgroup: its own rows' range (the block's is the
+     * producer's); the lower one's last tiles are only handed back */
+    const int m0_own = it.m0 + (warp >> 2) * 64;
+#else
+    const int m0_own = it.m0;
+#endif
+#if FLASHCL_CAUSAL && WG_WS
+    const int n_end_own = clamp(min(m0_own + 64, seqlen_q) - 1 + it.kdiag +
+                                    right + 1, 0, it.nk);
+    it.j_own = (n_end_own + WG_BN - 1) / WG_BN;
+#else
+    it.j_own = it.j_end;
+#endif
+    it.free_hi = m0_own + it.kdiag + right;
+    it.free_lo = mlast - 1 + it.kdiag - left;
+    return it;
+}
+
+/* WG_ITEMS_BEGIN(it) ... WG_ITEMS_END(it): the body once per work item of
+ * this work-group, `it` its wg_item; wt0 moves past its ring tiles.
+ * Without FLASHCL_NV_WGMMA_PERSIST: one item, (block, head, batch) from
+ * the group ids, heaviest causal blocks (largest query index) first.
+ * Persistent: item i is query block n_qb - 1 - i / (heads_q batch)
+ * (heaviest first across heads and batch), then head and batch;
+ * work-group w takes items w, w + groups, ... */
+#define WG_ITEM_AT(qb, h, b)                                                   \
+    wg_item_of((qb), (h), (b), warp, seqlen_q, seqlen_k, nv_diag, left, right)
+#if WG_PERSIST
+#define WG_PERSIST_PARAMS FLASHCL_PERSIST_ARGS(FLASHCL_KPARAM)
+#define WG_ITEMS_BEGIN(it)                                                     \
+    for (int item_ = (int)get_group_id(0); item_ < n_qb * n_hb;                \
+         item_ += (int)get_num_groups(0)) {                                    \
+        const wg_item it = WG_ITEM_AT(n_qb - 1 - item_ / n_hb,                 \
+                                      (item_ % n_hb) % heads_q,                \
+                                      (item_ % n_hb) / heads_q);
+#else
+#define WG_PERSIST_PARAMS
+#define WG_ITEMS_BEGIN(it)                                                     \
+    {                                                                          \
+        const wg_item it =                                                     \
+            WG_ITEM_AT((int)get_num_groups(0) - 1 - (int)get_group_id(0),      \
+                       (int)get_group_id(1), (int)get_group_id(2));
+#endif
+#define WG_ITEMS_END(it)                                                       \
+    wt0 += 2 * (it).j_end;                                                     \
+    }
+/* The item's Q, K, V and O (K and V from its key_base). */
+#define WG_ITEM_POINTERS(it)                                                   \
+    const int hk_ = (it).h / group_size;                                       \
+    __global const STORAGE_T *qp =                                             \
+        q + base.x + (ulong)(it).b * q_stride.x + (ulong)(it).h * q_stride.y;  \
+    __global const STORAGE_T *kp = k + base.y + (ulong)(it).b * k_stride.x +   \
+                                   (ulong)hk_ * k_stride.y +                   \
+                                   (ulong)(it).key_base * k_stride.z;          \
+    __global const STORAGE_T *vp = v + base.z + (ulong)(it).b * v_stride.x +   \
+                                   (ulong)hk_ * v_stride.y +                   \
+                                   (ulong)(it).key_base * v_stride.z;          \
+    __global STORAGE_T *op =                                                   \
+        o + base.w + (ulong)(it).b * o_stride.x + (ulong)(it).h * o_stride.y;  \
+    const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,             \
+                os = o_stride.z;                                               \
+    (void)qp;                                                                  \
+    (void)op;                                                                  \
+    (void)qs;                                                                  \
+    (void)os
+
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
-flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
 {
     __local uint4 smem[WG_DECLARED_SMEM / 16]
         __attribute__((aligned(WG_SWIZZLE ? 1024 : 128)));
@@ -782,91 +907,41 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int g = lane >> 2;
     const int t4 = lane & 3;
 
-    /* Heaviest causal blocks (largest query index) first. */
-    const int qb = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
-    const int h = (int)get_group_id(1);
-    const int b = (int)get_group_id(2);
-    const int hk = h / group_size;
-    const int m0 = qb * WG_BM;
-    /* warp w of warpgroup v owns rows 64v + 16w: 16 * (4v + w) */
-    const int row0 = m0 + warp * 16 + g; /* this thread's rows: row0, +8 */
     const int nv_diag = (int)diag;
 #if FLASHCL_CAUSAL
     const int right = (int)window_right;
+#else
+    const int right = 0; /* no right edge: unused */
+#endif
+#if FLASHCL_WINDOW_LEFT
+    const int left = (int)window_left;
+#else
+    const int left = 0; /* no left edge: unused */
 #endif
 #if WG_PRESCALED
     const float sl2 = 1.f;
 #else
     const float sl2 = scale_log2;
 #endif
+#if WG_PERSIST
+    const int n_qb = (seqlen_q + WG_BM - 1) / WG_BM;
+    const int n_hb = heads_q * batch;
+#endif
+    int wt0 = 0; /* ring tiles of this work-group's earlier items */
 
-    /* ---- key range of this block ------------------------------------- */
-    /* Row i sees key j iff j in [i + diag - left, i + diag + right]; the
-     * host clamps the bounds to the sequences, so ints hold them. */
-    const int mlast = min(m0 + WG_BM, seqlen_q); /* exclusive */
-#if FLASHCL_CAUSAL
-    const int n_stop = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
-#else
-    const int n_stop = seqlen_k;
-#endif
-    /* From here on keys count from key_base, the block's first visible
-     * tile: the K/V pointers start there, so every schedule's tile and
-     * ring numbering starts at 0 as without a left edge. */
-#if FLASHCL_WINDOW_LEFT
-    const int left = (int)window_left;
-    const int key_base = clamp(m0 + nv_diag - left, 0, n_stop) / WG_BN * WG_BN;
-#else
-    const int key_base = 0;
-#endif
-    const int nk = seqlen_k - key_base; /* keys from key_base on */
-    const int kdiag = nv_diag - key_base;
-    const int n_end = n_stop - key_base;
-#if FLASHCL_CAUSAL
 #if WG_WS
-    /* per consumer warpgroup: its own rows' range (the block's is the
-     * producer's); the lower one's last tiles are only handed back */
-    const int m0_own = m0 + (warp >> 2) * 64;
-    const int n_end_own = clamp(min(m0_own + 64, seqlen_q) - 1 + kdiag +
-                                    right + 1, 0, nk);
-#else
-    const int m0_own = m0;
-#endif
-    const int free_hi = m0_own + kdiag + right; /* last key every row sees */
-#endif
-#if FLASHCL_WINDOW_LEFT
-    const int free_lo = mlast - 1 + kdiag - left; /* first key every row sees */
-#endif
-
-    __global const STORAGE_T *qp = q + base.x + (ulong)b * q_stride.x +
-                                   (ulong)h * q_stride.y;
-    __global const STORAGE_T *kp = k + base.y + (ulong)b * k_stride.x +
-                                   (ulong)hk * k_stride.y +
-                                   (ulong)key_base * k_stride.z;
-    __global const STORAGE_T *vp = v + base.z + (ulong)b * v_stride.x +
-                                   (ulong)hk * v_stride.y +
-                                   (ulong)key_base * v_stride.z;
-    __global STORAGE_T *op = o + base.w + (ulong)b * o_stride.x +
-                             (ulong)h * o_stride.y;
-    const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,
-                os = o_stride.z;
-
-    const int j_end = (n_end + WG_BN - 1) / WG_BN;
-#if WG_WS
-#if FLASHCL_CAUSAL
-    const int j_own = (n_end_own + WG_BN - 1) / WG_BN;
-#else
-    const int j_own = j_end;
-#endif
-    /* Ring slot of tile t (K_j = 2j, V_j = 2j + 1) and its two mbarriers:
-     * `full` completes a phase when the producer's 128 threads' copies of
-     * the slot's tile have landed, `empty` when the consumers' warps have
-     * all finished reading it (one arrival per warp). Use u = t / RING of
-     * a slot is phase u of both. */
-#define WG_WS_SLOT(t) (sbase + (uint)((t) % WG_RING) * WG_TILEB)
+    /* Ring slot of tile t (K_j = 2j, V_j = 2j + 1 of a work item, counted
+     * on from wt0) and its two mbarriers: `full` completes a phase when
+     * the producer's 128 threads' copies of the slot's tile have landed,
+     * `empty` when the consumers' warps have all finished reading it (one
+     * arrival per warp). Use u = (wt0 + t) / RING of a slot is phase u of
+     * both. */
+#define WG_WS_T(t) (wt0 + (t))
+#define WG_WS_SLOT(t) (sbase + (uint)(WG_WS_T(t) % WG_RING) * WG_TILEB)
 #define WG_WS_FULL(t)                                                          \
-    (sbase + WG_RING * WG_TILEB + WG_QB + 8u * (uint)((t) % WG_RING))
+    (sbase + WG_RING * WG_TILEB + WG_QB + 8u * (uint)(WG_WS_T(t) % WG_RING))
 #define WG_WS_EMPTY(t) (WG_WS_FULL(t) + 8u * WG_RING)
-#define WG_WS_PHASE(t) ((uint)((t) / WG_RING) & 1u)
+#define WG_WS_PHASE(t) ((uint)(WG_WS_T(t) / WG_RING) & 1u)
     if (tid == 0 && producer) {
         for (int sl = 0; sl < WG_RING; ++sl) {
             NV_MB_INIT(WG_WS_FULL(sl), 128u);
@@ -874,24 +949,31 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE); /* the last work-group barrier */
+    /* Each role loops over the work items on its own: setmaxnreg needs
+     * all code after the producer's to be the producer's. */
     if (producer) {
 #if WG_WS == 2
         NV_SETMAXNREG_DEC(WG_STR(FLASHCL_NV_WGMMA_REGS_PRODUCER));
 #endif
+        WG_ITEMS_BEGIN(it)
+        WG_ITEM_POINTERS(it);
         /* Tile t waits for its slot's previous use to be handed back; the
-         * copies are zero-filled past the keys. */
-        for (int t = 0; t < 2 * j_end; ++t) {
-            if (t >= WG_RING)
+         * copies are zero-filled past the keys. In the persistent grid
+         * the next item's tiles follow at once, under this one's
+         * epilogue. */
+        for (int t = 0; t < 2 * it.j_end; ++t) {
+            if (WG_WS_T(t) >= WG_RING)
                 NV_MB_WAIT(WG_WS_EMPTY(t), WG_WS_PHASE(t - WG_RING));
 #if FLASHCL_NV_WGMMA_DEBUG_NOLOAD /* a measurement: wrong results */
             NV_MB_ARRIVE(WG_WS_FULL(t));
 #else
             const bool isv = (t & 1) != 0;
             WG_LOAD_TILE(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
-                         (t >> 1) * WG_BN, nk);
+                         (t >> 1) * WG_BN, it.nk);
             NV_MB_ARRIVE_CP(WG_WS_FULL(t));
 #endif
         }
+        WG_ITEMS_END(it)
         NV_CP_WAIT_ALL(); /* no copy outlives its thread */
         return;
     }
@@ -899,6 +981,21 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     NV_SETMAXNREG_INC(WG_STR(FLASHCL_NV_WGMMA_REGS_CONSUMER));
 #endif
 #endif
+
+    WG_ITEMS_BEGIN(it)
+    WG_ITEM_POINTERS(it);
+    const int h = it.h, b = it.b, m0 = it.m0;
+    const int nk = it.nk, kdiag = it.kdiag, key_base = it.key_base;
+    const int j_end = it.j_end, j_own = it.j_own;
+    const int free_hi = it.free_hi, free_lo = it.free_lo;
+    (void)nk;
+    (void)kdiag;
+    (void)key_base;
+    (void)free_hi;
+    (void)free_lo;
+    (void)j_own;
+    /* warp w of warpgroup v owns rows 64v + 16w: 16 * (4v + w) */
+    const int row0 = m0 + warp * 16 + g; /* this thread's rows: row0, +8 */
 
 #if FLASHCL_NV_WGMMA_QSMEM
     /* ---- Q: this warpgroup's 64 rows into local memory (the K tile
@@ -1393,6 +1490,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                         : -INFINITY;
         }
     }
+    WG_ITEMS_END(it)
 }
 
 #endif /* FLASHCL_NV_WGMMA */

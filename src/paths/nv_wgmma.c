@@ -214,7 +214,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
 static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
 {
     return (nv_wgmma_cfg){t->warpgroups, t->block_n, t->ring, t->lag, 0,
-                          t->overlap, t->maxnreg, t->ws};
+                          t->overlap, t->maxnreg, t->ws, 0};
 }
 
 /* The local memory the kernel may size its tiles for: the device's, or
@@ -261,7 +261,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
             tile_params_get(t, "sahead", cfg->sahead),
             tile_params_get(t, "overlap", cfg->overlap),
             tile_params_get(t, "maxnreg", cfg->maxnreg),
-            tile_params_get(t, "ws", cfg->ws)};
+            tile_params_get(t, "ws", cfg->ws), cfg->persist};
         char why[160];
         if (nv_wgmma_legal(&want, tile_dim(p), mem,
                            caps->max_work_group, why, sizeof why)) {
@@ -307,14 +307,16 @@ static int env_int(const char *name, int lo, int hi, int fallback)
  *   setmaxnreg register split, 3 also the consumers' ping-pong, 4 also S
  *   ahead; 2 .. 4 need 2 consumer warpgroups, else 1 runs). It takes the
  *   ring (RING, or as many slots
- *   as fit, at most 8) without lag, S ahead or overlap. */
+ *   as fit, at most 8) without lag, S ahead or overlap.
+ * PERSIST=0|1: the persistent grid (with WS 1 or 2, else off). */
 static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
 {
     static const char *const names[] = {
         "FLASHCL_NV_WGMMA_WG",   "FLASHCL_NV_WGMMA_BN",
         "FLASHCL_NV_WGMMA_RING", "FLASHCL_NV_WGMMA_LAG",
         "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
-        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS"};
+        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS",
+        "FLASHCL_NV_WGMMA_PERSIST"};
     bool any = false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         any |= getenv(names[i]) && *getenv(names[i]);
@@ -354,8 +356,14 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
         c->ws = 1;
     if (c->ws && c->maxnreg > 65536 / nv_wgmma_threads(c))
         c->maxnreg = 0; /* the work-group's share (nv_wgmma_regs) */
+    c->persist = env_int("FLASHCL_NV_WGMMA_PERSIST", 0, 1, c->persist);
+    if (c->ws < 1 || c->ws > 2)
+        c->persist = 0;
     return any;
 }
+
+static void persistent_grid(const device_caps *caps, const problem *p,
+                            kernel_plan *plan);
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
@@ -385,7 +393,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                              : plan->tuning,
              env ? " (FLASHCL_NV_WGMMA_* set)" : "");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
-    char schedule[200];
+    char schedule[320];
     nv_wgmma_defines(&cfg, schedule, sizeof schedule);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
@@ -414,6 +422,59 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
     plan_row_blocks(p, plan);
+    if (cfg.persist)
+        persistent_grid(caps, p, plan);
+}
+
+/* The persistent grid: one work-group per compute unit (the table's
+ * schedules take an SM's local memory or registers each), at most one per
+ * work item. */
+static void persistent_grid(const device_caps *caps, const problem *p,
+                            kernel_plan *plan)
+{
+    const size_t items = plan->global[0] / plan->local[0] *
+                         (size_t)p->heads_q * (size_t)p->batch;
+    const size_t units = caps->compute_units ? caps->compute_units : 1;
+    plan->persistent = true;
+    plan->global[0] = (items < units ? items : units) * plan->local[0];
+    plan->global[1] = plan->global[2] = 1;
+}
+
+/* ---- launch: the persistent grid's heads and batch after the forward
+ * list (cl/common/kernel_args.clh, FLASHCL_PERSIST_ARGS) -------------- */
+
+#define FLASHCL_HTYPE_INT cl_int
+
+typedef struct persist_args {
+    FLASHCL_PERSIST_ARGS(FLASHCL_HOST_FIELD)
+} persist_args;
+
+static cl_int set_persist_args(cl_kernel kernel, cl_uint index,
+                               const void *values)
+{
+    const persist_args *a = values;
+    cl_int err = CL_SUCCESS;
+#define SET_PERSIST(kind, name)                                                \
+    if (err == CL_SUCCESS)                                                     \
+        err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
+    FLASHCL_PERSIST_ARGS(SET_PERSIST)
+#undef SET_PERSIST
+    return err;
+}
+
+static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
+                                      cl_command_queue queue,
+                                      const problem *p, const kernel_plan *plan,
+                                      compiled_program *const programs[2],
+                                      cl_uint num_wait,
+                                      const cl_event *wait_list,
+                                      cl_event *event)
+{
+    const persist_args grid = {(cl_int)p->heads_q, (cl_int)p->batch};
+    const trailing_args trailing = {set_persist_args, &grid};
+    return enqueue_forward(ctx, queue, p, plan, programs[0],
+                           plan->persistent ? &trailing : NULL, num_wait,
+                           wait_list, event);
 }
 
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
@@ -423,6 +484,6 @@ const kernel_path nv_wgmma_path = {
     "up to 256, D_v = D, every variant; sm_90a through a PTX patch, up to "
     "224 KiB of local memory, a producer warpgroup; the default on sm_90 "
     "from D = 40 for plain and causal calls)",
-    serves, nv_wgmma_can_run, nv_wgmma_plan, launch_forward_kernel,
+    serves, nv_wgmma_can_run, nv_wgmma_plan, nv_wgmma_launch,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};

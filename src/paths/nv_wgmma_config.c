@@ -27,6 +27,8 @@ static bool legal_values(const nv_wgmma_cfg *c, char *why, size_t cap)
         return bad(why, cap, "maxnreg %d is not 0 or 24..255", c->maxnreg);
     if (c->ws < 0 || c->ws > 4)
         return bad(why, cap, "ws %d is not 0 .. 4", c->ws);
+    if (c->persist != 0 && c->persist != 1)
+        return bad(why, cap, "persist %d is not 0 or 1", c->persist);
     return true;
 }
 
@@ -53,6 +55,11 @@ static bool legal_schedule(const nv_wgmma_cfg *c, char *why, size_t cap)
     if (c->ws >= 2 && c->warpgroups != 2)
         return bad(why, cap, "ws %d (register split, ping-pong, S ahead) "
                    "needs 2 consumer warpgroups", c->ws);
+    /* the persistent loop is written for the plain warp-specialized
+     * consumers only */
+    if (c->persist && (c->ws < 1 || c->ws > 2))
+        return bad(why, cap, "the persistent grid needs ws 1 or 2, not %d",
+                   c->ws);
     if (c->ws && c->maxnreg && c->maxnreg > 65536 / nv_wgmma_threads(c))
         return bad(why, cap, "maxnreg %d leaves no room for the ws "
                    "work-group in an SM's 64 K registers", c->maxnreg);
@@ -136,8 +143,9 @@ void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap)
     snprintf(buf, cap, " -DFLASHCL_NV_WGMMA_OVERLAP=%d "
              "-DFLASHCL_NV_WGMMA_RING=%d -DFLASHCL_NV_WGMMA_LAG=%d "
              "-DFLASHCL_NV_WGMMA_SAHEAD=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d "
-             "-DFLASHCL_NV_WGMMA_WS=%d -DFLASHCL_NV_WGMMA_PINGPONG=%d",
+             "-DFLASHCL_NV_WGMMA_WS=%d -DFLASHCL_NV_WGMMA_PINGPONG=%d%s",
              c->overlap, c->ring, c->ring ? c->lag : 0,
              c->ring ? c->sahead || c->ws == 4 : 0, nv_wgmma_regs(c),
-             c->ws < 2 ? c->ws : 2, c->ws >= 3);
+             c->ws < 2 ? c->ws : 2, c->ws >= 3,
+             c->persist ? " -DFLASHCL_NV_WGMMA_PERSIST=1" : "");
 }

@@ -55,6 +55,9 @@ static const tunable nv_wgmma_tunables[] = {
  * tunables above (same names), then the FLASHCL_NV_WGMMA_* knobs. */
 typedef struct nv_wgmma_cfg {
     int warpgroups, block_n, ring, lag, sahead, overlap, maxnreg, ws;
+    /* the persistent grid (FLASHCL_NV_WGMMA_PERSIST; not a tunable yet):
+     * ws 1 or 2 only */
+    int persist;
 } nv_wgmma_cfg;
 
 /* The kernel's #error rules and the device's limits for a set

@@ -64,6 +64,11 @@ struct kernel_plan {
      * calls, say which work-group is last. */
     bool split_fused;
     size_t split_counters;
+    /* A persistent grid (the wgmma path's FLASHCL_NV_WGMMA_PERSIST): the
+     * work-groups loop over (query block, head, batch), and the kernel
+     * takes heads_q and batch after the forward list
+     * (FLASHCL_PERSIST_ARGS). */
+    bool persistent;
     /* The plan's program is built from source, then from the binary that
      * `patch` makes of it (the wgmma path's sm_90a PTX), cached on disk
      * under `patch_kind`; NULL for the other paths. */
