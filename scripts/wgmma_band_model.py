@@ -2,10 +2,11 @@
 """The wgmma kernel's key range and edge tests, checked against the band
 by brute force (no GPU: the kernel runs only on an H200).
 
-cl/nvidia/flash_fwd_wgmma.cl decides per block which key tiles it loads
-(key_base, j_end; per consumer warpgroup j_own) and which of them run the
-mask code (WG_EDGE); inside an edge tile it hides key col of row `row`
-when col > WG_ROW_HI(row) or col < WG_ROW_LO(row). The formulas are
+cl/nvidia/flash_fwd_wgmma.cl decides per work item which key tiles it
+loads (wg_item_of: key_base, j_end; per consumer warpgroup j_own) and which
+of them run the mask code (WG_EDGE, from free_hi and free_lo); inside an
+edge tile it hides key col of row `row` when col > WG_ROW_HI(row) or
+col < WG_ROW_LO(row). The formulas are
 transcribed below, each with the kernel's name, and every (row, key) of
 small problems is checked:
 
