@@ -1,0 +1,286 @@
+/* The NVIDIA paths' plans for an H200, without one: the library's own
+ * problem module and path list (compiled into this test: the shared
+ * library hides them) plan descriptors against the test device's probed
+ * capabilities with the NVIDIA fields of an H200 written over them
+ * (compute capability 9.0, 132 SMs, 48 KiB local memory, as
+ * `flashcl info` printed there). Each plan must take the path the policy
+ * says, carry the -D options its variant and schedule need, and the
+ * kernel must preprocess with exactly the plan's -D options (its #error
+ * rules are the kernel's side of every host rule). Nothing is launched. */
+#include "core/core.h"
+#include "paths/path.h"
+#include "problem/problem.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static device_caps h200(const flashcl_context *ctx)
+{
+    device_caps c = ctx->caps;
+    snprintf(c.name, sizeof c.name, "NVIDIA H200");
+    snprintf(c.vendor, sizeof c.vendor, "NVIDIA Corporation");
+    snprintf(c.platform_name, sizeof c.platform_name, "NVIDIA CUDA");
+    snprintf(c.driver_version, sizeof c.driver_version, "580.159.04");
+    c.vendor_id = 0x10de;
+    c.type = CL_DEVICE_TYPE_GPU;
+    c.compute_units = 132;
+    c.local_mem = 49152;
+    c.max_work_group = 1024;
+    c.has_fp64 = true;
+    c.has_fp16_ext = true;
+    c.has_subgroups = c.has_intel_subgroups = false;
+    c.has_subgroup_shuffle = c.has_reqd_subgroup_size = false;
+    c.subgroup_size_count = 0;
+    c.has_nv_attribute_query = true;
+    c.nv_cc_major = 9;
+    c.nv_cc_minor = 0;
+    c.amd_gfx[0] = '\0';
+    c.amd_wavefront = 0;
+    c.klass = DEVICE_CLASS_GPU_NVIDIA;
+    return c;
+}
+
+/* A descriptor with every optional tensor a case turns on (NULL q/k/v/o:
+ * planning reads only their views). */
+typedef struct plan_case {
+    const char *name;
+    int head_dim, head_dim_v, causal, top_left;
+    flashcl_dtype dtype;
+    int window_left, window_right; /* -2: no window */
+    float softcap;
+    int alibi, bias, mask, sinks;
+    int persist;             /* FLASHCL_NV_WGMMA_PERSIST=1 */
+    int seqlen_q;            /* 0: NQ */
+    const char *force;       /* FLASHCL_PATH, or NULL */
+    const char *path;        /* the path the plan must take */
+    const char *want[6];     /* in its options */
+    const char *skipped;     /* in `skipped` (NULL: not checked) */
+} plan_case;
+
+static const plan_case cases[] = {
+    {.name = "plain causal fp16 D128: the default", .head_dim = 128,
+     .causal = 1, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA=1", "-DFLASHCL_NV_WGMMA_WS=2",
+              "-DFLASHCL_BLOCK_N=128", "-DFLASHCL_NV_WGMMA_RING=3",
+              "-DFLASHCL_LOCAL_MEM_BYTES=131072"}},
+    {.name = "plain bf16 D80 (padded in 128 columns)", .head_dim = 80,
+     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_HEAD_DIM=128", "-DFLASHCL_NV_DQ=80"}},
+    {.name = "plain fp16 D256 (Q in local memory)", .head_dim = 256,
+     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_HEAD_DIM=256", "-DFLASHCL_BLOCK_N=64",
+              "-DFLASHCL_LOCAL_MEM_BYTES=229456"}},
+    {.name = "D32: forced only", .head_dim = 32, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = -2, .path = "nv_mma", .skipped = "not measured faster"},
+    {.name = "persistent grid", .head_dim = 64, .causal = 1,
+     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .persist = 1,
+     .path = "nv_wgmma", .want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "persistent grid, more items than SMs", .head_dim = 128,
+     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .persist = 1,
+     .seqlen_q = 4096, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "window + softcap bf16 D128, unforced: mma.sync",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = 1000, .window_right = -1, .softcap = 30.0f,
+     .path = "nv_mma", .skipped = "not yet run on an H200"},
+    {.name = "window + softcap bf16 D128, forced", .head_dim = 128,
+     .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = 1000,
+     .window_right = -1, .softcap = 30.0f, .force = "nv_wgmma",
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_WINDOW_LEFT=1", "-DFLASHCL_SOFTCAP=1",
+              "-DFLASHCL_CAUSAL=1", "-DFLASHCL_BLOCK_N=128"}},
+    {.name = "bias + mask fp16 D128, forced: 64-key tiles", .head_dim = 128,
+     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .bias = 1, .mask = 1,
+     .force = "nv_wgmma", .path = "nv_wgmma",
+     .want = {"-DFLASHCL_BIAS=2", "-DFLASHCL_MASK=1", "-DFLASHCL_BLOCK_N=64",
+              "-DFLASHCL_NV_WGMMA_RING=7"}},
+    {.name = "everything at D256, top-left, forced", .head_dim = 256,
+     .causal = 1, .top_left = 1, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = 300, .window_right = -1, .softcap = 20.0f, .alibi = 1,
+     .bias = 1, .mask = 1, .sinks = 1, .force = "nv_wgmma",
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_TOP_LEFT=1", "-DFLASHCL_ALIBI=1",
+              "-DFLASHCL_SINKS=1", "-DFLASHCL_HEAD_DIM=256"}},
+    {.name = "D_v != D, forced: mma.sync", .head_dim = 192, .head_dim_v = 128,
+     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .force = "nv_wgmma",
+     .path = "nv_mma", .skipped = "D_v = D"},
+};
+
+enum { B = 2, HQ = 8, HKV = 2, NQ = 777, NK = 1000 };
+
+#define LENGTH(a) (sizeof(a) / sizeof((a)[0]))
+
+static flashcl_context *ctx; /* the test device's, created once in main */
+
+static cl_mem make(cl_context cl, size_t bytes)
+{
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    ck_assert_msg(err == CL_SUCCESS, "clCreateBuffer: %d", err);
+    return m;
+}
+
+static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
+                                      cl_mem owned[4])
+{
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.batch = B;
+    d.heads_q = HQ;
+    d.heads_kv = HKV;
+    d.seqlen_q = c->seqlen_q ? c->seqlen_q : NQ;
+    d.seqlen_k = NK;
+    d.head_dim = c->head_dim;
+    d.head_dim_v = c->head_dim_v;
+    d.dtype = c->dtype;
+    d.causal = c->causal;
+    d.causal_align = c->top_left ? FLASHCL_CAUSAL_TOP_LEFT
+                                 : FLASHCL_CAUSAL_BOTTOM_RIGHT;
+    if (c->window_left != -2) {
+        d.window = 1;
+        d.window_left = c->window_left;
+        d.window_right = c->window_right;
+    }
+    d.softcap = c->softcap;
+    memset(owned, 0, 4 * sizeof owned[0]);
+    if (c->alibi)
+        d.alibi_slopes.buffer = owned[0] = make(cl, HQ * sizeof(float));
+    if (c->sinks)
+        d.sinks.buffer = owned[1] = make(cl, HQ * sizeof(float));
+    if (c->bias) {
+        d.bias.buffer = owned[2] = make(cl, (size_t)NQ * NK * 2);
+        d.bias_dtype = c->dtype;
+        d.bias.stride_seq = NK; /* broadcast over batch and heads */
+        d.bias.stride_dim = 1;
+    }
+    if (c->mask) {
+        d.mask.buffer = owned[3] = make(cl, (size_t)NQ * NK);
+        d.mask.stride_seq = NK;
+        d.mask.stride_dim = 1;
+    }
+    return d;
+}
+
+/* The plan's -D options, preprocessed against its kernel: 0 when the
+ * kernel accepts them. */
+static int preprocess(const kernel_plan *plan, bool quiet)
+{
+    char defines[2048] = "";
+    char copy[sizeof plan->options];
+    snprintf(copy, sizeof copy, "%s", plan->options);
+    for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
+        if (!strncmp(tok, "-D", 2)) {
+            strncat(defines, " ", sizeof defines - strlen(defines) - 1);
+            strncat(defines, tok, sizeof defines - strlen(defines) - 1);
+        }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' -I'%s/common' "
+             "%s '%s/nvidia/%s' -o /dev/null%s", FLASHCL_TEST_CC,
+             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR, defines,
+             FLASHCL_SOURCE_CL_DIR, plan->source, quiet ? " 2>/dev/null" : "");
+    const int raw = system(cmd);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+START_TEST(plans_for_an_h200)
+{
+    const plan_case *c = &cases[_i];
+    const device_caps caps = h200(ctx);
+    cl_mem owned[4];
+    flashcl_attention_desc d =
+        desc_of(c, flashcl_context_cl_context(ctx), owned);
+    if (c->force)
+        setenv("FLASHCL_PATH", c->force, 1);
+    if (c->persist)
+        setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+    problem p;
+    const flashcl_status st =
+        problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
+    ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %.300s", c->name,
+                  flashcl_context_last_error(ctx));
+    kernel_plan plan;
+    char skipped[2048] = "";
+    choose_plan(&caps, &p, &plan, skipped, sizeof skipped);
+    unsetenv("FLASHCL_PATH");
+    unsetenv("FLASHCL_NV_WGMMA_PERSIST");
+    for (int i = 0; i < 4; ++i)
+        if (owned[i])
+            clReleaseMemObject(owned[i]);
+    printf("%-48s %s: %s\n", c->name, plan.path->name, plan.options);
+    ck_assert_msg(!strcmp(plan.path->name, c->path),
+                  "%s: ran %s (skipped: %.300s)", c->name, plan.path->name,
+                  skipped);
+    for (size_t i = 0; i < LENGTH(c->want) && c->want[i]; ++i) {
+        char word[160];
+        snprintf(word, sizeof word, "%s ", c->want[i]);
+        char padded[sizeof plan.options + 1];
+        snprintf(padded, sizeof padded, "%s ", plan.options);
+        ck_assert_msg(strstr(padded, word) != NULL, "%s: no %s in %s",
+                      c->name, c->want[i], plan.options);
+    }
+    if (c->skipped)
+        ck_assert_msg(strstr(skipped, c->skipped) != NULL,
+                      "%s: skipped says \"%.300s\"", c->name, skipped);
+    if (!strcmp(plan.path->name, "nv_wgmma")) {
+        /* the grid: (blocks, heads, batch), or one work-group per SM */
+        const size_t nq = (size_t)(c->seqlen_q ? c->seqlen_q : NQ);
+        const size_t blocks = (nq + (size_t)plan.block_m - 1) / plan.block_m;
+        ck_assert_int_eq(plan.persistent, c->persist != 0);
+        if (c->persist) {
+            const size_t items = blocks * HQ * B;
+            ck_assert_uint_eq(plan.global[0],
+                              (items < 132 ? items : 132) * plan.local[0]);
+            ck_assert_uint_eq(plan.global[1] * plan.global[2], 1);
+        } else {
+            ck_assert_uint_eq(plan.global[0], blocks * plan.local[0]);
+            ck_assert_uint_eq(plan.global[1], HQ);
+            ck_assert_uint_eq(plan.global[2], B);
+        }
+    }
+    if (!strcmp(plan.path->name, "nv_wgmma") ||
+        !strcmp(plan.path->name, "nv_mma"))
+        ck_assert_msg(preprocess(&plan, false) == 0,
+                      "%s: the kernel refuses the plan's options: %s",
+                      c->name, plan.options);
+}
+END_TEST
+
+/* The preprocessor check above can fail: an illegal schedule is refused. */
+START_TEST(preprocess_can_fail)
+{
+    kernel_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.source = "flash_fwd_wgmma.cl";
+    snprintf(plan.options, sizeof plan.options,
+             "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
+             "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
+             "-DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_RING=3 "
+             "-DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_PINGPONG=1");
+    ck_assert_int_ne(preprocess(&plan, true), 0);
+}
+END_TEST
+
+int main(void)
+{
+    if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {
+        fprintf(stderr, "test_nv_plans: no OpenCL device: %s\n",
+                flashcl_last_create_error());
+        return 1;
+    }
+    Suite *suite = suite_create("nv_plans");
+    TCase *tc = tcase_create("nv_plans");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
+    tcase_add_test(tc, preprocess_can_fail);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_set_fork_status(runner, CK_NOFORK);
+    srunner_run_all(runner, CK_NORMAL);
+    const int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    flashcl_context_release(ctx);
+    return failed ? 1 : 0;
+}
