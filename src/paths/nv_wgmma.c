@@ -336,10 +336,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
     c->lag = c->sahead ? 1
              : c->ws   ? 0
                        : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
-    /* ws: two mbarriers (16 bytes) beside each slot; D = 256: Q first */
-    const uint64_t q = nv_wgmma_q_bytes(c, tile_dim(p));
-    const uint64_t fit = (mem > q ? mem - q : 0) /
-                         (tile_bytes(p, c->block_n) + (c->ws ? 16 : 0));
+    const uint64_t fit = nv_wgmma_ring_fit(c, tile_dim(p), mem);
     int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
                        c->ws && !c->ring ? (int)(fit < 8 ? fit : 8) : c->ring);
     if ((uint64_t)ring > fit)

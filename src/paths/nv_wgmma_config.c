@@ -124,16 +124,22 @@ bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
     return true;
 }
 
+uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
+                           uint64_t local_mem)
+{
+    const uint64_t per_slot =
+        (uint64_t)c->block_n * (uint64_t)head_dim * 2 + (c->ws ? 16u : 0u);
+    const uint64_t q = nv_wgmma_q_bytes(c, head_dim);
+    return local_mem > q ? (local_mem - q) / per_slot : 0;
+}
+
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem)
 {
     if (c->block_n <= 64 || !c->ring)
         return;
     c->block_n = 64;
-    const uint64_t per_slot =
-        (uint64_t)c->block_n * (uint64_t)head_dim * 2 + (c->ws ? 16u : 0u);
-    const uint64_t q = nv_wgmma_q_bytes(c, head_dim);
-    const uint64_t fit = local_mem > q ? (local_mem - q) / per_slot : 0;
+    const uint64_t fit = nv_wgmma_ring_fit(c, head_dim, local_mem);
     if (fit >= (uint64_t)(2 + c->lag)) /* else the ring stays as it was */
         c->ring = fit < 8 ? (int)fit : 8;
 }

@@ -79,6 +79,10 @@ int nv_wgmma_threads(const nv_wgmma_cfg *c);
 /* The register cap the set runs under: its maxnreg, or with ws (one
  * work-group per SM) the 64 K registers shared by its threads; 0: none. */
 int nv_wgmma_regs(const nv_wgmma_cfg *c);
+/* Ring slots of its tiles (block_n keys, with ws their two mbarriers)
+ * that fit local_mem beside Q (D = 256); not capped at the kernel's 8. */
+uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
+                           uint64_t local_mem);
 /* Bias or mask (read from global memory a pair of keys at a time in the
  * consumers' score pass): 128-key tiles made ptxas spill the consumers
  * (D = 128: 516 bytes with a bf16 bias, D = 64: 624 with bias and mask;
