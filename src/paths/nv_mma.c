@@ -414,11 +414,7 @@ static cl_int set_varlen_args(cl_kernel kernel, cl_uint index,
 {
     const varlen_args *a = values;
     cl_int err = CL_SUCCESS;
-#define SET_VARLEN(kind, name)                                                 \
-    if (err == CL_SUCCESS)                                                     \
-        err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
-    FLASHCL_VARLEN_ARGS(SET_VARLEN)
-#undef SET_VARLEN
+    FLASHCL_VARLEN_ARGS(FLASHCL_SET_TRAILING_ARG)
     return err;
 }
 

@@ -451,11 +451,7 @@ static cl_int set_persist_args(cl_kernel kernel, cl_uint index,
 {
     const persist_args *a = values;
     cl_int err = CL_SUCCESS;
-#define SET_PERSIST(kind, name)                                                \
-    if (err == CL_SUCCESS)                                                     \
-        err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
-    FLASHCL_PERSIST_ARGS(SET_PERSIST)
-#undef SET_PERSIST
+    FLASHCL_PERSIST_ARGS(FLASHCL_SET_TRAILING_ARG)
     return err;
 }
 

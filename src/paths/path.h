@@ -136,6 +136,14 @@ typedef struct trailing_args {
     const void *values;
 } trailing_args;
 
+/* The body of a trailing_args `set`, expanded over the list's X-macro
+ * (LIST(FLASHCL_SET_TRAILING_ARG)): each field of the struct `a` points
+ * to as the next kernel argument, with `kernel`, `index` and `err` in
+ * scope; the first failure stops it. */
+#define FLASHCL_SET_TRAILING_ARG(kind, name)                                   \
+    if (err == CL_SUCCESS)                                                     \
+        err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
+
 /* Sets the forward list of cl/common/kernel_args.clh, then `trailing`
  * (NULL: nothing more), on kernel `which` of the program and enqueues it
  * over global/local, all under the program's launch lock so that another

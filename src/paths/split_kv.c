@@ -972,16 +972,12 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->seqlen_new = (cl_int)in->seqlen_new;
 }
 
-static cl_int set_split_args(cl_kernel k, cl_uint index, const void *values)
+static cl_int set_split_args(cl_kernel kernel, cl_uint index,
+                             const void *values)
 {
     const split_args *a = values;
     cl_int err = CL_SUCCESS;
-#define SET_SPLIT(kind, name)                                                  \
-    if (err == CL_SUCCESS)                                                     \
-        err = clSetKernelArg(k, index, sizeof a->name, &a->name);              \
-    ++index;
-    FLASHCL_SPLIT_ARGS(SET_SPLIT)
-#undef SET_SPLIT
+    FLASHCL_SPLIT_ARGS(FLASHCL_SET_TRAILING_ARG)
     return err;
 }
 
