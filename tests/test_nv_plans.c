@@ -10,12 +10,12 @@
 #include "core/core.h"
 #include "paths/path.h"
 #include "problem/problem.h"
+#include "kernel_preprocess.h"
 
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 static device_caps h200(const flashcl_context *ctx)
 {
@@ -176,13 +176,7 @@ static int preprocess(const kernel_plan *plan, bool quiet)
             strncat(defines, " ", sizeof defines - strlen(defines) - 1);
             strncat(defines, tok, sizeof defines - strlen(defines) - 1);
         }
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' -I'%s/common' "
-             "%s '%s/nvidia/%s' -o /dev/null%s", FLASHCL_TEST_CC,
-             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR, defines,
-             FLASHCL_SOURCE_CL_DIR, plan->source, quiet ? " 2>/dev/null" : "");
-    const int raw = system(cmd);
-    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return preprocess_kernel(plan->source, defines, quiet);
 }
 
 START_TEST(plans_for_an_h200)

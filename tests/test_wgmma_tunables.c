@@ -13,13 +13,13 @@
  * reads `test_wgmma_tunables --list`.
  */
 #define _POSIX_C_SOURCE 200809L /* popen */
+#include "kernel_preprocess.h"
 #include "test_common.h"
 
 #include "paths/nv_wgmma_tiles.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #define LOCAL_MEM 49152u
 /* D = 256 sizes its tiles for what the PTX patch gives (the table's 224
@@ -213,13 +213,7 @@ static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
 
 static int preprocess(const char *opts)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' -I'%s/common' "
-             "%s '%s/nvidia/flash_fwd_wgmma.cl' -o /dev/null 2>/dev/null",
-             FLASHCL_TEST_CC, FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR,
-             opts, FLASHCL_SOURCE_CL_DIR);
-    const int raw = system(cmd);
-    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return preprocess_kernel("flash_fwd_wgmma.cl", opts, 1);
 }
 
 typedef struct agree_state {
