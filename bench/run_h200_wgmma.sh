@@ -325,6 +325,31 @@ ceiling() {
 # and forced onto the path; then flashcl-bench of the default against
 # nv_mma (fp16+bf16, D 64/96/128/256, N 2048/8192, causal both) with a
 # ratio table. ~6 minutes (SUITE_TIMEOUT bounds each suite).
+# run_summary FILE: the path, O's error and its tolerance of a
+# `flashcl run --json` output, on one line
+run_summary() {
+  grep -o '"path": "[a-z_]*"\|"o_error": [^,]*\|"o_tolerance": [^,]*' "$1" | tr '\n' ' '
+}
+
+# ratio_table NAME_A A.csv NAME_B B.csv: flashcl-bench rows of A beside B
+# (dtype, D, causal, N), TFLOP/s and A / B, as a markdown table
+ratio_table() {
+  python3 - "$@" <<'PY'
+import csv, sys
+name_a, file_a, name_b, file_b = sys.argv[1:5]
+def rows(f):
+    r = {}
+    for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+        r[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+a, b = rows(file_a), rows(file_b)
+print(f"| dtype | D | causal | N | {name_a} | {name_b} | ratio |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(a):
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {a[k]:.1f} | {b.get(k, float('nan')):.1f} | {a[k] / b[k] if k in b else float('nan'):.2f} |")
+PY
+}
+
 validate() {
   echo "== the default path"
   : >"$OUT/validate.log"
@@ -336,7 +361,7 @@ validate() {
       rc=$?
       cat "$OUT/v.log" >>"$OUT/validate.log"
       echo "D$d $t ${c:-noncausal} $1x$2: exit $rc," \
-        "$(grep -o '"path": "[a-z_]*"\|"o_error": [^,]*\|"o_tolerance": [^,]*' "$OUT/v.log" | tr '\n' ' ')"
+        "$(run_summary "$OUT/v.log")"
     done
   done; done; done
   echo "== core suites, default path"
@@ -352,20 +377,8 @@ validate() {
       --seqlen 2048,8192 --causal both --csv "$OUT/validate_$p.csv" >"$OUT/validate_$p.log" 2>&1
     echo "$p: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/validate_$p.log" | awk '{print $2}' | sort -g | tail -1)"
   done
-  python3 - "$OUT" <<'PY' | tee "$OUT/validate_table.md"
-import csv, os, sys
-out = sys.argv[1]
-def rows(p):
-    r = {}
-    for x in csv.DictReader(l for l in open(os.path.join(out, f"validate_{p}.csv")) if not l.startswith("#")):
-        r[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
-    return r
-d, m = rows("default"), rows("nv_mma")
-print("| dtype | D | causal | N | default | nv_mma | ratio |")
-print("|---|---|---|---|---|---|---|")
-for k in sorted(d):
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {d[k]:.1f} | {m.get(k, float('nan')):.1f} | {d[k] / m[k] if k in m else float('nan'):.2f} |")
-PY
+  ratio_table default "$OUT/validate_default.csv" nv_mma "$OUT/validate_nv_mma.csv" |
+    tee "$OUT/validate_table.md"
 }
 
 # ablation: where the time of the default kernel goes at D = 64 and 128
@@ -454,7 +467,7 @@ persist() {
       rc=$?
       cat "$OUT/p.log" >>"$OUT/persist.log"
       echo "D$d ${c:-noncausal} $1x$2 B$3: exit $rc," \
-        "$(grep -o '"path": "[a-z_]*"\|"o_error": [^,]*\|"o_tolerance": [^,]*' "$OUT/p.log" | tr '\n' ' ')"
+        "$(run_summary "$OUT/p.log")"
     done
   done; done
   FLASHCL_NV_WGMMA_PERSIST=1 SUITE_TIMEOUT=${SUITE_TIMEOUT:-150} tests
@@ -465,20 +478,8 @@ persist() {
       --csv "$OUT/persist_$v.csv" >"$OUT/persist_$v.log" 2>&1
     echo "PERSIST=$v: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/persist_$v.log" | awk '{print $2}' | sort -g | tail -1)"
   done
-  python3 - "$OUT" <<'PY' | tee "$OUT/persist_table.md"
-import csv, os, sys
-out = sys.argv[1]
-def rows(v):
-    r = {}
-    for x in csv.DictReader(l for l in open(os.path.join(out, f"persist_{v}.csv")) if not l.startswith("#")):
-        r[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
-    return r
-a, b = rows(0), rows(1)
-print("| dtype | D | causal | N | grid | persistent | ratio |")
-print("|---|---|---|---|---|---|---|")
-for k in sorted(a):
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {a[k]:.1f} | {b.get(k, float('nan')):.1f} | {b[k] / a[k] if k in b else float('nan'):.2f} |")
-PY
+  ratio_table persistent "$OUT/persist_1.csv" grid "$OUT/persist_0.csv" |
+    tee "$OUT/persist_table.md"
 }
 
 case "$what" in
