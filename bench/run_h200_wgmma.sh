@@ -4,7 +4,7 @@
 # build-h200: cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release
 # -DBUILD_SHARED_LIBS=OFF && cmake --build build-h200 -j2):
 #
-#   bash bench/run_h200_wgmma.sh [validate|ablation|variants|persist|quick|ceiling|smoke|tests|bench|all]   # default all
+#   bash bench/run_h200_wgmma.sh [validate|ablation|variants|persist|d64|routing|quick|ceiling|smoke|tests|bench|all]   # default all
 #
 # variants (~7 min) the variant table on the path: see variants()
 # persist  (~5 min) the persistent grid experiment: see persist()
@@ -449,6 +449,99 @@ PY
   fi
 }
 
+# d64: the D = 64 levers of the third 2026-12-02 session (issue 12 asks
+# 1.2x FlashAttention-2 there; the ablation said the softmax limits it):
+# 3 consumer warpgroups (FLASHCL_NV_WGMMA_WG=3: 192 rows a work-group,
+# setmaxnreg 32/160) and the softmax's exponent as one FMA
+# (FLASHCL_NV_WGMMA_EXP_FMA, default 1). Smoke calls of 3 warpgroups
+# against the float64 oracle (D 64/128, fp16/bf16, causal or not, and
+# a window + softcap call), test_forward forced onto nv_wgmma with 3
+# warpgroups, then flashcl-bench on the FA2 protocol's D = 64 rows
+# (N 2048/8192/16384) for: the table (2 warpgroups, FMA), EXP_FMA=0,
+# 3 warpgroups with 128- and 64-key tiles, and torch SDPA in the same
+# run. ~6 min.
+d64() {
+  echo "== 3 consumer warpgroups: smoke"
+  : >"$OUT/d64_smoke.log"
+  for d in 64 128; do for t in fp16 bf16; do for c in "" --causal; do
+    FLASHCL_NV_WGMMA_WG=3 FLASHCL_PATH=nv_wgmma timeout 60 $B/flashcl run --seqlen 1000 \
+      --seqlen-k 1100 --head-dim $d --heads 4 --heads-kv 2 --dtype $t $c --reps 2 \
+      --json >"$OUT/s.log" 2>&1
+    rc=$?; cat "$OUT/s.log" >>"$OUT/d64_smoke.log"
+    echo "WG3 D$d $t ${c:-noncausal}: exit $rc, $(run_summary "$OUT/s.log")"
+  done; done; done
+  FLASHCL_NV_WGMMA_WG=3 FLASHCL_PATH=nv_wgmma timeout 60 $B/flashcl run --seqlen 1500 \
+    --head-dim 64 --heads 4 --dtype bf16 --causal --window 300,0 --softcap 20 --reps 2 \
+    --json >"$OUT/s.log" 2>&1
+  echo "WG3 D64 bf16 window 300 softcap 20: exit $?, $(run_summary "$OUT/s.log")"
+  FLASHCL_NV_WGMMA_WG=3 SUITES=test_forward SUITE_TIMEOUT=150 tests
+  echo "== flashcl-bench D = 64"
+  local common=(--sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 --head-dim 64
+                --seqlen 2048,8192,16384 --causal both)
+  for cfg in table: fma0:FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXP_FMA=0 \
+      wg3:FLASHCL_NV_WGMMA_WG=3 wg3bn64:FLASHCL_NV_WGMMA_WG=3,FLASHCL_NV_WGMMA_BN=64; do
+    name=${cfg%%:*}; envs=${cfg#*:}
+    env ${envs//,/ } timeout 120 $B/flashcl-bench "${common[@]}" --csv "$OUT/d64_$name.csv" \
+      >"$OUT/d64_$name.log" 2>&1
+    echo "$name: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/d64_$name.log" | awk '{print $2}' | sort -g | tail -1)"
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 150 python3 bench/torch_sdpa_peers.py --csv "$OUT/d64_torch.csv" --head-dim 64 \
+      --seqlen 2048,8192,16384 >/dev/null 2>"$OUT/d64_torch.err"
+  fi
+  python3 - "$OUT" <<'PY' | tee "$OUT/d64_table.md"
+import csv, os, sys
+out = sys.argv[1]
+def rows(f):
+    r = {}
+    if os.path.exists(f):
+        for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+            r[(x["dtype"], x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+names = ["table", "fma0", "wg3", "wg3bn64"]
+f = {n: rows(os.path.join(out, f"d64_{n}.csv")) for n in names}
+peer = {}
+tp = os.path.join(out, "d64_torch.csv")
+if os.path.exists(tp):
+    for x in csv.DictReader(open(tp)):
+        peer[(x["dtype"], x["causal"], int(x["seqlen"]), x["backend"])] = float(x["tflops"])
+print("| dtype | causal | N | " + " | ".join(names) + " | torch FLASH | cuDNN | best / FLASH |")
+print("|---|---|---|" + "---|" * (len(names) + 3))
+for k in sorted(f["table"]):
+    vals = [f[n].get(k, float("nan")) for n in names]
+    fl = peer.get(k + ("flash",), float("nan"))
+    cu = peer.get(k + ("cudnn",), float("nan"))
+    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{v:.1f}" for v in vals)
+          + f" | {fl:.1f} | {cu:.1f} | {max(vals) / fl:.2f} |")
+PY
+}
+
+# routing: after variants_measured opened (third 2026-12-02 session), the
+# unforced default path of variant calls (flashcl run --json: path and
+# error against the float64 oracle), then the persistent grid's D = 256
+# timeout of the second session: the same call on the default grid, timed
+# (the float64 oracle of 3000 x 3000 x 16 heads x D 256 is the suspect),
+# and flashcl-bench (sampled check, no full oracle) on that shape with the
+# persistent grid.
+routing() {
+  echo "== unforced variant calls"
+  for d in 64 128 256; do for v in "--window 1024,0" "--softcap 30" "--window 512,0 --softcap 30"; do
+    timeout 60 $B/flashcl run --seqlen 2000 --head-dim $d --heads 4 --heads-kv 2 --dtype bf16 \
+      --causal $v --reps 2 --json >"$OUT/r.log" 2>&1
+    echo "D$d bf16 causal $v: exit $?, $(run_summary "$OUT/r.log")"
+  done; done
+  echo "== the persistent grid's D = 256 timeout"
+  local t0=$SECONDS
+  timeout 150 $B/flashcl run --seqlen 3000 --seqlen-k 3000 --batch 2 --head-dim 256 --heads 8 \
+    --heads-kv 2 --dtype fp16 --reps 2 --json >"$OUT/r.log" 2>&1
+  echo "default grid, flashcl run (float64 oracle): exit $?, $((SECONDS - t0)) s, $(run_summary "$OUT/r.log")"
+  t0=$SECONDS
+  FLASHCL_NV_WGMMA_PERSIST=1 timeout 60 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --check 4 \
+    --dtype fp16 --head-dim 256 --seqlen 3000 --tokens 6000 --causal 0 >"$OUT/r.log" 2>&1
+  echo "persistent grid, flashcl-bench: exit $?, $((SECONDS - t0)) s"
+  grep -E "rel_l2|TFLOP" "$OUT/r.log" | head -4
+}
+
 # persist: the persistent grid (FLASHCL_NV_WGMMA_PERSIST=1, written
 # 2026-12-02 without a GPU): smoke calls against the float64 oracle (flashcl
 # run --json, every 5 s at most: a hang in the item loop's mbarrier
@@ -485,6 +578,8 @@ persist() {
 case "$what" in
   persist) persist ;;
   variants) variants ;;
+  d64) d64 ;;
+  routing) routing ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;
@@ -493,6 +588,6 @@ case "$what" in
   tests) tests ;;
   bench) bench ;;
   all) ceiling; smoke; tests; bench ;;
-  *) echo "usage: $0 [validate|ablation|quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
+  *) echo "usage: $0 [validate|ablation|variants|persist|d64|routing|quick|ceiling|smoke|tests|bench|all]"; exit 2 ;;
 esac
 rm -rf "$FLASHCL_CACHE_DIR"

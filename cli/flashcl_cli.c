@@ -42,7 +42,7 @@ static const char environment_help[] =
     "                         bias and mask (comparisons; default vec)\n"
     "  FLASHCL_NV_GRID        blocks|heads: its grid order with bias or mask\n"
     "                         (default heads when they are shared by heads)\n"
-    "  FLASHCL_NV_WGMMA_WG    1|2 warpgroups per work-group of the Hopper\n"
+    "  FLASHCL_NV_WGMMA_WG    1|2|3 warpgroups per work-group of the Hopper\n"
     "                         wgmma kernel (FLASHCL_PATH=nv_wgmma); with\n"
     "  FLASHCL_NV_WGMMA_OVERLAP  0|1 its overlapped schedule,\n"
     "  FLASHCL_NV_WGMMA_BN    64|128 its keys per K/V tile,\n"

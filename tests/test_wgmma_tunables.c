@@ -131,8 +131,14 @@ static const struct {
     {64, {2, 64, 4, 0, 0, 0, 0, 3, 0}, NULL},
     {64, {2, 64, 4, 0, 0, 0, 0, 4, 0}, NULL},
     {64, {2, 64, 4, 0, 0, 0, 0, 5, 0}, "ws 5"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 2, 0}, "2 consumer"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 3, 0}, "2 consumer"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 2, 0}, "2 or 3 consumer"},
+    {64, {1, 64, 4, 0, 0, 0, 0, 3, 0}, "2 or 3 consumer"},
+    /* 3 consumer warpgroups: the warp-specialized schedule (ws 1 or 2,
+     * 512 work-items), below D = 256 */
+    {64, {3, 128, 2, 0, 0, 0, 0, 2, 0}, NULL},
+    {128, {3, 64, 2, 0, 0, 0, 0, 1, 0}, NULL},
+    {64, {3, 64, 4, 0, 0, 0, 0, 3, 0}, "ping-pong"},
+    {256, {3, 64, 2, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
     /* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer
      * warpgroups, 32 KiB with 1; a slot is 32 KiB plus 16 bytes of
      * mbarriers */

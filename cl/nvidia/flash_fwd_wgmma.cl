@@ -5,7 +5,8 @@
  * -DFLASHCL_NV_WGMMA=1, then patches the PTX (cl/nvidia/nv_wgmma.clh says
  * how); anywhere else the file preprocesses to nothing.
  *
- * A work-group of one or two warpgroups (FLASHCL_WG_SIZE 128 or 256) owns
+ * A work-group of one or two warpgroups (FLASHCL_WG_SIZE 128 or 256; with
+ * the warp-specialized schedule a producer and up to 3 consumers) owns
  * 64 query rows per warpgroup of one (batch, head), each warp 16 of them;
  * two warpgroups share every K/V tile (half the copies and barriers per
  * row) and run the same loop. Q lives in registers as the A operand of
@@ -115,8 +116,8 @@
 #endif
 #define WG_WS FLASHCL_NV_WGMMA_WS
 #if WG_WS
-#if FLASHCL_WG_SIZE != 256 && FLASHCL_WG_SIZE != 384
-#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 256 or 384 (a producer and 1 or 2 consumer warpgroups)"
+#if FLASHCL_WG_SIZE != 256 && FLASHCL_WG_SIZE != 384 && FLASHCL_WG_SIZE != 512
+#error "flash_fwd_wgmma: FLASHCL_WG_SIZE must be 256, 384 or 512 (a producer and 1 to 3 consumer warpgroups)"
 #endif
 #define WG_CONSUMER_THREADS (FLASHCL_WG_SIZE - 128)
 #else
@@ -283,19 +284,37 @@ typedef float real_t;
 #endif
 /* The register split: 384 threads start at 168 registers (the 64 K of an
  * SM, .maxnreg from the host); the producer's 128 threads hand back 128
- * each, which the 256 consumer threads take, 64 each: 40 and 232. */
-#if WG_WS == 2 && FLASHCL_WG_SIZE != 384
-#error "flash_fwd_wgmma: the register split (FLASHCL_NV_WGMMA_WS=2) is for 2 consumer warpgroups"
+ * each, which the 256 consumer threads take, 64 each: 40 and 232. With 3
+ * consumer warpgroups 512 threads start at 128; the producer hands back
+ * 96, the consumers take 32: 32 and 160 (FlashAttention-3's split for 3
+ * consumer warpgroups). */
+#if WG_WS == 2 && FLASHCL_WG_SIZE != 384 && FLASHCL_WG_SIZE != 512
+#error "flash_fwd_wgmma: the register split (FLASHCL_NV_WGMMA_WS=2) is for 2 or 3 consumer warpgroups"
 #endif
+/* (literals: the counts are spelled into the PTX by WG_STR) */
+#if FLASHCL_WG_SIZE == 512
+#ifndef FLASHCL_NV_WGMMA_REGS_PRODUCER
+#define FLASHCL_NV_WGMMA_REGS_PRODUCER 32
+#endif
+#ifndef FLASHCL_NV_WGMMA_REGS_CONSUMER
+#define FLASHCL_NV_WGMMA_REGS_CONSUMER 160
+#endif
+#else
 #ifndef FLASHCL_NV_WGMMA_REGS_PRODUCER
 #define FLASHCL_NV_WGMMA_REGS_PRODUCER 40
 #endif
 #ifndef FLASHCL_NV_WGMMA_REGS_CONSUMER
 #define FLASHCL_NV_WGMMA_REGS_CONSUMER 232
 #endif
+#endif
 #if FLASHCL_NV_WGMMA_REGS_PRODUCER % 8 || FLASHCL_NV_WGMMA_REGS_CONSUMER % 8 || \
     FLASHCL_NV_WGMMA_REGS_PRODUCER < 24 || FLASHCL_NV_WGMMA_REGS_CONSUMER > 256
 #error "flash_fwd_wgmma: setmaxnreg counts are multiples of 8 in 24 .. 256"
+#endif
+#if WG_WS == 2 && 128 * FLASHCL_NV_WGMMA_REGS_PRODUCER +                       \
+                      (FLASHCL_WG_SIZE - 128) * FLASHCL_NV_WGMMA_REGS_CONSUMER > \
+                  65536
+#error "flash_fwd_wgmma: the setmaxnreg split exceeds an SM's 64 K registers"
 #endif
 /* 1: FlashAttention-3's intra-warpgroup overlap on the ring: S = Q K_{j+1}^T
  * is issued before the softmax of tile j and runs under it; P V_j runs
@@ -353,6 +372,11 @@ typedef float real_t;
 #endif
 #if FLASHCL_NV_WGMMA_QSMEM && (!WG_WS || WG_BN != 64)
 #error "flash_fwd_wgmma: Q in local memory is written for the warp-specialized schedule with 64-key tiles"
+#endif
+/* (its named barriers are 3 + warpgroup for 2 warpgroups; and at D = 256
+ * O alone takes 128 of the 160 registers 3 consumers get) */
+#if FLASHCL_NV_WGMMA_QSMEM && WG_CONSUMER_THREADS > 256
+#error "flash_fwd_wgmma: Q in local memory is written for 1 or 2 consumer warpgroups"
 #endif
 #if WG_D == 256 && !FLASHCL_NV_WGMMA_QSMEM
 #error "flash_fwd_wgmma: D = 256 keeps Q in local memory (FLASHCL_NV_WGMMA_QSMEM=1, the warp-specialized schedule, 64-key tiles)"
@@ -675,6 +699,25 @@ typedef float real_t;
 #else
 #define WG_SCORES(S, n0) ((void)0)
 #endif
+/* The exponent of a score s against the row max m (msc = m sl2): one FMA,
+ * s sl2 - m sl2, as FlashAttention does, instead of a subtraction and a
+ * multiplication: at D = 64 the softmax limits the kernel (ablation in
+ * docs/nvidia-path.md), and the FP32 pipe then runs one instruction a
+ * score fewer. FLASHCL_NV_WGMMA_EXP_FMA=0 keeps (s - m) sl2, to measure
+ * it. */
+#ifndef FLASHCL_NV_WGMMA_EXP_FMA
+#define FLASHCL_NV_WGMMA_EXP_FMA 1
+#endif
+#if FLASHCL_NV_WGMMA_EXP_FMA != 0 && FLASHCL_NV_WGMMA_EXP_FMA != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_FMA must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_EXP_FMA
+/* (contracted to one fma: OpenCL C contracts by default; the fma()
+ * builtin would be a libclc call in the offline check) */
+#define WG_EXP_ARG(s, m, msc) ((s) * sl2 - (msc))
+#else
+#define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
+#endif
 #define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
         WG_SCORES(S, n0);                                                      \
@@ -704,12 +747,14 @@ typedef float real_t;
                              ? 1.f                                             \
                              : nv_ex2((row_max[hh_] - mx_) * sl2);             \
             const float mref_ = mx_ == -INFINITY ? 0.f : mx_;                  \
+            const float msc_ = mref_ * sl2;                                    \
             row_max[hh_] = mx_;                                                \
             float sum_ = 0.f;                                                  \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const float p0_ = nv_ex2(((S)[4 * n_ + 2 * hh_] - mref_) * sl2);\
-                const float p1_ =                                              \
-                    nv_ex2(((S)[4 * n_ + 2 * hh_ + 1] - mref_) * sl2);         \
+                const float p0_ = nv_ex2(WG_EXP_ARG((S)[4 * n_ + 2 * hh_],     \
+                                                    mref_, msc_));             \
+                const float p1_ = nv_ex2(WG_EXP_ARG(                           \
+                    (S)[4 * n_ + 2 * hh_ + 1], mref_, msc_));                  \
                 (S)[4 * n_ + 2 * hh_] = p0_;                                   \
                 (S)[4 * n_ + 2 * hh_ + 1] = p1_;                               \
                 sum_ += p0_ + p1_;                                             \

@@ -11,8 +11,8 @@
  * 256-column tiles), fp16/bf16, causal or not, every variant of the
  * variant table but D_v != D, GQA, LSE, any scale; every other call goes
  * to nv_mma. Policy: chosen without being forced where it measured faster
- * than nv_mma on the H200 (measured_faster: D >= 40, plain or causal:
- * variants_measured), else only with FLASHCL_PATH=nv_wgmma. */
+ * than nv_mma on the H200 (measured_faster: D >= 40; variants_measured:
+ * every variant but bias and mask), else only with FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
@@ -36,14 +36,18 @@ static bool measured_faster(const problem *p)
     return p->head_dim >= 40;
 }
 
-/* The variants (window, top-left, ALiBi, softcap, bias, mask, sinks) on
- * this kernel were written and compiled (ptxas, scripts/nv_kernel_check.sh)
- * without a GPU at hand: until the suites have passed on an H200 with
- * them and they measured faster than nv_mma, only FLASHCL_PATH=nv_wgmma
- * runs them. */
+/* The variants that run here unforced: those the suites passed with on an
+ * H200 (test_variants, test_forward forced onto this path) and that
+ * measured faster than nv_mma on every row there
+ * (bench/results/h200-2026-12-02-wgmma-v3.md, bf16 N = 4096, causal or
+ * not: window 1.36-1.54x, ALiBi 1.35-1.38x, softcap 1.35x at D = 128 and
+ * 1.95-2.32x at D = 256, sinks 1.51x, window + softcap + sinks
+ * 1.29-1.37x; top-left causal is the causal kernel with the diagonal at
+ * key 0). A bias or a mask measured 0.37-0.61x nv_mma: only
+ * FLASHCL_PATH=nv_wgmma runs them. */
 static bool variants_measured(const problem *p)
 {
-    return p->variants == 0;
+    return !variant_active(p, "bias") && !variant_active(p, "mask");
 }
 
 static int tile_dim(const problem *p)
@@ -194,9 +198,9 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
                                 "faster than the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
     if (!forced && !variants_measured(p))
-        return refuse(why, cap, "wgmma kernel: score variants and windows are "
-                                "not yet run on an H200 "
-                                "(FLASHCL_PATH=nv_wgmma runs them)");
+        return refuse(why, cap, "wgmma kernel: a bias or mask measured slower "
+                                "than the mma.sync kernel on the H200 "
+                                "(FLASHCL_PATH=nv_wgmma runs it)");
     return true;
 }
 
@@ -286,7 +290,8 @@ static int env_int(const char *name, int lo, int hi, int fallback)
 /* The FLASHCL_NV_WGMMA_* knobs (experiments and sweeps) over the table's
  * or the tuned set; each falls back to it when unset or out of range.
  * True when one of them is set.
- * WG=1|2: warpgroups per work-group.
+ * WG=1|2|3: warpgroups per work-group (3: consumers of the warp-specialized
+ *   schedule only, below D = 256; else 2).
  * BN=32|64|128: keys per K/V tile, used when one K and one V tile of that
  *   size fit; else 64. 32: half the S and P registers (D = 128 under a
  *   128-register cap) and twice the ring slots, for twice the softmax
@@ -320,7 +325,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
     bool any = false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
         any |= getenv(names[i]) && *getenv(names[i]);
-    c->warpgroups = env_int("FLASHCL_NV_WGMMA_WG", 1, 2, c->warpgroups);
+    c->warpgroups = env_int("FLASHCL_NV_WGMMA_WG", 1, 3, c->warpgroups);
     const int bn = env_int("FLASHCL_NV_WGMMA_BN", 32, 128, c->block_n);
     if (bn == 32 || bn == 64 || bn == 128)
         c->block_n = bn;
@@ -330,7 +335,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
     if (tile_dim(p) == 256) { /* Q in local memory: see nv_wgmma_legal */
         c->block_n = 64;
         if (!c->ws)
-            c->ws = c->warpgroups == 2 ? 2 : 1;
+            c->ws = c->warpgroups >= 2 ? 2 : 1;
     }
     c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
     c->lag = c->sahead ? 1
@@ -349,7 +354,11 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
                  3 * tile_bytes(p, c->block_n) <= mem;
     const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
     c->maxnreg = n >= 24 ? n : 0;
-    if (c->ws >= 2 && c->warpgroups != 2)
+    if (c->warpgroups == 3 && (!c->ws || tile_dim(p) == 256))
+        c->warpgroups = 2; /* see nv_wgmma_legal */
+    if (c->ws >= 3 && c->warpgroups != 2)
+        c->ws = 2;
+    if (c->ws >= 2 && c->warpgroups == 1)
         c->ws = 1;
     if (c->ws && c->maxnreg > 65536 / nv_wgmma_threads(c))
         c->maxnreg = 0; /* the work-group's share (nv_wgmma_regs) */

@@ -13,8 +13,8 @@ static bool bad(char *why, size_t cap, const char *text, int value)
 
 static bool legal_values(const nv_wgmma_cfg *c, char *why, size_t cap)
 {
-    if (c->warpgroups != 1 && c->warpgroups != 2)
-        return bad(why, cap, "warpgroups %d is not 1 or 2", c->warpgroups);
+    if (c->warpgroups < 1 || c->warpgroups > 3)
+        return bad(why, cap, "warpgroups %d is not 1, 2 or 3", c->warpgroups);
     if (c->block_n != 32 && c->block_n != 64 && c->block_n != 128)
         return bad(why, cap, "block_n %d is not 32, 64 or 128", c->block_n);
     if (c->lag != 0 && c->lag != 1)
@@ -52,9 +52,16 @@ static bool legal_schedule(const nv_wgmma_cfg *c, char *why, size_t cap)
     if (c->ws && (!c->ring || c->lag || c->sahead))
         return bad(why, cap, "ws %d needs the ring without lag or S ahead",
                    c->ws);
-    if (c->ws >= 2 && c->warpgroups != 2)
+    if (c->ws >= 2 && c->warpgroups == 1)
         return bad(why, cap, "ws %d (register split, ping-pong, S ahead) "
-                   "needs 2 consumer warpgroups", c->ws);
+                   "needs 2 or 3 consumer warpgroups", c->ws);
+    if (c->ws >= 3 && c->warpgroups != 2)
+        return bad(why, cap, "ws %d (ping-pong, S ahead) needs 2 consumer "
+                   "warpgroups", c->ws);
+    /* the kernel's work-group sizes: 3 warpgroups only as consumers */
+    if (c->warpgroups == 3 && !c->ws)
+        return bad(why, cap, "%d warpgroups need the warp-specialized "
+                   "schedule (ws 1 or 2)", c->warpgroups);
     /* the persistent loop is written for the plain warp-specialized
      * consumers only */
     if (c->persist && (c->ws < 1 || c->ws > 2))
@@ -109,6 +116,9 @@ bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
         return bad(why, cap, "D = 256 needs the warp-specialized schedule "
                    "(ws >= 1) with 64-key tiles, not block_n %d",
                    c->block_n);
+    if (head_dim == 256 && c->warpgroups == 3)
+        return bad(why, cap, "D = 256 (Q in local memory) runs 1 or 2 "
+                   "consumer warpgroups, not %d", c->warpgroups);
     if (max_work_group && (size_t)nv_wgmma_threads(c) > max_work_group)
         return bad(why, cap, "%d warpgroups exceed the work-group limit",
                    c->warpgroups + (c->ws ? 1 : 0));

@@ -42,7 +42,7 @@ static const tunable nv_wgmma_tunables[] = {
     {"sahead", {0, 1}, 2},
     {"maxnreg", {0, 128}, 2},
     {"block_n", {32, 64, 128}, 3},
-    {"warpgroups", {1, 2}, 2},
+    {"warpgroups", {1, 2, 3}, 3},
     {"overlap", {0, 1}, 2},
     /* the producer warpgroup and its mbarrier ring (1), with setmaxnreg's
      * register split (2), the consumers' ping-pong (3), and S ahead in
