@@ -516,6 +516,22 @@ for k in sorted(f["table"]):
 PY
 }
 
+# d64b: after 3 consumer warpgroups became D = 64's table entry: ring
+# depth at D = 64 (4, 6, 8 slots) and 3 consumers with 64-key tiles at
+# D = 128 (no spill there; 128-key tiles spill under 160 registers),
+# flashcl-bench fp16 N 2048/8192 causal both against the table.
+d64b() {
+  local common=(--sgemm 0 --reps 7 --warmup 2 --dtype fp16 --seqlen 2048,8192 --causal both)
+  for cfg in d64:table:64: d64:ring6:64:FLASHCL_NV_WGMMA_RING=6 d64:ring8:64:FLASHCL_NV_WGMMA_RING=8 \
+      d128:table:128: d128:wg3bn64:128:FLASHCL_NV_WGMMA_WG=3,FLASHCL_NV_WGMMA_BN=64 \
+      d128:wg3bn64r8:128:FLASHCL_NV_WGMMA_WG=3,FLASHCL_NV_WGMMA_BN=64,FLASHCL_NV_WGMMA_RING=8; do
+    IFS=: read -r tag name d envs <<<"$cfg"
+    env ${envs//,/ } timeout 90 $B/flashcl-bench "${common[@]}" --head-dim $d \
+      --csv "$OUT/b_$tag$name.csv" >/dev/null 2>&1
+    echo "$tag $name: exit $?: $(grep -v '^#' "$OUT/b_$tag$name.csv" | awk -F, 'NR>1{printf "N%s/c%s %.1f  ", $5, $4, $11}')"
+  done
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -579,6 +595,7 @@ case "$what" in
   persist) persist ;;
   variants) variants ;;
   d64) d64 ;;
+  d64b) d64b ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;
