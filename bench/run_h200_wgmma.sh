@@ -532,6 +532,23 @@ d64b() {
   done
 }
 
+# dv: D_v != D on nv_wgmma (third 2026-12-02 session, written offline):
+# the variant and forward suites forced onto the path (their D_v != D
+# rows now run on it), then flashcl-bench bf16 N = 4096 causal both,
+# DeepSeek's 192 / 128 and 128 / 64, on nv_wgmma and nv_mma.
+dv() {
+  SUITES="test_variants test_forward" SUITE_TIMEOUT=${SUITE_TIMEOUT:-200} tests
+  grep -c 'head_dim_v\|D_v' "$OUT/tests.log" | sed 's/^/D_v lines in the suites: /'
+  for p in nv_wgmma nv_mma; do
+    for dd in 192:128 128:64; do
+      FLASHCL_PATH=$p timeout 100 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 \
+        --seqlen 4096 --causal both --head-dim ${dd%%:*} --variants plain,dv${dd#*:} \
+        --csv "$OUT/dv_${p}_${dd%%:*}.csv" >"$OUT/dv_${p}_${dd%%:*}.log" 2>&1
+      echo "$p D ${dd%%:*}: exit $?: $(grep -v '^#' "$OUT/dv_${p}_${dd%%:*}.csv" | awk -F, 'NR>1{printf "%s/c%s %.1f  ", $1, $4, $11}')"
+    done
+  done
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -596,6 +613,7 @@ case "$what" in
   variants) variants ;;
   d64) d64 ;;
   d64b) d64b ;;
+  dv) dv ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;

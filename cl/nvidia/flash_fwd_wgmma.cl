@@ -192,16 +192,26 @@ typedef float real_t;
 #define FLASHCL_NV_DQ FLASHCL_HEAD_DIM
 #endif
 #define WG_DQ FLASHCL_NV_DQ
-#if WG_DQ % 8 || WG_DQ < 8 || WG_DQ > WG_D || (WG_D > 64 && 2 * WG_DQ <= WG_D)
-#error "flash_fwd_wgmma: FLASHCL_NV_DQ must be a multiple of 8 in (FLASHCL_HEAD_DIM / 2, FLASHCL_HEAD_DIM] (8 .. 64 at 64)"
+/* The real head dim of V and O, FLASHCL_NV_DV (D_v != D: the tiles' width
+ * is the larger one's class; K and Q copies zero-fill past D, V copies
+ * past D_v, P V takes the N that covers D_v, O is stored for D_v
+ * columns). */
+#ifndef FLASHCL_NV_DV
+#define FLASHCL_NV_DV FLASHCL_NV_DQ
 #endif
-#if WG_DQ <= 64
+#define WG_DV FLASHCL_NV_DV
+#define WG_DMAX (WG_DQ > WG_DV ? WG_DQ : WG_DV)
+#if WG_DQ % 8 || WG_DQ < 8 || WG_DQ > WG_D || WG_DV % 8 || WG_DV < 8 ||     \
+    WG_DV > WG_D || (WG_D > 64 && 2 * WG_DMAX <= WG_D)
+#error "flash_fwd_wgmma: FLASHCL_NV_DQ and FLASHCL_NV_DV must be multiples of 8 up to FLASHCL_HEAD_DIM, the larger above half of it (8 .. 64 at 64)"
+#endif
+#if WG_DV <= 64
 #define WG_DN 64
-#elif WG_DQ <= 96
+#elif WG_DV <= 96
 #define WG_DN 96
-#elif WG_DQ <= 128
+#elif WG_DV <= 128
 #define WG_DN 128
-#elif WG_DQ <= 192
+#elif WG_DV <= 192
 #define WG_DN 192
 #else
 #define WG_DN 256
@@ -214,7 +224,8 @@ typedef float real_t;
 #define WG_SN (WG_BN / 2)   /* S accumulators per thread */
 #define WG_ON (WG_DN / 2)   /* O accumulators per thread */
 #define WG_CPR (WG_D / 8)   /* 16-byte chunks per K/V row */
-#define WG_CPQ (WG_DQ / 8)  /* of them, the real columns' */
+#define WG_CPQ (WG_DQ / 8)  /* of them, Q's and K's real columns' */
+#define WG_CPV (WG_DV / 8)  /* of them, V's */
 #define WG_TILEB (WG_BN * WG_D * 2) /* one K or V tile, bytes */
 #define WG_GROUPB (WG_CPR * 128)    /* 8 keys x D: one row of core matrices */
 /* 1: FlashAttention-3's intra-warpgroup overlap (the softmax of tile j
@@ -503,7 +514,8 @@ typedef float real_t;
  * (WG_CHUNK: interleaved, chunk (key r, 16-byte column chunk c) at
  * ((r / 8) * CPR + c) * 128 + (r % 8) * 16; or swizzled). Thread t of the
  * WG_LOADERS copying threads takes chunks t, t + WG_LOADERS, ... Rows at
- * or past nmax are zero-filled. */
+ * or past nmax, and column chunks past `real` (K: WG_CPQ, V: WG_CPV;
+ * WG_LOAD_TILE and WG_LOAD_V_TILE pass them), are zero-filled. */
 #if WG_WS
 #define WG_LOADERS 128 /* the producer warpgroup */
 #else
@@ -549,14 +561,24 @@ typedef float real_t;
         AT = (uint)(l_ * 16);                                                  \
     } while (0)
 #endif
-/* Column chunk C holds real columns (a padded head dim zero-fills the
- * rest). */
+/* Column chunk C of Q or K holds real columns (a padded head dim
+ * zero-fills the rest); WG_REAL_CHUNK_OF for a tile of REAL real chunks
+ * (K: WG_CPQ, V: WG_CPV). */
 #if WG_CPQ < WG_CPR
 #define WG_REAL_CHUNK(C) ((C) < WG_CPQ)
 #else
 #define WG_REAL_CHUNK(C) true
 #endif
+#if WG_CPQ < WG_CPR || WG_CPV < WG_CPR
+#define WG_REAL_CHUNK_OF(C, REAL) ((C) < (REAL))
+#else
+#define WG_REAL_CHUNK_OF(C, REAL) true
+#endif
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
+    WG_LOAD_TILE_(dst, src, rs, n0, nmax, WG_CPQ)
+#define WG_LOAD_V_TILE(dst, src, rs, n0, nmax)                                 \
+    WG_LOAD_TILE_(dst, src, rs, n0, nmax, WG_CPV)
+#define WG_LOAD_TILE_(dst, src, rs, n0, nmax, real)                           \
     do {                                                                       \
         const bool full_ = (n0) + WG_BN <= (nmax);                             \
         _Pragma("unroll") for (int ci_ = 0;                                    \
@@ -566,7 +588,7 @@ typedef float real_t;
             uint at_;                                                          \
             WG_CHUNK(tid, ci_, WG_LOADERS, WG_BN, r_, c_, at_);              \
             const bool ok_ =                                                   \
-                (full_ || (n0) + r_ < (nmax)) && WG_REAL_CHUNK(c_);            \
+                (full_ || (n0) + r_ < (nmax)) && WG_REAL_CHUNK_OF(c_, real);   \
             __global const STORAGE_T *g_ =                                     \
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
                 (ulong)(c_ * 8);                                               \
@@ -1013,8 +1035,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
             NV_MB_ARRIVE(WG_WS_FULL(t));
 #else
             const bool isv = (t & 1) != 0;
-            WG_LOAD_TILE(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
-                         (t >> 1) * WG_BN, it.nk);
+            WG_LOAD_TILE_(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
+                          (t >> 1) * WG_BN, it.nk, isv ? WG_CPV : WG_CPQ);
             NV_MB_ARRIVE_CP(WG_WS_FULL(t));
 #endif
         }
@@ -1306,7 +1328,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
     if (j_end > 0) {
         WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, nk);
         NV_CP_COMMIT();
-        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, nk);
+        WG_LOAD_V_TILE(WG_VBUF(0), vp, vs, 0, nk);
         NV_CP_COMMIT();
     }
     for (int j = 0; j < j_end; ++j) {
@@ -1333,7 +1355,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         WG_PACK_P();
         barrier(CLK_LOCAL_MEM_FENCE); /* every P V_{j-1} done: its V free */
         if (j + 1 < j_end)
-            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
+            WG_LOAD_V_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
         NV_CP_COMMIT();
     }
     if (j_end > 0) { /* the last P V */
@@ -1358,8 +1380,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         const int tl_ = (t);                                                   \
         if (tl_ < n_tiles) {                                                   \
             const bool isv_ = (tl_ & 1) != 0;                                  \
-            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
-                         (tl_ >> 1) * WG_BN, nk);                              \
+            WG_LOAD_TILE_(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,   \
+                          (tl_ >> 1) * WG_BN, nk,                              \
+                          isv_ ? WG_CPV : WG_CPQ);                             \
         }                                                                      \
         NV_CP_COMMIT();                                                        \
     } while (0)
@@ -1383,8 +1406,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         if (tl_ < n_seq && tl_ != n_seq - 2) {                                 \
             const bool isv_ = tl_ > 0 && (tl_ & 1) == 0;                       \
             const int kt_ = isv_ ? tl_ / 2 - 1 : (tl_ + 1) / 2;                \
-            WG_LOAD_TILE(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,    \
-                         kt_ * WG_BN, nk);                                     \
+            WG_LOAD_TILE_(WG_RING_SLOT(tl_), isv_ ? vp : kp, isv_ ? vs : ks,   \
+                          kt_ * WG_BN, nk, isv_ ? WG_CPV : WG_CPQ);            \
         }                                                                      \
         NV_CP_COMMIT();                                                        \
     } while (0)
@@ -1460,7 +1483,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
     if (j_end > 0) {
         WG_LOAD_TILE(WG_KBUF(0), kp, ks, 0, nk);
 #if FLASHCL_NV_STAGES == 2
-        WG_LOAD_TILE(WG_VBUF(0), vp, vs, 0, nk);
+        WG_LOAD_V_TILE(WG_VBUF(0), vp, vs, 0, nk);
 #endif
         NV_CP_COMMIT();
     }
@@ -1469,12 +1492,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         const int n0 = j * WG_BN;
         WG_TILE_READY(); /* tile j's K (and V) landed; the others' buffers free */
 #if FLASHCL_NV_STAGES == 1
-        WG_LOAD_TILE(WG_VBUF(j), vp, vs, n0, nk);
+        WG_LOAD_V_TILE(WG_VBUF(j), vp, vs, n0, nk);
         NV_CP_COMMIT();
 #else
         if (j + 1 < j_end) {
             WG_LOAD_TILE(WG_KBUF(j + 1), kp, ks, n0 + WG_BN, nk);
-            WG_LOAD_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
+            WG_LOAD_V_TILE(WG_VBUF(j + 1), vp, vs, n0 + WG_BN, nk);
             NV_CP_COMMIT();
         }
 #endif
@@ -1524,7 +1547,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         if (row < seqlen_q) {
             __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
-            for (int d = 0; d < WG_DQ / 8; ++d)
+            for (int d = 0; d < WG_DV / 8; ++d)
                 *(__global uint *)(orow + d * 8 + t4 * 2) =
                     WG_PACK(acc[4 * d + 2 * hh] * inv,
                             acc[4 * d + 2 * hh + 1] * inv);

@@ -7,10 +7,10 @@
  * wide) and the mma.sync path runs this and every later call, with the
  * reason in describe's `skipped`.
  *
- * Scope: D = D_v, a multiple of 8 up to 256 (run in 64-, 128- or
- * 256-column tiles), fp16/bf16, causal or not, every variant of the
- * variant table but D_v != D, GQA, LSE, any scale; every other call goes
- * to nv_mma. Policy: chosen without being forced where it measured faster
+ * Scope: D and D_v multiples of 8 up to 256 (run in 64-, 128- or
+ * 256-column tiles, the larger one's class), fp16/bf16, causal or not,
+ * every variant of the variant table, GQA, LSE, any scale; every other
+ * call goes to nv_mma. Policy: chosen without being forced where it measured faster
  * than nv_mma on the H200 (measured_faster: D >= 40; variants_measured:
  * every variant but bias and mask), else only with FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
@@ -50,9 +50,20 @@ static bool variants_measured(const problem *p)
     return !variant_active(p, "bias") && !variant_active(p, "mask");
 }
 
+/* D_v != D (DeepSeek's 192 / 128, 128 / 64): the kernel pads both to the
+ * larger one's tile class. Written and checked offline on 2026-12-02;
+ * until the suites passed on an H200 with it and it measured faster than
+ * nv_mma there, FLASHCL_PATH=nv_wgmma only. */
+static bool dv_measured(const problem *p)
+{
+    return p->head_dim == p->head_dim_v;
+}
+
 static int tile_dim(const problem *p)
 {
-    return nv_wgmma_tile_dim((int)p->head_dim);
+    const uint32_t d = p->head_dim > p->head_dim_v ? p->head_dim
+                                                    : p->head_dim_v;
+    return nv_wgmma_tile_dim((int)d);
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
@@ -181,14 +192,13 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s (wgmma kernel: D_v = D)",
-                 names);
+        snprintf(why, cap, "does not compute %s", names);
         return false;
     }
-    if (p->head_dim != p->head_dim_v || p->head_dim % 8 ||
-        p->head_dim > 256)
-        return refuse(why, cap, "wgmma kernel: head dims that are multiples "
-                                "of 8 up to 256, D = D_v");
+    if (p->head_dim % 8 || p->head_dim > 256 || p->head_dim_v % 8 ||
+        p->head_dim_v > 256)
+        return refuse(why, cap, "wgmma kernel: head dims (D and D_v) that "
+                                "are multiples of 8 up to 256");
     if (!rows_aligned(p))
         return refuse(why, cap, "needs contiguous, 16-byte-aligned rows");
     /* Reasons never name the path "nv_mma": the tests find a path's own
@@ -197,6 +207,9 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "wgmma kernel: at this head dim not measured "
                                 "faster than the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
+    if (!forced && !dv_measured(p))
+        return refuse(why, cap, "wgmma kernel: D_v != D not yet run on an "
+                                "H200 (FLASHCL_PATH=nv_wgmma runs it)");
     if (!forced && !variants_measured(p))
         return refuse(why, cap, "wgmma kernel: a bias or mask measured slower "
                                 "than the mma.sync kernel on the H200 "
@@ -403,10 +416,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     nv_wgmma_defines(&cfg, schedule, sizeof schedule);
     size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d%s "
+             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d "
+             "-DFLASHCL_NV_DV=%d%s "
              "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
              caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
-             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
+             (int)p->head_dim_v, p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
              (unsigned long long)mem, schedule);
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
     if (mem > device_mem) { /* the experiment: see the kernel */

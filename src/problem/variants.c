@@ -342,7 +342,7 @@ static const variant_entry table[] = {
     {.name = "head_dim_v",
      .fields = "head_dim_v",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
+              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV | PATH_BIT_NV_WGMMA,
      .active = head_dim_v_active,
      .apply = no_apply},
 };
