@@ -134,9 +134,12 @@ static const plan_case cases[] = {
      .window_left = -2, .force = "nv_wgmma", .path = "nv_wgmma",
      .want = {"-DFLASHCL_HEAD_DIM=128", "-DFLASHCL_NV_DQ=64",
               "-DFLASHCL_NV_DV=128"}},
-    {.name = "D_v != D, unforced: mma.sync", .head_dim = 192,
+    {.name = "D_v != D (192 / 128), unforced: wgmma", .head_dim = 192,
      .head_dim_v = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
-     .path = "nv_mma", .skipped = "D_v != D not yet run"},
+     .path = "nv_wgmma", .want = {"-DFLASHCL_NV_DV=128"}},
+    {.name = "D_v != D below 40 (32 / 64), unforced: mma.sync",
+     .head_dim = 32, .head_dim_v = 64, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = -2, .path = "nv_mma", .skipped = "not measured faster"},
 };
 
 enum { B = 2, HQ = 8, HKV = 2, NQ = 777, NK = 1000 };

@@ -10,9 +10,10 @@
  * Scope: D and D_v multiples of 8 up to 256 (run in 64-, 128- or
  * 256-column tiles, the larger one's class), fp16/bf16, causal or not,
  * every variant of the variant table, GQA, LSE, any scale; every other
- * call goes to nv_mma. Policy: chosen without being forced where it measured faster
- * than nv_mma on the H200 (measured_faster: D >= 40; variants_measured:
- * every variant but bias and mask), else only with FLASHCL_PATH=nv_wgmma. */
+ * call goes to nv_mma. Policy: chosen without being forced where it
+ * measured faster than nv_mma on the H200 (measured_faster: D >= 40;
+ * variants_measured: every variant but bias and mask; D_v != D: see
+ * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
@@ -50,15 +51,9 @@ static bool variants_measured(const problem *p)
     return !variant_active(p, "bias") && !variant_active(p, "mask");
 }
 
-/* D_v != D (DeepSeek's 192 / 128, 128 / 64): the kernel pads both to the
- * larger one's tile class. Written and checked offline on 2026-12-02;
- * until the suites passed on an H200 with it and it measured faster than
- * nv_mma there, FLASHCL_PATH=nv_wgmma only. */
-static bool dv_measured(const problem *p)
-{
-    return p->head_dim == p->head_dim_v;
-}
-
+/* D_v != D pads both to the larger one's class: the suites passed with it
+ * on the H200 and it ran at 1.78-1.98x nv_mma at 192 / 128 and 1.36-1.39x
+ * at 128 / 64 (bf16 N = 4096, bench/results/h200-2026-12-02-wgmma-v4.md). */
 static int tile_dim(const problem *p)
 {
     const uint32_t d = p->head_dim > p->head_dim_v ? p->head_dim
@@ -207,9 +202,6 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "wgmma kernel: at this head dim not measured "
                                 "faster than the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
-    if (!forced && !dv_measured(p))
-        return refuse(why, cap, "wgmma kernel: D_v != D not yet run on an "
-                                "H200 (FLASHCL_PATH=nv_wgmma runs it)");
     if (!forced && !variants_measured(p))
         return refuse(why, cap, "wgmma kernel: a bias or mask measured slower "
                                 "than the mma.sync kernel on the H200 "
