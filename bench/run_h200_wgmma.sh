@@ -549,6 +549,42 @@ dv() {
   done
 }
 
+# protocol: the default path on issue 12's rows (FA2 protocol: tokens
+# 16384, hidden 2048; D 64/128, N 2048..16384, fp16/bf16, causal both)
+# with torch SDPA FLASH_ATTENTION and CUDNN_ATTENTION in the same run, and
+# smoke calls of the padded head dims that share D = 64's tiles (40..56,
+# now 3 consumer warpgroups) against the float64 oracle.
+protocol() {
+  for d in 40 48 56; do for t in fp16 bf16; do for c in "" --causal; do
+    timeout 60 $B/flashcl run --seqlen 1000 --seqlen-k 1100 --head-dim $d --heads 4 \
+      --heads-kv 2 --dtype $t $c --reps 2 --json >"$OUT/p.log" 2>&1
+    echo "D$d $t ${c:-noncausal}: exit $?, $(run_summary "$OUT/p.log")"
+  done; done; done
+  timeout 300 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
+    --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
+    >"$OUT/protocol.log" 2>&1
+  echo "flashcl-bench: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/protocol.log" | awk '{print $2}' | sort -g | tail -1)"
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
+      --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
+  fi
+  python3 - "$OUT" <<'PY' | tee "$OUT/protocol_table.md"
+import csv, os, sys
+out = sys.argv[1]
+f = {}
+for x in csv.DictReader(l for l in open(os.path.join(out, "protocol.csv")) if not l.startswith("#")):
+    f[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+peer = {}
+for x in csv.DictReader(open(os.path.join(out, "protocol_torch.csv"))):
+    peer[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]), x["backend"])] = float(x["tflops"])
+print("| dtype | D | causal | N | flashcl | torch FLASH | cuDNN | / FLASH | / cuDNN |")
+print("|---|---|---|---|---|---|---|---|---|")
+for k in sorted(f):
+    fl, cu = peer.get(k + ("flash",), float("nan")), peer.get(k + ("cudnn",), float("nan"))
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {f[k]:.1f} | {fl:.1f} | {cu:.1f} | {f[k] / fl:.2f} | {f[k] / cu:.2f} |")
+PY
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -614,6 +650,7 @@ case "$what" in
   d64) d64 ;;
   d64b) d64b ;;
   dv) dv ;;
+  protocol) protocol ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;
