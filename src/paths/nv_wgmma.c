@@ -488,10 +488,10 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
     "nv_wgmma", PATH_BIT_NV_WGMMA,
-    "Hopper wgmma kernel for fp16/bf16 (head dims that are multiples of 8 "
-    "up to 256, D_v = D, every variant; sm_90a through a PTX patch, up to "
-    "224 KiB of local memory, a producer warpgroup; the default on sm_90 "
-    "from D = 40 for plain and causal calls)",
+    "Hopper wgmma kernel for fp16/bf16 (head dims D and D_v that are "
+    "multiples of 8 up to 256, every variant; sm_90a through a PTX patch, "
+    "up to 224 KiB of local memory, a producer warpgroup; the default on "
+    "sm_90 from D = 40 for every call but those with a bias or mask)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, nv_wgmma_launch,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};
