@@ -585,6 +585,47 @@ for k in sorted(f):
 PY
 }
 
+# exactn: P V's wgmma N at D_v's next multiple of 8 that has a shape
+# (FLASHCL_NV_WGMMA_EXACT_N, third 2026-12-02 session, written offline):
+# smoke calls of the padded head dims against the float64 oracle, the
+# forward suite on the default path, then flashcl-bench fp16 N 2048/8192
+# causal both at D 40/80/112/160 and their classes' 64/128/256, with
+# EXACT_N 1 (the default) and 0 (the old N) in the same run.
+exactn() {
+  for d in 24 40 48 56 72 80 104 112 136 160 200 224; do for t in fp16 bf16; do for c in "" --causal; do
+    timeout 60 $B/flashcl run --seqlen 700 --seqlen-k 900 --head-dim $d --heads 4 \
+      --heads-kv 2 --dtype $t $c --reps 1 --json >"$OUT/e.log" 2>&1
+    echo "D$d $t ${c:-noncausal}: exit $?, $(run_summary "$OUT/e.log")"
+  done; done; done | tee "$OUT/exactn_smoke.log" | grep -v '"o_error": [0-9.e-]* "o_tolerance"' | head -20
+  grep -c 'exit 0' "$OUT/exactn_smoke.log" | sed 's/^/smoke calls exiting 0: /'
+  awk '{for(i=1;i<=NF;i++){if($i=="\"o_error\":")e=$(i+1); if($i=="\"o_tolerance\":")t=$(i+1)}; if (e+0 > t+0) print "OVER TOLERANCE: " $0}' "$OUT/exactn_smoke.log"
+  (cd $B/tests && timeout 150 ./test_forward >"$OUT/exactn_forward.log" 2>&1; echo "test_forward default: exit $? $(grep -E '^[0-9]+%: Checks' "$OUT/exactn_forward.log" | tail -1)")
+  for v in 1 0; do
+    FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXACT_N=$v timeout 200 $B/flashcl-bench --sgemm 0 \
+      --reps 7 --warmup 2 --check 2 --dtype fp16 --head-dim 40,64,80,112,128,160,256 \
+      --seqlen 2048,8192 --causal both --csv "$OUT/exactn_$v.csv" >"$OUT/exactn_$v.log" 2>&1
+    echo "EXACT_N=$v: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/exactn_$v.log" | awk '{print $2}' | sort -g | tail -1)"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/exactn_table.md"
+import csv, os, sys
+out = sys.argv[1]
+def rows(v):
+    r = {}
+    for x in csv.DictReader(l for l in open(os.path.join(out, f"exactn_{v}.csv")) if not l.startswith("#")):
+        r[(int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+new, old = rows(1), rows(0)
+cls = {40: 64, 80: 128, 112: 128, 160: 256}
+print("| D | causal | N | exact N | old N | gain | exact / class D | old / class D |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(new):
+    if k[0] not in cls:
+        continue
+    c = (cls[k[0]],) + k[1:]
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {new[k]:.1f} | {old[k]:.1f} | {new[k] / old[k]:.2f} | {new[k] / new[c]:.2f} | {old[k] / old[c]:.2f} |")
+PY
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -651,6 +692,7 @@ case "$what" in
   d64b) d64b ;;
   dv) dv ;;
   protocol) protocol ;;
+  exactn) exactn ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;

@@ -205,6 +205,41 @@ typedef float real_t;
     WG_DV > WG_D || (WG_D > 64 && 2 * WG_DMAX <= WG_D)
 #error "flash_fwd_wgmma: FLASHCL_NV_DQ and FLASHCL_NV_DV must be multiples of 8 up to FLASHCL_HEAD_DIM, the larger above half of it (8 .. 64 at 64)"
 #endif
+/* The N of P V: 1 (default) the smallest of 32, 40, 48, 56, 64, 80, 96,
+ * 112, 128, 160, 192, 224, 256 that covers D_v (the padded head dims 40,
+ * 80, 112, 160 then multiply no zero columns of V); 0 the smallest of 64,
+ * 96, 128, 192, 256 (before 2026-12-02's third session), to measure it. */
+#ifndef FLASHCL_NV_WGMMA_EXACT_N
+#define FLASHCL_NV_WGMMA_EXACT_N 1
+#endif
+#if FLASHCL_NV_WGMMA_EXACT_N != 0 && FLASHCL_NV_WGMMA_EXACT_N != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXACT_N must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_EXACT_N
+#if WG_DV <= 32
+#define WG_DN 32
+#elif WG_DV <= 56
+#define WG_DN WG_DV /* 40, 48, 56 */
+#elif WG_DV <= 64
+#define WG_DN 64
+#elif WG_DV <= 80
+#define WG_DN 80
+#elif WG_DV <= 96
+#define WG_DN 96
+#elif WG_DV <= 112
+#define WG_DN 112
+#elif WG_DV <= 128
+#define WG_DN 128
+#elif WG_DV <= 160
+#define WG_DN 160
+#elif WG_DV <= 192
+#define WG_DN 192
+#elif WG_DV <= 224
+#define WG_DN 224
+#else
+#define WG_DN 256
+#endif
+#else
 #if WG_DV <= 64
 #define WG_DN 64
 #elif WG_DV <= 96
@@ -215,6 +250,7 @@ typedef float real_t;
 #define WG_DN 192
 #else
 #define WG_DN 256
+#endif
 #endif
 #define WG_BM FLASHCL_BLOCK_M
 #define WG_BN FLASHCL_BLOCK_N
@@ -442,14 +478,30 @@ typedef float real_t;
 #else
 #define WG_PACK nv_pack_bf16
 #endif
-#if WG_DN == 64
+#if WG_DN == 32
+#define WG_MMA_PV NV_WG_MMA_N32
+#elif WG_DN == 40
+#define WG_MMA_PV NV_WG_MMA_N40
+#elif WG_DN == 48
+#define WG_MMA_PV NV_WG_MMA_N48
+#elif WG_DN == 56
+#define WG_MMA_PV NV_WG_MMA_N56
+#elif WG_DN == 64
 #define WG_MMA_PV NV_WG_MMA_N64
+#elif WG_DN == 80
+#define WG_MMA_PV NV_WG_MMA_N80
 #elif WG_DN == 96
 #define WG_MMA_PV NV_WG_MMA_N96
+#elif WG_DN == 112
+#define WG_MMA_PV NV_WG_MMA_N112
 #elif WG_DN == 128
 #define WG_MMA_PV NV_WG_MMA_N128
+#elif WG_DN == 160
+#define WG_MMA_PV NV_WG_MMA_N160
 #elif WG_DN == 192
 #define WG_MMA_PV NV_WG_MMA_N192
+#elif WG_DN == 224
+#define WG_MMA_PV NV_WG_MMA_N224
 #else
 #define WG_MMA_PV NV_WG_MMA_N256
 #endif
