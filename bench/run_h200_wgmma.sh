@@ -626,6 +626,46 @@ for k in sorted(new):
 PY
 }
 
+# skippad: the ring's pad chunks zeroed once instead of zero-filled with
+# every tile (FLASHCL_NV_WGMMA_SKIP_PAD, third 2026-12-02 session): smoke
+# calls of padded head dims and D_v != D against the float64 oracle,
+# test_forward and test_variants on the default path, then flashcl-bench
+# fp16 N 2048/8192 causal both at D 40/80/160 and 64/128/256, SKIP_PAD 1
+# and 0 in the same run.
+skippad() {
+  for d in 40 56 80 104 160 200; do for c in "" --causal; do
+    timeout 60 $B/flashcl run --seqlen 700 --seqlen-k 900 --head-dim $d --heads 4 \
+      --heads-kv 2 --dtype bf16 $c --reps 1 --json >"$OUT/e.log" 2>&1
+    echo "D$d bf16 ${c:-noncausal}: exit $?, $(run_summary "$OUT/e.log")"
+  done; done | tee "$OUT/skippad_smoke.log" | grep -c 'exit 0' | sed 's/^/smoke calls exiting 0 (of 12): /'
+  awk '{for(i=1;i<=NF;i++){if($i=="\"o_error\":")e=$(i+1); if($i=="\"o_tolerance\":")t=$(i+1)}; if (e+0 > t+0 || $0 !~ /nv_wgmma/) print "CHECK: " $0}' "$OUT/skippad_smoke.log"
+  for t in test_forward test_variants; do
+    (cd $B/tests && timeout 150 ./$t >"$OUT/skippad_$t.log" 2>&1; echo "$t default: exit $? $(grep -E '^[0-9]+%: Checks' "$OUT/skippad_$t.log" | tail -1)")
+  done
+  for v in 1 0; do
+    FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_SKIP_PAD=$v timeout 200 $B/flashcl-bench --sgemm 0 \
+      --reps 7 --warmup 2 --check 2 --dtype fp16 --head-dim 40,64,80,128,160,256 \
+      --seqlen 2048,8192 --causal both --csv "$OUT/skippad_$v.csv" >"$OUT/skippad_$v.log" 2>&1
+    echo "SKIP_PAD=$v: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/skippad_$v.log" | awk '{print $2}' | sort -g | tail -1)"
+  done
+  python3 - "$OUT" <<'PY'
+import csv, os, sys
+out = sys.argv[1]
+def rows(v):
+    r = {}
+    for x in csv.DictReader(l for l in open(os.path.join(out, f"skippad_{v}.csv")) if not l.startswith("#")):
+        r[(int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+    return r
+new, old = rows(1), rows(0)
+cls = {40: 64, 80: 128, 160: 256}
+print("| D | causal | N | skip pad | zero-fill | gain | skip / class D |")
+print("|---|---|---|---|---|---|---|")
+for k in sorted(new):
+    c = (cls.get(k[0], k[0]),) + k[1:]
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {new[k]:.1f} | {old[k]:.1f} | {new[k] / old[k]:.2f} | {new[k] / new[c]:.2f} |")
+PY
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -693,6 +733,7 @@ case "$what" in
   dv) dv ;;
   protocol) protocol ;;
   exactn) exactn ;;
+  skippad) skippad ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;

@@ -626,6 +626,19 @@ typedef float real_t;
 #else
 #define WG_REAL_CHUNK_OF(C, REAL) true
 #endif
+/* 1 (default; the warp-specialized schedule, padded head dims): the
+ * ring's column chunks past max(D, D_v) are zeroed once when the
+ * work-group starts and never copied again, so the producer issues
+ * copies for the real chunks only (at D = 40, 80 or 160 a tile's pad is
+ * 3/8 of it); 0 zero-fills them with every tile, to measure it. */
+#ifndef FLASHCL_NV_WGMMA_SKIP_PAD
+#define FLASHCL_NV_WGMMA_SKIP_PAD 1
+#endif
+#if FLASHCL_NV_WGMMA_SKIP_PAD != 0 && FLASHCL_NV_WGMMA_SKIP_PAD != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SKIP_PAD must be 0 or 1"
+#endif
+#define WG_CPMAX (WG_CPQ > WG_CPV ? WG_CPQ : WG_CPV)
+#define WG_SKIP_PAD (FLASHCL_NV_WGMMA_SKIP_PAD && WG_WS && WG_CPMAX < WG_CPR)
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     WG_LOAD_TILE_(dst, src, rs, n0, nmax, WG_CPQ)
 #define WG_LOAD_V_TILE(dst, src, rs, n0, nmax)                                 \
@@ -644,7 +657,8 @@ typedef float real_t;
             __global const STORAGE_T *g_ =                                     \
                 (src) + (ok_ ? (ulong)((n0) + r_) * (rs) : (ulong)0) +         \
                 (ulong)(c_ * 8);                                               \
-            NV_CP_ASYNC16((dst) + at_, g_, ok_ ? 16u : 0u);                    \
+            if (!WG_SKIP_PAD || c_ < WG_CPMAX)                                 \
+                NV_CP_ASYNC16((dst) + at_, g_, ok_ ? 16u : 0u);                \
         }                                                                      \
     } while (0)
 
@@ -1067,6 +1081,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
             NV_MB_INIT(WG_WS_EMPTY(sl), (uint)(WG_CONSUMER_THREADS / 32));
         }
     }
+#if WG_SKIP_PAD
+    /* the ring's pad chunks (FLASHCL_NV_WGMMA_SKIP_PAD): zero-filling
+     * copies of the whole ring, once; the tiles' copies then write only
+     * the real chunks */
+    for (int z = (int)get_local_id(0); z < WG_RING * WG_TILEB / 16;
+         z += WG_THREADS)
+        NV_CP_ASYNC16(sbase + 16u * (uint)z, k, 0u);
+    NV_CP_COMMIT();
+    NV_CP_WAIT_ALL();
+    WG_FENCE_PROXY();
+#endif
     barrier(CLK_LOCAL_MEM_FENCE); /* the last work-group barrier */
     /* Each role loops over the work items on its own: setmaxnreg needs
      * all code after the producer's to be the producer's. */
