@@ -626,11 +626,15 @@ typedef float real_t;
 #else
 #define WG_REAL_CHUNK_OF(C, REAL) true
 #endif
-/* 1 (default; the warp-specialized schedule, padded head dims): the
- * ring's column chunks past max(D, D_v) are zeroed once when the
- * work-group starts and never copied again, so the producer issues
- * copies for the real chunks only (at D = 40, 80 or 160 a tile's pad is
- * 3/8 of it); 0 zero-fills them with every tile, to measure it. */
+/* 1 (default; the warp-specialized schedule, padded head dims in 128- or
+ * 256-column tiles): the ring's column chunks past max(D, D_v) are zeroed
+ * once when the work-group starts and never copied again, so the producer
+ * issues copies for the real chunks only (at D = 80 or 160 a tile's pad
+ * is 3/8 of it); 0 zero-fills them with every tile. H200, fp16, N = 2048
+ * / 8192: D = 80 +5 / +9 % non-causal, +-1 % causal; D = 160 +1..8 %; but
+ * D = 40 (64-column tiles, 3 consumer warpgroups) -5..9 %, so the
+ * 64-column class keeps the zero-fill (bench/results/
+ * h200-2026-12-02-wgmma-v4.md). */
 #ifndef FLASHCL_NV_WGMMA_SKIP_PAD
 #define FLASHCL_NV_WGMMA_SKIP_PAD 1
 #endif
@@ -638,7 +642,8 @@ typedef float real_t;
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_SKIP_PAD must be 0 or 1"
 #endif
 #define WG_CPMAX (WG_CPQ > WG_CPV ? WG_CPQ : WG_CPV)
-#define WG_SKIP_PAD (FLASHCL_NV_WGMMA_SKIP_PAD && WG_WS && WG_CPMAX < WG_CPR)
+#define WG_SKIP_PAD                                                            \
+    (FLASHCL_NV_WGMMA_SKIP_PAD && WG_WS && WG_CPMAX < WG_CPR && WG_D > 64)
 #define WG_LOAD_TILE(dst, src, rs, n0, nmax)                                   \
     WG_LOAD_TILE_(dst, src, rs, n0, nmax, WG_CPQ)
 #define WG_LOAD_V_TILE(dst, src, rs, n0, nmax)                                 \
