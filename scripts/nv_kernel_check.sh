@@ -171,8 +171,27 @@ wcheck "wgmma ws4 swizzled, Q in local memory, causal" $wg \
 wcheck "wgmma ring r6 D64 (no producer)" $wg \
   "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
   "!$mb" 'cp\.async\.wait_group'
-# the variant table on the wgmma kernel (forced only until run on an
-# H200, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
+# the third 2026-12-02 session: D = 64's table with 3 consumer
+# warpgroups (512 work-items, the 32 / 160 register split); P V's wgmma N
+# at D_v's next shape (40, 80) and D_v != D (192 / 128: N 128, not 192 or
+# 256)
+ws3=${ws128/-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128/-DFLASHCL_WG_SIZE=512 -DFLASHCL_BLOCK_M=192}
+ws3=${ws3/-DFLASHCL_NV_WGMMA_MAXNREG=168/-DFLASHCL_NV_WGMMA_MAXNREG=128}
+wcheck "wgmma table D64 fp16 causal, 3 consumer warpgroups" $wg \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$mb" 'setmaxnreg\.dec\.sync\.aligned\.u32 32' 'setmaxnreg\.inc\.sync\.aligned\.u32 160' \
+  'SM90A_MAXNREG 128' 'm64n128k16'
+wcheck "wgmma padded D40 (P V as m64n40, 3 consumer warpgroups)" $wg \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_NV_DQ=40 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  'm64n40k16' '!m64n64k16'
+wcheck "wgmma padded D80 (P V as m64n80)" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  'm64n80k16' '!m64n96k16'
+wcheck "wgmma D_v != D (192 / 128 in the 256-column tiles)" $wg \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_NV_DV=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  'm64n128k16' '!m64n192k16' '!m64n256k16'
+# the variant table on the wgmma kernel (unforced since its H200 run but
+# for bias and mask, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
 # ALiBi and sinks in the 128-key table kernel; bias and mask (pairs of
 # 16-bit loads) in the 64-key tiles the host plans for them; all of them
 # at D = 256
