@@ -666,6 +666,41 @@ for k in sorted(new):
 PY
 }
 
+# headdims: issue 10's head-dim rows on the default path after the exact
+# P V N and the pad copies: fp16 and bf16, D 96/128/192/256, N 1024..8192,
+# causal both, with torch SDPA at D 96 and 256 in the same run.
+headdims() {
+  timeout 250 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --check 2 --dtype fp16,bf16 \
+    --head-dim 96,128,192,256 --seqlen 1024,2048,4096,8192 --causal both \
+    --csv "$OUT/headdims.csv" >"$OUT/headdims.log" 2>&1
+  echo "flashcl-bench: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/headdims.log" | awk '{print $2}' | sort -g | tail -1)"
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 150 python3 bench/torch_sdpa_peers.py --csv "$OUT/headdims_torch.csv" --head-dim 96,256 \
+      --seqlen 1024,2048,4096,8192 >/dev/null 2>"$OUT/headdims_torch.err"
+  fi
+  python3 - "$OUT" <<'PY'
+import csv, os, sys
+out = sys.argv[1]
+f = {}
+for x in csv.DictReader(l for l in open(os.path.join(out, "headdims.csv")) if not l.startswith("#")):
+    f[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
+peer = {}
+p = os.path.join(out, "headdims_torch.csv")
+if os.path.exists(p):
+    for x in csv.DictReader(open(p)):
+        peer[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]), x["backend"])] = float(x["tflops"])
+cls = {96: 128, 192: 256}
+print("| dtype | D | causal | N | flashcl | / class D | torch FLASH | / FLASH |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(f):
+    if k[1] == 128:
+        continue
+    c = (k[0], cls.get(k[1], k[1])) + k[2:]
+    fl = peer.get(k + ("flash",), float("nan"))
+    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {f[k]:.1f} | {f[k] / f[c]:.2f} | {fl:.1f} | {f[k] / fl:.2f} |")
+PY
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -734,6 +769,7 @@ case "$what" in
   protocol) protocol ;;
   exactn) exactn ;;
   skippad) skippad ;;
+  headdims) headdims ;;
   routing) routing ;;
   quick) quick ;;
   validate) validate ;;
