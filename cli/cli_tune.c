@@ -562,6 +562,9 @@ static bool fail(candidate *c, const char *status, const char *what,
 }
 
 /* A tunable's value in the tiles describe reports; false for the others. */
+static bool option_value(const char *name, const flashcl_variant_info *v,
+                         int *value);
+
 static bool tiles_value(const char *name, const flashcl_variant_info *v,
                         int *value)
 {
@@ -575,8 +578,12 @@ static bool tiles_value(const char *name, const flashcl_variant_info *v,
         *value = v->work_group_size / 32;
     else if (!strcmp(name, "wg")) /* split_kv */
         *value = v->work_group_size;
-    else if (!strcmp(name, "warpgroups") && !strcmp(v->path, "nv_wgmma"))
-        *value = v->work_group_size / 128;
+    else if (!strcmp(name, "warpgroups") && !strcmp(v->path, "nv_wgmma")) {
+        /* the consumers: the warp-specialized schedule adds a producer */
+        int ws = 0;
+        option_value("ws", v, &ws);
+        *value = v->work_group_size / 128 - (ws > 0 ? 1 : 0);
+    }
     else
         return false;
     return true;
