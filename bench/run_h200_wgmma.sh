@@ -729,8 +729,9 @@ routing() {
 
 # persist: the persistent grid (FLASHCL_NV_WGMMA_PERSIST=1, written
 # 2026-12-02 without a GPU): smoke calls against the float64 oracle (flashcl
-# run --json, every 5 s at most: a hang in the item loop's mbarrier
-# phases shows as a timeout), the core suites forced onto nv_wgmma with
+# run --json under a 90 s limit: a hang in the item loop's mbarrier phases
+# shows as a timeout; the single-threaded oracle alone takes 37 s at D =
+# 256, 3000 x 3000, B = 2, which a 30 s limit once reported as a hang), the core suites forced onto nv_wgmma with
 # it, then flashcl-bench fp16/bf16 D 64/128/256 N 2048/8192 causal both,
 # with and without it, in the same run. ~5 min.
 persist() {
@@ -739,7 +740,7 @@ persist() {
   for d in 64 128 256; do for c in "" --causal; do
     for shape in "1000 1100 1" "3000 3000 2" "129 70 3"; do
       set -- $shape
-      FLASHCL_NV_WGMMA_PERSIST=1 FLASHCL_PATH=nv_wgmma timeout 30 $B/flashcl run \
+      FLASHCL_NV_WGMMA_PERSIST=1 FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl run \
         --seqlen $1 --seqlen-k $2 --batch $3 --head-dim $d --heads 8 --heads-kv 2 \
         --dtype fp16 $c --reps 2 --json >"$OUT/p.log" 2>&1
       rc=$?
