@@ -701,6 +701,61 @@ for k in sorted(f):
 PY
 }
 
+# expoly: the FP32-pipe exponent (cl/nvidia/ex2_poly.clh; first 2026-12-03
+# session): FLASHCL_NV_WGMMA_EXP_POLY=k computes k of each 8 of a row's
+# exponents on the FP32 pipe instead of MUFU.EX2, passed here through
+# FLASHCL_NV_WGMMA_DEFINES. Smoke calls against the float64 oracle for
+# k = 0, 2, 4, 8 (fp16 D 64, bf16 D 128 softcap, bf16 D 40 window),
+# test_variants forced onto nv_wgmma with k = 8 (every exponent through
+# the polynomial: extreme magnitudes, fully masked rows), then
+# flashcl-bench for k = 0..8 on the MUFU-bound calls (D 40/64/80/128,
+# softcap, ALiBi, windows, window + softcap + sinks). ~8 min.
+expoly() {
+  echo "== smoke"
+  for k in 0 2 4 8; do
+    for a in "--head-dim 64 --dtype fp16" "--head-dim 128 --dtype bf16 --causal --softcap 30" \
+             "--head-dim 40 --dtype bf16 --causal --window 300,0"; do
+      FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_POLY=$k" FLASHCL_PATH=nv_wgmma timeout 60 \
+        $B/flashcl run --seqlen 1000 --seqlen-k 1100 --heads 4 --heads-kv 2 $a --reps 2 \
+        --json >"$OUT/s.log" 2>&1
+      echo "k=$k $a: exit $?, $(run_summary "$OUT/s.log")"
+    done
+  done
+  echo "== test_variants, k = 8"
+  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_POLY=8" SUITES=test_variants SUITE_TIMEOUT=150 tests
+  echo "== flashcl-bench"
+  for k in 0 2 3 4 6 8; do
+    export FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_POLY=$k"
+    timeout 60 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --check 2 --dtype fp16 --head-dim 64 \
+      --seqlen 8192 --causal both --csv "$OUT/expoly_a$k.csv" >"$OUT/expoly_a$k.log" 2>&1
+    timeout 60 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --check 2 --dtype bf16 \
+      --head-dim 40,80,128 --seqlen 4096 --causal both --csv "$OUT/expoly_b$k.csv" >"$OUT/expoly_b$k.log" 2>&1
+    timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --head-dim 128 \
+      --seqlen 4096 --causal both --variants softcap,alibi,window1024,window1024+softcap+sinks \
+      --csv "$OUT/expoly_c$k.csv" >"$OUT/expoly_c$k.log" 2>&1
+    echo "k=$k: max rel_l2 $(cat "$OUT"/expoly_[ab]$k.log | grep -o 'rel_l2 [^ ]*' | awk '{print $2}' | sort -g | tail -1)"
+  done
+  unset FLASHCL_NV_WGMMA_DEFINES
+  python3 - "$OUT" <<'PY' | tee "$OUT/expoly_table.md"
+import csv, glob, os, re, sys
+out = sys.argv[1]
+t = {}
+for f in glob.glob(os.path.join(out, "expoly_*.csv")):
+    k = int(re.search(r"expoly_[abc](\d+)\.csv", f).group(1))
+    for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+        key = (x["variant"], x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))
+        t.setdefault(key, {})[k] = float(x["tflops"])
+ks = sorted({k for v in t.values() for k in v})
+print("| variant | dtype | D | causal | N | " + " | ".join(f"k={k}" for k in ks) + " | best / k=0 |")
+print("|---|---|---|---|---|" + "---|" * (len(ks) + 1))
+for key in sorted(t):
+    v = t[key]
+    best = max(v.values())
+    print("| " + " | ".join(str(x) for x in key) + " | " + " | ".join(f"{v.get(k, float('nan')):.1f}" for k in ks)
+          + f" | {best / v.get(0, float('nan')):.3f} |")
+PY
+}
+
 # routing: after variants_measured opened (third 2026-12-02 session), the
 # unforced default path of variant calls (flashcl run --json: path and
 # error against the float64 oracle), then the persistent grid's D = 256
@@ -772,6 +827,7 @@ case "$what" in
   skippad) skippad ;;
   headdims) headdims ;;
   routing) routing ;;
+  expoly) expoly ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;

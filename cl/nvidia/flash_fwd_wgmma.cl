@@ -167,6 +167,7 @@
 #endif
 #include "nv_mma.clh"
 #include "nv_wgmma.clh"
+#include "ex2_poly.clh"
 
 /* The shared argument list and score code (cl/common/variants.clh), as
  * on the mma.sync path: softcap's tanh is MUFU.TANH, key positions ints. */
@@ -811,6 +812,20 @@ typedef float real_t;
 #else
 #define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
 #endif
+/* How many of each 8 consecutive scores of a row take the FP32-pipe
+ * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all). The
+ * best share depends on how much FP32 work a score already has (softcap
+ * and ALiBi add some, and MUFU.TANH), so the plan picks it per call; the
+ * selection is by column position, fixed at compile time once the tile
+ * loop is unrolled. */
+#ifndef FLASHCL_NV_WGMMA_EXP_POLY
+#define FLASHCL_NV_WGMMA_EXP_POLY 0
+#endif
+#if FLASHCL_NV_WGMMA_EXP_POLY < 0 || FLASHCL_NV_WGMMA_EXP_POLY > 8
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_POLY must be 0..8"
+#endif
+#define WG_EX2_AT(i, a)                                                        \
+    (((i) & 7) < FLASHCL_NV_WGMMA_EXP_POLY ? nv_ex2_poly(a) : nv_ex2(a))
 #define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
         WG_SCORES(S, n0);                                                      \
@@ -844,10 +859,11 @@ typedef float real_t;
             row_max[hh_] = mx_;                                                \
             float sum_ = 0.f;                                                  \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const float p0_ = nv_ex2(WG_EXP_ARG((S)[4 * n_ + 2 * hh_],     \
-                                                    mref_, msc_));             \
-                const float p1_ = nv_ex2(WG_EXP_ARG(                           \
-                    (S)[4 * n_ + 2 * hh_ + 1], mref_, msc_));                  \
+                const float p0_ = WG_EX2_AT(                                   \
+                    2 * n_, WG_EXP_ARG((S)[4 * n_ + 2 * hh_], mref_, msc_));   \
+                const float p1_ = WG_EX2_AT(                                   \
+                    2 * n_ + 1,                                                \
+                    WG_EXP_ARG((S)[4 * n_ + 2 * hh_ + 1], mref_, msc_));       \
                 (S)[4 * n_ + 2 * hh_] = p0_;                                   \
                 (S)[4 * n_ + 2 * hh_ + 1] = p1_;                               \
                 sum_ += p0_ + p1_;                                             \
