@@ -701,6 +701,53 @@ for k in sorted(f):
 PY
 }
 
+# xpf: bias and mask fetched a tile ahead on nv_wgmma
+# (FLASHCL_NV_WGMMA_XPF, first 2026-12-03 session). test_variants forced
+# onto nv_wgmma (bias broadcasts, masks, extreme magnitudes, fully
+# masked rows), smoke calls of D 64 with 2 consumer warpgroups, then
+# flashcl-bench bf16 N = 4096 on nv_wgmma with the fetch (XPF=1) and
+# without it (XPF=0), on nv_mma (today's route for bias and mask), and
+# torch's peers for bias and mask in the same run. ~6 min.
+xpf() {
+  SUITES=test_variants SUITE_TIMEOUT=150 tests
+  FLASHCL_NV_WGMMA_WG=2 SUITES=test_variants SUITE_TIMEOUT=150 tests
+  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both)
+  local vs=plain,bias,mask,bias+mask
+  for cfg in wgmma:nv_wgmma:1: wgmma_x0:nv_wgmma:0: wgmma_wg2:nv_wgmma:1:2 mma:nv_mma:1:; do
+    IFS=: read -r name path x wg <<<"$cfg"
+    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_XPF=$x" FLASHCL_NV_WGMMA_WG=$wg FLASHCL_PATH=$path \
+      timeout 120 $B/flashcl-bench "${common[@]}" --head-dim 64,128 --variants $vs \
+      --csv "$OUT/xpf_$name.csv" >"$OUT/xpf_$name.log" 2>&1
+    echo "$name: exit $?"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/xpf_table.md"
+import csv, os, sys
+out = sys.argv[1]
+names = ["wgmma", "wgmma_x0", "wgmma_wg2", "mma"]
+t = {}
+for n in names:
+    f = os.path.join(out, f"xpf_{n}.csv")
+    if not os.path.exists(f):
+        continue
+    for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+        t.setdefault((int(x["head_dim"]), x["variant"], x["causal"]), {})[n] = float(x["tflops"])
+nan = float("nan")
+print("| D | variant | causal | " + " | ".join(names) + " | best wgmma / wgmma plain |")
+print("|---|---|---|" + "---|" * (len(names) + 1))
+for k in sorted(t):
+    v = t[k]
+    plain = t.get((k[0], "plain", k[2]), {}).get("wgmma", nan)
+    best = max(v.get("wgmma", 0), v.get("wgmma_wg2", 0))
+    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{v.get(n, nan):.1f}" for n in names)
+          + f" | {best / plain:.2f} |")
+PY
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 150 python3 bench/torch_variant_peers.py --csv "$OUT/xpf_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 --variants bias,mask >"$OUT/xpf_peers.log" 2>&1
+    grep -h "^peer" "$OUT/xpf_peers.log"
+  fi
+}
+
 # expoly: the FP32-pipe exponent (cl/nvidia/ex2_poly.clh; first 2026-12-03
 # session): FLASHCL_NV_WGMMA_EXP_POLY=k computes k of each 8 of a row's
 # exponents on the FP32 pipe instead of MUFU.EX2, passed here through
@@ -828,6 +875,7 @@ case "$what" in
   headdims) headdims ;;
   routing) routing ;;
   expoly) expoly ;;
+  xpf) xpf ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;

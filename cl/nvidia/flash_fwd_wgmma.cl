@@ -753,6 +753,134 @@ typedef float real_t;
 #define WG_HIDDEN(col, lo, hi) ((col) > (hi))
 #define WG_ROW_LO(row) 0
 #endif
+/* Bias and mask fetched a tile ahead (FLASHCL_NV_WGMMA_XPF, the
+ * warp-specialized loop without S ahead): their loads for tile j + 1 are
+ * issued as soon as tile j's softmax is done and land in registers while
+ * that warpgroup rescales O, runs P V_j and waits for S_{j+1}. Read when
+ * the scores are (the old way, XPF=0), every tile stalled the warpgroup
+ * on a global load between its S and its softmax: 80 TFLOP/s with a bias
+ * against 509 plain (bf16 D = 128, N = 4096; results wgmma-v3). Values
+ * are kept as loaded (a 16-bit pair's bits, a mask pair's two bytes) so
+ * that nothing waits on them before the scores need them. */
+#ifndef FLASHCL_NV_WGMMA_XPF
+#define FLASHCL_NV_WGMMA_XPF 1
+#endif
+#if FLASHCL_NV_WGMMA_XPF != 0 && FLASHCL_NV_WGMMA_XPF != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF must be 0 or 1"
+#endif
+/* Where the registers allow (ptxas for sm_90a, scripts/wgmma_isa_check.sh,
+ * 2026-12-03): 2 consumer warpgroups (232 registers each) at D <= 128,
+ * except bias and mask together at D = 128 (116 bytes of spills); 3
+ * consumers (160 registers) spilled 52 bytes with a bias, D = 256 148. */
+#define WG_XPF                                                                 \
+    (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
+     !FLASHCL_NV_WGMMA_SAHEAD && WG_CONSUMER_THREADS == 256 &&                 \
+     (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK))))
+#if WG_XPF
+/* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
+ * floats, 16-bit as the pair's 32 bits in .x. */
+inline float2 wg_bias_fetch(const score_row *r, int key, bool in, bool both
+                                FLASHCL_VARIANT_ARGS(FLASHCL_KPARAM))
+{
+#if FLASHCL_BIAS
+    if (!in)
+        return (float2)(0.f, 0.f);
+    const ulong i0 = r->bias_row + (ulong)key * bias_stride.s3;
+    const bool pair = both && bias_stride.s3 == 1 && (i0 & 1) == 0;
+#if FLASHCL_BIAS == 1
+    if (pair)
+        return *(__global const float2 *)(bias + i0);
+    return (float2)(bias[i0], both ? bias[i0 + bias_stride.s3] : 0.f);
+#else
+    if (pair)
+        return (float2)(as_float(*(__global const uint *)(bias + i0)), 0.f);
+    return (float2)(as_float((uint)bias[i0] |
+                             (both ? (uint)bias[i0 + bias_stride.s3] << 16
+                                   : 0u)),
+                    0.f);
+#endif
+#else
+    (void)r;
+    (void)key;
+    (void)in;
+    (void)both;
+    return (float2)(0.f, 0.f);
+#endif
+}
+/* The two bias terms in score units from wg_bias_fetch's raw value. */
+inline void wg_bias_terms(float2 raw, float unit, float *t0, float *t1)
+{
+#if FLASHCL_BIAS == 1
+    *t0 = raw.x * unit;
+    *t1 = raw.y * unit;
+#elif FLASHCL_BIAS == 2
+    const uint bits = as_uint(raw.x);
+    *t0 = nv_half_bits_to_float((ushort)bits) * unit;
+    *t1 = nv_half_bits_to_float((ushort)(bits >> 16)) * unit;
+#elif FLASHCL_BIAS == 3
+    const uint bits = as_uint(raw.x);
+    *t0 = as_float(bits << 16) * unit;
+    *t1 = as_float(bits & 0xffff0000u) * unit;
+#else
+    (void)raw;
+    (void)unit;
+    *t0 = *t1 = 0.f;
+#endif
+}
+/* Raw mask bytes of keys key (low byte) and key + 1 (high byte); 0x0101
+ * (both visible) where absent, which the scores never use. */
+inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
+                              FLASHCL_VARIANT_ARGS(FLASHCL_KPARAM))
+{
+#if FLASHCL_MASK
+    if (!in)
+        return 0x0101u;
+    const ulong i0 = r->mask_row + (ulong)key * mask_stride.s3;
+    if (both && mask_stride.s3 == 1 && (i0 & 1) == 0)
+        return *(__global const ushort *)(mask + i0);
+    return (uint)mask[i0] | (both ? (uint)mask[i0 + mask_stride.s3] << 8 : 0u);
+#else
+    (void)r;
+    (void)key;
+    (void)in;
+    (void)both;
+    return 0x0101u;
+#endif
+}
+/* Tile n0's bias and mask into xb / xm, pair i = 2 n + hh (the n8 tile n
+ * of S, row half hh), with the same bounds the score pass uses. */
+#define WG_XPF_FETCH(n0)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            const bool rin_ = row0 + hh_ * 8 < seqlen_q;                       \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const int col_ = (n0) + n_ * 8 + t4 * 2;                       \
+                const bool in_ = rin_ && col_ < nk;                            \
+                const bool both_ = col_ + 1 < nk;                              \
+                if (FLASHCL_BIAS)                                              \
+                    xb[2 * n_ + hh_] =                                         \
+                        wg_bias_fetch(&srow[hh_], key_base + col_, in_,        \
+                                      both_ FLASHCL_VARIANT_NAMES);            \
+                if (FLASHCL_MASK)                                              \
+                    xm[2 * n_ + hh_] =                                         \
+                        wg_mask_fetch(&srow[hh_], key_base + col_, in_,        \
+                                      both_ FLASHCL_VARIANT_NAMES);            \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    wg_bias_terms(xb[2 * (n) + (hh)], srow[hh].unit, t0, t1)
+#define WG_XPF_MASK(hh, n)                                                     \
+    (((xm[2 * (n) + (hh)] & 0xffu) != 0 ? 1u : 0u) |                           \
+     ((xm[2 * (n) + (hh)] & 0xff00u) != 0 ? 2u : 0u))
+#else
+#define WG_XPF_FETCH(n0) ((void)0)
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    score_bias_pair(&srow[hh], key_, both_, t0, t1 FLASHCL_VARIANT_NAMES)
+#define WG_XPF_MASK(hh, n)                                                     \
+    score_visible_pair(&srow[hh], key_, both_ FLASHCL_VARIANT_NAMES)
+#endif
+
 #if WG_SCORED
 /* Each score through the shared score code (softcap, ALiBi, bias, mask),
  * scaled to exp2 units; bias and mask read a pair of keys at once, only
@@ -769,11 +897,9 @@ typedef float real_t;
                 float t0_ = 0.f, t1_ = 0.f;                                    \
                 uint vis_ = 3u;                                                \
                 if (FLASHCL_BIAS && in_)                                       \
-                    score_bias_pair(&srow[hh_], key_, both_, &t0_,             \
-                                    &t1_ FLASHCL_VARIANT_NAMES);               \
+                    WG_XPF_BIAS(hh_, n_, &t0_, &t1_);                          \
                 if (FLASHCL_MASK && in_)                                       \
-                    vis_ = score_visible_pair(&srow[hh_], key_,                \
-                                              both_ FLASHCL_VARIANT_NAMES);    \
+                    vis_ = WG_XPF_MASK(hh_, n_);                               \
                 float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
                 s_[0] = score_apply_with(&srow[hh_], key_,                     \
                                          s_[0] * scale_log2, t0_,              \
@@ -1383,6 +1509,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         WG_TURN_END();
     }
 #else
+#if WG_XPF
+    float2 xb[WG_SN / 2]; /* tile j's bias, fetched during tile j - 1 */
+    uint xm[WG_SN / 2];   /* and its mask bytes */
+    if (j_own > 0)
+        WG_XPF_FETCH(0);
+#endif
     for (int j = 0; j < j_own; ++j) {
         const int n0 = j * WG_BN;
         WG_WS_TAKE(2 * j);
@@ -1393,6 +1525,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         NV_WG_FENCE_REGS(sc, WG_SN);
         WG_WS_GIVE(2 * j);
         WG_SOFTMAX(n0);
+#if WG_XPF
+        if (j + 1 < j_own)
+            WG_XPF_FETCH(n0 + WG_BN);
+#endif
         WG_RESCALE_O();
         WG_PACK_P();
         WG_WS_TAKE(2 * j + 1);
