@@ -701,6 +701,42 @@ for k in sorted(f):
 PY
 }
 
+# xpf2: where the fetch goes (FLASHCL_NV_WGMMA_XPF_AT 1: after the score
+# pass, 0: after the softmax), bias and mask together with the fetch forced
+# (XPF=2: ptxas spills), D = 64 on 2 consumer warpgroups; test_variants on
+# the default fetch first. bf16 N = 4096. ~3 min.
+xpf2() {
+  SUITES=test_variants SUITE_TIMEOUT=150 tests
+  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both)
+  for cfg in at1:nv_wgmma:1:1:128 at0:nv_wgmma:1:0:128 x2:nv_wgmma:2:1:128 \
+             at1wg2:nv_wgmma:1:1:64 at0wg2:nv_wgmma:1:0:64 mma:nv_mma:1:1:64,128; do
+    IFS=: read -r name path x at d <<<"$cfg"
+    local wg=; [ "$d" = 64 ] && wg=2
+    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_XPF=$x -DFLASHCL_NV_WGMMA_XPF_AT=$at" \
+      FLASHCL_NV_WGMMA_WG=$wg FLASHCL_PATH=$path \
+      timeout 100 $B/flashcl-bench "${common[@]}" --head-dim $d --variants plain,bias,mask,bias+mask \
+      --csv "$OUT/xpf2_$name.csv" >"$OUT/xpf2_$name.log" 2>&1
+    echo "$name: exit $?"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/xpf2_table.md"
+import csv, os, sys
+out = sys.argv[1]
+names = ["at1", "at0", "x2", "at1wg2", "at0wg2", "mma"]
+t = {}
+for n in names:
+    f = os.path.join(out, f"xpf2_{n}.csv")
+    if not os.path.exists(f):
+        continue
+    for x in csv.DictReader(l for l in open(f) if not l.startswith("#")):
+        t.setdefault((int(x["head_dim"]), x["variant"], x["causal"]), {})[n] = float(x["tflops"])
+nan = float("nan")
+print("| D | variant | causal | " + " | ".join(names) + " |")
+print("|---|---|---|" + "---|" * len(names))
+for k in sorted(t):
+    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{t[k].get(n, nan):.1f}" for n in names) + " |")
+PY
+}
+
 # xpf: bias and mask fetched a tile ahead on nv_wgmma
 # (FLASHCL_NV_WGMMA_XPF, first 2026-12-03 session). test_variants forced
 # onto nv_wgmma (bias broadcasts, masks, extreme magnitudes, fully
@@ -876,6 +912,7 @@ case "$what" in
   routing) routing ;;
   expoly) expoly ;;
   xpf) xpf ;;
+  xpf2) xpf2 ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;

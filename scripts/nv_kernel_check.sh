@@ -201,6 +201,19 @@ wcheck "wgmma table D128 bf16 window + softcap + ALiBi + sinks" $wg \
 wcheck "wgmma D128 fp16 bias fp16 + mask (64-key tiles)" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1" \
   "$mb" 'cvt\.f32\.f16' 'ld\.global\.v2\.u8' '!tanh\.approx'
+# bias or mask alone fetched a tile ahead (FLASHCL_NV_WGMMA_XPF): a mask
+# pair as one 16-bit load (the score pass's own read is two bytes), a
+# 16-bit bias converted where the scores use it
+wcheck "wgmma D64 fp16 mask fetched ahead" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1" \
+  "$mb" 'ld\.global\.u16' '!ld\.global\.v2\.u8'
+wcheck "wgmma D128 bf16 bias bf16 fetched ahead" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=3" \
+  "$mb" 'ld\.global\.u32' 'and\.b32[^;]*-65536'
+# the FP32-pipe exponent for half of the scores (ex2_poly.clh)
+wcheck "wgmma D64 fp16, exponent polynomial for 4 of 8 scores" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_POLY=4" \
+  "$mb" 'ex2\.approx' '0f4B400000'
 wcheck "wgmma table D256 fp16 causal, every variant" $wg \
   "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n256k16'

@@ -755,8 +755,9 @@ typedef float real_t;
 #endif
 /* Bias and mask fetched a tile ahead (FLASHCL_NV_WGMMA_XPF, the
  * warp-specialized loop without S ahead): their loads for tile j + 1 are
- * issued as soon as tile j's softmax is done and land in registers while
- * that warpgroup rescales O, runs P V_j and waits for S_{j+1}. Read when
+ * issued as soon as tile j's score pass has read its own, and land in
+ * registers while that warpgroup finishes the softmax, rescales O, runs
+ * P V_j and waits for S_{j+1}. Read when
  * the scores are (the old way, XPF=0), every tile stalled the warpgroup
  * on a global load between its S and its softmax: 80 TFLOP/s with a bias
  * against 509 plain (bf16 D = 128, N = 4096; results wgmma-v3). Values
@@ -765,17 +766,19 @@ typedef float real_t;
 #ifndef FLASHCL_NV_WGMMA_XPF
 #define FLASHCL_NV_WGMMA_XPF 1
 #endif
-#if FLASHCL_NV_WGMMA_XPF != 0 && FLASHCL_NV_WGMMA_XPF != 1
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF must be 0 or 1"
+#if FLASHCL_NV_WGMMA_XPF < 0 || FLASHCL_NV_WGMMA_XPF > 2
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF must be 0 (off), 1 (where the registers allow) or 2 (always, to measure)"
 #endif
 /* Where the registers allow (ptxas for sm_90a, scripts/wgmma_isa_check.sh,
  * 2026-12-03): 2 consumer warpgroups (232 registers each) at D <= 128,
  * except bias and mask together at D = 128 (116 bytes of spills); 3
  * consumers (160 registers) spilled 52 bytes with a bias, D = 256 148. */
+#define WG_XPF_ROOM                                                            \
+    (WG_CONSUMER_THREADS == 256 &&                                             \
+     (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK))))
 #define WG_XPF                                                                 \
     (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
-     !FLASHCL_NV_WGMMA_SAHEAD && WG_CONSUMER_THREADS == 256 &&                 \
-     (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK))))
+     !FLASHCL_NV_WGMMA_SAHEAD && (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
 #if WG_XPF
 /* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
  * floats, 16-bit as the pair's 32 bits in .x. */
@@ -868,6 +871,26 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             }                                                                  \
         }                                                                      \
     } while (0)
+/* The next tile's fetch: FLASHCL_NV_WGMMA_XPF_AT 1 as soon as the score
+ * pass has read this tile's (the row max, the exponents and the sums run
+ * while it loads, but its registers are live beside S: ptxas spilled 64
+ * bytes with an fp32 bias at D = 128 causal), 0 after the softmax. */
+#ifndef FLASHCL_NV_WGMMA_XPF_AT
+#define FLASHCL_NV_WGMMA_XPF_AT 1
+#endif
+#if FLASHCL_NV_WGMMA_XPF_AT != 0 && FLASHCL_NV_WGMMA_XPF_AT != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF_AT must be 0 or 1"
+#endif
+#define WG_XPF_FETCH_NEXT(n0)                                                  \
+    do {                                                                       \
+        if ((n0) + WG_BN < j_own * WG_BN)                                      \
+            WG_XPF_FETCH((n0) + WG_BN);                                        \
+    } while (0)
+#if FLASHCL_NV_WGMMA_XPF_AT
+#define WG_XPF_NEXT(n0) WG_XPF_FETCH_NEXT(n0)
+#else
+#define WG_XPF_NEXT(n0) ((void)0)
+#endif
 #define WG_XPF_BIAS(hh, n, t0, t1)                                             \
     wg_bias_terms(xb[2 * (n) + (hh)], srow[hh].unit, t0, t1)
 #define WG_XPF_MASK(hh, n)                                                     \
@@ -875,6 +898,7 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
      ((xm[2 * (n) + (hh)] & 0xff00u) != 0 ? 2u : 0u))
 #else
 #define WG_XPF_FETCH(n0) ((void)0)
+#define WG_XPF_NEXT(n0) ((void)0)
 #define WG_XPF_BIAS(hh, n, t0, t1)                                             \
     score_bias_pair(&srow[hh], key_, both_, t0, t1 FLASHCL_VARIANT_NAMES)
 #define WG_XPF_MASK(hh, n)                                                     \
@@ -955,6 +979,7 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
         WG_SCORES(S, n0);                                                      \
+        WG_XPF_NEXT(n0);                                                       \
         if (WG_EDGE(n0)) {                                                     \
             _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
                 const int hi_ = WG_ROW_HI(row0 + hh_ * 8);                     \
@@ -1510,7 +1535,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
     }
 #else
 #if WG_XPF
-    float2 xb[WG_SN / 2]; /* tile j's bias, fetched during tile j - 1 */
+    float2 xb[WG_SN / 2]; /* tile j's bias, fetched in tile j - 1's softmax */
     uint xm[WG_SN / 2];   /* and its mask bytes */
     if (j_own > 0)
         WG_XPF_FETCH(0);
@@ -1524,10 +1549,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(sc, WG_SN);
         WG_WS_GIVE(2 * j);
-        WG_SOFTMAX(n0);
-#if WG_XPF
-        if (j + 1 < j_own)
-            WG_XPF_FETCH(n0 + WG_BN);
+        WG_SOFTMAX(n0); /* (XPF_AT 1: fetches tile j + 1's bias and mask) */
+#if WG_XPF && !FLASHCL_NV_WGMMA_XPF_AT
+        WG_XPF_FETCH_NEXT(n0);
 #endif
         WG_RESCALE_O();
         WG_PACK_P();
