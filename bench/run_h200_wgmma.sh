@@ -701,6 +701,54 @@ for k in sorted(f):
 PY
 }
 
+# final5: the default route after the first 2026-12-03 session (a bias
+# alone in the 128-column tiles now on nv_wgmma): test_variants,
+# test_forward and test_semantics unforced with the kernel each call took,
+# then every variant at bf16 D = 128 N = 4096 on the default route with
+# torch's peers in the same run (issue 10's variant table). ~5 min.
+final5() {
+  echo "== suites, default route"
+  for t in test_variants test_forward test_semantics; do
+    timeout 200 $B/tests/$t >"$OUT/final5_$t.log" 2>&1
+    echo "$t: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/final5_$t.log" | tail -1) |" \
+      "$(grep -o '\[path [a-z_0-9]*\]' "$OUT/final5_$t.log" | sort | uniq -c | tr -s ' \n' ' ')"
+  done
+  timeout 200 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both \
+    --head-dim 128 --describe \
+    --variants plain,bias,mask,alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias+softcap \
+    --csv "$OUT/final5.csv" >"$OUT/final5.log" 2>&1
+  echo "flashcl-bench: exit $?"
+  grep '^describe|' "$OUT/final5.log" | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 \
+      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias,mask \
+      >"$OUT/final5_peers.log" 2>&1
+  fi
+  python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
+import csv, os, sys
+out = sys.argv[1]
+f = {}
+for x in csv.DictReader(l for l in open(os.path.join(out, "final5.csv")) if not l.startswith("#")):
+    f[(x["variant"], x["causal"])] = float(x["tflops"])
+peer = {}
+p = os.path.join(out, "final5_peers.csv")
+if os.path.exists(p):
+    for x in csv.DictReader(open(p)):
+        k = (x["variant"], x["causal"])
+        peer.setdefault(k, {})[x["peer"]] = float(x["tflops"])
+nan = float("nan")
+print("| variant | causal | flashcl | / plain | best torch (backend) | / best torch | flex | / flex |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(f):
+    pl = f.get(("plain", k[1]), nan)
+    pv = peer.get(k, {})
+    best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
+    fx = pv.get("flex", nan)
+    print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
+PY
+}
+
 # xpf2: where the fetch goes (FLASHCL_NV_WGMMA_XPF_AT 1: after the score
 # pass, 0: after the softmax), bias and mask together with the fetch forced
 # (XPF=2: ptxas spills), D = 64 on 2 consumer warpgroups; test_variants on
@@ -913,6 +961,7 @@ case "$what" in
   expoly) expoly ;;
   xpf) xpf ;;
   xpf2) xpf2 ;;
+  final5) final5 ;;
   quick) quick ;;
   validate) validate ;;
   ablation) ablation ;;

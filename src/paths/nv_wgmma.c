@@ -12,7 +12,8 @@
  * every variant of the variant table, GQA, LSE, any scale; every other
  * call goes to nv_mma. Policy: chosen without being forced where it
  * measured faster than nv_mma on the H200 (measured_faster: D >= 40;
- * variants_measured: every variant but bias and mask; D_v != D: see
+ * variants_measured: every variant but a mask, and a bias only in the
+ * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
 #include "paths/nv_wgmma_tiles.h"
@@ -37,20 +38,6 @@ static bool measured_faster(const problem *p)
     return p->head_dim >= 40;
 }
 
-/* The variants that run here unforced: those the suites passed with on an
- * H200 (test_variants, test_forward forced onto this path) and that
- * measured faster than nv_mma on every row there
- * (bench/results/h200-2026-12-02-wgmma-v3.md, bf16 N = 4096, causal or
- * not: window 1.36-1.54x, ALiBi 1.35-1.38x, softcap 1.35x at D = 128 and
- * 1.95-2.32x at D = 256, sinks 1.51x, window + softcap + sinks
- * 1.29-1.37x; top-left causal is the causal kernel with the diagonal at
- * key 0). A bias or a mask measured 0.37-0.61x nv_mma: only
- * FLASHCL_PATH=nv_wgmma runs them. */
-static bool variants_measured(const problem *p)
-{
-    return !variant_active(p, "bias") && !variant_active(p, "mask");
-}
-
 /* D_v != D pads both to the larger one's class: the suites passed with it
  * on the H200 and it ran at 1.78-1.98x nv_mma at 192 / 128 and 1.36-1.39x
  * at 128 / 64 (bf16 N = 4096, bench/results/h200-2026-12-02-wgmma-v4.md). */
@@ -59,6 +46,28 @@ static int tile_dim(const problem *p)
     const uint32_t d = p->head_dim > p->head_dim_v ? p->head_dim
                                                     : p->head_dim_v;
     return nv_wgmma_tile_dim((int)d);
+}
+
+/* The variants that run here unforced: those the suites passed with on an
+ * H200 (test_variants, test_forward forced onto this path) and that
+ * measured faster than nv_mma on every row there (bf16 N = 4096, causal
+ * or not; bench/results/h200-2026-12-02-wgmma-v3.md: window 1.36-1.54x,
+ * ALiBi 1.35-1.38x, softcap 1.35x at D = 128 and 1.95-2.32x at D = 256,
+ * sinks 1.51x, window + softcap + sinks 1.29-1.37x; top-left causal is
+ * the causal kernel with the diagonal at key 0). A bias alone in the
+ * 128-column tiles, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF), measured
+ * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md); a mask (0.89-0.93x), bias
+ * and mask together (0.58-0.76x) and a bias at D <= 64 (0.83-0.85x, where
+ * 2 consumer warpgroups hold the fetch) stay on nv_mma; a bias at D = 256
+ * was not measured with the fetch (ptxas spills it there). A bias with
+ * the other variants was not measured: each of them alone runs faster
+ * here, so the combination goes here too. Forced
+ * (FLASHCL_PATH=nv_wgmma), every one runs here. */
+static bool variants_measured(const problem *p)
+{
+    if (variant_active(p, "mask"))
+        return false;
+    return !variant_active(p, "bias") || tile_dim(p) == 128;
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
@@ -203,8 +212,9 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
                                 "faster than the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
     if (!forced && !variants_measured(p))
-        return refuse(why, cap, "wgmma kernel: a bias or mask measured slower "
-                                "than the mma.sync kernel on the H200 "
+        return refuse(why, cap, "wgmma kernel: a mask, or a bias outside the "
+                                "128-column tiles, measured slower than the "
+                                "mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
     return true;
 }

@@ -146,6 +146,12 @@ uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem)
 {
+    /* 3 consumer warpgroups (160 registers each) leave no room for the
+     * kernel's fetch of the next tile's bias and mask (FLASHCL_NV_WGMMA_XPF);
+     * without it, fp16 D = 64 with a bias ran at 61 TFLOP/s against 150 on
+     * 2 warpgroups with it (bf16 N = 4096, h200-2026-12-03-v5.md) */
+    if (c->warpgroups == 3)
+        c->warpgroups = 2;
     if (c->block_n <= 64 || !c->ring)
         return;
     c->block_n = 64;

@@ -88,7 +88,9 @@ uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
  * (D = 128: 516 bytes with a bf16 bias, D = 64: 624 with bias and mask;
  * none with 64-key tiles, scripts/wgmma_isa_check.sh, 2026-12-02), so
  * a ring's 128-key tiles become 64-key ones, as many slots as fit
- * local_mem (at most 8). Legal in, legal out. */
+ * local_mem (at most 8); 3 consumer warpgroups become 2, whose
+ * registers hold the next tile's bias and mask (the kernel's
+ * FLASHCL_NV_WGMMA_XPF). Legal in, legal out. */
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem);
 /* Its schedule's -D options (the tiles go through plan_base_options). */
