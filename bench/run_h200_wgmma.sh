@@ -733,6 +733,29 @@ final5() {
       --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias,mask \
       >/tmp/final5_peers.log 2>&1
   fi
+  echo "== padded head dims in 128 columns on 3 consumer warpgroups"
+  for cfg in table:: wg3:3: wg3bn64:3:64; do
+    IFS=: read -r name wg bn <<<"$cfg"
+    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_BN=$bn timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 \
+      --warmup 2 --check 2 --dtype bf16 --head-dim 80,96,112 --seqlen 2048,8192 --causal both \
+      --csv /tmp/final5_wg_$name.csv >/tmp/final5_wg_$name.log 2>&1
+    echo "$name: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/final5_wg_$name.log | awk '{print $2}' | sort -g | tail -1)"
+    sed "s/^/$name,/" /tmp/final5_wg_$name.csv >>"$OUT/final5_wg.csv"
+  done
+  python3 - "$OUT" <<'PY'
+import csv, os, sys
+t = {}
+for line in open(os.path.join(sys.argv[1], "final5_wg.csv")):
+    if line.split(",")[1] in ("variant",) or line.split(",")[1].startswith("#"):
+        continue
+    c = line.strip().split(",")
+    t.setdefault((int(c[3]), c[4], int(c[5])), {})[c[0]] = float(c[11])
+print("| D | causal | N | table | wg3 | wg3bn64 |")
+print("|---|---|---|---|---|---|")
+for k in sorted(t):
+    v = t[k]
+    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{v.get(n, float('nan')):.1f}" for n in ("table", "wg3", "wg3bn64")) + " |")
+PY
   python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
 import csv, os, sys
 out = sys.argv[1]
