@@ -207,8 +207,8 @@ wcheck "wgmma D128 fp16 bias fp16 + mask (64-key tiles)" $wg \
 wcheck "wgmma D64 fp16 mask fetched ahead" $wg \
   "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1" \
   "$mb" 'ld\.global\.u16' '!ld\.global\.v2\.u8'
-wcheck "wgmma D128 bf16 bias bf16 fetched ahead" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=3" \
+wcheck "wgmma D128 bf16 bias bf16 fetched ahead, heads first" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=3 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'ld\.global\.u32' 'and\.b32[^;]*-65536'
 # the FP32-pipe exponent for half of the scores (ex2_poly.clh)
 wcheck "wgmma D64 fp16, exponent polynomial for 4 of 8 scores" $wg \

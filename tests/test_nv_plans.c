@@ -98,7 +98,7 @@ static const plan_case cases[] = {
      .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .bias = 1,
      .path = "nv_wgmma",
      .want = {"-DFLASHCL_BIAS=3", "-DFLASHCL_BLOCK_N=64",
-              "-DFLASHCL_WG_SIZE=384"}},
+              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"}},
     {.name = "bias fp16 D64, unforced: mma.sync", .head_dim = 64,
      .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .bias = 1,
      .path = "nv_mma", .skipped = "a mask, or a bias outside"},
@@ -276,6 +276,11 @@ START_TEST(plans_for_an_h200)
             ck_assert_uint_eq(plan.global[0],
                               (items < 132 ? items : 132) * plan.local[0]);
             ck_assert_uint_eq(plan.global[1] * plan.global[2], 1);
+        } else if (strstr(plan.options, "-DFLASHCL_NV_HEADS_FIRST=1")) {
+            /* a bias or mask shared by the heads: (heads, blocks, batch) */
+            ck_assert_uint_eq(plan.global[0], HQ * plan.local[0]);
+            ck_assert_uint_eq(plan.global[1], blocks);
+            ck_assert_uint_eq(plan.global[2], B);
         } else {
             ck_assert_uint_eq(plan.global[0], blocks * plan.local[0]);
             ck_assert_uint_eq(plan.global[1], HQ);

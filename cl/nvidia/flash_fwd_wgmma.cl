@@ -392,6 +392,15 @@ typedef float real_t;
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_PERSIST must be 0 or 1"
 #endif
 #define WG_PERSIST FLASHCL_NV_WGMMA_PERSIST
+#ifndef FLASHCL_NV_HEADS_FIRST
+#define FLASHCL_NV_HEADS_FIRST 0
+#endif
+#if FLASHCL_NV_HEADS_FIRST != 0 && FLASHCL_NV_HEADS_FIRST != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_HEADS_FIRST must be 0 or 1"
+#endif
+#if FLASHCL_NV_HEADS_FIRST && WG_PERSIST
+#error "flash_fwd_wgmma: FLASHCL_NV_HEADS_FIRST is for the plain grid, not the persistent one"
+#endif
 #if WG_PERSIST && (!WG_WS || FLASHCL_NV_WGMMA_PINGPONG || FLASHCL_NV_WGMMA_SAHEAD)
 #error "flash_fwd_wgmma: the persistent grid is written for the warp-specialized schedule without ping-pong or S ahead"
 #endif
@@ -1143,6 +1152,17 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
         const wg_item it = WG_ITEM_AT(n_qb - 1 - item_ / n_hb,                 \
                                       (item_ % n_hb) % heads_q,                \
                                       (item_ % n_hb) / heads_q);
+#elif FLASHCL_NV_HEADS_FIRST
+/* Dimension 0 over heads, 1 over query blocks (heaviest first): the
+ * work-groups in flight then share query rows across heads, so a bias or
+ * mask broadcast over heads comes from HBM about once and from L2 after
+ * (the host sets it for such tensors, as the mma.sync kernel's does). */
+#define WG_PERSIST_PARAMS
+#define WG_ITEMS_BEGIN(it)                                                     \
+    {                                                                          \
+        const wg_item it =                                                     \
+            WG_ITEM_AT((int)get_num_groups(1) - 1 - (int)get_group_id(1),      \
+                       (int)get_group_id(0), (int)get_group_id(2));
 #else
 #define WG_PERSIST_PARAMS
 #define WG_ITEMS_BEGIN(it)                                                     \
