@@ -703,9 +703,9 @@ PY
 
 # final5: the default route after the first 2026-12-03 session (a bias
 # alone in the 128-column tiles now on nv_wgmma, heads first in the grid
-# for bias and mask shared by the heads): test_variants and test_forward
-# unforced with the kernel each call took, test_variants forced, the grid
-# orders, D = 80 and 112 on 3 consumer warpgroups,
+# for bias and mask shared by the heads): test_variants unforced with the
+# kernel each call took, test_variants forced, the grid orders (with
+# FINAL5_WG=1 also D = 80 and 112 on 3 consumer warpgroups),
 # then every variant at bf16 D = 128 N = 4096 on the default route with
 # torch's peers in the same run (issue 10's variant table). ~5 min.
 final5() {
@@ -715,7 +715,7 @@ final5() {
   # refusal names its reason, e.g. "wgmma kernel: a mask ..."; the notes
   # count the kernels that ran)
   : >"$OUT/final5_suites.log"
-  for t in test_variants test_forward; do
+  for t in test_variants; do
     FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
       FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
       timeout 200 $B/tests/$t >/tmp/final5_$t.log 2>&1
@@ -735,39 +735,6 @@ final5() {
       --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias,mask \
       >/tmp/final5_peers.log 2>&1
   fi
-  echo "== forced onto nv_wgmma (masks and bias + mask: heads first)"
-  SUITES=test_variants SUITE_TIMEOUT=150 tests
-  echo "== grid order with bias and mask on nv_wgmma"
-  for g in heads blocks; do
-    FLASHCL_NV_GRID=$g FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
-      --dtype bf16 --seqlen 4096 --causal both --head-dim 128 --variants bias,mask,bias+mask \
-      --csv /tmp/final5_grid_$g.csv >/tmp/final5_grid_$g.log 2>&1
-    echo "grid $g: exit $?"
-    grep -v '^#' /tmp/final5_grid_$g.csv | awk -F, -v g=$g 'NR > 1 {print g, $1, "causal", $4, $11}'
-  done
-  echo "== padded head dims in 128 columns on 3 consumer warpgroups"
-  for cfg in table:: wg3:3: wg3bn64:3:64; do
-    IFS=: read -r name wg bn <<<"$cfg"
-    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_BN=$bn timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 \
-      --warmup 2 --check 2 --dtype bf16 --head-dim 80,112 --seqlen 4096 --causal both \
-      --csv /tmp/final5_wg_$name.csv >/tmp/final5_wg_$name.log 2>&1
-    echo "$name: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/final5_wg_$name.log | awk '{print $2}' | sort -g | tail -1)"
-    sed "s/^/$name,/" /tmp/final5_wg_$name.csv >>"$OUT/final5_wg.csv"
-  done
-  python3 - "$OUT" <<'PY'
-import csv, os, sys
-t = {}
-for line in open(os.path.join(sys.argv[1], "final5_wg.csv")):
-    if line.split(",")[1] in ("variant",) or line.split(",")[1].startswith("#"):
-        continue
-    c = line.strip().split(",")
-    t.setdefault((int(c[3]), c[4], int(c[5])), {})[c[0]] = float(c[11])
-print("| D | causal | N | table | wg3 | wg3bn64 |")
-print("|---|---|---|---|---|---|")
-for k in sorted(t):
-    v = t[k]
-    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{v.get(n, float('nan')):.1f}" for n in ("table", "wg3", "wg3bn64")) + " |")
-PY
   python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
 import csv, os, sys
 out = sys.argv[1]
@@ -789,6 +756,38 @@ for k in sorted(f):
     best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
     fx = pv.get("flex", nan)
     print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
+PY
+  echo "== forced onto nv_wgmma (masks and bias + mask: heads first)"
+  SUITES=test_variants SUITE_TIMEOUT=150 tests
+  echo "== grid order with bias and mask on nv_wgmma"
+  for g in heads blocks; do
+    FLASHCL_NV_GRID=$g FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
+      --dtype bf16 --seqlen 4096 --causal both --head-dim 128 --variants bias,mask,bias+mask \
+      --csv /tmp/final5_grid_$g.csv >/tmp/final5_grid_$g.log 2>&1
+    echo "grid $g: exit $?"
+    grep -v '^#' /tmp/final5_grid_$g.csv | awk -F, -v g=$g 'NR > 1 {print g, $1, "causal", $4, $11}'
+  done
+  [ -n "${FINAL5_WG:-}" ] && for cfg in table:: wg3:3: wg3bn64:3:64; do
+    IFS=: read -r name wg bn <<<"$cfg"
+    FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_BN=$bn timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 \
+      --warmup 2 --check 2 --dtype bf16 --head-dim 80,112 --seqlen 4096 --causal both \
+      --csv /tmp/final5_wg_$name.csv >/tmp/final5_wg_$name.log 2>&1
+    echo "$name: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/final5_wg_$name.log | awk '{print $2}' | sort -g | tail -1)"
+    sed "s/^/$name,/" /tmp/final5_wg_$name.csv >>"$OUT/final5_wg.csv"
+  done
+  [ -n "${FINAL5_WG:-}" ] && python3 - "$OUT" <<'PY'
+import csv, os, sys
+t = {}
+for line in open(os.path.join(sys.argv[1], "final5_wg.csv")):
+    if line.split(",")[1] in ("variant",) or line.split(",")[1].startswith("#"):
+        continue
+    c = line.strip().split(",")
+    t.setdefault((int(c[3]), c[4], int(c[5])), {})[c[0]] = float(c[11])
+print("| D | causal | N | table | wg3 | wg3bn64 |")
+print("|---|---|---|---|---|---|")
+for k in sorted(t):
+    v = t[k]
+    print(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(f"{v.get(n, float('nan')):.1f}" for n in ("table", "wg3", "wg3bn64")) + " |")
 PY
 }
 
