@@ -723,12 +723,44 @@ final5() {
       "$(grep -o '\[path [a-z_0-9]*\]' /tmp/final5_$t.log | sort | uniq -c | tr -s ' \n' ' ')"
     { echo "### $t"; cat /tmp/final5_$t.log; } >>"$OUT/final5_suites.log"
   done
+  echo "== forced onto nv_wgmma (masks and bias + mask: heads first)"
+  SUITES=test_variants SUITE_TIMEOUT=150 tests
   timeout 200 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both \
     --head-dim 128 --describe \
     --variants plain,bias,mask,alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias+softcap \
     --csv "$OUT/final5.csv" >"$OUT/final5.log" 2>&1
   echo "flashcl-bench: exit $?"
   grep '^describe|' "$OUT/final5.log" | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
+  python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
+import csv, os, sys
+out = sys.argv[1]
+f = {}
+for x in csv.DictReader(l for l in open(os.path.join(out, "final5.csv")) if not l.startswith("#")):
+    f[(x["variant"], x["causal"])] = float(x["tflops"])
+peer = {}
+p = os.path.join(out, "final5_peers.csv")
+if os.path.exists(p):
+    for x in csv.DictReader(open(p)):
+        k = (x["variant"], x["causal"])
+        peer.setdefault(k, {})[x["peer"]] = float(x["tflops"])
+nan = float("nan")
+print("| variant | causal | flashcl | / plain | best torch (backend) | / best torch | flex | / flex |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(f):
+    pl = f.get(("plain", k[1]), nan)
+    pv = peer.get(k, {})
+    best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
+    fx = pv.get("flex", nan)
+    print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
+PY
+  echo "== grid order with bias and mask on nv_wgmma"
+  for g in heads blocks; do
+    FLASHCL_NV_GRID=$g FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
+      --dtype bf16 --seqlen 4096 --causal both --head-dim 128 --variants bias,mask,bias+mask \
+      --csv /tmp/final5_grid_$g.csv >/tmp/final5_grid_$g.log 2>&1
+    echo "grid $g: exit $?"
+    grep -v '^#' /tmp/final5_grid_$g.csv | awk -F, -v g=$g 'NR > 1 {print g, $1, "causal", $4, $11}'
+  done
   if python3 -c 'import torch' 2>/dev/null; then
     timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
       --head-dim 128 --seqlen 4096 --causal 0,1 \
@@ -757,16 +789,6 @@ for k in sorted(f):
     fx = pv.get("flex", nan)
     print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
 PY
-  echo "== forced onto nv_wgmma (masks and bias + mask: heads first)"
-  SUITES=test_variants SUITE_TIMEOUT=150 tests
-  echo "== grid order with bias and mask on nv_wgmma"
-  for g in heads blocks; do
-    FLASHCL_NV_GRID=$g FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
-      --dtype bf16 --seqlen 4096 --causal both --head-dim 128 --variants bias,mask,bias+mask \
-      --csv /tmp/final5_grid_$g.csv >/tmp/final5_grid_$g.log 2>&1
-    echo "grid $g: exit $?"
-    grep -v '^#' /tmp/final5_grid_$g.csv | awk -F, -v g=$g 'NR > 1 {print g, $1, "causal", $4, $11}'
-  done
   [ -n "${FINAL5_WG:-}" ] && for cfg in table:: wg3:3: wg3bn64:3:64; do
     IFS=: read -r name wg bn <<<"$cfg"
     FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_BN=$bn timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 \
