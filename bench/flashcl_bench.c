@@ -238,9 +238,16 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             snprintf(storage, sizeof storage, "%s", value);
             opt->num_variants = 0;
             char *save = NULL;
-            for (char *tok = strtok_r(storage, ",", &save);
-                 tok && opt->num_variants < 8; tok = strtok_r(NULL, ",", &save))
+            const int cap = (int)(sizeof opt->variants / sizeof opt->variants[0]);
+            for (char *tok = strtok_r(storage, ",", &save); tok;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (opt->num_variants == cap) { /* (was dropped silently) */
+                    fprintf(stderr, "flashcl-bench: --variants takes at most "
+                                    "%d variants\n", cap);
+                    return -1;
+                }
                 opt->variants[opt->num_variants++] = tok;
+            }
         } else {
             fprintf(stderr, "flashcl-bench: unknown option %s (see --help)\n",
                     arg);

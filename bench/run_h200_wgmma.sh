@@ -727,7 +727,7 @@ final5() {
   SUITES=test_variants SUITE_TIMEOUT=150 tests
   timeout 200 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --seqlen 4096 --causal both \
     --head-dim 128 --describe \
-    --variants plain,bias,mask,alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias+softcap \
+    --variants plain,bias,mask,alibi,window1024,softcap,sinks,window1024+softcap+sinks \
     --csv "$OUT/final5.csv" >"$OUT/final5.log" 2>&1
   echo "flashcl-bench: exit $?"
   grep '^describe|' "$OUT/final5.log" | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
