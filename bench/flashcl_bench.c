@@ -53,13 +53,24 @@ typedef struct bench_row {
     double last_kernel_ms; /* median of the call's last command alone */
 } bench_row;
 
-static int parse_list(const char *text, int *out, int max)
+/* A comma list of ints into out; -1 (with a message naming `what`) when
+ * it has more than `max` (they used to be dropped silently). */
+static int parse_list(const char *what, const char *text, int *out, int max)
 {
     int count = 0;
     char *copy = strdup(text), *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok && count < max;
-         tok = strtok_r(NULL, ",", &save))
+    if (!copy)
+        return -1;
+    for (char *tok = strtok_r(copy, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (count == max) {
+            fprintf(stderr, "flashcl-bench: %s takes at most %d values\n",
+                    what, max);
+            free(copy);
+            return -1;
+        }
         out[count++] = atoi(tok);
+    }
     free(copy);
     return count;
 }
@@ -168,10 +179,16 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->csv_path = value;
         else if (!strcmp(arg, "--dtype"))
             opt->num_dtypes = parse_dtypes(value, opt->dtypes);
-        else if (!strcmp(arg, "--head-dim"))
-            opt->num_head_dims = parse_list(value, opt->head_dims, MAX_LIST);
-        else if (!strcmp(arg, "--seqlen"))
-            opt->num_seqlens = parse_list(value, opt->seqlens, MAX_LIST);
+        else if (!strcmp(arg, "--head-dim")) {
+            opt->num_head_dims = parse_list(arg, value, opt->head_dims, MAX_LIST);
+            if (opt->num_head_dims < 0)
+                return -1;
+        }
+        else if (!strcmp(arg, "--seqlen")) {
+            opt->num_seqlens = parse_list(arg, value, opt->seqlens, MAX_LIST);
+            if (opt->num_seqlens < 0)
+                return -1;
+        }
         else if (!strcmp(arg, "--causal")) {
             /* anything else used to mean both ("no" ran causal too) */
             if (strcmp(value, "0") && strcmp(value, "1") &&
@@ -200,9 +217,14 @@ static int parse_options(int argc, char **argv, bench_options *opt)
         else if (!strcmp(arg, "--decode")) {
             char *copy = strdup(value), *save = NULL;
             opt->num_decode = 0;
-            for (char *tok = strtok_r(copy, ",", &save);
-                 tok && opt->num_decode < MAX_LIST;
+            for (char *tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
                  tok = strtok_r(NULL, ",", &save)) {
+                if (opt->num_decode == MAX_LIST) {
+                    fprintf(stderr, "flashcl-bench: --decode takes at most "
+                                    "%d shapes\n", MAX_LIST);
+                    free(copy);
+                    return -1;
+                }
                 long *d = opt->decode[opt->num_decode];
                 if (sscanf(tok, "%ld:%ld:%ld:%ld", &d[0], &d[1], &d[2],
                            &d[3]) != 4 || d[0] < 1 || d[1] < 1 || d[2] < 1 ||
@@ -216,7 +238,9 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             }
             free(copy);
         } else if (!strcmp(arg, "--varlen")) {
-            opt->num_varlen = parse_list(value, opt->varlen, MAX_LIST);
+            opt->num_varlen = parse_list(arg, value, opt->varlen, MAX_LIST);
+            if (opt->num_varlen < 0)
+                return -1;
             for (int n = 0; n < opt->num_varlen; ++n)
                 if (opt->varlen[n] < 1) {
                     fprintf(stderr, "flashcl-bench: --varlen lengths must "
