@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LOG2E 1.4426950408889634
@@ -273,6 +274,28 @@ void plan_row_blocks(const problem *p, kernel_plan *plan)
     plan->global[0] = blocks * (size_t)plan->wg_size;
     plan->global[1] = (size_t)p->heads_q;
     plan->global[2] = (size_t)p->batch;
+}
+
+bool plan_extras_heads_first(const problem *p)
+{
+    const bool bias = variant_active(p, "bias");
+    const bool mask = variant_active(p, "mask");
+    if (!bias && !mask)
+        return false;
+    const char *grid = getenv("FLASHCL_NV_GRID");
+    if (grid && !strcmp(grid, "blocks"))
+        return false;
+    if (grid && !strcmp(grid, "heads"))
+        return true;
+    return p->heads_q > 1 && (!bias || p->vargs.bias_stride.s[1] == 0) &&
+           (!mask || p->vargs.mask_stride.s[1] == 0);
+}
+
+void plan_heads_first_grid(const problem *p, kernel_plan *plan)
+{
+    const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
+    plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
+    plan->global[1] = blocks;
 }
 
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,

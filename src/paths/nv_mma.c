@@ -256,8 +256,7 @@ static bool extras_vector(const problem *p, extras_kind kind, int block_n)
 }
 
 /* Kernel switches for bias and mask; returns whether the grid runs heads
- * first (a bias or mask shared by every head: the blocks in flight then
- * read the same rows, from L2). FLASHCL_NV_GRID=blocks|heads forces it. */
+ * first (plan_extras_heads_first). */
 static bool extras_options(const problem *p, kernel_plan *plan)
 {
     const int bias = variant_value(p, "bias");
@@ -274,14 +273,7 @@ static bool extras_options(const problem *p, kernel_plan *plan)
      * take 16 more registers a row). */
     const bool ahead = kind == EXTRAS_VEC_AHEAD ||
                        (kind == EXTRAS_VEC && mask);
-    bool heads_first = p->heads_q > 1 &&
-                       (!bias || p->vargs.bias_stride.s[1] == 0) &&
-                       (!mask || p->vargs.mask_stride.s[1] == 0);
-    const char *grid = getenv("FLASHCL_NV_GRID");
-    if (grid && !strcmp(grid, "blocks"))
-        heads_first = false;
-    else if (grid && !strcmp(grid, "heads"))
-        heads_first = true;
+    const bool heads_first = plan_extras_heads_first(p);
     const size_t len = strlen(plan->options);
     snprintf(plan->options + len, sizeof plan->options - len,
              " -DFLASHCL_NV_KEY_PERM=%d -DFLASHCL_NV_EXTRAS_VEC=%d"
@@ -372,11 +364,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     snprintf(plan->extra_options + len, sizeof plan->extra_options - len,
              " -DFLASHCL_NV_FIXUP=1");
     plan_row_blocks(p, plan);
-    if (heads_first) { /* dimension 0 over heads, 1 over query blocks */
-        const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
-        plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
-        plan->global[1] = blocks;
-    }
+    if (heads_first)
+        plan_heads_first_grid(p, plan);
     if (seq_first) { /* sequences fastest, query blocks last */
         const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
         plan->global[0] = (size_t)p->batch * (size_t)plan->wg_size;

@@ -386,27 +386,6 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
 static void persistent_grid(const device_caps *caps, const problem *p,
                             kernel_plan *plan);
 
-
-/* Heads first in the grid when every bias or mask is shared by the heads:
- * the work-groups in flight then read the same rows, from L2 after the
- * first (an fp32 [N, N] bias is 64 MiB at N = 4096, more than the H200's
- * L2; query blocks first streamed it from HBM once per head).
- * FLASHCL_NV_GRID=blocks|heads forces the order, as for nv_mma. */
-static bool grid_heads_first(const problem *p)
-{
-    const bool bias = variant_active(p, "bias");
-    const bool mask = variant_active(p, "mask");
-    if (!bias && !mask)
-        return false;
-    const char *grid = getenv("FLASHCL_NV_GRID");
-    if (grid && !strcmp(grid, "blocks"))
-        return false;
-    if (grid && !strcmp(grid, "heads"))
-        return true;
-    return p->heads_q > 1 && (!bias || p->vargs.bias_stride.s[1] == 0) &&
-           (!mask || p->vargs.mask_stride.s[1] == 0);
-}
-
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -453,7 +432,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
-    const bool heads_first = !cfg.persist && grid_heads_first(p);
+    /* (the persistent grid keeps its own order) */
+    const bool heads_first = !cfg.persist && plan_extras_heads_first(p);
     if (heads_first) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
@@ -473,11 +453,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
     if (cfg.persist)
         persistent_grid(caps, p, plan);
-    if (heads_first) { /* dimension 0 over heads, 1 over query blocks */
-        const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
-        plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
-        plan->global[1] = blocks;
-    }
+    if (heads_first)
+        plan_heads_first_grid(p, plan);
 }
 
 /* The persistent grid: one work-group per compute unit (the table's

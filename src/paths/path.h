@@ -171,6 +171,13 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
+/* Whether the grid runs heads first: with a bias or mask shared by every
+ * head, the blocks in flight then read the same rows, from L2 after the
+ * first. FLASHCL_NV_GRID=blocks|heads forces the order (both NVIDIA
+ * kernels, for comparisons). False without a bias or mask. */
+bool plan_extras_heads_first(const problem *p);
+/* After plan_row_blocks: dimension 0 over heads, 1 over query blocks. */
+void plan_heads_first_grid(const problem *p, kernel_plan *plan);
 
 /* The portable path's head-dim padding (16, or 32 above 128) and vector
  * width (the device's preferred float width, 4..16). */
