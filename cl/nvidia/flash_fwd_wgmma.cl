@@ -825,14 +825,10 @@ inline void wg_bias_terms(float2 raw, float unit, float *t0, float *t1)
 #if FLASHCL_BIAS == 1
     *t0 = raw.x * unit;
     *t1 = raw.y * unit;
-#elif FLASHCL_BIAS == 2
-    const uint bits = as_uint(raw.x);
-    *t0 = nv_half_bits_to_float((ushort)bits) * unit;
-    *t1 = nv_half_bits_to_float((ushort)(bits >> 16)) * unit;
-#elif FLASHCL_BIAS == 3
-    const uint bits = as_uint(raw.x);
-    *t0 = as_float(bits << 16) * unit;
-    *t1 = as_float(bits & 0xffff0000u) * unit;
+#elif FLASHCL_BIAS
+    const float2 pair = bias_pair_of_bits(as_uint(raw.x));
+    *t0 = pair.x * unit;
+    *t1 = pair.y * unit;
 #else
     (void)raw;
     (void)unit;
@@ -971,12 +967,12 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #else
 #define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
 #endif
-/* How many of each 8 consecutive scores of a row take the FP32-pipe
- * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all). The
- * best share depends on how much FP32 work a score already has (softcap
- * and ALiBi add some, and MUFU.TANH), so the plan picks it per call; the
- * selection is by column position, fixed at compile time once the tile
- * loop is unrolled. */
+/* How many of each 8 of a thread's scores in a row take the FP32-pipe
+ * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all),
+ * chosen by column position, fixed at compile time once the tile loop is
+ * unrolled. On the H200 every k > 0 measured slower (h200-2026-12-03-v5:
+ * the softmax is bound by issue slots, not by MUFU), so the host never
+ * sets it; FLASHCL_NV_WGMMA_DEFINES does, to measure on other GPUs. */
 #ifndef FLASHCL_NV_WGMMA_EXP_POLY
 #define FLASHCL_NV_WGMMA_EXP_POLY 0
 #endif
@@ -1152,24 +1148,22 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
         const wg_item it = WG_ITEM_AT(n_qb - 1 - item_ / n_hb,                 \
                                       (item_ % n_hb) % heads_q,                \
                                       (item_ % n_hb) / heads_q);
-#elif FLASHCL_NV_HEADS_FIRST
-/* Dimension 0 over heads, 1 over query blocks (heaviest first): the
- * work-groups in flight then share query rows across heads, so a bias or
- * mask broadcast over heads comes from HBM about once and from L2 after
- * (the host sets it for such tensors, as the mma.sync kernel's does). */
-#define WG_PERSIST_PARAMS
-#define WG_ITEMS_BEGIN(it)                                                     \
-    {                                                                          \
-        const wg_item it =                                                     \
-            WG_ITEM_AT((int)get_num_groups(1) - 1 - (int)get_group_id(1),      \
-                       (int)get_group_id(0), (int)get_group_id(2));
 #else
+/* Query blocks heaviest first. FLASHCL_NV_HEADS_FIRST: dimension 0 over
+ * heads, 1 over query blocks, so that the work-groups in flight share
+ * query rows across heads and a bias or mask broadcast over heads comes
+ * from HBM about once and from L2 after (the host sets it for such
+ * tensors, as for the mma.sync kernel). */
+#define WG_QB_AXIS (FLASHCL_NV_HEADS_FIRST ? 1 : 0)
+#define WG_HEADS_AXIS (FLASHCL_NV_HEADS_FIRST ? 0 : 1)
 #define WG_PERSIST_PARAMS
 #define WG_ITEMS_BEGIN(it)                                                     \
     {                                                                          \
+        const int qb_ = (int)get_num_groups(WG_QB_AXIS) - 1 -                 \
+                        (int)get_group_id(WG_QB_AXIS);                         \
         const wg_item it =                                                     \
-            WG_ITEM_AT((int)get_num_groups(0) - 1 - (int)get_group_id(0),      \
-                       (int)get_group_id(1), (int)get_group_id(2));
+            WG_ITEM_AT(qb_, (int)get_group_id(WG_HEADS_AXIS),                  \
+                       (int)get_group_id(2));
 #endif
 #define WG_ITEMS_END(it)                                                       \
     wt0 += 2 * (it).j_end;                                                     \
