@@ -180,16 +180,15 @@ static int parse_options(int argc, char **argv, bench_options *opt)
         else if (!strcmp(arg, "--dtype"))
             opt->num_dtypes = parse_dtypes(value, opt->dtypes);
         else if (!strcmp(arg, "--head-dim")) {
-            opt->num_head_dims = parse_list(arg, value, opt->head_dims, MAX_LIST);
+            opt->num_head_dims =
+                parse_list(arg, value, opt->head_dims, MAX_LIST);
             if (opt->num_head_dims < 0)
                 return -1;
-        }
-        else if (!strcmp(arg, "--seqlen")) {
+        } else if (!strcmp(arg, "--seqlen")) {
             opt->num_seqlens = parse_list(arg, value, opt->seqlens, MAX_LIST);
             if (opt->num_seqlens < 0)
                 return -1;
-        }
-        else if (!strcmp(arg, "--causal")) {
+        } else if (!strcmp(arg, "--causal")) {
             /* anything else used to mean both ("no" ran causal too) */
             if (strcmp(value, "0") && strcmp(value, "1") &&
                 strcmp(value, "both")) {
@@ -262,7 +261,8 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             snprintf(storage, sizeof storage, "%s", value);
             opt->num_variants = 0;
             char *save = NULL;
-            const int cap = (int)(sizeof opt->variants / sizeof opt->variants[0]);
+            const int cap =
+                (int)(sizeof opt->variants / sizeof opt->variants[0]);
             for (char *tok = strtok_r(storage, ",", &save); tok;
                  tok = strtok_r(NULL, ",", &save)) {
                 if (opt->num_variants == cap) { /* (was dropped silently) */

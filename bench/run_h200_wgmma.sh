@@ -701,6 +701,33 @@ for k in sorted(f):
 PY
 }
 
+# final5's table: each variant against plain and against torch's best
+# backend (final5_peers.csv, when it is there yet), into final5_table.md
+final5_table() {
+  python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
+import csv, os, sys
+out = sys.argv[1]
+f = {}
+for x in csv.DictReader(l for l in open(os.path.join(out, "final5.csv")) if not l.startswith("#")):
+    f[(x["variant"], x["causal"])] = float(x["tflops"])
+peer = {}
+p = os.path.join(out, "final5_peers.csv")
+if os.path.exists(p):
+    for x in csv.DictReader(open(p)):
+        k = (x["variant"], x["causal"])
+        peer.setdefault(k, {})[x["peer"]] = float(x["tflops"])
+nan = float("nan")
+print("| variant | causal | flashcl | / plain | best torch (backend) | / best torch | flex | / flex |")
+print("|---|---|---|---|---|---|---|---|")
+for k in sorted(f):
+    pl = f.get(("plain", k[1]), nan)
+    pv = peer.get(k, {})
+    best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
+    fx = pv.get("flex", nan)
+    print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
+PY
+}
+
 # final5: the default route after the first 2026-12-03 session (a bias
 # alone in the 128-column tiles now on nv_wgmma, heads first in the grid
 # for bias and mask shared by the heads): test_variants unforced with the
@@ -731,28 +758,7 @@ final5() {
     --csv "$OUT/final5.csv" >"$OUT/final5.log" 2>&1
   echo "flashcl-bench: exit $?"
   grep '^describe|' "$OUT/final5.log" | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
-  python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
-import csv, os, sys
-out = sys.argv[1]
-f = {}
-for x in csv.DictReader(l for l in open(os.path.join(out, "final5.csv")) if not l.startswith("#")):
-    f[(x["variant"], x["causal"])] = float(x["tflops"])
-peer = {}
-p = os.path.join(out, "final5_peers.csv")
-if os.path.exists(p):
-    for x in csv.DictReader(open(p)):
-        k = (x["variant"], x["causal"])
-        peer.setdefault(k, {})[x["peer"]] = float(x["tflops"])
-nan = float("nan")
-print("| variant | causal | flashcl | / plain | best torch (backend) | / best torch | flex | / flex |")
-print("|---|---|---|---|---|---|---|---|")
-for k in sorted(f):
-    pl = f.get(("plain", k[1]), nan)
-    pv = peer.get(k, {})
-    best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
-    fx = pv.get("flex", nan)
-    print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
-PY
+  final5_table # (again below with the peers; printed now in case the run is cut)
   echo "== grid order with bias and mask on nv_wgmma"
   for g in heads blocks; do
     FLASHCL_NV_GRID=$g FLASHCL_PATH=nv_wgmma timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 \
@@ -767,28 +773,7 @@ PY
       --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias,mask \
       >/tmp/final5_peers.log 2>&1
   fi
-  python3 - "$OUT" <<'PY' | tee "$OUT/final5_table.md"
-import csv, os, sys
-out = sys.argv[1]
-f = {}
-for x in csv.DictReader(l for l in open(os.path.join(out, "final5.csv")) if not l.startswith("#")):
-    f[(x["variant"], x["causal"])] = float(x["tflops"])
-peer = {}
-p = os.path.join(out, "final5_peers.csv")
-if os.path.exists(p):
-    for x in csv.DictReader(open(p)):
-        k = (x["variant"], x["causal"])
-        peer.setdefault(k, {})[x["peer"]] = float(x["tflops"])
-nan = float("nan")
-print("| variant | causal | flashcl | / plain | best torch (backend) | / best torch | flex | / flex |")
-print("|---|---|---|---|---|---|---|---|")
-for k in sorted(f):
-    pl = f.get(("plain", k[1]), nan)
-    pv = peer.get(k, {})
-    best = max(pv.items(), key=lambda kv: kv[1]) if pv else ("-", nan)
-    fx = pv.get("flex", nan)
-    print(f"| {k[0]} | {k[1]} | {f[k]:.1f} | {f[k] / pl:.2f} | {best[1]:.1f} ({best[0]}) | {f[k] / best[1]:.2f} | {fx:.1f} | {f[k] / fx:.2f} |")
-PY
+  final5_table
   [ -n "${FINAL5_WG:-}" ] && for cfg in table:: wg3:3: wg3bn64:3:64; do
     IFS=: read -r name wg bn <<<"$cfg"
     FLASHCL_NV_WGMMA_WG=$wg FLASHCL_NV_WGMMA_BN=$bn timeout 90 $B/flashcl-bench --sgemm 0 --reps 5 \
