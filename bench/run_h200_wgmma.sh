@@ -996,7 +996,127 @@ persist() {
     tee "$OUT/persist_table.md"
 }
 
+# s6 (2026-12-03, second session): the score pass's cheaper forms
+# (softcap folded into the softmax's scale, the terms in the scores' own
+# units, ALiBi's distance without a conversion per score) and packed
+# (varlen) batches on the wgmma kernel.
+# s6suites: test_variants, test_fixes, test_inference and test_forward
+# unforced (every
+# 16-bit call the path takes must run on it; test_inference's packed
+# prefill cases now expect nv_wgmma), then test_variants forced. ~5 min.
+s6suites() {
+  : >"$OUT/s6_suites.log"
+  for t in test_variants test_fixes test_inference test_forward; do
+    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
+      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
+      timeout 240 $B/tests/$t >/tmp/s6_$t.log 2>&1
+    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6_$t.log | tail -1) |" \
+      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s6_$t.log | tail -1) |" \
+      "$(grep -o '\[path [a-z_0-9]*\]' /tmp/s6_$t.log | sort | uniq -c | tr -s ' \n' ' ')"
+    grep -E ':[EF]:' /tmp/s6_$t.log | cut -c1-240 | head -6
+    { echo "### $t unforced"; cat /tmp/s6_$t.log; } >>"$OUT/s6_suites.log"
+  done
+  echo "== test_variants forced onto nv_wgmma"
+  SUITES=test_variants SUITE_TIMEOUT=150 tests
+}
+
+# s6bench: every variant at bf16 D = 128 N = 4096 on the default route,
+# then the score pass's old forms (FLASHCL_NV_WGMMA_CAP_FOLD=0,
+# FLASHCL_NV_WGMMA_RAW_SCORES=0) in the same run; softcap at D = 256;
+# packed batches (default route against FLASHCL_PATH=nv_mma, each beside
+# the padded dense call); torch's variant peers. ~7 min.
+s6bench() {
+  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both)
+  timeout 150 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 128 --describe \
+    --variants plain,alibi,softcap,window1024,sinks,window1024+softcap+sinks,bias \
+    --csv "$OUT/final5.csv" >/tmp/s6_variants.log 2>&1
+  echo "variants: exit $?"
+  grep '^describe|' /tmp/s6_variants.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
+  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_CAP_FOLD=0 -DFLASHCL_NV_WGMMA_RAW_SCORES=0" \
+    timeout 100 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 128 \
+    --variants plain,alibi,softcap,window1024+softcap+sinks,bias \
+    --csv /tmp/s6_old.csv >/tmp/s6_old.log 2>&1
+  echo "old score pass: exit $?"
+  grep -v '^#' /tmp/s6_old.csv | awk -F, 'NR > 1 {print "old", $1, "causal", $4, $11}'
+  timeout 100 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 256 \
+    --variants plain,softcap --csv /tmp/s6_d256.csv >/tmp/s6_d256.log 2>&1
+  echo "D = 256: exit $?"
+  grep -v '^#' /tmp/s6_d256.csv | awk -F, 'NR > 1 {print "d256", $1, "causal", $4, $11}'
+  : >"$OUT/s6_varlen.md"
+  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
+              1,147,512,1023; do
+    for route in default nv_mma; do
+      for c in 0 1; do
+        if [ $route = default ]; then
+          timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 --head-dim 128 --causal $c \
+            --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
+        else
+          FLASHCL_PATH=nv_mma timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 \
+            --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
+        fi
+        echo "varlen $route $lens causal $c: exit $?"
+        { echo "### $route $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
+        grep '^| [0-9]' /tmp/s6_vl.md
+      done
+    done
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 \
+      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias \
+      >/tmp/s6_peers.log 2>&1
+    echo "torch peers: exit $?"
+  fi
+  final5_table
+}
+
+# s6final: the suites again on the final kernel, then the exponent
+# guard's cost (FLASHCL_NV_WGMMA_EXP_GUARD=0 against the default, plain
+# bf16 D = 64 and 128, N = 4096), every variant on the default route with
+# torch's peers, and packed batches on the default route (causal and not,
+# each grid order: FLASHCL_NV_VARLEN_GRID). ~5 min.
+s6final() {
+  s6suites
+  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096)
+  : >"$OUT/s6_guard.csv"
+  for g in 1 0; do
+    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=$g" timeout 100 $B/flashcl-bench \
+      "${common[@]}" --head-dim 64,128 --csv /tmp/s6_guard$g.csv >/tmp/s6_guard$g.log 2>&1
+    echo "guard $g: exit $?"
+    grep -v '^#' /tmp/s6_guard$g.csv | awk -F, -v g=$g 'NR > 1 {print "guard", g, "D", $3, "causal", $4, $11}'
+    sed "s/^/guard$g,/" /tmp/s6_guard$g.csv >>"$OUT/s6_guard.csv"
+  done
+  timeout 150 $B/flashcl-bench "${common[@]}" --head-dim 128 --describe \
+    --variants plain,alibi,softcap,window1024,sinks,window1024+softcap+sinks,bias \
+    --csv "$OUT/final5.csv" >/tmp/s6_variants.log 2>&1
+  echo "variants: exit $?"
+  : >"$OUT/s6_varlen.md"
+  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
+              1,147,512,1023; do
+    for grid in seqs blocks; do
+      for c in 0 1; do
+        FLASHCL_NV_VARLEN_GRID=$grid timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 \
+          --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
+        echo "varlen grid $grid $lens causal $c: exit $?"
+        { echo "### grid $grid $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
+        grep '^| [0-9]' /tmp/s6_vl.md
+      done
+    done
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 \
+      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias \
+      >/tmp/s6_peers.log 2>&1
+    echo "torch peers: exit $?"
+  fi
+  final5_table
+}
+
 case "$what" in
+  s6final) s6final ;;
+  s6suites) s6suites ;;
+  s6bench) s6bench ;;
   persist) persist ;;
   variants) variants ;;
   d64) d64 ;;

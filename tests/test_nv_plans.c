@@ -54,6 +54,7 @@ typedef struct plan_case {
     int alibi, bias, mask, sinks;
     int persist;             /* FLASHCL_NV_WGMMA_PERSIST=1 */
     int seqlen_q;            /* 0: NQ */
+    int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
     const char *force;       /* FLASHCL_PATH, or NULL */
     const char *path;        /* the path the plan must take */
     const char *want[6];     /* in its options */
@@ -153,12 +154,37 @@ static const plan_case cases[] = {
     {.name = "D_v != D (192 / 128), unforced: wgmma", .head_dim = 192,
      .head_dim_v = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
      .path = "nv_wgmma", .want = {"-DFLASHCL_NV_DV=128"}},
+    {.name = "varlen bf16 D128 causal: wgmma, sequences first",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = -2, .varlen = 1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1",
+              "-DFLASHCL_NV_VARLEN_TOP_LEFT=0", "-DFLASHCL_NV_WGMMA_WS=2"}},
+    {.name = "varlen fp16 D64 window + softcap top-left: wgmma",
+     .head_dim = 64, .causal = 1, .top_left = 1, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = 100, .window_right = -1, .softcap = 30.0f, .varlen = 1,
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1",
+              "-DFLASHCL_NV_VARLEN_TOP_LEFT=1", "-DFLASHCL_WINDOW_LEFT=1"}},
+    {.name = "varlen fp16 D128 non-causal: wgmma, blocks first",
+     .head_dim = 128, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .varlen = 1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=0"}},
+    {.name = "varlen fp16 D128 persistent asked: plain grid", .head_dim = 128,
+     .causal = 1, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .varlen = 1, .persist = -1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1"}},
+    {.name = "varlen bf16 D32: mma.sync, sequences first", .head_dim = 32,
+     .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
+     .varlen = 1, .path = "nv_mma",
+     .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1"}},
     {.name = "D_v != D below 40 (32 / 64), unforced: mma.sync",
      .head_dim = 32, .head_dim_v = 64, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = -2, .path = "nv_mma", .skipped = "not measured faster"},
 };
 
 enum { B = 2, HQ = 8, HKV = 2, NQ = 777, NK = 1000 };
+/* packed cases: NQ and NK are the total rows and keys, these the maxima */
+enum { VQ = 500, VK = 600 };
 
 #define LENGTH(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -173,7 +199,7 @@ static cl_mem make(cl_context cl, size_t bytes)
 }
 
 static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
-                                      cl_mem owned[4])
+                                      cl_mem owned[5])
 {
     flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
     d.batch = B;
@@ -193,7 +219,13 @@ static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
         d.window_right = c->window_right;
     }
     d.softcap = c->softcap;
-    memset(owned, 0, 4 * sizeof owned[0]);
+    memset(owned, 0, 5 * sizeof owned[0]);
+    if (c->varlen) { /* planning reads only the maxima, not the sums */
+        d.cu_seqlens_q.buffer = d.cu_seqlens_k.buffer = owned[4] =
+            make(cl, (B + 1) * sizeof(int));
+        d.max_seqlen_q = VQ;
+        d.max_seqlen_k = VK;
+    }
     if (c->alibi)
         d.alibi_slopes.buffer = owned[0] = make(cl, HQ * sizeof(float));
     if (c->sinks)
@@ -231,13 +263,14 @@ START_TEST(plans_for_an_h200)
 {
     const plan_case *c = &cases[_i];
     const device_caps caps = h200(ctx);
-    cl_mem owned[4];
+    cl_mem owned[5];
     flashcl_attention_desc d =
         desc_of(c, flashcl_context_cl_context(ctx), owned);
     if (c->force)
         setenv("FLASHCL_PATH", c->force, 1);
     if (c->persist)
         setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+    const bool persistent = c->persist > 0; /* -1: asked, not granted */
     problem p;
     const flashcl_status st =
         problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
@@ -248,7 +281,7 @@ START_TEST(plans_for_an_h200)
     choose_plan(&caps, &p, &plan, skipped, sizeof skipped);
     unsetenv("FLASHCL_PATH");
     unsetenv("FLASHCL_NV_WGMMA_PERSIST");
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 5; ++i)
         if (owned[i])
             clReleaseMemObject(owned[i]);
     printf("%-48s %s: %s\n", c->name, plan.path->name, plan.options);
@@ -268,14 +301,20 @@ START_TEST(plans_for_an_h200)
                       "%s: skipped says \"%.300s\"", c->name, skipped);
     if (!strcmp(plan.path->name, "nv_wgmma")) {
         /* the grid: (blocks, heads, batch), or one work-group per SM */
-        const size_t nq = (size_t)(c->seqlen_q ? c->seqlen_q : NQ);
+        const size_t nq =
+            (size_t)(c->varlen ? VQ : c->seqlen_q ? c->seqlen_q : NQ);
         const size_t blocks = (nq + (size_t)plan.block_m - 1) / plan.block_m;
-        ck_assert_int_eq(plan.persistent, c->persist != 0);
-        if (c->persist) {
+        ck_assert_int_eq(plan.persistent, persistent);
+        if (persistent) {
             const size_t items = blocks * HQ * B;
             ck_assert_uint_eq(plan.global[0],
                               (items < 132 ? items : 132) * plan.local[0]);
             ck_assert_uint_eq(plan.global[1] * plan.global[2], 1);
+        } else if (strstr(plan.options, "-DFLASHCL_NV_SEQ_FIRST=1")) {
+            /* a causal packed batch: (sequences, heads, blocks) */
+            ck_assert_uint_eq(plan.global[0], B * plan.local[0]);
+            ck_assert_uint_eq(plan.global[1], HQ);
+            ck_assert_uint_eq(plan.global[2], blocks);
         } else if (strstr(plan.options, "-DFLASHCL_NV_HEADS_FIRST=1")) {
             /* a bias or mask shared by the heads: (heads, blocks, batch) */
             ck_assert_uint_eq(plan.global[0], HQ * plan.local[0]);

@@ -44,6 +44,13 @@
  * over each tile's scores, sinks in the epilogue; tiles wholly outside
  * the band are never loaded.
  *
+ * Packed batches (FLASHCL_NV_VARLEN, FlashAttention's varlen), as on the
+ * mma.sync kernel: sequence b of the grid owns the rows and keys its
+ * prefix sums give (read on the device and clamped, packed_span.clh), its
+ * own lengths and diagonal; a work-group whose block lies past its
+ * sequence's rows returns before its first barrier. No bias or mask, no
+ * persistent grid.
+ *
  * Host guarantees on this path: D = D_v (a multiple of 8 up to 256, in
  * its class's tiles), fp16 or bf16, dim stride 1, 16-byte-aligned rows.
  */
@@ -180,8 +187,41 @@ typedef float real_t;
 /* Softcap, ALiBi, bias or mask: a pass over each tile's scores before the
  * softmax, which scales them (exp2 units) and applies the terms. */
 #define WG_SCORED FLASHCL_NEEDS_SCORE_PASS
+/* FLASHCL_NV_WGMMA_CAP_FOLD=1 (measured, off): softcap with no additive
+ * term after it (no ALiBi, no bias) leaves t = tanh(s scale / cap) and
+ * the softmax takes cap (in exp2 units) as its scale, in the FMA it runs
+ * anyway (cap > 0 keeps the row max of t that of the scores): two
+ * multiplications a score fewer. On the H200 it changed nothing (bf16
+ * D = 128 N = 4096: 409.8 / 355.7 TFLOP/s against 410.6 / 358.0,
+ * h200-2026-12-03-v6): softcap's two MUFU operations a score (tanh and
+ * ex2) bound it, not the FP32 pipe. */
+#ifndef FLASHCL_NV_WGMMA_CAP_FOLD
+#define FLASHCL_NV_WGMMA_CAP_FOLD 0
+#endif
+#if FLASHCL_NV_WGMMA_CAP_FOLD != 0 && FLASHCL_NV_WGMMA_CAP_FOLD != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_CAP_FOLD must be 0 or 1"
+#endif
+#define WG_CAP_FOLD                                                            \
+    (FLASHCL_NV_WGMMA_CAP_FOLD && FLASHCL_SOFTCAP && !FLASHCL_ALIBI &&         \
+     !FLASHCL_BIAS && !FLASHCL_NV_PRESCALE)
+/* FLASHCL_NV_WGMMA_RAW_SCORES=1 (measured, off): any other pass with
+ * scale > 0 keeps the scores in their own units (the terms in units of
+ * 1 / scale, score_row's unit) and the softmax scales in its FMA, one
+ * multiplication a score fewer. On the H200: ALiBi +1.6 % / -1.5 %
+ * (non-causal / causal), an fp32 bias -6.5 % / -7.8 %
+ * (h200-2026-12-03-v6). */
+#ifndef FLASHCL_NV_WGMMA_RAW_SCORES
+#define FLASHCL_NV_WGMMA_RAW_SCORES 0
+#endif
+#if FLASHCL_NV_WGMMA_RAW_SCORES != 0 && FLASHCL_NV_WGMMA_RAW_SCORES != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RAW_SCORES must be 0 or 1"
+#endif
+#define WG_RAW_SCORES                                                          \
+    (FLASHCL_NV_WGMMA_RAW_SCORES && WG_SCORED && !WG_CAP_FOLD &&              \
+     !FLASHCL_NV_PRESCALE)
 /* the softmax's scores are in exp2 units already (no scale at ex2) */
-#define WG_PRESCALED (FLASHCL_NV_PRESCALE || WG_SCORED)
+#define WG_PRESCALED                                                           \
+    (FLASHCL_NV_PRESCALE || (WG_SCORED && !WG_CAP_FOLD && !WG_RAW_SCORES))
 
 #define WG_D FLASHCL_HEAD_DIM /* the tiles' width: 64, 128 or 256 columns */
 /* The real head dim, FLASHCL_NV_DQ: a multiple of 8 above half the tiles'
@@ -400,6 +440,28 @@ typedef float real_t;
 #endif
 #if FLASHCL_NV_HEADS_FIRST && WG_PERSIST
 #error "flash_fwd_wgmma: FLASHCL_NV_HEADS_FIRST is for the plain grid, not the persistent one"
+#endif
+#ifndef FLASHCL_NV_VARLEN
+#define FLASHCL_NV_VARLEN 0
+#endif
+#ifndef FLASHCL_NV_VARLEN_TOP_LEFT
+#define FLASHCL_NV_VARLEN_TOP_LEFT 0
+#endif
+#ifndef FLASHCL_NV_SEQ_FIRST
+#define FLASHCL_NV_SEQ_FIRST 0 /* 1: grid (batch, heads, query blocks) */
+#endif
+#if FLASHCL_NV_VARLEN != 0 && FLASHCL_NV_VARLEN != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_VARLEN must be 0 or 1"
+#endif
+#if FLASHCL_NV_VARLEN_TOP_LEFT != 0 && FLASHCL_NV_VARLEN_TOP_LEFT != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_VARLEN_TOP_LEFT must be 0 or 1"
+#endif
+#if FLASHCL_NV_SEQ_FIRST != 0 &&                                               \
+    !(FLASHCL_NV_SEQ_FIRST == 1 && FLASHCL_NV_VARLEN && !FLASHCL_NV_HEADS_FIRST)
+#error "flash_fwd_wgmma: FLASHCL_NV_SEQ_FIRST is 0, or 1 with FLASHCL_NV_VARLEN (not with FLASHCL_NV_HEADS_FIRST)"
+#endif
+#if FLASHCL_NV_VARLEN && (FLASHCL_BIAS || FLASHCL_MASK || WG_PERSIST)
+#error "flash_fwd_wgmma: packed batches (FLASHCL_NV_VARLEN) take no bias, mask or persistent grid"
 #endif
 #if WG_PERSIST && (!WG_WS || FLASHCL_NV_WGMMA_PINGPONG || FLASHCL_NV_WGMMA_SAHEAD)
 #error "flash_fwd_wgmma: the persistent grid is written for the warp-specialized schedule without ping-pong or S ahead"
@@ -910,10 +972,8 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
     score_visible_pair(&srow[hh], key_, both_ FLASHCL_VARIANT_NAMES)
 #endif
 
-#if WG_SCORED
-/* Each score through the shared score code (softcap, ALiBi, bias, mask),
- * scaled to exp2 units; bias and mask read a pair of keys at once, only
- * for keys and rows that exist. Keys are absolute there (key_base + n). */
+#if WG_SCORED && WG_CAP_FOLD
+/* tanh(s scale / cap) (cap_in = scale / cap), -inf where the mask hides */
 #define WG_SCORES(S, n0)                                                       \
     do {                                                                       \
         _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
@@ -923,19 +983,53 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
                 const int key_ = key_base + col_;                              \
                 const bool in_ = rin_ && col_ < nk;                            \
                 const bool both_ = col_ + 1 < nk;                              \
+                uint vis_ = 3u;                                                \
+                (void)key_;                                                    \
+                (void)both_;                                                   \
+                if (FLASHCL_MASK && in_)                                       \
+                    vis_ = WG_XPF_MASK(hh_, n_);                               \
+                float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
+                s_[0] = (vis_ & 1u) != 0 ? nv_tanh(s_[0] * cap_in)             \
+                                         : -INFINITY;                          \
+                s_[1] = (vis_ & 2u) != 0 ? nv_tanh(s_[1] * cap_in)             \
+                                         : -INFINITY;                          \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
+#elif WG_SCORED
+/* Each score through the shared score code (softcap, ALiBi, bias, mask),
+ * scaled to exp2 units; bias and mask read a pair of keys at once, only
+ * for keys and rows that exist. Keys are absolute there (key_base + n).
+ * ALiBi's distance to the diagonal, diag_row - key, is one float per row
+ * and tile (dist_) less a constant per score: exact, as both are
+ * integers below 2^24. */
+#define WG_SCORES(S, n0)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            const bool rin_ = row0 + hh_ * 8 < seqlen_q;                       \
+            const float dist_ =                                                \
+                (float)(srow[hh_].diag_row - key_base - (n0) - t4 * 2);        \
+            (void)dist_;                                                       \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const int col_ = (n0) + n_ * 8 + t4 * 2;                       \
+                const int key_ = key_base + col_;                              \
+                const bool in_ = rin_ && col_ < nk;                            \
+                const bool both_ = col_ + 1 < nk;                              \
                 float t0_ = 0.f, t1_ = 0.f;                                    \
                 uint vis_ = 3u;                                                \
+                (void)key_;                                                    \
+                (void)both_;                                                   \
                 if (FLASHCL_BIAS && in_)                                       \
                     WG_XPF_BIAS(hh_, n_, &t0_, &t1_);                          \
                 if (FLASHCL_MASK && in_)                                       \
                     vis_ = WG_XPF_MASK(hh_, n_);                               \
                 float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
-                s_[0] = score_apply_with(&srow[hh_], key_,                     \
-                                         s_[0] * scale_log2, t0_,              \
+                s_[0] = score_apply_dist(&srow[hh_], dist_ - (float)(n_ * 8),  \
+                                         s_[0] * score_in, t0_,                \
                                          (vis_ & 1u) != 0);                    \
-                s_[1] = score_apply_with(&srow[hh_], key_ + 1,                 \
-                                         s_[1] * scale_log2, t1_,              \
-                                         (vis_ & 2u) != 0);                    \
+                s_[1] = score_apply_dist(                                      \
+                    &srow[hh_], dist_ - (float)(n_ * 8 + 1),                   \
+                    s_[1] * score_in, t1_, (vis_ & 2u) != 0);                  \
             }                                                                  \
         }                                                                      \
     } while (0)
@@ -967,6 +1061,26 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #else
 #define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
 #endif
+#define WG_EXP_EXACT(s, m, msc) (((s) - (m)) * sl2)
+/* The FMA form's exponent at the row's own max is m sl2 - round(m sl2),
+ * up to half an ulp of m sl2: 2^8 at |m sl2| ~ 2^32 (bf16 inputs of 1e5),
+ * which overflows 2^x (test_variants' extreme cases did, with the scores
+ * kept unscaled: FLASHCL_NV_WGMMA_RAW_SCORES). A warp either of whose
+ * rows has |m sl2| >= 2^12 (an error up to 2^-12 below it) takes the
+ * exact form for the tile: one vote a tile, and scores that large come
+ * from extreme inputs only. With unit scale (WG_PRESCALED) s - m sl2 is
+ * the exact form. FLASHCL_NV_WGMMA_EXP_GUARD=0 drops the vote (unsafe
+ * for such inputs), to measure what it costs. */
+#ifndef FLASHCL_NV_WGMMA_EXP_GUARD
+#define FLASHCL_NV_WGMMA_EXP_GUARD 1
+#endif
+#if FLASHCL_NV_WGMMA_EXP_GUARD != 0 && FLASHCL_NV_WGMMA_EXP_GUARD != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0 or 1"
+#endif
+#define WG_EXP_FMA_SAFE(msc0, msc1)                                            \
+    (WG_PRESCALED || !FLASHCL_NV_WGMMA_EXP_FMA ||                              \
+     !FLASHCL_NV_WGMMA_EXP_GUARD ||                                            \
+     !nv_warp_any(fmax(fabs(msc0), fabs(msc1)) >= 4096.f))
 /* How many of each 8 of a thread's scores in a row take the FP32-pipe
  * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all),
  * chosen by column position, fixed at compile time once the tile loop is
@@ -981,6 +1095,20 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #endif
 #define WG_EX2_AT(i, a)                                                        \
     (((i) & 7) < FLASHCL_NV_WGMMA_EXP_POLY ? nv_ex2_poly(a) : nv_ex2(a))
+/* P = 2^(exponent) over one row's scores of the tile, into S, and their
+ * sum; FORM: WG_EXP_ARG or WG_EXP_EXACT */
+#define WG_EXP_ROW(S, hh, mref, msc, sum, FORM)                                \
+    do {                                                                       \
+        _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {             \
+            const float p0_ =                                                  \
+                WG_EX2_AT(2 * n_, FORM((S)[4 * n_ + 2 * (hh)], mref, msc));    \
+            const float p1_ = WG_EX2_AT(                                       \
+                2 * n_ + 1, FORM((S)[4 * n_ + 2 * (hh) + 1], mref, msc));      \
+            (S)[4 * n_ + 2 * (hh)] = p0_;                                      \
+            (S)[4 * n_ + 2 * (hh) + 1] = p1_;                                  \
+            (sum) += p0_ + p1_;                                                \
+        }                                                                      \
+    } while (0)
 #define WG_SOFTMAX_(S, n0)                                                     \
     do {                                                                       \
         WG_SCORES(S, n0);                                                      \
@@ -999,6 +1127,7 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
                 }                                                              \
             }                                                                  \
         }                                                                      \
+        float mref_[2], msc_[2];                                               \
         _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
             float mx_ = row_max[hh_];                                          \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_)           \
@@ -1010,22 +1139,19 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             alpha[hh_] = mx_ == -INFINITY                                      \
                              ? 1.f                                             \
                              : nv_ex2((row_max[hh_] - mx_) * sl2);             \
-            const float mref_ = mx_ == -INFINITY ? 0.f : mx_;                  \
-            const float msc_ = mref_ * sl2;                                    \
+            mref_[hh_] = mx_ == -INFINITY ? 0.f : mx_;                         \
+            msc_[hh_] = mref_[hh_] * sl2;                                      \
             row_max[hh_] = mx_;                                                \
-            float sum_ = 0.f;                                                  \
-            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const float p0_ = WG_EX2_AT(                                   \
-                    2 * n_, WG_EXP_ARG((S)[4 * n_ + 2 * hh_], mref_, msc_));   \
-                const float p1_ = WG_EX2_AT(                                   \
-                    2 * n_ + 1,                                                \
-                    WG_EXP_ARG((S)[4 * n_ + 2 * hh_ + 1], mref_, msc_));       \
-                (S)[4 * n_ + 2 * hh_] = p0_;                                   \
-                (S)[4 * n_ + 2 * hh_ + 1] = p1_;                               \
-                sum_ += p0_ + p1_;                                             \
-            }                                                                  \
-            row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
             grew = grew || alpha[hh_] != 1.f;                                  \
+        }                                                                      \
+        const bool fma_ok_ = WG_EXP_FMA_SAFE(msc_[0], msc_[1]);                \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            float sum_ = 0.f;                                                  \
+            if (fma_ok_)                                                       \
+                WG_EXP_ROW(S, hh_, mref_[hh_], msc_[hh_], sum_, WG_EXP_ARG);   \
+            else                                                               \
+                WG_EXP_ROW(S, hh_, mref_[hh_], msc_[hh_], sum_, WG_EXP_EXACT); \
+            row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
         }                                                                      \
     } while (0)
 #define WG_SOFTMAX(n0) WG_SOFTMAX_(sc, n0)
@@ -1082,6 +1208,10 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
  * scripts/wgmma_band_model.py checks these formulas against the band. */
 typedef struct wg_item {
     int h, b, m0;
+    int len_q;    /* the sequence's rows (the grid's seqlen_q if not packed) */
+    int q_first;  /* packed batches: the sequence's first row and key */
+    int k_first;
+    int diag;     /* the sequence's diagonal */
     int key_base; /* first key of tile 0 */
     int nk;       /* keys from key_base on */
     int kdiag;    /* the diagonal, from key_base */
@@ -1095,6 +1225,9 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
                                  int seqlen_k, int diag, int left, int right)
 {
     wg_item it;
+    it.len_q = seqlen_q;
+    it.q_first = it.k_first = 0;
+    it.diag = diag;
     it.h = h;
     it.b = b;
     it.m0 = qb * WG_BM;
@@ -1138,8 +1271,45 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
  * Persistent: item i is query block n_qb - 1 - i / (heads_q batch)
  * (heaviest first across heads and batch), then head and batch;
  * work-group w takes items w, w + groups, ... */
+#if FLASHCL_NV_VARLEN
+#include "packed_span.clh"
+/* Sequence b of a packed batch: its item over its own lengths and
+ * diagonal (the grid's seqlen_q and seqlen_k are the maxima), and where
+ * its rows and keys start. */
+static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
+                                     packed_span qspan, packed_span kspan,
+                                     int left, int right)
+{
+    const int diag =
+        FLASHCL_NV_VARLEN_TOP_LEFT ? 0 : kspan.count - qspan.count;
+    wg_item it = wg_item_of(qb, h, b, warp, qspan.count, kspan.count, diag,
+                            left, right);
+    it.q_first = qspan.first;
+    it.k_first = kspan.first;
+    return it;
+}
+#define WG_SPAN_Q(b)                                                           \
+    packed_span_of(cu_q, len_base.s0, len_stride.s0, (b), total_q, seqlen_q)
+#define WG_SPAN_K(b)                                                           \
+    packed_span_of(cu_k, len_base.s1, len_stride.s1, (b), total_k, seqlen_k)
+/* (b is the work-group's sequence: packed batches take the plain grid,
+ * whose spans the kernel read at its start) */
+#define WG_ITEM_AT(qb, h, b)                                                   \
+    wg_packed_item((qb), (h), (b), warp, qspan_, kspan_, left, right)
+#define WG_VARLEN_PARAMS FLASHCL_VARLEN_ARGS(FLASHCL_KPARAM)
+/* the body sees its sequence's rows as seqlen_q */
+#define WG_ITEM_LENGTHS(it)                                                    \
+    const int seqlen_q = (it).len_q;                                           \
+    (void)seqlen_q;
+/* element offset of the item's sequence in a tensor: its first row */
+#define WG_SEQ_AT(it, stride, first) ((ulong)(it).first * (stride).z)
+#else
 #define WG_ITEM_AT(qb, h, b)                                                   \
     wg_item_of((qb), (h), (b), warp, seqlen_q, seqlen_k, nv_diag, left, right)
+#define WG_VARLEN_PARAMS
+#define WG_ITEM_LENGTHS(it)
+#define WG_SEQ_AT(it, stride, first) ((ulong)(it).b * (stride).x)
+#endif
 #if WG_PERSIST
 #define WG_PERSIST_PARAMS FLASHCL_PERSIST_ARGS(FLASHCL_KPARAM)
 #define WG_ITEMS_BEGIN(it)                                                     \
@@ -1154,16 +1324,27 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
  * query rows across heads and a bias or mask broadcast over heads comes
  * from HBM about once and from L2 after (the host sets it for such
  * tensors, as for the mma.sync kernel). */
+#if FLASHCL_NV_SEQ_FIRST
+/* A causal packed batch runs sequences fastest (grid (batch, heads,
+ * blocks)): the heaviest blocks of every sequence go out before any
+ * lighter one (the mma.sync kernel's measured reason) */
+#define WG_QB_AXIS 2
+#define WG_HEADS_AXIS 1
+#define WG_BATCH_AXIS 0
+#else
 #define WG_QB_AXIS (FLASHCL_NV_HEADS_FIRST ? 1 : 0)
 #define WG_HEADS_AXIS (FLASHCL_NV_HEADS_FIRST ? 0 : 1)
+#define WG_BATCH_AXIS 2
+#endif
+#define WG_GRID_QB()                                                           \
+    ((int)get_num_groups(WG_QB_AXIS) - 1 - (int)get_group_id(WG_QB_AXIS))
 #define WG_PERSIST_PARAMS
 #define WG_ITEMS_BEGIN(it)                                                     \
     {                                                                          \
-        const int qb_ = (int)get_num_groups(WG_QB_AXIS) - 1 -                 \
-                        (int)get_group_id(WG_QB_AXIS);                         \
         const wg_item it =                                                     \
-            WG_ITEM_AT(qb_, (int)get_group_id(WG_HEADS_AXIS),                  \
-                       (int)get_group_id(2));
+            WG_ITEM_AT(WG_GRID_QB(), (int)get_group_id(WG_HEADS_AXIS),         \
+                       (int)get_group_id(WG_BATCH_AXIS));                      \
+        WG_ITEM_LENGTHS(it)
 #endif
 #define WG_ITEMS_END(it)                                                       \
     wt0 += 2 * (it).j_end;                                                     \
@@ -1171,16 +1352,19 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
 /* The item's Q, K, V and O (K and V from its key_base). */
 #define WG_ITEM_POINTERS(it)                                                   \
     const int hk_ = (it).h / group_size;                                       \
-    __global const STORAGE_T *qp =                                             \
-        q + base.x + (ulong)(it).b * q_stride.x + (ulong)(it).h * q_stride.y;  \
-    __global const STORAGE_T *kp = k + base.y + (ulong)(it).b * k_stride.x +   \
+    __global const STORAGE_T *qp = q + base.x +                                \
+                                   WG_SEQ_AT(it, q_stride, q_first) +          \
+                                   (ulong)(it).h * q_stride.y;                 \
+    __global const STORAGE_T *kp = k + base.y +                                \
+                                   WG_SEQ_AT(it, k_stride, k_first) +          \
                                    (ulong)hk_ * k_stride.y +                   \
                                    (ulong)(it).key_base * k_stride.z;          \
-    __global const STORAGE_T *vp = v + base.z + (ulong)(it).b * v_stride.x +   \
+    __global const STORAGE_T *vp = v + base.z +                                \
+                                   WG_SEQ_AT(it, v_stride, k_first) +          \
                                    (ulong)hk_ * v_stride.y +                   \
                                    (ulong)(it).key_base * v_stride.z;          \
-    __global STORAGE_T *op =                                                   \
-        o + base.w + (ulong)(it).b * o_stride.x + (ulong)(it).h * o_stride.y;  \
+    __global STORAGE_T *op = o + base.w + WG_SEQ_AT(it, o_stride, q_first) +   \
+                             (ulong)(it).h * o_stride.y;                       \
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,             \
                 os = o_stride.z;                                               \
     (void)qp;                                                                  \
@@ -1189,7 +1373,7 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
     (void)os
 
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
-flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 {
     __local uint4 smem[WG_DECLARED_SMEM / 16]
         __attribute__((aligned(WG_SWIZZLE ? 1024 : 128)));
@@ -1226,7 +1410,18 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
     const int g = lane >> 2;
     const int t4 = lane & 3;
 
+#if FLASHCL_NV_VARLEN
+    /* The sequence's rows and keys, once: the four prefix-sum loads go
+     * out together, one round trip before the first tile. A block past
+     * its sequence's rows: the whole work-group leaves before its first
+     * barrier. */
+    const packed_span qspan_ = WG_SPAN_Q((int)get_group_id(WG_BATCH_AXIS));
+    const packed_span kspan_ = WG_SPAN_K((int)get_group_id(WG_BATCH_AXIS));
+    if (WG_GRID_QB() * WG_BM >= qspan_.count)
+        return;
+#endif
     const int nv_diag = (int)diag;
+    (void)nv_diag;
 #if FLASHCL_CAUSAL
     const int right = (int)window_right;
 #else
@@ -1237,8 +1432,21 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
 #else
     const int left = 0; /* no left edge: unused */
 #endif
+#if WG_RAW_SCORES
+    /* the pass's terms in units of 1 / scale, the scores as they are */
+    const float score_in = 1.f, score_unit = M_LOG2E_F / scale_log2;
+#else
+    const float score_in = scale_log2, score_unit = M_LOG2E_F;
+#endif
+    (void)score_in;
+    (void)score_unit;
 #if WG_PRESCALED
     const float sl2 = 1.f;
+#elif WG_CAP_FOLD
+    /* the scores are t = tanh(s scale / cap): cap in exp2 units scales
+     * them, and cap_in is what the pass multiplies by */
+    const float sl2 = softcap * M_LOG2E_F;
+    const float cap_in = scale_log2 / sl2;
 #else
     const float sl2 = scale_log2;
 #endif
@@ -1388,8 +1596,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
     score_row srow[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
-        srow[hh] = score_row_init(b, h, row0 + hh * 8, diag,
-                                  M_LOG2E_F FLASHCL_VARIANT_NAMES);
+        srow[hh] = score_row_init(b, h, row0 + hh * 8, it.diag,
+                                  score_unit FLASHCL_VARIANT_NAMES);
 #endif
     float acc[WG_ON];
     float sc[WG_SN];
@@ -1824,7 +2032,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS)
                     WG_PACK(acc[4 * d + 2 * hh] * inv,
                             acc[4 * d + 2 * hh + 1] * inv);
             if (write_lse && t4 == 0)
-                lse[lse_base + (ulong)b * lse_stride.x +
+                lse[lse_base + WG_SEQ_AT(it, lse_stride, q_first) +
                     (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] =
                     any ? (mexp + log2(l)) * 0.69314718055994530942f
                         : -INFINITY;

@@ -298,6 +298,78 @@ void plan_heads_first_grid(const problem *p, kernel_plan *plan)
     plan->global[1] = blocks;
 }
 
+bool plan_varlen_dense(const problem *p)
+{
+    const inference *in = &p->infer;
+    return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
+           in->num_splits <= 1 && !variant_active(p, "bias") &&
+           !variant_active(p, "mask");
+}
+
+bool plan_varlen_options(const problem *p, char *buf, size_t cap)
+{
+    if (!p->infer.varlen_q)
+        return false;
+    /* With a causal band, sequences fastest in the grid. bf16 D = 128, 16
+     * heads, lengths 512-4096, on the mma.sync kernel
+     * (bench/results/h200-2026-12-02-decode.md, runs 2 and 3): causal
+     * 0.5824 ms against 0.6326 blocks first, non-causal 1.0588 against
+     * 0.9923 (there every block of a sequence costs the same, and the
+     * blocks-first order keeps a sequence's K and V in the L2). */
+    bool seq_first = p->right >= 0;
+    /* FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order (comparisons) */
+    const char *grid = getenv("FLASHCL_NV_VARLEN_GRID");
+    if (grid && !strcmp(grid, "seqs"))
+        seq_first = true;
+    else if (grid && !strcmp(grid, "blocks"))
+        seq_first = false;
+    const size_t len = strlen(buf);
+    snprintf(buf + len, cap - len,
+             " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
+             "-DFLASHCL_NV_SEQ_FIRST=%d",
+             p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
+    return seq_first;
+}
+
+void plan_seq_first_grid(const problem *p, kernel_plan *plan)
+{
+    const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
+    plan->global[0] = (size_t)p->batch * (size_t)plan->wg_size;
+    plan->global[2] = blocks;
+}
+
+/* The list's fields, in its order, are those of varlen_args (path.h);
+ * the kernel argument kinds' host types for the set below. */
+#define FLASHCL_HTYPE_INT_IN cl_mem
+#define FLASHCL_HTYPE_ULONG4 cl_ulong4
+typedef struct varlen_list {
+    FLASHCL_VARLEN_ARGS(FLASHCL_HOST_FIELD)
+} varlen_list;
+_Static_assert(sizeof(varlen_list) == sizeof(varlen_args),
+               "varlen_args (path.h) must match FLASHCL_VARLEN_ARGS");
+
+void varlen_args_fill(const problem *p, varlen_args *a)
+{
+    const inference *in = &p->infer;
+    memset(a, 0, sizeof *a);
+    a->cu_q = in->cu_q.given;
+    a->cu_k = in->cu_k.given;
+    a->len_base.s[0] = in->cu_q.base;
+    a->len_base.s[1] = in->cu_k.base;
+    a->len_stride.s[0] = in->cu_q.stride[0];
+    a->len_stride.s[1] = in->cu_k.stride[0];
+    a->total_q = (cl_int)in->total_q;
+    a->total_k = (cl_int)in->total_k;
+}
+
+cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values)
+{
+    const varlen_args *a = values;
+    cl_int err = CL_SUCCESS;
+    FLASHCL_VARLEN_ARGS(FLASHCL_SET_TRAILING_ARG)
+    return err;
+}
+
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const problem *p, cl_uint num_wait,
                          const cl_event *wait_list, cl_event *event)

@@ -20,18 +20,6 @@ static int tile_dim(const problem *p)
     return dq > dv ? dq : dv;
 }
 
-/* A packed batch (varlen) this kernel computes: packed queries and keys
- * (FlashAttention's varlen call), no cache, split, bias or mask. The
- * split-KV kernels keep the rest, and the decode-like batches of at most
- * 16 rows per KV head that their tensor-core kernel takes. */
-static bool varlen_here(const problem *p)
-{
-    const inference *in = &p->infer;
-    return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
-           in->num_splits <= 1 && !variant_active(p, "bias") &&
-           !variant_active(p, "mask");
-}
-
 /* fp32 storage runs here only as TF32, on its own tiles. */
 static bool tf32(const problem *p) { return p->dtype == FLASHCL_DTYPE_FP32; }
 
@@ -151,7 +139,7 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
      * groups) 1.35x faster here; and any decode of at most 16 packed rows
      * per KV head the tensor-core split kernel takes (split_kv.c's
      * split_kv_tensor_decode: B = 32 MHA 1.12x faster there). */
-    if ((p->infer.needs_split_kernel && !varlen_here(p)) ||
+    if ((p->infer.needs_split_kernel && !plan_varlen_dense(p)) ||
         p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run "
@@ -342,20 +330,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
     const bool heads_first = extras_options(p, plan);
-    /* Packed batches: with a causal band, sequences fastest in the grid
-     * (FLASHCL_NV_SEQ_FIRST). bf16 D = 128, 16 heads, lengths 512-4096
-     * (bench/results/h200-2026-12-02-decode.md, runs 2 and 3): causal
-     * 0.5824 ms against 0.6326 blocks first, non-causal 1.0588 against
-     * 0.9923 (there every block of a sequence costs the same, and the
-     * blocks-first order keeps a sequence's K and V in the L2). */
-    const bool seq_first = p->infer.varlen_q && p->right >= 0;
-    if (p->infer.varlen_q) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
-                 "-DFLASHCL_NV_SEQ_FIRST=%d",
-                 p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
-    }
+    const bool seq_first =
+        plan_varlen_options(p, plan->options, sizeof plan->options);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
@@ -366,45 +342,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
     if (heads_first)
         plan_heads_first_grid(p, plan);
-    if (seq_first) { /* sequences fastest, query blocks last */
-        const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
-        plan->global[0] = (size_t)p->batch * (size_t)plan->wg_size;
-        plan->global[2] = blocks;
-    }
-}
-
-/* ---- packed batches: the kernel's varlen arguments after the forward
- * list (cl/common/kernel_args.clh) ------------------------------------ */
-
-#define FLASHCL_HTYPE_INT_IN cl_mem
-#define FLASHCL_HTYPE_ULONG4 cl_ulong4
-#define FLASHCL_HTYPE_INT cl_int
-
-typedef struct varlen_args {
-    FLASHCL_VARLEN_ARGS(FLASHCL_HOST_FIELD)
-} varlen_args;
-
-static void fill_varlen_args(const problem *p, varlen_args *a)
-{
-    const inference *in = &p->infer;
-    memset(a, 0, sizeof *a);
-    a->cu_q = in->cu_q.given;
-    a->cu_k = in->cu_k.given;
-    a->len_base.s[0] = in->cu_q.base;
-    a->len_base.s[1] = in->cu_k.base;
-    a->len_stride.s[0] = in->cu_q.stride[0];
-    a->len_stride.s[1] = in->cu_k.stride[0];
-    a->total_q = (cl_int)in->total_q;
-    a->total_k = (cl_int)in->total_k;
-}
-
-static cl_int set_varlen_args(cl_kernel kernel, cl_uint index,
-                              const void *values)
-{
-    const varlen_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_VARLEN_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
+    if (seq_first) /* sequences fastest, query blocks last */
+        plan_seq_first_grid(p, plan);
 }
 
 /* The fast pass, then the fix-up pass after it. Blocks whose scores were
@@ -420,10 +359,10 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
                                     const cl_event *wait_list, cl_event *event)
 {
     varlen_args packed;
-    const trailing_args packed_args = {set_varlen_args, &packed};
+    const trailing_args packed_args = {varlen_args_set, &packed};
     const trailing_args *trailing = NULL;
     if (p->infer.varlen_q) {
-        fill_varlen_args(p, &packed);
+        varlen_args_fill(p, &packed);
         trailing = &packed_args;
     }
     cl_event fast_done = NULL;

@@ -9,8 +9,9 @@
  *
  * Scope: D and D_v multiples of 8 up to 256 (run in 64-, 128- or
  * 256-column tiles, the larger one's class), fp16/bf16, causal or not,
- * every variant of the variant table, GQA, LSE, any scale; every other
- * call goes to nv_mma. Policy: chosen without being forced where it
+ * every variant of the variant table, GQA, LSE, any scale, packed
+ * (varlen) batches without a cache, bias or mask; every other call goes
+ * to nv_mma. Policy: chosen without being forced where it
  * measured faster than nv_mma on the H200 (measured_faster: D >= 40;
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
@@ -187,9 +188,20 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "not an NVIDIA GPU of compute capability 9.x");
     if (route_failed(caps, why, cap))
         return false;
-    if (p->infer.needs_split_kernel || p->infer.num_splits > 1)
-        return refuse(why, cap, "split-KV, KV cache or varlen: the portable "
-                                "path's split-KV kernels run it");
+    if ((p->infer.needs_split_kernel && !plan_varlen_dense(p)) ||
+        p->infer.num_splits > 1)
+        return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
+                                "bias or mask: the split-KV kernels run it");
+    /* packed decode-like batches: where the mma.sync path sends them */
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    if (!forced && p->infer.varlen_q &&
+        (uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
+        split_kv_splits(caps, p) > 1)
+        return refuse(why, cap, "decode with too few work-groups for the "
+                                "device: the split-KV kernels run it");
+    if (!forced && p->infer.varlen_q && split_kv_tensor_decode(caps, p))
+        return refuse(why, cap, "decode of at most 16 rows per KV head: the "
+                                "split-KV tensor-core kernel runs it");
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
     const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
@@ -397,6 +409,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     tuning_choice chosen;
     const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
     const bool env = apply_env(mem, p, &cfg);
+    if (p->infer.varlen_q)
+        cfg.persist = 0; /* the kernel's packed batches: the plain grid */
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -432,6 +446,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
+    const bool seq_first =
+        plan_varlen_options(p, plan->options, sizeof plan->options);
     /* (the persistent grid keeps its own order) */
     const bool heads_first = !cfg.persist && plan_extras_heads_first(p);
     if (heads_first) {
@@ -455,6 +471,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
         persistent_grid(caps, p, plan);
     if (heads_first)
         plan_heads_first_grid(p, plan);
+    if (seq_first) /* sequences fastest, query blocks last */
+        plan_seq_first_grid(p, plan);
 }
 
 /* The persistent grid: one work-group per compute unit (the table's
@@ -498,10 +516,18 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
                                       cl_event *event)
 {
     const persist_args grid = {(cl_int)p->heads_q, (cl_int)p->batch};
-    const trailing_args trailing = {set_persist_args, &grid};
-    return enqueue_forward(ctx, queue, p, plan, programs[0],
-                           plan->persistent ? &trailing : NULL, num_wait,
-                           wait_list, event);
+    const trailing_args persist = {set_persist_args, &grid};
+    varlen_args packed;
+    const trailing_args varlen = {varlen_args_set, &packed};
+    const trailing_args *trailing = NULL;
+    if (plan->persistent) {
+        trailing = &persist;
+    } else if (p->infer.varlen_q) {
+        varlen_args_fill(p, &packed);
+        trailing = &varlen;
+    }
+    return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
+                           num_wait, wait_list, event);
 }
 
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
