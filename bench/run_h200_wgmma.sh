@@ -1073,8 +1073,9 @@ s6bench() {
 # s6final: the suites again on the final kernel, then the exponent
 # guard's cost (FLASHCL_NV_WGMMA_EXP_GUARD=0 against the default, plain
 # bf16 D = 64 and 128, N = 4096), every variant on the default route with
-# torch's peers, and packed batches on the default route (causal and not,
-# each grid order: FLASHCL_NV_VARLEN_GRID). ~5 min.
+# torch's peers, and packed batches on the default route, causal and not
+# (VARLEN_GRIDS="seqs blocks" also forces each grid order,
+# FLASHCL_NV_VARLEN_GRID). ~5 min.
 s6final() {
   s6suites
   local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096)
@@ -1093,10 +1094,10 @@ s6final() {
   : >"$OUT/s6_varlen.md"
   for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
               1,147,512,1023; do
-    for grid in seqs blocks; do
+    for grid in ${VARLEN_GRIDS:-default}; do
       for c in 0 1; do
-        FLASHCL_NV_VARLEN_GRID=$grid timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 \
-          --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
+        FLASHCL_NV_VARLEN_GRID=${grid/default/} timeout 60 $B/flashcl-bench --varlen $lens \
+          --dtype bf16 --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
         echo "varlen grid $grid $lens causal $c: exit $?"
         { echo "### grid $grid $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
         grep '^| [0-9]' /tmp/s6_vl.md

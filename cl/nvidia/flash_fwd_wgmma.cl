@@ -1065,10 +1065,12 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 /* The FMA form's exponent at the row's own max is m sl2 - round(m sl2),
  * up to half an ulp of m sl2: 2^8 at |m sl2| ~ 2^32 (bf16 inputs of 1e5),
  * which overflows 2^x (test_variants' extreme cases did, with the scores
- * kept unscaled: FLASHCL_NV_WGMMA_RAW_SCORES). A warp either of whose
- * rows has |m sl2| >= 2^12 (an error up to 2^-12 below it) takes the
- * exact form for the tile: one vote a tile, and scores that large come
- * from extreme inputs only. With unit scale (WG_PRESCALED) s - m sl2 is
+ * kept unscaled: FLASHCL_NV_WGMMA_RAW_SCORES). A warp whose row has
+ * |m sl2| >= 2^12 (an error up to 2^-12 below it) takes the exact form
+ * for that row of the tile: a vote per row and tile (scores that large
+ * come from extreme inputs only). One vote for both rows, after both
+ * maxima, measured 6 % slower (h200-2026-12-03-v6: the rows' max and exp
+ * chains no longer overlap). With unit scale (WG_PRESCALED) s - m sl2 is
  * the exact form. FLASHCL_NV_WGMMA_EXP_GUARD=0 drops the vote (unsafe
  * for such inputs), to measure what it costs. */
 #ifndef FLASHCL_NV_WGMMA_EXP_GUARD
@@ -1077,10 +1079,9 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #if FLASHCL_NV_WGMMA_EXP_GUARD != 0 && FLASHCL_NV_WGMMA_EXP_GUARD != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0 or 1"
 #endif
-#define WG_EXP_FMA_SAFE(msc0, msc1)                                            \
+#define WG_EXP_FMA_SAFE(msc)                                                   \
     (WG_PRESCALED || !FLASHCL_NV_WGMMA_EXP_FMA ||                              \
-     !FLASHCL_NV_WGMMA_EXP_GUARD ||                                            \
-     !nv_warp_any(fmax(fabs(msc0), fabs(msc1)) >= 4096.f))
+     !FLASHCL_NV_WGMMA_EXP_GUARD || !nv_warp_any(fabs(msc) >= 4096.f))
 /* How many of each 8 of a thread's scores in a row take the FP32-pipe
  * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all),
  * chosen by column position, fixed at compile time once the tile loop is
@@ -1127,7 +1128,6 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
                 }                                                              \
             }                                                                  \
         }                                                                      \
-        float mref_[2], msc_[2];                                               \
         _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
             float mx_ = row_max[hh_];                                          \
             _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_)           \
@@ -1139,19 +1139,16 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             alpha[hh_] = mx_ == -INFINITY                                      \
                              ? 1.f                                             \
                              : nv_ex2((row_max[hh_] - mx_) * sl2);             \
-            mref_[hh_] = mx_ == -INFINITY ? 0.f : mx_;                         \
-            msc_[hh_] = mref_[hh_] * sl2;                                      \
+            const float mref_ = mx_ == -INFINITY ? 0.f : mx_;                  \
+            const float msc_ = mref_ * sl2;                                    \
             row_max[hh_] = mx_;                                                \
-            grew = grew || alpha[hh_] != 1.f;                                  \
-        }                                                                      \
-        const bool fma_ok_ = WG_EXP_FMA_SAFE(msc_[0], msc_[1]);                \
-        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
             float sum_ = 0.f;                                                  \
-            if (fma_ok_)                                                       \
-                WG_EXP_ROW(S, hh_, mref_[hh_], msc_[hh_], sum_, WG_EXP_ARG);   \
+            if (WG_EXP_FMA_SAFE(msc_))                                         \
+                WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_ARG);             \
             else                                                               \
-                WG_EXP_ROW(S, hh_, mref_[hh_], msc_[hh_], sum_, WG_EXP_EXACT); \
+                WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_EXACT);           \
             row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
+            grew = grew || alpha[hh_] != 1.f;                                  \
         }                                                                      \
     } while (0)
 #define WG_SOFTMAX(n0) WG_SOFTMAX_(sc, n0)
