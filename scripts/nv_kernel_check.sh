@@ -222,6 +222,19 @@ wcheck "wgmma table D256 fp16 causal, every variant" $wg \
 wcheck "wgmma table D64 fp16 causal, persistent grid" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PERSIST=1" \
   "$mb" 'setmaxnreg\.dec' 'flashcl_attention_fwd_param_37'
+# packed (varlen) batches on the wgmma kernel: the varlen list after the
+# forward list (param 36..41), sequences first in a causal grid; and the
+# exponent guard in the plain kernel (its 2^12 bound, 0f45800000; none
+# where the scores are prescaled, as with ALiBi)
+wcheck "wgmma varlen bf16 D128 causal, sequences first" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1" \
+  "$mb" 'flashcl_attention_fwd_param_41' '0f45800000'
+wcheck "wgmma varlen fp16 D64 top-left window + softcap + sinks" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" \
+  "$mb" 'flashcl_attention_fwd_param_41' 'tanh\.approx\.f32'
+wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
+  "$mb" 'm64n128k16' '!0f45800000'
 python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||
   { echo "FAIL wgmma layout model"; failed=1; }
 python3 scripts/wgmma_band_model.py >/dev/null && echo "ok   wgmma band model (key ranges and edge tiles of windows)" ||
