@@ -1114,7 +1114,32 @@ s6final() {
   final5_table
 }
 
+# s6guard: the exponent guard's forms (FLASHCL_NV_WGMMA_EXP_GUARD 0, 1,
+# 2) on plain bf16 D = 64 and 128, N = 4096; test_fixes with guard 2, and
+# test_variants forced with guard 2 and the unscaled scores (whose
+# extreme cases overflowed without a guard). ~2 min.
+s6guard() {
+  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=2" timeout 100 $B/tests/test_fixes \
+    >/tmp/s6g_fixes.log 2>&1
+  echo "test_fixes guard 2: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_fixes.log | tail -1)"
+  FLASHCL_PATH=nv_wgmma \
+    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=2 -DFLASHCL_NV_WGMMA_RAW_SCORES=1" \
+    timeout 150 $B/tests/test_variants >/tmp/s6g_var.log 2>&1
+  echo "test_variants forced, guard 2, raw scores: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_var.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s6g_var.log | cut -c1-200 | head -4
+  : >"$OUT/s6_guard2.csv"
+  for g in 2 1 0; do
+    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=$g" timeout 100 $B/flashcl-bench \
+      --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096 --head-dim 64,128 \
+      --csv /tmp/s6_guard$g.csv >/tmp/s6_guard$g.log 2>&1
+    echo "guard $g: exit $?"
+    grep -v '^#' /tmp/s6_guard$g.csv | awk -F, -v g=$g 'NR > 1 {print "guard", g, "D", $3, "causal", $4, $11}'
+    sed "s/^/guard$g,/" /tmp/s6_guard$g.csv >>"$OUT/s6_guard2.csv"
+  done
+}
+
 case "$what" in
+  s6guard) s6guard ;;
   s6final) s6final ;;
   s6suites) s6suites ;;
   s6bench) s6bench ;;

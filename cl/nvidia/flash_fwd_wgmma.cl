@@ -1062,6 +1062,9 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
 #endif
 #define WG_EXP_EXACT(s, m, msc) (((s) - (m)) * sl2)
+/* EXP_GUARD 2: the FMA form with the row's own scale r (sl2, or 1 where
+ * the row's scores were scaled in place first) */
+#define WG_EXP_SCALED(s, r, msc) ((s) * (r) - (msc))
 /* The FMA form's exponent at the row's own max is m sl2 - round(m sl2),
  * up to half an ulp of m sl2: 2^8 at |m sl2| ~ 2^32 (bf16 inputs of 1e5),
  * which overflows 2^x (test_variants' extreme cases did, with the scores
@@ -1076,8 +1079,8 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #ifndef FLASHCL_NV_WGMMA_EXP_GUARD
 #define FLASHCL_NV_WGMMA_EXP_GUARD 1
 #endif
-#if FLASHCL_NV_WGMMA_EXP_GUARD != 0 && FLASHCL_NV_WGMMA_EXP_GUARD != 1
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0 or 1"
+#if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 2
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1 or 2"
 #endif
 #define WG_EXP_FMA_SAFE(msc)                                                   \
     (WG_PRESCALED || !FLASHCL_NV_WGMMA_EXP_FMA ||                              \
@@ -1143,10 +1146,21 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             const float msc_ = mref_ * sl2;                                    \
             row_max[hh_] = mx_;                                                \
             float sum_ = 0.f;                                                  \
-            if (WG_EXP_FMA_SAFE(msc_))                                         \
+            if (FLASHCL_NV_WGMMA_EXP_GUARD == 2) {                             \
+                float sl2r_ = sl2;                                             \
+                if (!WG_EXP_FMA_SAFE(msc_)) {                                  \
+                    _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) { \
+                        (S)[4 * n_ + 2 * hh_] *= sl2;                          \
+                        (S)[4 * n_ + 2 * hh_ + 1] *= sl2;                      \
+                    }                                                          \
+                    sl2r_ = 1.f;                                               \
+                }                                                              \
+                WG_EXP_ROW(S, hh_, sl2r_, msc_, sum_, WG_EXP_SCALED);          \
+            } else if (WG_EXP_FMA_SAFE(msc_)) {                                \
                 WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_ARG);             \
-            else                                                               \
+            } else {                                                           \
                 WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_EXACT);           \
+            }                                                                  \
             row_sum[hh_] = row_sum[hh_] * alpha[hh_] + sum_;                   \
             grew = grew || alpha[hh_] != 1.f;                                  \
         }                                                                      \
