@@ -489,9 +489,9 @@ typedef struct infer_case {
     int bad_row_index;   /* cache_batch_idx of sequence 0 out of range */
     int bad_page;        /* one page of sequence 0 out of range */
     int reference;       /* also on the reference backend */
-    int dense_path;      /* a packed batch the dense tensor-core kernel
-                            computes on NVIDIA (FLASHCL_EXPECT_PATH=nv_mma
-                            checks that it ran there) */
+    int dense_path;      /* a packed batch the dense tensor-core kernels
+                            compute on NVIDIA (FLASHCL_EXPECT_PATH=nv_wgmma
+                            or nv_mma checks that it ran there) */
 } infer_case;
 
 /* Everything one case has on the host and the device. */
@@ -1097,8 +1097,8 @@ static const infer_case infer_cases[] = {
      .kv = K_PAGED, .bad_page = 1, .lens = {50, 700}, .capacity = 768,
      .page_size = 32, .seqlen_new = 1, .splits = 3},
     /* packed prefill batches (16-bit, no cache, bias or mask): NVIDIA's
-     * dense tensor-core kernel takes them, sequence by sequence, with
-     * blocks of up to 128 rows; an empty sequence, rows that see no key
+     * dense tensor-core kernels take them (wgmma from D = 40 on sm_90,
+     * else mma.sync), sequence by sequence, with blocks of up to 192 rows; an empty sequence, rows that see no key
      * (more queries than keys, causal bottom-right), one-row sequences */
     {.name = "nv varlen bf16 d128 gqa2 causal", .dtype = FLASHCL_DTYPE_BF16,
      .batch = 4, .hq = 4, .hkv = 2, .d = 128, .dv = 128, .varlen_q = 1,

@@ -38,8 +38,10 @@
  * sees key j iff i + diag - window_left <= j <= i + diag + window_right,
  * each bound optional; diag = seqlen_k - seqlen_q, or 0 top-left), GQA
  * through group_size, natural-log LSE, rows that see no key write O = 0
- * and LSE = -inf. The exponent is the exact form 2^((s - m) * scale log2
- * e), so no fix-up pass is needed. Variants (cl/common/variants.clh):
+ * and LSE = -inf. The exponent is one FMA, s sl2 - m sl2, except for the
+ * rows of a tile whose max is so large that the rounding of m sl2 would
+ * overflow it: they take (s - m) sl2 (WG_EXP_FMA_SAFE), so no fix-up pass
+ * is needed. Variants (cl/common/variants.clh):
  * softcap, ALiBi, bias and mask through the shared score code in a pass
  * over each tile's scores, sinks in the epilogue; tiles wholly outside
  * the band are never loaded.
