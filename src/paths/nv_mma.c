@@ -130,28 +130,16 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
                                 "8.0");
     /* What this kernel cannot compute goes to the split-KV kernels: a
-     * forced split, KV cache, varlen or paged KV. So does a dense decode
-     * that would give this kernel fewer than 4 work-groups (one per query
-     * head of a sequence) per SM while the split-KV plan would split it:
-     * measured on the H200 (2026-12-01, bf16 D = 128, bench/results/
-     * h200-2026-12-01-decode.md), B = 1 / 8 with 32 query heads (32 and
-     * 256 work-groups) ran 5.9x / 1.6x faster split, B = 32 (1024 work-
-     * groups) 1.35x faster here; and any decode of at most 16 packed rows
-     * per KV head the tensor-core split kernel takes (split_kv.c's
-     * split_kv_tensor_decode: B = 32 MHA 1.12x faster there). */
+     * forced split, KV cache, varlen or paged KV; so do the decodes
+     * plan_decode_split_reason names. */
     if ((p->infer.needs_split_kernel && !plan_varlen_dense(p)) ||
         p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run "
                                 "it");
-    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
-    if (!forced && (uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
-        split_kv_splits(caps, p) > 1)
-        return refuse(why, cap, "decode with too few work-groups for the "
-                                "device: the split-KV kernels run it");
-    if (!forced && split_kv_tensor_decode(caps, p))
-        return refuse(why, cap, "decode of at most 16 rows per KV head: the "
-                                "split-KV tensor-core kernel runs it");
+    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    if (decode)
+        return refuse(why, cap, decode);
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32 on TF32 tensor cores; exact fp32 "

@@ -192,16 +192,10 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run it");
-    /* packed decode-like batches: where the mma.sync path sends them */
-    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
-    if (!forced && p->infer.varlen_q &&
-        (uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
-        split_kv_splits(caps, p) > 1)
-        return refuse(why, cap, "decode with too few work-groups for the "
-                                "device: the split-KV kernels run it");
-    if (!forced && p->infer.varlen_q && split_kv_tensor_decode(caps, p))
-        return refuse(why, cap, "decode of at most 16 rows per KV head: the "
-                                "split-KV tensor-core kernel runs it");
+    /* decodes (dense or packed) go where the mma.sync path sends them */
+    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    if (decode)
+        return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
     const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
