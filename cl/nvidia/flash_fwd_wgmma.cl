@@ -189,41 +189,11 @@ typedef float real_t;
 /* Softcap, ALiBi, bias or mask: a pass over each tile's scores before the
  * softmax, which scales them (exp2 units) and applies the terms. */
 #define WG_SCORED FLASHCL_NEEDS_SCORE_PASS
-/* FLASHCL_NV_WGMMA_CAP_FOLD=1 (measured, off): softcap with no additive
- * term after it (no ALiBi, no bias) leaves t = tanh(s scale / cap) and
- * the softmax takes cap (in exp2 units) as its scale, in the FMA it runs
- * anyway (cap > 0 keeps the row max of t that of the scores): two
- * multiplications a score fewer. On the H200 it changed nothing (bf16
- * D = 128 N = 4096: 409.8 / 355.7 TFLOP/s against 410.6 / 358.0,
- * h200-2026-12-03-v6): softcap's two MUFU operations a score (tanh and
- * ex2) bound it, not the FP32 pipe. */
-#ifndef FLASHCL_NV_WGMMA_CAP_FOLD
-#define FLASHCL_NV_WGMMA_CAP_FOLD 0
-#endif
-#if FLASHCL_NV_WGMMA_CAP_FOLD != 0 && FLASHCL_NV_WGMMA_CAP_FOLD != 1
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_CAP_FOLD must be 0 or 1"
-#endif
-#define WG_CAP_FOLD                                                            \
-    (FLASHCL_NV_WGMMA_CAP_FOLD && FLASHCL_SOFTCAP && !FLASHCL_ALIBI &&         \
-     !FLASHCL_BIAS && !FLASHCL_NV_PRESCALE)
-/* FLASHCL_NV_WGMMA_RAW_SCORES=1 (measured, off): any other pass with
- * scale > 0 keeps the scores in their own units (the terms in units of
- * 1 / scale, score_row's unit) and the softmax scales in its FMA, one
- * multiplication a score fewer. On the H200: ALiBi +1.6 % / -1.5 %
- * (non-causal / causal), an fp32 bias -6.5 % / -7.8 %
- * (h200-2026-12-03-v6). */
-#ifndef FLASHCL_NV_WGMMA_RAW_SCORES
-#define FLASHCL_NV_WGMMA_RAW_SCORES 0
-#endif
-#if FLASHCL_NV_WGMMA_RAW_SCORES != 0 && FLASHCL_NV_WGMMA_RAW_SCORES != 1
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RAW_SCORES must be 0 or 1"
-#endif
-#define WG_RAW_SCORES                                                          \
-    (FLASHCL_NV_WGMMA_RAW_SCORES && WG_SCORED && !WG_CAP_FOLD &&              \
-     !FLASHCL_NV_PRESCALE)
-/* the softmax's scores are in exp2 units already (no scale at ex2) */
-#define WG_PRESCALED                                                           \
-    (FLASHCL_NV_PRESCALE || (WG_SCORED && !WG_CAP_FOLD && !WG_RAW_SCORES))
+/* the softmax's scores are in exp2 units already (no scale at ex2). Two
+ * other forms measured no faster on the H200 and were removed
+ * (h200-2026-12-03-v6): softcap leaving tanh for the softmax to scale,
+ * and the terms in the scores' own units. */
+#define WG_PRESCALED (FLASHCL_NV_PRESCALE || WG_SCORED)
 
 #define WG_D FLASHCL_HEAD_DIM /* the tiles' width: 64, 128 or 256 columns */
 /* The real head dim, FLASHCL_NV_DQ: a multiple of 8 above half the tiles'
@@ -974,31 +944,7 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
     score_visible_pair(&srow[hh], key_, both_ FLASHCL_VARIANT_NAMES)
 #endif
 
-#if WG_SCORED && WG_CAP_FOLD
-/* tanh(s scale / cap) (cap_in = scale / cap), -inf where the mask hides */
-#define WG_SCORES(S, n0)                                                       \
-    do {                                                                       \
-        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
-            const bool rin_ = row0 + hh_ * 8 < seqlen_q;                       \
-            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const int col_ = (n0) + n_ * 8 + t4 * 2;                       \
-                const int key_ = key_base + col_;                              \
-                const bool in_ = rin_ && col_ < nk;                            \
-                const bool both_ = col_ + 1 < nk;                              \
-                uint vis_ = 3u;                                                \
-                (void)key_;                                                    \
-                (void)both_;                                                   \
-                if (FLASHCL_MASK && in_)                                       \
-                    vis_ = WG_XPF_MASK(hh_, n_);                               \
-                float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
-                s_[0] = (vis_ & 1u) != 0 ? nv_tanh(s_[0] * cap_in)             \
-                                         : -INFINITY;                          \
-                s_[1] = (vis_ & 2u) != 0 ? nv_tanh(s_[1] * cap_in)             \
-                                         : -INFINITY;                          \
-            }                                                                  \
-        }                                                                      \
-    } while (0)
-#elif WG_SCORED
+#if WG_SCORED
 /* Each score through the shared score code (softcap, ALiBi, bias, mask),
  * scaled to exp2 units; bias and mask read a pair of keys at once, only
  * for keys and rows that exist. Keys are absolute there (key_base + n).
@@ -1027,11 +973,11 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
                     vis_ = WG_XPF_MASK(hh_, n_);                               \
                 float *s_ = &(S)[4 * n_ + 2 * hh_];                            \
                 s_[0] = score_apply_dist(&srow[hh_], dist_ - (float)(n_ * 8),  \
-                                         s_[0] * score_in, t0_,                \
+                                         s_[0] * scale_log2, t0_,              \
                                          (vis_ & 1u) != 0);                    \
                 s_[1] = score_apply_dist(                                      \
                     &srow[hh_], dist_ - (float)(n_ * 8 + 1),                   \
-                    s_[1] * score_in, t1_, (vis_ & 2u) != 0);                  \
+                    s_[1] * scale_log2, t1_, (vis_ & 2u) != 0);                \
             }                                                                  \
         }                                                                      \
     } while (0)
@@ -1069,8 +1015,8 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #define WG_EXP_SCALED(s, r, msc) ((s) * (r) - (msc))
 /* The FMA form's exponent at the row's own max is m sl2 - round(m sl2),
  * up to half an ulp of m sl2: 2^8 at |m sl2| ~ 2^32 (bf16 inputs of 1e5),
- * which overflows 2^x (test_variants' extreme cases did, with the scores
- * kept unscaled: FLASHCL_NV_WGMMA_RAW_SCORES). A warp whose row has
+ * which overflows 2^x (test_variants' extreme cases did, in a form since
+ * removed that kept the scored variants unscaled). A warp whose row has
  * |m sl2| >= 2^12 (an error up to 2^-12 below it) takes the exact form
  * for that row of the tile: a vote per row and tile (scores that large
  * come from extreme inputs only). One vote for both rows, after both
@@ -1445,21 +1391,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 #else
     const int left = 0; /* no left edge: unused */
 #endif
-#if WG_RAW_SCORES
-    /* the pass's terms in units of 1 / scale, the scores as they are */
-    const float score_in = 1.f, score_unit = M_LOG2E_F / scale_log2;
-#else
-    const float score_in = scale_log2, score_unit = M_LOG2E_F;
-#endif
-    (void)score_in;
-    (void)score_unit;
 #if WG_PRESCALED
     const float sl2 = 1.f;
-#elif WG_CAP_FOLD
-    /* the scores are t = tanh(s scale / cap): cap in exp2 units scales
-     * them, and cap_in is what the pass multiplies by */
-    const float sl2 = softcap * M_LOG2E_F;
-    const float cap_in = scale_log2 / sl2;
 #else
     const float sl2 = scale_log2;
 #endif
@@ -1610,7 +1543,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh)
         srow[hh] = score_row_init(b, h, row0 + hh * 8, it.diag,
-                                  score_unit FLASHCL_VARIANT_NAMES);
+                                  M_LOG2E_F FLASHCL_VARIANT_NAMES);
 #endif
     float acc[WG_ON];
     float sc[WG_SN];
