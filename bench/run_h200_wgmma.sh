@@ -996,14 +996,15 @@ persist() {
     tee "$OUT/persist_table.md"
 }
 
-# s6 (2026-12-03, second session): the score pass's cheaper forms
-# (softcap folded into the softmax's scale, the terms in the scores' own
-# units, ALiBi's distance without a conversion per score) and packed
-# (varlen) batches on the wgmma kernel.
+# s6 (2026-12-03, second session): ALiBi's distance without a conversion
+# per score, the exponent guard, and packed (varlen) batches on the wgmma
+# kernel. (Run 3 of h200-2026-12-03-v6 also timed two score-pass forms
+# that measured no faster and were removed from the kernel since; commit
+# 2d863c5 has them and this mode's earlier form.)
 # s6suites: test_variants, test_fixes, test_inference and test_forward
-# unforced (every
-# 16-bit call the path takes must run on it; test_inference's packed
-# prefill cases now expect nv_wgmma), then test_variants forced. ~5 min.
+# unforced (every 16-bit call the path takes must run on it;
+# test_inference's packed prefill cases expect nv_wgmma), then
+# test_variants forced. ~2 min.
 s6suites() {
   : >"$OUT/s6_suites.log"
   for t in test_variants test_fixes test_inference test_forward; do
@@ -1020,122 +1021,106 @@ s6suites() {
   SUITES=test_variants SUITE_TIMEOUT=150 tests
 }
 
-# s6bench: every variant at bf16 D = 128 N = 4096 on the default route,
-# then the score pass's old forms (FLASHCL_NV_WGMMA_CAP_FOLD=0,
-# FLASHCL_NV_WGMMA_RAW_SCORES=0) in the same run; softcap at D = 256;
-# packed batches (default route against FLASHCL_PATH=nv_mma, each beside
-# the padded dense call); torch's variant peers. ~7 min.
-s6bench() {
-  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both)
-  timeout 150 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 128 --describe \
-    --variants plain,alibi,softcap,window1024,sinks,window1024+softcap+sinks,bias \
-    --csv "$OUT/final5.csv" >/tmp/s6_variants.log 2>&1
-  echo "variants: exit $?"
-  grep '^describe|' /tmp/s6_variants.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
-  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_CAP_FOLD=0 -DFLASHCL_NV_WGMMA_RAW_SCORES=0" \
-    timeout 100 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 128 \
-    --variants plain,alibi,softcap,window1024+softcap+sinks,bias \
-    --csv /tmp/s6_old.csv >/tmp/s6_old.log 2>&1
-  echo "old score pass: exit $?"
-  grep -v '^#' /tmp/s6_old.csv | awk -F, 'NR > 1 {print "old", $1, "causal", $4, $11}'
-  timeout 100 $B/flashcl-bench "${common[@]}" --seqlen 4096 --head-dim 256 \
-    --variants plain,softcap --csv /tmp/s6_d256.csv >/tmp/s6_d256.log 2>&1
-  echo "D = 256: exit $?"
-  grep -v '^#' /tmp/s6_d256.csv | awk -F, 'NR > 1 {print "d256", $1, "causal", $4, $11}'
-  : >"$OUT/s6_varlen.md"
-  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
-              1,147,512,1023; do
-    for route in default nv_mma; do
-      for c in 0 1; do
-        if [ $route = default ]; then
-          timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 --head-dim 128 --causal $c \
-            --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
-        else
-          FLASHCL_PATH=nv_mma timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 \
-            --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
-        fi
-        echo "varlen $route $lens causal $c: exit $?"
-        { echo "### $route $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
-        grep '^| [0-9]' /tmp/s6_vl.md
-      done
-    done
-  done
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
-      --head-dim 128 --seqlen 4096 --causal 0,1 \
-      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias \
-      >/tmp/s6_peers.log 2>&1
-    echo "torch peers: exit $?"
-  fi
-  final5_table
-}
-
-# s6final: the suites again on the final kernel, then the exponent
-# guard's cost (FLASHCL_NV_WGMMA_EXP_GUARD=0 against the default, plain
-# bf16 D = 64 and 128, N = 4096), every variant on the default route with
-# torch's peers, and packed batches on the default route, causal and not
-# (VARLEN_GRIDS="seqs blocks" also forces each grid order,
-# FLASHCL_NV_VARLEN_GRID). ~5 min.
-s6final() {
-  s6suites
-  local common=(--sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096)
-  : >"$OUT/s6_guard.csv"
-  for g in 1 0; do
-    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=$g" timeout 100 $B/flashcl-bench \
-      "${common[@]}" --head-dim 64,128 --csv /tmp/s6_guard$g.csv >/tmp/s6_guard$g.log 2>&1
-    echo "guard $g: exit $?"
-    grep -v '^#' /tmp/s6_guard$g.csv | awk -F, -v g=$g 'NR > 1 {print "guard", g, "D", $3, "causal", $4, $11}'
-    sed "s/^/guard$g,/" /tmp/s6_guard$g.csv >>"$OUT/s6_guard.csv"
-  done
-  timeout 150 $B/flashcl-bench "${common[@]}" --head-dim 128 --describe \
-    --variants plain,alibi,softcap,window1024,sinks,window1024+softcap+sinks,bias \
-    --csv "$OUT/final5.csv" >/tmp/s6_variants.log 2>&1
-  echo "variants: exit $?"
-  : >"$OUT/s6_varlen.md"
-  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
-              1,147,512,1023; do
-    for grid in ${VARLEN_GRIDS:-default}; do
-      for c in 0 1; do
-        FLASHCL_NV_VARLEN_GRID=${grid/default/} timeout 60 $B/flashcl-bench --varlen $lens \
-          --dtype bf16 --head-dim 128 --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
-        echo "varlen grid $grid $lens causal $c: exit $?"
-        { echo "### grid $grid $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
-        grep '^| [0-9]' /tmp/s6_vl.md
-      done
-    done
-  done
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
-      --head-dim 128 --seqlen 4096 --causal 0,1 \
-      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias \
-      >/tmp/s6_peers.log 2>&1
-    echo "torch peers: exit $?"
-  fi
-  final5_table
-}
-
-# s6guard: the exponent guard's forms (FLASHCL_NV_WGMMA_EXP_GUARD 0, 1,
-# 2) on plain bf16 D = 64 and 128, N = 4096; test_fixes with guard 2, and
-# test_variants forced with guard 2 and the unscaled scores (whose
-# extreme cases overflowed without a guard). ~2 min.
-s6guard() {
-  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=2" timeout 100 $B/tests/test_fixes \
-    >/tmp/s6g_fixes.log 2>&1
-  echo "test_fixes guard 2: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_fixes.log | tail -1)"
-  FLASHCL_PATH=nv_wgmma \
-    FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=2 -DFLASHCL_NV_WGMMA_RAW_SCORES=1" \
-    timeout 150 $B/tests/test_variants >/tmp/s6g_var.log 2>&1
-  echo "test_variants forced, guard 2, raw scores: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_var.log | tail -1)"
-  grep -E ':[EF]:' /tmp/s6g_var.log | cut -c1-200 | head -4
-  : >"$OUT/s6_guard2.csv"
-  for g in 2 1 0; do
+# s6_guard_rates CSV FORM...: plain bf16 D = 64 and 128, N = 4096, causal
+# and not, for each exponent guard form (FLASHCL_NV_WGMMA_EXP_GUARD), into
+# $OUT/CSV with the form in its first column
+s6_guard_rates() {
+  local csv=$OUT/$1; shift
+  : >"$csv"
+  for g in "$@"; do
     FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=$g" timeout 100 $B/flashcl-bench \
       --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096 --head-dim 64,128 \
       --csv /tmp/s6_guard$g.csv >/tmp/s6_guard$g.log 2>&1
     echo "guard $g: exit $?"
     grep -v '^#' /tmp/s6_guard$g.csv | awk -F, -v g=$g 'NR > 1 {print "guard", g, "D", $3, "causal", $4, $11}'
-    sed "s/^/guard$g,/" /tmp/s6_guard$g.csv >>"$OUT/s6_guard2.csv"
+    sed "s/^/guard$g,/" /tmp/s6_guard$g.csv >>"$csv"
   done
+}
+
+# s6_variants: every variant at bf16 D = 128 N = 4096 on the default route
+# into $OUT/final5.csv
+s6_variants() {
+  timeout 150 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both \
+    --seqlen 4096 --head-dim 128 --describe \
+    --variants plain,alibi,softcap,window1024,sinks,window1024+softcap+sinks,bias \
+    --csv "$OUT/final5.csv" >/tmp/s6_variants.log 2>&1
+  echo "variants: exit $?"
+  grep '^describe|' /tmp/s6_variants.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
+}
+
+# s6_varlen LABEL [VAR=VALUE...]: packed batches of three length sets,
+# causal and not, bf16 D = 128, with the environment given (a route or a
+# grid order), appended to $OUT/s6_varlen.md under LABEL
+s6_varlen() {
+  local label=$1; shift
+  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
+              1,147,512,1023; do
+    for c in 0 1; do
+      env "$@" timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 --head-dim 128 \
+        --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
+      echo "varlen $label $lens causal $c: exit $?"
+      { echo "### $label $lens causal $c"; grep '^|' /tmp/s6_vl.md; } >>"$OUT/s6_varlen.md"
+      grep '^| [0-9]' /tmp/s6_vl.md
+    done
+  done
+}
+
+# s6_peers: torch's variant peers into $OUT/final5_peers.csv, then the
+# table of every variant against plain and the peers
+s6_peers() {
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_variant_peers.py --csv "$OUT/final5_peers.csv" --dtype bf16 \
+      --head-dim 128 --seqlen 4096 --causal 0,1 \
+      --variants alibi,window1024,softcap,sinks,window1024+softcap+sinks,bias \
+      >/tmp/s6_peers.log 2>&1
+    echo "torch peers: exit $?"
+  fi
+  final5_table
+}
+
+# s6bench: every variant on the default route, softcap at D = 256, packed
+# batches on the default route and on nv_mma (each beside the padded
+# dense call), torch's variant peers. ~5 min.
+s6bench() {
+  s6_variants
+  timeout 100 $B/flashcl-bench --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both \
+    --seqlen 4096 --head-dim 256 --variants plain,softcap --csv /tmp/s6_d256.csv \
+    >/tmp/s6_d256.log 2>&1
+  echo "D = 256: exit $?"
+  grep -v '^#' /tmp/s6_d256.csv | awk -F, 'NR > 1 {print "d256", $1, "causal", $4, $11}'
+  : >"$OUT/s6_varlen.md"
+  s6_varlen default
+  s6_varlen nv_mma FLASHCL_PATH=nv_mma
+  s6_peers
+}
+
+# s6final: the suites again on the final kernel, then the exponent
+# guard's cost (FLASHCL_NV_WGMMA_EXP_GUARD=0 against the default), every
+# variant on the default route with torch's peers, and packed batches on
+# the default route (VARLEN_GRIDS="seqs blocks" forces each grid order
+# instead, FLASHCL_NV_VARLEN_GRID). ~5 min.
+s6final() {
+  s6suites
+  s6_guard_rates s6_guard.csv 1 0
+  s6_variants
+  : >"$OUT/s6_varlen.md"
+  if [ -n "${VARLEN_GRIDS:-}" ]; then
+    for grid in $VARLEN_GRIDS; do s6_varlen "grid $grid" FLASHCL_NV_VARLEN_GRID=$grid; done
+  else
+    s6_varlen "grid default"
+  fi
+  s6_peers
+}
+
+# s6guard: the exponent guard's forms (FLASHCL_NV_WGMMA_EXP_GUARD 2, 1, 0)
+# on plain bf16 D = 64 and 128, N = 4096, and test_fixes (its bf16 1e5
+# cases run on the wgmma kernel) with form 2. ~2 min.
+s6guard() {
+  FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=2" timeout 100 $B/tests/test_fixes \
+    >/tmp/s6g_fixes.log 2>&1
+  echo "test_fixes guard 2: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_fixes.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s6g_fixes.log | cut -c1-200 | head -4
+  s6_guard_rates s6_guard2.csv 2 1 0
 }
 
 case "$what" in
