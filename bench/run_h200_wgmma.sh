@@ -568,7 +568,12 @@ protocol() {
     timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
       --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
   fi
-  python3 - "$OUT" <<'PY' | tee "$OUT/protocol_table.md"
+  protocol_table | tee "$OUT/protocol_table.md"
+}
+
+# protocol_table: $OUT/protocol.csv against $OUT/protocol_torch.csv
+protocol_table() {
+  python3 - "$OUT" <<'PY'
 import csv, os, sys
 out = sys.argv[1]
 f = {}
@@ -1029,7 +1034,7 @@ s6_guard_rates() {
   : >"$csv"
   for g in "$@"; do
     FLASHCL_NV_WGMMA_DEFINES="-DFLASHCL_NV_WGMMA_EXP_GUARD=$g" timeout 100 $B/flashcl-bench \
-      --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen 4096 --head-dim 64,128 \
+      --sgemm 0 --reps 5 --warmup 2 --dtype bf16 --causal both --seqlen ${GUARD_SEQLENS:-4096} --head-dim 64,128 \
       --csv /tmp/s6_guard$g.csv >/tmp/s6_guard$g.log 2>&1
     echo "guard $g: exit $?"
     grep -v '^#' /tmp/s6_guard$g.csv | awk -F, -v g=$g 'NR > 1 {print "guard", g, "D", $3, "causal", $4, $11}'
@@ -1112,7 +1117,7 @@ s6final() {
   s6_peers
 }
 
-# s6guard: the exponent guard's forms (FLASHCL_NV_WGMMA_EXP_GUARD 2, 1, 0)
+# s6guard: the exponent guard's forms (FLASHCL_NV_WGMMA_EXP_GUARD 2, 1, 0, 3)
 # on plain bf16 D = 64 and 128, N = 4096, and test_fixes (its bf16 1e5
 # cases run on the wgmma kernel) with form 2. ~2 min.
 s6guard() {
@@ -1120,10 +1125,55 @@ s6guard() {
     >/tmp/s6g_fixes.log 2>&1
   echo "test_fixes guard 2: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s6g_fixes.log | tail -1)"
   grep -E ':[EF]:' /tmp/s6g_fixes.log | cut -c1-200 | head -4
-  s6_guard_rates s6_guard2.csv 2 1 0
+  s6_guard_rates s6_guard2.csv 2 1 0 3
+}
+
+# s7 (2026-12-03, third session): the exponent guard out of the loop. The
+# plain kernel marks rows whose max reached |m sl2| >= 2^12 and the
+# mma.sync kernel's fix-up pass recomputes them (src/paths/nv_wgmma.c
+# plan_fixup). s7_fixup_rates CSV: plain bf16 D = 64 and 128, N = 1024,
+# 4096 and 16384, causal both, for the default (marks + fix-up pass), the
+# in-loop guard (FLASHCL_NV_WGMMA_FIXUP=0) and no guard at all (also
+# EXP_GUARD=0: wrong for extreme inputs), into $OUT/CSV
+s7_fixup_rates() {
+  local csv=$OUT/$1
+  : >"$csv"
+  for form in fixup loop none; do
+    case $form in
+      fixup) set -- ;;
+      loop) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;;
+      none) set -- FLASHCL_NV_WGMMA_FIXUP=0 FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXP_GUARD=0 ;;
+    esac
+    env "$@" timeout 100 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
+      --causal both --seqlen 1024,4096,16384 --head-dim 64,128 \
+      --csv /tmp/s7_$form.csv >/tmp/s7_$form.log 2>&1
+    echo "form $form: exit $?"
+    grep -v '^#' /tmp/s7_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, "D", $3, "causal", $4, "N", $5, $11}'
+    sed "s/^/$form,/" /tmp/s7_$form.csv >>"$csv"
+  done
+}
+
+# s7: the suites (s6suites: test_fixes' bf16 1e5 cases now go through the
+# marks and the fix-up pass), the three forms' rates, then issue 12's
+# protocol rows (D = 64 and 128, fp16/bf16, N = 2048..16384) with torch's
+# FLASH and cuDNN in the same run. ~7 min.
+s7() {
+  s6suites
+  s7_fixup_rates s7_forms.csv
+  timeout 240 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
+    --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
+    >"$OUT/protocol.log" 2>&1
+  echo "protocol flashcl-bench: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/protocol.log" | awk '{print $2}' | sort -g | tail -1)"
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
+      --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
+    echo "torch peers: exit $?"
+  fi
+  protocol_table | tee "$OUT/protocol_table.md"
 }
 
 case "$what" in
+  s7) s7 ;;
   s6guard) s6guard ;;
   s6final) s6final ;;
   s6suites) s6suites ;;

@@ -232,6 +232,12 @@ wcheck "wgmma varlen bf16 D128 causal, sequences first" $wg \
 wcheck "wgmma varlen fp16 D64 top-left window + softcap + sinks" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" \
   "$mb" 'flashcl_attention_fwd_param_41' 'tanh\.approx\.f32'
+# the host's build of the plain kernel marks rows for the fix-up pass
+# (EXP_GUARD=2, src/paths/nv_wgmma.c plan_fixup): the 2^12 bound and the
+# NaN (0x7fff) stored into O[row][0]
+wcheck "wgmma D64 bf16 marks for the fix-up pass" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=2" \
+  "$mb" '0f45800000' '32767'
 wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
   "$mb" 'm64n128k16' '!0f45800000'

@@ -250,17 +250,58 @@ static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
 
 /* The plan's -D options, preprocessed against its kernel: 0 when the
  * kernel accepts them. */
-static int preprocess(const kernel_plan *plan, bool quiet)
+static int preprocess_with(const char *source, const char *options,
+                           bool quiet)
 {
     char defines[2048] = "";
-    char copy[sizeof plan->options];
-    snprintf(copy, sizeof copy, "%s", plan->options);
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", options);
     for (char *tok = strtok(copy, " "); tok; tok = strtok(NULL, " "))
         if (!strncmp(tok, "-D", 2)) {
             strncat(defines, " ", sizeof defines - strlen(defines) - 1);
             strncat(defines, tok, sizeof defines - strlen(defines) - 1);
         }
-    return preprocess_kernel(plan->source, defines, quiet);
+    return preprocess_kernel(source, defines, quiet);
+}
+
+static int preprocess(const kernel_plan *plan, bool quiet)
+{
+    return preprocess_with(plan->source, plan->options, quiet);
+}
+
+/* The wgmma plan's exact fix-up pass: there (the mma.sync kernel's fix-up
+ * program over that path's own grid, the kernel marking its rows) exactly
+ * when the kernel's exponent is the FMA form; else neither. */
+static void check_fixup(const plan_case *c, const device_caps *caps,
+                        const problem *p, const kernel_plan *plan)
+{
+    const bool fma = !c->softcap && !c->alibi && !c->bias && !c->mask;
+    const bool marks =
+        strstr(plan->options, "-DFLASHCL_NV_WGMMA_EXP_GUARD=2") != NULL;
+    ck_assert_msg(marks == fma, "%s: marks %d, FMA exponent %d", c->name,
+                  marks, fma);
+    if (!fma) {
+        ck_assert_msg(plan->extra_source == NULL, "%s: a fix-up pass",
+                      c->name);
+        return;
+    }
+    ck_assert_msg(plan->extra_source &&
+                      !strcmp(plan->extra_source, "flash_fwd_mma.cl") &&
+                      strstr(plan->extra_options, "-DFLASHCL_NV_FIXUP=1"),
+                  "%s: no mma.sync fix-up pass", c->name);
+    kernel_plan mma;
+    memset(&mma, 0, sizeof mma);
+    mma.path = &nv_mma_path;
+    nv_mma_path.plan(caps, p, &mma);
+    ck_assert_str_eq(plan->extra_options, mma.extra_options);
+    for (int i = 0; i < 3; ++i) {
+        ck_assert_uint_eq(plan->extra_global[i], mma.global[i]);
+        ck_assert_uint_eq(plan->extra_local[i], mma.local[i]);
+    }
+    ck_assert_msg(preprocess_with(plan->extra_source, plan->extra_options,
+                                  false) == 0,
+                  "%s: the fix-up kernel refuses %s", c->name,
+                  plan->extra_options);
 }
 
 START_TEST(plans_for_an_h200)
@@ -329,6 +370,7 @@ START_TEST(plans_for_an_h200)
             ck_assert_uint_eq(plan.global[1], HQ);
             ck_assert_uint_eq(plan.global[2], B);
         }
+        check_fixup(c, &caps, &p, &plan);
     }
     if (!strcmp(plan.path->name, "nv_wgmma") ||
         !strcmp(plan.path->name, "nv_mma"))

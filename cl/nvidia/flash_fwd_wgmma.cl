@@ -39,9 +39,10 @@
  * each bound optional; diag = seqlen_k - seqlen_q, or 0 top-left), GQA
  * through group_size, natural-log LSE, rows that see no key write O = 0
  * and LSE = -inf. The exponent is one FMA, s sl2 - m sl2, except for the
- * rows of a tile whose max is so large that the rounding of m sl2 would
- * overflow it: they take (s - m) sl2 (WG_EXP_FMA_SAFE), so no fix-up pass
- * is needed. Variants (cl/common/variants.clh):
+ * rows whose max is so large that the rounding of m sl2 would overflow
+ * it: the host's build marks them for the mma.sync kernel's exact fix-up
+ * pass, a build without it takes (s - m) sl2 for them in the loop
+ * (FLASHCL_NV_WGMMA_EXP_GUARD). Variants (cl/common/variants.clh):
  * softcap, ALiBi, bias and mask through the shared score code in a pass
  * over each tile's scores, sinks in the epilogue; tiles wholly outside
  * the band are never loaded.
@@ -1010,29 +1011,39 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #define WG_EXP_ARG(s, m, msc) (((s) - (m)) * sl2)
 #endif
 #define WG_EXP_EXACT(s, m, msc) (((s) - (m)) * sl2)
-/* EXP_GUARD 2: the FMA form with the row's own scale r (sl2, or 1 where
- * the row's scores were scaled in place first) */
-#define WG_EXP_SCALED(s, r, msc) ((s) * (r) - (msc))
 /* The FMA form's exponent at the row's own max is m sl2 - round(m sl2),
  * up to half an ulp of m sl2: 2^8 at |m sl2| ~ 2^32 (bf16 inputs of 1e5),
  * which overflows 2^x (test_variants' extreme cases did, in a form since
- * removed that kept the scored variants unscaled). A warp whose row has
- * |m sl2| >= 2^12 (an error up to 2^-12 below it) takes the exact form
- * for that row of the tile: a vote per row and tile (scores that large
- * come from extreme inputs only). One vote for both rows, after both
- * maxima, measured 6 % slower (h200-2026-12-03-v6: the rows' max and exp
- * chains no longer overlap). With unit scale (WG_PRESCALED) s - m sl2 is
- * the exact form. FLASHCL_NV_WGMMA_EXP_GUARD=0 drops the vote (unsafe
- * for such inputs), to measure what it costs. */
+ * removed that kept the scored variants unscaled). Below |m sl2| = 2^12
+ * the error is under 2^-12. FLASHCL_NV_WGMMA_EXP_GUARD says what a row
+ * beyond that bound gets:
+ *   1 (the default of a kernel compiled alone): a warp whose row has
+ *     |m sl2| >= 2^12 takes the exact form (s - m) sl2 for that row of
+ *     the tile, a vote per row and tile. It cost 5-9 % at D = 64 on the
+ *     H200 (h200-2026-12-03-v7: the branch keeps the two rows' max and
+ *     exponent chains from overlapping; one vote for both rows after both
+ *     maxima measured 6 % slower at D = 128 too, v6).
+ *   2 (what the host asks for, with the fix-up pass after the kernel):
+ *     each row keeps the largest |m sl2| it used, one max per row and
+ *     tile, and a row that reached 2^12 gets a NaN in O[row][0]; the
+ *     mma.sync kernel's exact fix-up pass (flash_fwd_mma.cl,
+ *     FLASHCL_NV_FIXUP) then recomputes the blocks holding such rows.
+ *     0-1 % at D = 64 and 128 (v7).
+ *   0: nothing (wrong for such inputs), to measure what the others cost.
+ * (Scaling the row's scores in place on the vote, one exponent loop,
+ * measured slower than 1, v7, and was removed.) With unit scale
+ * (WG_PRESCALED) s - m sl2 is the exact form and none of this applies. */
 #ifndef FLASHCL_NV_WGMMA_EXP_GUARD
 #define FLASHCL_NV_WGMMA_EXP_GUARD 1
 #endif
 #if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 2
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1 or 2"
 #endif
+#define WG_EXP_MARK                                                            \
+    (FLASHCL_NV_WGMMA_EXP_GUARD == 2 && !WG_PRESCALED && FLASHCL_NV_WGMMA_EXP_FMA)
 #define WG_EXP_FMA_SAFE(msc)                                                   \
     (WG_PRESCALED || !FLASHCL_NV_WGMMA_EXP_FMA ||                              \
-     !FLASHCL_NV_WGMMA_EXP_GUARD || !nv_warp_any(fabs(msc) >= 4096.f))
+     FLASHCL_NV_WGMMA_EXP_GUARD != 1 || !nv_warp_any(fabs(msc) >= 4096.f))
 /* How many of each 8 of a thread's scores in a row take the FP32-pipe
  * exponent (ex2_poly.clh) instead of MUFU.EX2: 0 (none) to 8 (all),
  * chosen by column position, fixed at compile time once the tile loop is
@@ -1094,17 +1105,9 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             const float msc_ = mref_ * sl2;                                    \
             row_max[hh_] = mx_;                                                \
             float sum_ = 0.f;                                                  \
-            if (FLASHCL_NV_WGMMA_EXP_GUARD == 2) {                             \
-                float sl2r_ = sl2;                                             \
-                if (!WG_EXP_FMA_SAFE(msc_)) {                                  \
-                    _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) { \
-                        (S)[4 * n_ + 2 * hh_] *= sl2;                          \
-                        (S)[4 * n_ + 2 * hh_ + 1] *= sl2;                      \
-                    }                                                          \
-                    sl2r_ = 1.f;                                               \
-                }                                                              \
-                WG_EXP_ROW(S, hh_, sl2r_, msc_, sum_, WG_EXP_SCALED);          \
-            } else if (WG_EXP_FMA_SAFE(msc_)) {                                \
+            if (WG_EXP_MARK)                                                   \
+                exp_big[hh_] = fmax(exp_big[hh_], fabs(msc_));                 \
+            if (WG_EXP_FMA_SAFE(msc_)) {                                       \
                 WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_ARG);             \
             } else {                                                           \
                 WG_EXP_ROW(S, hh_, mref_, msc_, sum_, WG_EXP_EXACT);           \
@@ -1549,6 +1552,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     float sc[WG_SN];
     float row_max[2] = {-INFINITY, -INFINITY}; /* raw scores */
     float row_sum[2] = {0.f, 0.f}; /* this thread's part (quad-reduced last) */
+    float exp_big[2] = {0.f, 0.f}; /* WG_EXP_MARK: largest |m sl2| used */
+    (void)exp_big;
 #pragma unroll
     for (int i = 0; i < WG_ON; ++i)
         acc[i] = 0.f;
@@ -1977,6 +1982,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
                 *(__global uint *)(orow + d * 8 + t4 * 2) =
                     WG_PACK(acc[4 * d + 2 * hh] * inv,
                             acc[4 * d + 2 * hh + 1] * inv);
+            /* (after this thread's own store of columns 0 and 1) */
+            if (WG_EXP_MARK && t4 == 0 && exp_big[hh] >= 4096.f)
+                orow[0] = (STORAGE_T)0x7fffu; /* NaN in fp16 and bf16 */
             if (write_lse && t4 == 0)
                 lse[lse_base + WG_SEQ_AT(it, lse_stride, q_first) +
                     (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] =

@@ -168,7 +168,8 @@ flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
         const program_request request = plan_request(plan, which);
         bool compiled_now = false;
         flashcl_status status =
-            plan->patch ? program_cache_get_patched(
+            plan->patch && which == 0
+                ? program_cache_get_patched(
                               ctx, &request, plan->patch, plan->patch_kind,
                               &programs[which], &compiled_now)
                         : program_cache_get(ctx, &request, &programs[which],
@@ -250,6 +251,25 @@ flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
                          program->source, plan->path->name,
                          plan->head_dim_padded, plan->block_m, plan->block_n,
                          plan->wg_size, cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status enqueue_extra(flashcl_context *ctx, cl_command_queue queue,
+                             const problem *p, const kernel_plan *plan,
+                             compiled_program *program,
+                             const trailing_args *trailing, cl_uint num_wait,
+                             const cl_event *wait_list, cl_event *event)
+{
+    const bool own = plan->extra_global[0] != 0;
+    const cl_int err = enqueue_with_args(
+        ctx, queue, p, program, 0, trailing,
+        own ? plan->extra_global : plan->global,
+        own ? plan->extra_local : plan->local, num_wait, wait_list, event);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "launching %s after %s (path %s): %s",
+                         program->source, plan->source, plan->path->name,
+                         cl_error_name(err));
     return FLASHCL_SUCCESS;
 }
 

@@ -392,6 +392,50 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
 static void persistent_grid(const device_caps *caps, const problem *p,
                             kernel_plan *plan);
 
+/* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
+ * rounding overflows for extreme scores (the kernel's
+ * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
+ * (softcap, ALiBi, bias, mask: those scale the scores first). */
+static bool exponent_is_fma(const problem *p)
+{
+    return p->scale > 0 && !variant_active(p, "softcap") &&
+           !variant_active(p, "alibi") && !variant_active(p, "bias") &&
+           !variant_active(p, "mask");
+}
+
+/* The exact fix-up pass after the kernel (when its exponent is the FMA
+ * form): the kernel marks the rows whose max reached |m sl2| >= 2^12 with
+ * a NaN in O[row][0], and the mma.sync kernel's fix-up program
+ * (flash_fwd_mma.cl, FLASHCL_NV_FIXUP) recomputes the blocks holding one
+ * and returns at once from the others, over its own grid. Measured on the
+ * H200 (bench/results/h200-2026-12-03-v7.md): the in-loop guard it
+ * replaces cost 5-9 % at D = 64 (plain bf16, N = 1024-16384), the marks
+ * 0-1 %. FLASHCL_NV_WGMMA_FIXUP=0 keeps the in-loop guard instead, to
+ * measure both. False (the guard stays in the loop) where mma.sync cannot
+ * run the call. */
+static bool plan_fixup(const device_caps *caps, const problem *p,
+                       kernel_plan *plan)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_FIXUP");
+    if ((text && !strcmp(text, "0")) || !exponent_is_fma(p))
+        return false;
+    char why[256];
+    if (!nv_mma_path.can_run(caps, p, true, why, sizeof why))
+        return false;
+    kernel_plan fix;
+    memset(&fix, 0, sizeof fix);
+    fix.path = &nv_mma_path;
+    nv_mma_path.plan(caps, p, &fix);
+    if (!fix.extra_source)
+        return false;
+    plan->extra_source = fix.extra_source;
+    memcpy(plan->extra_options, fix.extra_options,
+           sizeof plan->extra_options);
+    memcpy(plan->extra_global, fix.global, sizeof plan->extra_global);
+    memcpy(plan->extra_local, fix.local, sizeof plan->extra_local);
+    return true;
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -440,6 +484,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
+    if (plan_fixup(caps, p, plan)) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_NV_WGMMA_EXP_GUARD=2");
+    }
     const bool seq_first =
         plan_varlen_options(p, plan->options, sizeof plan->options);
     /* (the persistent grid keeps its own order) */
@@ -514,14 +563,28 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
     varlen_args packed;
     const trailing_args varlen = {varlen_args_set, &packed};
     const trailing_args *trailing = NULL;
-    if (plan->persistent) {
-        trailing = &persist;
-    } else if (p->infer.varlen_q) {
+    if (p->infer.varlen_q)
         varlen_args_fill(p, &packed);
+    if (plan->persistent)
+        trailing = &persist;
+    else if (p->infer.varlen_q)
         trailing = &varlen;
-    }
-    return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
-                           num_wait, wait_list, event);
+    if (!programs[1])
+        return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
+                               num_wait, wait_list, event);
+    /* the kernel, then the mma.sync fix-up pass (plan_fixup), which takes
+     * the packed list after the forward one as its fast pass would */
+    cl_event kernel_done = NULL;
+    flashcl_status status =
+        enqueue_forward(ctx, queue, p, plan, programs[0], trailing, num_wait,
+                        wait_list, &kernel_done);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    status = enqueue_extra(ctx, queue, p, plan, programs[1],
+                           p->infer.varlen_q ? &varlen : NULL, 1,
+                           &kernel_done, event);
+    clReleaseEvent(kernel_done);
+    return status;
 }
 
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */

@@ -37,10 +37,13 @@ struct kernel_plan {
     int kernel_count;
     char options[1024];          /* everything that changes the binary */
     /* A second program the path runs after the first, with the same
-     * arguments and NDRange (the NVIDIA path's exact fix-up pass); NULL
-     * when the path has none. */
+     * forward arguments (the NVIDIA paths' exact fix-up pass); NULL when
+     * the path has none. Its NDRange is extra_global/extra_local, or the
+     * first's where extra_global[0] is 0. Only the first program is
+     * patched (`patch` below). */
     const char *extra_source;
     char extra_options[1024];
+    size_t extra_global[3], extra_local[3];
     size_t global[3], local[3];
     /* Tiles, for describe and logs. */
     int head_dim_padded, head_dim_v_padded;
@@ -163,6 +166,15 @@ flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
                                const trailing_args *trailing,
                                cl_uint num_wait, const cl_event *wait_list,
                                cl_event *event);
+
+/* enqueue_with_args on the extra program's first kernel over the plan's
+ * extra NDRange (extra_global, else global), its failure named with the
+ * plan. */
+flashcl_status enqueue_extra(flashcl_context *ctx, cl_command_queue queue,
+                             const problem *p, const kernel_plan *plan,
+                             compiled_program *program,
+                             const trailing_args *trailing, cl_uint num_wait,
+                             const cl_event *wait_list, cl_event *event);
 
 /* The one-kernel launch (enqueue_forward of programs[0]), as a path's
  * `launch`. */
