@@ -112,8 +112,8 @@ static void usage(void)
            "maskrow: one\n"
            "                       [N] row for every query (stride 0: cache-"
            "resident);\n"
-           "                       tf32: "
-           "allow_tf32\n"
+           "                       bias16: the bias in the call's 16-bit "
+           "type; tf32: allow_tf32\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --decode LIST        decode table instead of the sweep: shapes "
            "B:HQ:HKV:NK,... against a KV cache of NK keys per sequence "
@@ -361,16 +361,33 @@ static cl_mem filled_buffer(cl_context context, size_t count, float value)
     return buffer;
 }
 
+/* filled_buffer's values in a 16-bit storage type (a bias16 part) */
+static cl_mem filled_buffer16(cl_context context, size_t count, float value,
+                              flashcl_dtype dtype)
+{
+    unsigned short *host = malloc(count * sizeof *host);
+    if (!host)
+        return NULL;
+    for (size_t i = 0; i < count; ++i)
+        oracle_store(host, i, dtype, value * (float)(i % 7 + 1) / 7.0f);
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_ONLY, host,
+                                     count * sizeof *host);
+    free(host);
+    return buffer;
+}
+
 /* A variant name is '+'-joined parts: plain, windowW (W keys to the left
  * of the diagonal), softcap, alibi, bias, mask, sinks, gqaG (G query heads
  * per KV head), dvX (D_v = X), tf32 (allow_tf32 for fp32), biasrow and
  * maskrow (bias / mask of one [N] row that every query reads: its stride
  * over queries is 0, so it stays in cache, which tells the cost of the
- * score code from the cost of the memory traffic). */
+ * score code from the cost of the memory traffic), bias16 (the bias in
+ * the call's fp16/bf16 type instead of fp32). */
 typedef struct variant_spec {
     long window; /* -1: none */
     bool softcap, alibi, bias, mask, sinks, tf32;
     bool bias_row, mask_row; /* one [N] row for all queries */
+    bool bias16; /* the bias in the call's 16-bit type, not fp32 */
     long gqa, dv; /* 1 and 0 (= D) when absent */
 } variant_spec;
 
@@ -398,6 +415,8 @@ static int parse_variant(const char *name, variant_spec *v)
             v->bias = true;
         else if (!strcmp(part, "mask"))
             v->mask = true;
+        else if (!strcmp(part, "bias16"))
+            v->bias = v->bias16 = true;
         else if (!strcmp(part, "biasrow"))
             v->bias = v->bias_row = true;
         else if (!strcmp(part, "maskrow"))
@@ -448,9 +467,13 @@ static int apply_variant(const variant_spec *v, flashcl_attention_desc *desc,
         failed |= !extra[0];
     }
     if (v->bias) { /* one [N, N] (or [N]) fp32 bias for all heads */
-        extra[1] = filled_buffer(context, v->bias_row ? n : n * n, -0.5f);
+        const bool b16 = v->bias16 && (desc->dtype == FLASHCL_DTYPE_FP16 ||
+                                       desc->dtype == FLASHCL_DTYPE_BF16);
+        extra[1] = b16 ? filled_buffer16(context, v->bias_row ? n : n * n,
+                                         -0.5f, desc->dtype)
+                       : filled_buffer(context, v->bias_row ? n : n * n, -0.5f);
         desc->bias.buffer = extra[1];
-        desc->bias_dtype = FLASHCL_DTYPE_FP32;
+        desc->bias_dtype = b16 ? desc->dtype : FLASHCL_DTYPE_FP32;
         desc->bias.stride_seq = v->bias_row ? 0 : n;
         desc->bias.stride_dim = 1;
         failed |= !extra[1];

@@ -1172,8 +1172,69 @@ s7() {
   protocol_table | tee "$OUT/protocol_table.md"
 }
 
+# s7x: two schedules for the calls with little work per block. Packed
+# batches (s6_varlen) with one consumer warpgroup (64-row blocks: twice
+# the blocks for the tiny batch 1, 147, 512, 1023) beside the default;
+# window 1024 (causal: 9 key tiles a block) and window + softcap + sinks
+# on the persistent grid (FLASHCL_NV_WGMMA_PERSIST=1, which overlaps a
+# block's start and end with the next) and with one consumer warpgroup,
+# beside the default and plain, bf16 D = 128 N = 4096. ~4 min.
+s7x() {
+  : >"$OUT/s6_varlen.md"
+  s6_varlen default
+  s6_varlen wg1 FLASHCL_NV_WGMMA_WG=1
+  for form in default persist wg1; do
+    case $form in
+      default) set -- ;;
+      persist) set -- FLASHCL_NV_WGMMA_PERSIST=1 ;;
+      wg1) set -- FLASHCL_NV_WGMMA_WG=1 ;;
+    esac
+    env "$@" timeout 120 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
+      --causal both --seqlen 4096 --head-dim 128 --describe \
+      --variants plain,window1024,window1024+softcap+sinks \
+      --csv /tmp/s7x_$form.csv >/tmp/s7x_$form.log 2>&1
+    echo "window $form: exit $?"
+    grep '^describe|' /tmp/s7x_$form.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}' | head -6
+    grep -v '^#' /tmp/s7x_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "causal", $4, $11}'
+    sed "s/^/$form,/" /tmp/s7x_$form.csv >>"$OUT/s7x_window.csv"
+  done
+}
+
+# s7b: bias and mask staged by the producer (FLASHCL_NV_WGMMA_XSTAGE):
+# test_variants forced onto the wgmma kernel (its staged cases: padded
+# 16-byte rows), then bf16 D = 128 N = 4096 with an fp32 bias, a bf16
+# bias, a mask and both, causal and not, staged (default) and fetched
+# into registers (FLASHCL_NV_WGMMA_XSTAGE=0), forced onto nv_wgmma,
+# beside plain. ~3 min.
+s7b() {
+  echo "== test_variants forced onto nv_wgmma (staged cases)"
+  FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 200 $B/tests/test_variants >/tmp/s7b_tv.log 2>&1
+  echo "test_variants forced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s7b_tv.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s7b_tv.log | cut -c1-240 | head -8
+  grep -c 'XSTAGE=1' /tmp/s7b_tv.log | sed 's/^/builds with XSTAGE=1 in the log: /'
+  grep -iE 'spill|error' /tmp/s7b_tv.log | sort | uniq -c | head -5
+  cp /tmp/s7b_tv.log "$OUT/s7b_test_variants.log"
+  : >"$OUT/s7b_bias.csv"
+  for form in staged fetched; do
+    case $form in
+      staged) set -- FLASHCL_PATH=nv_wgmma ;;
+      fetched) set -- FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_XSTAGE=0 ;;
+    esac
+    env "$@" timeout 150 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
+      --causal both --seqlen 4096 --head-dim 128 --describe --check 2 \
+      --variants plain,bias,bias16,mask,bias+mask \
+      --csv /tmp/s7b_$form.csv >/tmp/s7b_$form.log 2>&1
+    echo "bias $form: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/s7b_$form.log | awk '{print $2}' | sort -g | tail -1)"
+    grep '^describe|' /tmp/s7b_$form.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}' | head -10
+    grep -v '^#' /tmp/s7b_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "causal", $4, $11}'
+    sed "s/^/$form,/" /tmp/s7b_$form.csv >>"$OUT/s7b_bias.csv"
+  done
+}
+
 case "$what" in
   s7) s7 ;;
+  s7b) s7b ;;
+  s7x) s7x ;;
   s6guard) s6guard ;;
   s6final) s6final ;;
   s6suites) s6suites ;;

@@ -57,6 +57,8 @@ static const char environment_help[] =
     "  FLASHCL_NV_WGMMA_PERSIST  0|1 its persistent grid (ws 1 or 2),\n"
     "  FLASHCL_NV_WGMMA_FIXUP  0: extreme scores take the exact exponent in\n"
     "                         its loop, not in the fix-up pass after it,\n"
+    "  FLASHCL_NV_WGMMA_XSTAGE  0: its bias and mask are fetched into\n"
+    "                         registers, not staged by its producer,\n"
     "  FLASHCL_NV_WGMMA_LOCAL_MEM  bytes its tiles may use (above the device's\n"
     "                         48 KiB through the patched binary), and\n"
     "  FLASHCL_NV_WGMMA_DEFINES  more -D options for it (measurements)\n"

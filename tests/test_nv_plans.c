@@ -58,6 +58,7 @@ typedef struct plan_case {
     const char *force;       /* FLASHCL_PATH, or NULL */
     const char *path;        /* the path the plan must take */
     const char *want[6];     /* in its options */
+    const char *not_want[2]; /* not in them */
     const char *skipped;     /* in `skipped` (NULL: not checked) */
 } plan_case;
 
@@ -99,7 +100,9 @@ static const plan_case cases[] = {
      .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .bias = 1,
      .path = "nv_wgmma",
      .want = {"-DFLASHCL_BIAS=3", "-DFLASHCL_BLOCK_N=64",
-              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"}},
+              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1",
+              /* rows of 2000 bytes: staged, in a 13-slot ring */
+              "-DFLASHCL_NV_WGMMA_XSTAGE=1", "-DFLASHCL_NV_WGMMA_RING=13"}},
     {.name = "bias fp16 D64, unforced: mma.sync", .head_dim = 64,
      .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .bias = 1,
      .path = "nv_mma", .skipped = "a mask, or a bias outside"},
@@ -128,7 +131,9 @@ static const plan_case cases[] = {
      .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .bias = 1, .mask = 1,
      .force = "nv_wgmma", .path = "nv_wgmma",
      .want = {"-DFLASHCL_BIAS=2", "-DFLASHCL_MASK=1", "-DFLASHCL_BLOCK_N=64",
-              "-DFLASHCL_NV_WGMMA_RING=7"}},
+              "-DFLASHCL_NV_WGMMA_RING=7"},
+     /* mask rows of 1000 bytes: not 16-byte copies, fetched instead */
+     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1"}},
     {.name = "everything at D256, top-left, forced", .head_dim = 256,
      .causal = 1, .top_left = 1, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = 300, .window_right = -1, .softcap = 20.0f, .alibi = 1,
@@ -341,6 +346,9 @@ START_TEST(plans_for_an_h200)
         ck_assert_msg(strstr(padded, word) != NULL, "%s: no %s in %s",
                       c->name, c->want[i], plan.options);
     }
+    for (size_t i = 0; i < LENGTH(c->not_want) && c->not_want[i]; ++i)
+        ck_assert_msg(strstr(plan.options, c->not_want[i]) == NULL,
+                      "%s: %s in %s", c->name, c->not_want[i], plan.options);
     if (c->skipped)
         ck_assert_msg(strstr(skipped, c->skipped) != NULL,
                       "%s: skipped says \"%.300s\"", c->name, skipped);

@@ -548,6 +548,19 @@ static const variant_case cases[] = {
      .window_left = 50, .window_right = -1, .alibi = 1, .bias = 1 + F32,
      .bias_stride = {0, 77 * 130, 130, 1}, .mask = 1, .softcap = 20.0f,
      .sinks = 1},
+    /* Rows of 16-byte multiples, which the wgmma kernel stages through
+     * its producer (FLASHCL_NV_WGMMA_XSTAGE): 139 keys in rows of 144 (a
+     * last chunk of 6 bytes, 12 for fp32), a bias broadcast over heads,
+     * a mask with a dead row, D = 128 as the path plans it. */
+    {.name = "staged bias bf16, padded rows, causal, GQA 2", .batch = 2,
+     .heads_q = 4, .heads_kv = 2, .seqlen_q = 200, .seqlen_k = 139,
+     .head_dim = 128, .dtype = B16, .causal = 1, .bias = 1 + B16,
+     .bias_stride = {4 * 200 * 144, 200 * 144, 144, 1}},
+    {.name = "staged bias fp32 + mask, padded rows, bf16", .batch = 2,
+     .heads_q = 2, .heads_kv = 1, .seqlen_q = 150, .seqlen_k = 139,
+     .head_dim = 128, .dtype = B16, .bias = 1 + F32,
+     .bias_stride = {150 * 144, 0, 144, 1}, .mask = 1,
+     .mask_stride = {2 * 150 * 144, 150 * 144, 144, 1}, .mask_dead_row = 1},
     /* Extreme magnitudes on every variant (the fixes issue's NaN: bf16
      * inputs near 1e5 overflowed the tensor-core kernel's fast exponent;
      * fp16 products overflow fp16's range near |x| = 256). Scores of order
@@ -564,6 +577,11 @@ static const variant_case cases[] = {
     {.name = "extreme bf16 1e5: softcap 30, D_v 80 < D 96", .batch = 1,
      .heads_q = 2, .heads_kv = 2, .seqlen_q = 65, .seqlen_k = 140,
      .head_dim = 96, .head_dim_v = 80, .dtype = B16, .softcap = 30.0f,
+     .amplitude = 1e5},
+    {.name = "extreme bf16 1e5: staged bias fp16, window", .batch = 1,
+     .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200,
+     .head_dim = 128, .dtype = B16, .causal = 1, .window = 1,
+     .window_left = 70, .window_right = -1, .bias = 1 + F16,
      .amplitude = 1e5},
     {.name = "extreme fp16 200: everything, top-left", .batch = 1,
      .heads_q = 4, .heads_kv = 1, .seqlen_q = 130, .seqlen_k = 77,

@@ -317,8 +317,15 @@ typedef float real_t;
 #if WG_LAG != 0 && WG_LAG != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_LAG must be 0 or 1"
 #endif
-#if WG_RING != 0 && (WG_RING < 2 + WG_LAG || WG_RING > 8)
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RING must be 0 or 2 + LAG .. 8 slots"
+#ifndef FLASHCL_NV_WGMMA_XSTAGE /* staged bias and mask: see WG_XS */
+#define FLASHCL_NV_WGMMA_XSTAGE 0
+#endif
+/* (up to 16 slots with staged bias and mask, FLASHCL_NV_WGMMA_XSTAGE,
+ * whose tiles take slots of their own) */
+#if WG_RING != 0 &&                                                            \
+    (WG_RING < 2 + WG_LAG ||                                                   \
+     WG_RING > (FLASHCL_NV_WGMMA_XSTAGE && FLASHCL_NV_WGMMA_WS ? 16 : 8))
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_RING must be 0 or 2 + LAG .. 8 slots (16 with XSTAGE)"
 #endif
 #if WG_RING && WG_OVERLAP
 #error "flash_fwd_wgmma: the ring and the overlapped schedule are exclusive"
@@ -797,6 +804,118 @@ typedef float real_t;
 #define WG_HIDDEN(col, lo, hi) ((col) > (hi))
 #define WG_ROW_LO(row) 0
 #endif
+/* Bias and mask staged by the producer (FLASHCL_NV_WGMMA_XSTAGE=1, set by
+ * the host where their rows allow 16-byte copies: a key stride of 1 and
+ * 16-byte-aligned rows): each key tile j's bias and mask for the block's
+ * rows ride the K/V ring as WG_XPARTS more tiles between K_j and V_j,
+ * copied with cp.async like K and V, so the consumers read them from
+ * local memory in their score pass instead of holding a global fetch in
+ * registers (FLASHCL_NV_WGMMA_XPF). A part is WG_XROWS rows (a power of
+ * two that fits a slot) of the tile's keys: bias rows first, then mask
+ * rows. The consumers read in the accumulator layout (rows g and g + 8 of
+ * their warp, keys 8n + 2t4 and + 1), so eight rows of a read would fall
+ * in the same banks: the copy XORs each row's 16-byte chunk index with a
+ * function of the row (WG_XSWZ_*), spreading a read's eight rows over
+ * distinct chunks. */
+#if FLASHCL_NV_WGMMA_XSTAGE != 0 && FLASHCL_NV_WGMMA_XSTAGE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XSTAGE must be 0 or 1"
+#endif
+#define WG_XS (FLASHCL_NV_WGMMA_XSTAGE && (FLASHCL_BIAS || FLASHCL_MASK))
+#if WG_XS
+#if !WG_WS || FLASHCL_NV_WGMMA_SAHEAD || FLASHCL_NV_WGMMA_PINGPONG ||           \
+    FLASHCL_NV_VARLEN || FLASHCL_NV_WGMMA_PERSIST
+#error "flash_fwd_wgmma: staged bias and mask need the warp-specialized schedule without S ahead, ping-pong, packed batches or the persistent grid"
+#endif
+#if WG_BN != 64 && WG_BN != 128
+#error "flash_fwd_wgmma: staged bias and mask need 64- or 128-key tiles"
+#endif
+#define WG_XB (FLASHCL_BIAS == 0 ? 0 : FLASHCL_BIAS == 1 ? 4 : 2) /* bytes */
+#define WG_XM (FLASHCL_MASK ? 1 : 0)
+#define WG_XB_ROW (WG_BN * WG_XB) /* a bias row of the tile, bytes */
+#define WG_XM_ROW (WG_BN * WG_XM)
+#define WG_X_FIT (WG_TILEB / (WG_XB_ROW + WG_XM_ROW)) /* rows a slot holds */
+#define WG_XROWS_                                                              \
+    (WG_X_FIT >= 128 ? 128 : WG_X_FIT >= 64 ? 64 : WG_X_FIT >= 32 ? 32 : 16)
+#define WG_XROWS (WG_XROWS_ < WG_BM ? WG_XROWS_ : WG_BM)
+#define WG_XPARTS (WG_BM / WG_XROWS)
+#if WG_X_FIT < 16 || WG_BM % WG_XROWS
+#error "flash_fwd_wgmma: staged bias and mask: a slot must hold 16 rows, and the block whole parts"
+#endif
+#if WG_RING < 2 + WG_XPARTS
+#error "flash_fwd_wgmma: staged bias and mask need a ring of a whole key step (K, its parts, V)"
+#endif
+/* the 16-byte chunk C of row R of a part's bias (mask) rows lands at
+ * chunk C ^ WG_XSWZ_B(R) (WG_XSWZ_M(R)): fp32 reads take 32 bytes of a
+ * row (two chunks), 16-bit ones 16, mask ones 8 */
+#define WG_XSWZ_B(R) (WG_XB == 4 ? ((R)&7) << 1 : (R)&7)
+#define WG_XSWZ_M(R) (WG_XM_ROW >= 128 ? (R)&7 : ((R) >> 1) & 3)
+#define WG_XCHUNKS (WG_XROWS * (WG_XB_ROW + WG_XM_ROW) / 16) /* per part */
+#define WG_T (2 + WG_XPARTS) /* ring tiles per key step: K, parts, V */
+/* The producer's: the item's bias and mask at (row 0, its key_base) */
+#define WG_XS_POINTERS(it)                                                     \
+    const ulong xb_row0_ =                                                     \
+        FLASHCL_BIAS ? bias_base + (ulong)(it).b * bias_stride.s0 +            \
+                           (ulong)(it).h * bias_stride.s1 + (ulong)(it).key_base \
+                     : 0;                                                      \
+    const ulong xm_row0_ =                                                     \
+        FLASHCL_MASK ? mask_base + (ulong)(it).b * mask_stride.s0 +            \
+                           (ulong)(it).h * mask_stride.s1 + (ulong)(it).key_base \
+                     : 0;                                                      \
+    (void)xb_row0_;                                                            \
+    (void)xm_row0_
+/* Part PART (rows PART * WG_XROWS on) of the staged tile of keys N0 ..
+ * N0 + BN - 1 (from key_base) into the slot at local address DST: the
+ * bias rows, then the mask rows, each row's 16-byte chunks over the
+ * producer's 128 threads. A thread keeps one chunk column c and takes
+ * rows r0, r0 + 128 / chunks-per-row, ...: its key and its byte count are
+ * the same for all, and its addresses step by a constant (the producer
+ * has 40 registers; the swizzle folds too where the row step is a
+ * multiple of 8). Rows
+ * past seqlen_q and keys past the item's are zero-filled (a chunk that
+ * crosses the last key copies its real bytes only). */
+#define WG_XCB (WG_XB_ROW / 16) /* chunks of a bias row */
+#define WG_XCM (WG_XM_ROW / 16)
+#if (WG_XCB && (128 % WG_XCB || WG_XROWS * WG_XCB % 128)) ||                   \
+    (WG_XCM && (128 % WG_XCM || WG_XROWS * WG_XCM % 128))
+#error "flash_fwd_wgmma: staged bias and mask rows must split evenly over the producer's 128 threads"
+#endif
+#define WG_XS_COPY_ROWS(DST, AT0, ROW_BYTES, CPR, ESZ, SWZ, BUF, ROW0, STRIDE,  \
+                        N0, it)                                                \
+    do {                                                                       \
+        const int c_ = tid % (CPR), r0_ = tid / (CPR);                         \
+        const int key_ = (N0) + c_ * (16 / (ESZ));                             \
+        const uint bytes_ =                                                    \
+            key_ < (it).nk ? (uint)min(16, ((it).nk - key_) * (ESZ)) : 0u;     \
+        const uint at_ = (DST) + (AT0) + (uint)(r0_ * (ROW_BYTES));            \
+        const int row_ = (it).m0 + (PART_) * WG_XROWS + r0_;                  \
+        const ulong g_ = (ROW0) + (ulong)row_ * (STRIDE) + (ulong)key_;        \
+        _Pragma("unroll") for (int ci_ = 0; ci_ < WG_XROWS * (CPR) / 128;      \
+                               ++ci_)                                          \
+        {                                                                      \
+            const int step_ = ci_ * (128 / (CPR));                             \
+            const bool ok_ = row_ + step_ < seqlen_q && bytes_ != 0u;          \
+            NV_CP_ASYNC16(at_ + (uint)(step_ * (ROW_BYTES) +                   \
+                                       ((c_ ^ SWZ(r0_ + step_)) << 4)),        \
+                          (BUF) + (ok_ ? g_ + (ulong)step_ * (STRIDE)          \
+                                       : (ulong)0),                            \
+                          ok_ ? bytes_ : 0u);                                  \
+        }                                                                      \
+    } while (0)
+#define WG_XS_COPY(DST, PART, N0, it)                                          \
+    do {                                                                       \
+        const int PART_ = (PART);                                              \
+        if (FLASHCL_BIAS)                                                      \
+            WG_XS_COPY_ROWS(DST, 0, WG_XB_ROW, WG_XCB, WG_XB, WG_XSWZ_B, bias, \
+                            xb_row0_, bias_stride.s2, N0, it);                 \
+        if (FLASHCL_MASK)                                                      \
+            WG_XS_COPY_ROWS(DST, WG_XROWS * WG_XB_ROW, WG_XM_ROW, WG_XCM, 1,    \
+                            WG_XSWZ_M, mask, xm_row0_, mask_stride.s2, N0,     \
+                            it);                                               \
+    } while (0)
+#else
+#define WG_T 2
+#endif
+
 /* Bias and mask fetched a tile ahead (FLASHCL_NV_WGMMA_XPF, the
  * warp-specialized loop without S ahead): their loads for tile j + 1 are
  * issued as soon as tile j's score pass has read its own, and land in
@@ -822,8 +941,51 @@ typedef float real_t;
      (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK))))
 #define WG_XPF                                                                 \
     (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
-     !FLASHCL_NV_WGMMA_SAHEAD && (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
-#if WG_XPF
+     !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
+     (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
+#if WG_XS
+/* The staged pair of this thread's row half hh, n8 tile n: x_at is the
+ * byte offset of the warp's part in local memory (the kernel's per-tile
+ * local), x_r the warp's first row in it. */
+#define WG_XS_ROW(hh) (x_r + g + (hh)*8)
+#define WG_XS_COL(n) ((n)*8 + t4 * 2)
+#define WG_XS_BIAS_AT(hh, n)                                                   \
+    (x_at + WG_XS_ROW(hh) * WG_XB_ROW +                                        \
+     (((WG_XS_COL(n) * WG_XB) >> 4) ^ WG_XSWZ_B(WG_XS_ROW(hh))) * 16 +         \
+     ((WG_XS_COL(n) * WG_XB) & 15))
+#define WG_XS_MASK_AT(hh, n)                                                   \
+    (x_at + WG_XROWS * WG_XB_ROW + WG_XS_ROW(hh) * WG_XM_ROW +                 \
+     ((WG_XS_COL(n) >> 4) ^ WG_XSWZ_M(WG_XS_ROW(hh))) * 16 +                   \
+     (WG_XS_COL(n) & 15))
+#define WG_XS_LOCAL(T, at) (*(__local const T *)((__local const uchar *)smem + (at)))
+#if !FLASHCL_BIAS
+#define WG_XPF_BIAS(hh, n, t0, t1) ((void)0)
+#elif FLASHCL_BIAS == 1
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    do {                                                                       \
+        const float2 b_ = WG_XS_LOCAL(float2, WG_XS_BIAS_AT(hh, n));           \
+        *(t0) = b_.x * srow[hh].unit;                                          \
+        *(t1) = b_.y * srow[hh].unit;                                          \
+    } while (0)
+#else
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    do {                                                                       \
+        const float2 b_ =                                                      \
+            bias_pair_of_bits(WG_XS_LOCAL(uint, WG_XS_BIAS_AT(hh, n)));        \
+        *(t0) = b_.x * srow[hh].unit;                                          \
+        *(t1) = b_.y * srow[hh].unit;                                          \
+    } while (0)
+#endif
+#define WG_XPF_MASK(hh, n)                                                     \
+    wg_mask_bits(WG_XS_LOCAL(ushort, WG_XS_MASK_AT(hh, n)))
+/* visible bits (1: key, 2: key + 1) of a mask pair's two bytes */
+inline uint wg_mask_bits(ushort pair)
+{
+    return ((pair & 0xffu) != 0 ? 1u : 0u) | ((pair & 0xff00u) != 0 ? 2u : 0u);
+}
+#define WG_XPF_FETCH(n0) ((void)0)
+#define WG_XPF_NEXT(n0) ((void)0)
+#elif WG_XPF
 /* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
  * floats, 16-bit as the pair's 32 bits in .x. */
 inline float2 wg_bias_fetch(const score_row *r, int key, bool in, bool both
@@ -1309,7 +1471,7 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
         WG_ITEM_LENGTHS(it)
 #endif
 #define WG_ITEMS_END(it)                                                       \
-    wt0 += 2 * (it).j_end;                                                     \
+    wt0 += WG_T * (it).j_end;                                                  \
     }
 /* The item's Q, K, V and O (K and V from its key_base). */
 #define WG_ITEM_POINTERS(it)                                                   \
@@ -1448,15 +1610,27 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
          * copies are zero-filled past the keys. In the persistent grid
          * the next item's tiles follow at once, under this one's
          * epilogue. */
-        for (int t = 0; t < 2 * it.j_end; ++t) {
+#if WG_XS
+        WG_XS_POINTERS(it);
+#endif
+        for (int t = 0; t < WG_T * it.j_end; ++t) {
             if (WG_WS_T(t) >= WG_RING)
                 NV_MB_WAIT(WG_WS_EMPTY(t), WG_WS_PHASE(t - WG_RING));
 #if FLASHCL_NV_WGMMA_DEBUG_NOLOAD /* a measurement: wrong results */
             NV_MB_ARRIVE(WG_WS_FULL(t));
 #else
-            const bool isv = (t & 1) != 0;
+            const int kind = t % WG_T; /* 0: K, WG_T - 1: V, else a part */
+            const int jt = t / WG_T;
+#if WG_XS
+            if (kind != 0 && kind != WG_T - 1) {
+                WG_XS_COPY(WG_WS_SLOT(t), kind - 1, jt * WG_BN, it);
+                NV_MB_ARRIVE_CP(WG_WS_FULL(t));
+                continue;
+            }
+#endif
+            const bool isv = kind != 0;
             WG_LOAD_TILE_(WG_WS_SLOT(t), isv ? vp : kp, isv ? vs : ks,
-                          (t >> 1) * WG_BN, it.nk, isv ? WG_CPV : WG_CPQ);
+                          jt * WG_BN, it.nk, isv ? WG_CPV : WG_CPQ);
             NV_MB_ARRIVE_CP(WG_WS_FULL(t));
 #endif
         }
@@ -1713,32 +1887,50 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     if (j_own > 0)
         WG_XPF_FETCH(0);
 #endif
+#if WG_XS
+    /* the warp's part of each step's staged tiles, and its rows there */
+    const int x_part = warp * 16 / WG_XROWS;
+    const int x_r = warp * 16 % WG_XROWS;
+#endif
     for (int j = 0; j < j_own; ++j) {
         const int n0 = j * WG_BN;
-        WG_WS_TAKE(2 * j);
+        WG_WS_TAKE(WG_T * j);
         WG_TURN_BEGIN();
-        WG_S0_ISSUE(WG_WS_SLOT(2 * j));
+        WG_S0_ISSUE(WG_WS_SLOT(WG_T * j));
         WG_TURN_END();
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(sc, WG_SN);
-        WG_WS_GIVE(2 * j);
+        WG_WS_GIVE(WG_T * j);
+#if WG_XS
+        /* every part is waited for and handed back by every warp (the
+         * slots' empty barriers count all consumer warps); only the
+         * warp's own is read */
+        _Pragma("unroll") for (int p_ = 0; p_ < WG_XPARTS; ++p_)
+            NV_MB_WAIT(WG_WS_FULL(WG_T * j + 1 + p_),
+                       WG_WS_PHASE(WG_T * j + 1 + p_));
+        const uint x_at = WG_WS_SLOT(WG_T * j + 1 + x_part) - sbase;
+#endif
         WG_SOFTMAX(n0); /* (XPF_AT 1: fetches tile j + 1's bias and mask) */
+#if WG_XS
+        _Pragma("unroll") for (int p_ = 0; p_ < WG_XPARTS; ++p_)
+            WG_WS_GIVE(WG_T * j + 1 + p_);
+#endif
 #if WG_XPF && !FLASHCL_NV_WGMMA_XPF_AT
         WG_XPF_FETCH_NEXT(n0);
 #endif
         WG_RESCALE_O();
         WG_PACK_P();
-        WG_WS_TAKE(2 * j + 1);
+        WG_WS_TAKE(WG_T * j + WG_T - 1);
         WG_TURN_BEGIN();
-        WG_PV_ISSUE(WG_WS_SLOT(2 * j + 1));
+        WG_PV_ISSUE(WG_WS_SLOT(WG_T * j + WG_T - 1));
         WG_TURN_END();
         NV_WG_WAIT0();
         NV_WG_FENCE_REGS(acc, WG_ON);
-        WG_WS_GIVE(2 * j + 1);
+        WG_WS_GIVE(WG_T * j + WG_T - 1);
     }
     /* tiles past this warpgroup's rows (causal): handed back unread, each
      * after its copy, so that no arrival runs a phase ahead */
-    for (int t = 2 * j_own; t < 2 * j_end; ++t) {
+    for (int t = WG_T * j_own; t < WG_T * j_end; ++t) {
         NV_MB_WAIT(WG_WS_FULL(t), WG_WS_PHASE(t));
         WG_WS_GIVE(t);
         WG_TURN_BEGIN();

@@ -392,6 +392,53 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
 static void persistent_grid(const device_caps *caps, const problem *p,
                             kernel_plan *plan);
 
+/* The local memory a plan with staged bias and mask takes: the D = 256
+ * table entry's, the most the tiles here were run with. */
+#define XSTAGE_LOCAL_MEM 229456u
+
+/* Bias and mask staged by the producer warpgroup (the kernel's
+ * FLASHCL_NV_WGMMA_XSTAGE): their tiles ride the K/V ring as more slots
+ * of each key step, so the plan takes XSTAGE_LOCAL_MEM and up to 16
+ * slots. Needs rows the 16-byte copies can read (a key stride of 1,
+ * 16-byte-aligned rows), the warp-specialized schedule without S ahead,
+ * ping-pong or the persistent grid, and room for a whole step (K, the
+ * parts, V). FLASHCL_NV_WGMMA_XSTAGE=0 keeps the fetch into registers
+ * (FLASHCL_NV_WGMMA_XPF), to measure both. Mirrors the kernel's WG_XPARTS. */
+static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_XSTAGE");
+    const tensor_view *bias = variant_view(p, "bias");
+    const tensor_view *mask = variant_view(p, "mask");
+    if ((text && !strcmp(text, "0")) || (!bias && !mask))
+        return false;
+    const int xb = !bias ? 0 : variant_value(p, "bias") == 1 ? 4 : 2;
+    if ((bias && !view_rows_aligned(bias, (size_t)xb, 16)) ||
+        (mask && !view_rows_aligned(mask, 1, 16)))
+        return false;
+    if (cfg->ws < 1 || cfg->ws > 2 || cfg->sahead || cfg->persist ||
+        (cfg->block_n != 64 && cfg->block_n != 128) || p->infer.varlen_q)
+        return false;
+    const int d = tile_dim(p), bm = 64 * cfg->warpgroups;
+    const int slot = cfg->block_n * d * 2;
+    const int fit = slot / (cfg->block_n * (xb + (mask ? 1 : 0)));
+    int rows = fit >= 128 ? 128 : fit >= 64 ? 64 : fit >= 32 ? 32 : 16;
+    rows = rows < bm ? rows : bm;
+    /* the kernel's copy: whole rows of 16-byte chunks over 128 threads */
+    const int cb = cfg->block_n * xb / 16, cm = mask ? cfg->block_n / 16 : 0;
+    if (fit < 16 || bm % rows || (cb && (128 % cb || rows * cb % 128)) ||
+        (cm && (128 % cm || rows * cm % 128)))
+        return false;
+    nv_wgmma_cfg want = *cfg;
+    const uint64_t want_mem = *mem > XSTAGE_LOCAL_MEM ? *mem : XSTAGE_LOCAL_MEM;
+    const uint64_t slots = nv_wgmma_ring_fit(&want, d, want_mem);
+    want.ring = slots < 16 ? (int)slots : 16;
+    if (want.ring < 2 + bm / rows)
+        return false;
+    *cfg = want;
+    *mem = want_mem;
+    return true;
+}
+
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
@@ -440,7 +487,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const nv_wgmma_tile *tile = lookup(p);
-    const uint64_t mem = local_mem_of(caps, tile);
+    uint64_t mem = local_mem_of(caps, tile);
     nv_wgmma_cfg cfg = table_cfg(tile);
     if (variant_active(p, "bias") || variant_active(p, "mask"))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
@@ -449,6 +496,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     const bool env = apply_env(mem, p, &cfg);
     if (p->infer.varlen_q)
         cfg.persist = 0; /* the kernel's packed batches: the plain grid */
+    const bool xstage = plan_xstage(p, &cfg, &mem);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -484,6 +532,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
+    if (xstage) {
+        len = strlen(plan->options);
+        snprintf(plan->options + len, sizeof plan->options - len,
+                 " -DFLASHCL_NV_WGMMA_XSTAGE=1");
+    }
     if (plan_fixup(caps, p, plan)) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,

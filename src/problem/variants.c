@@ -360,6 +360,16 @@ bool variant_active(const problem *p, const char *name)
     return false;
 }
 
+const tensor_view *variant_view(const problem *p, const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
+        if (strcmp(table[i].name, name) == 0)
+            return (p->variants >> i) & 1u && table[i].tensor
+                       ? &p->variant_tensor[i]
+                       : NULL;
+    return NULL;
+}
+
 int variant_value(const problem *p, const char *name)
 {
     for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)

@@ -89,6 +89,10 @@ uint32_t variants_unsupported(const problem *p, unsigned path_bits);
  * whose tiles depend on a variant asks this). */
 bool variant_active(const problem *p, const char *name);
 
+/* The tensor of the variant named `name` (NULL when it is not active or
+ * has none). */
+const tensor_view *variant_view(const problem *p, const char *name);
+
 /* The value of the -D switch of the variant named `name` (0 when it is
  * not active): e.g. the bias dtype code a kernel compiles for. */
 int variant_value(const problem *p, const char *name);
