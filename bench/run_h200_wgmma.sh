@@ -1231,7 +1231,31 @@ s7b() {
   done
 }
 
+# s7a: the suites, the staged bias and mask (s7b), the guard forms'
+# rates; s7c: issue 12's protocol rows with torch, then s7x. Each fits
+# one device call (~7 min).
+s7a() {
+  s6suites
+  s7b
+  s7_fixup_rates s7_forms.csv
+}
+s7c() {
+  timeout 240 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
+    --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
+    >"$OUT/protocol.log" 2>&1
+  echo "protocol flashcl-bench: exit $?"
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
+      --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
+    echo "torch peers: exit $?"
+  fi
+  protocol_table | tee "$OUT/protocol_table.md"
+  s7x
+}
+
 case "$what" in
+  s7a) s7a ;;
+  s7c) s7c ;;
   s7) s7 ;;
   s7b) s7b ;;
   s7x) s7x ;;

@@ -241,6 +241,17 @@ wcheck "wgmma D64 bf16 marks for the fix-up pass" $wg \
 wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
   "$mb" 'm64n128k16' '!0f45800000'
+# bias and mask staged by the producer (FLASHCL_NV_WGMMA_XSTAGE, as
+# plan_xstage plans them: 64-key tiles, up to 16 ring slots): cp.async
+# copies into the ring and no global bias load in the consumers
+wcheck "wgmma D128 bf16 fp32 bias + mask staged, 8 slots" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
+  "$mb" 'ld\.shared\.v2\.f32' '!ld\.global\.v2\.f32' 'cp\.async'
+wcheck "wgmma D128 fp16 fp16 bias staged, 13 slots" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=13 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
+  "$mb" 'ld\.shared\.u32' 'cp\.async'
+python3 scripts/wgmma_xstage_model.py >/dev/null && echo "ok   wgmma staged bias and mask model (copies against the score pass's reads)" ||
+  { echo "FAIL wgmma staged bias and mask model"; failed=1; }
 python3 scripts/wgmma_layout_model.py >/dev/null && echo "ok   wgmma layout model (interleave and 128-byte swizzle)" ||
   { echo "FAIL wgmma layout model"; failed=1; }
 python3 scripts/wgmma_band_model.py >/dev/null && echo "ok   wgmma band model (key ranges and edge tiles of windows)" ||
