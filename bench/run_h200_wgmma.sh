@@ -1138,9 +1138,10 @@ s6guard() {
 s7_fixup_rates() {
   local csv=$OUT/$1
   : >"$csv"
-  for form in fixup loop none; do
+  for form in ${GUARD_FORMS:-redo pass loop none}; do
     case $form in
-      fixup) set -- ;;
+      redo) set -- ;;
+      pass) set -- FLASHCL_NV_WGMMA_FIXUP=pass ;;
       loop) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;;
       none) set -- FLASHCL_NV_WGMMA_FIXUP=0 FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXP_GUARD=0 ;;
     esac
@@ -1240,6 +1241,10 @@ s7a() {
   s7_fixup_rates s7_forms.csv
 }
 s7c() {
+  s7c_protocol
+  s7x
+}
+s7c_protocol() {
   timeout 240 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
     --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
     >"$OUT/protocol.log" 2>&1
@@ -1250,10 +1255,38 @@ s7c() {
     echo "torch peers: exit $?"
   fi
   protocol_table | tee "$OUT/protocol_table.md"
-  s7x
+}
+
+# s7d: the guard's in-kernel redo (EXP_GUARD=3, the default): test_fixes
+# and test_variants forced onto nv_wgmma (their bf16 1e5 cases), the
+# four forms' rates (redo, the fix-up pass, the in-loop vote, none), then
+# issue 12's protocol rows with torch. ~6 min.
+s7d() {
+  for t in test_fixes test_variants; do
+    FLASHCL_PATH=nv_wgmma FLASHCL_VERBOSE=1 timeout 200 $B/tests/$t >/tmp/s7d_$t.log 2>&1
+    echo "$t forced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s7d_$t.log | tail -1) |" \
+      "builds with EXP_GUARD=3: $(grep -c 'EXP_GUARD=3' /tmp/s7d_$t.log)"
+    grep -E ':[EF]:' /tmp/s7d_$t.log | cut -c1-240 | head -6
+    grep -E 'extreme' /tmp/s7d_$t.log | cut -c1-200 | head -8
+  done
+  s7_fixup_rates s7_forms.csv
+  s7c_protocol
+}
+
+# s7e: test_fixes forced onto nv_wgmma, then the redo against no guard
+# (GUARD_FORMS) after the redo's pointers came from the arguments. ~2 min.
+s7e() {
+  FLASHCL_PATH=nv_wgmma timeout 100 $B/tests/test_fixes >/tmp/s7e_fixes.log 2>&1
+  echo "test_fixes forced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s7e_fixes.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s7e_fixes.log | cut -c1-240 | head -4
+  FLASHCL_PATH=nv_wgmma SUITE_TIMEOUT=150 timeout 150 $B/tests/test_variants >/tmp/s7e_tv.log 2>&1
+  echo "test_variants forced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s7e_tv.log | tail -1)"
+  GUARD_FORMS=${GUARD_FORMS:-redo none} s7_fixup_rates s7e_forms.csv
 }
 
 case "$what" in
+  s7e) s7e ;;
+  s7d) s7d ;;
   s7a) s7a ;;
   s7c) s7c ;;
   s7) s7 ;;

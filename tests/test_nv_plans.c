@@ -51,7 +51,7 @@ typedef struct plan_case {
     flashcl_dtype dtype;
     int window_left, window_right; /* -2: no window */
     float softcap;
-    int alibi, bias, mask, sinks;
+    int alibi, bias, mask, sinks; /* bias 2: an fp32 bias */
     int persist;             /* FLASHCL_NV_WGMMA_PERSIST=1 */
     int seqlen_q;            /* 0: NQ */
     int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
@@ -127,6 +127,11 @@ static const plan_case cases[] = {
      .path = "nv_wgmma",
      .want = {"-DFLASHCL_WINDOW_LEFT=1", "-DFLASHCL_SOFTCAP=1",
               "-DFLASHCL_CAUSAL=1", "-DFLASHCL_BLOCK_N=128"}},
+    {.name = "fp32 bias bf16 D128: wgmma, fetched, not staged",
+     .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
+     .bias = 2, .path = "nv_wgmma", .want = {"-DFLASHCL_BIAS=1"},
+     /* rows of 4000 bytes, but an fp32 bias alone measured faster fetched */
+     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1"}},
     {.name = "bias + mask fp16 D128, forced: 64-key tiles", .head_dim = 128,
      .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .bias = 1, .mask = 1,
      .force = "nv_wgmma", .path = "nv_wgmma",
@@ -240,8 +245,8 @@ static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
     if (c->sinks)
         d.sinks.buffer = owned[1] = make(cl, HQ * sizeof(float));
     if (c->bias) {
-        d.bias.buffer = owned[2] = make(cl, (size_t)NQ * NK * 2);
-        d.bias_dtype = c->dtype;
+        d.bias.buffer = owned[2] = make(cl, (size_t)NQ * NK * 4);
+        d.bias_dtype = c->bias == 2 ? FLASHCL_DTYPE_FP32 : c->dtype;
         d.bias.stride_seq = NK; /* broadcast over batch and heads */
         d.bias.stride_dim = 1;
     }
@@ -274,18 +279,21 @@ static int preprocess(const kernel_plan *plan, bool quiet)
     return preprocess_with(plan->source, plan->options, quiet);
 }
 
-/* The wgmma plan's exact fix-up pass: there (the mma.sync kernel's fix-up
- * program over that path's own grid, the kernel marking its rows) exactly
- * when the kernel's exponent is the FMA form; else neither. */
+/* The wgmma plan's guard against huge scores: where the kernel's exponent
+ * is the FMA form, its rows are marked and redone in the kernel
+ * (EXP_GUARD=3) with no second program; with FLASHCL_NV_WGMMA_FIXUP=pass
+ * the marks (EXP_GUARD=2) and the mma.sync kernel's fix-up program over
+ * that path's own grid; neither where the scores are prescaled. */
 static void check_fixup(const plan_case *c, const device_caps *caps,
-                        const problem *p, const kernel_plan *plan)
+                        const problem *p, const kernel_plan *plan, bool pass)
 {
     const bool fma = !c->softcap && !c->alibi && !c->bias && !c->mask;
-    const bool marks =
-        strstr(plan->options, "-DFLASHCL_NV_WGMMA_EXP_GUARD=2") != NULL;
-    ck_assert_msg(marks == fma, "%s: marks %d, FMA exponent %d", c->name,
+    const char *want = pass ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=2"
+                            : "-DFLASHCL_NV_WGMMA_EXP_GUARD=3";
+    const bool marks = strstr(plan->options, want) != NULL;
+    ck_assert_msg(marks == fma, "%s: %s %d, FMA exponent %d", c->name, want,
                   marks, fma);
-    if (!fma) {
+    if (!fma || !pass) {
         ck_assert_msg(plan->extra_source == NULL, "%s: a fix-up pass",
                       c->name);
         return;
@@ -378,7 +386,19 @@ START_TEST(plans_for_an_h200)
             ck_assert_uint_eq(plan.global[1], HQ);
             ck_assert_uint_eq(plan.global[2], B);
         }
-        check_fixup(c, &caps, &p, &plan);
+        check_fixup(c, &caps, &p, &plan, false);
+        /* the fix-up pass form, planned again */
+        if (c->force)
+            setenv("FLASHCL_PATH", c->force, 1);
+        if (c->persist)
+            setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+        setenv("FLASHCL_NV_WGMMA_FIXUP", "pass", 1);
+        kernel_plan with_pass;
+        choose_plan(&caps, &p, &with_pass, NULL, 0);
+        unsetenv("FLASHCL_NV_WGMMA_FIXUP");
+        unsetenv("FLASHCL_PATH");
+        unsetenv("FLASHCL_NV_WGMMA_PERSIST");
+        check_fixup(c, &caps, &p, &with_pass, true);
     }
     if (!strcmp(plan.path->name, "nv_wgmma") ||
         !strcmp(plan.path->name, "nv_mma"))

@@ -578,6 +578,12 @@ static const variant_case cases[] = {
      .heads_q = 2, .heads_kv = 2, .seqlen_q = 65, .seqlen_k = 140,
      .head_dim = 96, .head_dim_v = 80, .dtype = B16, .softcap = 30.0f,
      .amplitude = 1e5},
+    /* no score pass: the wgmma kernel's FMA exponent, whose rows this
+     * large its warps redo exactly (EXP_GUARD 3), with the sink */
+    {.name = "extreme bf16 1e5: causal window + sinks, GQA 2", .batch = 2,
+     .heads_q = 4, .heads_kv = 2, .seqlen_q = 150, .seqlen_k = 180,
+     .head_dim = 64, .dtype = B16, .causal = 1, .window = 1,
+     .window_left = 60, .window_right = -1, .sinks = 1, .amplitude = 1e5},
     {.name = "extreme bf16 1e5: staged bias fp16, window", .batch = 1,
      .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200,
      .head_dim = 128, .dtype = B16, .causal = 1, .window = 1,

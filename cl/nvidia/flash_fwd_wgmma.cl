@@ -530,6 +530,23 @@ typedef float real_t;
 #else
 #define WG_PACK nv_pack_bf16
 #endif
+/* The low and high elements of a packed 16-bit pair, as floats. */
+static inline float wg_lo(uint pair)
+{
+#if FLASHCL_DTYPE == 1
+    return nv_half_bits_to_float((ushort)pair);
+#else
+    return as_float(pair << 16);
+#endif
+}
+static inline float wg_hi(uint pair)
+{
+#if FLASHCL_DTYPE == 1
+    return nv_half_bits_to_float((ushort)(pair >> 16));
+#else
+    return as_float(pair & 0xffff0000u);
+#endif
+}
 #if WG_DN == 32
 #define WG_MMA_PV NV_WG_MMA_N32
 #elif WG_DN == 40
@@ -1191,6 +1208,11 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
  *     mma.sync kernel's exact fix-up pass (flash_fwd_mma.cl,
  *     FLASHCL_NV_FIXUP) then recomputes the blocks holding such rows.
  *     0-1 % at D = 64 and 128 (v7).
+ *   3 (what the host asks for by default): the same marks, and at its
+ *     end the warp recomputes its marked rows itself, one at a time, with
+ *     the exact form from global memory (WG_REDO_ROW; extreme inputs
+ *     only): no second launch. The fix-up pass of 2 cost 3-7 % at D = 64
+ *     (mostly its launch over mma.sync's grid: 6 % at N = 1024, v7).
  *   0: nothing (wrong for such inputs), to measure what the others cost.
  * (Scaling the row's scores in place on the vote, one exponent loop,
  * measured slower than 1, v7, and was removed.) With unit scale
@@ -1198,11 +1220,12 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #ifndef FLASHCL_NV_WGMMA_EXP_GUARD
 #define FLASHCL_NV_WGMMA_EXP_GUARD 1
 #endif
-#if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 2
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1 or 2"
+#if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 3
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1, 2 or 3"
 #endif
 #define WG_EXP_MARK                                                            \
-    (FLASHCL_NV_WGMMA_EXP_GUARD == 2 && !WG_PRESCALED && FLASHCL_NV_WGMMA_EXP_FMA)
+    (FLASHCL_NV_WGMMA_EXP_GUARD >= 2 && !WG_PRESCALED && FLASHCL_NV_WGMMA_EXP_FMA)
+#define WG_EXP_REDO (WG_EXP_MARK && FLASHCL_NV_WGMMA_EXP_GUARD == 3)
 #define WG_EXP_FMA_SAFE(msc)                                                   \
     (WG_PRESCALED || !FLASHCL_NV_WGMMA_EXP_FMA ||                              \
      FLASHCL_NV_WGMMA_EXP_GUARD != 1 || !nv_warp_any(fabs(msc) >= 4096.f))
@@ -1495,6 +1518,105 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
     (void)op;                                                                  \
     (void)qs;                                                                  \
     (void)os
+
+#if WG_EXP_REDO
+/* Query row ROW of the item, exactly, by one warp from global memory: the
+ * keys one at a time (each lane a column pair of the dot product, then a
+ * warp sum), an online softmax with the exact exponent (s - m) sl2, each
+ * lane accumulating its column pairs of O (c = 2 lane + 64 k). Only the
+ * kernels that mark rows come here: no bias, mask, ALiBi or softcap. */
+#define WG_REDO_PAIRS ((WG_DV + 63) / 64)
+#define WG_REDO_POINTERS(it)                                                   \
+    const int rhk_ = (it).h / group_size;                                      \
+    __global const STORAGE_T *rq_ = q + base.x +                               \
+                                    WG_SEQ_AT(it, q_stride, q_first) +         \
+                                    (ulong)(it).h * q_stride.y;                \
+    __global const STORAGE_T *rk_ = k + base.y +                               \
+                                    WG_SEQ_AT(it, k_stride, k_first) +         \
+                                    (ulong)rhk_ * k_stride.y +                 \
+                                    (ulong)(it).key_base * k_stride.z;         \
+    __global const STORAGE_T *rv_ = v + base.z +                               \
+                                    WG_SEQ_AT(it, v_stride, k_first) +         \
+                                    (ulong)rhk_ * v_stride.y +                 \
+                                    (ulong)(it).key_base * v_stride.z;         \
+    __global STORAGE_T *ro_ = o + base.w + WG_SEQ_AT(it, o_stride, q_first) +  \
+                              (ulong)(it).h * o_stride.y
+#define WG_REDO_ROW(ROW)                                                       \
+    do {                                                                       \
+        const int lo_ = max(WG_ROW_LO(ROW), 0), hi_ = WG_ROW_HI(ROW);          \
+        /* (from the arguments again: the consumers keep no K/V pointer     \
+         * live through the loop for this) */                              \
+        WG_REDO_POINTERS(it);                                                  \
+        __global const STORAGE_T *qr_ = rq_ + (ulong)(ROW)*q_stride.z;         \
+        float m_ = -INFINITY, l_ = 0.f;                                        \
+        float o_[WG_REDO_PAIRS][2];                                            \
+        _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_)           \
+            o_[k_][0] = o_[k_][1] = 0.f;                                       \
+        for (int j_ = lo_; j_ <= hi_; ++j_) {                                  \
+            __global const STORAGE_T *kr_ = rk_ + (ulong)j_ * k_stride.z;      \
+            float s_ = 0.f;                                                    \
+            for (int d_ = 2 * lane; d_ < WG_DQ; d_ += 64) {                    \
+                const uint qq_ = *(__global const uint *)(qr_ + d_);           \
+                const uint kk_ = *(__global const uint *)(kr_ + d_);           \
+                s_ += wg_lo(qq_) * wg_lo(kk_) + wg_hi(qq_) * wg_hi(kk_);       \
+            }                                                                  \
+            s_ += nv_shfl_xor(s_, 16);                                         \
+            s_ += nv_shfl_xor(s_, 8);                                          \
+            s_ += nv_shfl_xor(s_, 4);                                          \
+            s_ += nv_shfl_xor(s_, 2);                                          \
+            s_ += nv_shfl_xor(s_, 1);                                          \
+            if (s_ > m_) {                                                     \
+                const float a_ = exp2((m_ - s_) * sl2);                        \
+                l_ *= a_;                                                      \
+                _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_) { \
+                    o_[k_][0] *= a_;                                           \
+                    o_[k_][1] *= a_;                                           \
+                }                                                              \
+                m_ = s_;                                                       \
+            }                                                                  \
+            const float p_ = exp2((s_ - m_) * sl2);                            \
+            l_ += p_;                                                          \
+            __global const STORAGE_T *vr_ = rv_ + (ulong)j_ * v_stride.z;      \
+            _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_) {     \
+                const int c_ = 2 * lane + 64 * k_;                             \
+                if (c_ < WG_DV) {                                              \
+                    const uint vv_ = *(__global const uint *)(vr_ + c_);       \
+                    o_[k_][0] += p_ * wg_lo(vv_);                              \
+                    o_[k_][1] += p_ * wg_hi(vv_);                              \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        float mexp_ = l_ > 0.f ? m_ * sl2 : -INFINITY;                         \
+        float oscale_ = 1.f;                                                   \
+        WG_REDO_SINK(mexp_, l_, oscale_);                                      \
+        const bool any_ = l_ > 0.f;                                            \
+        const float inv_ = any_ ? oscale_ / l_ : 0.f;                          \
+        __global STORAGE_T *orow_ = ro_ + (ulong)(ROW)*o_stride.z;             \
+        _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_) {         \
+            const int c_ = 2 * lane + 64 * k_;                                 \
+            if (c_ < WG_DV)                                                    \
+                *(__global uint *)(orow_ + c_) =                               \
+                    WG_PACK(o_[k_][0] * inv_, o_[k_][1] * inv_);               \
+        }                                                                      \
+        if (write_lse && lane == 0)                                            \
+            lse[lse_base + WG_SEQ_AT(it, lse_stride, q_first) +                \
+                (ulong)h * lse_stride.y + (ulong)(ROW)*lse_stride.z] =         \
+                any_ ? (mexp_ + log2(l_)) * 0.69314718055994530942f            \
+                     : -INFINITY;                                              \
+    } while (0)
+#if FLASHCL_SINKS
+/* the sink: one more logit in the denominator (as the epilogue) */
+#define WG_REDO_SINK(mexp, l, oscale)                                          \
+    do {                                                                       \
+        const float mall_ = fmax(mexp, sink);                                  \
+        oscale = l > 0.f ? exp2(mexp - mall_) : 0.f;                           \
+        l = l * oscale + exp2(sink - mall_);                                   \
+        mexp = mall_;                                                          \
+    } while (0)
+#else
+#define WG_REDO_SINK(mexp, l, oscale) ((void)0)
+#endif
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
@@ -2167,7 +2289,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 #endif
         const bool any = l > 0.f;
         const float inv = any ? oscale / l : 0.f;
-        if (row < seqlen_q) {
+        /* (a row to redo is written by WG_REDO_ROW below only) */
+        if (row < seqlen_q && !(WG_EXP_REDO && exp_big[hh] >= 4096.f)) {
             __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
             for (int d = 0; d < WG_DV / 8; ++d)
@@ -2175,8 +2298,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
                     WG_PACK(acc[4 * d + 2 * hh] * inv,
                             acc[4 * d + 2 * hh + 1] * inv);
             /* (after this thread's own store of columns 0 and 1) */
-            if (WG_EXP_MARK && t4 == 0 && exp_big[hh] >= 4096.f)
+#if WG_EXP_MARK && !WG_EXP_REDO
+            if (t4 == 0 && exp_big[hh] >= 4096.f)
                 orow[0] = (STORAGE_T)0x7fffu; /* NaN in fp16 and bf16 */
+#endif
             if (write_lse && t4 == 0)
                 lse[lse_base + WG_SEQ_AT(it, lse_stride, q_first) +
                     (ulong)h * lse_stride.y + (ulong)row * lse_stride.z] =
@@ -2184,6 +2309,19 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
                         : -INFINITY;
         }
     }
+#if WG_EXP_REDO
+    /* rows whose max reached |m sl2| >= 2^12, one at a time (warp-uniform:
+     * a row's four lanes share its max) */
+    if (nv_warp_any(exp_big[0] >= 4096.f || exp_big[1] >= 4096.f)) {
+        for (int rr = 0; rr < 16; ++rr) {
+            const int row = row0 - g + rr;
+            const float big = rr < 8 ? exp_big[0] : exp_big[1];
+            if (nv_warp_any(g == (rr & 7) && big >= 4096.f) &&
+                row < seqlen_q)
+                WG_REDO_ROW(row);
+        }
+    }
+#endif
     WG_ITEMS_END(it)
 }
 

@@ -403,7 +403,8 @@ static void persistent_grid(const device_caps *caps, const problem *p,
  * 16-byte-aligned rows), the warp-specialized schedule without S ahead,
  * ping-pong or the persistent grid, and room for a whole step (K, the
  * parts, V). FLASHCL_NV_WGMMA_XSTAGE=0 keeps the fetch into registers
- * (FLASHCL_NV_WGMMA_XPF), to measure both. Mirrors the kernel's WG_XPARTS. */
+ * (FLASHCL_NV_WGMMA_XPF), to measure both; an fp32 bias alone keeps it
+ * (measured faster below). Mirrors the kernel's WG_XPARTS. */
 static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_XSTAGE");
@@ -412,6 +413,13 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     if ((text && !strcmp(text, "0")) || (!bias && !mask))
         return false;
     const int xb = !bias ? 0 : variant_value(p, "bias") == 1 ? 4 : 2;
+    /* H200, bf16 D = 128 N = 4096 (non-causal / causal, TFLOP/s, staged
+     * against fetched, bench/results/h200-2026-12-03-v7.md): a 16-bit bias
+     * 357 / 314 against 220 / 208, a mask 270 / 246 against 251 / 233,
+     * both 202 / 180 against 58 / 57; an fp32 bias alone 257 / 229
+     * against 268 / 250, so it keeps the fetch */
+    if (xb == 4 && !mask)
+        return false;
     if ((bias && !view_rows_aligned(bias, (size_t)xb, 16)) ||
         (mask && !view_rows_aligned(mask, 1, 16)))
         return false;
@@ -450,37 +458,45 @@ static bool exponent_is_fma(const problem *p)
            !variant_active(p, "mask");
 }
 
-/* The exact fix-up pass after the kernel (when its exponent is the FMA
- * form): the kernel marks the rows whose max reached |m sl2| >= 2^12 with
- * a NaN in O[row][0], and the mma.sync kernel's fix-up program
- * (flash_fwd_mma.cl, FLASHCL_NV_FIXUP) recomputes the blocks holding one
- * and returns at once from the others, over its own grid. Measured on the
- * H200 (bench/results/h200-2026-12-03-v7.md): the in-loop guard it
- * replaces cost 5-9 % at D = 64 (plain bf16, N = 1024-16384), the marks
- * 0-1 %. FLASHCL_NV_WGMMA_FIXUP=0 keeps the in-loop guard instead, to
- * measure both. False (the guard stays in the loop) where mma.sync cannot
- * run the call. */
-static bool plan_fixup(const device_caps *caps, const problem *p,
-                       kernel_plan *plan)
+/* Rows whose scores are too large for the FMA exponent (|m sl2| >= 2^12,
+ * when the kernel's exponent is that form), and what the options get:
+ *   default: -DFLASHCL_NV_WGMMA_EXP_GUARD=3, the kernel marks such rows and
+ *     their warp recomputes them exactly at its end, from global memory;
+ *   FLASHCL_NV_WGMMA_FIXUP=pass: EXP_GUARD=2, the marks and the mma.sync
+ *     kernel's fix-up program (flash_fwd_mma.cl, FLASHCL_NV_FIXUP) after
+ *     it over that path's grid (plan->extra_*), which returns at once from
+ *     blocks without a mark;
+ *   FLASHCL_NV_WGMMA_FIXUP=0: the kernel's own default, a vote per row and
+ *     tile that takes the exact form inside the loop.
+ * Measured on the H200 (bf16 plain, D = 64, N = 1024-16384,
+ * bench/results/h200-2026-12-03-v7.md): the vote cost 5-9 %, the marks
+ * alone 0-1 %, the fix-up pass's launch 3-7 %. */
+static void plan_exponent_guard(const device_caps *caps, const problem *p,
+                                kernel_plan *plan)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_FIXUP");
     if ((text && !strcmp(text, "0")) || !exponent_is_fma(p))
-        return false;
+        return;
+    int form = 3;
     char why[256];
-    if (!nv_mma_path.can_run(caps, p, true, why, sizeof why))
-        return false;
     kernel_plan fix;
-    memset(&fix, 0, sizeof fix);
-    fix.path = &nv_mma_path;
-    nv_mma_path.plan(caps, p, &fix);
-    if (!fix.extra_source)
-        return false;
-    plan->extra_source = fix.extra_source;
-    memcpy(plan->extra_options, fix.extra_options,
-           sizeof plan->extra_options);
-    memcpy(plan->extra_global, fix.global, sizeof plan->extra_global);
-    memcpy(plan->extra_local, fix.local, sizeof plan->extra_local);
-    return true;
+    if (text && !strcmp(text, "pass") &&
+        nv_mma_path.can_run(caps, p, true, why, sizeof why)) {
+        memset(&fix, 0, sizeof fix);
+        fix.path = &nv_mma_path;
+        nv_mma_path.plan(caps, p, &fix);
+        if (fix.extra_source) {
+            plan->extra_source = fix.extra_source;
+            memcpy(plan->extra_options, fix.extra_options,
+                   sizeof plan->extra_options);
+            memcpy(plan->extra_global, fix.global, sizeof plan->extra_global);
+            memcpy(plan->extra_local, fix.local, sizeof plan->extra_local);
+            form = 2;
+        }
+    }
+    const size_t len = strlen(plan->options);
+    snprintf(plan->options + len, sizeof plan->options - len,
+             " -DFLASHCL_NV_WGMMA_EXP_GUARD=%d", form);
 }
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
@@ -537,11 +553,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
         snprintf(plan->options + len, sizeof plan->options - len,
                  " -DFLASHCL_NV_WGMMA_XSTAGE=1");
     }
-    if (plan_fixup(caps, p, plan)) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_NV_WGMMA_EXP_GUARD=2");
-    }
+    plan_exponent_guard(caps, p, plan);
     const bool seq_first =
         plan_varlen_options(p, plan->options, sizeof plan->options);
     /* (the persistent grid keeps its own order) */
@@ -625,7 +637,7 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
     if (!programs[1])
         return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
                                num_wait, wait_list, event);
-    /* the kernel, then the mma.sync fix-up pass (plan_fixup), which takes
+    /* the kernel, then the mma.sync fix-up pass (plan_exponent_guard), which takes
      * the packed list after the forward one as its fast pass would */
     cl_event kernel_done = NULL;
     flashcl_status status =
