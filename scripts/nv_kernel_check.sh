@@ -238,6 +238,12 @@ wcheck "wgmma varlen fp16 D64 top-left window + softcap + sinks" $wg \
 wcheck "wgmma D64 bf16 marks for the fix-up pass" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=2" \
   "$mb" '0f45800000' '32767'
+# the host's default (EXP_GUARD=3, plan_exponent_guard): the same bound,
+# no NaN marker, and the warp's exact redo of marked rows (its marker
+# comment)
+wcheck "wgmma D64 bf16 causal, marked rows redone by their warp" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3 -DFLASHCL_SINKS=1" \
+  "$mb" '0f45800000' '!32767' 'flashcl: wg_redo_row'
 wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
   "$mb" 'm64n128k16' '!0f45800000'

@@ -1543,6 +1543,7 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
                               (ulong)(it).h * o_stride.y
 #define WG_REDO_ROW(ROW)                                                       \
     do {                                                                       \
+        __asm__ volatile("// flashcl: wg_redo_row"); /* (for the checks) */ \
         const int lo_ = max(WG_ROW_LO(ROW), 0), hi_ = WG_ROW_HI(ROW);          \
         /* (from the arguments again: the consumers keep no K/V pointer     \
          * live through the loop for this) */                              \
