@@ -40,9 +40,9 @@
  * through group_size, natural-log LSE, rows that see no key write O = 0
  * and LSE = -inf. The exponent is one FMA, s sl2 - m sl2, except for the
  * rows whose max is so large that the rounding of m sl2 would overflow
- * it: the host's build marks them for the mma.sync kernel's exact fix-up
- * pass, a build without it takes (s - m) sl2 for them in the loop
- * (FLASHCL_NV_WGMMA_EXP_GUARD). Variants (cl/common/variants.clh):
+ * it: the host's build marks them and their warp redoes them exactly at
+ * the end, a build without the host's options takes (s - m) sl2 for them
+ * in the loop (FLASHCL_NV_WGMMA_EXP_GUARD). Variants (cl/common/variants.clh):
  * softcap, ALiBi, bias and mask through the shared score code in a pass
  * over each tile's scores, sinks in the epilogue; tiles wholly outside
  * the band are never loaded.
