@@ -960,6 +960,30 @@ static inline float wg_hi(uint pair)
     (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
      !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
      (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
+/* The two bias terms in score units from a pair's raw value (fp32: two
+ * floats; 16-bit: the pair's 32 bits in .x), fetched (wg_bias_fetch) or
+ * staged. */
+inline void wg_bias_terms(float2 raw, float unit, float *t0, float *t1)
+{
+#if FLASHCL_BIAS == 1
+    *t0 = raw.x * unit;
+    *t1 = raw.y * unit;
+#elif FLASHCL_BIAS
+    const float2 pair = bias_pair_of_bits(as_uint(raw.x));
+    *t0 = pair.x * unit;
+    *t1 = pair.y * unit;
+#else
+    (void)raw;
+    (void)unit;
+    *t0 = *t1 = 0.f;
+#endif
+}
+/* Visible bits (1: key, 2: key + 1) of a mask pair's two bytes (key's
+ * the low one), fetched or staged. */
+inline uint wg_mask_bits(uint pair)
+{
+    return ((pair & 0xffu) != 0 ? 1u : 0u) | ((pair & 0xff00u) != 0 ? 2u : 0u);
+}
 #if WG_XS
 /* The staged pair of this thread's row half hh, n8 tile n: x_at is the
  * byte offset of the warp's part in local memory (the kernel's per-tile
@@ -975,31 +999,17 @@ static inline float wg_hi(uint pair)
      ((WG_XS_COL(n) >> 4) ^ WG_XSWZ_M(WG_XS_ROW(hh))) * 16 +                   \
      (WG_XS_COL(n) & 15))
 #define WG_XS_LOCAL(T, at) (*(__local const T *)((__local const uchar *)smem + (at)))
-#if !FLASHCL_BIAS
-#define WG_XPF_BIAS(hh, n, t0, t1) ((void)0)
-#elif FLASHCL_BIAS == 1
-#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
-    do {                                                                       \
-        const float2 b_ = WG_XS_LOCAL(float2, WG_XS_BIAS_AT(hh, n));           \
-        *(t0) = b_.x * srow[hh].unit;                                          \
-        *(t1) = b_.y * srow[hh].unit;                                          \
-    } while (0)
+/* the raw pair as wg_bias_terms takes it */
+#if FLASHCL_BIAS == 1
+#define WG_XS_BIAS_RAW(hh, n) WG_XS_LOCAL(float2, WG_XS_BIAS_AT(hh, n))
 #else
-#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
-    do {                                                                       \
-        const float2 b_ =                                                      \
-            bias_pair_of_bits(WG_XS_LOCAL(uint, WG_XS_BIAS_AT(hh, n)));        \
-        *(t0) = b_.x * srow[hh].unit;                                          \
-        *(t1) = b_.y * srow[hh].unit;                                          \
-    } while (0)
+#define WG_XS_BIAS_RAW(hh, n)                                                  \
+    ((float2)(as_float(WG_XS_LOCAL(uint, WG_XS_BIAS_AT(hh, n))), 0.f))
 #endif
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    wg_bias_terms(WG_XS_BIAS_RAW(hh, n), srow[hh].unit, t0, t1)
 #define WG_XPF_MASK(hh, n)                                                     \
     wg_mask_bits(WG_XS_LOCAL(ushort, WG_XS_MASK_AT(hh, n)))
-/* visible bits (1: key, 2: key + 1) of a mask pair's two bytes */
-inline uint wg_mask_bits(ushort pair)
-{
-    return ((pair & 0xffu) != 0 ? 1u : 0u) | ((pair & 0xff00u) != 0 ? 2u : 0u);
-}
 #define WG_XPF_FETCH(n0) ((void)0)
 #define WG_XPF_NEXT(n0) ((void)0)
 #elif WG_XPF
@@ -1031,22 +1041,6 @@ inline float2 wg_bias_fetch(const score_row *r, int key, bool in, bool both
     (void)in;
     (void)both;
     return (float2)(0.f, 0.f);
-#endif
-}
-/* The two bias terms in score units from wg_bias_fetch's raw value. */
-inline void wg_bias_terms(float2 raw, float unit, float *t0, float *t1)
-{
-#if FLASHCL_BIAS == 1
-    *t0 = raw.x * unit;
-    *t1 = raw.y * unit;
-#elif FLASHCL_BIAS
-    const float2 pair = bias_pair_of_bits(as_uint(raw.x));
-    *t0 = pair.x * unit;
-    *t1 = pair.y * unit;
-#else
-    (void)raw;
-    (void)unit;
-    *t0 = *t1 = 0.f;
 #endif
 }
 /* Raw mask bytes of keys key (low byte) and key + 1 (high byte); 0x0101
@@ -1112,9 +1106,7 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #endif
 #define WG_XPF_BIAS(hh, n, t0, t1)                                             \
     wg_bias_terms(xb[2 * (n) + (hh)], srow[hh].unit, t0, t1)
-#define WG_XPF_MASK(hh, n)                                                     \
-    (((xm[2 * (n) + (hh)] & 0xffu) != 0 ? 1u : 0u) |                           \
-     ((xm[2 * (n) + (hh)] & 0xff00u) != 0 ? 2u : 0u))
+#define WG_XPF_MASK(hh, n) wg_mask_bits(xm[2 * (n) + (hh)])
 #else
 #define WG_XPF_FETCH(n0) ((void)0)
 #define WG_XPF_NEXT(n0) ((void)0)
@@ -1496,22 +1488,26 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
 #define WG_ITEMS_END(it)                                                       \
     wt0 += WG_T * (it).j_end;                                                  \
     }
-/* The item's Q, K, V and O (K and V from its key_base). */
-#define WG_ITEM_POINTERS(it)                                                   \
-    const int hk_ = (it).h / group_size;                                       \
-    __global const STORAGE_T *qp = q + base.x +                                \
+/* The item's Q, K, V and O (K and V from its key_base), declared under
+ * the names given (HK: its KV head). */
+#define WG_ITEM_POINTERS_AS(it, HK, QP, KP, VP, OP)                            \
+    const int HK = (it).h / group_size;                                        \
+    __global const STORAGE_T *QP = q + base.x +                                \
                                    WG_SEQ_AT(it, q_stride, q_first) +          \
                                    (ulong)(it).h * q_stride.y;                 \
-    __global const STORAGE_T *kp = k + base.y +                                \
+    __global const STORAGE_T *KP = k + base.y +                                \
                                    WG_SEQ_AT(it, k_stride, k_first) +          \
-                                   (ulong)hk_ * k_stride.y +                   \
+                                   (ulong)HK * k_stride.y +                    \
                                    (ulong)(it).key_base * k_stride.z;          \
-    __global const STORAGE_T *vp = v + base.z +                                \
+    __global const STORAGE_T *VP = v + base.z +                                \
                                    WG_SEQ_AT(it, v_stride, k_first) +          \
-                                   (ulong)hk_ * v_stride.y +                   \
+                                   (ulong)HK * v_stride.y +                    \
                                    (ulong)(it).key_base * v_stride.z;          \
-    __global STORAGE_T *op = o + base.w + WG_SEQ_AT(it, o_stride, q_first) +   \
-                             (ulong)(it).h * o_stride.y;                       \
+    __global STORAGE_T *OP = o + base.w + WG_SEQ_AT(it, o_stride, q_first) +   \
+                             (ulong)(it).h * o_stride.y
+/* ... as qp, kp, vp, op, with their row strides */
+#define WG_ITEM_POINTERS(it)                                                   \
+    WG_ITEM_POINTERS_AS(it, hk_, qp, kp, vp, op);                              \
     const ulong qs = q_stride.z, ks = k_stride.z, vs = v_stride.z,             \
                 os = o_stride.z;                                               \
     (void)qp;                                                                  \
@@ -1526,28 +1522,13 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
  * lane accumulating its column pairs of O (c = 2 lane + 64 k). Only the
  * kernels that mark rows come here: no bias, mask, ALiBi or softcap. */
 #define WG_REDO_PAIRS ((WG_DV + 63) / 64)
-#define WG_REDO_POINTERS(it)                                                   \
-    const int rhk_ = (it).h / group_size;                                      \
-    __global const STORAGE_T *rq_ = q + base.x +                               \
-                                    WG_SEQ_AT(it, q_stride, q_first) +         \
-                                    (ulong)(it).h * q_stride.y;                \
-    __global const STORAGE_T *rk_ = k + base.y +                               \
-                                    WG_SEQ_AT(it, k_stride, k_first) +         \
-                                    (ulong)rhk_ * k_stride.y +                 \
-                                    (ulong)(it).key_base * k_stride.z;         \
-    __global const STORAGE_T *rv_ = v + base.z +                               \
-                                    WG_SEQ_AT(it, v_stride, k_first) +         \
-                                    (ulong)rhk_ * v_stride.y +                 \
-                                    (ulong)(it).key_base * v_stride.z;         \
-    __global STORAGE_T *ro_ = o + base.w + WG_SEQ_AT(it, o_stride, q_first) +  \
-                              (ulong)(it).h * o_stride.y
 #define WG_REDO_ROW(ROW)                                                       \
     do {                                                                       \
         __asm__ volatile("// flashcl: wg_redo_row"); /* (for the checks) */ \
         const int lo_ = max(WG_ROW_LO(ROW), 0), hi_ = WG_ROW_HI(ROW);          \
         /* (from the arguments again: the consumers keep no K/V pointer     \
          * live through the loop for this) */                              \
-        WG_REDO_POINTERS(it);                                                  \
+        WG_ITEM_POINTERS_AS(it, rhk_, rq_, rk_, rv_, ro_);                     \
         __global const STORAGE_T *qr_ = rq_ + (ulong)(ROW)*q_stride.z;         \
         float m_ = -INFINITY, l_ = 0.f;                                        \
         float o_[WG_REDO_PAIRS][2];                                            \
