@@ -254,11 +254,14 @@ flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
     return FLASHCL_SUCCESS;
 }
 
-flashcl_status enqueue_extra(flashcl_context *ctx, cl_command_queue queue,
-                             const problem *p, const kernel_plan *plan,
-                             compiled_program *program,
-                             const trailing_args *trailing, cl_uint num_wait,
-                             const cl_event *wait_list, cl_event *event)
+/* programs[1] over the plan's extra NDRange (extra_global, else global). */
+static flashcl_status enqueue_extra(flashcl_context *ctx,
+                                    cl_command_queue queue, const problem *p,
+                                    const kernel_plan *plan,
+                                    compiled_program *program,
+                                    const trailing_args *trailing,
+                                    cl_uint num_wait,
+                                    const cl_event *wait_list, cl_event *event)
 {
     const bool own = plan->extra_global[0] != 0;
     const cl_int err = enqueue_with_args(
@@ -271,6 +274,27 @@ flashcl_status enqueue_extra(flashcl_context *ctx, cl_command_queue queue,
                          program->source, plan->source, plan->path->name,
                          cl_error_name(err));
     return FLASHCL_SUCCESS;
+}
+
+flashcl_status enqueue_forward_then_extra(
+    flashcl_context *ctx, cl_command_queue queue, const problem *p,
+    const kernel_plan *plan, compiled_program *const programs[2],
+    const trailing_args *trailing, const trailing_args *extra_trailing,
+    cl_uint num_wait, const cl_event *wait_list, cl_event *event)
+{
+    if (!programs[1])
+        return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
+                               num_wait, wait_list, event);
+    cl_event first_done = NULL;
+    flashcl_status status =
+        enqueue_forward(ctx, queue, p, plan, programs[0], trailing, num_wait,
+                        wait_list, &first_done);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    status = enqueue_extra(ctx, queue, p, plan, programs[1], extra_trailing,
+                           1, &first_done, event);
+    clReleaseEvent(first_done);
+    return status;
 }
 
 flashcl_status launch_forward_kernel(flashcl_context *ctx,

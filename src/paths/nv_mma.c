@@ -353,16 +353,8 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
         varlen_args_fill(p, &packed);
         trailing = &packed_args;
     }
-    cl_event fast_done = NULL;
-    flashcl_status status =
-        enqueue_forward(ctx, queue, p, plan, programs[0], trailing, num_wait,
-                        wait_list, &fast_done);
-    if (status != FLASHCL_SUCCESS)
-        return status;
-    status = enqueue_forward(ctx, queue, p, plan, programs[1], trailing, 1,
-                             &fast_done, event);
-    clReleaseEvent(fast_done);
-    return status;
+    return enqueue_forward_then_extra(ctx, queue, p, plan, programs, trailing,
+                                      trailing, num_wait, wait_list, event);
 }
 
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */

@@ -634,22 +634,11 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
         trailing = &persist;
     else if (p->infer.varlen_q)
         trailing = &varlen;
-    if (!programs[1])
-        return enqueue_forward(ctx, queue, p, plan, programs[0], trailing,
-                               num_wait, wait_list, event);
-    /* the kernel, then the mma.sync fix-up pass (plan_exponent_guard), which takes
-     * the packed list after the forward one as its fast pass would */
-    cl_event kernel_done = NULL;
-    flashcl_status status =
-        enqueue_forward(ctx, queue, p, plan, programs[0], trailing, num_wait,
-                        wait_list, &kernel_done);
-    if (status != FLASHCL_SUCCESS)
-        return status;
-    status = enqueue_extra(ctx, queue, p, plan, programs[1],
-                           p->infer.varlen_q ? &varlen : NULL, 1,
-                           &kernel_done, event);
-    clReleaseEvent(kernel_done);
-    return status;
+    /* the extra program: the mma.sync fix-up pass (plan_exponent_guard),
+     * which takes the packed list after the forward one */
+    return enqueue_forward_then_extra(ctx, queue, p, plan, programs, trailing,
+                                      p->infer.varlen_q ? &varlen : NULL,
+                                      num_wait, wait_list, event);
 }
 
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */

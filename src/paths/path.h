@@ -167,14 +167,15 @@ flashcl_status enqueue_forward(flashcl_context *ctx, cl_command_queue queue,
                                cl_uint num_wait, const cl_event *wait_list,
                                cl_event *event);
 
-/* enqueue_with_args on the extra program's first kernel over the plan's
- * extra NDRange (extra_global, else global), its failure named with the
- * plan. */
-flashcl_status enqueue_extra(flashcl_context *ctx, cl_command_queue queue,
-                             const problem *p, const kernel_plan *plan,
-                             compiled_program *program,
-                             const trailing_args *trailing, cl_uint num_wait,
-                             const cl_event *wait_list, cl_event *event);
+/* enqueue_forward of programs[0], then, when the plan has an extra
+ * program, programs[1] after it over the plan's extra NDRange
+ * (extra_global, else global) with `extra_trailing`; `event` is the last
+ * command's. */
+flashcl_status enqueue_forward_then_extra(
+    flashcl_context *ctx, cl_command_queue queue, const problem *p,
+    const kernel_plan *plan, compiled_program *const programs[2],
+    const trailing_args *trailing, const trailing_args *extra_trailing,
+    cl_uint num_wait, const cl_event *wait_list, cl_event *event);
 
 /* The one-kernel launch (enqueue_forward of programs[0]), as a path's
  * `launch`. */
