@@ -560,6 +560,13 @@ protocol() {
       --heads-kv 2 --dtype $t $c --reps 2 --json >"$OUT/p.log" 2>&1
     echo "D$d $t ${c:-noncausal}: exit $?, $(run_summary "$OUT/p.log")"
   done; done; done
+  protocol_rows
+}
+
+# protocol_rows: issue 12's protocol rows (fp16/bf16, D = 64 and 128, N =
+# 2048..16384, causal both; --check on sampled rows) and torch's FLASH and
+# cuDNN on the same shapes, then their table
+protocol_rows() {
   timeout 300 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
     --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
     >"$OUT/protocol.log" 2>&1
@@ -567,6 +574,7 @@ protocol() {
   if python3 -c 'import torch' 2>/dev/null; then
     timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
       --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
+    echo "torch peers: exit $?"
   fi
   protocol_table | tee "$OUT/protocol_table.md"
 }
@@ -1135,9 +1143,27 @@ s6guard() {
 # 4096 and 16384, causal both, for the default (marks + fix-up pass), the
 # in-loop guard (FLASHCL_NV_WGMMA_FIXUP=0) and no guard at all (also
 # EXP_GUARD=0: wrong for extreme inputs), into $OUT/CSV
+# bench_form FORM CSV [VAR=VALUE...] -- BENCH_ARGS...: flashcl-bench
+# (median of 7 after 2 warm-ups) under the environment given; its exit
+# status, worst --check error, describe| lines and rows (variant, D,
+# causal, N, TFLOP/s) printed under FORM, its CSV appended to $OUT/CSV
+# with FORM in the first column
+bench_form() {
+  local form=$1 csv=$OUT/$2 envs=()
+  shift 2
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout 150 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 "$@" \
+    --csv /tmp/bf_$form.csv >/tmp/bf_$form.log 2>&1
+  echo "$form: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/bf_$form.log | awk '{print $2}' | sort -g | tail -1)"
+  grep '^describe|' /tmp/bf_$form.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}'
+  grep -v '^#' /tmp/bf_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "D", $3, "causal", $4, "N", $5, $11}'
+  sed "s/^/$form,/" /tmp/bf_$form.csv >>"$csv"
+}
+
 s7_fixup_rates() {
-  local csv=$OUT/$1
-  : >"$csv"
+  local csv=$1
+  : >"$OUT/$csv"
   for form in ${GUARD_FORMS:-redo pass loop none}; do
     case $form in
       redo) set -- ;;
@@ -1145,12 +1171,8 @@ s7_fixup_rates() {
       loop) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;;
       none) set -- FLASHCL_NV_WGMMA_FIXUP=0 FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXP_GUARD=0 ;;
     esac
-    env "$@" timeout 100 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
-      --causal both --seqlen 1024,4096,16384 --head-dim 64,128 \
-      --csv /tmp/s7_$form.csv >/tmp/s7_$form.log 2>&1
-    echo "form $form: exit $?"
-    grep -v '^#' /tmp/s7_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, "D", $3, "causal", $4, "N", $5, $11}'
-    sed "s/^/$form,/" /tmp/s7_$form.csv >>"$csv"
+    bench_form "$form" "$csv" "$@" -- --dtype bf16 --causal both --seqlen 1024,4096,16384 \
+      --head-dim 64,128
   done
 }
 
@@ -1161,16 +1183,7 @@ s7_fixup_rates() {
 s7() {
   s6suites
   s7_fixup_rates s7_forms.csv
-  timeout 240 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
-    --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
-    >"$OUT/protocol.log" 2>&1
-  echo "protocol flashcl-bench: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' "$OUT/protocol.log" | awk '{print $2}' | sort -g | tail -1)"
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
-      --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
-    echo "torch peers: exit $?"
-  fi
-  protocol_table | tee "$OUT/protocol_table.md"
+  protocol_rows
 }
 
 # s7x: two schedules for the calls with little work per block. Packed
@@ -1184,20 +1197,15 @@ s7x() {
   : >"$OUT/s6_varlen.md"
   s6_varlen default
   s6_varlen wg1 FLASHCL_NV_WGMMA_WG=1
+  : >"$OUT/s7x_window.csv"
   for form in default persist wg1; do
     case $form in
       default) set -- ;;
       persist) set -- FLASHCL_NV_WGMMA_PERSIST=1 ;;
       wg1) set -- FLASHCL_NV_WGMMA_WG=1 ;;
     esac
-    env "$@" timeout 120 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
-      --causal both --seqlen 4096 --head-dim 128 --describe \
-      --variants plain,window1024,window1024+softcap+sinks \
-      --csv /tmp/s7x_$form.csv >/tmp/s7x_$form.log 2>&1
-    echo "window $form: exit $?"
-    grep '^describe|' /tmp/s7x_$form.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}' | head -6
-    grep -v '^#' /tmp/s7x_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "causal", $4, $11}'
-    sed "s/^/$form,/" /tmp/s7x_$form.csv >>"$OUT/s7x_window.csv"
+    bench_form "$form" s7x_window.csv "$@" -- --dtype bf16 --causal both --seqlen 4096 \
+      --head-dim 128 --describe --variants plain,window1024,window1024+softcap+sinks
   done
 }
 
@@ -1221,14 +1229,8 @@ s7b() {
       staged) set -- FLASHCL_PATH=nv_wgmma ;;
       fetched) set -- FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_XSTAGE=0 ;;
     esac
-    env "$@" timeout 150 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --dtype bf16 \
-      --causal both --seqlen 4096 --head-dim 128 --describe --check 2 \
-      --variants plain,bias,bias16,mask,bias+mask \
-      --csv /tmp/s7b_$form.csv >/tmp/s7b_$form.log 2>&1
-    echo "bias $form: exit $?, max rel_l2 $(grep -o 'rel_l2 [^ ]*' /tmp/s7b_$form.log | awk '{print $2}' | sort -g | tail -1)"
-    grep '^describe|' /tmp/s7b_$form.log | awk -F'|' '{split($7, a, " "); print $2, "causal", $5, a[1], a[2]}' | head -10
-    grep -v '^#' /tmp/s7b_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "causal", $4, $11}'
-    sed "s/^/$form,/" /tmp/s7b_$form.csv >>"$OUT/s7b_bias.csv"
+    bench_form "$form" s7b_bias.csv "$@" -- --dtype bf16 --causal both --seqlen 4096 \
+      --head-dim 128 --describe --check 2 --variants plain,bias,bias16,mask,bias+mask
   done
 }
 
@@ -1241,20 +1243,8 @@ s7a() {
   s7_fixup_rates s7_forms.csv
 }
 s7c() {
-  s7c_protocol
+  protocol_rows
   s7x
-}
-s7c_protocol() {
-  timeout 240 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
-    --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both --csv "$OUT/protocol.csv" \
-    >"$OUT/protocol.log" 2>&1
-  echo "protocol flashcl-bench: exit $?"
-  if python3 -c 'import torch' 2>/dev/null; then
-    timeout 200 python3 bench/torch_sdpa_peers.py --csv "$OUT/protocol_torch.csv" \
-      --seqlen 2048,4096,8192,16384 >/dev/null 2>"$OUT/protocol_torch.err"
-    echo "torch peers: exit $?"
-  fi
-  protocol_table | tee "$OUT/protocol_table.md"
 }
 
 # s7d: the guard's in-kernel redo (EXP_GUARD=3, the default): test_fixes
@@ -1270,7 +1260,7 @@ s7d() {
     grep -E 'extreme' /tmp/s7d_$t.log | cut -c1-200 | head -8
   done
   s7_fixup_rates s7_forms.csv
-  s7c_protocol
+  protocol_rows
 }
 
 # s7e: test_fixes forced onto nv_wgmma, then the redo against no guard
