@@ -1274,7 +1274,64 @@ s7e() {
   GUARD_FORMS=${GUARD_FORMS:-redo none} s7_fixup_rates s7e_forms.csv
 }
 
+# s8: this session's experiments in one call (~7 min).
+# s8_heads: the padded head dims 80, 96, 112 (and 128, their class) on 3
+# consumer warpgroups, as D = 64 runs (the table gives them 2): 64-key
+# tiles in a ring of 8, and for D = 80 128-key tiles in a ring of 5
+# (ptxas spills 32 bytes there), fp16, N = 2048 and 8192.
+s8_heads() {
+  : >"$OUT/s8_heads.csv"
+  local big=FLASHCL_NV_WGMMA_LOCAL_MEM=229456
+  bench_form def s8_heads.csv -- --dtype fp16 --causal both --seqlen 2048,8192 \
+    --head-dim 80,96,112,128 --describe --check 2
+  bench_form w3b64 s8_heads.csv FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 \
+    FLASHCL_NV_WGMMA_RING=8 $big -- --dtype fp16 --causal both --seqlen 2048,8192 \
+    --head-dim 80,96,112,128 --describe --check 2
+  bench_form w3b128 s8_heads.csv FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=128 \
+    FLASHCL_NV_WGMMA_RING=5 $big -- --dtype fp16 --causal both --seqlen 2048,8192 \
+    --head-dim 80 --describe --check 2
+  bench_form sc_def s8_heads.csv -- --dtype bf16 --causal both --seqlen 4096 \
+    --head-dim 128,256 --describe --variants plain,softcap,window1024+softcap+sinks
+  bench_form sc_w3b64 s8_heads.csv FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 \
+    FLASHCL_NV_WGMMA_RING=8 $big -- --dtype bf16 --causal both --seqlen 4096 \
+    --head-dim 128 --describe --variants plain,softcap,window1024+softcap+sinks
+}
+# s8_guard: the redo (EXP_GUARD=3) as it is, compact (MUFU exponent,
+# loops rolled), and no guard, at D = 64 (issue 12's row).
+s8_guard() {
+  : >"$OUT/s8_guard.csv"
+  local d=FLASHCL_NV_WGMMA_DEFINES
+  bench_form redo s8_guard.csv -- --dtype fp16,bf16 --causal both --seqlen 1024,2048,4096 --head-dim 64
+  bench_form compact s8_guard.csv $d=-DFLASHCL_NV_WGMMA_REDO_COMPACT=1 -- --dtype fp16,bf16 \
+    --causal both --seqlen 1024,2048,4096 --head-dim 64
+  bench_form none s8_guard.csv FLASHCL_NV_WGMMA_FIXUP=0 $d=-DFLASHCL_NV_WGMMA_EXP_GUARD=0 -- \
+    --dtype fp16,bf16 --causal both --seqlen 1024,2048,4096 --head-dim 64
+  bench_form redo2 s8_guard.csv -- --dtype fp16,bf16 --causal 1 --seqlen 2048 --head-dim 64
+}
+# s8_window: the persistent grid for windows over more shapes (v7 had
+# one: causal +3-6 %, non-causal -4 %).
+s8_window() {
+  : >"$OUT/s8_window.csv"
+  for form in default persist; do
+    case $form in
+      default) set -- ;;
+      persist) set -- FLASHCL_NV_WGMMA_PERSIST=1 ;;
+    esac
+    bench_form "$form" s8_window.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
+      --head-dim 64,128 --variants plain,window512,window2048,window1024+softcap+sinks
+  done
+}
+s8() {
+  s8_heads
+  s8_guard
+  s8_window
+}
+
 case "$what" in
+  s8) s8 ;;
+  s8_heads) s8_heads ;;
+  s8_guard) s8_guard ;;
+  s8_window) s8_window ;;
   s7e) s7e ;;
   s7d) s7d ;;
   s7a) s7a ;;
