@@ -1321,17 +1321,46 @@ s8_window() {
       --head-dim 64,128 --variants plain,window512,window2048,window1024+softcap+sinks
   done
 }
+# s8_checks: correctness of what s8 measures, forced onto nv_wgmma: the
+# padded head dims on 3 consumer warpgroups with 64-key tiles (flashcl
+# run against the float64 oracle, GQA 2, Nq != Nk) and test_forward with
+# that schedule; test_fixes (its bf16 1e5 cases) with the compact redo.
+s8_checks() {
+  local w3="FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456"
+  local pass=0 fail=0
+  for d in 72 80 88 96 104 112 120; do for t in fp16 bf16; do for c in "" --causal; do
+    if env $w3 FLASHCL_PATH=nv_wgmma timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 \
+      --head-dim $d --heads 4 --heads-kv 2 --dtype $t $c --reps 2 >/tmp/s8c.log 2>&1 &&
+      grep -q PASS /tmp/s8c.log; then pass=$((pass + 1)); else
+      fail=$((fail + 1)); echo "FAIL D=$d $t ${c:-noncausal}: $(grep -iE 'error|FAIL' /tmp/s8c.log | head -2 | tr '\n' ' ')"; fi
+  done; done; done
+  echo "3 consumer warpgroups, 64-key tiles, D 72..120: $pass passed, $fail failed"
+  env $w3 FLASHCL_PATH=nv_wgmma timeout 150 $B/tests/test_forward >/tmp/s8_tf.log 2>&1
+  echo "test_forward forced, 3 warpgroups: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s8_tf.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s8_tf.log | cut -c1-240 | head -4
+  FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_REDO_COMPACT=1 \
+    timeout 100 $B/tests/test_fixes >/tmp/s8_fx.log 2>&1
+  echo "test_fixes forced, compact redo: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s8_fx.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s8_fx.log | cut -c1-240 | head -4
+}
+s8_tables() {
+  for f in s8_heads s8_guard s8_window; do
+    [ -s "$OUT/$f.csv" ] && { echo "### $f"; python3 scripts/pivot_forms.py "$OUT/$f.csv"; }
+  done | tee "$OUT/s8_tables.md"
+}
 s8() {
   s8_heads
   s8_guard
-  s8_window
+  s8_checks
+  s8_tables
 }
 
 case "$what" in
   s8) s8 ;;
   s8_heads) s8_heads ;;
   s8_guard) s8_guard ;;
-  s8_window) s8_window ;;
+  s8_window) s8_window; s8_tables ;;
+  s8_checks) s8_checks ;;
   s7e) s7e ;;
   s7d) s7d ;;
   s7a) s7a ;;

@@ -227,12 +227,16 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
 
 static const nv_wgmma_tile *lookup(const problem *p)
 {
+    const int dims = (int)(p->head_dim > p->head_dim_v ? p->head_dim
+                                                       : p->head_dim_v);
     for (size_t i = 0; i < sizeof nv_wgmma_tiles / sizeof nv_wgmma_tiles[0];
-         ++i)
-        if (nv_wgmma_tiles[i].head_dim == tile_dim(p) &&
-            (nv_wgmma_tiles[i].causal < 0 ||
-             nv_wgmma_tiles[i].causal == (p->right >= 0)))
-            return &nv_wgmma_tiles[i];
+         ++i) {
+        const nv_wgmma_tile *t = &nv_wgmma_tiles[i];
+        if (t->head_dim == tile_dim(p) &&
+            (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
+            (t->causal < 0 || t->causal == (p->right >= 0)))
+            return t;
+    }
     return &nv_wgmma_tiles[0]; /* not reached: can_run checked the dim */
 }
 

@@ -97,7 +97,11 @@ void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
 void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
 typedef struct nv_wgmma_tile {
-    int head_dim; /* 64, 128 or 256 */
+    int head_dim; /* 64, 128 or 256: the tiles' width */
+    /* the entry serves head dims (the larger of D and D_v) up to this one
+     * in that width; 0: all of them. The first entry that matches wins,
+     * so one for the padded dims stands before its width's own. */
+    int dims_up_to;
     int causal;   /* -1: either */
     int warpgroups;
     int block_n; /* keys per K/V tile: 64, or 128 where the tiles fit */
@@ -113,20 +117,20 @@ typedef struct nv_wgmma_tile {
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    /* head_dim, causal, warpgroups, block_n, overlap, ring, lag, maxnreg,
-     * ws, local_mem */
-    {64, -1, 3, 128, 0, 4, 0, 0, 2, 131072,
+    /* head_dim, dims_up_to, causal, warpgroups, block_n, overlap, ring,
+     * lag, maxnreg, ws, local_mem */
+    {64, 0, -1, 3, 128, 0, 4, 0, 0, 2, 131072,
      "a producer warpgroup feeds 3 x 64 rows through a ring of 4 swizzled "
      "128-key K/V tiles, setmaxnreg 32/160 (the softmax limits D = 64: a "
      "third consumer hides more of it under the others' wgmma): fp16 N = "
      "8192 469.7 / 410.5 TFLOP/s non-causal / causal (H200, 2026-12-02; 2 "
      "consumers 394.8 / 353.3; 3 with 64-key tiles 415.0 / 360.2)"},
-    {128, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
+    {128, 0, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
      "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
      "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
      "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
      "485.1 / 409.6; nv_mma 355.9 / 305.1)"},
-    {256, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
+    {256, 0, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
      "Q (64 KiB) in local memory as the A operand of S, a producer "
      "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
      "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "
