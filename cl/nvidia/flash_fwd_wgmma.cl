@@ -1516,22 +1516,6 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
     (void)os
 
 #if WG_EXP_REDO
-/* FLASHCL_NV_WGMMA_REDO_COMPACT (an experiment, 0 by default): the redo
- * with MUFU.EX2 (nv_ex2) instead of the precise exp2 and its loops kept
- * rolled, to see whether the redo's code size is what costs the causal
- * D = 64 kernel about 3 % (h200-2026-12-03-v7) */
-#ifndef FLASHCL_NV_WGMMA_REDO_COMPACT
-#define FLASHCL_NV_WGMMA_REDO_COMPACT 0
-#endif
-#if FLASHCL_NV_WGMMA_REDO_COMPACT
-#define WG_REDO_EX2(x) nv_ex2(x)
-#define WG_REDO_ROLLED _Pragma("unroll 1")
-#else
-#define WG_REDO_EX2(x) exp2(x)
-#define WG_REDO_ROLLED
-#endif
-#endif
-#if WG_EXP_REDO
 /* Query row ROW of the item, exactly, by one warp from global memory: the
  * keys one at a time (each lane a column pair of the dot product, then a
  * warp sum), an online softmax with the exact exponent (s - m) sl2, each
@@ -1550,7 +1534,7 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
         float o_[WG_REDO_PAIRS][2];                                            \
         _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_)           \
             o_[k_][0] = o_[k_][1] = 0.f;                                       \
-        WG_REDO_ROLLED for (int j_ = lo_; j_ <= hi_; ++j_) {                   \
+        for (int j_ = lo_; j_ <= hi_; ++j_) {                                  \
             __global const STORAGE_T *kr_ = rk_ + (ulong)j_ * k_stride.z;      \
             float s_ = 0.f;                                                    \
             for (int d_ = 2 * lane; d_ < WG_DQ; d_ += 64) {                    \
@@ -1564,7 +1548,7 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
             s_ += nv_shfl_xor(s_, 2);                                          \
             s_ += nv_shfl_xor(s_, 1);                                          \
             if (s_ > m_) {                                                     \
-                const float a_ = WG_REDO_EX2((m_ - s_) * sl2);                 \
+                const float a_ = exp2((m_ - s_) * sl2);                        \
                 l_ *= a_;                                                      \
                 _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_) { \
                     o_[k_][0] *= a_;                                           \
@@ -1572,7 +1556,7 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
                 }                                                              \
                 m_ = s_;                                                       \
             }                                                                  \
-            const float p_ = WG_REDO_EX2((s_ - m_) * sl2);                     \
+            const float p_ = exp2((s_ - m_) * sl2);                            \
             l_ += p_;                                                          \
             __global const STORAGE_T *vr_ = rv_ + (ulong)j_ * v_stride.z;      \
             _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_) {     \
@@ -2311,7 +2295,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     /* rows whose max reached |m sl2| >= 2^12, one at a time (warp-uniform:
      * a row's four lanes share its max) */
     if (nv_warp_any(exp_big[0] >= 4096.f || exp_big[1] >= 4096.f)) {
-        WG_REDO_ROLLED for (int rr = 0; rr < 16; ++rr) {
+        for (int rr = 0; rr < 16; ++rr) {
             const int row = row0 - g + rr;
             const float big = rr < 8 ? exp_big[0] : exp_big[1];
             if (nv_warp_any(g == (rr & 7) && big >= 4096.f) &&

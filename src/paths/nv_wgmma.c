@@ -234,6 +234,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
         const nv_wgmma_tile *t = &nv_wgmma_tiles[i];
         if (t->head_dim == tile_dim(p) &&
             (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
+            (!t->with_variant || variant_active(p, t->with_variant)) &&
             (t->causal < 0 || t->causal == (p->right >= 0)))
             return t;
     }
