@@ -190,6 +190,19 @@ wcheck "wgmma padded D80 (P V as m64n80)" $wg \
 wcheck "wgmma D_v != D (192 / 128 in the 256-column tiles)" $wg \
   "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_NV_DV=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
   'm64n128k16' '!m64n192k16' '!m64n256k16'
+# 2026-12-03 (v8): the padded head dims up to 112 and softcap in the
+# 128-column tiles on 3 consumer warpgroups (D <= 80 128-key tiles in a
+# ring of 5, above 64-key tiles in a ring of 8, 224 KiB)
+ws3l=${ws3/-DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_LOCAL_MEM_BYTES=229456}
+wcheck "wgmma table D80 bf16 causal, 3 consumers, 128-key tiles" $wg \
+  "$ws3l -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n80k16' 'm64n128k16' 'SM90A_SHARED_BYTES 229456'
+wcheck "wgmma table D96 fp16, 3 consumers, 64-key tiles" $wg \
+  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n96k16' 'm64n64k16' '!m64n128k16'
+wcheck "wgmma table D128 bf16 softcap + window + sinks, 3 consumers" $wg \
+  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_SOFTCAP=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1" \
+  "$mb" 'tanh\.approx\.f32' 'm64n128k16' 'm64n64k16'
 # the variant table on the wgmma kernel (unforced since its H200 run but
 # for bias and mask, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
 # ALiBi and sinks in the 128-key table kernel; bias and mask (pairs of
