@@ -1350,7 +1350,7 @@ s8_tables() {
 # at D = 96, and softcap beside plain. ~6 min.
 s9() {
   local pass=0 fail=0
-  for d in 72 80 88 96 104 112 120; do for t in fp16 bf16; do for c in "" --causal; do
+  for d in 72 80 96 112; do for t in fp16 bf16; do for c in "" --causal; do
     if timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 --head-dim $d --heads 4 \
       --heads-kv 2 --dtype $t $c --reps 2 >/tmp/s9c.log 2>&1 && grep -q PASS /tmp/s9c.log; then
       pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL D=$d $t ${c:-noncausal}"; fi
@@ -1364,7 +1364,7 @@ s9() {
   for t in test_forward test_variants; do
     FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
       FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
-      timeout 200 $B/tests/$t >/tmp/s9_$t.log 2>&1
+      timeout 170 $B/tests/$t >/tmp/s9_$t.log 2>&1
     echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s9_$t.log | tail -1) |" \
       "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s9_$t.log | tail -1)"
     grep -E ':[EF]:' /tmp/s9_$t.log | cut -c1-240 | head -6
