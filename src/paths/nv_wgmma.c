@@ -235,6 +235,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
         if (t->head_dim == tile_dim(p) &&
             (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
             (!t->with_variant || variant_active(p, t->with_variant)) &&
+            (p->right < 0 || p->seqlen_q >= t->causal_min_rows) &&
             (t->causal < 0 || t->causal == (p->right >= 0)))
             return t;
     }

@@ -117,11 +117,14 @@ typedef struct nv_wgmma_tile {
     /* the entry serves only calls with this variant (variants.c's name);
      * NULL: every call */
     const char *with_variant;
+    /* a causal call takes the entry only from this many query rows (0:
+     * any): below, its larger blocks split the triangle more unevenly */
+    int causal_min_rows;
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
     /* head_dim, dims_up_to, causal, warpgroups, block_n, overlap, ring,
-     * lag, maxnreg, ws, local_mem, reason, with_variant */
+     * lag, maxnreg, ws, local_mem, reason, with_variant, causal_min_rows */
     {128, 0, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
      "softcap in the 128-column tiles: a producer warpgroup feeds 3 x 64 "
      "rows through a ring of 8 swizzled 64-key tiles, setmaxnreg 32/160 (a "
@@ -129,14 +132,17 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "128 N = 4096 436.4 / 362.9 TFLOP/s non-causal / causal against 413.7 "
      "/ 360.7 on the 2-consumer entry, with window 1024 and sinks 413.2 / "
      "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8)",
-     "softcap"},
+     "softcap", 1025},
     {128, 80, -1, 3, 128, 0, 5, 0, 0, 2, 229456,
      "D <= 80 in the 128-column tiles: as D = 64, a producer warpgroup "
      "feeds 3 x 64 rows through a ring of 5 swizzled 128-key tiles, "
      "setmaxnreg 32/160 (ptxas spills 32 bytes): fp16 D = 80 N = 2048 / "
      "8192 434.2 / 500.6 TFLOP/s non-causal, 319.5 / 428.9 causal, 1.07-1.23x "
      "the 2-consumer entry (361.7 / 405.6, 297.7 / 385.9) and 1.00-1.11x "
-     "64-key tiles on 3 consumers (H200, 2026-12-03 v8)", NULL},
+     "64-key tiles on 3 consumers (H200, 2026-12-03 v8); causal N = 1024 "
+     "0.97-0.98x the 2-consumer entry, so causal calls take it from 1025 "
+     "rows",
+     NULL, 1025},
     {128, 112, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
      "81 <= D <= 112 in the 128-column tiles: a producer warpgroup feeds 3 "
      "x 64 rows through a ring of 8 swizzled 64-key tiles (128-key ones "
@@ -144,24 +150,27 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "/ 8192, non-causal / causal, D = 96 443.5 / 510.6, 331.3 / 424.1 "
      "TFLOP/s (1.00-1.15x the 2-consumer entry), D = 112 459.9 / 536.9, "
      "346.3 / 449.0 (1.01-1.06x) (H200, 2026-12-03 v8); at D = 128 the "
-     "same schedule measured 0.97-1.03x its entry", NULL},
+     "same schedule measured 0.97-1.03x its entry; causal N = 1024 "
+     "0.95-0.96x the 2-consumer entry (D = 96, 112), so causal calls take "
+     "it from 1025 rows",
+     NULL, 1025},
     {64, 0, -1, 3, 128, 0, 4, 0, 0, 2, 131072,
      "a producer warpgroup feeds 3 x 64 rows through a ring of 4 swizzled "
      "128-key K/V tiles, setmaxnreg 32/160 (the softmax limits D = 64: a "
      "third consumer hides more of it under the others' wgmma): fp16 N = "
      "8192 469.7 / 410.5 TFLOP/s non-causal / causal (H200, 2026-12-02; 2 "
-     "consumers 394.8 / 353.3; 3 with 64-key tiles 415.0 / 360.2)", NULL},
+     "consumers 394.8 / 353.3; 3 with 64-key tiles 415.0 / 360.2)", NULL, 0},
     {128, 0, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
      "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
      "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
      "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
-     "485.1 / 409.6; nv_mma 355.9 / 305.1)", NULL},
+     "485.1 / 409.6; nv_mma 355.9 / 305.1)", NULL, 0},
     {256, 0, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
      "Q (64 KiB) in local memory as the A operand of S, a producer "
      "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
      "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "
      "8192 619.6 / 530.9 TFLOP/s non-causal / causal, 2.4x / 2.2x nv_mma "
-     "(H200, 2026-12-02)", NULL},
+     "(H200, 2026-12-02)", NULL, 0},
 };
 
 #endif /* FLASHCL_NV_WGMMA_TILES_H */
