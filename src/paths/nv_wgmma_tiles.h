@@ -131,7 +131,8 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "third consumer hides more of the second MUFU op a score): bf16 D = "
      "128 N = 4096 436.4 / 362.9 TFLOP/s non-causal / causal against 413.7 "
      "/ 360.7 on the 2-consumer entry, with window 1024 and sinks 413.2 / "
-     "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8)",
+     "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8); causal calls "
+     "from 1025 rows, as the padded dims'",
      "softcap", 1025},
     {128, 80, -1, 3, 128, 0, 5, 0, 0, 2, 229456,
      "D <= 80 in the 128-column tiles: as D = 64, a producer warpgroup "
