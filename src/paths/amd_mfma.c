@@ -104,8 +104,7 @@ static int pad16(int64_t n) { return (int)((n + 15) / 16 * 16); }
 
 static const amd_tile *lookup(int kind, const problem *p)
 {
-    const int d = pad16(p->head_dim > p->head_dim_v ? p->head_dim
-                                                    : p->head_dim_v);
+    const int d = pad16(problem_widest_head_dim(p));
     for (size_t i = 0; i < sizeof amd_tiles / sizeof amd_tiles[0]; ++i)
         if (amd_tiles[i].wmma == (is_wave32(kind) ? 1 : 0) &&
             d <= amd_tiles[i].max_head_dim)
@@ -219,8 +218,7 @@ static const amd_tile *tuned_tile(const device_caps *caps, int kind,
 {
     tuning_choice c;
     int next = 0;
-    const int d = pad16(p->head_dim > p->head_dim_v ? p->head_dim
-                                                    : p->head_dim_v);
+    const int d = pad16(problem_widest_head_dim(p));
     for (;;) {
         if (!tuning_choose(caps, &amd_mfma_path, p, d, plan->forced_tiles,
                            &next, &c))

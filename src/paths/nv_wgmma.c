@@ -44,9 +44,7 @@ static bool measured_faster(const problem *p)
  * at 128 / 64 (bf16 N = 4096, bench/results/h200-2026-12-02-wgmma-v4.md). */
 static int tile_dim(const problem *p)
 {
-    const uint32_t d = p->head_dim > p->head_dim_v ? p->head_dim
-                                                    : p->head_dim_v;
-    return nv_wgmma_tile_dim((int)d);
+    return nv_wgmma_tile_dim((int)problem_widest_head_dim(p));
 }
 
 /* The variants that run here unforced: those the suites passed with on an
@@ -227,8 +225,7 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
 
 static const nv_wgmma_tile *lookup(const problem *p)
 {
-    const int dims = (int)(p->head_dim > p->head_dim_v ? p->head_dim
-                                                       : p->head_dim_v);
+    const int64_t dims = problem_widest_head_dim(p);
     for (size_t i = 0; i < sizeof nv_wgmma_tiles / sizeof nv_wgmma_tiles[0];
          ++i) {
         const nv_wgmma_tile *t = &nv_wgmma_tiles[i];

@@ -232,8 +232,7 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     split_shape s;
     memset(&s, 0, sizeof s);
     const int64_t group = problem_group_size(p);
-    const int64_t widest =
-        p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
+    const int64_t widest = problem_widest_head_dim(p);
     s.tile = *tile;
     s.wg_size = tile->wg_size;
     s.unroll = tile->unroll;
@@ -1014,8 +1013,7 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
     cl_event prev = NULL;
     flashcl_status st = FLASHCL_SUCCESS;
     if (p->infer.append) {
-        const int64_t d = p->head_dim > p->head_dim_v ? p->head_dim
-                                                      : p->head_dim_v;
+        const int64_t d = problem_widest_head_dim(p);
         const size_t global[3] = {(size_t)d,
                                   (size_t)(p->infer.seqlen_new * p->heads_kv),
                                   (size_t)p->batch};

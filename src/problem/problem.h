@@ -140,6 +140,13 @@ static inline int64_t problem_group_size(const problem *p)
     return p->heads_kv > 0 ? p->heads_q / p->heads_kv : 1;
 }
 
+/* The larger of the two head dims (D of Q and K, D_v of V and O): the
+ * width tiles that hold both must have. */
+static inline int64_t problem_widest_head_dim(const problem *p)
+{
+    return p->head_dim > p->head_dim_v ? p->head_dim : p->head_dim_v;
+}
+
 /* True when every row start of a view is 16-byte aligned and its dim
  * stride is 1 (vector and async-copy paths need both). */
 bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
