@@ -691,27 +691,7 @@ headdims() {
     timeout 150 python3 bench/torch_sdpa_peers.py --csv "$OUT/headdims_torch.csv" --head-dim 96,256 \
       --seqlen 1024,2048,4096,8192 >/dev/null 2>"$OUT/headdims_torch.err"
   fi
-  python3 - "$OUT" <<'PY'
-import csv, os, sys
-out = sys.argv[1]
-f = {}
-for x in csv.DictReader(l for l in open(os.path.join(out, "headdims.csv")) if not l.startswith("#")):
-    f[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
-peer = {}
-p = os.path.join(out, "headdims_torch.csv")
-if os.path.exists(p):
-    for x in csv.DictReader(open(p)):
-        peer[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]), x["backend"])] = float(x["tflops"])
-cls = {96: 128, 192: 256}
-print("| dtype | D | causal | N | flashcl | / class D | torch FLASH | / FLASH |")
-print("|---|---|---|---|---|---|---|---|")
-for k in sorted(f):
-    if k[1] == 128:
-        continue
-    c = (k[0], cls.get(k[1], k[1])) + k[2:]
-    fl = peer.get(k + ("flash",), float("nan"))
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {f[k]:.1f} | {f[k] / f[c]:.2f} | {fl:.1f} | {f[k] / fl:.2f} |")
-PY
+  python3 scripts/headdim_table.py "$OUT/headdims.csv" "$OUT/headdims_torch.csv"
 }
 
 # final5's table: each variant against plain and against torch's best
@@ -1323,17 +1303,31 @@ s8_window() {
 # padded head dims on 3 consumer warpgroups with 64-key tiles (flashcl
 # run against the float64 oracle, GQA 2, Nq != Nk) and test_forward with
 # that schedule.
+# oracle_call LABEL [VAR=VALUE ...] -- FLASHCL_RUN_ARGS: one `flashcl run`
+# against the float64 oracle (GQA 2, 700 x 900) with those variables;
+# counts it in oracle_pass / oracle_fail and prints a failure
+oracle_call() {
+  local label=$1 envs=()
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  if env "${envs[@]}" timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 --heads 4 \
+    --heads-kv 2 --reps 2 "$@" >/tmp/oracle_call.log 2>&1 && grep -q PASS /tmp/oracle_call.log; then
+    oracle_pass=$((oracle_pass + 1))
+  else
+    oracle_fail=$((oracle_fail + 1))
+    echo "FAIL $label: $(grep -iE 'error|FAIL' /tmp/oracle_call.log | head -2 | tr '\n' ' ')"
+  fi
+}
 s8_checks() {
-  local w3="FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456"
-  local pass=0 fail=0
+  local w3=(FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456)
+  oracle_pass=0 oracle_fail=0
   for d in 72 80 88 96 104 112 120; do for t in fp16 bf16; do for c in "" --causal; do
-    if env $w3 FLASHCL_PATH=nv_wgmma timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 \
-      --head-dim $d --heads 4 --heads-kv 2 --dtype $t $c --reps 2 >/tmp/s8c.log 2>&1 &&
-      grep -q PASS /tmp/s8c.log; then pass=$((pass + 1)); else
-      fail=$((fail + 1)); echo "FAIL D=$d $t ${c:-noncausal}: $(grep -iE 'error|FAIL' /tmp/s8c.log | head -2 | tr '\n' ' ')"; fi
+    oracle_call "D=$d $t ${c:-noncausal}" "${w3[@]}" FLASHCL_PATH=nv_wgmma -- \
+      --head-dim $d --dtype $t $c
   done; done; done
-  echo "3 consumer warpgroups, 64-key tiles, D 72..120: $pass passed, $fail failed"
-  env $w3 FLASHCL_PATH=nv_wgmma timeout 150 $B/tests/test_forward >/tmp/s8_tf.log 2>&1
+  echo "3 consumer warpgroups, 64-key tiles, D 72..120: $oracle_pass passed, $oracle_fail failed"
+  env "${w3[@]}" FLASHCL_PATH=nv_wgmma timeout 150 $B/tests/test_forward >/tmp/s8_tf.log 2>&1
   echo "test_forward forced, 3 warpgroups: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s8_tf.log | tail -1)"
   grep -E ':[EF]:' /tmp/s8_tf.log | cut -c1-240 | head -4
 }
@@ -1349,18 +1343,14 @@ s8_tables() {
 # plain, then test_variants and test_forward unforced (every 16-bit call
 # the path takes must run on it). ~6 min.
 s9() {
-  local pass=0 fail=0
+  oracle_pass=0 oracle_fail=0
   for d in 72 80 96 112; do for t in fp16 bf16; do for c in "" --causal; do
-    if timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 --head-dim $d --heads 4 \
-      --heads-kv 2 --dtype $t $c --reps 2 >/tmp/s9c.log 2>&1 && grep -q PASS /tmp/s9c.log; then
-      pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL D=$d $t ${c:-noncausal}"; fi
+    oracle_call "D=$d $t ${c:-noncausal}" -- --head-dim $d --dtype $t $c
   done; done; done
   for sc in "--softcap 30" "--softcap 30 --window 300,0"; do for t in fp16 bf16; do
-    if timeout 60 $B/flashcl run --seqlen-q 700 --seqlen-k 900 --head-dim 128 --heads 4 \
-      --heads-kv 2 --dtype $t --causal $sc --reps 2 >/tmp/s9c.log 2>&1 && grep -q PASS /tmp/s9c.log; then
-      pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL D=128 $t $sc"; fi
+    oracle_call "D=128 $t $sc" -- --head-dim 128 --dtype $t --causal $sc
   done; done
-  echo "default route against the oracle: $pass passed, $fail failed"
+  echo "default route against the oracle: $oracle_pass passed, $oracle_fail failed"
   timeout 200 $B/flashcl-bench --sgemm 0 --reps 7 --warmup 2 --check 2 --dtype fp16,bf16 \
     --head-dim 80,96,112,128 --seqlen 1024,2048,4096,8192 --causal both \
     --csv "$OUT/s9_heads.csv" >"$OUT/s9_heads.log" 2>&1
@@ -1371,27 +1361,8 @@ s9() {
   : >"$OUT/s9_softcap.csv"
   bench_form default s9_softcap.csv -- --dtype bf16 --causal both --seqlen 4096 \
     --head-dim 128,256 --describe --check 2 --variants plain,softcap,window1024+softcap+sinks
-  python3 - "$OUT" <<'PY' | tee "$OUT/s9_tables.md"
-import csv, os, sys
-out = sys.argv[1]
-f = {}
-for x in csv.DictReader(l for l in open(os.path.join(out, "s9_heads.csv")) if not l.startswith("#")):
-    f[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]))] = float(x["tflops"])
-peer = {}
-p = os.path.join(out, "s9_torch.csv")
-if os.path.exists(p):
-    for x in csv.DictReader(open(p)):
-        peer[(x["dtype"], int(x["head_dim"]), x["causal"], int(x["seqlen"]), x["backend"])] = float(x["tflops"])
-print("| dtype | D | causal | N | flashcl | / D = 128 | torch FLASH | / FLASH | cuDNN | / cuDNN |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for k in sorted(f):
-    if k[1] == 128:
-        continue
-    c = (k[0], 128) + k[2:]
-    fl = peer.get(k + ("flash",), float("nan"))
-    cu = peer.get(k + ("cudnn",), float("nan"))
-    print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {f[k]:.1f} | {f[k] / f[c]:.3f} | {fl:.1f} | {f[k] / fl:.2f} | {cu:.1f} | {f[k] / cu:.2f} |")
-PY
+  python3 scripts/headdim_table.py "$OUT/s9_heads.csv" "$OUT/s9_torch.csv" --cudnn |
+    tee "$OUT/s9_tables.md"
   python3 scripts/pivot_forms.py "$OUT/s9_softcap.csv" | tee -a "$OUT/s9_tables.md"
   for t in test_variants test_forward; do
     FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
