@@ -1374,6 +1374,55 @@ s9() {
   done
 }
 
+# s10: 3 consumer warpgroups in the 256-column tiles for head dims up to
+# 160 (Q in local memory, a ring of 4 64-key tiles beside its 96 KiB):
+# forced through FLASHCL_NV_WGMMA_WG=3 against the float64 oracle, then
+# D = 144 / 160 with and without it beside D = 256 (the class's own
+# rate), the persistent grid for windows (s8_window), softcap's exponent
+# on the FP32 pipe for k of 8 scores now that 3 consumers run it, and the
+# persistent grid and 64-key tiles for causal D = 80. One CSV
+# (s10.csv, the form first), pivoted into s10_tables.md. ~8 min.
+s10() {
+  local w3=(FLASHCL_NV_WGMMA_WG=3 FLASHCL_PATH=nv_wgmma)
+  oracle_pass=0 oracle_fail=0
+  for dims in 136 152 160; do
+    for t in fp16 bf16; do for c in "" --causal; do
+      oracle_call "D=$dims $t ${c:-noncausal} wg3" "${w3[@]}" FLASHCL_VERBOSE=1 -- \
+        --head-dim $dims --dtype $t $c
+    done; done
+  done
+  grep -m1 -o 'BLOCK_M=[0-9]*' /tmp/oracle_call.log | sed 's/^/last wg3 call: /'
+  oracle_call "D=192 wg3 asked (2 run)" "${w3[@]}" -- --head-dim 192 --dtype bf16 --causal
+  echo "3 consumers in 256 columns against the oracle: $oracle_pass passed, $oracle_fail failed"
+  for t in test_forward test_variants; do
+    env "${w3[@]}" timeout 150 $B/tests/$t >/tmp/s10_$t.log 2>&1
+    echo "$t forced, FLASHCL_NV_WGMMA_WG=3: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s10_$t.log | tail -1)"
+    grep -E ':[EF]:' /tmp/s10_$t.log | cut -c1-240 | head -4
+  done
+  : >"$OUT/s10.csv"
+  bench_form def s10.csv -- --dtype fp16,bf16 --causal both --seqlen 1024,2048,4096,8192 \
+    --head-dim 144,160,256 --check 2
+  bench_form wg3 s10.csv FLASHCL_NV_WGMMA_WG=3 -- --dtype fp16,bf16 --causal both \
+    --seqlen 1024,2048,4096,8192 --head-dim 144,160 --describe --check 2
+  cp "$OUT/s10.csv" "$OUT/s10_heads.csv"
+  : >"$OUT/s10.csv"
+  for k in 0 1 2; do
+    bench_form poly$k s10.csv FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_EXP_POLY=$k -- \
+      --dtype bf16 --causal both --seqlen 4096 --head-dim 128 --variants softcap,window1024+softcap+sinks
+  done
+  cp "$OUT/s10.csv" "$OUT/s10_poly.csv"
+  : >"$OUT/s10.csv"
+  bench_form def s10.csv -- --dtype fp16 --causal 1 --seqlen 1024,2048,4096 --head-dim 80,128
+  bench_form persist s10.csv FLASHCL_NV_WGMMA_PERSIST=1 -- --dtype fp16 --causal 1 \
+    --seqlen 1024,2048,4096 --head-dim 80,128
+  bench_form w3b64 s10.csv FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 \
+    FLASHCL_NV_WGMMA_LOCAL_MEM=229456 -- --dtype fp16 --causal 1 --seqlen 1024,2048,4096 --head-dim 80
+  mv "$OUT/s10.csv" "$OUT/s10_d80.csv"
+  s8_window
+  for f in s10_heads s10_poly s10_d80 s8_window; do
+    echo "### $f"; python3 scripts/pivot_forms.py "$OUT/$f.csv"
+  done | tee "$OUT/s10_tables.md"
+}
 s8() {
   s8_heads
   s8_guard
@@ -1382,6 +1431,7 @@ s8() {
 }
 
 case "$what" in
+  s10) s10 ;;
   s9) s9 ;;
   s8) s8 ;;
   s8_heads) s8_heads ;;

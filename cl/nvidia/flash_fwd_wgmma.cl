@@ -472,10 +472,11 @@ typedef float real_t;
 #if FLASHCL_NV_WGMMA_QSMEM && (!WG_WS || WG_BN != 64)
 #error "flash_fwd_wgmma: Q in local memory is written for the warp-specialized schedule with 64-key tiles"
 #endif
-/* (its named barriers are 3 + warpgroup for 2 warpgroups; and at D = 256
- * O alone takes 128 of the 160 registers 3 consumers get) */
-#if FLASHCL_NV_WGMMA_QSMEM && WG_CONSUMER_THREADS > 256
-#error "flash_fwd_wgmma: Q in local memory is written for 1 or 2 consumer warpgroups"
+/* 3 consumers get 160 registers each: O of D_v = 160 takes 80 of them
+ * beside S and P (no spills, scripts/wgmma_isa_check.sh); D_v = 176
+ * spilled 44-92 bytes and D = 256's O alone takes 128 */
+#if FLASHCL_NV_WGMMA_QSMEM && WG_CONSUMER_THREADS > 256 && WG_DMAX > 160
+#error "flash_fwd_wgmma: Q in local memory with 3 consumer warpgroups serves head dims up to 160"
 #endif
 #if WG_D == 256 && !FLASHCL_NV_WGMMA_QSMEM
 #error "flash_fwd_wgmma: D = 256 keeps Q in local memory (FLASHCL_NV_WGMMA_QSMEM=1, the warp-specialized schedule, 64-key tiles)"
@@ -1765,7 +1766,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 #if FLASHCL_NV_WGMMA_QSMEM
     /* ---- Q: this warpgroup's 64 rows into local memory (the K tile
      * layout), copied by its own threads; its warps meet once at a named
-     * barrier (3 + warpgroup) before the first S */
+     * barrier (3 + warpgroup: 1 and 2 are the ping-pong's) before the
+     * first S */
     const uint qbuf = sbase + WG_RING * WG_TILEB + (uint)(warp >> 2) * 64 * WG_D * 2;
     const int m0_q = m0 + (warp >> 2) * 64;
     {
@@ -1785,8 +1787,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
         WG_FENCE_PROXY();
         if ((warp >> 2) == 0)
             NV_BAR_SYNC("3", "128");
-        else
+        else if ((warp >> 2) == 1)
             NV_BAR_SYNC("4", "128");
+        else
+            NV_BAR_SYNC("5", "128");
     }
 #if WG_SWIZZLE
 #define WG_Q_DESC(c) WG_K_DESC(qbuf, c) /* BN = 64: the same regions */

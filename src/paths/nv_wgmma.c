@@ -291,7 +291,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
             tile_params_get(t, "maxnreg", cfg->maxnreg),
             tile_params_get(t, "ws", cfg->ws), cfg->persist};
         char why[160];
-        if (nv_wgmma_legal(&want, tile_dim(p), mem,
+        if (nv_wgmma_legal(&want, (int)problem_widest_head_dim(p), mem,
                            caps->max_work_group, why, sizeof why)) {
             *cfg = want;
             return true;
@@ -315,7 +315,8 @@ static int env_int(const char *name, int lo, int hi, int fallback)
  * or the tuned set; each falls back to it when unset or out of range.
  * True when one of them is set.
  * WG=1|2|3: warpgroups per work-group (3: consumers of the warp-specialized
- *   schedule only, below D = 256; else 2).
+ *   schedule only, for head dims up to 160 in the 256-column tiles; else
+ *   2).
  * BN=32|64|128: keys per K/V tile, used when one K and one V tile of that
  *   size fit; else 64. 32: half the S and P registers (D = 128 under a
  *   128-register cap) and twice the ring slots, for twice the softmax
@@ -378,7 +379,9 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
                  3 * tile_bytes(p, c->block_n) <= mem;
     const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
     c->maxnreg = n >= 24 ? n : 0;
-    if (c->warpgroups == 3 && (!c->ws || tile_dim(p) == 256))
+    if (c->warpgroups == 3 &&
+        (!c->ws || (tile_dim(p) == 256 &&
+                    problem_widest_head_dim(p) > NV_WGMMA_QSMEM_3WG_DIMS)))
         c->warpgroups = 2; /* see nv_wgmma_legal */
     if (c->ws >= 3 && c->warpgroups != 2)
         c->ws = 2;

@@ -105,20 +105,22 @@ int nv_wgmma_regs(const nv_wgmma_cfg *c)
     return 65536 / nv_wgmma_threads(c) / 8 * 8;
 }
 
-bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
+bool nv_wgmma_legal(const nv_wgmma_cfg *c, int dims, uint64_t local_mem,
                     size_t max_work_group, char *why, size_t cap)
 {
     if (!legal_values(c, why, cap) || !legal_schedule(c, why, cap))
         return false;
-    /* D = 256: Q in local memory, which the kernel has written for the
-     * warp-specialized schedule with 64-key tiles only */
+    const int head_dim = nv_wgmma_tile_dim(dims);
+    /* the 256-column tiles: Q in local memory, which the kernel has
+     * written for the warp-specialized schedule with 64-key tiles only */
     if (head_dim == 256 && (!c->ws || c->block_n != 64))
         return bad(why, cap, "D = 256 needs the warp-specialized schedule "
                    "(ws >= 1) with 64-key tiles, not block_n %d",
                    c->block_n);
-    if (head_dim == 256 && c->warpgroups == 3)
-        return bad(why, cap, "D = 256 (Q in local memory) runs 1 or 2 "
-                   "consumer warpgroups, not %d", c->warpgroups);
+    if (head_dim == 256 && c->warpgroups == 3 &&
+        dims > NV_WGMMA_QSMEM_3WG_DIMS)
+        return bad(why, cap, "head dims above 160 in the 256-column tiles "
+                   "run 1 or 2 consumer warpgroups, not %d", c->warpgroups);
     if (max_work_group && (size_t)nv_wgmma_threads(c) > max_work_group)
         return bad(why, cap, "%d warpgroups exceed the work-group limit",
                    c->warpgroups + (c->ws ? 1 : 0));

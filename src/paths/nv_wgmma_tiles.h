@@ -60,9 +60,17 @@ typedef struct nv_wgmma_cfg {
     int persist;
 } nv_wgmma_cfg;
 
+/* The widest head dim (D or D_v) 3 consumer warpgroups serve in the
+ * 256-column tiles, whose Q lives in local memory: their 160 registers
+ * hold O of 160 columns beside S and P; 176 spilled 44-92 bytes and 192
+ * 60-100 (ptxas through scripts/wgmma_isa_check.sh, 2026-12-03). The
+ * kernel's #error says the same. */
+#define NV_WGMMA_QSMEM_3WG_DIMS 160
 /* The kernel's #error rules and the device's limits for a set
- * (nv_wgmma_config.c); false with the reason in `why`. */
-bool nv_wgmma_legal(const nv_wgmma_cfg *c, int head_dim, uint64_t local_mem,
+ * (nv_wgmma_config.c); false with the reason in `why`. `dims` is the
+ * widest real head dim (D or D_v): the tiles are nv_wgmma_tile_dim's
+ * width of it (64, 128 and 256 stand for their whole width). */
+bool nv_wgmma_legal(const nv_wgmma_cfg *c, int dims, uint64_t local_mem,
                     size_t max_work_group, char *why, size_t cap);
 /* Local memory of its K/V tiles: ring slots, 3 overlapped, else 2; with
  * ws also two mbarriers per slot; at D = 256 also Q. */
