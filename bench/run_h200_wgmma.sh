@@ -1423,6 +1423,44 @@ s10() {
     echo "### $f"; python3 scripts/pivot_forms.py "$OUT/$f.csv"
   done | tee "$OUT/s10_tables.md"
 }
+# s11: the v9 table entry (3 consumers for D 129..160) and the persistent
+# grid for causal bands of at most 512 keys on the default route: calls
+# against the float64 oracle (causal ones with 1100 query rows, where
+# the entry applies), the suites unforced, then the head dims' rates
+# beside D = 256 and the windows beside plain. stdout also goes to
+# $OUT/s11.txt. ~7 min.
+s11() {
+  oracle_pass=0 oracle_fail=0
+  for d in 136 152 160; do for t in fp16 bf16; do
+    oracle_call "D=$d $t noncausal" -- --head-dim $d --dtype $t
+    oracle_call "D=$d $t causal 1100 rows" -- --head-dim $d --dtype $t --causal \
+      --seqlen-q 1100 --seqlen-k 1300
+  done; done
+  for d in 64 128; do for t in fp16 bf16; do
+    oracle_call "D=$d $t causal window 512" -- --head-dim $d --dtype $t --causal --window 512,0
+    oracle_call "D=$d $t window 200,300" -- --head-dim $d --dtype $t --window 200,300
+  done; done
+  oracle_call "D=160 bf16 causal window 512 softcap" -- --head-dim 160 --dtype bf16 --causal \
+    --window 512,0 --softcap 30 --seqlen-q 1100 --seqlen-k 1300
+  echo "default route against the oracle: $oracle_pass passed, $oracle_fail failed"
+  for t in test_forward test_variants test_semantics; do
+    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
+      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
+      timeout 170 $B/tests/$t >/tmp/s11_$t.log 2>&1
+    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s11_$t.log | tail -1) |" \
+      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s11_$t.log | tail -1)"
+    grep -E ':[EF]:' /tmp/s11_$t.log | cut -c1-240 | head -6
+  done
+  : >"$OUT/s11_heads.csv"
+  bench_form def s11_heads.csv -- --dtype fp16,bf16 --causal both --seqlen 1024,2048,4096,8192 \
+    --head-dim 144,160,256 --check 2 --describe
+  : >"$OUT/s11_window.csv"
+  bench_form def s11_window.csv -- --dtype bf16 --causal both --seqlen 4096,16384 \
+    --head-dim 64,128 --describe --variants plain,window512,window1024,window2048,window512+softcap+sinks
+  python3 scripts/headdim_table.py "$OUT/s11_heads.csv" >"$OUT/s11_tables.md" 2>&1
+  python3 scripts/pivot_forms.py "$OUT/s11_window.csv" >>"$OUT/s11_tables.md"
+  cat "$OUT/s11_tables.md"
+}
 s8() {
   s8_heads
   s8_guard
@@ -1431,6 +1469,7 @@ s8() {
 }
 
 case "$what" in
+  s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
   s10) s10 ;;
   s9) s9 ;;
   s8) s8 ;;

@@ -203,6 +203,16 @@ wcheck "wgmma table D96 fp16, 3 consumers, 64-key tiles" $wg \
 wcheck "wgmma table D128 bf16 softcap + window + sinks, 3 consumers" $wg \
   "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_SOFTCAP=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n128k16' 'm64n64k16'
+# 2026-12-03 (v9): head dims 129..160 in the 256-column tiles on 3
+# consumer warpgroups (Q's 96 KiB in local memory, its third warpgroup's
+# named barrier 5, a ring of 4); the persistent grid with a causal band
+ws3q=${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64}
+wcheck "wgmma table D160 bf16 causal, 3 consumers, Q in local memory" $wg \
+  "$ws3q -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=160 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'bar\.sync 5, 128' 'm64n160k16' '!m64n256k16' 'SM90A_SHARED_BYTES 229456'
+wcheck "wgmma table D128 fp16 causal window, persistent grid" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'm64n128k16'
 # the variant table on the wgmma kernel (unforced since its H200 run but
 # for bias and mask, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
 # ALiBi and sinks in the 128-key table kernel; bias and mask (pairs of

@@ -52,7 +52,8 @@ typedef struct plan_case {
     int window_left, window_right; /* -2: no window */
     float softcap;
     int alibi, bias, mask, sinks; /* bias 2: an fp32 bias */
-    int persist;             /* FLASHCL_NV_WGMMA_PERSIST=1 */
+    int persist; /* 1: FLASHCL_NV_WGMMA_PERSIST=1, which -1 asks and the
+                  * plan refuses; 2: the plan's own choice */
     int seqlen_q;            /* 0: NQ */
     int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
     const char *force;       /* FLASHCL_PATH, or NULL */
@@ -113,6 +114,59 @@ static const plan_case cases[] = {
      .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .path = "nv_wgmma",
      .want = {"-DFLASHCL_HEAD_DIM=256", "-DFLASHCL_BLOCK_N=64",
               "-DFLASHCL_LOCAL_MEM_BYTES=229456"}},
+    {.name = "plain bf16 D160: 3 consumers in 256 columns", .head_dim = 160,
+     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_HEAD_DIM=256", "-DFLASHCL_NV_DQ=160",
+              "-DFLASHCL_BLOCK_M=192", "-DFLASHCL_WG_SIZE=512",
+              /* a ring of 4 beside Q's 96 KiB */
+              "-DFLASHCL_NV_WGMMA_RING=4"}},
+    {.name = "plain fp16 D144 causal, 2048 rows: 3 consumers",
+     .head_dim = 144, .causal = 1, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = -2, .seqlen_q = 2048, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_DQ=144", "-DFLASHCL_BLOCK_M=192",
+              "-DFLASHCL_NV_WGMMA_RING=4"}},
+    {.name = "plain fp16 D160 causal, 777 rows: 2 consumers",
+     .head_dim = 160, .causal = 1, .dtype = FLASHCL_DTYPE_FP16,
+     .window_left = -2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_DQ=160", "-DFLASHCL_BLOCK_M=128",
+              "-DFLASHCL_NV_WGMMA_RING=5"}},
+    {.name = "plain bf16 D176: 2 consumers (3 would spill)", .head_dim = 176,
+     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_DQ=176", "-DFLASHCL_BLOCK_M=128",
+              "-DFLASHCL_NV_WGMMA_RING=5"}},
+    {.name = "plain bf16 D160 / D_v 128: 3 consumers", .head_dim = 160,
+     .head_dim_v = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_DQ=160", "-DFLASHCL_NV_DV=128",
+              "-DFLASHCL_BLOCK_M=192"}},
+    {.name = "plain bf16 D128 / D_v 176: 2 consumers", .head_dim = 128,
+     .head_dim_v = 176, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
+     .path = "nv_wgmma",
+     .want = {"-DFLASHCL_HEAD_DIM=256", "-DFLASHCL_NV_DV=176",
+              "-DFLASHCL_BLOCK_M=128"}},
+    {.name = "causal window 512 bf16 D128: the persistent grid",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = 512, .window_right = -1, .persist = 2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_WINDOW_LEFT=1", "-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "window 256 / 256 fp16 D64: the persistent grid",
+     .head_dim = 64, .dtype = FLASHCL_DTYPE_FP16, .window_left = 256,
+     .window_right = 256, .persist = 2, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "causal window 513 bf16 D128: the plain grid", .head_dim = 128,
+     .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = 513,
+     .window_right = -1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_WINDOW_LEFT=1"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "window 200 without a right edge: the plain grid",
+     .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = 200,
+     .window_right = -1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_WINDOW_LEFT=1"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "causal window 300 with a bias: the plain grid, staged",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = 300, .window_right = -1, .bias = 1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1", "-DFLASHCL_NV_HEADS_FIRST=1"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
     {.name = "D32: forced only", .head_dim = 32, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = -2, .path = "nv_mma", .skipped = "not measured faster"},
     {.name = "persistent grid", .head_dim = 64, .causal = 1,
@@ -371,7 +425,7 @@ START_TEST(plans_for_an_h200)
         desc_of(c, flashcl_context_cl_context(ctx), owned);
     if (c->force)
         setenv("FLASHCL_PATH", c->force, 1);
-    if (c->persist)
+    if (c->persist == 1 || c->persist == -1)
         setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
     const bool persistent = c->persist > 0; /* -1: asked, not granted */
     problem p;
@@ -435,7 +489,7 @@ START_TEST(plans_for_an_h200)
         /* the fix-up pass form, planned again */
         if (c->force)
             setenv("FLASHCL_PATH", c->force, 1);
-        if (c->persist)
+        if (c->persist == 1 || c->persist == -1)
             setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
         setenv("FLASHCL_NV_WGMMA_FIXUP", "pass", 1);
         kernel_plan with_pass;

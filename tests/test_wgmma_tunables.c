@@ -81,6 +81,12 @@ START_TEST(declared_through_the_api)
 }
 END_TEST
 
+/* The widest head dim an entry serves: its dims_up_to, else its width. */
+static int entry_dims(const nv_wgmma_tile *e)
+{
+    return e->dims_up_to ? e->dims_up_to : e->head_dim;
+}
+
 START_TEST(table_entries_legal)
 {
     for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
@@ -88,10 +94,10 @@ START_TEST(table_entries_legal)
         const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
                                 0, e->overlap, e->maxnreg, e->ws, 0};
         char why[160] = "";
-        ck_assert_msg(nv_wgmma_legal(&c, e->head_dim,
+        ck_assert_msg(nv_wgmma_legal(&c, entry_dims(e),
                                      e->local_mem ? e->local_mem : LOCAL_MEM,
                                      1024, why, sizeof why),
-                      "table entry D=%d: %s", e->head_dim, why);
+                      "table entry D=%d: %s", entry_dims(e), why);
     }
 }
 END_TEST

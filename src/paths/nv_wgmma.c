@@ -505,6 +505,26 @@ static void plan_exponent_guard(const device_caps *caps, const problem *p,
              " -DFLASHCL_NV_WGMMA_EXP_GUARD=%d", form);
 }
 
+/* Bands of at most this many keys (left + right of the diagonal, both
+ * bounded) run on the persistent grid: a block then has only a few key
+ * tiles, and the grid overlaps one item's O store and the next item's
+ * first copies. bf16 N = 4096 / 16384, causal window 512 (H200,
+ * 2026-12-03 v9, s8_window): D = 64 1.09 / 1.12x the plain grid, D = 128
+ * 1.05 / 1.07x; window 2048 0.99-1.02x and window 1024 with softcap and
+ * sinks 0.97-1.05x, so wider bands keep the plain grid. Without the
+ * right edge (non-causal windows) the persistent grid measured 0.85-0.94x
+ * at window 512. Bias and mask keep the plain grid (their staged tiles
+ * and heads-first order are written for it). */
+#define PERSIST_BAND_KEYS 512
+
+static bool plan_persist_band(const problem *p)
+{
+    return p->left >= 0 && p->right >= 0 &&
+           p->left + p->right <= PERSIST_BAND_KEYS &&
+           !variant_active(p, "bias") && !variant_active(p, "mask") &&
+           !p->infer.varlen_q;
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -513,6 +533,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     nv_wgmma_cfg cfg = table_cfg(tile);
     if (variant_active(p, "bias") || variant_active(p, "mask"))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
+    cfg.persist = plan_persist_band(p);
     tuning_choice chosen;
     const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
     const bool env = apply_env(mem, p, &cfg);

@@ -174,6 +174,15 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
      "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
      "485.1 / 409.6; nv_mma 355.9 / 305.1)", NULL, 0},
+    {256, NV_WGMMA_QSMEM_3WG_DIMS, -1, 3, 64, 0, 4, 0, 0, 2, 229456,
+     "D 129..160 in the 256-column tiles: a producer warpgroup feeds 3 x "
+     "64 rows through a ring of 4 swizzled 64-key tiles beside their 96 "
+     "KiB of Q, setmaxnreg 32/160 (O of 160 columns fits, 176 spills): bf16 "
+     "N = 2048 / 8192 non-causal D = 160 507.1 / 587.8 TFLOP/s, causal "
+     "387.2 / 498.7, 1.07-1.15x the 2-consumer entry, D = 144 1.08-1.13x "
+     "(H200, 2026-12-03 v9); causal N = 1024 0.99-1.01x, so causal calls "
+     "take it from 1025 rows",
+     NULL, 1025},
     {256, 0, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
      "Q (64 KiB) in local memory as the A operand of S, a producer "
      "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
