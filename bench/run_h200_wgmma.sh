@@ -1457,8 +1457,17 @@ s11() {
   : >"$OUT/s11_window.csv"
   bench_form def s11_window.csv -- --dtype bf16 --causal both --seqlen 4096,16384 \
     --head-dim 64,128 --describe --variants plain,window512,window1024,window2048,window512+softcap+sinks
+  # N = 1024 in 192-row blocks: 6 blocks for 5.3 blocks' rows; the
+  # 2-consumer entry's schedule (128-row blocks, 8 of them) beside it
+  : >"$OUT/s11_n1024.csv"
+  bench_form def s11_n1024.csv -- --dtype fp16 --causal both --seqlen 1024 --head-dim 80,96,112,144,160
+  bench_form w2 s11_n1024.csv FLASHCL_NV_WGMMA_WG=2 FLASHCL_NV_WGMMA_BN=128 FLASHCL_NV_WGMMA_RING=3 \
+    FLASHCL_NV_WGMMA_LOCAL_MEM=131072 -- --dtype fp16 --causal both --seqlen 1024 --head-dim 80,96,112
+  bench_form w2q s11_n1024.csv FLASHCL_NV_WGMMA_WG=2 FLASHCL_NV_WGMMA_RING=5 -- --dtype fp16 \
+    --causal both --seqlen 1024 --head-dim 144,160
   python3 scripts/headdim_table.py "$OUT/s11_heads.csv" >"$OUT/s11_tables.md" 2>&1
   python3 scripts/pivot_forms.py "$OUT/s11_window.csv" >>"$OUT/s11_tables.md"
+  python3 scripts/pivot_forms.py "$OUT/s11_n1024.csv" >>"$OUT/s11_tables.md"
   cat "$OUT/s11_tables.md"
 }
 s8() {
