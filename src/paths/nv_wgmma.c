@@ -533,7 +533,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     nv_wgmma_cfg cfg = table_cfg(tile);
     if (variant_active(p, "bias") || variant_active(p, "mask"))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
-    cfg.persist = plan_persist_band(p);
+    const bool band = plan_persist_band(p);
+    cfg.persist = band;
     tuning_choice chosen;
     const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
     const bool env = apply_env(mem, p, &cfg);
@@ -551,10 +552,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->vec = 0;
     if (tuned)
         snprintf(plan->tuning, sizeof plan->tuning, "%s", chosen.origin);
-    snprintf(plan->reason, sizeof plan->reason, "%.225s%s",
+    snprintf(plan->reason, sizeof plan->reason, "%.190s%s%s",
              !tuned          ? tile->reason
              : chosen.forced ? "forced candidate"
                              : plan->tuning,
+             band && cfg.persist ? " (a short band: the persistent grid)" : "",
              env ? " (FLASHCL_NV_WGMMA_* set)" : "");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     char schedule[320];
