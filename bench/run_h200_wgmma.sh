@@ -1470,6 +1470,37 @@ s11() {
   python3 scripts/pivot_forms.py "$OUT/s11_n1024.csv" >>"$OUT/s11_tables.md"
   cat "$OUT/s11_tables.md"
 }
+# s12: each consumer warpgroup's own band (FLASHCL_NV_WGMMA_OWN_BAND,
+# the kernel's default 1): windows against the float64 oracle on the
+# default route, the suites unforced, then windows with and without it.
+# stdout also goes to $OUT/s12.txt. ~6 min.
+s12() {
+  oracle_pass=0 oracle_fail=0
+  for d in 64 96 128 160; do for w in "--causal --window 300,0" "--causal --window 512,0" \
+    "--window 200,300" "--window 100,-1"; do
+    oracle_call "D=$d bf16 $w" -- --head-dim $d --dtype bf16 $w --seqlen-q 1100 --seqlen-k 1300
+  done; done
+  for w in "--causal --window 300,0" "--window 100,-1"; do
+    oracle_call "D=64 fp16 $w" -- --head-dim 64 --dtype fp16 $w --seqlen-q 1100 --seqlen-k 1300
+    oracle_call "D=64 fp16 $w 700 rows" -- --head-dim 64 --dtype fp16 $w
+  done
+  echo "windows against the oracle: $oracle_pass passed, $oracle_fail failed"
+  for t in test_variants test_forward; do
+    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
+      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
+      timeout 170 $B/tests/$t >/tmp/s12_$t.log 2>&1
+    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s12_$t.log | tail -1) |" \
+      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s12_$t.log | tail -1)"
+    grep -E ':[EF]:' /tmp/s12_$t.log | cut -c1-240 | head -6
+  done
+  : >"$OUT/s12_window.csv"
+  bench_form own s12_window.csv -- --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
+    --variants plain,window512,window1024,window2048,window512+softcap+sinks
+  bench_form block s12_window.csv FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_OWN_BAND=0 -- \
+    --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
+    --variants plain,window512,window1024,window2048,window512+softcap+sinks
+  python3 scripts/pivot_forms.py "$OUT/s12_window.csv" | tee "$OUT/s12_tables.md"
+}
 s8() {
   s8_heads
   s8_guard
@@ -1478,6 +1509,7 @@ s8() {
 }
 
 case "$what" in
+  s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
   s10) s10 ;;
   s9) s9 ;;

@@ -3,7 +3,7 @@
 by brute force (no GPU: the kernel runs only on an H200).
 
 cl/nvidia/flash_fwd_wgmma.cl decides per work item which key tiles it
-loads (wg_item_of: key_base, j_end; per consumer warpgroup j_own) and which
+loads (wg_item_of: key_base, j_end; per consumer warpgroup j_first and j_own) and which
 of them run the mask code (WG_EDGE, from free_hi and free_lo); inside an
 edge tile it hides key col of row `row` when col > WG_ROW_HI(row) or
 col < WG_ROW_LO(row). The formulas are
@@ -50,8 +50,14 @@ def kernel_ranges(m0, nq, nk_all, diag, left, right, bm, bn, ws, wg):
         j_own = cdiv(n_end_own, bn)
     else:
         j_own = j_end
+    if left >= 0 and ws:  # the kernel's FLASHCL_WINDOW_LEFT && WG_WS
+        j_first = min(max(m0_own + kdiag - left, 0) // bn, j_own)
+        mlast_own = min(m0_own + 64, mlast)
+    else:
+        j_first = 0
+        mlast_own = mlast
     free_hi = m0_own + kdiag + right
-    free_lo = mlast - 1 + kdiag - left
+    free_lo = mlast_own - 1 + kdiag - left
 
     def edge(n0):
         e = n0 + bn > nk
@@ -66,7 +72,7 @@ def kernel_ranges(m0, nq, nk_all, diag, left, right, bm, bn, ws, wg):
         lo = row + kdiag - left if left >= 0 else 0
         return col > hi or (left >= 0 and col < lo)
 
-    return key_base, j_end, j_own, edge, hidden
+    return key_base, j_end, j_own, j_first, edge, hidden
 
 
 def sees(row, key, nk_all, diag, left, right):
@@ -78,19 +84,19 @@ def check(nq, nk_all, diag, left, right, bm, bn, ws):
     bad = []
     for m0 in range(0, nq, bm):
         for wg in range(bm // 64 if ws else 1):
-            key_base, j_end, j_own, edge, hidden = kernel_ranges(
+            key_base, j_end, j_own, j_first, edge, hidden = kernel_ranges(
                 m0, nq, nk_all, diag, left, right, bm, bn, ws, wg)
-            assert 0 <= j_own <= j_end and key_base % bn == 0
+            assert 0 <= j_first <= j_own <= j_end and key_base % bn == 0
             rows = range(m0 + wg * 64, min(m0 + wg * 64 + 64, nq)) if ws \
                 else range(m0, min(m0 + bm, nq))
-            first, stop = key_base, key_base + j_own * bn
+            first, stop = key_base + j_first * bn, key_base + j_own * bn
             for row in rows:
                 for key in range(nk_all):
                     if sees(row, key, nk_all, diag, left, right) and \
                             not first <= key < stop:
                         bad.append(("key outside the computed tiles", m0, wg,
                                     row, key))
-            for j in range(j_own):
+            for j in range(j_first, j_own):
                 n0 = j * bn
                 for row in rows:
                     for col in range(n0, n0 + bn):
@@ -105,12 +111,12 @@ def check(nq, nk_all, diag, left, right, bm, bn, ws):
 def main():
     cases = 0
     failures = []
-    for bn, bm, ws in ((64, 128, True), (128, 128, True), (64, 64, False),
-                       (64, 128, False)):
+    for bn, bm, ws in ((64, 128, True), (128, 128, True), (128, 192, True),
+                       (64, 192, True), (64, 64, False), (64, 128, False)):
         for nq, nk_all in ((1, 1), (7, 200), (130, 70), (193, 203)):
             for top_left in (False, True):
                 diag = 0 if top_left else nk_all - nq
-                for left, right in itertools.product((-1, 0, 5, 64, 100),
+                for left, right in itertools.product((-1, 0, 5, 8, 62, 64, 72, 130),
                                                      (-1, 0, 3, 70)):
                     cases += 1
                     bad = check(nq, nk_all, diag, left, right, bm, bn, ws)

@@ -1356,10 +1356,22 @@ typedef struct wg_item {
     int nk;       /* keys from key_base on */
     int kdiag;    /* the diagonal, from key_base */
     int j_end;    /* key tiles of the block (the producer's) */
-    int j_own;    /* of them, the ones this warpgroup's rows see */
+    int j_own;    /* of them, the ones this warpgroup's rows see, */
+    int j_first;  /* from this one on (a window's left edge) */
     int free_hi;  /* last key every row of the warpgroup sees */
-    int free_lo;  /* first key every row of the block sees */
+    int free_lo;  /* first key every row of the warpgroup sees */
 } wg_item;
+
+/* 1: with a window's left edge, each consumer warpgroup of the
+ * warp-specialized schedule starts at its own rows' first key tile and
+ * runs the mask code only on tiles that cross its own rows' band
+ * (wg_item_of); 0: the block's, as before 2026-12-03 v9 (to measure). */
+#ifndef FLASHCL_NV_WGMMA_OWN_BAND
+#define FLASHCL_NV_WGMMA_OWN_BAND 1
+#endif
+#if FLASHCL_NV_WGMMA_OWN_BAND != 0 && FLASHCL_NV_WGMMA_OWN_BAND != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_OWN_BAND must be 0 or 1"
+#endif
 
 static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
                                  int seqlen_k, int diag, int left, int right)
@@ -1399,8 +1411,19 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
 #else
     it.j_own = it.j_end;
 #endif
+#if FLASHCL_WINDOW_LEFT && WG_WS && !FLASHCL_NV_WGMMA_SAHEAD &&            \
+    FLASHCL_NV_WGMMA_OWN_BAND
+    /* the higher warpgroups' band starts later: the tiles before their
+     * own rows' first key are only handed back (a 192-row block of a
+     * 512-key band spans 6 tiles of 128 keys, each warpgroup's rows 5) */
+    it.j_first = min(max(m0_own + it.kdiag - left, 0) / WG_BN, it.j_own);
+    const int mlast_own = min(m0_own + 64, mlast);
+#else
+    it.j_first = 0;
+    const int mlast_own = mlast;
+#endif
     it.free_hi = m0_own + it.kdiag + right;
-    it.free_lo = mlast - 1 + it.kdiag - left;
+    it.free_lo = mlast_own - 1 + it.kdiag - left;
     return it;
 }
 
@@ -1752,7 +1775,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     WG_ITEM_POINTERS(it);
     const int h = it.h, b = it.b, m0 = it.m0;
     const int nk = it.nk, kdiag = it.kdiag, key_base = it.key_base;
-    const int j_end = it.j_end, j_own = it.j_own;
+    const int j_end = it.j_end, j_own = it.j_own, j_first = it.j_first;
     const int free_hi = it.free_hi, free_lo = it.free_lo;
     (void)nk;
     (void)kdiag;
@@ -1760,6 +1783,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     (void)free_hi;
     (void)free_lo;
     (void)j_own;
+    (void)j_first;
     /* warp w of warpgroup v owns rows 64v + 16w: 16 * (4v + w) */
     const int row0 = m0 + warp * 16 + g; /* this thread's rows: row0, +8 */
 
@@ -1992,15 +2016,23 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
 #if WG_XPF
     float2 xb[WG_SN / 2]; /* tile j's bias, fetched in tile j - 1's softmax */
     uint xm[WG_SN / 2];   /* and its mask bytes */
-    if (j_own > 0)
-        WG_XPF_FETCH(0);
+    if (j_own > j_first)
+        WG_XPF_FETCH(j_first * WG_BN);
 #endif
 #if WG_XS
     /* the warp's part of each step's staged tiles, and its rows there */
     const int x_part = warp * 16 / WG_XROWS;
     const int x_r = warp * 16 % WG_XROWS;
 #endif
-    for (int j = 0; j < j_own; ++j) {
+    /* tiles before this warpgroup's rows' band: handed back unread, as
+     * those past its rows below */
+    for (int t = 0; t < WG_T * j_first; ++t) {
+        NV_MB_WAIT(WG_WS_FULL(t), WG_WS_PHASE(t));
+        WG_WS_GIVE(t);
+        WG_TURN_BEGIN();
+        WG_TURN_END();
+    }
+    for (int j = j_first; j < j_own; ++j) {
         const int n0 = j * WG_BN;
         WG_WS_TAKE(WG_T * j);
         WG_TURN_BEGIN();
