@@ -1473,7 +1473,8 @@ s11() {
 # s12: each consumer warpgroup's own band (FLASHCL_NV_WGMMA_OWN_BAND,
 # the kernel's default 1): windows against the float64 oracle on the
 # default route, the suites unforced, then windows with and without it.
-# stdout also goes to $OUT/s12.txt. ~6 min.
+# stdout also goes to $OUT/s12.txt. ~6 min. S12_CHECKS_ONLY=1: the checks,
+# then the windows once on the default route (the final build, run 4).
 s12() {
   oracle_pass=0 oracle_fail=0
   for d in 64 96 128 160; do for w in "--causal --window 300,0" "--causal --window 512,0" \
@@ -1493,6 +1494,13 @@ s12() {
       "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s12_$t.log | tail -1)"
     grep -E ':[EF]:' /tmp/s12_$t.log | cut -c1-240 | head -6
   done
+  [ "${S12_CHECKS_ONLY:-0}" = 1 ] && {
+    : >"$OUT/s12_final.csv"
+    bench_form final s12_final.csv -- --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
+      --variants plain,window512,window1024,window2048,window512+softcap+sinks
+    python3 scripts/pivot_forms.py "$OUT/s12_final.csv" | tee "$OUT/s12_tables.md"
+    return
+  }
   : >"$OUT/s12_window.csv"
   bench_form own s12_window.csv -- --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
     --variants plain,window512,window1024,window2048,window512+softcap+sinks

@@ -50,7 +50,7 @@ def kernel_ranges(m0, nq, nk_all, diag, left, right, bm, bn, ws, wg):
         j_own = cdiv(n_end_own, bn)
     else:
         j_own = j_end
-    if left >= 0 and ws:  # the kernel's FLASHCL_WINDOW_LEFT && WG_WS
+    if left >= 0 and causal and ws:  # FLASHCL_WINDOW_LEFT && FLASHCL_CAUSAL && WG_WS
         j_first = min(max(m0_own + kdiag - left, 0) // bn, j_own)
         mlast_own = min(m0_own + 64, mlast)
     else:

@@ -1362,7 +1362,7 @@ typedef struct wg_item {
     int free_lo;  /* first key every row of the warpgroup sees */
 } wg_item;
 
-/* 1: with a window's left edge, each consumer warpgroup of the
+/* 1: with a causal window (both edges), each consumer warpgroup of the
  * warp-specialized schedule starts at its own rows' first key tile and
  * runs the mask code only on tiles that cross its own rows' band
  * (wg_item_of); 0: the block's, as before 2026-12-03 v9 (to measure). */
@@ -1411,11 +1411,17 @@ static inline wg_item wg_item_of(int qb, int h, int b, int warp, int seqlen_q,
 #else
     it.j_own = it.j_end;
 #endif
-#if FLASHCL_WINDOW_LEFT && WG_WS && !FLASHCL_NV_WGMMA_SAHEAD &&            \
-    FLASHCL_NV_WGMMA_OWN_BAND
+#if FLASHCL_WINDOW_LEFT && FLASHCL_CAUSAL && WG_WS &&                        \
+    !FLASHCL_NV_WGMMA_SAHEAD && FLASHCL_NV_WGMMA_OWN_BAND
     /* the higher warpgroups' band starts later: the tiles before their
      * own rows' first key are only handed back (a 192-row block of a
-     * 512-key band spans 6 tiles of 128 keys, each warpgroup's rows 5) */
+     * 512-key band spans 6 tiles of 128 keys, each warpgroup's rows 5).
+     * With both edges (j_own ends the lower warpgroups early) each
+     * warpgroup then has about as many tiles: 1.02-1.09x at D = 64 and
+     * with softcap and sinks, equal at D = 128 window 1024 and 2048. With
+     * the left edge alone the lowest warpgroup still runs every tile and
+     * the others ahead of it measured 0.93-0.98x (h200-2026-12-03-v9,
+     * run 3), so those keep the block's range. */
     it.j_first = min(max(m0_own + it.kdiag - left, 0) / WG_BN, it.j_own);
     const int mlast_own = min(m0_own + 64, mlast);
 #else
