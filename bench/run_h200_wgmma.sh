@@ -1498,6 +1498,12 @@ s12() {
     : >"$OUT/s12_final.csv"
     bench_form final s12_final.csv -- --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
       --variants plain,window512,window1024,window2048,window512+softcap+sinks
+    # 64-row blocks for narrow causal bands: 1 consumer warpgroup, two
+    # work-groups an SM (128 registers, 4 slots of 64-key tiles in 64 KiB)
+    bench_form one s12_final.csv FLASHCL_NV_WGMMA_WG=1 FLASHCL_NV_WGMMA_WS=1 \
+      FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=4 FLASHCL_NV_WGMMA_MAXNREG=128 \
+      FLASHCL_NV_WGMMA_LOCAL_MEM=66000 -- --dtype bf16 --causal 1 --seqlen 4096,16384 \
+      --head-dim 64,128 --variants plain,window512,window1024 --describe
     python3 scripts/pivot_forms.py "$OUT/s12_final.csv" | tee "$OUT/s12_tables.md"
     return
   }
