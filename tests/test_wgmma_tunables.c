@@ -25,7 +25,10 @@
 /* D = 256 sizes its tiles for what the PTX patch gives (the table's 224
  * KiB: Q's 64 KiB and 5 slots of 32 KiB with their mbarriers) */
 #define LOCAL_MEM_256 229456u
-static unsigned mem_for(int d) { return d == 256 ? LOCAL_MEM_256 : LOCAL_MEM; }
+static unsigned mem_for(int d)
+{
+    return nv_wgmma_tile_dim(d) == 256 ? LOCAL_MEM_256 : LOCAL_MEM;
+}
 #define NUM_TUNABLES (sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0])
 
 /* A set of the declared tunables (values in declaration order) by name. */
@@ -157,6 +160,13 @@ static const struct {
     {256, {2, 128, 2, 0, 0, 0, 0, 2, 0}, "64-key"},
     {256, {2, 64, 3, 1, 1, 0, 0, 0, 0}, "warp-specialized"},
     {256, {2, 64, 0, 0, 0, 1, 0, 0, 0}, "warp-specialized"},
+    /* 3 consumers in the 256-column tiles up to head dim 160 (O's
+     * registers): 96 K of Q + 4 x (32 K + 16) */
+    {160, {3, 64, 4, 0, 0, 0, 0, 2, 0}, NULL},
+    {144, {3, 64, 4, 0, 0, 0, 0, 1, 0}, NULL},
+    {160, {3, 64, 5, 0, 0, 0, 0, 2, 0}, "local memory"},
+    {176, {3, 64, 4, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
+    {256, {3, 64, 4, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
 };
 
 START_TEST(hand_derived_cases)
@@ -169,11 +179,12 @@ START_TEST(hand_derived_cases)
         ck_assert_msg(!ok && strstr(why, cases[_i].refusal),
                       "case %d: %s, \"%s\" (want \"%s\")", _i,
                       ok ? "accepted" : "refused", why, cases[_i].refusal);
-    /* Q's local memory: at D = 256 only, 32 KiB a consumer warpgroup */
-    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases[_i].c, cases[_i].d),
-                      cases[_i].d == 256
-                          ? (unsigned)cases[_i].c.warpgroups * 32768u
-                          : 0u);
+    /* Q's local memory: in the 256-column tiles only, 32 KiB a consumer
+     * warpgroup */
+    const int width = nv_wgmma_tile_dim(cases[_i].d);
+    ck_assert_uint_eq(nv_wgmma_q_bytes(&cases[_i].c, width),
+                      width == 256 ? (unsigned)cases[_i].c.warpgroups * 32768u
+                                   : 0u);
     /* a work-group limit below 2 warpgroups refuses 2 */
     const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0, 0};
     ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
