@@ -1319,6 +1319,22 @@ oracle_call() {
     echo "FAIL $label: $(grep -iE 'error|FAIL' /tmp/oracle_call.log | head -2 | tr '\n' ' ')"
   fi
 }
+# suites_unforced TAG SUITE...: each suite on the default route, every
+# 16-bit call it notes expected on nv_wgmma unless the path's refusal
+# names its reason; prints its checks, the expect-path count and any
+# failure (logs in /tmp/TAG_SUITE.log)
+suites_unforced() {
+  local tag=$1 t
+  shift
+  for t in "$@"; do
+    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
+      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
+      timeout 170 $B/tests/$t >/tmp/${tag}_$t.log 2>&1
+    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/${tag}_$t.log | tail -1) |" \
+      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/${tag}_$t.log | tail -1)"
+    grep -E ':[EF]:' /tmp/${tag}_$t.log | cut -c1-240 | head -6
+  done
+}
 s8_checks() {
   local w3=(FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456)
   oracle_pass=0 oracle_fail=0
@@ -1364,14 +1380,7 @@ s9() {
   python3 scripts/headdim_table.py "$OUT/s9_heads.csv" "$OUT/s9_torch.csv" --cudnn |
     tee "$OUT/s9_tables.md"
   python3 scripts/pivot_forms.py "$OUT/s9_softcap.csv" | tee -a "$OUT/s9_tables.md"
-  for t in test_variants test_forward; do
-    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
-      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
-      timeout 170 $B/tests/$t >/tmp/s9_$t.log 2>&1
-    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s9_$t.log | tail -1) |" \
-      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s9_$t.log | tail -1)"
-    grep -E ':[EF]:' /tmp/s9_$t.log | cut -c1-240 | head -6
-  done
+  suites_unforced s9 test_variants test_forward
 }
 
 # s10: 3 consumer warpgroups in the 256-column tiles for head dims up to
@@ -1443,14 +1452,7 @@ s11() {
   oracle_call "D=160 bf16 causal window 512 softcap" -- --head-dim 160 --dtype bf16 --causal \
     --window 512,0 --softcap 30 --seqlen-q 1100 --seqlen-k 1300
   echo "default route against the oracle: $oracle_pass passed, $oracle_fail failed"
-  for t in test_forward test_variants test_semantics; do
-    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
-      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
-      timeout 170 $B/tests/$t >/tmp/s11_$t.log 2>&1
-    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s11_$t.log | tail -1) |" \
-      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s11_$t.log | tail -1)"
-    grep -E ':[EF]:' /tmp/s11_$t.log | cut -c1-240 | head -6
-  done
+  suites_unforced s11 test_forward test_variants test_semantics
   : >"$OUT/s11_heads.csv"
   bench_form def s11_heads.csv -- --dtype fp16,bf16 --causal both --seqlen 1024,2048,4096,8192 \
     --head-dim 144,160,256 --check 2 --describe
@@ -1486,14 +1488,7 @@ s12() {
     oracle_call "D=64 fp16 $w 700 rows" -- --head-dim 64 --dtype fp16 $w
   done
   echo "windows against the oracle: $oracle_pass passed, $oracle_fail failed"
-  for t in test_variants test_forward; do
-    FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 \
-      FLASHCL_EXPECT_PATH_EXCEPT="wgmma kernel:;does not compute;needs contiguous;split-KV" \
-      timeout 170 $B/tests/$t >/tmp/s12_$t.log 2>&1
-    echo "$t unforced: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s12_$t.log | tail -1) |" \
-      "$(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s12_$t.log | tail -1)"
-    grep -E ':[EF]:' /tmp/s12_$t.log | cut -c1-240 | head -6
-  done
+  suites_unforced s12 test_variants test_forward
   [ "${S12_CHECKS_ONLY:-0}" = 1 ] && {
     : >"$OUT/s12_final.csv"
     bench_form final s12_final.csv -- --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
