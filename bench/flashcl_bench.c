@@ -43,6 +43,7 @@ typedef struct bench_options {
     int describe;     /* --describe: a describe| line per row */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
     double busy_us; /* --busy-us: device work queued before each timed call */
+    int busy_read;  /* --busy-kind read: that work only reads (clean L2) */
 } bench_options;
 
 typedef struct bench_row {
@@ -100,6 +101,12 @@ static void usage(void)
            "enqueue time is not\n"
            "                       timed (default 200; 0: the marker alone, "
            "as before 2026-12-01T21:30Z)\n"
+           "  --busy-kind K        fill (default: a buffer fill, which "
+           "leaves the L2 dirty,\n"
+           "                       as torch's do_bench flush does) or read "
+           "(a kernel that only\n"
+           "                       reads the buffer: the L2 holds clean "
+           "lines)\n"
            "  --sgemm N            also time CLBlast SGEMM NxNxN as the peer "
            "(default 2048 on CPU, 8192 on GPU; 0 = off)\n"
            "  --variants LIST      each a '+'-joined set of plain, windowW, "
@@ -211,6 +218,14 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->warmup = atoi(value);
         else if (!strcmp(arg, "--busy-us"))
             opt->busy_us = atof(value);
+        else if (!strcmp(arg, "--busy-kind")) {
+            if (strcmp(value, "fill") && strcmp(value, "read")) {
+                fprintf(stderr, "flashcl-bench: --busy-kind takes fill or "
+                                "read, not %s\n", value);
+                return -1;
+            }
+            opt->busy_read = !strcmp(value, "read");
+        }
         else if (!strcmp(arg, "--check"))
             opt->check_rows = atoi(value);
         else if (!strcmp(arg, "--decode")) {
@@ -632,17 +647,59 @@ static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d
 typedef struct busy_fill {
     cl_mem buffer;
     size_t bytes; /* 0: none */
+    /* --busy-kind read: a kernel that only reads the buffer, so the
+     * caches it evicts hold clean lines (a fill leaves the L2 dirty: the
+     * timed call then pays for writing those lines back as it evicts
+     * them, as after torch's do_bench flush) */
+    cl_program program;
+    cl_kernel reader;
+    cl_mem sink;
 } busy_fill;
 
 static busy_fill g_busy; /* one per process, sized on first use */
 
-/* Device time of a fill of `bytes`, in microseconds (-1 on failure). */
-static double fill_us(cl_command_queue queue, cl_mem buffer, size_t bytes)
+/* The reader's work-items: enough to stream at the device's bandwidth. */
+#define BUSY_READ_ITEMS ((size_t)1 << 18)
+
+static const char busy_read_source[] =
+    "__kernel void busy_read(__global const uint4 *src, ulong n,\n"
+    "                        __global uint *sink)\n"
+    "{\n"
+    "    uint acc = 0;\n"
+    "    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {\n"
+    "        const uint4 v = src[i];\n"
+    "        acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
+    "    }\n"
+    "    if (acc == 0x9e3779b9u) /* the buffer is zero: never */\n"
+    "        sink[0] = acc;\n"
+    "}\n";
+
+/* One busy command over `bytes` of the buffer: the fill, or the reader
+ * when it was built. */
+static cl_int busy_enqueue(cl_command_queue queue, cl_mem buffer,
+                           size_t bytes, cl_event *event)
 {
     const cl_uint zero = 0;
+    if (!g_busy.reader)
+        return clEnqueueFillBuffer(queue, buffer, &zero, sizeof zero, 0,
+                                   bytes, 0, NULL, event);
+    const cl_ulong n = bytes / 16;
+    cl_int err = clSetKernelArg(g_busy.reader, 0, sizeof buffer, &buffer);
+    err |= clSetKernelArg(g_busy.reader, 1, sizeof n, &n);
+    err |= clSetKernelArg(g_busy.reader, 2, sizeof g_busy.sink, &g_busy.sink);
+    if (err != CL_SUCCESS)
+        return err;
+    const size_t global = BUSY_READ_ITEMS;
+    return clEnqueueNDRangeKernel(queue, g_busy.reader, 1, NULL, &global,
+                                  NULL, 0, NULL, event);
+}
+
+/* Device time of one busy command over `bytes`, in microseconds (-1 on
+ * failure). */
+static double fill_us(cl_command_queue queue, cl_mem buffer, size_t bytes)
+{
     cl_event event = NULL;
-    if (clEnqueueFillBuffer(queue, buffer, &zero, sizeof zero, 0, bytes, 0,
-                            NULL, &event) != CL_SUCCESS)
+    if (busy_enqueue(queue, buffer, bytes, &event) != CL_SUCCESS)
         return -1;
     clWaitForEvents(1, &event);
     const double ms = timing_event_ms(event);
@@ -650,10 +707,41 @@ static double fill_us(cl_command_queue queue, cl_mem buffer, size_t bytes)
     return ms > 0 ? ms * 1e3 : -1;
 }
 
-/* Sizes the fill for `us` of device time: measured on 16 MiB, scaled,
- * within [64 KiB, a quarter of the largest allocation, 1 GiB]. No fill
- * (bytes 0) when us <= 0 or the device will not do it. */
-static void busy_prepare(flashcl_context *ctx, double us)
+/* The reader kernel of --busy-kind read; false when it cannot be built
+ * (the fill is used then, and the header says which ran). */
+static bool busy_reader_build(flashcl_context *ctx)
+{
+    cl_context context = flashcl_context_cl_context(ctx);
+    cl_device_id device = flashcl_context_device(ctx);
+    const char *text = busy_read_source;
+    cl_int err = CL_SUCCESS;
+    cl_program program =
+        clCreateProgramWithSource(context, 1, &text, NULL, &err);
+    if (err != CL_SUCCESS)
+        return false;
+    cl_kernel kernel = NULL;
+    cl_mem sink = NULL;
+    if (clBuildProgram(program, 1, &device, "", NULL, NULL) == CL_SUCCESS)
+        kernel = clCreateKernel(program, "busy_read", &err);
+    if (kernel)
+        sink = clCreateBuffer(context, CL_MEM_READ_WRITE, sizeof(cl_uint),
+                              NULL, &err);
+    if (!kernel || !sink) {
+        if (kernel)
+            clReleaseKernel(kernel);
+        clReleaseProgram(program);
+        return false;
+    }
+    g_busy.program = program;
+    g_busy.reader = kernel;
+    g_busy.sink = sink;
+    return true;
+}
+
+/* Sizes the busy command for `us` of device time: measured on 16 MiB,
+ * scaled, within [64 KiB, a quarter of the largest allocation, 1 GiB].
+ * None (bytes 0) when us <= 0 or the device will not do it. */
+static void busy_prepare(flashcl_context *ctx, double us, bool read)
 {
     if (g_busy.buffer || us <= 0)
         return;
@@ -663,7 +751,7 @@ static void busy_prepare(flashcl_context *ctx, double us)
                     &max_alloc, NULL);
     size_t cap = (size_t)1 << 30;
     if (max_alloc / 4 < cap)
-        cap = (size_t)(max_alloc / 4) / 4 * 4;
+        cap = (size_t)(max_alloc / 4) / 16 * 16;
     const size_t probe = cap < ((size_t)16 << 20) ? cap : (size_t)16 << 20;
     cl_int err = CL_SUCCESS;
     cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx),
@@ -671,7 +759,14 @@ static void busy_prepare(flashcl_context *ctx, double us)
     if (err != CL_SUCCESS || !buffer)
         return;
     cl_command_queue queue = flashcl_context_queue(ctx);
-    fill_us(queue, buffer, probe); /* the first fill pays for setup */
+    const cl_uint zero = 0;
+    if (read && (clEnqueueFillBuffer(queue, buffer, &zero, sizeof zero, 0,
+                                     cap, 0, NULL, NULL) != CL_SUCCESS ||
+                 !busy_reader_build(ctx))) {
+        clReleaseMemObject(buffer);
+        return;
+    }
+    fill_us(queue, buffer, probe); /* the first one pays for setup */
     const double t = fill_us(queue, buffer, probe);
     if (t <= 0) {
         clReleaseMemObject(buffer);
@@ -683,15 +778,26 @@ static void busy_prepare(flashcl_context *ctx, double us)
     if (bytes < 65536.0)
         bytes = 65536.0;
     g_busy.buffer = buffer;
-    g_busy.bytes = (size_t)bytes / 4 * 4;
+    g_busy.bytes = (size_t)bytes / 16 * 16;
 }
 
 static void busy_release(void)
 {
     if (g_busy.buffer)
         clReleaseMemObject(g_busy.buffer);
-    g_busy.buffer = NULL;
-    g_busy.bytes = 0;
+    if (g_busy.sink)
+        clReleaseMemObject(g_busy.sink);
+    if (g_busy.reader)
+        clReleaseKernel(g_busy.reader);
+    if (g_busy.program)
+        clReleaseProgram(g_busy.program);
+    memset(&g_busy, 0, sizeof g_busy);
+}
+
+/* What went before each timed call's marker, for the headers. */
+static const char *busy_what(void)
+{
+    return g_busy.reader ? "read" : "fill";
 }
 
 typedef struct timed_call {
@@ -711,10 +817,8 @@ static int one_event_call(void *arg, double *ms)
     timed_call *t = arg;
     cl_command_queue queue = flashcl_context_queue(t->ctx);
     cl_event before = NULL, event = NULL;
-    const cl_uint zero = 0;
     if (g_busy.bytes &&
-        clEnqueueFillBuffer(queue, g_busy.buffer, &zero, sizeof zero, 0,
-                            g_busy.bytes, 0, NULL, NULL) != CL_SUCCESS)
+        busy_enqueue(queue, g_busy.buffer, g_busy.bytes, NULL) != CL_SUCCESS)
         return 1;
     if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
         return 1;
@@ -1022,10 +1126,10 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
     clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof driver, driver, NULL);
     apply_defaults(ctx, opt);
     printf("flashcl %s on %s (driver %s); median of %d runs after %d "
-           "warm-up, OpenCL profiling events (%zu-byte fill before each "
+           "warm-up, OpenCL profiling events (%zu-byte %s before each "
            "call's marker)\n\n",
            flashcl_version_string(), name, driver, opt->reps, opt->warmup,
-           g_busy.bytes);
+           g_busy.bytes, busy_what());
     printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
            "TFLOP/s | GFLOP/s | GB/s |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -1295,12 +1399,12 @@ static int one_table(flashcl_context *ctx, bench_options *opt,
     char name[256] = "";
     clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof name,
                     name, NULL);
-    busy_prepare(ctx, opt->busy_us);
+    busy_prepare(ctx, opt->busy_us, opt->busy_read);
     printf("flashcl %s on %s; median of %d runs after %d warm-up, OpenCL "
            "profiling events (marker before the call to the call's last "
-           "event; %zu-byte fill before the marker)\n\n",
+           "event; %zu-byte %s before the marker)\n\n",
            flashcl_version_string(), name, opt->reps, opt->warmup,
-           g_busy.bytes);
+           g_busy.bytes, busy_what());
     const int failures = table(ctx, opt);
     busy_release();
     return failures;
@@ -1329,7 +1433,7 @@ int main(int argc, char **argv)
         flashcl_context_release(ctx);
         return failures ? 1 : 0;
     }
-    busy_prepare(ctx, opt.busy_us);
+    busy_prepare(ctx, opt.busy_us, opt.busy_read);
     print_header(ctx, &opt);
     FILE *csv = opt.csv_path ? fopen(opt.csv_path, "w") : NULL;
     if (csv)

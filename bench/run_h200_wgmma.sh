@@ -1046,8 +1046,8 @@ s6_variants() {
 # grid order), appended to $OUT/s6_varlen.md under LABEL
 s6_varlen() {
   local label=$1; shift
-  for lens in 512,1024,1536,2048,3072,4096,1024,2048 2048,2048,2048,2048,2048,2048,2048,2048 \
-              1,147,512,1023; do
+  for lens in ${S6_VARLEN_SETS:-512,1024,1536,2048,3072,4096,1024,2048 \
+              2048,2048,2048,2048,2048,2048,2048,2048 1,147,512,1023}; do
     for c in 0 1; do
       env "$@" timeout 60 $B/flashcl-bench --varlen $lens --dtype bf16 --head-dim 128 \
         --causal $c --reps 20 --sgemm 0 >/tmp/s6_vl.md 2>&1
@@ -1510,6 +1510,84 @@ s12() {
     --variants plain,window512,window1024,window2048,window512+softcap+sinks
   python3 scripts/pivot_forms.py "$OUT/s12_window.csv" | tee "$OUT/s12_tables.md"
 }
+# s13 (2026-12-04): experiments through the knobs, one CSV each, pivoted
+# into $OUT/s13_tables.md; stdout also in $OUT/s13.txt. ~8 min.
+#   decode: flashcl-bench --decode behind the fill (dirty L2, as do_bench)
+#     and behind a read-only kernel (--busy-kind read, clean L2), torch's
+#     backends behind do_bench's flush and behind a read (--flush read);
+#   n1024: the head dims at N = 1024 on the persistent grid;
+#   window: narrow causal windows (128..1024, with sinks) with 64-key
+#     tiles, 3 consumers and the persistent grid; the issue's own window
+#     shape (4096 keys, N = 8192, GQA 4) and Gemma-2's (D = 256, softcap);
+#   varlen: the packed batch too small to fill the GPU, grid orders and
+#     64-row blocks.
+S13_DECODE_SHAPES=1:32:8:32768,8:32:8:8192,32:32:32:4096
+s13_decode() {
+  local kind t
+  for kind in fill read; do for t in bf16 fp16; do
+    timeout 90 $B/flashcl-bench --decode $S13_DECODE_SHAPES --dtype $t --head-dim 128 \
+      --bandwidth 4280 --reps 30 --sgemm 0 --busy-kind $kind >/tmp/s13_dec.md 2>&1
+    echo "decode $t busy $kind: exit $?"
+    { echo "### flashcl $t busy $kind"; grep -E '^(flashcl|\|)' /tmp/s13_dec.md; } >>"$OUT/s13_decode.md"
+    grep -E '^\| [0-9]' /tmp/s13_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
+  done; done
+  python3 -c 'import torch' 2>/dev/null || { echo "no torch"; return; }
+  for kind in write read; do
+    timeout 150 python3 bench/torch_decode_peers.py --csv "$OUT/s13_torch_decode_$kind.csv" \
+      --shapes $S13_DECODE_SHAPES --flush $kind >/tmp/s13_tdec.log 2>&1
+    echo "torch decode flush $kind: exit $?"
+    grep -v ',,' "$OUT/s13_torch_decode_$kind.csv" | awk -F, 'NR > 1 {print "  " $1, "B=" $3, "NK=" $6, $8, $9, "ms", $10, "GB/s"}'
+  done
+}
+s13_n1024() {
+  : >"$OUT/s13_n1024.csv"
+  bench_form def s13_n1024.csv -- --dtype fp16 --causal both --seqlen 1024 \
+    --head-dim 40,64,80,96,112,128,160,256
+  bench_form persist s13_n1024.csv FLASHCL_NV_WGMMA_PERSIST=1 -- --dtype fp16 --causal both \
+    --seqlen 1024 --head-dim 40,64,80,96,112,128,160,256
+}
+s13_window() {
+  local v=plain,window128,window512,window1024,window128+sinks
+  local b64=(FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456)
+  : >"$OUT/s13_window.csv"
+  bench_form def s13_window.csv -- --dtype bf16 --causal 1 --seqlen 4096,16384 \
+    --head-dim 64,128 --variants $v --check 2 --describe
+  bench_form p0 s13_window.csv FLASHCL_NV_WGMMA_PERSIST=0 -- --dtype bf16 --causal 1 \
+    --seqlen 4096,16384 --head-dim 64,128 --variants $v
+  bench_form p1 s13_window.csv FLASHCL_NV_WGMMA_PERSIST=1 -- --dtype bf16 --causal 1 \
+    --seqlen 4096,16384 --head-dim 64,128 --variants $v
+  bench_form bn64 s13_window.csv "${b64[@]}" -- --dtype bf16 --causal 1 --seqlen 4096,16384 \
+    --head-dim 64,128 --variants $v --check 2
+  bench_form bn64p1 s13_window.csv "${b64[@]}" FLASHCL_NV_WGMMA_PERSIST=1 -- --dtype bf16 \
+    --causal 1 --seqlen 4096,16384 --head-dim 64,128 --variants $v
+  bench_form w3 s13_window.csv "${b64[@]}" FLASHCL_NV_WGMMA_WG=3 -- --dtype bf16 --causal 1 \
+    --seqlen 4096,16384 --head-dim 128 --variants $v --check 2
+  bench_form w3p1 s13_window.csv "${b64[@]}" FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_PERSIST=1 -- \
+    --dtype bf16 --causal 1 --seqlen 4096,16384 --head-dim 128 --variants $v
+  : >"$OUT/s13_wide.csv"
+  bench_form def s13_wide.csv -- --dtype bf16 --causal 1 --seqlen 8192 --head-dim 128,256 \
+    --variants plain+gqa4,window4096+gqa4,window4096+softcap+gqa4,window4096+softcap+sinks+gqa4 \
+    --check 2 --describe
+}
+s13_varlen() {
+  local one=(FLASHCL_NV_WGMMA_WG=1 FLASHCL_NV_WGMMA_WS=1 FLASHCL_NV_WGMMA_BN=64
+    FLASHCL_NV_WGMMA_RING=4 FLASHCL_NV_WGMMA_MAXNREG=128 FLASHCL_NV_WGMMA_LOCAL_MEM=66000)
+  : >"$OUT/s6_varlen.md"
+  S6_VARLEN_SETS=1,147,512,1023 s6_varlen def
+  S6_VARLEN_SETS=1,147,512,1023 s6_varlen seqs FLASHCL_NV_VARLEN_GRID=seqs
+  S6_VARLEN_SETS=1,147,512,1023 s6_varlen blocks FLASHCL_NV_VARLEN_GRID=blocks
+  S6_VARLEN_SETS=1,147,512,1023 s6_varlen one "${one[@]}"
+  cp "$OUT/s6_varlen.md" "$OUT/s13_varlen.md"
+}
+s13() {
+  s13_decode
+  s13_n1024
+  s13_window
+  s13_varlen
+  for f in s13_n1024 s13_window s13_wide; do
+    [ -s "$OUT/$f.csv" ] && { echo "### $f"; python3 scripts/pivot_forms.py "$OUT/$f.csv"; }
+  done | tee "$OUT/s13_tables.md"
+}
 s8() {
   s8_heads
   s8_guard
@@ -1518,6 +1596,8 @@ s8() {
 }
 
 case "$what" in
+  s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
+  s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
   s10) s10 ;;

@@ -8,6 +8,11 @@ CUDNN_ATTENTION, EFFICIENT_ATTENTION, each alone; a backend that refuses a
 shape is recorded with its error. Median of triton.testing.do_bench (CUDA
 events) when triton imports, else of torch.cuda.Event timings.
 
+--flush read times each call behind a read of 256 MiB instead (CUDA events
+around the call, median of 50): the L2 then holds clean lines, where
+do_bench's zeroing flush leaves it dirty; flashcl-bench --busy-kind read
+does the same.
+
 GB/s counts K, V, Q and O once, as flashcl-bench does. Writes CSV:
 dtype,head_dim,batch,heads_q,heads_kv,seqlen_k,nq,backend,median_ms,gbs,error
 """
@@ -21,6 +26,28 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # One timing helper for every torch peer script (run from any folder: the
 # script's own folder is on sys.path).
 from torch_sdpa_peers import median_ms
+
+
+def median_ms_read_flush(fn, reps=50):
+    """Median of CUDA-event timings of fn, each behind a read-only pass
+    over 256 MiB (clean L2 lines; long enough on the device that the host
+    enqueues fn before it ends)."""
+    flush = torch.zeros(64 << 20, dtype=torch.int32, device="cuda")
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    events = []
+    for _ in range(reps):
+        flush.sum()  # read only: its scalar result is dropped
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        events.append((a, b))
+    torch.cuda.synchronize()
+    times = sorted(a.elapsed_time(b) for a, b in events)
+    return times[len(times) // 2]
 
 
 BACKENDS = {
@@ -37,7 +64,9 @@ def main():
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--dtype", default="bf16,fp16")
     ap.add_argument("--nq", type=int, default=1)
+    ap.add_argument("--flush", choices=("write", "read"), default="write")
     args = ap.parse_args()
+    timed = median_ms if args.flush == "write" else median_ms_read_flush
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     torch.manual_seed(0)
     d, nq = args.head_dim, args.nq
@@ -67,7 +96,7 @@ def main():
                     try:
                         call()
                         torch.cuda.synchronize()
-                        ms = median_ms(call)
+                        ms = timed(call)
                         w.writerow([dn, d, b, hq, hkv, nk, nq, name,
                                     f"{ms:.5f}", f"{total / (ms * 1e6):.1f}",
                                     ""])

@@ -213,6 +213,15 @@ wcheck "wgmma table D160 bf16 causal, 3 consumers, Q in local memory" $wg \
 wcheck "wgmma table D128 fp16 causal window, persistent grid" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
   "$mb" 'm64n128k16'
+# 2026-12-04 (s13): narrow bands in 64-key tiles, a ring of 8 in 224 KiB,
+# on the persistent grid: 3 consumers at D = 64 (bands up to 512 keys),
+# 2 in the 128-column tiles (up to 128 keys)
+wcheck "wgmma table D64 bf16 causal window 128 + sinks, 64-key tiles, persistent" $wg \
+  "$ws3q -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n64k16' '!m64n128k16' 'SM90A_SHARED_BYTES 229456'
+wcheck "wgmma table D128 bf16 causal window 128, 64-key tiles, persistent" $wg \
+  "$ws256 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" 'm64n64k16' 'm64n128k16' 'SM90A_SHARED_BYTES 229456'
 # the variant table on the wgmma kernel (unforced since its H200 run but
 # for bias and mask, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
 # ALiBi and sinks in the 128-key table kernel; bias and mask (pairs of

@@ -223,6 +223,13 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
     return true;
 }
 
+/* Keys of the band besides the diagonal (left + right), or INT64_MAX when
+ * either side is unbounded. */
+static int64_t band_keys(const problem *p)
+{
+    return p->left >= 0 && p->right >= 0 ? p->left + p->right : INT64_MAX;
+}
+
 static const nv_wgmma_tile *lookup(const problem *p)
 {
     const int64_t dims = problem_widest_head_dim(p);
@@ -233,7 +240,8 @@ static const nv_wgmma_tile *lookup(const problem *p)
             (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
             (!t->with_variant || variant_active(p, t->with_variant)) &&
             (p->right < 0 || p->seqlen_q >= t->causal_min_rows) &&
-            (t->causal < 0 || t->causal == (p->right >= 0)))
+            (t->causal < 0 || t->causal == (p->right >= 0)) &&
+            (t->band_up_to == 0 || band_keys(p) <= t->band_up_to))
             return t;
     }
     return &nv_wgmma_tiles[0]; /* not reached: can_run checked the dim */
@@ -505,24 +513,26 @@ static void plan_exponent_guard(const device_caps *caps, const problem *p,
              " -DFLASHCL_NV_WGMMA_EXP_GUARD=%d", form);
 }
 
-/* Bands of at most this many keys (left + right of the diagonal, both
- * bounded) run on the persistent grid: a block then has only a few key
+/* The persistent grid, for the short work items of the table entry's
+ * persist_band and persist_causal_rows: a block then has only a few key
  * tiles, and the grid overlaps one item's O store and the next item's
- * first copies. bf16 N = 4096 / 16384, causal window 512 (H200,
- * 2026-12-03 v9, s8_window): D = 64 1.09 / 1.12x the plain grid, D = 128
- * 1.05 / 1.07x; window 2048 0.99-1.02x and window 1024 with softcap and
- * sinks 0.97-1.05x, so wider bands keep the plain grid. Without the
- * right edge (non-causal windows) the persistent grid measured 0.85-0.94x
- * at window 512. Bias and mask keep the plain grid (their staged tiles
- * and heads-first order are written for it). */
-#define PERSIST_BAND_KEYS 512
-
-static bool plan_persist_band(const problem *p)
+ * first copies. Bands of at most 512 keys on every entry: bf16 N = 4096 /
+ * 16384, causal window 512 (H200, 2026-12-03 v9, s8_window): D = 64 1.09
+ * / 1.12x the plain grid, D = 128 1.05 / 1.07x; window 2048 0.99-1.02x
+ * and window 1024 with softcap and sinks 0.97-1.05x. Without the right
+ * edge (non-causal windows) the persistent grid measured 0.85-0.94x at
+ * window 512. Bias and mask keep the plain grid (their staged tiles and
+ * heads-first order are written for it), as do packed batches (the
+ * kernel's). */
+static bool plan_persist(const problem *p, const nv_wgmma_tile *t)
 {
-    return p->left >= 0 && p->right >= 0 &&
-           p->left + p->right <= PERSIST_BAND_KEYS &&
-           !variant_active(p, "bias") && !variant_active(p, "mask") &&
-           !p->infer.varlen_q;
+    if (variant_active(p, "bias") || variant_active(p, "mask") ||
+        p->infer.varlen_q)
+        return false;
+    if (band_keys(p) <= t->persist_band)
+        return true;
+    return p->left < 0 && p->right >= 0 &&
+           p->seqlen_q <= t->persist_causal_rows;
 }
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
@@ -533,7 +543,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     nv_wgmma_cfg cfg = table_cfg(tile);
     if (variant_active(p, "bias") || variant_active(p, "mask"))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
-    const bool band = plan_persist_band(p);
+    const bool band = plan_persist(p, tile);
     cfg.persist = band;
     tuning_choice chosen;
     const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
@@ -556,7 +566,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              !tuned          ? tile->reason
              : chosen.forced ? "forced candidate"
                              : plan->tuning,
-             band && cfg.persist ? " (a short band: the persistent grid)" : "",
+             band && cfg.persist ? " (short items: the persistent grid)" : "",
              env ? " (FLASHCL_NV_WGMMA_* set)" : "");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     char schedule[320];
