@@ -1114,7 +1114,7 @@ int cmd_tune(int argc, char **argv)
         "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
         "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS",
         "FLASHCL_NV_WGMMA_PERSIST", "FLASHCL_NV_WGMMA_FIXUP",
-        "FLASHCL_NV_WGMMA_XSTAGE",
+        "FLASHCL_NV_WGMMA_XSTAGE", "FLASHCL_NV_WGMMA_MASK_BITS",
         "FLASHCL_NV_WGMMA_DEFINES", "FLASHCL_SPLIT_TILE",
         "FLASHCL_SPLIT_LANES",     "FLASHCL_SPLIT_MMA"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)

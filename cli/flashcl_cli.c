@@ -59,6 +59,8 @@ static const char environment_help[] =
     "                         its loop, not in the fix-up pass after it,\n"
     "  FLASHCL_NV_WGMMA_XSTAGE  0: its bias and mask are fetched into\n"
     "                         registers, not staged by its producer,\n"
+    "  FLASHCL_NV_WGMMA_MASK_BITS  0: its mask is read as the call's bytes,\n"
+    "                         not packed into bits by a pass before it,\n"
     "  FLASHCL_NV_WGMMA_LOCAL_MEM  bytes its tiles may use (above the device's\n"
     "                         48 KiB through the patched binary), and\n"
     "  FLASHCL_NV_WGMMA_DEFINES  more -D options for it (measurements)\n"

@@ -242,6 +242,17 @@ wcheck "wgmma D64 fp16 mask fetched ahead" $wg \
 wcheck "wgmma D128 bf16 bias bf16 fetched ahead, heads first" $wg \
   "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=3 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'ld\.global\.u32' 'and\.b32[^;]*-65536'
+# a mask packed into bits (FLASHCL_NV_WGMMA_MASK_BITS, 2026-12-04): a
+# row's words of a tile as one 16-byte load (8 at 64-key tiles), no
+# 16-bit mask loads; the packing pass itself (cl/common/mask_bits.cl)
+wcheck "wgmma D128 bf16 causal mask as bits, 128-key tiles, heads first" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "$mb" 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16' 'm64n128k16'
+wcheck "wgmma D64 fp16 mask as bits + window + softcap, 64-key tiles" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1" \
+  "$mb" 'ld\.global(\.nc)?\.v2\.u32' '!ld\.global(\.nc)?\.u16' 'tanh\.approx\.f32'
+CHECK_BASE='ld\.global' check "mask packing pass (mask_bits.cl)" cl/common/mask_bits.cl \
+  "-DFLASHCL_DTYPE=2 -DFLASHCL_MASK=1" 'st\.global\.(u32|b32)'
 # the FP32-pipe exponent for half of the scores (ex2_poly.clh)
 wcheck "wgmma D64 fp16, exponent polynomial for 4 of 8 scores" $wg \
   "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_POLY=4" \

@@ -10,18 +10,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
-/* 0 when cl/nvidia/`file` preprocesses with `defines` (-D options), else
- * the compiler's exit status (-1: it did not exit); `quiet` sends its
+/* 0 when cl/nvidia/`file` (else cl/common/`file`: the packing pass the
+ * wgmma path runs) preprocesses with `defines` (-D options), else the
+ * compiler's exit status (-1: it did not exit); `quiet` sends its
  * messages to /dev/null. */
 static inline int preprocess_kernel(const char *file, const char *defines,
                                     int quiet)
 {
-    char cmd[4096];
+    char path[2048], cmd[4096];
+    snprintf(path, sizeof path, "%s/nvidia/%s", FLASHCL_SOURCE_CL_DIR, file);
+    if (access(path, R_OK) != 0)
+        snprintf(path, sizeof path, "%s/common/%s", FLASHCL_SOURCE_CL_DIR,
+                 file);
     snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' -I'%s/common' "
-             "%s '%s/nvidia/%s' -o /dev/null%s", FLASHCL_TEST_CC,
-             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR, defines,
-             FLASHCL_SOURCE_CL_DIR, file, quiet ? " 2>/dev/null" : "");
+             "%s '%s' -o /dev/null%s", FLASHCL_TEST_CC,
+             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR, defines, path,
+             quiet ? " 2>/dev/null" : "");
     const int raw = system(cmd);
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
 }

@@ -252,11 +252,25 @@ static const plan_case cases[] = {
      .causal = 1, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
      .softcap = 10.0f, .mask = 1, .path = "nv_mma",
      .skipped = "a mask, or a bias outside"},
-    {.name = "mask fp16 D64, forced: 2 consumer warpgroups", .head_dim = 64,
-     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .mask = 1,
-     .force = "nv_wgmma", .path = "nv_wgmma",
+    {.name = "mask fp16 D64, forced: bits, 2 consumer warpgroups",
+     .head_dim = 64, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .mask = 1, .force = "nv_wgmma", .path = "nv_wgmma",
      .want = {"-DFLASHCL_MASK=1", "-DFLASHCL_WG_SIZE=384",
-              "-DFLASHCL_BLOCK_N=64"}},
+              "-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_BLOCK_N=128"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1"}},
+    {.name = "mask bf16 D128 causal window, forced: bits, 128-key tiles",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = 300, .window_right = -1, .softcap = 20.0f, .mask = 1,
+     .force = "nv_wgmma", .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_BLOCK_N=128",
+              "-DFLASHCL_NV_WGMMA_RING=3", "-DFLASHCL_NV_HEADS_FIRST=1"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1",
+                  "-DFLASHCL_NV_WGMMA_PERSIST=1"}},
+    {.name = "mask + softcap fp16 D256, forced: the bytes", .head_dim = 256,
+     .causal = 1, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .softcap = 10.0f, .mask = 1, .force = "nv_wgmma", .path = "nv_wgmma",
+     .want = {"-DFLASHCL_MASK=1", "-DFLASHCL_HEAD_DIM=256"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "window + softcap bf16 D128, forced", .head_dim = 128,
      .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = 1000,
      .window_right = -1, .softcap = 30.0f, .force = "nv_wgmma",
@@ -281,8 +295,10 @@ static const plan_case cases[] = {
      .force = "nv_wgmma", .path = "nv_wgmma",
      .want = {"-DFLASHCL_BIAS=2", "-DFLASHCL_MASK=1", "-DFLASHCL_BLOCK_N=64",
               "-DFLASHCL_NV_WGMMA_RING=7"},
-     /* mask rows of 1000 bytes: not 16-byte copies, fetched instead */
-     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1"}},
+     /* mask rows of 1000 bytes: not 16-byte copies, fetched instead; with
+      * a bias, as bytes */
+     .not_want = {"-DFLASHCL_NV_WGMMA_XSTAGE=1",
+                  "-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "everything at D256, top-left, forced", .head_dim = 256,
      .causal = 1, .top_left = 1, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = 300, .window_right = -1, .softcap = 20.0f, .alibi = 1,
@@ -423,6 +439,33 @@ static int preprocess(const kernel_plan *plan, bool quiet)
     return preprocess_with(plan->source, plan->options, quiet);
 }
 
+/* A mask packed into bits (FLASHCL_NV_WGMMA_MASK_BITS=1 in the options)
+ * comes with its packing pass as the plan's extra program: a work-item
+ * per word of every packed row (rows of whole 128-key groups; the test's
+ * mask is one [NQ, NK] shared by batch and heads), whose kernel takes the
+ * pass's options. */
+static void check_mask_bits(const plan_case *c, const kernel_plan *plan)
+{
+    const bool bits =
+        strstr(plan->options, "-DFLASHCL_NV_WGMMA_MASK_BITS=1") != NULL;
+    ck_assert_msg(bits == plan->mask_bits, "%s: options %d, plan %d", c->name,
+                  bits, plan->mask_bits);
+    if (!bits)
+        return;
+    ck_assert_str_eq(plan->extra_source, "mask_bits.cl");
+    const size_t pitch = (NK + 127) / 128 * 4;
+    ck_assert_uint_eq(plan->extra_global[0], (pitch + 63) / 64 * 64);
+    ck_assert_uint_eq(plan->extra_global[1],
+                      (size_t)(c->seqlen_q ? c->seqlen_q : NQ));
+    ck_assert_uint_eq(plan->extra_global[2], 1);
+    ck_assert_uint_eq(plan->extra_local[0], 64);
+    ck_assert_msg(strstr(plan->extra_options, "-DFLASHCL_MASK=1") &&
+                      preprocess_with(plan->extra_source, plan->extra_options,
+                                      false) == 0,
+                  "%s: the packing pass refuses %s", c->name,
+                  plan->extra_options);
+}
+
 /* The wgmma plan's guard against huge scores: where the kernel's exponent
  * is the FMA form, its rows are marked and redone in the kernel
  * (EXP_GUARD=3) with no second program; with FLASHCL_NV_WGMMA_FIXUP=pass
@@ -438,8 +481,8 @@ static void check_fixup(const plan_case *c, const device_caps *caps,
     ck_assert_msg(marks == fma, "%s: %s %d, FMA exponent %d", c->name, want,
                   marks, fma);
     if (!fma || !pass) {
-        ck_assert_msg(plan->extra_source == NULL, "%s: a fix-up pass",
-                      c->name);
+        ck_assert_msg(plan->extra_source == NULL || plan->mask_bits,
+                      "%s: a fix-up pass", c->name);
         return;
     }
     ck_assert_msg(plan->extra_source &&
@@ -531,6 +574,7 @@ START_TEST(plans_for_an_h200)
             ck_assert_uint_eq(plan.global[2], B);
         }
         check_fixup(c, &caps, &p, &plan, false);
+        check_mask_bits(c, &plan);
         /* the fix-up pass form, planned again */
         if (c->force)
             setenv("FLASHCL_PATH", c->force, 1);
@@ -552,9 +596,23 @@ START_TEST(plans_for_an_h200)
 }
 END_TEST
 
-/* The preprocessor check above can fail: an illegal schedule is refused. */
+/* The preprocessor check above can fail: an illegal schedule is refused,
+ * as are the packed mask beside a bias and the packing pass without a
+ * mask. */
 START_TEST(preprocess_can_fail)
 {
+    ck_assert_int_ne(preprocess_with("mask_bits.cl", "-DFLASHCL_DTYPE=1",
+                                     true),
+                     0);
+    ck_assert_int_ne(
+        preprocess_with("flash_fwd_wgmma.cl",
+                        "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
+                        "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
+                        "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_WS=2 "
+                        "-DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 "
+                        "-DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_MASK_BITS=1",
+                        true),
+        0);
     kernel_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.source = "flash_fwd_wgmma.cl";

@@ -961,6 +961,18 @@ static inline float wg_hi(uint pair)
     (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
      !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
      (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
+/* 1: the mask arrives packed into bits (the host's flashcl_pack_mask
+ * pass, cl/common/mask_bits.cl), fetched a tile ahead; 0: the call's
+ * bytes. */
+#ifndef FLASHCL_NV_WGMMA_MASK_BITS
+#define FLASHCL_NV_WGMMA_MASK_BITS 0
+#endif
+#if FLASHCL_NV_WGMMA_MASK_BITS != 0 && FLASHCL_NV_WGMMA_MASK_BITS != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_BITS must be 0 or 1"
+#endif
+#if FLASHCL_NV_WGMMA_MASK_BITS && !(FLASHCL_MASK && !FLASHCL_BIAS && WG_XPF)
+#error "flash_fwd_wgmma: the packed mask (FLASHCL_NV_WGMMA_MASK_BITS) needs a mask without a bias, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF: the warp-specialized schedule on 2 consumer warpgroups at D = 64 or 128, without S ahead or staging)"
+#endif
 /* The two bias terms in score units from a pair's raw value (fp32: two
  * floats; 16-bit: the pair's 32 bits in .x), fetched (wg_bias_fetch) or
  * staged. */
@@ -1013,6 +1025,48 @@ inline uint wg_mask_bits(uint pair)
     wg_mask_bits(WG_XS_LOCAL(ushort, WG_XS_MASK_AT(hh, n)))
 #define WG_XPF_FETCH(n0) ((void)0)
 #define WG_XPF_NEXT(n0) ((void)0)
+#elif WG_XPF && FLASHCL_NV_WGMMA_MASK_BITS
+/* The packed mask (FLASHCL_NV_WGMMA_MASK_BITS): the host packed the call's
+ * boolean mask into bits (cl/common/mask_bits.cl: bit k % 32 of word k /
+ * 32 of a row is key k, 0 from seqlen_k on; rows of a whole number of
+ * 16-byte groups) and passes them as `mask`, with strides in bytes. A
+ * row's bits of a tile are WG_BN / 32 words at one aligned vector load
+ * (against a 16-bit load a key pair for the bytes: WG_BN / 4 loads a
+ * row), fetched a tile ahead as the bytes are. A thread's pairs are the
+ * bits 8 i + 2 t4 of each word (n8 tile n: word n / 4, i = n % 4). */
+#define WG_MASK_WORDS (WG_BN / 32)
+#if WG_BN == 128
+#define WG_MASK_WORDS_T uint4
+#elif WG_BN == 64
+#define WG_MASK_WORDS_T uint2
+#else
+#define WG_MASK_WORDS_T uint
+#endif
+#define WG_XPF_FETCH(n0)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            WG_MASK_WORDS_T w_ = (WG_MASK_WORDS_T)(~0u);                       \
+            if (row0 + hh_ * 8 < seqlen_q)                                     \
+                w_ = *(__global const WG_MASK_WORDS_T *)(                      \
+                    mask + srow[hh_].mask_row + (ulong)(key_base + (n0)) / 8); \
+            xw[hh_] = w_;                                                      \
+        }                                                                      \
+    } while (0)
+/* (word i of the tile's bits of row half hh; i is a constant once the
+ * score pass is unrolled) */
+#if WG_BN == 128
+#define WG_MASK_WORD(hh, i) ((i) == 0   ? xw[hh].x                            \
+                             : (i) == 1 ? xw[hh].y                            \
+                             : (i) == 2 ? xw[hh].z                            \
+                                        : xw[hh].w)
+#elif WG_BN == 64
+#define WG_MASK_WORD(hh, i) ((i) == 0 ? xw[hh].x : xw[hh].y)
+#else
+#define WG_MASK_WORD(hh, i) xw[hh]
+#endif
+#define WG_XPF_BIAS(hh, n, t0, t1) ((void)0)
+#define WG_XPF_MASK(hh, n)                                                     \
+    ((WG_MASK_WORD(hh, (n) >> 2) >> (8 * ((n)&3) + 2 * t4)) & 3u)
 #elif WG_XPF
 /* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
  * floats, 16-bit as the pair's 32 bits in .x. */
@@ -1085,6 +1139,18 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             }                                                                  \
         }                                                                      \
     } while (0)
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    wg_bias_terms(xb[2 * (n) + (hh)], srow[hh].unit, t0, t1)
+#define WG_XPF_MASK(hh, n) wg_mask_bits(xm[2 * (n) + (hh)])
+#else
+#define WG_XPF_FETCH(n0) ((void)0)
+#define WG_XPF_NEXT(n0) ((void)0)
+#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
+    score_bias_pair(&srow[hh], key_, both_, t0, t1 FLASHCL_VARIANT_NAMES)
+#define WG_XPF_MASK(hh, n)                                                     \
+    score_visible_pair(&srow[hh], key_, both_ FLASHCL_VARIANT_NAMES)
+#endif
+#if WG_XPF
 /* The next tile's fetch: FLASHCL_NV_WGMMA_XPF_AT 1 as soon as the score
  * pass has read this tile's (the row max, the exponents and the sums run
  * while it loads, but its registers are live beside S: ptxas spilled 64
@@ -1105,16 +1171,6 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #else
 #define WG_XPF_NEXT(n0) ((void)0)
 #endif
-#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
-    wg_bias_terms(xb[2 * (n) + (hh)], srow[hh].unit, t0, t1)
-#define WG_XPF_MASK(hh, n) wg_mask_bits(xm[2 * (n) + (hh)])
-#else
-#define WG_XPF_FETCH(n0) ((void)0)
-#define WG_XPF_NEXT(n0) ((void)0)
-#define WG_XPF_BIAS(hh, n, t0, t1)                                             \
-    score_bias_pair(&srow[hh], key_, both_, t0, t1 FLASHCL_VARIANT_NAMES)
-#define WG_XPF_MASK(hh, n)                                                     \
-    score_visible_pair(&srow[hh], key_, both_ FLASHCL_VARIANT_NAMES)
 #endif
 
 #if WG_SCORED
@@ -2020,8 +2076,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     }
 #else
 #if WG_XPF
+#if FLASHCL_NV_WGMMA_MASK_BITS
+    WG_MASK_WORDS_T xw[2]; /* tile j's mask bits of both row halves */
+#else
     float2 xb[WG_SN / 2]; /* tile j's bias, fetched in tile j - 1's softmax */
     uint xm[WG_SN / 2];   /* and its mask bytes */
+#endif
     if (j_own > j_first)
         WG_XPF_FETCH(j_first * WG_BN);
 #endif

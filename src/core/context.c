@@ -1,5 +1,6 @@
 /* Context lifetime: own device/queue or wrap the caller's queue. */
 #include "core/core.h"
+#include "core/scratch.h"
 #include "reference/reference.h"
 
 #include <errno.h>
@@ -127,7 +128,7 @@ void flashcl_context_release(flashcl_context *ctx)
     forget_context_errors(ctx);
     program_cache_release(ctx);
     reference_state_release(ctx);
-    split_state_release(ctx, true);
+    context_scratch_release(ctx, true);
     if (ctx->dummy)
         clReleaseMemObject(ctx->dummy);
     /* Both paths hold exactly one reference each to queue and context. */

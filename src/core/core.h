@@ -182,10 +182,13 @@ struct flashcl_context {
     /* Reference backend's scratch; created on first use under cache_lock
      * (src/reference/reference.c). */
     struct reference_state *reference;
-    /* Split-KV scratch (src/paths/split_kv.c), created on first use under
-     * cache_lock; its cap from flashcl_context_set_split_scratch_limit
-     * (0: environment variable or default), read under cache_lock. */
-    struct split_state *split;
+    /* Split-KV scratch (src/paths/split_kv.c) and the wgmma path's packed
+     * mask (src/paths/mask_bits.c), core/scratch.h's sets, created on
+     * first use under cache_lock; their cap from
+     * flashcl_context_set_split_scratch_limit (0: environment variable or
+     * default), read under cache_lock. */
+    struct scratch_set *split;
+    struct scratch_set *mask_bits;
     size_t split_limit;
     /* flashcl_context_force_tiles: "path:params", "" for none; read and
      * written under cache_lock. */
@@ -204,8 +207,5 @@ bool parse_byte_count(const char *text, size_t *out);
  * device's largest allocation. */
 flashcl_status split_scratch_cap(flashcl_context *ctx, size_t *bytes);
 
-/* Frees the split-KV scratch (src/paths/split_kv.c); at context release
- * also its state. */
-void split_state_release(flashcl_context *ctx, bool final);
 
 #endif /* FLASHCL_CORE_H */

@@ -154,6 +154,10 @@ program_request plan_request(const kernel_plan *plan, int which)
                                {NULL}, plan->kernel_count};
     for (int i = 0; i < plan->kernel_count; ++i)
         request.kernel_names[i] = plan->kernel_names[i];
+    if (which && plan->extra_kernel) {
+        request.kernel_names[0] = plan->extra_kernel;
+        request.kernel_count = 1;
+    }
     return request;
 }
 

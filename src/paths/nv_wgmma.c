@@ -17,6 +17,7 @@
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
 #include "paths/path.h"
+#include "paths/mask_bits.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
 #include "paths/tuning.h"
@@ -461,6 +462,27 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     return true;
 }
 
+/* A mask without a bias read packed into bits (mask_bits.c; the
+ * kernel's FLASHCL_NV_WGMMA_MASK_BITS): wanted in the 64- and 128-column
+ * tiles when the packed words fit the context's scratch cap;
+ * FLASHCL_NV_WGMMA_MASK_BITS=0 keeps the call's bytes, to measure both. */
+static bool mask_bits_wanted(const problem *p)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_MASK_BITS");
+    if ((text && !strcmp(text, "0")) || !variant_active(p, "mask") ||
+        variant_active(p, "bias") || tile_dim(p) > 128)
+        return false;
+    return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
+}
+
+/* ... and what the kernel's packed mask needs of the schedule (its fetch a
+ * tile ahead, FLASHCL_NV_WGMMA_XPF): the warp-specialized schedule on 2
+ * consumer warpgroups, without S ahead. */
+static bool mask_bits_schedule(const nv_wgmma_cfg *c)
+{
+    return c->ws >= 1 && c->ws <= 2 && !c->sahead && c->warpgroups == 2;
+}
+
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
@@ -541,7 +563,10 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     const nv_wgmma_tile *tile = lookup(p);
     uint64_t mem = local_mem_of(caps, tile);
     nv_wgmma_cfg cfg = table_cfg(tile);
-    if (variant_active(p, "bias") || variant_active(p, "mask"))
+    bool bits = mask_bits_wanted(p);
+    if (bits) /* the fetch's registers: 2 consumers; the tiles stay */
+        cfg.warpgroups = cfg.warpgroups == 3 ? 2 : cfg.warpgroups;
+    else if (variant_active(p, "bias") || variant_active(p, "mask"))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
     const bool band = plan_persist(p, tile);
     cfg.persist = band;
@@ -550,7 +575,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     const bool env = apply_env(mem, p, &cfg);
     if (p->infer.varlen_q)
         cfg.persist = 0; /* the kernel's packed batches: the plain grid */
-    const bool xstage = plan_xstage(p, &cfg, &mem);
+    bits = bits && mask_bits_schedule(&cfg);
+    const bool xstage = !bits && plan_xstage(p, &cfg, &mem);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
@@ -562,12 +588,16 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->vec = 0;
     if (tuned)
         snprintf(plan->tuning, sizeof plan->tuning, "%s", chosen.origin);
+    /* (a mask keeps the plain grid: never both) */
+    const char *note = band && cfg.persist
+                           ? " (short items: the persistent grid)"
+                       : bits ? " (the mask packed into bits first)"
+                              : "";
     snprintf(plan->reason, sizeof plan->reason, "%.190s%s%s",
              !tuned          ? tile->reason
              : chosen.forced ? "forced candidate"
                              : plan->tuning,
-             band && cfg.persist ? " (short items: the persistent grid)" : "",
-             env ? " (FLASHCL_NV_WGMMA_* set)" : "");
+             note, env ? " (FLASHCL_NV_WGMMA_* set)" : "");
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     char schedule[320];
     nv_wgmma_defines(&cfg, schedule, sizeof schedule);
@@ -587,10 +617,11 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                  (unsigned long long)device_mem);
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
-    if (xstage) {
+    if (xstage || bits) {
         len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_NV_WGMMA_XSTAGE=1");
+        snprintf(plan->options + len, sizeof plan->options - len, "%s",
+                 xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
+                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1");
     }
     plan_exponent_guard(caps, p, plan);
     const bool seq_first =
@@ -614,6 +645,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
     plan_row_blocks(p, plan);
+    if (bits) /* (after the guard: a mask's exponent is never its form) */
+        mask_bits_plan(p, plan);
     if (cfg.persist)
         persistent_grid(caps, p, plan);
     if (heads_first)
@@ -673,6 +706,9 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
         trailing = &persist;
     else if (p->infer.varlen_q)
         trailing = &varlen;
+    if (plan->mask_bits)
+        return mask_bits_launch(ctx, queue, p, plan, programs, trailing,
+                                num_wait, wait_list, event);
     /* the extra program: the mma.sync fix-up pass (plan_exponent_guard),
      * which takes the packed list after the forward one */
     return enqueue_forward_then_extra(ctx, queue, p, plan, programs, trailing,

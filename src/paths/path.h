@@ -36,14 +36,20 @@ struct kernel_plan {
     const char *kernel_names[PROGRAM_MAX_KERNELS];
     int kernel_count;
     char options[1024];          /* everything that changes the binary */
-    /* A second program the path runs after the first, with the same
-     * forward arguments (the NVIDIA paths' exact fix-up pass); NULL when
-     * the path has none. Its NDRange is extra_global/extra_local, or the
-     * first's where extra_global[0] is 0. Only the first program is
-     * patched (`patch` below). */
+    /* A second program the path runs with the same forward arguments:
+     * after the first (the NVIDIA paths' exact fix-up pass), or before it
+     * where `mask_bits` says so; NULL when the path has none. Its NDRange
+     * is extra_global/extra_local, or the first's where extra_global[0] is
+     * 0. Only the first program is patched (`patch` below). */
     const char *extra_source;
+    /* its one kernel (NULL: the first program's kernel_names) */
+    const char *extra_kernel;
     char extra_options[1024];
     size_t extra_global[3], extra_local[3];
+    /* The extra program packs the call's mask into bits in the context's
+     * scratch before the first runs, which reads them as its mask
+     * (src/paths/mask_bits.c, the wgmma path's). */
+    bool mask_bits;
     size_t global[3], local[3];
     /* Tiles, for describe and logs. */
     int head_dim_padded, head_dim_v_padded;

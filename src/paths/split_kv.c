@@ -7,6 +7,7 @@
  * work-groups are too few for the device and whose key range is long
  * enough to cut (split_kv_splits). The portable path keeps the same
  * kernels as its fallback (FLASHCL_PATH naming another path). */
+#include "core/scratch.h"
 #include "paths/path.h"
 #include "paths/split_kv_tiles.h"
 #include "paths/tuning.h"
@@ -790,108 +791,28 @@ void split_kv_plan(const device_caps *caps, const problem *p,
 
 /* ---- scratch --------------------------------------------------------- */
 
-/* One buffer per context, grown on demand. A call holds `lock` while it
- * enqueues; its first kernel waits for `busy`, the last command of the
- * previous call that used the buffer (on whichever queue). */
-struct split_state {
-    pthread_mutex_t lock;
-    cl_mem buffer[3]; /* partial O, partial LSE, split counts (zeroed) */
-    size_t capacity[3];
-    cl_event busy;
-};
-
-static flashcl_status get_state(flashcl_context *ctx, struct split_state **out)
-{
-    pthread_mutex_lock(&ctx->cache_lock);
-    if (!ctx->split) {
-        struct split_state *s = calloc(1, sizeof *s);
-        if (s) {
-            pthread_mutex_init(&s->lock, NULL);
-            ctx->split = s;
-        }
-    }
-    *out = ctx->split;
-    pthread_mutex_unlock(&ctx->cache_lock);
-    return *out ? FLASHCL_SUCCESS
-                : set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                            "allocating the split-KV state");
-}
-
-void split_state_release(flashcl_context *ctx, bool final)
-{
-    pthread_mutex_lock(&ctx->cache_lock);
-    struct split_state *s = ctx->split;
-    if (final)
-        ctx->split = NULL;
-    pthread_mutex_unlock(&ctx->cache_lock);
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->lock);
-    /* OpenCL frees the buffer once the commands using it are done. */
-    for (int i = 0; i < 3; ++i) {
-        if (s->buffer[i])
-            clReleaseMemObject(s->buffer[i]);
-        s->buffer[i] = NULL;
-        s->capacity[i] = 0;
-    }
-    if (final && s->busy)
-        clReleaseEvent(s->busy);
-    if (final)
-        s->busy = NULL;
-    pthread_mutex_unlock(&s->lock);
-    if (final) {
-        pthread_mutex_destroy(&s->lock);
-        free(s);
-    }
-}
-
-/* Grows the buffers to `bytes` (0: not needed); *fresh_counts tells that
- * the counts' buffer is new, so its contents are undefined. */
-static flashcl_status ensure_buffers(flashcl_context *ctx,
-                                     struct split_state *s,
-                                     const size_t bytes[3], bool *fresh_counts)
-{
-    *fresh_counts = false;
-    for (int i = 0; i < 3; ++i) {
-        if (bytes[i] == 0 || (s->buffer[i] && s->capacity[i] >= bytes[i]))
-            continue;
-        *fresh_counts = *fresh_counts || i == 2;
-        if (s->buffer[i])
-            clReleaseMemObject(s->buffer[i]);
-        s->capacity[i] = 0;
-        cl_int err;
-        s->buffer[i] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes[i],
-                                      NULL, &err);
-        if (err != CL_SUCCESS) {
-            s->buffer[i] = NULL;
-            return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                             "allocating %zu bytes of split-KV scratch: %s",
-                             bytes[i], cl_error_name(err));
-        }
-        s->capacity[i] = bytes[i];
-    }
-    return FLASHCL_SUCCESS;
-}
+/* The context's split-KV set (core/scratch.h): partial O, partial LSE,
+ * split counts (zeroed). */
+enum { SCRATCH_O, SCRATCH_LSE, SCRATCH_COUNTS };
+#define SPLIT_WHAT "split-KV"
 
 /* A new counts buffer starts at zero (the fused merge sets each count
  * back to zero after use). The fill becomes the buffers' last user, so
  * the call's kernels wait for it through `busy`. */
 static flashcl_status zero_counts(flashcl_context *ctx,
-                                  cl_command_queue queue,
-                                  struct split_state *s)
+                                  cl_command_queue queue, scratch_set *s)
 {
     const cl_int zero = 0;
     cl_event filled = NULL;
     const cl_uint waits = s->busy ? 1 : 0;
-    const cl_int err =
-        clEnqueueFillBuffer(queue, s->buffer[2], &zero, sizeof zero, 0,
-                            s->capacity[2], waits, waits ? &s->busy : NULL,
-                            &filled);
+    const cl_int err = clEnqueueFillBuffer(
+        queue, s->buffer[SCRATCH_COUNTS], &zero, sizeof zero, 0,
+        s->capacity[SCRATCH_COUNTS], waits, waits ? &s->busy : NULL, &filled);
     if (err != CL_SUCCESS) {
         /* not known to be zero: allocated (and zeroed) anew next time */
-        clReleaseMemObject(s->buffer[2]);
-        s->buffer[2] = NULL;
-        s->capacity[2] = 0;
+        clReleaseMemObject(s->buffer[SCRATCH_COUNTS]);
+        s->buffer[SCRATCH_COUNTS] = NULL;
+        s->capacity[SCRATCH_COUNTS] = 0;
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "zeroing the split-KV counts: %s", cl_error_name(err));
     }
@@ -929,14 +850,16 @@ static cl_mem mem_or(const tensor_view *v, cl_mem dummy)
 
 static void fill_split_args(flashcl_context *ctx, const problem *p,
                             const kernel_plan *plan,
-                            const struct split_state *scratch, split_args *a)
+                            const scratch_set *scratch, split_args *a)
 {
     const inference *in = &p->infer;
     const cl_mem dummy = ctx->dummy;
     memset(a, 0, sizeof *a);
-    a->o_part = scratch ? scratch->buffer[0] : dummy;
-    a->lse_part = scratch ? scratch->buffer[1] : dummy;
-    a->split_count = scratch && scratch->buffer[2] ? scratch->buffer[2] : dummy;
+    a->o_part = scratch ? scratch->buffer[SCRATCH_O] : dummy;
+    a->lse_part = scratch ? scratch->buffer[SCRATCH_LSE] : dummy;
+    a->split_count = scratch && scratch->buffer[SCRATCH_COUNTS]
+                         ? scratch->buffer[SCRATCH_COUNTS]
+                         : dummy;
     a->num_splits = plan->splits;
     a->cu_q = mem_or(&in->cu_q, dummy);
     a->cu_k = mem_or(&in->cu_k, dummy);
@@ -1049,56 +972,39 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
                                cl_uint num_wait, const cl_event *wait_list,
                                cl_event *event)
 {
-    struct split_state *state = NULL;
+    scratch_set *state = NULL;
     const bool split = plan->splits > 1;
-    flashcl_status st = split ? get_state(ctx, &state) : FLASHCL_SUCCESS;
+    flashcl_status st = split ? scratch_get(ctx, &ctx->split, SPLIT_WHAT,
+                                            &state)
+                              : FLASHCL_SUCCESS;
     if (st != FLASHCL_SUCCESS)
         return st;
-    cl_event stack_list[16], *list = (cl_event *)wait_list;
+    scratch_waits waits = {wait_list, num_wait, {NULL}, NULL};
     if (split) {
         pthread_mutex_lock(&state->lock);
         const size_t rows = (size_t)(plan->scratch_bytes /
                                      ((uint64_t)plan->head_dim_v_padded + 1) / 4);
-        const size_t bytes[3] = {rows * (size_t)plan->head_dim_v_padded * 4,
-                                 rows * 4, plan->split_counters * 4};
-        bool fresh_counts = false;
-        st = ensure_buffers(ctx, state, bytes, &fresh_counts);
-        if (st == FLASHCL_SUCCESS && fresh_counts)
+        const size_t bytes[SCRATCH_BUFFERS] = {
+            rows * (size_t)plan->head_dim_v_padded * 4, rows * 4,
+            plan->split_counters * 4};
+        unsigned fresh = 0;
+        st = scratch_grow(ctx, state, bytes, &fresh, SPLIT_WHAT);
+        if (st == FLASHCL_SUCCESS && (fresh & (1u << SCRATCH_COUNTS)))
             st = zero_counts(ctx, queue, state);
-        if (st == FLASHCL_SUCCESS && state->busy) { /* the previous user */
-            list = num_wait < 16 ? stack_list
-                                 : malloc((num_wait + 1) * sizeof *list);
-            if (!list)
-                st = set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                               "allocating the event wait list");
-            else {
-                for (cl_uint i = 0; i < num_wait; ++i)
-                    list[i] = wait_list[i];
-                list[num_wait++] = state->busy;
-            }
-        }
+        if (st == FLASHCL_SUCCESS) /* after the previous user */
+            st = scratch_wait_list(ctx, state, num_wait, wait_list, &waits);
     }
     cl_event last = NULL;
     if (st == FLASHCL_SUCCESS) {
         split_args a;
         fill_split_args(ctx, p, plan, state, &a);
-        st = enqueue_steps(ctx, queue, p, plan, programs[0], &a, num_wait,
-                           list, &last);
+        st = enqueue_steps(ctx, queue, p, plan, programs[0], &a, waits.count,
+                           waits.list, &last);
     }
     if (split) {
-        if (st != FLASHCL_SUCCESS)
-            clFinish(queue); /* whatever was enqueued is done with scratch */
-        if (last) {
-            /* Another queue may wait on it: flush first (OpenCL 1.2 5.13). */
-            clFlush(queue);
-            if (state->busy)
-                clReleaseEvent(state->busy);
-            clRetainEvent(last);
-            state->busy = last;
-        }
+        scratch_done(state, queue, last, st != FLASHCL_SUCCESS);
         pthread_mutex_unlock(&state->lock);
-        if (list != wait_list && list != stack_list)
-            free(list);
+        scratch_waits_free(&waits);
     }
     if (st == FLASHCL_SUCCESS && event)
         *event = last;

@@ -25,6 +25,7 @@
  * first command waits for the last command of the previous call that used
  * the scratch (the `busy` event), so calls on different queues never share
  * scratch at the same time and no call has to block on the host. */
+#include "core/scratch.h"
 #include "paths/path.h"
 #include "problem/variants.h"
 #include "reference/reference.h"
@@ -827,7 +828,7 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
     pthread_mutex_lock(&ctx->cache_lock); /* guards the lazy creation */
     reference_state *state = ctx->reference;
     pthread_mutex_unlock(&ctx->cache_lock);
-    split_state_release(ctx, false);
+    context_scratch_release(ctx, false);
     if (!state)
         return FLASHCL_SUCCESS; /* never used: nothing to free */
     pthread_mutex_lock(&state->lock);

@@ -1,5 +1,6 @@
 /* The reference backend when the library is built without CLBlast
  * (-DFLASHCL_WITH_CLBLAST=OFF): every entry point says so. */
+#include "core/scratch.h"
 #include "reference/reference.h"
 
 static flashcl_status absent(flashcl_context *ctx)
@@ -44,7 +45,8 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
     if (!ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
     begin_call(ctx);
-    return FLASHCL_SUCCESS; /* nothing was ever allocated */
+    context_scratch_release(ctx, false); /* the fused paths' scratch */
+    return FLASHCL_SUCCESS; /* the reference backend allocated nothing */
 }
 
 flashcl_status flashcl_reference_scratch_bytes(flashcl_context *ctx,
