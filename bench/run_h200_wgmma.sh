@@ -1579,6 +1579,102 @@ s13_varlen() {
   S6_VARLEN_SETS=1,147,512,1023 s6_varlen one "${one[@]}"
   cp "$OUT/s6_varlen.md" "$OUT/s13_varlen.md"
 }
+# s14 (2026-12-04, after s13): the mask packed into bits and the s13
+# table rules on the default route. s14a (~4 min): flashcl run against
+# the float64 oracle on the new entries (narrow bands, the persistent
+# grid for causal calls of up to 1024 rows and bands up to 1024 keys),
+# the mask forms' rates (nv_mma unforced, bits on nv_wgmma in 128- and
+# 64-key tiles, the bytes) with sampled rows against float64, torch's
+# SDPA attn_mask and FlexAttention on the mask shape, the windows and
+# the short causal calls on the default route. s14b (~5 min):
+# test_variants forced onto nv_wgmma (its mask-only cases run on bits),
+# then test_variants and test_forward unforced.
+s14a() {
+  oracle_pass=0 oracle_fail=0
+  for t in bf16 fp16; do
+    oracle_call "D=64 $t causal window 128 + softcap" -- --head-dim 64 --dtype $t --causal \
+      --window 128,0 --softcap 30 --seqlen-q 1100 --seqlen-k 1300
+    oracle_call "D=48 $t causal window 500" -- --head-dim 48 --dtype $t --causal --window 500,0
+    oracle_call "D=128 $t causal window 128" -- --head-dim 128 --dtype $t --causal --window 128,0
+    oracle_call "D=128 $t causal window 1000" -- --head-dim 128 --dtype $t --causal \
+      --window 1000,0 --seqlen-q 1024 --seqlen-k 1024
+    for d in 64 96 128; do
+      oracle_call "D=$d $t causal 1024 rows" -- --head-dim $d --dtype $t --causal \
+        --seqlen-q 1024 --seqlen-k 1024
+    done
+  done
+  echo "new entries against the oracle: $oracle_pass passed, $oracle_fail failed"
+  local bits=(FLASHCL_PATH=nv_wgmma) bits64=(FLASHCL_PATH=nv_wgmma FLASHCL_NV_WGMMA_BN=64
+    FLASHCL_NV_WGMMA_RING=7)
+  : >"$OUT/s14_mask.csv"
+  bench_form def s14_mask.csv -- --dtype bf16 --causal both --seqlen 4096 --head-dim 64,128 \
+    --variants plain,mask,mask+window1024 --describe --check 2
+  bench_form bits s14_mask.csv "${bits[@]}" -- --dtype bf16 --causal both --seqlen 4096 \
+    --head-dim 64,128 --variants plain,mask,mask+window1024 --describe --check 2
+  bench_form bits64 s14_mask.csv "${bits64[@]}" -- --dtype bf16 --causal both --seqlen 4096 \
+    --head-dim 64,128 --variants mask,mask+window1024 --check 2
+  bench_form bytes s14_mask.csv "${bits[@]}" FLASHCL_NV_WGMMA_MASK_BITS=0 -- --dtype bf16 \
+    --causal both --seqlen 4096 --head-dim 64,128 --variants mask --check 2
+  if python3 -c 'import torch' 2>/dev/null; then
+    timeout 150 python3 bench/torch_variant_peers.py --csv "$OUT/s14_mask_peers.csv" --dtype bf16 \
+      --head-dim 64,128 --seqlen 4096 --causal 0,1 --variants plain,mask >/tmp/s14_peers.log 2>&1
+    echo "torch mask peers: exit $?"
+    grep -v '^variant' "$OUT/s14_mask_peers.csv" | awk -F, '{print "  " $1, "D", $3, "causal", $4, $8, $10}'
+  fi
+  : >"$OUT/s14_default.csv"
+  bench_form def s14_default.csv -- --dtype bf16 --causal 1 --seqlen 4096,16384 --head-dim 64,128 \
+    --variants plain,window128,window128+sinks,window512,window1024 --describe
+  bench_form def s14_default.csv -- --dtype fp16 --causal 1 --seqlen 512,1024,2048 \
+    --head-dim 64,80,96,128 --describe
+  bench_form p0 s14_default.csv FLASHCL_NV_WGMMA_PERSIST=0 -- --dtype fp16 --causal 1 \
+    --seqlen 512,1024,2048 --head-dim 64,80,96,128
+  for f in s14_mask s14_default; do
+    echo "### $f"; python3 scripts/pivot_forms.py "$OUT/$f.csv"
+  done | tee "$OUT/s14_tables.md"
+}
+s14b() {
+  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
+    >/tmp/s14_tv.log 2>&1
+  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s14_tv.log | tail -1)" \
+    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s14_tv.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s14_tv.log | cut -c1-240 | head -6
+  grep -E 'mask' /tmp/s14_tv.log | grep -E 'err' | cut -c1-200 | head -12
+  cp /tmp/s14_tv.log "$OUT/s14_test_variants_forced.log"
+  suites_unforced s14 test_variants test_forward
+}
+# s15 (2026-12-04, the final build): masks on the default route (D = 128
+# on nv_wgmma with the packed mask), the packed mask at D = 64 on 3
+# consumer warpgroups in 128- and 64-key tiles against nv_mma and 2
+# consumers, with sampled rows against float64; test_variants forced onto
+# nv_wgmma; the suites unforced, test_inference (split-KV's scratch is
+# now core/scratch.c's) and the decode table. ~6 min.
+s15() {
+  local w=(FLASHCL_PATH=nv_wgmma)
+  : >"$OUT/s15_mask.csv"
+  bench_form def s15_mask.csv -- --dtype bf16,fp16 --causal both --seqlen 4096 \
+    --head-dim 64,128 --variants plain,mask,mask+window1024 --describe --check 2
+  bench_form w3 s15_mask.csv "${w[@]}" -- --dtype bf16 --causal both --seqlen 4096 \
+    --head-dim 64 --variants mask,mask+window1024 --describe --check 2
+  bench_form w3b64 s15_mask.csv "${w[@]}" FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 \
+    FLASHCL_NV_WGMMA_LOCAL_MEM=229456 -- --dtype bf16 --causal both --seqlen 4096 --head-dim 64 \
+    --variants mask,mask+window1024 --describe --check 2
+  bench_form w2 s15_mask.csv "${w[@]}" FLASHCL_NV_WGMMA_WG=2 -- --dtype bf16 --causal both \
+    --seqlen 4096 --head-dim 64 --variants mask,mask+window1024 --check 2
+  python3 scripts/pivot_forms.py "$OUT/s15_mask.csv" | tee "$OUT/s15_tables.md"
+  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
+    >/tmp/s15_tv.log 2>&1
+  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s15_tv.log | tail -1)" \
+    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s15_tv.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s15_tv.log | cut -c1-240 | head -6
+  suites_unforced s15 test_variants test_forward
+  timeout 200 $B/tests/test_inference >/tmp/s15_ti.log 2>&1
+  echo "test_inference: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s15_ti.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s15_ti.log | cut -c1-240 | head -6
+  timeout 90 $B/flashcl-bench --decode $S13_DECODE_SHAPES --dtype bf16 --head-dim 128 \
+    --bandwidth 4280 --reps 30 --sgemm 0 >/tmp/s15_dec.md 2>&1
+  echo "decode bf16: exit $?"
+  grep -E '^\| [0-9]' /tmp/s15_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1597,6 +1693,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
+  s14a|s14b|s15) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;

@@ -950,17 +950,6 @@ static inline float wg_hi(uint pair)
 #if FLASHCL_NV_WGMMA_XPF < 0 || FLASHCL_NV_WGMMA_XPF > 2
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF must be 0 (off), 1 (where the registers allow) or 2 (always, to measure)"
 #endif
-/* Where the registers allow (ptxas for sm_90a, scripts/wgmma_isa_check.sh,
- * 2026-12-03): 2 consumer warpgroups (232 registers each) at D <= 128,
- * except bias and mask together at D = 128 (116 bytes of spills); 3
- * consumers (160 registers) spilled 52 bytes with a bias, D = 256 148. */
-#define WG_XPF_ROOM                                                            \
-    (WG_CONSUMER_THREADS == 256 &&                                             \
-     (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK))))
-#define WG_XPF                                                                 \
-    (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
-     !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
-     (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
 /* 1: the mask arrives packed into bits (the host's flashcl_pack_mask
  * pass, cl/common/mask_bits.cl), fetched a tile ahead; 0: the call's
  * bytes. */
@@ -970,8 +959,24 @@ static inline float wg_hi(uint pair)
 #if FLASHCL_NV_WGMMA_MASK_BITS != 0 && FLASHCL_NV_WGMMA_MASK_BITS != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_BITS must be 0 or 1"
 #endif
+/* Where the registers allow (ptxas for sm_90a, scripts/wgmma_isa_check.sh,
+ * 2026-12-03): 2 consumer warpgroups (232 registers each) at D <= 128,
+ * except bias and mask together at D = 128 (116 bytes of spills); 3
+ * consumers (160 registers) spilled 52 bytes with a bias, D = 256 148.
+ * A packed mask alone (its bits: 2 registers a row and 64 keys) fits 3
+ * consumers at D = 64 (no spill in 64-key tiles; in 128-key tiles none
+ * without causal masking, 212 bytes with it; 2026-12-04). */
+#define WG_XPF_ROOM                                                            \
+    ((WG_CONSUMER_THREADS == 256 &&                                            \
+      (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK)))) ||     \
+     (WG_CONSUMER_THREADS == 384 && WG_D == 64 &&                              \
+      FLASHCL_NV_WGMMA_MASK_BITS && !FLASHCL_BIAS))
+#define WG_XPF                                                                 \
+    (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
+     !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
+     (FLASHCL_NV_WGMMA_XPF == 2 || WG_XPF_ROOM))
 #if FLASHCL_NV_WGMMA_MASK_BITS && !(FLASHCL_MASK && !FLASHCL_BIAS && WG_XPF)
-#error "flash_fwd_wgmma: the packed mask (FLASHCL_NV_WGMMA_MASK_BITS) needs a mask without a bias, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF: the warp-specialized schedule on 2 consumer warpgroups at D = 64 or 128, without S ahead or staging)"
+#error "flash_fwd_wgmma: the packed mask (FLASHCL_NV_WGMMA_MASK_BITS) needs a mask without a bias, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF: the warp-specialized schedule on 2 consumer warpgroups at D = 64 or 128, or 3 at D = 64, without S ahead or staging)"
 #endif
 /* The two bias terms in score units from a pair's raw value (fp32: two
  * floats; 16-bit: the pair's 32 bits in .x), fetched (wg_bias_fetch) or

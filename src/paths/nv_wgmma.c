@@ -48,6 +48,29 @@ static int tile_dim(const problem *p)
     return nv_wgmma_tile_dim((int)problem_widest_head_dim(p));
 }
 
+/* A mask without a bias read packed into bits (mask_bits.c; the
+ * kernel's FLASHCL_NV_WGMMA_MASK_BITS): wanted in the 64- and 128-column
+ * tiles when the packed words fit the context's scratch cap;
+ * FLASHCL_NV_WGMMA_MASK_BITS=0 keeps the call's bytes, to measure both. */
+static bool mask_bits_wanted(const problem *p)
+{
+    const char *text = getenv("FLASHCL_NV_WGMMA_MASK_BITS");
+    if ((text && !strcmp(text, "0")) || !variant_active(p, "mask") ||
+        variant_active(p, "bias") || tile_dim(p) > 128)
+        return false;
+    return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
+}
+
+/* ... and what the kernel's packed mask needs of the schedule (its fetch a
+ * tile ahead, FLASHCL_NV_WGMMA_XPF): the warp-specialized schedule without
+ * S ahead, on 2 consumer warpgroups, or 3 in the 64-column tiles (the
+ * kernel's WG_XPF_ROOM). */
+static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
+{
+    return c->ws >= 1 && c->ws <= 2 && !c->sahead &&
+           (c->warpgroups == 2 || (c->warpgroups == 3 && tile_dim(p) == 64));
+}
+
 /* The variants that run here unforced: those the suites passed with on an
  * H200 (test_variants, test_forward forced onto this path) and that
  * measured faster than nv_mma on every row there (bf16 N = 4096, causal
@@ -56,9 +79,14 @@ static int tile_dim(const problem *p)
  * sinks 1.51x, window + softcap + sinks 1.29-1.37x; top-left causal is
  * the causal kernel with the diagonal at key 0). A bias alone in the
  * 128-column tiles, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF), measured
- * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md); a mask (0.89-0.93x), bias
- * and mask together (0.58-0.76x) and a bias at D <= 64 (0.83-0.85x, where
- * 2 consumer warpgroups hold the fetch) stay on nv_mma; a bias at D = 256
+ * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md). A mask alone in the
+ * 128-column tiles, packed into bits, 1.46 / 1.47x nv_mma non-causal /
+ * causal (bf16 D = 128 N = 4096: 390.7 / 360.7 TFLOP/s against 268.3 /
+ * 245.9; with window 1024 1.59 / 1.33x; read as bytes it was 1.00x;
+ * h200-2026-12-04-v10, run 2); at D = 64 on 2 consumers 0.86 / 1.02x, so
+ * it stays there. Bias and mask together (0.58-0.76x) and a bias at D <=
+ * 64 (0.83-0.85x, where 2 consumer warpgroups hold the fetch) stay on
+ * nv_mma; a bias at D = 256
  * was not measured with the fetch (ptxas spills it there). A bias with
  * the other variants was not measured: each of them alone runs faster
  * here, so the combination goes here too. Forced
@@ -66,7 +94,7 @@ static int tile_dim(const problem *p)
 static bool variants_measured(const problem *p)
 {
     if (variant_active(p, "mask"))
-        return false;
+        return mask_bits_wanted(p) && tile_dim(p) == 128;
     return !variant_active(p, "bias") || tile_dim(p) == 128;
 }
 
@@ -217,9 +245,10 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
                                 "faster than the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
     if (!forced && !variants_measured(p))
-        return refuse(why, cap, "wgmma kernel: a mask, or a bias outside the "
-                                "128-column tiles, measured slower than the "
-                                "mma.sync kernel on the H200 "
+        return refuse(why, cap, "wgmma kernel: a mask or a bias outside the "
+                                "128-column tiles, or a mask beside a bias or "
+                                "not packed into bits, measured slower than "
+                                "the mma.sync kernel on the H200 "
                                 "(FLASHCL_PATH=nv_wgmma runs it)");
     return true;
 }
@@ -462,27 +491,6 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     return true;
 }
 
-/* A mask without a bias read packed into bits (mask_bits.c; the
- * kernel's FLASHCL_NV_WGMMA_MASK_BITS): wanted in the 64- and 128-column
- * tiles when the packed words fit the context's scratch cap;
- * FLASHCL_NV_WGMMA_MASK_BITS=0 keeps the call's bytes, to measure both. */
-static bool mask_bits_wanted(const problem *p)
-{
-    const char *text = getenv("FLASHCL_NV_WGMMA_MASK_BITS");
-    if ((text && !strcmp(text, "0")) || !variant_active(p, "mask") ||
-        variant_active(p, "bias") || tile_dim(p) > 128)
-        return false;
-    return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
-}
-
-/* ... and what the kernel's packed mask needs of the schedule (its fetch a
- * tile ahead, FLASHCL_NV_WGMMA_XPF): the warp-specialized schedule on 2
- * consumer warpgroups, without S ahead. */
-static bool mask_bits_schedule(const nv_wgmma_cfg *c)
-{
-    return c->ws >= 1 && c->ws <= 2 && !c->sahead && c->warpgroups == 2;
-}
-
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
@@ -564,9 +572,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     uint64_t mem = local_mem_of(caps, tile);
     nv_wgmma_cfg cfg = table_cfg(tile);
     bool bits = mask_bits_wanted(p);
-    if (bits) /* the fetch's registers: 2 consumers; the tiles stay */
-        cfg.warpgroups = cfg.warpgroups == 3 ? 2 : cfg.warpgroups;
-    else if (variant_active(p, "bias") || variant_active(p, "mask"))
+    if (bits && cfg.warpgroups == 3 && tile_dim(p) != 64)
+        cfg.warpgroups = 2; /* the fetch's registers; the tiles stay */
+    else if (!bits && (variant_active(p, "bias") || variant_active(p, "mask")))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
     const bool band = plan_persist(p, tile);
     cfg.persist = band;
@@ -575,7 +583,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     const bool env = apply_env(mem, p, &cfg);
     if (p->infer.varlen_q)
         cfg.persist = 0; /* the kernel's packed batches: the plain grid */
-    bits = bits && mask_bits_schedule(&cfg);
+    bits = bits && mask_bits_schedule(p, &cfg);
     const bool xstage = !bits && plan_xstage(p, &cfg, &mem);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
