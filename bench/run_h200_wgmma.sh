@@ -1675,6 +1675,51 @@ s15() {
   echo "decode bf16: exit $?"
   grep -E '^\| [0-9]' /tmp/s15_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
 }
+# s16 (2026-12-04, after s15): the packed mask alone on the scores as they
+# come (FLASHCL_NV_WGMMA_MASK_UNSCALED, the kernel's default 1) against
+# the score pass (0), with sinks and a window, N = 4096 and 16384; D = 64
+# forced onto nv_wgmma on 3 and 2 consumers; sampled rows against
+# float64; test_variants forced onto nv_wgmma, the suites unforced.
+# ~4 min.
+s16() {
+  local w=(FLASHCL_PATH=nv_wgmma)
+  : >"$OUT/s16_mask.csv"
+  bench_form def s16_mask.csv -- --dtype bf16 --causal both --seqlen 4096,16384 \
+    --head-dim 64,128 --variants plain,mask,mask+window1024,mask+sinks --describe --check 2
+  bench_form scaled s16_mask.csv FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0 -- \
+    --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 128 \
+    --variants mask,mask+window1024,mask+sinks --check 2
+  bench_form w3 s16_mask.csv "${w[@]}" -- --dtype bf16 --causal both --seqlen 4096 --head-dim 64 \
+    --variants mask,mask+window1024 --describe --check 2
+  bench_form w2 s16_mask.csv "${w[@]}" FLASHCL_NV_WGMMA_WG=2 -- --dtype bf16 --causal both \
+    --seqlen 4096 --head-dim 64 --variants mask,mask+window1024 --check 2
+  python3 scripts/pivot_forms.py "$OUT/s16_mask.csv" | tee "$OUT/s16_tables.md"
+  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
+    >/tmp/s16_tv.log 2>&1
+  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s16_tv.log | tail -1)" \
+    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s16_tv.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s16_tv.log | cut -c1-240 | head -6
+  grep -E 'mask' /tmp/s16_tv.log | grep -E 'err' | cut -c1-200 | head -12
+  suites_unforced s16 test_variants test_forward
+}
+# s17 (2026-12-04, the final build): masks on the default route (the
+# packed mask at D = 64 and 128, causal calls at D = 128 through the score
+# pass), then test_variants forced onto nv_wgmma and the suites unforced.
+# ~3 min.
+s17() {
+  : >"$OUT/s17_mask.csv"
+  bench_form def s17_mask.csv -- --dtype bf16,fp16 --causal both --seqlen 4096,16384 \
+    --head-dim 64,128 --variants plain,mask --describe
+  python3 scripts/pivot_forms.py "$OUT/s17_mask.csv" | tee "$OUT/s17_tables.md"
+  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
+    >/tmp/s17_tv.log 2>&1
+  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s17_tv.log | tail -1)" \
+    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s17_tv.log | tail -1)"
+  grep -E ':[EF]:' /tmp/s17_tv.log | cut -c1-240 | head -6
+  grep -E 'mask' /tmp/s17_tv.log | grep -E 'err' | cut -c1-200 | head -12
+  suites_unforced s17 test_variants test_forward
+  grep -E 'mask' /tmp/s17_test_variants.log | grep -E 'err' | cut -c1-200 | head -12
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1693,7 +1738,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;

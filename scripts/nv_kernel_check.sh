@@ -251,6 +251,9 @@ wcheck "wgmma D128 bf16 causal mask as bits, 128-key tiles, heads first" $wg \
 wcheck "wgmma D64 fp16 mask as bits + window + softcap, 64-key tiles" $wg \
   "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1" \
   "$mb" 'ld\.global(\.nc)?\.v2\.u32' '!ld\.global(\.nc)?\.u16' 'tanh\.approx\.f32'
+wcheck "wgmma D128 fp16 mask as bits through the score pass (MASK_UNSCALED=0)" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_WGMMA_MASK_UNSCALED=0" \
+  "$mb" 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'
 wcheck "wgmma D64 bf16 mask as bits, 3 consumer warpgroups" $wg \
   "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'

@@ -249,10 +249,18 @@ static const plan_case cases[] = {
      .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
      .mask = 1, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_BLOCK_N=128",
-              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"}},
-    {.name = "mask fp16 D64, unforced: mma.sync", .head_dim = 64,
-     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .mask = 1,
-     .path = "nv_mma", .skipped = "a mask or a bias outside"},
+              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+    {.name = "mask fp16 D64, unforced: wgmma, bits on 3 consumers",
+     .head_dim = 64, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
+     .mask = 1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+    {.name = "mask bf16 D128 causal, unforced: bits through the score pass",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = -2, .mask = 1, .path = "nv_wgmma",
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1",
+              "-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
     {.name = "bias + mask bf16 D128, unforced: mma.sync", .head_dim = 128,
      .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .bias = 1, .mask = 1,
      .path = "nv_mma", .skipped = "a mask or a bias outside"},
@@ -619,6 +627,17 @@ START_TEST(preprocess_can_fail)
                         "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_WS=2 "
                         "-DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 "
                         "-DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_MASK_BITS=1",
+                        true),
+        0);
+    /* the packed mask alone and the marked rows' redo, which reads no mask */
+    ck_assert_int_ne(
+        preprocess_with("flash_fwd_wgmma.cl",
+                        "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
+                        "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
+                        "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_WS=2 "
+                        "-DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 "
+                        "-DFLASHCL_NV_WGMMA_MASK_BITS=1 "
+                        "-DFLASHCL_NV_WGMMA_EXP_GUARD=3",
                         true),
         0);
     kernel_plan plan;

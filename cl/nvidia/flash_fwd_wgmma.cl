@@ -187,9 +187,31 @@ typedef float real_t;
 #define FLASHCL_SCORE_KEY_T int
 #define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
+/* 1: the mask arrives packed into bits (the host's flashcl_pack_mask
+ * pass, cl/common/mask_bits.cl), fetched a tile ahead; 0: the call's
+ * bytes. */
+#ifndef FLASHCL_NV_WGMMA_MASK_BITS
+#define FLASHCL_NV_WGMMA_MASK_BITS 0
+#endif
+#if FLASHCL_NV_WGMMA_MASK_BITS != 0 && FLASHCL_NV_WGMMA_MASK_BITS != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_BITS must be 0 or 1"
+#endif
+/* 1: a packed mask without softcap, ALiBi or bias hides keys as the band's
+ * edges do, on the scores as they come (the exponent's FMA scales them),
+ * where a score pass would first scale every score; 0: it goes through
+ * the score pass, as the other variants (to measure both). */
+#ifndef FLASHCL_NV_WGMMA_MASK_UNSCALED
+#define FLASHCL_NV_WGMMA_MASK_UNSCALED 1
+#endif
+#if FLASHCL_NV_WGMMA_MASK_UNSCALED != 0 && FLASHCL_NV_WGMMA_MASK_UNSCALED != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_UNSCALED must be 0 or 1"
+#endif
+#define WG_MASK_ALONE_BITS                                                     \
+    (FLASHCL_NV_WGMMA_MASK_BITS && FLASHCL_NV_WGMMA_MASK_UNSCALED &&           \
+     !FLASHCL_SOFTCAP && !FLASHCL_ALIBI && !FLASHCL_BIAS)
 /* Softcap, ALiBi, bias or mask: a pass over each tile's scores before the
  * softmax, which scales them (exp2 units) and applies the terms. */
-#define WG_SCORED FLASHCL_NEEDS_SCORE_PASS
+#define WG_SCORED (FLASHCL_NEEDS_SCORE_PASS && !WG_MASK_ALONE_BITS)
 /* the softmax's scores are in exp2 units already (no scale at ex2). Two
  * other forms measured no faster on the H200 and were removed
  * (h200-2026-12-03-v6): softcap leaving tanh for the softmax to scale,
@@ -950,15 +972,6 @@ static inline float wg_hi(uint pair)
 #if FLASHCL_NV_WGMMA_XPF < 0 || FLASHCL_NV_WGMMA_XPF > 2
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_XPF must be 0 (off), 1 (where the registers allow) or 2 (always, to measure)"
 #endif
-/* 1: the mask arrives packed into bits (the host's flashcl_pack_mask
- * pass, cl/common/mask_bits.cl), fetched a tile ahead; 0: the call's
- * bytes. */
-#ifndef FLASHCL_NV_WGMMA_MASK_BITS
-#define FLASHCL_NV_WGMMA_MASK_BITS 0
-#endif
-#if FLASHCL_NV_WGMMA_MASK_BITS != 0 && FLASHCL_NV_WGMMA_MASK_BITS != 1
-#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_BITS must be 0 or 1"
-#endif
 /* Where the registers allow (ptxas for sm_90a, scripts/wgmma_isa_check.sh,
  * 2026-12-03): 2 consumer warpgroups (232 registers each) at D <= 128,
  * except bias and mask together at D = 128 (116 bytes of spills); 3
@@ -1215,6 +1228,24 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
             }                                                                  \
         }                                                                      \
     } while (0)
+#elif WG_MASK_ALONE_BITS
+/* The packed mask alone: its hidden keys' scores become -inf before the
+ * row max, as past a band's edge (rows past the sequence fetched all
+ * ones, keys past it are 0 in the words and past the edge too) */
+#define WG_SCORES(S, n0)                                                       \
+    do {                                                                       \
+        _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
+            (S)[i_] *= FLASHCL_NV_PRESCALE ? scale_log2 : 1.f;                 \
+        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
+            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
+                const uint vis_ = WG_XPF_MASK(hh_, n_);                        \
+                if (!(vis_ & 1u))                                              \
+                    (S)[4 * n_ + 2 * hh_] = -INFINITY;                         \
+                if (!(vis_ & 2u))                                              \
+                    (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                     \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
 #elif FLASHCL_NV_PRESCALE
 #define WG_SCORES(S, n0)                                                       \
     do {                                                                       \
@@ -1276,6 +1307,9 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #endif
 #if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 3
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1, 2 or 3"
+#endif
+#if WG_MASK_ALONE_BITS && FLASHCL_NV_WGMMA_EXP_GUARD >= 2
+#error "flash_fwd_wgmma: the packed mask alone takes the exponent guard's vote (EXP_GUARD 1): the marked rows' redo does not read the mask"
 #endif
 #define WG_EXP_MARK                                                            \
     (FLASHCL_NV_WGMMA_EXP_GUARD >= 2 && !WG_PRESCALED && FLASHCL_NV_WGMMA_EXP_FMA)
@@ -1913,7 +1947,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS WG_PERSIST_PARAMS WG_VARLEN_PARAMS)
     }
 #endif
 
-#if WG_SCORED
+#if WG_SCORED || FLASHCL_MASK
     /* What each row's score code needs, once (not per key tile). */
     score_row srow[2];
 #pragma unroll

@@ -79,14 +79,14 @@ static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
  * sinks 1.51x, window + softcap + sinks 1.29-1.37x; top-left causal is
  * the causal kernel with the diagonal at key 0). A bias alone in the
  * 128-column tiles, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF), measured
- * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md). A mask alone in the
- * 128-column tiles, packed into bits, 1.46 / 1.47x nv_mma non-causal /
- * causal (bf16 D = 128 N = 4096: 390.7 / 360.7 TFLOP/s against 268.3 /
- * 245.9; with window 1024 1.59 / 1.33x; read as bytes it was 1.00x;
- * h200-2026-12-04-v10, run 2); at D = 64 on 2 consumers 0.86 / 1.02x, so
- * it stays there. Bias and mask together (0.58-0.76x) and a bias at D <=
- * 64 (0.83-0.85x, where 2 consumer warpgroups hold the fetch) stay on
- * nv_mma; a bias at D = 256
+ * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md). A mask without a bias,
+ * packed into bits (mask_bits_wanted): bf16 N = 4096, non-causal /
+ * causal, D = 128 418.4 / 360.0 TFLOP/s against nv_mma's 268.3 / 245.9
+ * (1.56 / 1.46x; with window 1024 1.59 / 1.33x), D = 64 on 3 consumers
+ * 313.4 / 266.7 against 253.3 / 239.9 (1.24 / 1.11x); read as bytes it
+ * was 1.00x at D = 128 (h200-2026-12-04-v10, runs 2 and 5). Bias and
+ * mask together (0.58-0.76x) and a bias at D <= 64 (0.83-0.85x, where 2
+ * consumer warpgroups hold the fetch) stay on nv_mma; a bias at D = 256
  * was not measured with the fetch (ptxas spills it there). A bias with
  * the other variants was not measured: each of them alone runs faster
  * here, so the combination goes here too. Forced
@@ -94,7 +94,7 @@ static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
 static bool variants_measured(const problem *p)
 {
     if (variant_active(p, "mask"))
-        return mask_bits_wanted(p) && tile_dim(p) == 128;
+        return mask_bits_wanted(p);
     return !variant_active(p, "bias") || tile_dim(p) == 128;
 }
 
@@ -491,6 +491,17 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     return true;
 }
 
+/* Whether the packed mask goes through the kernel's score pass (its
+ * FLASHCL_NV_WGMMA_MASK_UNSCALED=0) rather than hiding keys on the
+ * scores as they come: for causal calls in the 128-column tiles, where
+ * the score pass measured 1.015 / 1.023x (bf16 D = 128 N = 4096 / 16384;
+ * without causal masking 0.94 / 0.95x, h200-2026-12-04-v10 run 5; at D =
+ * 64 the pass spills 212 bytes on 3 consumers, ptxas). */
+static bool mask_bits_scaled(const problem *p)
+{
+    return p->right >= 0 && tile_dim(p) == 128;
+}
+
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
@@ -627,9 +638,12 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     variants_append_defines(p, plan->options, sizeof plan->options);
     if (xstage || bits) {
         len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len, "%s",
+        snprintf(plan->options + len, sizeof plan->options - len, "%s%s",
                  xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
-                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1");
+                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1",
+                 bits && mask_bits_scaled(p)
+                     ? " -DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"
+                     : "");
     }
     plan_exponent_guard(caps, p, plan);
     const bool seq_first =
