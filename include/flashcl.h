@@ -478,10 +478,11 @@ flashcl_context_set_scratch_limit(flashcl_context *ctx, size_t bytes);
 FLASHCL_API flashcl_status
 flashcl_context_get_scratch_limit(flashcl_context *ctx, size_t *bytes);
 
-/** Free the reference backend's scratch buffers now. Safe while calls are
- *  still running on the device (OpenCL frees a buffer only after the
- *  commands using it finish); the next reference call allocates again. A
- *  context that never ran the reference backend has nothing to free. */
+/** Free the context's scratch buffers now: the reference backend's, the
+ *  split-KV partials and the wgmma path's packed mask (below). Safe while
+ *  calls are still running on the device (OpenCL frees a buffer only
+ *  after the commands using it finish); the next call that needs scratch
+ *  allocates again. A context that never needed any has nothing to free. */
 FLASHCL_API flashcl_status flashcl_context_release_scratch(flashcl_context *ctx);
 
 /** Scratch bytes the reference backend allocates for `desc` under the
@@ -504,14 +505,21 @@ flashcl_reference_scratch_bytes(flashcl_context *ctx,
  * max_seqlen_q for varlen queries), into scratch of the context, then
  * merges them into O. The scratch grows when a call needs more, is reused
  * by later calls and is freed with the context or by
- * flashcl_context_release_scratch() (builds with the reference backend). Calls
- * that share it are ordered on the device as the reference backend's are
- * (each waits for the previous user's last command). Its cap is, first
- * that applies: flashcl_context_set_split_scratch_limit(ctx, bytes > 0),
- * the FLASHCL_SPLIT_SCRATCH_LIMIT environment variable (bytes, or with a
- * K, M or G suffix), 256 MiB capped at a quarter of
+ * flashcl_context_release_scratch(). Calls that share it are ordered on
+ * the device as the reference backend's are (each waits for the previous
+ * user's last command). Its cap is, first that applies:
+ * flashcl_context_set_split_scratch_limit(ctx, bytes > 0), the
+ * FLASHCL_SPLIT_SCRATCH_LIMIT environment variable (bytes, or with a K, M
+ * or G suffix), 256 MiB capped at a quarter of
  * CL_DEVICE_MAX_MEM_ALLOC_SIZE. flashcl_describe_variant reports the
- * splits and scratch a call uses. */
+ * splits and scratch a call uses.
+ *
+ * The same cap bounds the scratch of the NVIDIA Hopper path's packed mask:
+ * a boolean mask is packed into bits there before the kernel runs,
+ * batch' * heads' * seqlen_q * ceil(seqlen_k / 128) * 16 bytes (batch'
+ * and heads' are 1 where the mask's stride along them is 0), kept and
+ * ordered as the split-KV scratch is; a mask whose bits would exceed the
+ * cap runs on another kernel, which reads its bytes. */
 
 /** Set the split-KV scratch cap for this context in bytes; 0 restores the
  *  default. Takes effect from the next call. */

@@ -744,7 +744,9 @@ const kernel_path nv_wgmma_path = {
     "Hopper wgmma kernel for fp16/bf16 (head dims D and D_v that are "
     "multiples of 8 up to 256, every variant; sm_90a through a PTX patch, "
     "up to 224 KiB of local memory, a producer warpgroup; the default on "
-    "sm_90 from D = 40 for every call but those with a bias or mask)",
+    "sm_90 from D = 40 for every call but a bias outside the 128-column "
+    "tiles, a bias with a mask and a mask above D = 128; a pass before it "
+    "packs a mask into bits)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, nv_wgmma_launch,
     nv_wgmma_tunables,
     sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};
