@@ -1579,6 +1579,18 @@ s13_varlen() {
   S6_VARLEN_SETS=1,147,512,1023 s6_varlen one "${one[@]}"
   cp "$OUT/s6_varlen.md" "$OUT/s13_varlen.md"
 }
+# variants_forced TAG: test_variants forced onto nv_wgmma (every 16-bit
+# call it notes must run there), its checks, the expect-path count, any
+# failure and the mask cases' errors (log in $OUT/TAG_test_variants_forced.log)
+variants_forced() {
+  local tag=$1
+  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
+    >"$OUT/${tag}_test_variants_forced.log" 2>&1
+  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/${tag}_test_variants_forced.log" | tail -1)" \
+    "| $(grep -E '^FLASHCL_EXPECT_PATH' "$OUT/${tag}_test_variants_forced.log" | tail -1)"
+  grep -E ':[EF]:' "$OUT/${tag}_test_variants_forced.log" | cut -c1-240 | head -6
+  grep -E 'mask' "$OUT/${tag}_test_variants_forced.log" | grep -E 'err' | cut -c1-200 | head -12
+}
 # s14 (2026-12-04, after s13): the mask packed into bits and the s13
 # table rules on the default route. s14a (~4 min): flashcl run against
 # the float64 oracle on the new entries (narrow bands, the persistent
@@ -1633,16 +1645,10 @@ s14a() {
   done | tee "$OUT/s14_tables.md"
 }
 s14b() {
-  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
-    >/tmp/s14_tv.log 2>&1
-  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s14_tv.log | tail -1)" \
-    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s14_tv.log | tail -1)"
-  grep -E ':[EF]:' /tmp/s14_tv.log | cut -c1-240 | head -6
-  grep -E 'mask' /tmp/s14_tv.log | grep -E 'err' | cut -c1-200 | head -12
-  cp /tmp/s14_tv.log "$OUT/s14_test_variants_forced.log"
+  variants_forced s14
   suites_unforced s14 test_variants test_forward
 }
-# s15 (2026-12-04, the final build): masks on the default route (D = 128
+# s15 (2026-12-04, after s14): masks on the default route (D = 128
 # on nv_wgmma with the packed mask), the packed mask at D = 64 on 3
 # consumer warpgroups in 128- and 64-key tiles against nv_mma and 2
 # consumers, with sampled rows against float64; test_variants forced onto
@@ -1661,11 +1667,7 @@ s15() {
   bench_form w2 s15_mask.csv "${w[@]}" FLASHCL_NV_WGMMA_WG=2 -- --dtype bf16 --causal both \
     --seqlen 4096 --head-dim 64 --variants mask,mask+window1024 --check 2
   python3 scripts/pivot_forms.py "$OUT/s15_mask.csv" | tee "$OUT/s15_tables.md"
-  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
-    >/tmp/s15_tv.log 2>&1
-  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s15_tv.log | tail -1)" \
-    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s15_tv.log | tail -1)"
-  grep -E ':[EF]:' /tmp/s15_tv.log | cut -c1-240 | head -6
+  variants_forced s15
   suites_unforced s15 test_variants test_forward
   timeout 200 $B/tests/test_inference >/tmp/s15_ti.log 2>&1
   echo "test_inference: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s15_ti.log | tail -1)"
@@ -1694,12 +1696,7 @@ s16() {
   bench_form w2 s16_mask.csv "${w[@]}" FLASHCL_NV_WGMMA_WG=2 -- --dtype bf16 --causal both \
     --seqlen 4096 --head-dim 64 --variants mask,mask+window1024 --check 2
   python3 scripts/pivot_forms.py "$OUT/s16_mask.csv" | tee "$OUT/s16_tables.md"
-  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
-    >/tmp/s16_tv.log 2>&1
-  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s16_tv.log | tail -1)" \
-    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s16_tv.log | tail -1)"
-  grep -E ':[EF]:' /tmp/s16_tv.log | cut -c1-240 | head -6
-  grep -E 'mask' /tmp/s16_tv.log | grep -E 'err' | cut -c1-200 | head -12
+  variants_forced s16
   suites_unforced s16 test_variants test_forward
 }
 # s17 (2026-12-04, the final build): masks on the default route (the
@@ -1711,12 +1708,7 @@ s17() {
   bench_form def s17_mask.csv -- --dtype bf16,fp16 --causal both --seqlen 4096,16384 \
     --head-dim 64,128 --variants plain,mask --describe
   python3 scripts/pivot_forms.py "$OUT/s17_mask.csv" | tee "$OUT/s17_tables.md"
-  FLASHCL_PATH=nv_wgmma FLASHCL_EXPECT_PATH=nv_wgmma:fp16,bf16 timeout 240 $B/tests/test_variants \
-    >/tmp/s17_tv.log 2>&1
-  echo "test_variants forced onto nv_wgmma: exit $? | $(grep -E '^[0-9]+%: Checks' /tmp/s17_tv.log | tail -1)" \
-    "| $(grep -E '^FLASHCL_EXPECT_PATH' /tmp/s17_tv.log | tail -1)"
-  grep -E ':[EF]:' /tmp/s17_tv.log | cut -c1-240 | head -6
-  grep -E 'mask' /tmp/s17_tv.log | grep -E 'err' | cut -c1-200 | head -12
+  variants_forced s17
   suites_unforced s17 test_variants test_forward
   grep -E 'mask' /tmp/s17_test_variants.log | grep -E 'err' | cut -c1-200 | head -12
 }
