@@ -131,7 +131,7 @@ START_TEST(packs_every_view)
     cl_mem packed = make(l.bytes, words);
     cl_command_queue queue = flashcl_context_queue(ctx);
     cl_event done = NULL;
-    ck_assert_msg(mask_bits_enqueue_pack(ctx, queue, &p, &plan, programs[1],
+    ck_assert_msg(mask_bits_enqueue_pack(ctx, queue, &p, &plan, &l, programs[1],
                                          packed, 0, NULL, &done) ==
                       FLASHCL_SUCCESS,
                   "%s: %s", c->name, flashcl_context_last_error(ctx));

@@ -1052,7 +1052,6 @@ inline uint wg_mask_bits(uint pair)
  * (against a 16-bit load a key pair for the bytes: WG_BN / 4 loads a
  * row), fetched a tile ahead as the bytes are. A thread's pairs are the
  * bits 8 i + 2 t4 of each word (n8 tile n: word n / 4, i = n % 4). */
-#define WG_MASK_WORDS (WG_BN / 32)
 #if WG_BN == 128
 #define WG_MASK_WORDS_T uint4
 #elif WG_BN == 64

@@ -81,13 +81,13 @@ void mask_bits_view(const mask_bits_layout *l, const problem *p,
 flashcl_status mask_bits_enqueue_pack(flashcl_context *ctx,
                                      cl_command_queue queue, const problem *p,
                                      const kernel_plan *plan,
+                                     const mask_bits_layout *l,
                                      compiled_program *pass, cl_mem words,
                                      cl_uint num_wait,
                                      const cl_event *wait_list,
                                      cl_event *event)
 {
-    const mask_bits_layout l = mask_bits_layout_of(p);
-    const pack_args a = {words, (cl_int)l.pitch, (cl_int)l.heads};
+    const pack_args a = {words, (cl_int)l->pitch, (cl_int)l->heads};
     const trailing_args pack = {set_pack_args, &a};
     const cl_int err = enqueue_with_args(ctx, queue, p, pass, 0, &pack,
                                          plan->extra_global, plan->extra_local,
@@ -107,7 +107,7 @@ static flashcl_status pack_then_forward(
     const scratch_waits *waits, cl_event *packed, cl_event *done)
 {
     flashcl_status st =
-        mask_bits_enqueue_pack(ctx, queue, p, plan, programs[1], words,
+        mask_bits_enqueue_pack(ctx, queue, p, plan, l, programs[1], words,
                                waits->count, waits->list, packed);
     if (st != FLASHCL_SUCCESS)
         return st;

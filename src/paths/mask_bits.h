@@ -30,10 +30,11 @@ void mask_bits_view(const mask_bits_layout *l, const problem *p,
                     cl_mem words, variant_args *v);
 
 /* The pass alone (the plan's extra program, `pass`), into `words` (at
- * least the layout's bytes). */
+ * least l's bytes; l the problem's layout). */
 flashcl_status mask_bits_enqueue_pack(flashcl_context *ctx,
                                      cl_command_queue queue, const problem *p,
                                      const kernel_plan *plan,
+                                     const mask_bits_layout *l,
                                      compiled_program *pass, cl_mem words,
                                      cl_uint num_wait,
                                      const cl_event *wait_list,
