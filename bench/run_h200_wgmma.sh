@@ -1712,6 +1712,57 @@ s17() {
   suites_unforced s17 test_variants test_forward
   grep -E 'mask' /tmp/s17_test_variants.log | grep -E 'err' | cut -c1-200 | head -12
 }
+# s18 (2026-12-04, seventh session): the split tensor-core kernel's L2
+# prefetch (FLASHCL_SPLIT_MMA_PREFETCH steps ahead) on the decode shapes,
+# behind the fill and behind a read, by load kind; torch's backends in the
+# same run; test_inference with the prefetch on. ~6 min.
+S18_DECODE_SHAPES=$S13_DECODE_SHAPES,1:32:8:131072
+s18_one() { # TAG KIND ENV...: one flashcl-bench --decode run, bf16
+  local tag=$1 kind=$2
+  shift 2
+  env "$@" timeout 90 $B/flashcl-bench --decode $S18_DECODE_SHAPES --dtype bf16 --head-dim 128 \
+    --bandwidth 4280 --reps 30 --sgemm 0 --busy-kind $kind >/tmp/s18_dec.md 2>&1
+  echo "decode $tag busy $kind: exit $?"
+  { echo "### $tag busy $kind ($*)"; grep -E '^(flashcl|\|)' /tmp/s18_dec.md; } >>"$OUT/s18_decode.md"
+  grep -E '^\| [0-9]' /tmp/s18_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
+}
+s18() {
+  local kind pf ld
+  for kind in fill read; do
+    for pf in 0 1 2 4 8; do s18_one pf$pf $kind FLASHCL_SPLIT_MMA_PREFETCH=$pf; done
+  done
+  for ld in 1 2; do for pf in 2 4; do
+    s18_one pf${pf}_load$ld fill FLASHCL_SPLIT_MMA_PREFETCH=$pf FLASHCL_SPLIT_MMA_LOAD=$ld
+  done; done
+  FLASHCL_SPLIT_MMA_PREFETCH=4 timeout 170 $B/tests/test_inference >"$OUT/s18_test_inference.log" 2>&1
+  echo "test_inference prefetch 4: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/s18_test_inference.log" | tail -1)"
+  grep -E ':[EF]:' "$OUT/s18_test_inference.log" | cut -c1-240 | head -6
+  python3 -c 'import torch' 2>/dev/null || { echo "no torch"; return; }
+  for kind in write read; do
+    timeout 150 python3 bench/torch_decode_peers.py --csv "$OUT/s18_torch_decode_$kind.csv" \
+      --shapes $S18_DECODE_SHAPES --dtype bf16 --flush $kind >/tmp/s18_tdec.log 2>&1
+    echo "torch decode flush $kind: exit $?"
+    grep -v ',,' "$OUT/s18_torch_decode_$kind.csv" | awk -F, 'NR > 1 {print "  " $1, "B=" $3, "NK=" $6, $8, $9, "ms", $10, "GB/s"}'
+  done
+}
+# s19 (2026-12-04, seventh session): the packed mask alone with the
+# exponent guard's marks and redo (EXP_GUARD=3, the redo reading the
+# bits; now the default) against the vote per row and tile it took
+# before (FLASHCL_NV_WGMMA_FIXUP=0 leaves the kernel's own default, 1),
+# each twice, interleaved; then the suites (test_variants' masks at 1e5
+# take the redo). ~5 min.
+s19() {
+  local rep form
+  : >"$OUT/s19_mask.csv"
+  for rep in 1 2; do for form in redo vote; do
+    case $form in redo) set -- ;; vote) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;; esac
+    bench_form $form$rep s19_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
+      --head-dim 64,128 --variants plain,mask --describe
+  done; done
+  python3 scripts/pivot_forms.py "$OUT/s19_mask.csv" | tee "$OUT/s19_tables.md"
+  variants_forced s19
+  suites_unforced s19 test_variants test_forward
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1730,7 +1781,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;

@@ -111,6 +111,12 @@ check "split tensor-core kernel, streamed loads evicted first" $split \
 check "split tensor-core kernel, quarters, 16 rows, ring" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_MMA_LOAD=0 -DFLASHCL_SPLIT_MMA_STAGES=1" \
   'cp\.async'
+check "split tensor-core kernel, L2 prefetch 4 steps ahead" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_FUSED=1 -DFLASHCL_SPLIT_MMA_LOAD=2 -DFLASHCL_SPLIT_MMA_PREFETCH=4" \
+  'prefetch\.global\.L2'
+check "split tensor-core kernel, paged, L2 prefetch" $split \
+  "$d64 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_SPLIT_MMA_PREFETCH=2" \
+  'prefetch\.global\.L2'
 check "split tensor-core kernel, combine kernel" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
   '!fence\.acq_rel\.gpu'
@@ -293,6 +299,15 @@ wcheck "wgmma D64 bf16 marks for the fix-up pass" $wg \
 wcheck "wgmma D64 bf16 causal, marked rows redone by their warp" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3 -DFLASHCL_SINKS=1" \
   "$mb" '0f45800000' '!32767' 'flashcl: wg_redo_row'
+# the packed mask alone takes the same marks and redo (EXP_GUARD=3, as
+# plan_exponent_guard asks since 2026-12-04), the redo reading its bits
+# byte by byte
+wcheck "wgmma D64 bf16 mask as bits, 3 consumers, marked rows redone" $wg \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" '0f45800000' '!32767' 'flashcl: wg_redo_row' 'ld\.global(\.nc)?\.u8'
+wcheck "wgmma D128 fp16 mask as bits + sinks, marked rows redone" $wg \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_SINKS=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$mb" '0f45800000' 'flashcl: wg_redo_row' 'ld\.global(\.nc)?\.v4\.u32'
 wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
   "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
   "$mb" 'm64n128k16' '!0f45800000'

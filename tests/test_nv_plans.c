@@ -486,17 +486,28 @@ static void check_mask_bits(const plan_case *c, const kernel_plan *plan)
  * is the FMA form, its rows are marked and redone in the kernel
  * (EXP_GUARD=3) with no second program; with FLASHCL_NV_WGMMA_FIXUP=pass
  * the marks (EXP_GUARD=2) and the mma.sync kernel's fix-up program over
- * that path's own grid; neither where the scores are prescaled. */
+ * that path's own grid; neither where the scores are prescaled. A mask
+ * packed into bits that hides keys on the scores as they come (bits
+ * without MASK_UNSCALED=0, and no other score term) has the FMA form too,
+ * and always the in-kernel redo: the fix-up pass reads no bits. */
 static void check_fixup(const plan_case *c, const device_caps *caps,
                         const problem *p, const kernel_plan *plan, bool pass)
 {
-    const bool fma = !c->softcap && !c->alibi && !c->bias && !c->mask;
-    const char *want = pass ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=2"
-                            : "-DFLASHCL_NV_WGMMA_EXP_GUARD=3";
+    const bool mask_alone_bits =
+        c->mask && strstr(plan->options, "-DFLASHCL_NV_WGMMA_MASK_BITS=1") &&
+        !strstr(plan->options, "-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0");
+    const bool fma = !c->softcap && !c->alibi && !c->bias &&
+                     (!c->mask || mask_alone_bits);
+    const bool redo = !pass || mask_alone_bits;
+    const char *want = redo ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"
+                            : "-DFLASHCL_NV_WGMMA_EXP_GUARD=2";
     const bool marks = strstr(plan->options, want) != NULL;
     ck_assert_msg(marks == fma, "%s: %s %d, FMA exponent %d", c->name, want,
                   marks, fma);
-    if (!fma || !pass) {
+    ck_assert_msg(!strstr(plan->options, redo ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=2"
+                                              : "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"),
+                  "%s: both guard forms", c->name);
+    if (!fma || redo) {
         ck_assert_msg(plan->extra_source == NULL || plan->mask_bits,
                       "%s: a fix-up pass", c->name);
         return;

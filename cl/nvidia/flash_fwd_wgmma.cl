@@ -1307,8 +1307,8 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
 #if FLASHCL_NV_WGMMA_EXP_GUARD < 0 || FLASHCL_NV_WGMMA_EXP_GUARD > 3
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_EXP_GUARD must be 0, 1, 2 or 3"
 #endif
-#if WG_MASK_ALONE_BITS && FLASHCL_NV_WGMMA_EXP_GUARD >= 2
-#error "flash_fwd_wgmma: the packed mask alone takes the exponent guard's vote (EXP_GUARD 1): the marked rows' redo does not read the mask"
+#if WG_MASK_ALONE_BITS && FLASHCL_NV_WGMMA_EXP_GUARD == 2
+#error "flash_fwd_wgmma: the packed mask alone takes the vote (EXP_GUARD 1) or its warps' own redo (3), which reads the bits; the fix-up pass reads no packed mask"
 #endif
 #define WG_EXP_MARK                                                            \
     (FLASHCL_NV_WGMMA_EXP_GUARD >= 2 && !WG_PRESCALED && FLASHCL_NV_WGMMA_EXP_FMA)
@@ -1644,8 +1644,23 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
  * keys one at a time (each lane a column pair of the dot product, then a
  * warp sum), an online softmax with the exact exponent (s - m) sl2, each
  * lane accumulating its column pairs of O (c = 2 lane + 64 k). Only the
- * kernels that mark rows come here: no bias, mask, ALiBi or softcap. */
+ * kernels that mark rows come here: no bias, ALiBi or softcap, and a mask
+ * only packed into bits and alone, whose hidden keys the redo skips (the
+ * bit of key j at byte j / 8 of the row's words; the whole warp reads the
+ * same byte, so the skip is uniform). */
 #define WG_REDO_PAIRS ((WG_DV + 63) / 64)
+#if WG_MASK_ALONE_BITS
+#define WG_REDO_MASK_ROW(ROW)                                                  \
+    const ulong mrow_ =                                                        \
+        score_row_init(b, h, ROW, it.diag, M_LOG2E_F FLASHCL_VARIANT_NAMES)    \
+            .mask_row
+#define WG_REDO_HIDDEN(j)                                                      \
+    ((mask[mrow_ + (ulong)(key_base + (j)) / 8] >> ((key_base + (j)) & 7) &   \
+      1) == 0)
+#else
+#define WG_REDO_MASK_ROW(ROW) ((void)0)
+#define WG_REDO_HIDDEN(j) false
+#endif
 #define WG_REDO_ROW(ROW)                                                       \
     do {                                                                       \
         __asm__ volatile("// flashcl: wg_redo_row"); /* (for the checks) */ \
@@ -1658,7 +1673,10 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
         float o_[WG_REDO_PAIRS][2];                                            \
         _Pragma("unroll") for (int k_ = 0; k_ < WG_REDO_PAIRS; ++k_)           \
             o_[k_][0] = o_[k_][1] = 0.f;                                       \
+        WG_REDO_MASK_ROW(ROW);                                                 \
         for (int j_ = lo_; j_ <= hi_; ++j_) {                                  \
+            if (WG_REDO_HIDDEN(j_))                                            \
+                continue;                                                      \
             __global const STORAGE_T *kr_ = rk_ + (ulong)j_ * k_stride.z;      \
             float s_ = 0.f;                                                    \
             for (int d_ = 2 * lane; d_ < WG_DQ; d_ += 64) {                    \

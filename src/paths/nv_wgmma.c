@@ -505,12 +505,14 @@ static bool mask_bits_scaled(const problem *p)
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
- * (softcap, ALiBi, bias, mask: those scale the scores first). */
-static bool exponent_is_fma(const problem *p)
+ * (softcap, ALiBi, bias, mask: those scale the scores first), except for
+ * a mask packed into bits that hides keys on the scores as they come
+ * (`mask_unscaled`: the kernel's WG_MASK_ALONE_BITS). */
+static bool exponent_is_fma(const problem *p, bool mask_unscaled)
 {
     return p->scale > 0 && !variant_active(p, "softcap") &&
            !variant_active(p, "alibi") && !variant_active(p, "bias") &&
-           !variant_active(p, "mask");
+           (!variant_active(p, "mask") || mask_unscaled);
 }
 
 /* Rows whose scores are too large for the FMA exponent (|m sl2| >= 2^12,
@@ -525,17 +527,19 @@ static bool exponent_is_fma(const problem *p)
  *     tile that takes the exact form inside the loop.
  * Measured on the H200 (bf16 plain, D = 64, N = 1024-16384,
  * bench/results/h200-2026-12-03-v7.md): the vote cost 5-9 %, the marks
- * alone 0-1 %, the fix-up pass's launch 3-7 %. */
+ * alone 0-1 %, the fix-up pass's launch 3-7 %. The packed mask alone
+ * (`mask_unscaled`) takes form 3 whatever FLASHCL_NV_WGMMA_FIXUP says but
+ * 0: its warps' redo reads the bits, the fix-up pass has none to read. */
 static void plan_exponent_guard(const device_caps *caps, const problem *p,
-                                kernel_plan *plan)
+                                bool mask_unscaled, kernel_plan *plan)
 {
     const char *text = getenv("FLASHCL_NV_WGMMA_FIXUP");
-    if ((text && !strcmp(text, "0")) || !exponent_is_fma(p))
+    if ((text && !strcmp(text, "0")) || !exponent_is_fma(p, mask_unscaled))
         return;
     int form = 3;
     char why[256];
     kernel_plan fix;
-    if (text && !strcmp(text, "pass") &&
+    if (text && !strcmp(text, "pass") && !variant_active(p, "mask") &&
         nv_mma_path.can_run(caps, p, true, why, sizeof why)) {
         memset(&fix, 0, sizeof fix);
         fix.path = &nv_mma_path;
@@ -645,7 +649,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                      ? " -DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"
                      : "");
     }
-    plan_exponent_guard(caps, p, plan);
+    plan_exponent_guard(caps, p, bits && !mask_bits_scaled(p), plan);
     const bool seq_first =
         plan_varlen_options(p, plan->options, sizeof plan->options);
     /* (the persistent grid keeps its own order) */
@@ -667,7 +671,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
     plan_row_blocks(p, plan);
-    if (bits) /* (after the guard: a mask's exponent is never its form) */
+    if (bits) /* (after the guard, which may also want an extra program:
+                 the packed mask never does, see plan_exponent_guard) */
         mask_bits_plan(p, plan);
     if (cfg.persist)
         persistent_grid(caps, p, plan);

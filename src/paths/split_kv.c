@@ -683,6 +683,23 @@ static int mma_load_kind(const problem *p, int splits)
     return (p->seqlen_k + parts - 1) / parts <= 2048 ? 2 : 1;
 }
 
+/* Steps ahead the tensor-core kernel prefetches K and V into the L2
+ * (FLASHCL_SPLIT_MMA_PREFETCH in split_mma.clh): the entry's, or
+ * FLASHCL_SPLIT_MMA_PREFETCH=0..16 (sweeps); none with the cp.async ring,
+ * which keeps steps in flight its own way. */
+static int mma_prefetch(const split_shape *s)
+{
+    const char *env = getenv("FLASHCL_SPLIT_MMA_PREFETCH");
+    int steps = s->tile.mma_prefetch;
+    if (env) {
+        char *end;
+        const long v = strtol(env, &end, 10);
+        if (end != env && !*end && v >= 0 && v <= 16)
+            steps = (int)v;
+    }
+    return s->mma_stages > 0 ? 0 : steps;
+}
+
 static void append_options(const device_caps *caps, const problem *p,
                            const split_shape *s, kernel_plan *plan)
 {
@@ -721,7 +738,8 @@ static void append_options(const device_caps *caps, const problem *p,
     if (s->mma_warps) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_SPLIT_MMA_LOAD=%d", mma_load_kind(p, plan->splits));
+                 " -DFLASHCL_SPLIT_MMA_LOAD=%d -DFLASHCL_SPLIT_MMA_PREFETCH=%d",
+                 mma_load_kind(p, plan->splits), mma_prefetch(s));
     }
     variants_append_defines(p, plan->options, sizeof plan->options);
 }

@@ -56,6 +56,9 @@ typedef struct split_tile {
     /* ... and the steps it keeps in flight through local memory besides
      * the one in registers (cp.async, 0..3). */
     int mma_stages;
+    /* ... and, with no stages, how many steps ahead each step asks the L2
+     * for K and V rows (prefetch.global.L2; 0: none). */
+    int mma_prefetch;
 } split_tile;
 
 static const split_tile split_tiles[] = {
@@ -63,7 +66,7 @@ static const split_tile split_tiles[] = {
      * there are fewer groups than cores, and only on long rows. */
     {true, false, false, 0, false, 0, 4, 32, 64, 1, 1024, 0,
      "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
-     "for function only)", 0, 0},
+     "for function only)", 0, 0, 0},
     /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
      * (2026-12-01, plain loads, bf16 D = 128, bench/results/
      * h200-2026-12-01-decode.md): 32 keys took 87 registers where 64 took
@@ -72,7 +75,7 @@ static const split_tile split_tiles[] = {
      * accumulators are 4 registers per row per item. */
     {false, true, false, 0, false, 128, 1, 16, 32, 8, 256, 1,
      "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
-     "the H200 (bench/results/h200-2026-12-01-decode.md)", 0, 0},
+     "the H200 (bench/results/h200-2026-12-01-decode.md)", 0, 0, 0},
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
      * at most 8 rows (the Q slices and outputs live in registers), the
      * split count for 3 work-groups per SM (168 registers at 4 rows: 3 fit
@@ -84,7 +87,7 @@ static const split_tile split_tiles[] = {
     {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 4,
      "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
      "group and step, measured on the H200 "
-     "(bench/results/h200-2026-12-01-decode.md)", 0, 0},
+     "(bench/results/h200-2026-12-01-decode.md)", 0, 0, 0},
     /* NVIDIA with mma.sync (sm_80+), 16-bit storage, head dims multiples
      * of 32 up to 128: up to 16 packed rows on the M side of m16n8k16.
      * H200 sweep (2026-12-01, bf16 D = 128, 214 registers at 4 rows, so
@@ -97,7 +100,7 @@ static const split_tile split_tiles[] = {
     {false, false, false, 0, false, 256, 1, 16, 0, 1, 256, 4,
      "split-KV GPU tiles (tensor-core kernel): 8 warps x 16 keys, up to "
      "16 packed rows, measured on the H200 "
-     "(bench/results/h200-2026-12-01-decode.md)", 8, 0},
+     "(bench/results/h200-2026-12-01-decode.md)", 8, 0, 0},
     /* The same kernel when the unsplit grid holds at least two
      * work-groups per SM (SPLIT_KV_MANY_ENTRY: many sequences and heads,
      * short of nothing to split): 4 warps, two work-groups per SM (198
@@ -110,7 +113,7 @@ static const split_tile split_tiles[] = {
     {false, false, false, 0, false, 128, 1, 16, 0, 2, 256, 4,
      "split-KV GPU tiles (tensor-core kernel, many work-groups): 4 warps x "
      "16 keys, two work-groups per SM, measured on the H200 "
-     "(bench/results/h200-2026-12-02-decode.md)", 4, 0},
+     "(bench/results/h200-2026-12-02-decode.md)", 4, 0, 0},
 };
 /* The index of the entry above, and of the one it replaces. */
 #define SPLIT_KV_MMA_ENTRY 3
