@@ -1749,13 +1749,18 @@ s18() {
 # exponent guard's marks and redo (EXP_GUARD=3, the redo reading the
 # bits; now the default) against the vote per row and tile it took
 # before (FLASHCL_NV_WGMMA_FIXUP=0 leaves the kernel's own default, 1),
-# each twice, interleaved; then the suites (test_variants' masks at 1e5
-# take the redo). ~5 min.
+# and the words shifted per pair as before (MASK_PRESHIFT=0), each twice,
+# interleaved; then the suites (test_variants' masks at 1e5 take the
+# redo). ~6 min.
 s19() {
   local rep form
   : >"$OUT/s19_mask.csv"
-  for rep in 1 2; do for form in redo vote; do
-    case $form in redo) set -- ;; vote) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;; esac
+  for rep in 1 2; do for form in redo vote noshift; do
+    case $form in
+      redo) set -- ;;
+      vote) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;;
+      noshift) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_PRESHIFT=0 ;;
+    esac
     bench_form $form$rep s19_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
       --head-dim 64,128 --variants plain,mask --describe
   done; done

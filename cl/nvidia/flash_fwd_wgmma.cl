@@ -1059,6 +1059,19 @@ inline uint wg_mask_bits(uint pair)
 #else
 #define WG_MASK_WORDS_T uint
 #endif
+/* FLASHCL_NV_WGMMA_MASK_PRESHIFT 1: each word is shifted right by the
+ * thread's 2 t4 once, when fetched, so that a pair's bits sit at the
+ * constant 8 i, 8 i + 1 (a test against an immediate each) rather than
+ * behind a shift by a register per pair: 4 shifts a row half and tile
+ * instead of 16. 0 keeps the shift per pair (to measure both). */
+#ifndef FLASHCL_NV_WGMMA_MASK_PRESHIFT
+#define FLASHCL_NV_WGMMA_MASK_PRESHIFT 1
+#endif
+#if FLASHCL_NV_WGMMA_MASK_PRESHIFT != 0 && FLASHCL_NV_WGMMA_MASK_PRESHIFT != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_PRESHIFT must be 0 or 1"
+#endif
+#define WG_MASK_THREAD_SHIFT (FLASHCL_NV_WGMMA_MASK_PRESHIFT ? 2 * t4 : 0)
+#define WG_MASK_PAIR_SHIFT (FLASHCL_NV_WGMMA_MASK_PRESHIFT ? 0 : 2 * t4)
 #define WG_XPF_FETCH(n0)                                                       \
     do {                                                                       \
         _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
@@ -1066,7 +1079,7 @@ inline uint wg_mask_bits(uint pair)
             if (row0 + hh_ * 8 < seqlen_q)                                     \
                 w_ = *(__global const WG_MASK_WORDS_T *)(                      \
                     mask + srow[hh_].mask_row + (ulong)(key_base + (n0)) / 8); \
-            xw[hh_] = w_;                                                      \
+            xw[hh_] = w_ >> (uint)WG_MASK_THREAD_SHIFT;                        \
         }                                                                      \
     } while (0)
 /* (word i of the tile's bits of row half hh; i is a constant once the
@@ -1083,7 +1096,7 @@ inline uint wg_mask_bits(uint pair)
 #endif
 #define WG_XPF_BIAS(hh, n, t0, t1) ((void)0)
 #define WG_XPF_MASK(hh, n)                                                     \
-    ((WG_MASK_WORD(hh, (n) >> 2) >> (8 * ((n)&3) + 2 * t4)) & 3u)
+    ((WG_MASK_WORD(hh, (n) >> 2) >> (8 * ((n)&3) + WG_MASK_PAIR_SHIFT)) & 3u)
 #elif WG_XPF
 /* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
  * floats, 16-bit as the pair's 32 bits in .x. */
