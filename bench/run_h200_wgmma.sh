@@ -1745,6 +1745,20 @@ s18() {
     grep -v ',,' "$OUT/s18_torch_decode_$kind.csv" | awk -F, 'NR > 1 {print "  " $1, "B=" $3, "NK=" $6, $8, $9, "ms", $10, "GB/s"}'
   done
 }
+# the decode shapes' split counts and the cache fields' cost (--dense:
+# the plain call on the same K/V), behind the fill
+s19_decode() {
+  local shape n extra
+  for shape in 1:32:8:32768:8,16,24,32 8:32:8:8192:1,2,3,4 32:32:32:4096:1,2; do
+    for n in $(echo "${shape##*:}" | tr , ' '); do for extra in "" --dense; do
+      timeout 60 $B/flashcl-bench --decode "${shape%:*}" --dtype bf16 --head-dim 128 \
+        --bandwidth 4280 --reps 30 --sgemm 0 --splits $n $extra >/tmp/s19_dec.md 2>&1
+      grep -E '^\| [0-9]' /tmp/s19_dec.md | awk -F'|' -v t="splits $n $extra" \
+        '{print "  " t, "B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}' |
+        tee -a "$OUT/s19_decode.txt"
+    done; done
+  done
+}
 # s19 (2026-12-04, seventh session): the packed mask alone with the
 # exponent guard's marks and redo (EXP_GUARD=3, the redo reading the
 # bits; now the default) against the vote per row and tile it took
@@ -1765,6 +1779,7 @@ s19() {
       --head-dim 64,128 --variants plain,mask --describe
   done; done
   python3 scripts/pivot_forms.py "$OUT/s19_mask.csv" | tee "$OUT/s19_tables.md"
+  s19_decode
   variants_forced s19
   suites_unforced s19 test_variants test_forward
 }
