@@ -1763,21 +1763,24 @@ s19_decode() {
 # exponent guard's marks and redo (EXP_GUARD=3, the redo reading the
 # bits; now the default) against the vote per row and tile it took
 # before (FLASHCL_NV_WGMMA_FIXUP=0 leaves the kernel's own default, 1),
-# and the words shifted per pair as before (MASK_PRESHIFT=0), each twice,
-# interleaved; then the suites (test_variants' masks at 1e5 take the
-# redo). ~6 min.
+# the words shifted per pair as before (MASK_PRESHIFT=0), and causal
+# calls at D = 128 hiding keys as they come with the redo (MASK_UNSCALED=1
+# over the host's 0), the default twice (first and last); the decode
+# splits; then the suites (test_variants' masks at 1e5 take the redo).
+# ~6 min.
 s19() {
   local rep form
   : >"$OUT/s19_mask.csv"
-  for rep in 1 2; do for form in redo vote noshift; do
+  for form in redo vote noshift unscaled redo2; do
     case $form in
-      redo) set -- ;;
+      redo|redo2) set -- ;;
       vote) set -- FLASHCL_NV_WGMMA_FIXUP=0 ;;
       noshift) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_PRESHIFT=0 ;;
+      unscaled) set -- "FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_UNSCALED=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" ;;
     esac
-    bench_form $form$rep s19_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
+    bench_form $form s19_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
       --head-dim 64,128 --variants plain,mask --describe
-  done; done
+  done
   python3 scripts/pivot_forms.py "$OUT/s19_mask.csv" | tee "$OUT/s19_tables.md"
   s19_decode
   variants_forced s19
