@@ -491,17 +491,6 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     return true;
 }
 
-/* Whether the packed mask goes through the kernel's score pass (its
- * FLASHCL_NV_WGMMA_MASK_UNSCALED=0) rather than hiding keys on the
- * scores as they come: for causal calls in the 128-column tiles, where
- * the score pass measured 1.015 / 1.023x (bf16 D = 128 N = 4096 / 16384;
- * without causal masking 0.94 / 0.95x, h200-2026-12-04-v10 run 5; at D =
- * 64 the pass spills 212 bytes on 3 consumers, ptxas). */
-static bool mask_bits_scaled(const problem *p)
-{
-    return p->right >= 0 && tile_dim(p) == 128;
-}
-
 /* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
  * rounding overflows for extreme scores (the kernel's
  * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
@@ -642,14 +631,16 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     variants_append_defines(p, plan->options, sizeof plan->options);
     if (xstage || bits) {
         len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len, "%s%s",
+        snprintf(plan->options + len, sizeof plan->options - len, "%s",
                  xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
-                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1",
-                 bits && mask_bits_scaled(p)
-                     ? " -DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"
-                     : "");
+                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1");
     }
-    plan_exponent_guard(caps, p, bits && !mask_bits_scaled(p), plan);
+    /* The bits hide keys on the scores as they come (the kernel's
+     * MASK_UNSCALED=1) at every tile width: with the redo guard that beat
+     * the score pass 1.07x for causal calls at D = 128 and matched it
+     * elsewhere (bf16 N = 4096 / 16384, h200-2026-12-04-v11 run 2); with
+     * the in-loop vote before it the pass had won the causal calls. */
+    plan_exponent_guard(caps, p, bits, plan);
     const bool seq_first =
         plan_varlen_options(p, plan->options, sizeof plan->options);
     /* (the persistent grid keeps its own order) */
