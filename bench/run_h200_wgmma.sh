@@ -1786,6 +1786,26 @@ s19() {
   variants_forced s19
   suites_unforced s19 test_variants test_forward
 }
+# s20 (2026-12-04, tenth session): the packed mask alone on the scores
+# as they come at every tile width (1759c4e: causal D = 128 left the
+# score pass), against the per-pair shift (MASK_PRESHIFT=0), which had
+# won the causal D = 128 rows through the pass; the default twice; then
+# the suites (the causal D = 128 masks at 1e5 now take the redo). ~4 min.
+s20() {
+  local form
+  : >"$OUT/s20_mask.csv"
+  for form in def noshift def2; do
+    case $form in
+      def|def2) set -- ;;
+      noshift) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_PRESHIFT=0 ;;
+    esac
+    bench_form $form s20_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
+      --head-dim 64,128 --variants plain,mask --describe
+  done
+  python3 scripts/pivot_forms.py "$OUT/s20_mask.csv" | tee "$OUT/s20_tables.md"
+  variants_forced s20
+  suites_unforced s20 test_variants test_forward
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1804,7 +1824,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
