@@ -38,6 +38,7 @@ typedef struct bench_options {
     int num_decode;
     int decode_nq, decode_splits, decode_page;
     int decode_dense; /* --dense: no cache fields, the plain call */
+    int decode_bhnd;  /* --layout bhnd: [B, H, N, D], torch's own layout */
     /* --varlen: sequence lengths of one packed prefill batch (issue 11) */
     int varlen[MAX_LIST], num_varlen;
     int describe;     /* --describe: a describe| line per row */
@@ -133,6 +134,9 @@ static void usage(void)
            "(default 0, dense cache)\n"
            "  --dense              decode: no cache fields (the plain call "
            "on K/V of NK rows)\n"
+           "  --layout L           decode: bnhd (default: a key's heads side "
+           "by side, as caches usually are) or bhnd (a head's keys "
+           "contiguous, as torch's SDPA peers take them)\n"
            "  --varlen LENS        varlen table instead of the sweep: one "
            "packed prefill batch of these sequence lengths (cu_seqlens_q/k, "
            "Nq = Nk each), beside the padded dense call [B, max length] "
@@ -261,6 +265,13 @@ static int parse_options(int argc, char **argv, bench_options *opt)
                                     "be positive\n");
                     return -1;
                 }
+        } else if (!strcmp(arg, "--layout")) {
+            if (strcmp(value, "bnhd") && strcmp(value, "bhnd")) {
+                fprintf(stderr, "flashcl-bench: --layout takes bnhd or "
+                                "bhnd\n");
+                return -1;
+            }
+            opt->decode_bhnd = !strcmp(value, "bhnd");
         } else if (!strcmp(arg, "--nq"))
             opt->decode_nq = atoi(value);
         else if (!strcmp(arg, "--splits"))
@@ -1173,6 +1184,7 @@ static int setup_decode(flashcl_context *ctx, const bench_options *opt,
     desc->causal = nq > 1;
     desc->backend = FLASHCL_BACKEND_FUSED;
     desc->num_splits = opt->decode_splits;
+    desc->layout = opt->decode_bhnd ? FLASHCL_LAYOUT_BHND : FLASHCL_LAYOUT_BNHD;
     const size_t q_count = (size_t)(b * nq * hq * d);
     const size_t kv_count = (size_t)(b * cap * hkv * d);
     desc->q.buffer = random_buffer(context, q_count, dtype, &seed);
@@ -1243,6 +1255,8 @@ static int decode_row(flashcl_context *ctx, const bench_options *opt,
             snprintf(kv_mode, sizeof kv_mode, "dense");
         else if (opt->decode_page)
             snprintf(kv_mode, sizeof kv_mode, "paged %d", opt->decode_page);
+        if (opt->decode_bhnd)
+            strncat(kv_mode, " bhnd", sizeof kv_mode - strlen(kv_mode) - 1);
         if (opt->bandwidth_gbs > 0)
             snprintf(fraction, sizeof fraction, "%.3f",
                      gbs / opt->bandwidth_gbs);

@@ -1806,6 +1806,37 @@ s20() {
   variants_forced s20
   suites_unforced s20 test_variants test_forward
 }
+# s21 (2026-12-04, tenth session): decode with K and V in torch's own
+# layout ([B, H, N, D], a head's keys contiguous: flashcl-bench --layout
+# bhnd) beside the cache layout the decode rows used so far ([B, N, H,
+# D]), behind the fill and behind a read, the default layout again last;
+# torch's peers (always [B, H, N, D]) in the same run; test_inference.
+# ~4 min.
+s21_one() { # TAG KIND LAYOUT
+  timeout 90 $B/flashcl-bench --decode $S18_DECODE_SHAPES --dtype bf16 --head-dim 128 \
+    --bandwidth 4280 --reps 30 --sgemm 0 --busy-kind $2 --layout $3 >/tmp/s21_dec.md 2>&1
+  echo "decode $1 busy $2 layout $3: exit $?"
+  { echo "### $1 busy $2 layout $3"; grep -E '^(flashcl|\|)' /tmp/s21_dec.md; } >>"$OUT/s21_decode.md"
+  grep -E '^\| [0-9]' /tmp/s21_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, $7, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
+}
+s21() {
+  local kind
+  for kind in fill read; do
+    s21_one a $kind bnhd
+    s21_one b $kind bhnd
+    s21_one c $kind bnhd
+  done
+  timeout 170 $B/tests/test_inference >"$OUT/s21_test_inference.log" 2>&1
+  echo "test_inference: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/s21_test_inference.log" | tail -1)"
+  grep -E ':[EF]:' "$OUT/s21_test_inference.log" | cut -c1-240 | head -6
+  python3 -c 'import torch' 2>/dev/null || { echo "no torch"; return; }
+  for kind in write read; do
+    timeout 150 python3 bench/torch_decode_peers.py --csv "$OUT/s21_torch_decode_$kind.csv" \
+      --shapes $S18_DECODE_SHAPES --dtype bf16 --flush $kind >/tmp/s21_tdec.log 2>&1
+    echo "torch decode flush $kind: exit $?"
+    grep -v ',,' "$OUT/s21_torch_decode_$kind.csv" | awk -F, 'NR > 1 {print "  " $1, "B=" $3, "NK=" $6, $8, $9, "ms", $10, "GB/s"}'
+  done
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1824,7 +1855,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19|s20) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20|s21) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
