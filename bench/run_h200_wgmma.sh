@@ -1837,6 +1837,30 @@ s21() {
     grep -v ',,' "$OUT/s21_torch_decode_$kind.csv" | awk -F, 'NR > 1 {print "  " $1, "B=" $3, "NK=" $6, $8, $9, "ms", $10, "GB/s"}'
   done
 }
+# s22 (2026-12-04, tenth session): decode's GQA group split across
+# work-groups instead of (or beside) the keys: FLASHCL_SPLIT_MMA's
+# max_rows below the group's 4 rows gives a pair 2 or 4 row tiles that
+# each stream all its keys (the second reads them from the L2), so that
+# fewer splits, or none, need the merge; behind the fill; then
+# test_inference on the first such set. ~3 min.
+s22() {
+  local set
+  for set in default 8,1,2 8,1,1 4,2,2 4,2,1 8,2,2 default; do
+    if [ $set = default ]; then
+      timeout 90 $B/flashcl-bench --decode $S18_DECODE_SHAPES --dtype bf16 --head-dim 128 \
+        --bandwidth 4280 --reps 30 --sgemm 0 >/tmp/s22_dec.md 2>&1
+    else
+      FLASHCL_SPLIT_MMA=$set timeout 90 $B/flashcl-bench --decode $S18_DECODE_SHAPES --dtype bf16 \
+        --head-dim 128 --bandwidth 4280 --reps 30 --sgemm 0 >/tmp/s22_dec.md 2>&1
+    fi
+    echo "decode FLASHCL_SPLIT_MMA=$set: exit $?"
+    { echo "### FLASHCL_SPLIT_MMA=$set"; grep -E '^(flashcl|\|)' /tmp/s22_dec.md; } >>"$OUT/s22_decode.md"
+    grep -E '^\| [0-9]' /tmp/s22_dec.md | awk -F'|' '{print "  B=" $2+0, "NK=" $5+0, "splits", $9+0, $10+0, "ms", $13+0, "GB/s", $14}'
+  done
+  FLASHCL_SPLIT_MMA=8,1,2 timeout 170 $B/tests/test_inference >"$OUT/s22_test_inference.log" 2>&1
+  echo "test_inference FLASHCL_SPLIT_MMA=8,1,2: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/s22_test_inference.log" | tail -1)"
+  grep -E ':[EF]:' "$OUT/s22_test_inference.log" | cut -c1-240 | head -6
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1855,7 +1879,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19|s20|s21) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
