@@ -85,6 +85,28 @@ static void expect_ran(flashcl_status got, const char *call)
                   flashcl_status_string(got), flashcl_context_last_error(ctx));
 }
 
+/* One enqueued call's outcome: with the flag cleared, refused with no
+ * event and nothing written to out (and lse, if not NULL); with it set,
+ * run and written. */
+static void expect_outcome(bool has, const char *call, flashcl_status got,
+                           cl_event event, cl_mem out, size_t out_bytes,
+                           cl_mem lse, size_t lse_bytes)
+{
+    if (!has) {
+        expect_refused(got, call);
+        ck_assert_msg(event == NULL, "%s: an event came back from a refusal",
+                      call);
+        ck_assert_msg(written(out, out_bytes) == 0, "%s: O was written", call);
+        ck_assert_msg(!lse || written(lse, lse_bytes) == 0,
+                      "%s: LSE was written", call);
+        return;
+    }
+    expect_ran(got, call);
+    ck_assert(clWaitForEvents(1, &event) == CL_SUCCESS);
+    clReleaseEvent(event);
+    ck_assert_msg(written(out, out_bytes) > 0, "%s: O was not written", call);
+}
+
 static flashcl_attention_desc fp64_desc(void)
 {
     flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
@@ -119,17 +141,8 @@ START_TEST(forward_refused)
         cl_event event = NULL;
         const flashcl_status got =
             flashcl_attention_forward(ctx, NULL, &d, 0, NULL, &event);
-        if (!has) {
-            expect_refused(got, "flashcl_attention_forward");
-            ck_assert_msg(event == NULL, "an event came back from a refusal");
-            ck_assert_msg(written(o, ELEMS * 8) == 0, "O was written");
-            ck_assert_msg(written(lse, ROWS * 4) == 0, "LSE was written");
-        } else {
-            expect_ran(got, "flashcl_attention_forward");
-            ck_assert(clWaitForEvents(1, &event) == CL_SUCCESS);
-            clReleaseEvent(event);
-            ck_assert_msg(written(o, ELEMS * 8) > 0, "O was not written");
-        }
+        expect_outcome(has, "flashcl_attention_forward", got, event, o,
+                       ELEMS * 8, lse, ROWS * 4);
     }
     ctx->caps.has_fp64 = device_fp64;
     cl_mem owned[] = {q, k, v, o, lse};
@@ -206,16 +219,8 @@ START_TEST(combine_refused)
         cl_event event = NULL;
         const flashcl_status got =
             flashcl_combine_partials(ctx, NULL, &d, 0, NULL, &event);
-        if (!has) {
-            expect_refused(got, "flashcl_combine_partials");
-            ck_assert_msg(event == NULL, "an event came back from a refusal");
-            ck_assert_msg(written(o, ELEMS * 8) == 0, "O was written");
-        } else {
-            expect_ran(got, "flashcl_combine_partials");
-            ck_assert(clWaitForEvents(1, &event) == CL_SUCCESS);
-            clReleaseEvent(event);
-            ck_assert_msg(written(o, ELEMS * 8) > 0, "O was not written");
-        }
+        expect_outcome(has, "flashcl_combine_partials", got, event, o,
+                       ELEMS * 8, NULL, 0);
     }
     ctx->caps.has_fp64 = device_fp64;
     clReleaseMemObject(op);
