@@ -143,7 +143,7 @@ static void usage(void)
            "(first --dtype and --head-dim, heads = --hidden / head dim)\n"
            "  --bandwidth GBS      decode: report GB/s as a fraction of this "
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
-           "  --check ROWS         plain rows: relative L2 error of ROWS "
+           "  --check ROWS         every row, its variant too: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n"
            "  --describe           per row, what ran (path, tiles, the tuning "
            "database entry; prints describe| lines)\n");
@@ -578,9 +578,18 @@ static void release_pool(void)
     memset(pool, 0, sizeof pool);
 }
 
-static int read_tensor(cl_command_queue queue, cl_mem buffer, size_t bytes,
-                       void **out)
+/* A host copy of the whole buffer (NULL buffer: none, and success), so
+ * that the descriptor's offsets and strides read it as they do the
+ * device's. */
+static int read_tensor(cl_command_queue queue, cl_mem buffer, void **out)
 {
+    *out = NULL;
+    if (!buffer)
+        return 1;
+    size_t bytes = 0;
+    if (clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL) !=
+        CL_SUCCESS)
+        return 0;
     *out = malloc(bytes ? bytes : 1);
     return *out && clEnqueueReadBuffer(queue, buffer, CL_TRUE, 0, bytes, *out,
                                        0, NULL, NULL) == CL_SUCCESS;
@@ -593,7 +602,7 @@ static void check_one_row(oracle *ref, const flashcl_attention_desc *d,
                           double *err2, double *ref2)
 {
     const long n = (long)d->seqlen_q, hq = (long)d->heads_q,
-               dim = (long)d->head_dim;
+               dim = (long)(d->head_dim_v > 0 ? d->head_dim_v : d->head_dim);
     double lse;
     oracle_row(ref, (size_t)b, (size_t)h, (size_t)i, row, &lse);
     for (long e = 0; e < dim; ++e) {
@@ -605,25 +614,36 @@ static void check_one_row(oracle *ref, const flashcl_attention_desc *d,
 }
 
 /* --check: relative L2 error of `rows` sampled output rows (packed BNHD)
- * against the float64 oracle. -1 on failure. */
+ * against the float64 oracle, which reads the variant's own inputs (ALiBi
+ * slopes, bias, mask, sinks) from host copies of their buffers. -1 on
+ * failure. */
 static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d,
                          int rows)
 {
-    const size_t bytes = (size_t)d->batch * (size_t)d->heads_q *
-                         (size_t)d->seqlen_q * (size_t)d->head_dim *
-                         oracle_dtype_size(d->dtype);
-    void *host[4] = {NULL, NULL, NULL, NULL};
-    const cl_mem bufs[4] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
+    enum { TENSORS = 8 };
+    void *host[TENSORS];
+    const cl_mem bufs[TENSORS] = {d->q.buffer,     d->k.buffer,
+                                  d->v.buffer,     d->o.buffer,
+                                  d->alibi_slopes.buffer, d->bias.buffer,
+                                  d->mask.buffer,  d->sinks.buffer};
     int ok = 1;
-    for (int i = 0; i < 4; ++i)
-        ok = read_tensor(queue, bufs[i], bytes, &host[i]) && ok;
-    const oracle_inputs in = {.q = host[0], .k = host[1], .v = host[2]};
+    for (int i = 0; i < TENSORS; ++i)
+        ok = read_tensor(queue, bufs[i], &host[i]) && ok;
+    const oracle_inputs in = {.q = host[0],
+                              .k = host[1],
+                              .v = host[2],
+                              .alibi_slopes = host[4],
+                              .bias = host[5],
+                              .mask = host[6],
+                              .sinks = host[7]};
     oracle_problem problem;
     char why[256];
     oracle *ref = NULL;
     if (ok && oracle_problem_from_desc(d, &in, &problem, why, sizeof why) == 0)
         ref = oracle_create(&problem);
-    double *row = malloc((size_t)d->head_dim * sizeof *row);
+    double *row = malloc((size_t)(d->head_dim_v > d->head_dim ? d->head_dim_v
+                                                              : d->head_dim) *
+                         sizeof *row);
     double err2 = 0, ref2 = 0, result = -1;
     unsigned seed = 99u;
     for (int r = 0; ref && row && r < rows; ++r) {
@@ -641,7 +661,7 @@ static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d
         result = isfinite(err2) ? sqrt(err2 / ref2) : INFINITY;
     oracle_release(ref);
     free(row);
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < TENSORS; ++i)
         free(host[i]);
     return result;
 }
@@ -998,8 +1018,7 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                  time_shape(ctx, opt, &desc, row, &time) != 0;
     if (!failed)
         fill_row(variant, &desc, window, &time, row);
-    if (!failed && opt->check_rows > 0 &&
-        (!strcmp(variant, "plain") || !strcmp(variant, "tf32"))) {
+    if (!failed && opt->check_rows > 0) {
         double err = check_rows(flashcl_context_queue(ctx), &desc,
                                 opt->check_rows);
         printf("check| %s | %s | %d | %d | %d | rel_l2 %.3e | rows %d\n",

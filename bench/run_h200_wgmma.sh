@@ -1861,6 +1861,26 @@ s22() {
   echo "test_inference FLASHCL_SPLIT_MMA=8,1,2: exit $? | $(grep -E '^[0-9]+%: Checks' "$OUT/s22_test_inference.log" | tail -1)"
   grep -E ':[EF]:' "$OUT/s22_test_inference.log" | cut -c1-240 | head -6
 }
+# s23 (2026-12-04, tenth session, not run yet): the packed mask at D =
+# 128 without causal masking on the softcap entry's schedule (3 consumer
+# warpgroups, 64-key tiles, a ring of 8: the third consumer hid some of
+# softcap's per-score work, 1.05x), which the host allows only when
+# forced (mask_bits_schedule; ptxas: no spill), against the default 2
+# consumers in 128-key tiles; sampled rows against float64 (--check now
+# reads the mask too); then the default twice. ~2 min.
+s23() {
+  local form w3=(FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456)
+  : >"$OUT/s23_mask.csv"
+  for form in def wg3 def2; do
+    case $form in
+      def|def2) set -- ;;
+      wg3) set -- "${w3[@]}" ;;
+    esac
+    bench_form $form s23_mask.csv "$@" -- --dtype bf16,fp16 --causal 0 --seqlen 4096,16384 \
+      --head-dim 128 --variants plain,mask --describe --check 2
+  done
+  python3 scripts/pivot_forms.py "$OUT/s23_mask.csv" | tee "$OUT/s23_tables.md"
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1879,7 +1899,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22|s23) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;

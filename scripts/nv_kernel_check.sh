@@ -263,6 +263,11 @@ wcheck "wgmma D128 fp16 mask as bits through the score pass (MASK_UNSCALED=0)" $
 wcheck "wgmma D64 bf16 mask as bits, 3 consumer warpgroups" $wg \
   "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'
+# the softcap entry's schedule (3 consumers, 64-key tiles) at D = 128 with
+# the bits, which FLASHCL_NV_WGMMA_WG/BN reach for measuring
+wcheck "wgmma D128 bf16 mask as bits, 3 consumers in 64-key tiles" $wg \
+  "${ws3/-DFLASHCL_BLOCK_N=128 -DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_BLOCK_N=64 -DFLASHCL_LOCAL_MEM_BYTES=229456} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'ld\.global(\.nc)?\.v2\.u32' '!ld\.global(\.nc)?\.u16' 'm64n64k16'
 CHECK_BASE='ld\.global' check "mask packing pass (mask_bits.cl)" cl/common/mask_bits.cl \
   "-DFLASHCL_DTYPE=2 -DFLASHCL_MASK=1" 'st\.global\.(u32|b32)'
 # the FP32-pipe exponent for half of the scores (ex2_poly.clh)

@@ -57,6 +57,7 @@ typedef struct plan_case {
     int seqlen_q;            /* 0: NQ */
     int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
     const char *force;       /* FLASHCL_PATH, or NULL */
+    const char *env[4];      /* more "NAME=VALUE" settings for the plan */
     const char *path;        /* the path the plan must take */
     const char *want[6];     /* in its options */
     const char *not_want[2]; /* not in them */
@@ -262,6 +263,20 @@ static const plan_case cases[] = {
      .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1",
               "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"},
      .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+    {.name = "mask bf16 D128, 3 consumers in 64-key tiles (forced): bits",
+     .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
+     .mask = 1, .path = "nv_wgmma",
+     .env = {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",
+             "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"},
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512",
+              "-DFLASHCL_BLOCK_N=64", "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"}},
+    {.name = "mask bf16 D128 causal, 3 consumers (forced): no bits",
+     .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
+     .window_left = -2, .mask = 1, .path = "nv_wgmma",
+     .env = {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",
+             "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"},
+     .want = {"-DFLASHCL_WG_SIZE=512"},
+     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "bias + mask bf16 D128, unforced: mma.sync", .head_dim = 128,
      .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .bias = 1, .mask = 1,
      .path = "nv_mma", .skipped = "a mask or a bias outside"},
@@ -532,6 +547,31 @@ static void check_fixup(const plan_case *c, const device_caps *caps,
                   plan->extra_options);
 }
 
+/* The case's environment for planning (FLASHCL_PATH, the persistent
+ * grid, its own settings), set and cleared around each plan. */
+static void case_env(const plan_case *c, bool set)
+{
+    if (c->force && set)
+        setenv("FLASHCL_PATH", c->force, 1);
+    if ((c->persist == 1 || c->persist == -1) && set)
+        setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+    if (!set) {
+        unsetenv("FLASHCL_PATH");
+        unsetenv("FLASHCL_NV_WGMMA_PERSIST");
+    }
+    for (size_t i = 0; i < LENGTH(c->env) && c->env[i]; ++i) {
+        char name[64];
+        const char *eq = strchr(c->env[i], '=');
+        ck_assert(eq && (size_t)(eq - c->env[i]) < sizeof name);
+        memcpy(name, c->env[i], (size_t)(eq - c->env[i]));
+        name[eq - c->env[i]] = '\0';
+        if (set)
+            setenv(name, eq + 1, 1);
+        else
+            unsetenv(name);
+    }
+}
+
 START_TEST(plans_for_an_h200)
 {
     const plan_case *c = &cases[_i];
@@ -539,10 +579,7 @@ START_TEST(plans_for_an_h200)
     cl_mem owned[5];
     flashcl_attention_desc d =
         desc_of(c, flashcl_context_cl_context(ctx), owned);
-    if (c->force)
-        setenv("FLASHCL_PATH", c->force, 1);
-    if (c->persist == 1 || c->persist == -1)
-        setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+    case_env(c, true);
     const bool persistent = c->persist > 0; /* -1: asked, not granted */
     problem p;
     const flashcl_status st =
@@ -552,8 +589,7 @@ START_TEST(plans_for_an_h200)
     kernel_plan plan;
     char skipped[2048] = "";
     choose_plan(&caps, &p, &plan, skipped, sizeof skipped);
-    unsetenv("FLASHCL_PATH");
-    unsetenv("FLASHCL_NV_WGMMA_PERSIST");
+    case_env(c, false);
     for (int i = 0; i < 5; ++i)
         if (owned[i])
             clReleaseMemObject(owned[i]);
@@ -604,16 +640,12 @@ START_TEST(plans_for_an_h200)
         check_fixup(c, &caps, &p, &plan, false);
         check_mask_bits(c, &plan);
         /* the fix-up pass form, planned again */
-        if (c->force)
-            setenv("FLASHCL_PATH", c->force, 1);
-        if (c->persist == 1 || c->persist == -1)
-            setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
+        case_env(c, true);
         setenv("FLASHCL_NV_WGMMA_FIXUP", "pass", 1);
         kernel_plan with_pass;
         choose_plan(&caps, &p, &with_pass, NULL, 0);
         unsetenv("FLASHCL_NV_WGMMA_FIXUP");
-        unsetenv("FLASHCL_PATH");
-        unsetenv("FLASHCL_NV_WGMMA_PERSIST");
+        case_env(c, false);
         check_fixup(c, &caps, &p, &with_pass, true);
     }
     if (!strcmp(plan.path->name, "nv_wgmma") ||

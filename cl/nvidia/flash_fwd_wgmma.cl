@@ -978,12 +978,16 @@ static inline float wg_hi(uint pair)
  * consumers (160 registers) spilled 52 bytes with a bias, D = 256 148.
  * A packed mask alone (its bits: 2 registers a row and 64 keys) fits 3
  * consumers at D = 64 (no spill in 64-key tiles; in 128-key tiles none
- * without causal masking, 212 bytes with it; 2026-12-04). */
+ * without causal masking, 212 bytes with it; 2026-12-04), and at D = 128
+ * in 64-key tiles without a band (none; 124 bytes causal; 2026-12-04,
+ * tenth session: the softcap entry's schedule, for measuring). */
 #define WG_XPF_ROOM                                                            \
     ((WG_CONSUMER_THREADS == 256 &&                                            \
       (WG_D == 64 || (WG_D == 128 && !(FLASHCL_BIAS && FLASHCL_MASK)))) ||     \
-     (WG_CONSUMER_THREADS == 384 && WG_D == 64 &&                              \
-      FLASHCL_NV_WGMMA_MASK_BITS && !FLASHCL_BIAS))
+     (WG_CONSUMER_THREADS == 384 && FLASHCL_NV_WGMMA_MASK_BITS &&              \
+      !FLASHCL_BIAS &&                                                         \
+      (WG_D == 64 || (WG_D == 128 && WG_BN == 64 && !FLASHCL_CAUSAL &&         \
+                      !FLASHCL_WINDOW_LEFT))))
 #define WG_XPF                                                                 \
     (FLASHCL_NV_WGMMA_XPF && (FLASHCL_BIAS || FLASHCL_MASK) && WG_WS &&        \
      !FLASHCL_NV_WGMMA_SAHEAD && !WG_XS &&                                     \
