@@ -1881,6 +1881,20 @@ s23() {
   done
   python3 scripts/pivot_forms.py "$OUT/s23_mask.csv" | tee "$OUT/s23_tables.md"
 }
+# s24 (2026-12-04, tenth session, not run yet): issue 10's accuracy
+# table, each variant's relative L2 error against float64 on the GPU
+# (flashcl-bench --check, which now reads every variant's inputs), on
+# the default route, with the rates and paths beside it. ~4 min.
+s24() {
+  : >"$OUT/s24_accuracy.csv"
+  bench_form acc1 s24_accuracy.csv -- --dtype bf16,fp16 --causal both --seqlen 4096 \
+    --head-dim 64,128 --check 8 --describe \
+    --variants plain,window1024,softcap,alibi,bias,bias16,mask,sinks
+  bench_form acc2 s24_accuracy.csv -- --dtype bf16,fp16 --causal both --seqlen 4096 \
+    --head-dim 64,128 --check 8 --describe \
+    --variants window1024+softcap+sinks,gqa4,maskrow,biasrow
+  grep -h '^check|' /tmp/bf_acc1.log /tmp/bf_acc2.log | tee "$OUT/s24_check.txt"
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1899,7 +1913,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22|s23) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22|s23|s24) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;
