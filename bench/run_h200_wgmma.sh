@@ -1887,13 +1887,19 @@ s23() {
 # the default route, with the rates and paths beside it. ~4 min.
 s24() {
   : >"$OUT/s24_accuracy.csv"
-  bench_form acc1 s24_accuracy.csv -- --dtype bf16,fp16 --causal both --seqlen 4096 \
-    --head-dim 64,128 --check 8 --describe \
-    --variants plain,window1024,softcap,alibi,bias,bias16,mask,sinks
-  bench_form acc2 s24_accuracy.csv -- --dtype bf16,fp16 --causal both --seqlen 4096 \
-    --head-dim 64,128 --check 8 --describe \
-    --variants window1024+softcap+sinks,gqa4,maskrow,biasrow
-  grep -h '^check|' /tmp/bf_acc1.log /tmp/bf_acc2.log | tee "$OUT/s24_check.txt"
+  local t
+  : >"$OUT/s24_check.txt"
+  for t in bf16 fp16; do
+    bench_form ${t}a s24_accuracy.csv -- --dtype $t --causal both --seqlen 4096 \
+      --head-dim 64,128 --check 8 --describe --variants plain,window1024,softcap,alibi
+    bench_form ${t}b s24_accuracy.csv -- --dtype $t --causal both --seqlen 4096 \
+      --head-dim 64,128 --check 8 --describe --variants bias,bias16,mask,sinks
+    bench_form ${t}c s24_accuracy.csv -- --dtype $t --causal both --seqlen 4096 \
+      --head-dim 64,128 --check 8 --describe \
+      --variants window1024+softcap+sinks,gqa4,maskrow,biasrow
+    grep -h '^check|' /tmp/bf_${t}[abc].log >>"$OUT/s24_check.txt"
+  done
+  cat "$OUT/s24_check.txt"
 }
 s13() {
   s13_decode
