@@ -595,6 +595,12 @@ static int read_tensor(cl_command_queue queue, cl_mem buffer, void **out)
                                        0, NULL, NULL) == CL_SUCCESS;
 }
 
+/* Columns of an output row: head_dim_v, which 0 makes head_dim. */
+static long out_dim(const flashcl_attention_desc *d)
+{
+    return (long)(d->head_dim_v > 0 ? d->head_dim_v : d->head_dim);
+}
+
 /* Squared error and squared reference of one row b, h, i against the
  * oracle. */
 static void check_one_row(oracle *ref, const flashcl_attention_desc *d,
@@ -602,7 +608,7 @@ static void check_one_row(oracle *ref, const flashcl_attention_desc *d,
                           double *err2, double *ref2)
 {
     const long n = (long)d->seqlen_q, hq = (long)d->heads_q,
-               dim = (long)(d->head_dim_v > 0 ? d->head_dim_v : d->head_dim);
+               dim = out_dim(d);
     double lse;
     oracle_row(ref, (size_t)b, (size_t)h, (size_t)i, row, &lse);
     for (long e = 0; e < dim; ++e) {
@@ -641,9 +647,7 @@ static double check_rows(cl_command_queue queue, const flashcl_attention_desc *d
     oracle *ref = NULL;
     if (ok && oracle_problem_from_desc(d, &in, &problem, why, sizeof why) == 0)
         ref = oracle_create(&problem);
-    double *row = malloc((size_t)(d->head_dim_v > d->head_dim ? d->head_dim_v
-                                                              : d->head_dim) *
-                         sizeof *row);
+    double *row = malloc((size_t)out_dim(d) * sizeof *row);
     double err2 = 0, ref2 = 0, result = -1;
     unsigned seed = 99u;
     for (int r = 0; ref && row && r < rows; ++r) {

@@ -64,6 +64,11 @@ typedef struct plan_case {
     const char *skipped;     /* in `skipped` (NULL: not checked) */
 } plan_case;
 
+/* The softcap entry's schedule, forced: 3 consumers, 64-key tiles. */
+#define THREE_CONSUMERS_64_KEYS                                                \
+    {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",                        \
+     "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"}
+
 static const plan_case cases[] = {
     {.name = "plain causal fp16 D128, 777 rows: the default, persistent",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_FP16,
@@ -266,15 +271,13 @@ static const plan_case cases[] = {
     {.name = "mask bf16 D128, 3 consumers in 64-key tiles (forced): bits",
      .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
      .mask = 1, .path = "nv_wgmma",
-     .env = {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",
-             "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"},
+     .env = THREE_CONSUMERS_64_KEYS,
      .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512",
               "-DFLASHCL_BLOCK_N=64", "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"}},
     {.name = "mask bf16 D128 causal, 3 consumers (forced): no bits",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
      .window_left = -2, .mask = 1, .path = "nv_wgmma",
-     .env = {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",
-             "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"},
+     .env = THREE_CONSUMERS_64_KEYS,
      .want = {"-DFLASHCL_WG_SIZE=512"},
      .not_want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "bias + mask bf16 D128, unforced: mma.sync", .head_dim = 128,
