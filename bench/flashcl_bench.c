@@ -121,7 +121,11 @@ static void usage(void)
            "                       [N] row for every query (stride 0: cache-"
            "resident);\n"
            "                       bias16: the bias in the call's 16-bit "
-           "type; tf32: allow_tf32\n"
+           "type; tf32: allow_tf32;\n"
+           "                       maskpad: the last N/16 keys hidden (key "
+           "padding); maskprefix:\n"
+           "                       a prefix LM mask (N/4 keys for all, "
+           "causal after)\n"
            "  --csv FILE           also write the rows as CSV\n"
            "  --decode LIST        decode table instead of the sweep: shapes "
            "B:HQ:HKV:NK,... against a KV cache of NK keys per sequence "
@@ -413,6 +417,10 @@ typedef struct variant_spec {
     long window; /* -1: none */
     bool softcap, alibi, bias, mask, sinks, tf32;
     bool bias_row, mask_row; /* one [N] row for all queries */
+    /* the mask's pattern: every eighth key hidden (0), the last sixteenth
+     * of the keys hidden (1, key padding), or a prefix of a quarter of
+     * the keys seen by every query and causal after it (2, prefix LM) */
+    int mask_form;
     bool bias16; /* the bias in the call's 16-bit type, not fp32 */
     long gqa, dv; /* 1 and 0 (= D) when absent */
 } variant_spec;
@@ -447,6 +455,13 @@ static int parse_variant(const char *name, variant_spec *v)
             v->bias = v->bias_row = true;
         else if (!strcmp(part, "maskrow"))
             v->mask = v->mask_row = true;
+        else if (!strcmp(part, "maskpad")) {
+            v->mask = v->mask_row = true;
+            v->mask_form = 1;
+        } else if (!strcmp(part, "maskprefix")) {
+            v->mask = true;
+            v->mask_form = 2;
+        }
         else if (!strcmp(part, "sinks"))
             v->sinks = true;
         else if (!strcmp(part, "tf32"))
@@ -457,16 +472,25 @@ static int parse_variant(const char *name, variant_spec *v)
     return 0;
 }
 
-/* A [N, N] boolean mask, broadcast over batch and heads: every key but
- * each eighth one visible (a mask that hides few pairs, so that the
- * FLOP count of the full problem stays the honest one). */
-static cl_mem mask_buffer(cl_context context, size_t n)
+/* A [N, N] boolean mask, broadcast over batch and heads. Form 0: every
+ * key but each eighth one visible (a mask that hides few pairs, so that
+ * the FLOP count of the full problem stays the honest one, and none of
+ * whose tiles is all visible). Form 1: the last N / 16 keys hidden, as a
+ * padded batch's key-padding mask hides its padding. Form 2: a prefix LM,
+ * the first N / 4 keys seen by every query and key k <= query q after
+ * them (the FLOP count is of the full problem: compare times with plain
+ * and causal ones). */
+static cl_mem mask_buffer(cl_context context, size_t n, int form)
 {
     unsigned char *host = malloc(n * n);
     if (!host)
         return NULL;
-    for (size_t i = 0; i < n * n; ++i)
-        host[i] = (i % 8) != 3;
+    for (size_t i = 0; i < n * n; ++i) {
+        const size_t q = i / n, k = i % n;
+        host[i] = form == 1   ? k < n - n / 16
+                  : form == 2 ? k < n / 4 || k <= q
+                              : (i % 8) != 3;
+    }
     cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_ONLY, host, n * n);
     free(host);
     return buffer;
@@ -505,7 +529,7 @@ static int apply_variant(const variant_spec *v, flashcl_attention_desc *desc,
         failed |= !extra[1];
     }
     if (v->mask) { /* the [N] row: the first row of the [N, N] mask */
-        extra[2] = mask_buffer(context, n);
+        extra[2] = mask_buffer(context, n, v->mask_form);
         desc->mask.buffer = extra[2];
         desc->mask.stride_seq = v->mask_row ? 0 : n;
         desc->mask.stride_dim = 1;

@@ -1921,6 +1921,29 @@ s25() {
   done
   python3 scripts/pivot_forms.py "$OUT/s25_d160.csv" | tee "$OUT/s25_tables.md"
 }
+# s26 (2026-12-05, eleventh session): the packed mask's per-warp vote
+# (FLASHCL_NV_WGMMA_MASK_VOTE, default 1: a warp whose rows see every key
+# of a tile skips that tile's per-score tests) against no vote, on the
+# bench's mask (every eighth key hidden: no tile all seen, so the vote
+# only costs), a key-padding mask (maskpad: the last N/16 keys hidden)
+# and a prefix LM (maskprefix), plain beside them; sampled rows against
+# float64; then test_variants forced onto nv_wgmma (two new cases whose
+# warps disagree on a tile) and both suites unforced. ~6 min.
+s26() {
+  local form
+  : >"$OUT/s26_mask.csv"
+  for form in def novote def2; do
+    case $form in
+      def|def2) set -- ;;
+      novote) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=0 ;;
+    esac
+    bench_form $form s26_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
+      --head-dim 64,128 --variants plain,mask,maskpad,maskprefix --describe --check 2
+  done
+  python3 scripts/pivot_forms.py "$OUT/s26_mask.csv" | tee "$OUT/s26_tables.md"
+  variants_forced s26
+  suites_unforced s26 test_variants test_forward
+}
 s13() {
   s13_decode
   s13_n1024
@@ -1939,7 +1962,7 @@ s8() {
 
 case "$what" in
   s13) s13 2>&1 | tee "$OUT/s13.txt" ;;
-  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22|s23|s24|s25) $what 2>&1 | tee "$OUT/$what.txt" ;;
+  s14a|s14b|s15|s16|s17|s18|s19|s20|s21|s22|s23|s24|s25|s26) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s13_decode|s13_n1024|s13_window|s13_varlen) $what 2>&1 | tee "$OUT/$what.txt" ;;
   s12) s12 2>&1 | tee "$OUT/s12.txt" ;;
   s11) s11 2>&1 | tee "$OUT/s11.txt" ;;

@@ -56,6 +56,11 @@ typedef struct variant_case {
     int mask;            /* 0 off, 1 on */
     size_t mask_stride[4];
     int mask_dead_row;   /* one query row of the mask all zero */
+    /* 0: 3 keys in 4 seen at random (no tile all seen); 1: every key seen
+     * but the last 37 (by 4 rows in 5) and keys 140..159 (by rows from 16
+     * on), so that some warps' tiles are all seen and their neighbours'
+     * are not (the wgmma kernel's per-warp vote, MASK_VOTE) */
+    int mask_form;
     float softcap;
     int sinks;
     double amplitude;    /* input scale: large values stress softcap */
@@ -161,6 +166,14 @@ static void build_mask(variant_data *data, rng *r)
     ck_assert_ptr_nonnull(data->mask);
     for (size_t i = 0; i < data->mask_count; ++i)
         data->mask[i] = (rng_next(r) % 4) != 0; /* 3 in 4 attend */
+    if (c->mask_form == 1)
+        for (int b = 0; b < c->batch; ++b)
+            for (int h = 0; h < c->heads_q; ++h)
+                for (int i = 0; i < c->seqlen_q; ++i)
+                    for (int j = 0; j < c->seqlen_k; ++j)
+                        data->mask[lit_index(data->mask_stride, b, h, i, j)] =
+                            !((j >= c->seqlen_k - 37 && i % 5 != 0) ||
+                              (i >= 16 && j >= 140 && j < 160));
     if (c->mask_dead_row && c->seqlen_q > 2)
         for (int j = 0; j < c->seqlen_k; ++j)
             data->mask[lit_index(data->mask_stride, 0, 0, 2, j)] = 0;
@@ -604,6 +617,14 @@ static const variant_case cases[] = {
      .heads_q = 4, .heads_kv = 1, .seqlen_q = 210, .seqlen_k = 333,
      .head_dim = 64, .dtype = F16, .mask = 1,
      .mask_stride = {0, 210 * 333, 333, 1}},
+    {.name = "mask bf16 D128 key padding + a block, tiles all seen by some warps",
+     .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 300,
+     .seqlen_k = 333, .head_dim = 128, .dtype = B16, .mask = 1,
+     .mask_form = 1},
+    {.name = "mask fp16 D64 key padding + a block, causal, GQA 4",
+     .batch = 1, .heads_q = 4, .heads_kv = 1, .seqlen_q = 400,
+     .seqlen_k = 400, .head_dim = 64, .dtype = F16, .causal = 1, .mask = 1,
+     .mask_form = 1, .mask_stride = {0, 0, 400, 1}},
     {.name = "extreme bf16 1e5: mask alone, causal, D128", .batch = 1,
      .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200,
      .head_dim = 128, .dtype = B16, .causal = 1, .mask = 1,

@@ -209,6 +209,17 @@ typedef float real_t;
 #define WG_MASK_ALONE_BITS                                                     \
     (FLASHCL_NV_WGMMA_MASK_BITS && FLASHCL_NV_WGMMA_MASK_UNSCALED &&           \
      !FLASHCL_SOFTCAP && !FLASHCL_ALIBI && !FLASHCL_BIAS)
+/* 1: a warp whose rows see every key of a tile (one vote on the tile's
+ * words) skips that tile's per-score tests: a key-padding mask, a prefix
+ * or a document's interior then costs what plain attention costs there,
+ * and a mask with hidden keys in every tile pays a few instructions a
+ * tile for the vote. 0: every tile is tested (to measure both). */
+#ifndef FLASHCL_NV_WGMMA_MASK_VOTE
+#define FLASHCL_NV_WGMMA_MASK_VOTE 1
+#endif
+#if FLASHCL_NV_WGMMA_MASK_VOTE != 0 && FLASHCL_NV_WGMMA_MASK_VOTE != 1
+#error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_VOTE must be 0 or 1"
+#endif
 /* Softcap, ALiBi, bias or mask: a pass over each tile's scores before the
  * softmax, which scales them (exp2 units) and applies the terms. */
 #define WG_SCORED (FLASHCL_NEEDS_SCORE_PASS && !WG_MASK_ALONE_BITS)
@@ -1101,6 +1112,20 @@ inline uint wg_mask_bits(uint pair)
 #define WG_XPF_BIAS(hh, n, t0, t1) ((void)0)
 #define WG_XPF_MASK(hh, n)                                                     \
     ((WG_MASK_WORD(hh, (n) >> 2) >> (8 * ((n)&3) + WG_MASK_PAIR_SHIFT)) & 3u)
+/* The bits of the thread's pairs in each word, and whether all of them
+ * are set in every word of both row halves (rows past the sequence
+ * fetched all ones) */
+#define WG_MASK_PAIR_BITS (0x03030303u << WG_MASK_PAIR_SHIFT)
+#if WG_BN == 128
+#define WG_MASK_AND(w) ((w).x & (w).y & (w).z & (w).w)
+#elif WG_BN == 64
+#define WG_MASK_AND(w) ((w).x & (w).y)
+#else
+#define WG_MASK_AND(w) (w)
+#endif
+#define WG_MASK_ALL_SEEN()                                                     \
+    ((WG_MASK_AND(xw[0]) & WG_MASK_AND(xw[1]) & WG_MASK_PAIR_BITS) ==          \
+     WG_MASK_PAIR_BITS)
 #elif WG_XPF
 /* Raw bias of keys key, key + 1 of row r (0 where absent): fp32 as two
  * floats, 16-bit as the pair's 32 bits in .x. */
@@ -1252,13 +1277,15 @@ inline uint wg_mask_fetch(const score_row *r, int key, bool in, bool both
     do {                                                                       \
         _Pragma("unroll") for (int i_ = 0; i_ < WG_SN; ++i_)                   \
             (S)[i_] *= FLASHCL_NV_PRESCALE ? scale_log2 : 1.f;                 \
-        _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {                  \
-            _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {         \
-                const uint vis_ = WG_XPF_MASK(hh_, n_);                        \
-                if (!(vis_ & 1u))                                              \
-                    (S)[4 * n_ + 2 * hh_] = -INFINITY;                         \
-                if (!(vis_ & 2u))                                              \
-                    (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                     \
+        if (!FLASHCL_NV_WGMMA_MASK_VOTE || !nv_warp_all(WG_MASK_ALL_SEEN())) { \
+            _Pragma("unroll") for (int hh_ = 0; hh_ < 2; ++hh_) {              \
+                _Pragma("unroll") for (int n_ = 0; n_ < WG_BN / 8; ++n_) {     \
+                    const uint vis_ = WG_XPF_MASK(hh_, n_);                    \
+                    if (!(vis_ & 1u))                                          \
+                        (S)[4 * n_ + 2 * hh_] = -INFINITY;                     \
+                    if (!(vis_ & 2u))                                          \
+                        (S)[4 * n_ + 2 * hh_ + 1] = -INFINITY;                 \
+                }                                                              \
             }                                                                  \
         }                                                                      \
     } while (0)
