@@ -1140,6 +1140,25 @@ bench_form() {
   grep -v '^#' /tmp/bf_$form.csv | awk -F, -v f=$form 'NR > 1 {print f, $1, "D", $3, "causal", $4, "N", $5, $11}'
   sed "s/^/$form,/" /tmp/bf_$form.csv >>"$csv"
 }
+# bench_forms CSV FORM... -- BENCH_ARGS: the default build's defines
+# ("def"), each FORM ("name:VAR=value VAR=value", environment for
+# flashcl-bench), then the default again ("def2": the drift between the
+# two bounds what a form's difference means), into $OUT/CSV, pivoted into
+# $OUT/<CSV up to its first _>_tables.md.
+bench_forms() {
+  local csv=$1 forms=() f envs
+  shift
+  while [ "$1" != "--" ]; do forms+=("$1"); shift; done
+  shift
+  : >"$OUT/$csv"
+  bench_form def "$csv" -- "$@"
+  for f in "${forms[@]}"; do
+    read -ra envs <<<"${f#*:}"
+    bench_form "${f%%:*}" "$csv" "${envs[@]}" -- "$@"
+  done
+  bench_form def2 "$csv" -- "$@"
+  python3 scripts/pivot_forms.py "$OUT/$csv" | tee "$OUT/${csv%%_*}_tables.md"
+}
 
 s7_fixup_rates() {
   local csv=$1
@@ -1792,17 +1811,8 @@ s19() {
 # won the causal D = 128 rows through the pass; the default twice; then
 # the suites (the causal D = 128 masks at 1e5 now take the redo). ~4 min.
 s20() {
-  local form
-  : >"$OUT/s20_mask.csv"
-  for form in def noshift def2; do
-    case $form in
-      def|def2) set -- ;;
-      noshift) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_PRESHIFT=0 ;;
-    esac
-    bench_form $form s20_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
-      --head-dim 64,128 --variants plain,mask --describe
-  done
-  python3 scripts/pivot_forms.py "$OUT/s20_mask.csv" | tee "$OUT/s20_tables.md"
+  bench_forms s20_mask.csv noshift:FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_PRESHIFT=0 -- \
+    --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 --variants plain,mask --describe
   variants_forced s20
   suites_unforced s20 test_variants test_forward
 }
@@ -1869,17 +1879,8 @@ s22() {
 # consumers in 128-key tiles; sampled rows against float64 (--check now
 # reads the mask too); then the default twice. ~2 min.
 s23() {
-  local form w3=(FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456)
-  : >"$OUT/s23_mask.csv"
-  for form in def wg3 def2; do
-    case $form in
-      def|def2) set -- ;;
-      wg3) set -- "${w3[@]}" ;;
-    esac
-    bench_form $form s23_mask.csv "$@" -- --dtype bf16,fp16 --causal 0 --seqlen 4096,16384 \
-      --head-dim 128 --variants plain,mask --describe --check 2
-  done
-  python3 scripts/pivot_forms.py "$OUT/s23_mask.csv" | tee "$OUT/s23_tables.md"
+  bench_forms s23_mask.csv "wg3:FLASHCL_NV_WGMMA_WG=3 FLASHCL_NV_WGMMA_BN=64 FLASHCL_NV_WGMMA_RING=8 FLASHCL_NV_WGMMA_LOCAL_MEM=229456" -- \
+    --dtype bf16,fp16 --causal 0 --seqlen 4096,16384 --head-dim 128 --variants plain,mask --describe --check 2
 }
 # s24 (2026-12-04, tenth session, not run yet): issue 10's accuracy
 # table, each variant's relative L2 error against float64 on the GPU
@@ -1908,18 +1909,8 @@ s24() {
 # masking, 2 consumers (1024 rows are 5.33 blocks of 192 but 8 of 128);
 # D = 256 beside it as the class's rate; --check 2. ~2 min.
 s25() {
-  local form
-  : >"$OUT/s25_d160.csv"
-  for form in def persist wg2 def2; do
-    case $form in
-      def|def2) set -- ;;
-      persist) set -- FLASHCL_NV_WGMMA_PERSIST=1 ;;
-      wg2) set -- FLASHCL_NV_WGMMA_WG=2 FLASHCL_NV_WGMMA_RING=5 ;;
-    esac
-    bench_form $form s25_d160.csv "$@" -- --dtype fp16,bf16 --causal both --seqlen 1024 \
-      --head-dim 160,256 --describe --check 2
-  done
-  python3 scripts/pivot_forms.py "$OUT/s25_d160.csv" | tee "$OUT/s25_tables.md"
+  bench_forms s25_d160.csv persist:FLASHCL_NV_WGMMA_PERSIST=1 "wg2:FLASHCL_NV_WGMMA_WG=2 FLASHCL_NV_WGMMA_RING=5" -- \
+    --dtype fp16,bf16 --causal both --seqlen 1024 --head-dim 160,256 --describe --check 2
 }
 # s26 (2026-12-05, eleventh session): the packed mask's per-warp vote
 # (FLASHCL_NV_WGMMA_MASK_VOTE, default 1: a warp whose rows see every key
@@ -1930,17 +1921,9 @@ s25() {
 # float64; then test_variants forced onto nv_wgmma (two new cases whose
 # warps disagree on a tile) and both suites unforced. ~6 min.
 s26() {
-  local form
-  : >"$OUT/s26_mask.csv"
-  for form in def novote def2; do
-    case $form in
-      def|def2) set -- ;;
-      novote) set -- FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=0 ;;
-    esac
-    bench_form $form s26_mask.csv "$@" -- --dtype bf16 --causal both --seqlen 4096,16384 \
-      --head-dim 64,128 --variants plain,mask,maskpad,maskprefix --describe --check 2
-  done
-  python3 scripts/pivot_forms.py "$OUT/s26_mask.csv" | tee "$OUT/s26_tables.md"
+  bench_forms s26_mask.csv novote:FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=0 -- \
+    --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
+    --variants plain,mask,maskpad,maskprefix --describe --check 2
   variants_forced s26
   suites_unforced s26 test_variants test_forward
 }
