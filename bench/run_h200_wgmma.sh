@@ -1913,19 +1913,21 @@ s25() {
     --dtype fp16,bf16 --causal both --seqlen 1024 --head-dim 160,256 --describe --check 2
 }
 # s26 (2026-12-05, eleventh session): the packed mask's per-warp vote
-# (FLASHCL_NV_WGMMA_MASK_VOTE, default 1: a warp whose rows see every key
-# of a tile skips that tile's per-score tests) against no vote, on the
-# bench's mask (every eighth key hidden: no tile all seen, so the vote
-# only costs), a key-padding mask (maskpad: the last N/16 keys hidden)
-# and a prefix LM (maskprefix), plain beside them; sampled rows against
-# float64; then test_variants forced onto nv_wgmma (two new cases whose
-# warps disagree on a tile) and both suites unforced. ~6 min.
+# (FLASHCL_NV_WGMMA_MASK_VOTE: a warp whose rows see every key of a tile
+# skips that tile's per-score tests; opt-in, default 0, until this mode
+# has run) against no vote, on the bench's mask (every eighth key
+# hidden: no tile all seen, so the vote only costs), a key-padding mask
+# (maskpad: the last N/16 keys hidden) and a prefix LM (maskprefix),
+# plain beside them; sampled rows against float64; then, with the vote
+# on, test_variants forced onto nv_wgmma (two cases whose warps disagree
+# on a tile) and both suites unforced. ~6 min.
 s26() {
-  bench_forms s26_mask.csv novote:FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=0 -- \
+  local vote=FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1
+  bench_forms s26_mask.csv "vote:$vote" -- \
     --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
     --variants plain,mask,maskpad,maskprefix --describe --check 2
-  variants_forced s26
-  suites_unforced s26 test_variants test_forward
+  FLASHCL_NV_WGMMA_DEFINES=${vote#*=} variants_forced s26
+  FLASHCL_NV_WGMMA_DEFINES=${vote#*=} suites_unforced s26 test_variants test_forward
 }
 s13() {
   s13_decode

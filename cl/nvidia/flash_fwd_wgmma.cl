@@ -213,9 +213,13 @@ typedef float real_t;
  * words) skips that tile's per-score tests: a key-padding mask, a prefix
  * or a document's interior then costs what plain attention costs there,
  * and a mask with hidden keys in every tile pays a few instructions a
- * tile for the vote. 0: every tile is tested (to measure both). */
+ * tile for the vote. 0 (the default): every tile is tested. The vote is
+ * opt-in (FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1) until
+ * a GPU has run it through the tests and timed it (bench mode s26): no
+ * GPU machine could be started in the sessions that wrote it, and this
+ * kernel runs nowhere else. */
 #ifndef FLASHCL_NV_WGMMA_MASK_VOTE
-#define FLASHCL_NV_WGMMA_MASK_VOTE 1
+#define FLASHCL_NV_WGMMA_MASK_VOTE 0
 #endif
 #if FLASHCL_NV_WGMMA_MASK_VOTE != 0 && FLASHCL_NV_WGMMA_MASK_VOTE != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_VOTE must be 0 or 1"
