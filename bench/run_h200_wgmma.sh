@@ -1912,22 +1912,23 @@ s25() {
   bench_forms s25_d160.csv persist:FLASHCL_NV_WGMMA_PERSIST=1 "wg2:FLASHCL_NV_WGMMA_WG=2 FLASHCL_NV_WGMMA_RING=5" -- \
     --dtype fp16,bf16 --causal both --seqlen 1024 --head-dim 160,256 --describe --check 2
 }
-# s26 (2026-12-05, eleventh session): the packed mask's per-warp vote
+# s26 (2026-12-05, eleventh session; run on an H100 in the thirteenth,
+# bench/results/h100-2026-12-05.md): the packed mask's per-warp vote
 # (FLASHCL_NV_WGMMA_MASK_VOTE: a warp whose rows see every key of a tile
-# skips that tile's per-score tests; opt-in, default 0, until this mode
-# has run) against no vote, on the bench's mask (every eighth key
-# hidden: no tile all seen, so the vote only costs), a key-padding mask
-# (maskpad: the last N/16 keys hidden) and a prefix LM (maskprefix),
-# plain beside them; sampled rows against float64; then, with the vote
-# on, test_variants forced onto nv_wgmma (two cases whose warps disagree
-# on a tile) and both suites unforced. ~6 min.
+# skips that tile's per-score tests; default 1 since that run) on and
+# off, on the bench's mask (every eighth key hidden: no tile all seen, so
+# the vote only costs), a key-padding mask (maskpad: the last N/16 keys
+# hidden) and a prefix LM (maskprefix), plain beside them; sampled rows
+# against float64; then, with the vote on, test_variants forced onto
+# nv_wgmma (two cases whose warps disagree on a tile) and both suites
+# unforced. Both forms are explicit, so the default does not matter. ~5 min.
 s26() {
-  local vote=FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1
-  bench_forms s26_mask.csv "vote:$vote" -- \
+  local vote=FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE
+  bench_forms s26_mask.csv "vote:$vote=1" "novote:$vote=0" -- \
     --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
     --variants plain,mask,maskpad,maskprefix --describe --check 2
-  FLASHCL_NV_WGMMA_DEFINES=${vote#*=} variants_forced s26
-  FLASHCL_NV_WGMMA_DEFINES=${vote#*=} suites_unforced s26 test_variants test_forward
+  FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1 variants_forced s26
+  FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1 suites_unforced s26 test_variants test_forward
 }
 s13() {
   s13_decode

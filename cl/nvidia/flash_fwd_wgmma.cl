@@ -209,17 +209,15 @@ typedef float real_t;
 #define WG_MASK_ALONE_BITS                                                     \
     (FLASHCL_NV_WGMMA_MASK_BITS && FLASHCL_NV_WGMMA_MASK_UNSCALED &&           \
      !FLASHCL_SOFTCAP && !FLASHCL_ALIBI && !FLASHCL_BIAS)
-/* 1: a warp whose rows see every key of a tile (one vote on the tile's
- * words) skips that tile's per-score tests: a key-padding mask, a prefix
- * or a document's interior then costs what plain attention costs there,
- * and a mask with hidden keys in every tile pays a few instructions a
- * tile for the vote. 0 (the default): every tile is tested. The vote is
- * opt-in (FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1) until
- * a GPU has run it through the tests and timed it (bench mode s26): no
- * GPU machine could be started in the sessions that wrote it, and this
- * kernel runs nowhere else. */
+/* 1 (the default): a warp whose rows see every key of a tile (one vote
+ * on the tile's words) skips that tile's per-score tests. Measured on an
+ * H100 (bench/results/h100-2026-12-05.md, s26; bf16, D 64/128, N 4096
+ * and 16384): key-padding masks 1.12-1.14x and prefix-LM masks
+ * 1.06-1.14x the unvoted kernel, the bench's mask with hidden keys in
+ * every tile 0.98-1.01x (the vote's few instructions a tile), plain
+ * calls unchanged. 0: every tile is tested. */
 #ifndef FLASHCL_NV_WGMMA_MASK_VOTE
-#define FLASHCL_NV_WGMMA_MASK_VOTE 0
+#define FLASHCL_NV_WGMMA_MASK_VOTE 1
 #endif
 #if FLASHCL_NV_WGMMA_MASK_VOTE != 0 && FLASHCL_NV_WGMMA_MASK_VOTE != 1
 #error "flash_fwd_wgmma: FLASHCL_NV_WGMMA_MASK_VOTE must be 0 or 1"
