@@ -1923,12 +1923,12 @@ s25() {
 # nv_wgmma (two cases whose warps disagree on a tile) and both suites
 # unforced. Both forms are explicit, so the default does not matter. ~5 min.
 s26() {
-  local vote=FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE
-  bench_forms s26_mask.csv "vote:$vote=1" "novote:$vote=0" -- \
+  local vote=-DFLASHCL_NV_WGMMA_MASK_VOTE
+  bench_forms s26_mask.csv "vote:FLASHCL_NV_WGMMA_DEFINES=$vote=1" "novote:FLASHCL_NV_WGMMA_DEFINES=$vote=0" -- \
     --dtype bf16 --causal both --seqlen 4096,16384 --head-dim 64,128 \
     --variants plain,mask,maskpad,maskprefix --describe --check 2
-  FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1 variants_forced s26
-  FLASHCL_NV_WGMMA_DEFINES=-DFLASHCL_NV_WGMMA_MASK_VOTE=1 suites_unforced s26 test_variants test_forward
+  FLASHCL_NV_WGMMA_DEFINES=$vote=1 variants_forced s26
+  FLASHCL_NV_WGMMA_DEFINES=$vote=1 suites_unforced s26 test_variants test_forward
 }
 s13() {
   s13_decode
