@@ -24,7 +24,7 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 def anchor_of(heading):
     """GitHub's anchor for a heading: lower case, punctuation dropped,
     spaces as hyphens."""
-    text = re.sub(r"[`*_]", "", heading.strip().lstrip("#").strip()).lower()
+    text = re.sub(r"[`*]", "", heading.strip().lstrip("#").strip()).lower()
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
