@@ -47,7 +47,7 @@
 # DRY=1 prints each command instead of running it (no GPU needed):
 #   DRY=1 OUT=/tmp/x bash bench/run_gpu.sh protocol
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-out}
 B=${B:-build-gpu}
 DRY=${DRY:-}
@@ -58,7 +58,8 @@ form=${1:-}
 for v in $(compgen -e | grep '^FLASHCL_'); do unset "$v"; done
 [ -f .gpu-rt/activate.sh ] && source .gpu-rt/activate.sh
 export FLASHCL_DEVICE=gpu
-export FLASHCL_CACHE_DIR=$(mktemp -d)   # a cold binary cache for this run
+FLASHCL_CACHE_DIR=$(mktemp -d)          # a cold binary cache for this run
+export FLASHCL_CACHE_DIR
 export CUDA_CACHE_DISABLE=1             # compile times are the driver's real ones
 FA2=(--tokens 16384 --hidden 2048)
 TIMED=(--sgemm 0 --reps "$REPS" --warmup 2)

@@ -17,9 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build-test}
 README=${README:-README.md}
-for tool in flashcl; do
-  [ -x "$B/$tool" ] || { echo "no $B/$tool: build first (B=folder)" >&2; exit 2; }
-done
+[ -x "$B/flashcl" ] || { echo "no $B/flashcl: build first (B=folder)" >&2; exit 2; }
 for v in $(compgen -e | grep '^FLASHCL_'); do unset "$v"; done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
