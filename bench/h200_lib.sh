@@ -1,4 +1,4 @@
-# Shared by the scripts that run on the lent H200 (bench/run_h200_*.sh,
+# Shared by the scripts that run on the lent H200 (bench/run_gpu.sh,
 # scripts/gpu_check.sh); sourced from the repository root after BUILD and
 # OUT are set. Puts the carried OpenCL runtime on the paths
 # (../shared/notes/opencl-on-h200.md) and defines `step`.

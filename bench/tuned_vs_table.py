@@ -16,7 +16,7 @@ text); where the tuned run used the same path and tiles as the table run,
 the row measures noise only, and those rows give the noise band.
 
 Protocols (--protocol):
-  gpu  the FlashAttention-2 paper's rows (bench/run_h200.sh): tokens
+  gpu  the FlashAttention-2 paper's rows (bench/run_gpu.sh protocol): tokens
        (batch * seqlen) 16384, hidden 2048 (D=64 H=32, D=128 H=16),
        N = 512..16384, fp16 and bf16, causal and not
   cpu  the CPU rows of bench/results/pocl-2026-11-29.md, widened to the

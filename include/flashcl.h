@@ -19,7 +19,7 @@
  * never change what this thread reads.
  *
  * Stable and experimental API: everything in this header is stable (covered
- * by the ABI policy in the README) except the section marked EXPERIMENTAL,
+ * by the ABI policy in docs/api.md) except the section marked EXPERIMENTAL,
  * which tools use and which may change in any minor version.
  */
 #ifndef FLASHCL_H
@@ -218,7 +218,7 @@ typedef struct flashcl_tensor {
  *  fields the caller's header had: a smaller (older) descriptor reads as if
  *  the missing fields were zero; a larger (newer) one is accepted when every
  *  byte past the fields this library knows is zero, else rejected with
- *  FLASHCL_ERROR_UNSUPPORTED. See "ABI policy" in the README.
+ *  FLASHCL_ERROR_UNSUPPORTED. See "ABI policy" in docs/api.md.
  *
  *  O[b, h, i, :] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h/g,j,:]) V[b,h/g,j,:]
  *  with g = heads_q / heads_kv (GQA/MQA). */
@@ -318,7 +318,7 @@ typedef struct flashcl_attention_desc {
     int allow_tf32;
 
     /* ---- inference (issue 11): split-KV, KV cache, varlen, paged KV ----
-     * All off when zero. README "Inference" has the whole picture. Lengths
+     * All off when zero. docs/api.md "Inference" explains them. Lengths
      * and page indices are int32 device buffers (flashcl_tensor with
      * buffer, offset in bytes, stride_batch in elements; other strides
      * unused). Values read on the device are never trusted: see each
@@ -650,7 +650,7 @@ FLASHCL_API flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
  *  without CLBlast. */
 FLASHCL_API void flashcl_clear_reference_cache(void);
 
-/** The persistent program-binary cache (README, "Program-binary cache"):
+/** The persistent program-binary cache (docs/api.md, "Program-binary cache"):
  *  where it is and what it did in this process so far. */
 typedef struct flashcl_cache_stats {
     int enabled;             /* FLASHCL_CACHE is not 0 and a folder is named */

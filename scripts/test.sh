@@ -16,6 +16,12 @@ jobs=$(nproc)
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DFLASHCL_WERROR=ON
 cmake --build build-test -j"$jobs"
 ctest --test-dir build-test --output-on-failure -j"$jobs"
+# The documents' relative links and anchors (README.md, docs/, bench/), the
+# per-device benchmark summaries against their CSVs, and README.md's sample
+# blocks: no device, a few seconds together.
+python3 scripts/check_links.py
+python3 bench/summarize.py --check
+B=build-test scripts/readme_samples.sh --check
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHCL_WERROR=ON \
       -DFLASHCL_SANITIZE=ON -DFLASHCL_BUILD_BENCH=OFF

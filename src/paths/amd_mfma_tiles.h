@@ -25,23 +25,17 @@ typedef struct amd_tile {
 
 static const amd_tile amd_tiles[] = {
     {0, 64, 64, 64,
-     "unmeasured (no AMD GPU here): 4 waves x 16 rows, 64-key tiles; "
-     "offline ISA: 108-144 VGPR + 16 AGPR, 34 KiB LDS, no scratch"},
+     TILE_REASON("amd_mfma.mfma-d64")},
     {0, 128, 64, 32,
-     "unmeasured (no AMD GPU here): 4 waves x 16 rows, 32-key tiles; "
-     "offline ISA: 156-172 VGPR + 32 AGPR, 38 KiB LDS, no scratch"},
+     TILE_REASON("amd_mfma.mfma-d128")},
     {0, 256, 32, 32,
-     "unmeasured (no AMD GPU here): 2 waves x 16 rows, 32-key tiles in 53 "
-     "KiB LDS; offline ISA: 228-260 VGPR + 64 AGPR, no scratch"},
+     TILE_REASON("amd_mfma.mfma-d256")},
     {1, 64, 64, 32,
-     "unmeasured (no AMD GPU here): 4 waves x 16 rows, 32-key tiles; "
-     "gfx1100 ISA: 191-213 VGPR, 27 KiB LDS, no scratch"},
+     TILE_REASON("amd_mfma.wmma-d64")},
     {1, 128, 64, 16,
-     "unmeasured (no AMD GPU here): 4 waves x 16 rows, 16-key tiles "
-     "(32-key tiles spilled on gfx1100); 227-243 VGPR, 35 KiB LDS"},
+     TILE_REASON("amd_mfma.wmma-d128")},
     {1, 256, 32, 32,
-     "unmeasured (no AMD GPU here): 2 waves x 16 rows, 32-key tiles in 61 "
-     "KiB LDS; gfx1100 ISA: 213-218 VGPR, no scratch"},
+     TILE_REASON("amd_mfma.wmma-d256")},
 };
 
 #endif /* FLASHCL_AMD_MFMA_TILES_H */

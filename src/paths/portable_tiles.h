@@ -31,14 +31,11 @@ typedef struct portable_tile {
  * queries get smaller row blocks (portable.c). */
 static const portable_tile portable_tiles[] = {
     {true, 64, 512, 64, 0, 2,
-     "512x64 tiles, 2 rows per item: 54 GFLOP/s fp32 D=64 N=2048 H=8 on "
-     "one core (PoCL 3.1, AVX-512 EPYC; 1 row per item: 24)"},
+     TILE_REASON("portable.cpu-d64")},
     {true, 256, 128, 128, 0, 1,
-     "128x128 tiles: 63 GFLOP/s fp32 D=128 N=2048 on PoCL 3.1, 2-core "
-     "AVX-512 EPYC (128x64: 52)"},
+     TILE_REASON("portable.cpu-d256")},
     {false, 256, 64, 32, 4, 1,
-     "64x32 tiles, float4: a guess checked only on an NVIDIA H200 (17.7 "
-     "TFLOP/s fp32 D=64 N=4096 there, against 33.5 for CLBlast SGEMM)"},
+     TILE_REASON("portable.gpu")},
 };
 
 #endif /* FLASHCL_PORTABLE_TILES_H */

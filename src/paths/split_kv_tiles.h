@@ -65,55 +65,46 @@ static const split_tile split_tiles[] = {
     /* A CPU work-group runs its items in a loop: parts pay only when
      * there are fewer groups than cores, and only on long rows. */
     {true, false, false, 0, false, 0, 4, 32, 64, 1, 1024, 0,
-     "split-KV CPU tiles: not tuned (PoCL 3.1 / Intel CPU runtime checked "
-     "for function only)", 0, 0, 0},
+     TILE_REASON("split_kv.cpu"), 0, 0, 0},
     /* 128 items, 32 keys, 8 work-groups per SM aimed for. H200 sweep
-     * (2026-12-01, plain loads, bf16 D = 128, bench/results/
-     * h200-2026-12-01-decode.md): 32 keys took 87 registers where 64 took
-     * 152, and beat it by 1.1-1.2x on the B = 8 and B = 32 shapes; with
-     * cp.async two 32-key stages fit the 48 KiB. Rows stop at 16: the P.V
-     * accumulators are 4 registers per row per item. */
+     * (2026-12-01, plain loads, bf16 D = 128; docs/experiments.md): 32 keys
+     * took 87 registers where 64 took 152, and beat it by 1.1-1.2x on the B
+     * = 8 and B = 32 shapes; with cp.async two 32-key stages fit the 48
+     * KiB. Rows stop at 16: the P.V accumulators are 4 registers per row
+     * per item. */
     {false, true, false, 0, false, 128, 1, 16, 32, 8, 256, 1,
-     "split-KV GPU tiles (wide kernel): 128 items x 32 keys, measured on "
-     "the H200 (bench/results/h200-2026-12-01-decode.md)", 0, 0, 0},
+     TILE_REASON("split_kv.wide"), 0, 0, 0},
     /* NVIDIA (warp shuffles): 128 items, 4 keys per lane group and step,
      * at most 8 rows (the Q slices and outputs live in registers), the
      * split count for 3 work-groups per SM (168 registers at 4 rows: 3 fit
      * an SM; rounded down to whole waves). H200 sweep (2026-12-01, bf16
-     * D = 128, bench/results/h200-2026-12-01-decode.md): the best of 11
+     * D = 128, docs/experiments.md): the best of 11
      * (wg, unroll, groups) sets on B = 1 and B = 32, within 3 % on B = 8;
      * prefetch 1.07x at B = 1; unroll 2 0.87x at B = 32. Up to 4 query
      * tiles per KV head split (speculative decode, Nq x group > 8). */
     {false, false, true, 4, true, 128, 1, 8, 0, 3, 256, 4,
-     "split-KV GPU tiles (lane-group kernel): 128 items, 4 keys per lane "
-     "group and step, measured on the H200 "
-     "(bench/results/h200-2026-12-01-decode.md)", 0, 0, 0},
-    /* NVIDIA with mma.sync (sm_80+), 16-bit storage, head dims multiples
-     * of 32 up to 128: up to 16 packed rows on the M side of m16n8k16.
-     * H200 sweep (2026-12-01, bf16 D = 128, 214 registers at 4 rows, so
-     * one 8-warp work-group per SM; bench/results/h200-2026-12-01-
-     * decode.md): 8 warps x 16 keys and a split count for 1 work-group
-     * per SM, best of 14 (warps, groups, stages) sets on B = 1 and B = 8
-     * GQA (1.13-1.16x the 4-warp, 2-per-SM set) and within 2 % on B = 32
-     * MHA; the cp.async ring (stages > 0) lost 1.3-2x everywhere. 16 rows
-     * fall back to 4 warps (the merge's local memory). */
+     TILE_REASON("split_kv.lanes"), 0, 0, 0},
+    /* NVIDIA with mma.sync (sm_80+), 16-bit storage, head dims multiples of 32
+     * up to 128: up to 16 packed rows on the M side of m16n8k16. H200 sweep
+     * (2026-12-01, bf16 D = 128, 214 registers at 4 rows, so one 8-warp work-
+     * group per SM; docs/experiments.md): 8 warps x 16 keys and a split count
+     * for 1 work-group per SM, best of 14 (warps, groups, stages) sets on B =
+     * 1 and B = 8 GQA (1.13-1.16x the 4-warp, 2-per-SM set) and within 2 % on
+     * B = 32 MHA; the cp.async ring (stages > 0) lost 1.3-2x everywhere. 16
+     * rows fall back to 4 warps (the merge's local memory). */
     {false, false, false, 0, false, 256, 1, 16, 0, 1, 256, 4,
-     "split-KV GPU tiles (tensor-core kernel): 8 warps x 16 keys, up to "
-     "16 packed rows, measured on the H200 "
-     "(bench/results/h200-2026-12-01-decode.md)", 8, 0, 0},
+     TILE_REASON("split_kv.mma"), 8, 0, 0},
     /* The same kernel when the unsplit grid holds at least two
      * work-groups per SM (SPLIT_KV_MANY_ENTRY: many sequences and heads,
      * short of nothing to split): 4 warps, two work-groups per SM (198
      * registers, so two fit). H200, bf16 D = 128, B = 32 MHA 4k keys
-     * (2026-12-02, bench/results/h200-2026-12-02-decode.md): 0.4966 ms
+     * (2026-12-02, docs/experiments.md): 0.4966 ms
      * against 0.514 with the 8-warp entry (4,3 the same as 4,2: a third
      * work-group does not fit). The split shapes keep the 8-warp entry:
      * 4,2 split B = 1 GQA 4 32k keys in 33 parts, 0.0678 ms against
      * 0.0535. */
     {false, false, false, 0, false, 128, 1, 16, 0, 2, 256, 4,
-     "split-KV GPU tiles (tensor-core kernel, many work-groups): 4 warps x "
-     "16 keys, two work-groups per SM, measured on the H200 "
-     "(bench/results/h200-2026-12-02-decode.md)", 4, 0, 0},
+     TILE_REASON("split_kv.mma-many"), 4, 0, 0},
 };
 /* The index of the entry above, and of the one it replaces. */
 #define SPLIT_KV_MMA_ENTRY 3

@@ -39,15 +39,11 @@ typedef struct subgroup_tile {
  * subgroup 32 took 53 s of CPU time with 128 keys, 109 s with 256). */
 static const subgroup_tile subgroup_tiles[] = {
     {true, 256, 4, 8, 128,
-     "4 rows x 8 subgroups x 128 keys: Intel's OpenCL CPU runtime, "
-     "2-core AVX-512 EPYC, fp32 N=2048 subgroup 16 (D=64 138 ms, best "
-     "8x8x128 126, portable 122; D=128 259, portable 301)"},
+     TILE_REASON("subgroup.cpu")},
     {false, 128, 2, 4, 64,
-     "2 rows x 4 subgroups x 64 keys: not measured on any GPU "
-     "(keeps 2 x D_v / SG accumulators per lane in registers)"},
+     TILE_REASON("subgroup.gpu-d128")},
     {false, 256, 1, 4, 32,
-     "1 row x 4 subgroups x 32 keys: not measured on any GPU "
-     "(local memory for D = 256)"},
+     TILE_REASON("subgroup.gpu-d256")},
 };
 
 #endif /* FLASHCL_SUBGROUP_TILES_H */

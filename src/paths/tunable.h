@@ -20,4 +20,9 @@ static inline int tunable_count(const tunable *t)
     return t->count < TUNABLE_MAX_VALUES ? t->count : TUNABLE_MAX_VALUES;
 }
 
+/* A tile table entry's reason: a short ID, not prose compiled into the
+ * library. What was measured for it (figures, alternatives, where) is in
+ * docs/experiments.md under "Tile table entries", one row per ID. */
+#define TILE_REASON(id) "tile entry " id " (docs/experiments.md)"
+
 #endif /* FLASHCL_TUNABLE_H */
