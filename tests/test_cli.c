@@ -990,6 +990,32 @@ START_TEST(bench_csv_has_the_json_columns)
     tool_free(&json);
     tool_free(&csv);
     expect_usage_error("bench --csv --json", "--csv");
+
+    /* A point that fails: no numbers (empty fields), the JSON's error. */
+    const char *failing = "FLASHCL_REFERENCE_SCRATCH_LIMIT=1";
+    const char *point = "bench --seqlen 64 --tokens 64 --hidden 64 --reps 1 "
+                        "--warmup 0 --backend reference --no-progress";
+    snprintf(args, sizeof args, "%s --json", point);
+    json = tool(failing, args);
+    snprintf(args, sizeof args, "%s --csv", point);
+    csv = tool(failing, args);
+    ck_assert_int_eq(json.status, 3);
+    ck_assert_int_eq(csv.status, 3);
+    char error[64];
+    ck_assert(json_string_of(json.out, "error", error, sizeof error));
+    ck_assert_int_gt((int)strlen(error), 0);
+    line = csv.out;
+    csv_cells(line, header, 32, &line);
+    ck_assert_int_eq(csv_cells(line, row, 32, &line), columns);
+    ck_assert_str_eq(row[column_of(header, columns, "reference_ms")], "");
+    ck_assert_str_eq(row[column_of(header, columns, "speedup")], "");
+    ck_assert_msg(!strncmp(row[column_of(header, columns, "error")], error,
+                           strlen(error)),
+                  "CSV error \"%s\", JSON error \"%s\"",
+                  row[column_of(header, columns, "error")], error);
+    ck_assert_str_eq(line, "");
+    tool_free(&json);
+    tool_free(&csv);
 }
 END_TEST
 
