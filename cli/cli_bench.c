@@ -26,6 +26,7 @@ typedef struct bench_options {
     bool fused, reference, backends_given;
     int reps, warmup;
     bool no_progress;
+    bool csv;
 } bench_options;
 
 static bool parse_causal(void *opts, const char *value)
@@ -107,6 +108,9 @@ static const cli_option bench_table[] = {
      0, 100, NULL, NULL},
     {"no-progress", NULL, "no progress on stderr", BENCH(CLI_FLAG, no_progress),
      0, 0, NULL, NULL},
+    {"csv", NULL, "CSV on stdout: a header, then a row per point with\n"
+                  "the --json rows' fields (causal 0/1, no value: empty)",
+     BENCH(CLI_FLAG, csv), 0, 0, NULL, NULL},
     CLI_OPTIONS_END,
 };
 
@@ -248,30 +252,125 @@ static void print_point_text(const bench_point *p)
     fflush(stdout);
 }
 
-static void print_point_json(json_writer *j, const bench_point *p)
+/* One output row's fields, in order: the JSON rows and the CSV columns
+ * are both written from this list, so they cannot drift apart. */
+typedef enum field_kind {
+    FIELD_TEXT,
+    FIELD_INT,
+    FIELD_NUMBER,
+    FIELD_BOOL
+} field_kind;
+
+typedef struct point_field {
+    const char *name;
+    field_kind kind;
+    const char *text;
+    long long integer; /* FIELD_INT, FIELD_BOOL */
+    double number;     /* FIELD_NUMBER; not finite: no value */
+} point_field;
+
+#define POINT_FIELDS 14
+
+static void point_fields(const bench_point *p, point_field f[POINT_FIELDS])
 {
     const bool both = p->ms[0] > 0 && p->ms[1] > 0;
+    const point_field fields[POINT_FIELDS] = {
+        {"dtype", FIELD_TEXT, dtype_name(p->dtype), 0, 0},
+        {"head_dim", FIELD_INT, NULL, p->head_dim, 0},
+        {"causal", FIELD_BOOL, NULL, p->causal, 0},
+        {"seqlen", FIELD_INT, NULL, p->seqlen, 0},
+        {"batch", FIELD_INT, NULL, p->batch, 0},
+        {"heads", FIELD_INT, NULL, p->heads, 0},
+        {"fused_ms", FIELD_NUMBER, NULL, 0, p->ms[0] >= 0 ? p->ms[0] : NAN},
+        {"reference_ms", FIELD_NUMBER, NULL, 0,
+         p->ms[1] >= 0 ? p->ms[1] : NAN},
+        {"speedup", FIELD_NUMBER, NULL, 0, both ? p->ms[1] / p->ms[0] : NAN},
+        {"fused_gflops", FIELD_NUMBER, NULL, 0,
+         p->ms[0] > 0 ? p->gflops[0] : NAN},
+        {"reference_gflops", FIELD_NUMBER, NULL, 0,
+         p->ms[1] > 0 ? p->gflops[1] : NAN},
+        {"fused_scratch_bytes", FIELD_INT, NULL, (long long)p->scratch[0], 0},
+        {"reference_scratch_bytes", FIELD_INT, NULL,
+         (long long)p->scratch[1], 0},
+        {"error", FIELD_TEXT, p->failure, 0, 0},
+    };
+    memcpy(f, fields, sizeof fields);
+}
+
+static void print_point_json(json_writer *j, const bench_point *p)
+{
+    point_field f[POINT_FIELDS];
+    point_fields(p, f);
     json_object(j, NULL);
-    json_string(j, "dtype", dtype_name(p->dtype));
-    json_integer(j, "head_dim", p->head_dim);
-    json_bool(j, "causal", p->causal);
-    json_integer(j, "seqlen", p->seqlen);
-    json_integer(j, "batch", p->batch);
-    json_integer(j, "heads", p->heads);
-    json_number(j, "fused_ms", p->ms[0] >= 0 ? p->ms[0] : NAN);
-    json_number(j, "reference_ms", p->ms[1] >= 0 ? p->ms[1] : NAN);
-    json_number(j, "speedup", both ? p->ms[1] / p->ms[0] : NAN);
-    json_number(j, "fused_gflops", p->ms[0] > 0 ? p->gflops[0] : NAN);
-    json_number(j, "reference_gflops", p->ms[1] > 0 ? p->gflops[1] : NAN);
-    json_integer(j, "fused_scratch_bytes", (long long)p->scratch[0]);
-    json_integer(j, "reference_scratch_bytes", (long long)p->scratch[1]);
-    json_string(j, "error", p->failure);
+    for (int i = 0; i < POINT_FIELDS; ++i)
+        switch (f[i].kind) {
+        case FIELD_TEXT:
+            json_string(j, f[i].name, f[i].text);
+            break;
+        case FIELD_INT:
+            json_integer(j, f[i].name, f[i].integer);
+            break;
+        case FIELD_NUMBER:
+            json_number(j, f[i].name, f[i].number);
+            break;
+        case FIELD_BOOL:
+            json_bool(j, f[i].name, f[i].integer != 0);
+            break;
+        }
     json_close(j);
+}
+
+/* RFC 4180: a field with a comma, quote or line break is quoted, its
+ * quotes doubled (an error message may hold any of them). */
+static void print_csv_text(const char *text)
+{
+    if (!text[strcspn(text, ",\"\r\n")]) {
+        fputs(text, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *text; ++text) {
+        if (*text == '"')
+            putchar('"');
+        putchar(*text);
+    }
+    putchar('"');
+}
+
+static void print_csv_header(void)
+{
+    point_field f[POINT_FIELDS];
+    point_fields(&(bench_point){0}, f);
+    for (int i = 0; i < POINT_FIELDS; ++i)
+        printf("%s%s", i ? "," : "", f[i].name);
+    putchar('\n');
+}
+
+static void print_point_csv(const bench_point *p)
+{
+    point_field f[POINT_FIELDS];
+    point_fields(p, f);
+    for (int i = 0; i < POINT_FIELDS; ++i) {
+        if (i)
+            putchar(',');
+        if (f[i].kind == FIELD_TEXT)
+            print_csv_text(f[i].text);
+        else if (f[i].kind != FIELD_NUMBER)
+            printf("%lld", f[i].integer);
+        else if (isfinite(f[i].number))
+            printf("%.6g", f[i].number);
+    }
+    putchar('\n');
+    fflush(stdout);
 }
 
 static void print_header(json_writer *j, const bench_options *o,
                          const flashcl_device_info *d)
 {
+    if (o->csv) {
+        print_csv_header();
+        return;
+    }
     if (j) {
         json_object(j, NULL);
         json_string(j, "flashcl_version", flashcl_version_string());
@@ -325,7 +424,9 @@ static int sweep(flashcl_context *ctx, const bench_options *o, json_writer *j)
                     run_point(ctx, o, &p, ++index, &bar);
                     progress_clear(&bar);
                     failures += p.failure[0] != '\0';
-                    if (j)
+                    if (o->csv)
+                        print_point_csv(&p);
+                    else if (j)
                         print_point_json(j, &p);
                     else
                         print_point_text(&p);
@@ -340,6 +441,10 @@ int cmd_bench(int argc, char **argv)
     int rc = cli_start(&bench_command, argc, argv, &common, &o);
     if (rc != CLI_GO_ON)
         return rc;
+    if (o.csv && common.json) {
+        usage_error("bench", "--csv and --json: give one output format");
+        return EXIT_USAGE;
+    }
     flashcl_context *ctx = open_device("bench", common.device, common.json,
                                        &rc);
     if (!ctx)

@@ -2,6 +2,7 @@
 #  * run the installed `bin/flashcl info` with LD_LIBRARY_PATH unset: it
 #    must find the installed libflashcl through its RUNPATH
 #    ($ORIGIN/../<libdir>), and that RUNPATH must resolve to this prefix;
+#  * run the installed `bin/flashcl-bench --help` the same way;
 #  * build a program outside the tree (tests/install_consumer: its own
 #    clCreateBuffer buffers, flashcl_attention_forward on them, checked
 #    against its own host computation) twice, through find_package(flashcl)
@@ -40,6 +41,17 @@ if(EXISTS "${tool}")
     endif()
   endif()
   run_or_fail(${no_path} "${tool}" info)
+endif()
+
+# flashcl-bench, where built, is installed and starts on its own too (its
+# --help needs the loader to find libflashcl through the RUNPATH).
+if(EXISTS "${BUILD_DIR}/flashcl-bench")
+  if(NOT EXISTS "${prefix}/bin/flashcl-bench")
+    message(FATAL_ERROR "flashcl-bench is built but not installed "
+                        "(${prefix}/bin/flashcl-bench)")
+  endif()
+  run_or_fail(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+              "${prefix}/bin/flashcl-bench" --help)
 endif()
 
 run_or_fail(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install_consumer"

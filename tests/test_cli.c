@@ -885,6 +885,140 @@ START_TEST(selftest_passes)
 }
 END_TEST
 
+/* The CSV fields of one line (RFC 4180 quoting), unquoted, into `cells`;
+ * returns the number of fields and sets *next past the line. */
+static int csv_cells(const char *line, char cells[][64], int cap,
+                     const char **next)
+{
+    int n = 0;
+    size_t used = 0;
+    int quoted = 0;
+    const char *c = line;
+    for (; *c && (quoted || *c != '\n'); ++c) {
+        if (quoted && *c == '"' && c[1] == '"')
+            ++c; /* a doubled quote: one quote */
+        else if (*c == '"') {
+            quoted = !quoted;
+            continue;
+        } else if (!quoted && *c == ',') {
+            if (n < cap)
+                cells[n][used < 64 ? used : 63] = '\0';
+            ++n;
+            used = 0;
+            continue;
+        }
+        if (n < cap && used < 63)
+            cells[n][used] = *c;
+        ++used;
+    }
+    if (n < cap)
+        cells[n][used < 64 ? used : 63] = '\0';
+    *next = *c ? c + 1 : c;
+    return n + 1;
+}
+
+/* The keys of the first object in the JSON array after "rows": [, in
+ * order (each key, then its value skipped, strings with their escapes). */
+static int json_row_keys(const char *text, char keys[][64], int cap)
+{
+    const char *at = strstr(text, "\"rows\": [");
+    ck_assert_msg(at != NULL, "no rows in: %s", clip(text));
+    at = strchr(at, '{');
+    ck_assert_ptr_nonnull(at);
+    int n = 0;
+    for (const char *c = at + 1; c && *c && *c != '}' && n < cap;) {
+        const char *open = strchr(c, '"');
+        ck_assert_ptr_nonnull(open);
+        const char *close = strchr(open + 1, '"');
+        ck_assert_msg(close && close[1] == ':', "not a key at: %.60s", open);
+        snprintf(keys[n++], 64, "%.*s", (int)(close - open - 1), open + 1);
+        c = close + 2;
+        while (*c == ' ')
+            ++c;
+        if (*c == '"') {
+            for (++c; *c && *c != '"'; ++c)
+                if (*c == '\\' && c[1])
+                    ++c;
+            c += *c == '"';
+        }
+        c += strcspn(c, ",}");
+        c += *c == ',';
+    }
+    return n;
+}
+
+/* `bench --csv`: a header with the --json rows' keys in their order,
+ * then one row per point with as many fields, the same points. */
+START_TEST(bench_csv_has_the_json_columns)
+{
+    const char *sweep = "bench --seqlen 64,96 --tokens 192 --hidden 64 "
+                        "--reps 1 --warmup 0 --backend fused --no-progress";
+    char args[512];
+    snprintf(args, sizeof args, "%s --json", sweep);
+    tool_result json = tool(NULL, args);
+    ck_assert_msg(json.status == 0, "exit %d: %s", json.status,
+                  clip(json.err));
+    snprintf(args, sizeof args, "%s --csv", sweep);
+    tool_result csv = tool(NULL, args);
+    ck_assert_msg(csv.status == 0, "exit %d: %s", csv.status, clip(csv.err));
+
+    char keys[32][64], header[32][64], row[32][64];
+    const int num_keys = json_row_keys(json.out, keys, 32);
+    ck_assert_int_gt(num_keys, 10);
+    const char *line = csv.out;
+    const int columns = csv_cells(line, header, 32, &line);
+    ck_assert_msg(columns == num_keys, "CSV has %d columns, JSON rows %d "
+                  "keys:\n%s", columns, num_keys, clip(csv.out));
+    for (int i = 0; i < columns; ++i)
+        ck_assert_str_eq(header[i], keys[i]);
+    const int seqlens[2] = {64, 96}, batches[2] = {3, 2};
+    int rows = 0;
+    while (*line) {
+        ck_assert_int_eq(csv_cells(line, row, 32, &line), columns);
+        ck_assert_int_lt(rows, 2);
+        ck_assert_int_eq(atoi(row[column_of(header, columns, "seqlen")]),
+                         seqlens[rows]);
+        ck_assert_int_eq(atoi(row[column_of(header, columns, "batch")]),
+                         batches[rows]);
+        ck_assert_str_eq(row[column_of(header, columns, "dtype")], "fp32");
+        ck_assert_msg(atof(row[column_of(header, columns, "fused_ms")]) > 0,
+                      "no fused time in row %d: %s", rows, clip(csv.out));
+        ck_assert_str_eq(row[column_of(header, columns, "error")], "");
+        ++rows;
+    }
+    ck_assert_int_eq(rows, 2);
+    tool_free(&json);
+    tool_free(&csv);
+    expect_usage_error("bench --csv --json", "--csv");
+
+    /* A point that fails: no numbers (empty fields), the JSON's error. */
+    const char *failing = "FLASHCL_REFERENCE_SCRATCH_LIMIT=1";
+    const char *point = "bench --seqlen 64 --tokens 64 --hidden 64 --reps 1 "
+                        "--warmup 0 --backend reference --no-progress";
+    snprintf(args, sizeof args, "%s --json", point);
+    json = tool(failing, args);
+    snprintf(args, sizeof args, "%s --csv", point);
+    csv = tool(failing, args);
+    ck_assert_int_eq(json.status, 3);
+    ck_assert_int_eq(csv.status, 3);
+    char error[64];
+    ck_assert(json_string_of(json.out, "error", error, sizeof error));
+    ck_assert_int_gt((int)strlen(error), 0);
+    line = csv.out;
+    csv_cells(line, header, 32, &line);
+    ck_assert_int_eq(csv_cells(line, row, 32, &line), columns);
+    ck_assert_str_eq(row[column_of(header, columns, "reference_ms")], "");
+    ck_assert_str_eq(row[column_of(header, columns, "speedup")], "");
+    ck_assert_msg(!strncmp(row[column_of(header, columns, "error")], error,
+                           strlen(error)),
+                  "CSV error \"%s\", JSON error \"%s\"",
+                  row[column_of(header, columns, "error")], error);
+    ck_assert_str_eq(line, "");
+    tool_free(&json);
+    tool_free(&csv);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -902,7 +1036,8 @@ int main(int argc, char **argv)
         {run_shape_and_variant_options, 0},
         {run_reports_compile_and_first_call, 0},
         {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},
-        {bench_small_sweep, 0}, {selftest_passes, 0}};
+        {bench_small_sweep, 0}, {selftest_passes, 0},
+        {bench_csv_has_the_json_columns, 0}};
     const test_group groups[] = {
         {"parsing", 300, NULL, NULL, parsing, LENGTH(parsing)},
         {"commands", 600, NULL, NULL, commands, LENGTH(commands)}};

@@ -10,12 +10,19 @@ NumPy arrays go through the library's host call; ``pyopencl.array.Array``
 inputs go through its device call with no copies. See
 :func:`attention`, :func:`attention_kvcache` (decoding against a KV
 cache, dense or paged, with in-place append and split KV),
-:func:`attention_varlen` (packed variable-length batches), :func:`devices`
-and the README's Python section. Not there yet: the backward pass.
+:func:`attention_varlen` (packed variable-length batches),
+:func:`combine_partials` (merging results over disjoint key ranges by
+their LSEs), FlashAttention-2's names (:func:`flash_attn_func`,
+:func:`flash_attn_varlen_func`, :func:`flash_attn_with_kvcache`),
+:func:`devices`, docs/python.md and the README's Python section. Not there
+yet: the backward pass.
 """
 from . import _lib
 from ._attention import attention
 from ._inference import attention_kvcache, attention_varlen
+from ._combine import combine_partials
+from ._flash_attn import (flash_attn_func, flash_attn_varlen_func,
+                          flash_attn_with_kvcache)
 from ._devices import Device, devices
 from ._errors import (ERROR_CLASSES, AliasingError, BackendError,
                       BuildFailedError, ContextMismatchError,
@@ -40,6 +47,8 @@ def library_version() -> str:
 
 
 __all__ = [
-    "attention", "attention_kvcache", "attention_varlen", "devices", "Device", "Status", "Error", "library_path",
-    "library_source", "library_version",
+    "attention", "attention_kvcache", "attention_varlen", "combine_partials",
+    "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
+    "devices", "Device", "Status", "Error", "library_path", "library_source",
+    "library_version",
 ] + [cls.__name__ for cls in ERROR_CLASSES]

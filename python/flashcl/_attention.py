@@ -466,11 +466,32 @@ def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
 
 # ---- the public call -------------------------------------------------------
 
+def _fa2_names(scale, softmax_scale, window, window_size):
+    """FlashAttention-2 calls scale and window softmax_scale and
+    window_size: either name is taken, not both."""
+    if softmax_scale is not None:
+        if scale is not None:
+            raise InvalidValueError(
+                f"scale = {scale!r} and softmax_scale = {softmax_scale!r}: "
+                f"the same argument (softmax_scale is FlashAttention-2's "
+                f"name); give one")
+        scale = softmax_scale
+    if window_size is not None:
+        if window is not None:
+            raise InvalidValueError(
+                f"window = {window!r} and window_size = {window_size!r}: "
+                f"the same argument (window_size is FlashAttention-2's "
+                f"name); give one")
+        window = window_size
+    return scale, window
+
+
 def attention(q, k, v, *, causal=False, causal_align="bottom_right",
-              scale=None, window=(-1, -1), softcap=0.0, alibi_slopes=None,
+              scale=None, window=None, softcap=0.0, alibi_slopes=None,
               bias=None, mask=None, sinks=None, return_lse=False,
               layout="bnhd", device=None, backend="auto", out=None,
-              wait_for=None, return_event=False):
+              wait_for=None, return_event=False, softmax_scale=None,
+              window_size=None):
     """Fused attention ``softmax(scale * q @ k^T + variants) @ v``.
 
     q: ``[batch, seqlen_q, heads_q, head_dim]``, k: ``[batch, seqlen_k,
@@ -494,7 +515,9 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
     scale: None means 1/sqrt(head_dim); any other value is used as given
     (0.0 means exactly zero: uniform weights).
     window: (left, right) sliding window around the diagonal, -1 unbounded;
-    (-1, -1) means none.
+    None or (-1, -1) means none.
+    softmax_scale, window_size: FlashAttention-2's names for scale and
+    window (give one name or the other).
     softcap: s <- softcap * tanh(s / softcap) when > 0.
     alibi_slopes: float32 [heads_q] or [batch, heads_q].
     bias: additive float32/float16/bfloat16 scores bias, broadcastable to
@@ -515,6 +538,7 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
     return_event. Raises a :class:`flashcl.Error` subclass carrying the
     status and the library's message.
     """
+    scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options(layout, causal, causal_align, scale, window, softcap,
                     backend)
     extras = (alibi_slopes, bias, mask, sinks)

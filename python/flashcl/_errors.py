@@ -98,7 +98,10 @@ OpenCLError = _sub("OpenCLError", Status.OPENCL,
                    doc="An OpenCL call failed (code in message).")
 OutOfMemoryError = _sub("OutOfMemoryError", Status.OUT_OF_MEMORY, MemoryError,
                         doc="A host or device allocation failed.")
+# Also a NotImplementedError: what flashcl cannot do (fp64 without
+# cl_khr_fp64, FlashAttention-2's dropout) is caught as one.
 UnsupportedError = _sub("UnsupportedError", Status.UNSUPPORTED,
+                        NotImplementedError,
                         doc="A valid request this build or device cannot run "
                             "(e.g. float64 without cl_khr_fp64).")
 BackendError = _sub("BackendError", Status.BACKEND,

@@ -12,7 +12,8 @@ import numpy as np
 
 from . import _lib
 from ._attention import (_Options, _apply_views, _dtype_code,
-                         _element_strides, _is_cl, _variant_views)
+                         _element_strides, _fa2_names, _is_cl,
+                         _variant_views)
 from ._devices import context_for, context_for_queue
 from ._errors import (DtypeUnsupportedError, InvalidDimensionError,
                       InvalidLayoutError, InvalidValueError, NullArgumentError,
@@ -216,7 +217,10 @@ class _Call:
         return _lib.Tensor(mem, off, (st[0] if st else 1) or 1, 0, 0, 0)
 
     # -- the call --------------------------------------------------------
-    def run(self, desc):
+    def run(self, desc, enqueue=None):
+        """Enqueues `enqueue` (the library call, flashcl_attention_forward
+        unless given) on desc; NumPy mode: reads the results back."""
+        enqueue = enqueue or _lib.attention_forward
         if self.cl_mode:
             import pyopencl as cl
             seen, wait = set(), []
@@ -226,12 +230,12 @@ class _Call:
                     wait.append(e.int_ptr)
             wait_list = (ctypes.c_void_p * len(wait))(*wait) if wait else None
             raw = ctypes.c_void_p()
-            self.ctx.check(_lib.attention_forward(
+            self.ctx.check(enqueue(
                 self.ctx.handle, self.queue.int_ptr, ctypes.byref(desc),
                 len(wait), wait_list, ctypes.byref(raw)))
             return cl.Event.from_int_ptr(raw.value, retain=False)
         raw = ctypes.c_void_p()
-        self.ctx.check(_lib.attention_forward(
+        self.ctx.check(enqueue(
             self.ctx.handle, self.ctx.queue, ctypes.byref(desc), 0, None,
             ctypes.byref(raw)))
         try:
@@ -324,10 +328,11 @@ def _bnhd(st):
 def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
                       v_new=None, cache_batch_idx=None, block_table=None,
                       num_splits=0, causal=False, causal_align="bottom_right",
-                      scale=None, window=(-1, -1), softcap=0.0,
+                      scale=None, window=None, softcap=0.0,
                       alibi_slopes=None, bias=None, mask=None, sinks=None,
                       return_lse=False, device=None, backend="auto", out=None,
-                      wait_for=None, return_event=False):
+                      wait_for=None, return_event=False, softmax_scale=None,
+                      window_size=None):
     """Attention of new queries against a KV cache (decoding), as
     FlashAttention's ``flash_attn_with_kvcache``.
 
@@ -348,12 +353,13 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
     the diagonal at key 0. bias and mask broadcast to ``[batch, heads_q,
     seqlen_q, capacity]`` (key j of the cache). scale, softcap,
     alibi_slopes, sinks, device, backend, out, wait_for, return_event,
-    return_lse as for :func:`attention`; lse is float32 ``[batch, heads_q,
-    seqlen_q]``.
+    return_lse, softmax_scale, window_size as for :func:`attention`; lse is
+    float32 ``[batch, heads_q, seqlen_q]``.
     Lengths and page indices are read on the device: lengths are clamped
     to the cache, a page or cache row out of range is skipped (README,
     Inference).
     """
+    scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
                     backend)
     cl_mode, (q, k_cache, v_cache, k_new, v_new) = _inputs(
@@ -433,10 +439,11 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k, *, num_splits=0, causal=False,
-                     causal_align="bottom_right", scale=None, window=(-1, -1),
+                     causal_align="bottom_right", scale=None, window=None,
                      softcap=0.0, alibi_slopes=None, sinks=None,
                      return_lse=False, device=None, backend="auto", out=None,
-                     wait_for=None, return_event=False):
+                     wait_for=None, return_event=False, softmax_scale=None,
+                     window_size=None):
     """Attention over a batch of sequences packed end to end, as
     FlashAttention's ``flash_attn_varlen_func``.
 
@@ -452,6 +459,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     are not taken here (the C descriptor's varlen shapes for them are not
     mapped yet).
     """
+    scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
                     backend)
     cl_mode, (q, k, v) = _inputs(wait_for, q, k, v)

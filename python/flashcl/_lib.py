@@ -96,6 +96,26 @@ class AttentionDesc(Structure):
     ]
 
 
+class CombineDesc(Structure):
+    """flashcl_combine_desc"""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("num_partials", c_int64),
+        ("batch", c_int64),
+        ("heads", c_int64),
+        ("seqlen_q", c_int64),
+        ("head_dim_v", c_int64),
+        ("dtype", c_int),
+        ("layout", c_int),
+        ("o_partial", Tensor),
+        ("o_partial_stride", c_size_t),
+        ("lse_partial", Tensor),
+        ("lse_partial_stride", c_size_t),
+        ("o", Tensor),
+        ("lse", Tensor),
+    ]
+
+
 class DeviceInfo(Structure):
     """flashcl_device_info (EXPERIMENTAL section of the header)"""
     _fields_ = [
@@ -246,6 +266,9 @@ attention_forward = _fn("flashcl_attention_forward", c_int, c_void_p,
 attention_forward_host = _fn("flashcl_attention_forward_host", c_int,
                              c_void_p, POINTER(AttentionDesc), c_void_p,
                              c_void_p, c_void_p, c_void_p, c_void_p)
+combine_partials = _fn("flashcl_combine_partials", c_int, c_void_p, c_void_p,
+                       POINTER(CombineDesc), c_uint, POINTER(c_void_p),
+                       POINTER(c_void_p))
 context_device_info = _fn("flashcl_context_device_info", c_int, c_void_p,
                           POINTER(DeviceInfo))
 

@@ -25,6 +25,7 @@ def header_dir():
 
 STRUCTS = {"flashcl_tensor": _lib.Tensor,
            "flashcl_attention_desc": _lib.AttentionDesc,
+           "flashcl_combine_desc": _lib.CombineDesc,
            "flashcl_device_info": _lib.DeviceInfo}
 
 ENUMS = {
