@@ -47,6 +47,9 @@ extern "C" {
 /* ------------------------------------------------------------------ */
 /* Version                                                             */
 /* ------------------------------------------------------------------ */
+/* The version's one source: the build reads these three lines for the
+ * CMake package, flashcl.pc and the SONAME (cmake/flashcl_version.cmake),
+ * so each stays `#define NAME <number>`. */
 #define FLASHCL_VERSION_MAJOR 0
 #define FLASHCL_VERSION_MINOR 2
 #define FLASHCL_VERSION_PATCH 0
