@@ -6,7 +6,10 @@
 #    clCreateBuffer buffers, flashcl_attention_forward on them, checked
 #    against its own host computation) twice, through find_package(flashcl)
 #    and through pkg-config (which must give it -lOpenCL: the public API
-#    takes cl_mem), and run both;
+#    takes cl_mem), and run both: the CMake one with no LD_LIBRARY_PATH
+#    (CMake's build RUNPATH), the pkg-config one with LD_LIBRARY_PATH,
+#    with an rpath to pkg-config's libdir, and, failing to start, with
+#    neither (docs/install.md);
 #  * check the packaging against the header's version (what
 #    flashcl_version_string() says): find_package(flashcl MAJOR.MINOR)
 #    succeeds and a later minor fails, pkg-config's version, the library's
@@ -71,11 +74,11 @@ file(GLOB_RECURSE lib_dirs LIST_DIRECTORIES false "${prefix}/*/flashcl.pc")
 get_filename_component(pc_dir "${lib_dirs}" DIRECTORY)
 get_filename_component(lib_dir "${pc_dir}" DIRECTORY)
 set(env ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${lib_dir}")
+set(no_path ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH)
 
 # The installed tool starts on its own.
 set(tool "${prefix}/bin/flashcl")
 if(EXISTS "${tool}")
-  set(no_path ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH)
   find_program(LDD ldd)
   if(LDD)
     execute_process(COMMAND ${no_path} ${LDD} "${tool}"
@@ -108,7 +111,9 @@ if(rc EQUAL 0 OR NOT err MATCHES "flashcl")
                       "installed ${header_version} should fail, got rc ${rc}:\n${out}\n${err}")
 endif()
 run_or_fail(${CMAKE_COMMAND} --build "${WORK_DIR}/cmake-consumer")
-run_or_fail(${env} "${WORK_DIR}/cmake-consumer/consumer")
+# CMake gives a build-tree binary the imported library's folder as its
+# RUNPATH (docs/install.md says so): no LD_LIBRARY_PATH.
+run_or_fail(${no_path} "${WORK_DIR}/cmake-consumer/consumer")
 
 execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_dir}"
                 pkg-config --cflags --libs flashcl
@@ -133,3 +138,20 @@ run_or_fail(cc -std=c11 -Wall -Wextra -Werror
             "${SOURCE_DIR}/tests/install_consumer/main.c"
             ${pc_flags} -lm -o "${WORK_DIR}/pc-consumer")
 run_or_fail(${env} "${WORK_DIR}/pc-consumer")
+# docs/install.md's two ways for a prefix the loader does not search:
+# without either the program does not start; LD_LIBRARY_PATH (above) or
+# an rpath to pkg-config's libdir.
+execute_process(COMMAND ${no_path} "${WORK_DIR}/pc-consumer"
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "libflashcl.so.${header_version_SOVERSION}")
+  message(FATAL_ERROR "pc-consumer without LD_LIBRARY_PATH or rpath: rc ${rc}, "
+                      "expected the loader to miss libflashcl.so.${header_version_SOVERSION}: ${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env "PKG_CONFIG_PATH=${pc_dir}"
+                pkg-config --variable=libdir flashcl
+                OUTPUT_VARIABLE pc_libdir OUTPUT_STRIP_TRAILING_WHITESPACE)
+run_or_fail(cc -std=c11 -Wall -Wextra -Werror
+            "${SOURCE_DIR}/tests/install_consumer/main.c"
+            ${pc_flags} "-Wl,-rpath,${pc_libdir}" -lm
+            -o "${WORK_DIR}/pc-consumer-rpath")
+run_or_fail(${no_path} "${WORK_DIR}/pc-consumer-rpath")
