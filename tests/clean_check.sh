@@ -6,6 +6,8 @@
 # kernel caches but not pip's or another program's, a link is removed
 # without following it, FLASHCL_CACHE_DIR's folder is kept.
 # Argument: the source directory.
+# The path lists are split on purpose (fixed names without spaces):
+# shellcheck disable=SC2046,SC2086
 set -eu
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
