@@ -47,6 +47,9 @@ extern "C" {
 /* ------------------------------------------------------------------ */
 /* Version                                                             */
 /* ------------------------------------------------------------------ */
+/* The version's one source: the build reads these three lines for the
+ * CMake package, flashcl.pc and the SONAME (cmake/flashcl_version.cmake),
+ * so each stays `#define NAME <number>`. */
 #define FLASHCL_VERSION_MAJOR 0
 #define FLASHCL_VERSION_MINOR 2
 #define FLASHCL_VERSION_PATCH 0
@@ -398,7 +401,25 @@ typedef struct flashcl_attention_desc {
 /** Initialiser of a descriptor: struct_size set, everything else zero
  *  (defaults). `flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;` */
 #ifdef __cplusplus
-#define FLASHCL_ATTENTION_DESC_INIT {sizeof(flashcl_attention_desc)}
+/* C++ before C++20 has no designated initialisers, and g++ -Wextra warns
+ * for every field a brace list leaves out, but not for an empty list. So
+ * in C++ the braces hold one whole descriptor (copied, not a field list),
+ * value-initialised with struct_size set by a function: constexpr from
+ * C++14, as the C list is a constant, and still braces, so every form of
+ * the earlier `{sizeof(...)}` (`d = INIT`, `d INIT`, `new T INIT`, inside
+ * an aggregate's list) keeps compiling. */
+#if __cplusplus >= 201402L
+#define FLASHCL_INIT_FN_ static constexpr
+#else
+#define FLASHCL_INIT_FN_ static inline
+#endif
+FLASHCL_INIT_FN_ flashcl_attention_desc flashcl_attention_desc_initial_(void)
+{
+    flashcl_attention_desc desc = {};
+    desc.struct_size = sizeof desc;
+    return desc;
+}
+#define FLASHCL_ATTENTION_DESC_INIT {flashcl_attention_desc_initial_()}
 #else /* designated, so -Wmissing-field-initializers stays quiet */
 #define FLASHCL_ATTENTION_DESC_INIT {.struct_size = sizeof(flashcl_attention_desc)}
 #endif
@@ -719,8 +740,15 @@ typedef struct flashcl_combine_desc {
     flashcl_tensor lse;
 } flashcl_combine_desc;
 
-#ifdef __cplusplus
-#define FLASHCL_COMBINE_DESC_INIT {sizeof(flashcl_combine_desc)}
+#ifdef __cplusplus /* as FLASHCL_ATTENTION_DESC_INIT */
+FLASHCL_INIT_FN_ flashcl_combine_desc flashcl_combine_desc_initial_(void)
+{
+    flashcl_combine_desc desc = {};
+    desc.struct_size = sizeof desc;
+    return desc;
+}
+#define FLASHCL_COMBINE_DESC_INIT {flashcl_combine_desc_initial_()}
+#undef FLASHCL_INIT_FN_
 #else
 #define FLASHCL_COMBINE_DESC_INIT {.struct_size = sizeof(flashcl_combine_desc)}
 #endif

@@ -13,7 +13,7 @@ libdir=${1:-build-test}
 venv=.venv-ci
 start=$SECONDS
 
-scripts/setup.sh # python3-venv among the rest; a no-op when all is there
+scripts/setup.sh --test # python3-venv among the rest; a no-op when all is there
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r python/requirements-ci.txt
 FLASHCL_LIBRARY_DIR="$libdir" "$venv/bin/pip" install -q --disable-pip-version-check \

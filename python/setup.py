@@ -41,8 +41,10 @@ def _bundling():
 
 
 def _find_lib(folder: Path):
-    for name in ("libflashcl.so", "libflashcl.so.0", "libflashcl.dylib"):
-        path = folder / name
+    # a folder without the development link (a run-time install) still has
+    # the versioned names: libflashcl.so.0.MINOR[.PATCH]
+    versioned = sorted(folder.glob("libflashcl.so.*"), key=lambda p: len(p.name))
+    for path in [folder / "libflashcl.so", *versioned, folder / "libflashcl.dylib"]:
         if path.exists():
             return path.resolve()
     return None

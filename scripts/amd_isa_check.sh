@@ -37,7 +37,7 @@ bitcode=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode
 lds_limit=65536
 for tool in clang-15 llvm-objdump-15 llvm-readelf-15 clang-19 llvm-link-19 \
             llvm-objdump-19 llvm-readelf-19; do
-  command -v "$tool" >/dev/null || { echo "amd_isa_check: $tool missing (scripts/setup.sh installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "amd_isa_check: $tool missing (scripts/setup.sh --test installs it)" >&2; exit 1; }
 done
 [ -f "$bitcode/ocml.bc" ] || { echo "amd_isa_check: no ROCm device libraries in $bitcode (rocm-device-libs)" >&2; exit 1; }
 [ -x "$build/tests/amd_plan_options" ] || { echo "amd_isa_check: build $build first" >&2; exit 1; }

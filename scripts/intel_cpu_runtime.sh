@@ -46,7 +46,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${wheels[*]}" ] \
   # from python3; a download needs no install rights either way).
   pip=(python3 -m pip)
   if ! python3 -m pip --version >/dev/null 2>&1; then
-    scripts/setup.sh >&2 # python3-venv; a no-op when there
+    scripts/setup.sh --test >&2 # python3-venv; a no-op when there
     [ -x "$root/venv/bin/python" ] || python3 -m venv "$root/venv"
     pip=("$root/venv/bin/python" -m pip)
   fi

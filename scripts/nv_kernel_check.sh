@@ -2,7 +2,7 @@
 # The NVIDIA kernels without an NVIDIA GPU: cl/nvidia/flash_fwd_mma.cl and
 # the tensor-core split-KV kernel (cl/inference/flash_split.cl with
 # FLASHCL_SPLIT_MMA) compiled to PTX by clang-15 and llc-15 (Debian's, which
-# scripts/setup.sh installs for the AMD check) in the configurations the
+# scripts/setup.sh --test installs for the AMD check) in the configurations the
 # host plans: every bias/mask reading (vector runs a tile ahead or at their
 # tile, pairs through the key permutation, the old layout), the heads-first
 # grid, TF32, the fix-up pass, the split kernel with and without its own
@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in clang-15 llc-15; do
-  command -v "$tool" >/dev/null || { echo "nv_kernel_check: $tool missing (scripts/setup.sh installs it)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "nv_kernel_check: $tool missing (scripts/setup.sh --test installs it)" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

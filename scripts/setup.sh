@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Installs what flashcl needs on Debian/Ubuntu when it is missing: compiler,
-# CMake, OpenCL headers + ICD loader, PoCL (CPU OpenCL device), CLBlast,
-# Check. Does nothing when everything is already there.
+# Installs what flashcl needs on Debian/Ubuntu when it is missing. Does
+# nothing when everything is already there.
+#
+#   scripts/setup.sh          building and running: compiler, CMake, OpenCL
+#                             headers + ICD loader, PoCL (CPU OpenCL device),
+#                             CLBlast, pkg-config (scripts/main.sh)
+#   scripts/setup.sh --test   that and what only the test suite needs
+#                             (scripts/test.sh)
+#   --print                   print the package list of that mode on one
+#                             line and exit, installing nothing
 #
 # On a fresh VM another apt/dpkg process (cloud-init, unattended-upgrades)
 # often holds the package lock for a few minutes. Then this waits for it
@@ -15,14 +22,30 @@
 #     lock file is open in another process (fuser, else /proc/*/fd).
 set -euo pipefail
 
-# python3-venv: the Python tests and the Intel runtime download make venvs
-# (Debian ships venv/ensurepip apart from python3). clang-15, clang-19,
-# their llvm tools and rocm-device-libs: scripts/amd_isa_check.sh compiles
-# the AMD kernel for gfx90a (clang-15) and gfx942/gfx1100 (clang-19).
+# pkg-config: a consumer of an installed flashcl links through flashcl.pc.
 packages=(gcc make cmake pkg-config ocl-icd-opencl-dev opencl-c-headers
-          ocl-icd-libopencl1 pocl-opencl-icd libclblast-dev check
-          python3 python3-venv clang-15 llvm-15 clang-19 llvm-19
-          rocm-device-libs)
+          ocl-icd-libopencl1 pocl-opencl-icd libclblast-dev)
+# Only the tests: check (the C suites); g++ (tests/cpp_consumer.cpp, whose
+# absence fails that test); python3 and python3-venv (the Python tests, the
+# Intel runtime download, the wgmma models: Debian ships venv/ensurepip
+# apart from python3); clang-15, clang-19, their llvm tools and
+# rocm-device-libs (scripts/amd_isa_check.sh compiles the AMD kernel for
+# gfx90a with clang-15 and gfx942/gfx1100/gfx1200 with clang-19;
+# scripts/nv_kernel_check.sh the NVIDIA kernels to PTX with clang-15).
+test_packages=(check g++ python3 python3-venv clang-15 llvm-15 clang-19
+               llvm-19 rocm-device-libs)
+print=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) packages+=("${test_packages[@]}") ;;
+    --print) print=1 ;;
+    *) echo "usage: $0 [--test] [--print]" >&2; exit 2 ;;
+  esac
+done
+if [ $print -eq 1 ]; then
+  echo "${packages[*]}"
+  exit 0
+fi
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \

@@ -10,7 +10,7 @@
 # Fails if no OpenCL device is found (the tests need one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test # the test-only packages too (clang, ROCm device libraries, g++, Python)
 jobs=$(nproc)
 
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DFLASHCL_WERROR=ON

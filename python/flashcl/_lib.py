@@ -12,7 +12,8 @@ exists:
    ``python/`` folder: ``build-release``, ``build-test``, ``build-py``,
    ``build``, then any other ``build-*`` folder, newest first (sanitizer
    builds skipped: their runtime cannot be loaded into python);
-4. the system loader (``libflashcl.so.0``; ``LD_LIBRARY_PATH``, ldconfig).
+4. the system loader (the SONAME ``libflashcl.so.0.MINOR``;
+   ``LD_LIBRARY_PATH``, ldconfig).
 """
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ from pathlib import Path
 HEADER_VERSION = (0, 2, 0)
 
 _HERE = Path(__file__).resolve().parent
-_LIB_NAMES = ("libflashcl.so", "libflashcl.so.0", "libflashcl.dylib")
+#: The SONAME of the library built from that header (README's ABI policy:
+#: libflashcl.so.0.MINOR before 1.0), the name the system loader knows.
+_SONAME = "libflashcl.so.%d.%d" % HEADER_VERSION[:2]
+_LIB_NAMES = ("libflashcl.so", _SONAME, "libflashcl.dylib")
 
 
 # ---- structs (include/flashcl.h) --------------------------------------
@@ -204,7 +208,7 @@ def _load():
             return ctypes.CDLL(str(path)), str(path), source
         except OSError as e:
             tried.append(f"{path}: {e}")
-    for name in ("libflashcl.so.0", ctypes.util.find_library("flashcl")):
+    for name in (_SONAME, ctypes.util.find_library("flashcl")):
         if not name:
             continue
         try:
