@@ -1,6 +1,7 @@
 /* What every fused path shares: the base build options, the forward
  * kernels' arguments (set from the one list in cl/common/kernel_args.clh),
  * the one-kernel launch, and compile-then-launch for a call. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 
 #include <math.h>
@@ -330,7 +331,7 @@ bool plan_extras_heads_first(const problem *p)
     const bool mask = variant_active(p, "mask");
     if (!bias && !mask)
         return false;
-    const char *grid = getenv("FLASHCL_NV_GRID");
+    const char *grid = dev_getenv("FLASHCL_NV_GRID");
     if (grid && !strcmp(grid, "blocks"))
         return false;
     if (grid && !strcmp(grid, "heads"))
@@ -388,7 +389,7 @@ bool plan_varlen_options(const problem *p, char *buf, size_t cap)
      * blocks-first order keeps a sequence's K and V in the L2). */
     bool seq_first = p->right >= 0;
     /* FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order (comparisons) */
-    const char *grid = getenv("FLASHCL_NV_VARLEN_GRID");
+    const char *grid = dev_getenv("FLASHCL_NV_VARLEN_GRID");
     if (grid && !strcmp(grid, "seqs"))
         seq_first = true;
     else if (grid && !strcmp(grid, "blocks"))

@@ -3,6 +3,7 @@
  * 8.0 (read once through cl_nv_device_attribute_query), fp16/bf16
  * storage, the head dims of its tile table, contiguous 16-byte-aligned
  * rows, and the variants the table marks for it. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/nv_mma_tiles.h"
 #include "paths/tuning.h"
@@ -67,7 +68,7 @@ static bool legal_tile(const device_caps *caps, const problem *p, int bm,
 static bool tile_override(const device_caps *caps, const problem *p,
                           nv_tile *out)
 {
-    const char *text = getenv("FLASHCL_NV_TILE");
+    const char *text = dev_getenv("FLASHCL_NV_TILE");
     int bm = 0, bn = 0, warps = 0;
     char why[160];
     if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3 ||
@@ -186,7 +187,7 @@ typedef enum extras_kind {
 
 static extras_kind extras_mode(void)
 {
-    const char *text = getenv("FLASHCL_NV_EXTRAS");
+    const char *text = dev_getenv("FLASHCL_NV_EXTRAS");
     if (text && !strcmp(text, "vec0"))
         return EXTRAS_VEC_AT_TILE;
     if (text && !strcmp(text, "vec1"))

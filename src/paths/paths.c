@@ -1,6 +1,7 @@
 /* The ordered list of kernel paths: the first that can run a problem runs
  * it. Faster, narrower paths first; the portable path, which runs
  * everything, last. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 
 #include <stdio.h>
@@ -23,7 +24,7 @@ static const kernel_path *const paths[] = {
  * way); the portable path still takes what it cannot. Read per call. */
 static bool portable_only(void)
 {
-    const char *force = getenv("FLASHCL_PORTABLE_ONLY");
+    const char *force = dev_getenv("FLASHCL_PORTABLE_ONLY");
     return force && *force && strcmp(force, "0") != 0;
 }
 
