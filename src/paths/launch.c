@@ -327,8 +327,8 @@ void plan_row_blocks(const problem *p, kernel_plan *plan)
 
 bool plan_extras_heads_first(const problem *p)
 {
-    const bool bias = variant_active(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const bool bias = variant_active(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     if (!bias && !mask)
         return false;
     const char *grid = dev_getenv("FLASHCL_NV_GRID");
@@ -373,8 +373,8 @@ bool plan_varlen_dense(const problem *p)
 {
     const inference *in = &p->infer;
     return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
-           in->num_splits <= 1 && !variant_active(p, "bias") &&
-           !variant_active(p, "mask");
+           in->num_splits <= 1 && !variant_active(p, VARIANT_BIAS) &&
+           !variant_active(p, VARIANT_MASK);
 }
 
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)

@@ -218,8 +218,8 @@ static bool extras_rows_vector(const cl_ulong4 *stride, uint64_t base,
  * (FLASHCL_NV_EXTRAS_VEC) with key tiles of block_n. */
 static bool extras_vector(const problem *p, extras_kind kind, int block_n)
 {
-    const int bias = variant_value(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const int bias = variant_value(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     bool vec = kind == EXTRAS_VEC || kind == EXTRAS_VEC_AT_TILE ||
                kind == EXTRAS_VEC_AHEAD;
     if (bias)
@@ -236,8 +236,8 @@ static bool extras_vector(const problem *p, extras_kind kind, int block_n)
  * first (plan_extras_heads_first). */
 static bool extras_options(const problem *p, kernel_plan *plan)
 {
-    const int bias = variant_value(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const int bias = variant_value(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     if (!bias && !mask)
         return false;
     const extras_kind kind = extras_mode();
@@ -281,8 +281,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
      * layout of before) against 116 for 32 rows through the permuted
      * tile (bench/results/h200-2026-12-02-extras.md, run 1). */
     if (tile != &forced && tile->block_m == tile->warps * 32 &&
-        (variant_active(p, "bias") ||
-         (variant_active(p, "mask") &&
+        (variant_active(p, VARIANT_BIAS) ||
+         (variant_active(p, VARIANT_MASK) &&
           !extras_vector(p, extras_mode(), tile->block_n)))) {
         narrowed = *tile;
         narrowed.block_m = tile->warps * 16;

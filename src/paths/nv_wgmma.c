@@ -56,8 +56,8 @@ static int tile_dim(const problem *p)
 static bool mask_bits_wanted(const problem *p)
 {
     const char *text = dev_getenv("FLASHCL_NV_WGMMA_MASK_BITS");
-    if ((text && !strcmp(text, "0")) || !variant_active(p, "mask") ||
-        variant_active(p, "bias") || tile_dim(p) > 128)
+    if ((text && !strcmp(text, "0")) || !variant_active(p, VARIANT_MASK) ||
+        variant_active(p, VARIANT_BIAS) || tile_dim(p) > 128)
         return false;
     return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
 }
@@ -99,9 +99,9 @@ static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
  * (FLASHCL_PATH=nv_wgmma), every one runs here. */
 static bool variants_measured(const problem *p)
 {
-    if (variant_active(p, "mask"))
+    if (variant_active(p, VARIANT_MASK))
         return mask_bits_wanted(p);
-    return !variant_active(p, "bias") || tile_dim(p) == 128;
+    return !variant_active(p, VARIANT_BIAS) || tile_dim(p) == 128;
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
@@ -274,7 +274,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
         const nv_wgmma_tile *t = &nv_wgmma_tiles[i];
         if (t->head_dim == tile_dim(p) &&
             (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
-            (!t->with_variant || variant_active(p, t->with_variant)) &&
+            (p->variants & t->with_variants) == t->with_variants &&
             (p->right < 0 || p->seqlen_q >= t->causal_min_rows) &&
             (t->causal < 0 || t->causal == (p->right >= 0)) &&
             (t->band_up_to == 0 || band_keys(p) <= t->band_up_to))
@@ -458,11 +458,11 @@ static void persistent_grid(const device_caps *caps, const problem *p,
 static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
 {
     const char *text = dev_getenv("FLASHCL_NV_WGMMA_XSTAGE");
-    const tensor_view *bias = variant_view(p, "bias");
-    const tensor_view *mask = variant_view(p, "mask");
+    const tensor_view *bias = variant_view(p, VARIANT_BIAS);
+    const tensor_view *mask = variant_view(p, VARIANT_MASK);
     if ((text && !strcmp(text, "0")) || (!bias && !mask))
         return false;
-    const int xb = !bias ? 0 : variant_value(p, "bias") == 1 ? 4 : 2;
+    const int xb = !bias ? 0 : variant_value(p, VARIANT_BIAS) == 1 ? 4 : 2;
     /* H200, bf16 D = 128 N = 4096 (non-causal / causal, TFLOP/s, staged
      * against fetched, bench/results/h200-2026-12-03-v7.md): a 16-bit bias
      * 357 / 314 against 220 / 208, a mask 270 / 246 against 251 / 233,
@@ -505,9 +505,9 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
  * (`mask_unscaled`: the kernel's WG_MASK_ALONE_BITS). */
 static bool exponent_is_fma(const problem *p, bool mask_unscaled)
 {
-    return p->scale > 0 && !variant_active(p, "softcap") &&
-           !variant_active(p, "alibi") && !variant_active(p, "bias") &&
-           (!variant_active(p, "mask") || mask_unscaled);
+    return p->scale > 0 && !variant_active(p, VARIANT_SOFTCAP) &&
+           !variant_active(p, VARIANT_ALIBI) && !variant_active(p, VARIANT_BIAS) &&
+           (!variant_active(p, VARIANT_MASK) || mask_unscaled);
 }
 
 /* Rows whose scores are too large for the FMA exponent (|m sl2| >= 2^12,
@@ -534,7 +534,7 @@ static void plan_exponent_guard(const device_caps *caps, const problem *p,
     int form = 3;
     char why[256];
     kernel_plan fix;
-    if (text && !strcmp(text, "pass") && !variant_active(p, "mask") &&
+    if (text && !strcmp(text, "pass") && !variant_active(p, VARIANT_MASK) &&
         nv_mma_path.can_run(caps, p, true, why, sizeof why)) {
         memset(&fix, 0, sizeof fix);
         fix.path = &nv_mma_path;
@@ -566,7 +566,7 @@ static void plan_exponent_guard(const device_caps *caps, const problem *p,
  * kernel's). */
 static bool plan_persist(const problem *p, const nv_wgmma_tile *t)
 {
-    if (variant_active(p, "bias") || variant_active(p, "mask") ||
+    if (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK) ||
         p->infer.varlen_q)
         return false;
     if (band_keys(p) <= t->persist_band)
@@ -584,7 +584,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     bool bits = mask_bits_wanted(p);
     if (bits && cfg.warpgroups == 3 && tile_dim(p) != 64)
         cfg.warpgroups = 2; /* the fetch's registers; the tiles stay */
-    else if (!bits && (variant_active(p, "bias") || variant_active(p, "mask")))
+    else if (!bits && (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK)))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
     const bool band = plan_persist(p, tile);
     cfg.persist = band;
