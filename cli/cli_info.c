@@ -392,7 +392,7 @@ static void print_device(json_writer *j, const cl_device_entry *entry,
 static void first_line(const char *message, char *out, size_t cap)
 {
     size_t length = strcspn(message, "\n");
-    const char *listing = strstr(message, "; available");
+    const char *listing = strstr(message, "; devices are");
     if (listing && (size_t)(listing - message) < length)
         length = (size_t)(listing - message);
     snprintf(out, cap, "%.*s", (int)length, message);
