@@ -230,22 +230,29 @@ static void print_variants_json(json_writer *j, flashcl_context *ctx,
     json_close(j);
 }
 
-/* "portable 512x128 (tuned)": the path and tiles one variant runs. */
+/* "portable 512x128 (tuned)": the path and tiles one variant runs; a
+ * refused one reads "refused", its message kept in `refusal` (first one
+ * only: the same setting refuses them all). */
 static void variant_brief(flashcl_context *ctx, int head_dim,
-                          flashcl_dtype dtype, char *buf, size_t cap)
+                          flashcl_dtype dtype, char *buf, size_t cap,
+                          char *refusal, size_t refusal_cap)
 {
     flashcl_variant_info v;
-    if (describe(ctx, head_dim, dtype, &v) != FLASHCL_SUCCESS)
-        snprintf(buf, cap, "refused: %.60s",
-                 flashcl_context_last_error(ctx));
-    else
+    if (describe(ctx, head_dim, dtype, &v) != FLASHCL_SUCCESS) {
+        snprintf(buf, cap, "refused (see below)");
+        if (!refusal[0])
+            snprintf(refusal, refusal_cap, "%s",
+                     flashcl_context_last_error(ctx));
+    } else {
         snprintf(buf, cap, "%s %dx%d%s", v.path[0] ? v.path : v.kernel_file,
                  v.block_m, v.block_n, v.tuning[0] ? " (tuned)" : "");
+    }
 }
 
 /* One line per dtype: what runs at each head dim shown. */
 static void print_variants_brief(flashcl_context *ctx, bool has_fp64)
 {
+    char refusal[1024] = "";
     printf("  kernel path and tiles (queries x keys), 1024 x 1024 "
            "attention:\n");
     for (int t = 0; t < 4; ++t) {
@@ -257,12 +264,14 @@ static void print_variants_brief(flashcl_context *ctx, bool has_fp64)
         for (int h = 0; h < 2; ++h) {
             char brief[96];
             variant_brief(ctx, info_head_dims[h], all_dtypes[t], brief,
-                          sizeof brief);
+                          sizeof brief, refusal, sizeof refusal);
             printf(h ? "  D=%d: %s" : " D=%d: %-26s", info_head_dims[h],
                    brief);
         }
         printf("\n");
     }
+    if (refusal[0])
+        printf("  refused: %s\n", refusal);
 }
 
 /* ---- one device ---------------------------------------------------- */
