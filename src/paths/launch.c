@@ -198,6 +198,9 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
     const char *forced_tiles =
         context_forced_tiles(ctx, forced, sizeof forced);
     choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
+    if (plan->refused[0])
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
+                         plan->refused);
     flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
     if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
         return status;

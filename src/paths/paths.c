@@ -53,6 +53,21 @@ static void note_skip(char *skipped, size_t cap, const char *path,
                  why);
 }
 
+/* FLASHCL_PATH naming no path: refused with the names there are. */
+static void refuse_unknown_path(const char *name, kernel_plan *plan)
+{
+    size_t len = (size_t)snprintf(plan->refused, sizeof plan->refused,
+                                  "FLASHCL_PATH=\"%.64s\" is not a kernel "
+                                  "path; the paths are",
+                                  name);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] &&
+                       len < sizeof plan->refused;
+         ++i)
+        len += (size_t)snprintf(plan->refused + len,
+                                sizeof plan->refused - len, "%s %s",
+                                i ? "," : "", paths[i]->name);
+}
+
 const kernel_path *find_path(const char *name)
 {
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; ++i)
@@ -112,6 +127,8 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     if (forced_tiles && !strcmp(chosen->name, forced_name))
         plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
+    if (force && !forced_name[0] && !find_path(force))
+        refuse_unknown_path(force, plan);
 }
 
 void paths_summary(const device_caps *caps, char *buf, size_t cap)
