@@ -41,7 +41,9 @@ n=0 same=0 differ=0
 while IFS= read -r line; do
   opts=$(printf '%s\n' "${line#*nv_wgmma: }" | tr ' ' '\n' | grep '^-D' | sort -u | tr '\n' ' ')
   for dtype in 1 2; do
+    # shellcheck disable=SC2086 # one define a line
     old_defs=$(printf '%s\n' $opts | sed "s/^-DFLASHCL_DTYPE=.*/-DFLASHCL_DTYPE=$dtype/" | tr '\n' ' ')
+    # shellcheck disable=SC2086
     new_defs=$(printf '%s\n' $old_defs | grep -v -E "$dropped" | tr '\n' ' ')
     n=$((n + 1))
     ptx "$tmp/old" "$old_defs" "$tmp/$n.old.ptx"
