@@ -638,6 +638,26 @@ START_TEST(preprocess_can_fail)
 }
 END_TEST
 
+/* A plan the path could not make (its -D options would not fit) fails
+ * the call with a status and the path's reason, before any build. */
+START_TEST(plan_error_fails_the_build)
+{
+    kernel_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.path = &nv_wgmma_path;
+    plan.source = "flash_fwd_wgmma.cl";
+    snprintf(plan.error, sizeof plan.error,
+             "the kernel's -D options exceed 1023 bytes");
+    compiled_program *programs[2] = {NULL, NULL};
+    ck_assert_int_eq(plan_programs(ctx, &plan, programs, NULL),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_null(programs[0]);
+    ck_assert_msg(strstr(flashcl_context_last_error(ctx), "nv_wgmma") &&
+                      strstr(flashcl_context_last_error(ctx), "exceed"),
+                  "%s", flashcl_context_last_error(ctx));
+}
+END_TEST
+
 int main(void)
 {
     if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {
@@ -650,6 +670,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
     tcase_add_test(tc, preprocess_can_fail);
+    tcase_add_test(tc, plan_error_fails_the_build);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);
