@@ -138,6 +138,10 @@ void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
 void choose_plan_forced(const device_caps *caps, const problem *p,
                         kernel_plan *plan, char *skipped, size_t skipped_cap,
                         const char *forced_spec);
+/* FLASHCL_PATH is set to a name no path has: `why` says so, naming the
+ * paths there are. The reference backend plans nothing, yet refuses the
+ * same setting the fused paths refuse. */
+bool forced_path_unknown(char *why, size_t cap);
 /* The path called `name` (NULL: none). */
 const kernel_path *find_path(const char *name);
 

@@ -54,18 +54,24 @@ static void note_skip(char *skipped, size_t cap, const char *path,
 }
 
 /* FLASHCL_PATH naming no path: refused with the names there are. */
-static void refuse_unknown_path(const char *name, kernel_plan *plan)
+static void describe_unknown_path(const char *name, char *buf, size_t cap)
 {
-    size_t len = (size_t)snprintf(plan->refused, sizeof plan->refused,
+    size_t len = (size_t)snprintf(buf, cap,
                                   "FLASHCL_PATH=\"%.64s\" is not a kernel "
                                   "path; the paths are",
                                   name);
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0] &&
-                       len < sizeof plan->refused;
-         ++i)
-        len += (size_t)snprintf(plan->refused + len,
-                                sizeof plan->refused - len, "%s %s",
-                                i ? "," : "", paths[i]->name);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] && len < cap; ++i)
+        len += (size_t)snprintf(buf + len, cap - len, "%s %s", i ? "," : "",
+                                paths[i]->name);
+}
+
+bool forced_path_unknown(char *why, size_t cap)
+{
+    const char *force = forced_path();
+    if (!force || find_path(force))
+        return false;
+    describe_unknown_path(force, why, cap);
+    return true;
 }
 
 const kernel_path *find_path(const char *name)
@@ -128,7 +134,7 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
     if (force && !forced_name[0] && !find_path(force))
-        refuse_unknown_path(force, plan);
+        describe_unknown_path(force, plan->refused, sizeof plan->refused);
 }
 
 void paths_summary(const device_caps *caps, char *buf, size_t cap)
