@@ -1589,8 +1589,8 @@ static inline wg_item wg_packed_item(int qb, int h, int b, int warp,
                                      packed_span qspan, packed_span kspan,
                                      int left, int right)
 {
-    const int diag =
-        FLASHCL_NV_VARLEN_TOP_LEFT ? 0 : kspan.count - qspan.count;
+    const int diag = (int)aligned_diag(FLASHCL_NV_VARLEN_TOP_LEFT,
+                                       qspan.count, kspan.count);
     wg_item it = wg_item_of(qb, h, b, warp, qspan.count, kspan.count, diag,
                             left, right);
     it.q_first = qspan.first;

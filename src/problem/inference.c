@@ -178,7 +178,8 @@ static void resolve_shapes(const flashcl_attention_desc *d, problem *p)
         p->kv_extent[0] = in->kv_batch;
         p->kv_extent[1] = in->page_size;
     }
-    p->diag = p->seqlen_k - p->seqlen_q; /* dense kernels only */
+    /* dense kernels only */
+    p->diag = aligned_diag(in->top_left, p->seqlen_q, p->seqlen_k);
 }
 
 /* FLASHCL_SPLIT_SCRATCH_LIMIT, the context's setter, or the default. */
