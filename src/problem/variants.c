@@ -67,15 +67,25 @@ static int window_apply(const flashcl_attention_desc *d,
 
 /* ---- top-left causal ------------------------------------------------- */
 
-/* The diagonal itself is set with the base problem (aligned_diag); the
- * entry names the alignment where something reads the diagonal: the band
- * (causal, window) or ALiBi's distance, which missed it once. */
+/* The base problem's diagonal is already aligned (aligned_diag: 0 here
+ * too); the entry names the alignment wherever something reads the
+ * diagonal: the band (causal, window) or ALiBi's distance, which once
+ * missed it. */
 static bool top_left_active(const flashcl_attention_desc *d, const problem *p)
 {
     const bool reads_diagonal =
         p->causal || d->window || d->alibi_slopes.buffer != NULL;
     return d->causal_align == FLASHCL_CAUSAL_TOP_LEFT &&
            p->seqlen_q != p->seqlen_k && reads_diagonal;
+}
+
+static int top_left_apply(const flashcl_attention_desc *d,
+                          const tensor_view *view, problem *p)
+{
+    (void)d;
+    (void)view;
+    p->diag = 0;
+    return 1;
 }
 
 /* ---- ALiBi ----------------------------------------------------------- */
@@ -289,7 +299,7 @@ static const variant_entry table[] = {
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_TOP_LEFT",
      .active = top_left_active,
-     .apply = no_apply},
+     .apply = top_left_apply},
     {.name = "alibi",
      .fields = "alibi_slopes",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
