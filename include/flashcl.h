@@ -167,7 +167,8 @@ typedef enum flashcl_dtype {
     FLASHCL_DTYPE_FP16 = 1,
     FLASHCL_DTYPE_BF16 = 2,
     /** fp64 storage and fp64 accumulation; needs cl_khr_fp64 (else
-     *  FLASHCL_ERROR_UNSUPPORTED). */
+     *  FLASHCL_ERROR_UNSUPPORTED). The LSE output stays fp32, as for every
+     *  dtype. Never split (num_splits reads as 1): the partials are fp32. */
     FLASHCL_DTYPE_FP64 = 3
 } flashcl_dtype;
 
@@ -178,7 +179,8 @@ typedef enum flashcl_layout {
     FLASHCL_LAYOUT_BHND = 1  /* [batch, heads, seq, dim] (PyTorch SDPA's) */
 } flashcl_layout;
 
-/** Where the causal diagonal sits when seqlen_q != seqlen_k. */
+/** Where the diagonal sits when seqlen_q != seqlen_k: for the causal mask,
+ *  the window and ALiBi alike, whether or not `causal` is set. */
 typedef enum flashcl_causal_align {
     /** Query i sees key j iff j <= i + seqlen_k - seqlen_q (FlashAttention
      *  >= 2.1; the default). */
@@ -338,7 +340,8 @@ typedef struct flashcl_attention_desc {
      *  keys are empty), at most FLASHCL_MAX_SPLITS. Splitting needs
      *  scratch owned by the context (flashcl_context_set_split_scratch_
      *  limit); a forced n whose scratch exceeds the cap fails with
-     *  FLASHCL_ERROR_OUT_OF_MEMORY, an automatic choice shrinks to fit. */
+     *  FLASHCL_ERROR_OUT_OF_MEMORY, an automatic choice shrinks to fit.
+     *  fp64 calls are never split (the partials are fp32). */
     int num_splits;
 
     /** KV cache: int32 [batch], valid keys of each sequence's cache row.
@@ -374,7 +377,10 @@ typedef struct flashcl_attention_desc {
      *  a KV cache (not with an append). Read on the device: each
      *  start and end is clamped to [0, total], an end below its start
      *  means an empty sequence, and a length above max_seqlen_* is cut to
-     *  it (rows past it are not written). */
+     *  it (rows past it are not written). Calls on the split-KV kernels
+     *  (varlen, a cache, num_splits > 1) need max_seqlen_q (dense:
+     *  seqlen_q) * heads_q / heads_kv <= INT32_MAX - 4096, else
+     *  FLASHCL_ERROR_INVALID_DIMENSION. */
     flashcl_tensor cu_seqlens_q, cu_seqlens_k;
     int64_t max_seqlen_q, max_seqlen_k;
 
@@ -523,12 +529,12 @@ flashcl_reference_scratch_bytes(flashcl_context *ctx,
 /* ------------------------------------------------------------------ */
 /* Split-KV scratch                                                    */
 /* ------------------------------------------------------------------ */
-/* A split call (desc.num_splits, or the automatic choice) writes fp32
- * partial outputs and LSEs, num_splits * batch * heads_q * seqlen_q *
- * (head_dim_v padded to 16, or 32 above 128, + 1) * 4 bytes (seqlen_q:
- * max_seqlen_q for varlen queries), into scratch of the context, then
- * merges them into O. The scratch grows when a call needs more, is reused
- * by later calls and is freed with the context or by
+/* A split call (desc.num_splits, or the automatic choice; never fp64)
+ * writes fp32 partial outputs and LSEs, num_splits * batch * heads_q *
+ * seqlen_q * (head_dim_v padded to 16, or 32 above 128, + 1) * 4 bytes
+ * (seqlen_q: max_seqlen_q for varlen queries), into scratch of the
+ * context, then merges them into O. The scratch grows when a call needs
+ * more, is reused by later calls and is freed with the context or by
  * flashcl_context_release_scratch(). Calls that share it are ordered on
  * the device as the reference backend's are (each waits for the previous
  * user's last command). Its cap is, first that applies:

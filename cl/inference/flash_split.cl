@@ -204,7 +204,7 @@ inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
     }
 #endif
 #endif
-    s.diag = top_left ? 0 : (long)s.nk - s.nq;
+    s.diag = aligned_diag(top_left, s.nq, s.nk);
     return s;
 }
 

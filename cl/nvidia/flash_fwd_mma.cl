@@ -734,7 +734,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     {
     const int seqlen_q = q_span.count, seqlen_k = k_span.count;
     const long diag =
-        FLASHCL_NV_VARLEN_TOP_LEFT ? 0 : (long)(seqlen_k - seqlen_q);
+        aligned_diag(FLASHCL_NV_VARLEN_TOP_LEFT, seqlen_q, seqlen_k);
     const ulong q_seq = (ulong)q_span.first * q_stride.z;
     const ulong k_seq = (ulong)k_span.first * k_stride.z;
     const ulong v_seq = (ulong)k_span.first * v_stride.z;

@@ -20,6 +20,11 @@ static flashcl_status check_orphans(flashcl_context *ctx,
                                     const flashcl_attention_desc *d)
 {
     const bool cache = has(&d->cache_seqlens);
+    if (has(&d->block_table) && !cache)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "block_table is set but cache_seqlens is not: a "
+                         "paged cache needs cache_seqlens (the valid keys of "
+                         "each sequence)");
     const struct {
         bool set, needed;
         const char *field, *needs;
@@ -33,7 +38,6 @@ static flashcl_status check_orphans(flashcl_context *ctx,
          "cu_seqlens_q"},
         {d->max_seqlen_k != 0, has(&d->cu_seqlens_k), "max_seqlen_k",
          "cu_seqlens_k"},
-        {has(&d->block_table), cache, "block_table", "cache_seqlens"},
         {d->page_size != 0 || d->max_pages != 0, has(&d->block_table),
          "page_size / max_pages", "block_table"},
     };
@@ -178,7 +182,30 @@ static void resolve_shapes(const flashcl_attention_desc *d, problem *p)
         p->kv_extent[0] = in->kv_batch;
         p->kv_extent[1] = in->page_size;
     }
-    p->diag = p->seqlen_k - p->seqlen_q; /* dense kernels only */
+    /* dense kernels only */
+    p->diag = aligned_diag(in->top_left, p->seqlen_q, p->seqlen_k);
+}
+
+/* The split-KV kernels pack the query heads of a KV head into rows (row
+ * = query * group + head) indexed with int: past 2^31 they wrote out of
+ * bounds (issue 42 item 13). Bounded here for every call that can reach
+ * them, with room for a tile past the last row. */
+static flashcl_status check_packed_rows(flashcl_context *ctx,
+                                        const problem *p)
+{
+    const inference *in = &p->infer;
+    const int64_t group = problem_group_size(p);
+    if ((!in->needs_split_kernel && in->num_splits <= 1) ||
+        p->seqlen_q <= MAX_LEN / group)
+        return FLASHCL_SUCCESS;
+    return set_error(ctx, FLASHCL_ERROR_INVALID_DIMENSION,
+                     "%s = %lld with heads_q / heads_kv = %lld: the split-KV "
+                     "kernels' packed query rows (%s x heads_q / heads_kv) "
+                     "must be at most %lld",
+                     in->varlen_q ? "max_seqlen_q" : "seqlen_q",
+                     (long long)p->seqlen_q, (long long)group,
+                     in->varlen_q ? "max_seqlen_q" : "seqlen_q",
+                     (long long)MAX_LEN);
 }
 
 /* FLASHCL_SPLIT_SCRATCH_LIMIT, the context's setter, or the default. */
@@ -198,7 +225,9 @@ flashcl_status inference_resolve(flashcl_context *ctx,
         st = check_numbers(ctx, d);
     if (st != FLASHCL_SUCCESS)
         return st;
-    in->num_splits = d->num_splits;
+    /* The partials are fp32 (issue 42 item 12): fp64 calls stay whole so
+     * that they keep fp64 accuracy; a forced count is then not an error. */
+    in->num_splits = d->dtype == FLASHCL_DTYPE_FP64 ? 1 : d->num_splits;
     in->varlen_q = has(&d->cu_seqlens_q);
     in->kv = has(&d->cu_seqlens_k)    ? KV_VARLEN
              : has(&d->block_table)   ? KV_PAGED
@@ -226,7 +255,9 @@ flashcl_status inference_resolve(flashcl_context *ctx,
                          "v_new.buffer is NULL (seqlen_new = %lld)",
                          (long long)d->seqlen_new);
     resolve_shapes(d, p);
-    st = read_cap(ctx, p);
+    st = check_packed_rows(ctx, p);
+    if (st == FLASHCL_SUCCESS)
+        st = read_cap(ctx, p);
     return st == FLASHCL_SUCCESS ? resolve_arrays(ctx, d, p) : st;
 }
 

@@ -461,7 +461,8 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
                    ? (double)desc->scale
                    : 1.0 / sqrt((double)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
-    p->diag = p->seqlen_k - p->seqlen_q;
+    p->diag = aligned_diag(desc->causal_align == FLASHCL_CAUSAL_TOP_LEFT,
+                           p->seqlen_q, p->seqlen_k);
     p->left = -1;
     p->right = p->causal ? 0 : -1;
     p->q_extent[0] = p->kv_extent[0] = p->batch;

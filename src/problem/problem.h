@@ -132,6 +132,15 @@ void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,
 
 size_t dtype_size(flashcl_dtype dtype);
 
+/* The diagonal of a sequence of seqlen_q queries and seqlen_k keys, as
+ * the kernels compute it (FLASHCL_ALIGNED_DIAG in cl/common/variants.clh):
+ * every path and the reference backend take it from here. */
+static inline int64_t aligned_diag(bool top_left, int64_t seqlen_q,
+                                   int64_t seqlen_k)
+{
+    return FLASHCL_ALIGNED_DIAG(top_left, seqlen_q, seqlen_k);
+}
+
 /* Query heads per KV head. An empty problem may have zero heads (heads_q
  * 0, heads_kv 0 meaning heads_q): then 1, so that no path divides by
  * zero planning it (the descriptor fuzzer found one that did). */

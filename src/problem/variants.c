@@ -67,10 +67,16 @@ static int window_apply(const flashcl_attention_desc *d,
 
 /* ---- top-left causal ------------------------------------------------- */
 
+/* The base problem's diagonal is already aligned (aligned_diag: 0 here
+ * too); the entry names the alignment wherever something reads the
+ * diagonal: the band (causal, window) or ALiBi's distance, which once
+ * missed it. */
 static bool top_left_active(const flashcl_attention_desc *d, const problem *p)
 {
+    const bool reads_diagonal =
+        p->causal || d->window || d->alibi_slopes.buffer != NULL;
     return d->causal_align == FLASHCL_CAUSAL_TOP_LEFT &&
-           p->seqlen_q != p->seqlen_k && (p->causal || d->window);
+           p->seqlen_q != p->seqlen_k && reads_diagonal;
 }
 
 static int top_left_apply(const flashcl_attention_desc *d,

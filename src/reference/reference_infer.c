@@ -205,7 +205,7 @@ static problem sequence_problem(const problem *p, const seq *s, int b)
     sp.batch = 1;
     sp.seqlen_q = s->nq;
     sp.seqlen_k = s->nk;
-    sp.diag = p->infer.top_left ? 0 : (int64_t)s->nk - s->nq;
+    sp.diag = aligned_diag(p->infer.top_left, s->nq, s->nk);
     tensor_view *qs[3] = {&sp.q, &sp.o, &sp.lse};
     for (int i = 0; i < 3; ++i) {
         shift(qs[i], p->infer.varlen_q ? (uint64_t)s->q0 * qs[i]->stride[2]
