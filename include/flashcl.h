@@ -341,8 +341,8 @@ typedef struct flashcl_attention_desc {
     /** KV cache: int32 [batch], valid keys of each sequence's cache row.
      *  k and v are then the cache, [kv_batch, seqlen_k (capacity),
      *  heads_kv, head_dim] (or pages, see block_table); sequence b
-     *  attends keys [0, cache_seqlens[b] + seqlen_new). Read on the
-     *  device and clamped to [0, seqlen_k - seqlen_new]. */
+     *  attends keys [0, min(cache_seqlens[b] + seqlen_new, seqlen_k)).
+     *  Read on the device and clamped to [0, seqlen_k]. */
     flashcl_tensor cache_seqlens;
     /** Optional int32 [batch]: cache row of sequence b (FlashAttention's
      *  cache_batch_idx); NULL: row b. An index outside [0, kv_batch) makes
@@ -356,6 +356,8 @@ typedef struct flashcl_attention_desc {
      *  seqlen_new, heads_kv, head_dim(_v)] in the descriptor's dtype are
      *  written into the cache at rows cache_seqlens[b] .. + seqlen_new - 1
      *  before attention, in the same call; the call's event covers both.
+     *  Rows that would land at or past seqlen_k (the capacity) are
+     *  dropped: cached rows are never written over.
      *  The query rows then end at the last new key (bottom-right causal).
      *  seqlen_new 0: no append. */
     flashcl_tensor k_new, v_new;

@@ -26,7 +26,8 @@
  * Sequences (FLASHCL_Q_VARLEN, FLASHCL_KV_MODE) are read on the device
  * and never trusted: prefix sums are clamped to [0, total] (an end below
  * its start is an empty sequence) and lengths to the maxima the host sized
- * the grid for; cache lengths to [0, capacity - seqlen_new]; a cache row
+ * the grid for; cache lengths to [0, capacity], new rows past the
+ * capacity dropped; a cache row
  * (batch_idx) outside [0, kv_batch) makes the sequence see no keys and
  * receive nothing; a page outside [0, kv_batch) is skipped (its keys are
  * masked, appends into it dropped). */
@@ -190,10 +191,12 @@ inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
     s.kv_row = keys.first;
     s.nk = keys.count;
 #else
-    /* seqlen_k is the capacity; the new rows go after the cached ones. */
+    /* seqlen_k is the capacity; the new rows go after the cached ones,
+     * and those past the capacity are dropped: a cache is the caller's
+     * data, so an append never writes over cached rows. */
     s.cache_len = clamp(read_len(seqlens, len_base.s2, len_stride.s2, b), 0,
-                        seqlen_k - seqlen_new);
-    s.nk = s.cache_len + seqlen_new;
+                        seqlen_k);
+    s.nk = min(s.cache_len, seqlen_k - seqlen_new) + seqlen_new;
     s.kv_row = b;
 #if FLASHCL_BATCH_IDX
     s.kv_row = read_len(batch_idx, len_base.s3, len_stride.s3, b);
@@ -312,8 +315,8 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
     const int b = get_global_id(2);
     const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
                                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
-    if (s.cache_len < 0)
-        return;
+    if (s.cache_len < 0 || row >= seqlen_k - s.cache_len)
+        return; /* skipped sequence, or a row past the capacity */
     const int key = s.cache_len + row;
     ulong kat, vat;
     if (!key_row(&s, b, kv_head, key, base.s1, k_stride, &kat

@@ -75,8 +75,9 @@ static seq sequence_of(const problem *p, const host_arrays *a, int b)
         const int end = clampi(a->cu_k[b + 1], s.k0, in->total_k);
         s.nk = end - s.k0 < p->seqlen_k ? end - s.k0 : (int)p->seqlen_k;
     } else if (in->kv >= KV_CACHE) {
-        s.cached = clampi(a->seqlens[b], 0, p->seqlen_k - in->seqlen_new);
-        s.nk = s.cached + (int)in->seqlen_new;
+        /* new rows past the capacity are dropped, as the kernels do */
+        s.cached = clampi(a->seqlens[b], 0, p->seqlen_k);
+        s.nk = clampi(s.cached + in->seqlen_new, 0, p->seqlen_k);
         if (in->batch_idx) {
             s.row = a->batch_idx[b];
             if (s.row < 0 || s.row >= in->kv_batch)
@@ -130,7 +131,7 @@ static flashcl_status append_rows(flashcl_context *ctx, cl_command_queue q,
         const seq s = sequence_of(p, a, b);
         if (s.row < 0)
             continue;
-        for (int j = 0; j < in->seqlen_new; ++j) {
+        for (int j = 0; j < s.nk - s.cached; ++j) {
             const tensor_view *news[2] = {&in->k_new, &in->v_new};
             const tensor_view *caches[2] = {&p->k, &p->v};
             const int64_t dims[2] = {p->head_dim, p->head_dim_v};
