@@ -302,6 +302,45 @@ static void model_append(const fcase *c, float *k, float *v)
     }
 }
 
+static bool span_clamped(const int32_t *cu, int b, int total, int max)
+{
+    return cu[b] < 0 || cu[b] > total || cu[b + 1] < 0 || cu[b + 1] > total ||
+           cu[b + 1] < cu[b] || (int64_t)cu[b + 1] - cu[b] > max;
+}
+
+/* The FLASHCL_INFER_STATUS_* counters the header describes for this call. */
+static void model_status(const fcase *c, int32_t *count)
+{
+    memset(count, 0, 4 * FLASHCL_INFER_STATUS_COUNT);
+    for (int b = 0; b < c->batch; ++b) {
+        if (c->varlen_q)
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(c->cu_q, b, c->total_q, c->max_q);
+        if (c->kv == KV_VARLEN) {
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(c->cu_k, b, c->total_k, c->max_k);
+            continue;
+        }
+        count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+            c->seqlens[b] < 0 || c->seqlens[b] > c->cap;
+        const seq_model s = model_of(c, b);
+        if (s.row < 0) {
+            count[FLASHCL_INFER_STATUS_ROWS_SKIPPED] += 1;
+            count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += c->seqlen_new;
+            continue;
+        }
+        int written = 0;
+        for (int j = 0; j < c->seqlen_new && s.cached + j < c->cap; ++j)
+            written += key_at(c, &s, b, s.cached + j) >= 0;
+        count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += c->seqlen_new - written;
+        for (int p = 0; c->kv == KV_PAGED && p * PAGE < s.nk; ++p) {
+            const int page = c->table[b * c->max_pages + p];
+            count[FLASHCL_INFER_STATUS_PAGES_SKIPPED] +=
+                page < 0 || page >= c->kv_rows;
+        }
+    }
+}
+
 /* Oracle O [nq][HQ][D] and LSE [HQ][nq] of sequence b over the caches as
  * the append left them; skipped keys masked in place. */
 static void model_sequence(const fcase *c, const float *k, const float *v,
@@ -351,7 +390,7 @@ typedef struct dev {
     cl_context cl;
     cl_command_queue queue;
     cl_mem q, k, v, k_new, v_new, o, lse, slopes, cu_q, cu_k, seqlens, rows,
-        table;
+        table, status;
 } dev;
 
 static cl_mem device_buffer(cl_context cl, size_t bytes)
@@ -407,6 +446,7 @@ static void upload_case(dev *g, const fcase *c)
     g->seqlens = device_buffer(g->cl, sizeof c->seqlens);
     g->rows = device_buffer(g->cl, sizeof c->rows);
     g->table = device_buffer(g->cl, sizeof c->table);
+    g->status = device_buffer(g->cl, 4 * FLASHCL_INFER_STATUS_COUNT + TAIL);
     write_bytes(g, g->q, c->q, c->q_count * 4);
     write_bytes(g, g->k_new, c->k_new, c->new_count * 4);
     write_bytes(g, g->v_new, c->v_new, c->new_count * 4);
@@ -425,13 +465,14 @@ static void reset_outputs(const dev *g, const fcase *c)
     write_bytes(g, g->v, c->v, c->kv_count * 4);
     poison(g, g->o, c->o_count * 4 + TAIL);
     poison(g, g->lse, c->lse_count * 4 + TAIL);
+    poison(g, g->status, 4 * FLASHCL_INFER_STATUS_COUNT + TAIL);
 }
 
 static void release_dev(dev *g)
 {
     cl_mem all[] = {g->q, g->k, g->v, g->k_new, g->v_new, g->o, g->lse,
                     g->slopes, g->cu_q, g->cu_k, g->seqlens, g->rows,
-                    g->table};
+                    g->table, g->status};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         clReleaseMemObject(all[i]);
 }
@@ -488,6 +529,8 @@ static flashcl_attention_desc descriptor(const fcase *c, const dev *g)
 /* ---- checks ---------------------------------------------------------- */
 
 static int failures, passes;
+/* How often each counter was checked non-zero (the run's coverage). */
+static int counted_nonzero[FLASHCL_INFER_STATUS_COUNT];
 
 static void finding(const char *what, int iter, const char *backend,
                     const char *detail)
@@ -586,6 +629,9 @@ static void check_computed(flashcl_context *ctx, dev *g, const fcase *c,
     reset_outputs(g, c);
     flashcl_attention_desc d = descriptor(c, g);
     d.backend = backend;
+    const bool counted = below(3) != 0;
+    if (counted)
+        d.infer_status = tensor(g->status);
     const flashcl_status st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL,
                                                         NULL);
     if (st == FLASHCL_ERROR_UNSUPPORTED && backend == FLASHCL_BACKEND_REFERENCE)
@@ -605,7 +651,24 @@ static void check_computed(flashcl_context *ctx, dev *g, const fcase *c,
     read_bytes(g, g->o, o, c->o_count * 4 + TAIL);
     read_bytes(g, g->lse, lse, c->lse_count * 4 + TAIL);
     char why[200] = "";
-    if (memcmp(k_want, k_got, c->kv_count * 4) ||
+    int32_t status[FLASHCL_INFER_STATUS_COUNT + TAIL / 4], expected[FLASHCL_INFER_STATUS_COUNT];
+    read_bytes(g, g->status, status, sizeof status);
+    model_status(c, expected);
+    const bool empty = c->varlen_q && (c->total_q == 0 || c->max_q == 0);
+    const bool status_ok =
+        poisoned(status + FLASHCL_INFER_STATUS_COUNT, TAIL) &&
+        (!counted || empty ? poisoned(status, sizeof expected)
+                           : !memcmp(status, expected, sizeof expected));
+    snprintf(why, sizeof why, "got %d %d %d %d, expected %d %d %d %d%s",
+             status[0], status[1], status[2], status[3], expected[0],
+             expected[1], expected[2], expected[3],
+             counted ? "" : " (not asked for: untouched)");
+    for (int i = 0; counted && !empty && i < FLASHCL_INFER_STATUS_COUNT; ++i)
+        counted_nonzero[i] += expected[i] != 0;
+    if (!status_ok)
+        finding("infer_status differs from the header's counts", iter, name,
+                why);
+    else if (memcmp(k_want, k_got, c->kv_count * 4) ||
         memcmp(v_want, v_got, c->kv_count * 4))
         finding("the caches are not the old ones plus the rows that fit", iter,
                 name, NULL);
@@ -620,7 +683,17 @@ static void check_computed(flashcl_context *ctx, dev *g, const fcase *c,
 /* One field set to a value the header refuses. */
 static const char *refuse(const fcase *c, flashcl_attention_desc *d)
 {
-    switch (below(10)) {
+    switch (below(12)) {
+    case 10: /* the counters over another tensor of the call */
+        d->infer_status = tensor(next() % 2 ? d->o.buffer : d->k.buffer);
+        return "infer_status overlapping o or k";
+    case 11: /* three counters left in the buffer */
+        d->infer_status = tensor(d->cache_seqlens.buffer ? d->cache_seqlens.buffer
+                                                         : d->cu_seqlens_k.buffer);
+        clGetMemObjectInfo(d->infer_status.buffer, CL_MEM_SIZE, sizeof(size_t),
+                           &d->infer_status.offset, NULL);
+        d->infer_status.offset -= 12;
+        return "infer_status past its buffer";
     case 0: d->num_splits = PICK(-1, FLASHCL_MAX_SPLITS + 1, INT_MAX); return "num_splits";
     case 1: d->kv_batch = PICK(-1, INT32_MIN); return "kv_batch";
     case 2:
@@ -713,8 +786,10 @@ static void check_refused(flashcl_context *ctx, dev *g, const fcase *c,
     read_bytes(g, g->v, v, c->kv_count * 4);
     read_bytes(g, g->o, o, c->o_count * 4 + TAIL);
     read_bytes(g, g->lse, lse, c->lse_count * 4 + TAIL);
+    unsigned char status[4 * FLASHCL_INFER_STATUS_COUNT + TAIL];
+    read_bytes(g, g->status, status, sizeof status);
     if (memcmp(k, c->k, c->kv_count * 4) || memcmp(v, c->v, c->kv_count * 4) ||
-        !poisoned(o, c->o_count * 4 + TAIL) ||
+        !poisoned(o, c->o_count * 4 + TAIL) || !poisoned(status, sizeof status) ||
         !poisoned(lse, c->lse_count * 4 + TAIL))
         finding("a refused call wrote", iter, "host", detail);
     else
@@ -755,6 +830,10 @@ int main(void)
     }
     flashcl_context_release(ctx);
     flashcl_clear_reference_cache();
+    printf("fuzz_infer: counters checked non-zero: %d appends dropped, %d "
+           "pages skipped, %d lengths clamped, %d rows skipped\n",
+           counted_nonzero[0], counted_nonzero[1], counted_nonzero[2],
+           counted_nonzero[3]);
     printf("fuzz_infer: %d passed, %d failed\n", passes, failures);
     return failures ? 1 : 0;
 }

@@ -370,6 +370,54 @@ static flashcl_status run_sequences(flashcl_context *ctx, cl_command_queue q,
     return FLASHCL_SUCCESS;
 }
 
+/* 1 when sequence b's prefix sums needed a clamp or a cut. */
+static int span_clamped(const int *cu, int b, int64_t total, int64_t most)
+{
+    const int64_t start = cu[b], end = cu[b + 1];
+    return start < 0 || start > total || end < 0 || end > total ||
+           end < start || end - start > most;
+}
+
+/* The caller's FLASHCL_INFER_STATUS_* counters, from the same rules as
+ * the kernels' (flash_split.cl, flashcl_split_status). */
+static flashcl_status write_status(flashcl_context *ctx, cl_command_queue q,
+                                   const problem *p, const host_arrays *a)
+{
+    const inference *in = &p->infer;
+    cl_int count[FLASHCL_INFER_STATUS_COUNT] = {0};
+    for (int b = 0; b < p->batch; ++b) {
+        if (in->varlen_q)
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(a->cu_q, b, in->total_q, p->seqlen_q);
+        if (in->kv == KV_VARLEN)
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(a->cu_k, b, in->total_k, p->seqlen_k);
+        if (in->kv < KV_CACHE)
+            continue;
+        count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+            a->seqlens[b] < 0 || a->seqlens[b] > p->seqlen_k;
+        const seq s = sequence_of(p, a, b);
+        if (s.row < 0) {
+            count[FLASHCL_INFER_STATUS_ROWS_SKIPPED] += 1;
+            count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += (cl_int)in->seqlen_new;
+            continue;
+        }
+        count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] +=
+            (cl_int)in->seqlen_new - (s.nk - s.cached);
+        for (int j = 0; in->kv == KV_PAGED && j < s.nk; ++j) {
+            if (key_byte(p, a, b, &s, &p->k, j) >= 0)
+                continue;
+            count[FLASHCL_INFER_STATUS_PAGES_SKIPPED] += j % in->page_size == 0;
+            count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += j >= s.cached;
+        }
+    }
+    const cl_int err = clEnqueueWriteBuffer(
+        q, in->status.given, CL_TRUE, (size_t)in->status.base * sizeof(cl_int),
+        sizeof count, count, 0, NULL, NULL);
+    return err == CL_SUCCESS ? FLASHCL_SUCCESS
+                             : failed(ctx, "writing infer_status", err);
+}
+
 static bool unit_dims(const problem *p)
 {
     const inference *in = &p->infer;
@@ -406,6 +454,8 @@ flashcl_status launch_reference_inference(flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS)
         st = read_ints(ctx, queue, &p->infer.table, b,
                        (size_t)p->infer.max_pages, &a.table);
+    if (st == FLASHCL_SUCCESS && p->infer.status.present)
+        st = write_status(ctx, queue, p, &a);
     if (st == FLASHCL_SUCCESS && p->infer.append)
         st = append_rows(ctx, queue, p, &a);
     if (st == FLASHCL_SUCCESS)
