@@ -817,6 +817,10 @@ int main(void)
     memset(&g, 0, sizeof g);
     g.cl = flashcl_context_cl_context(ctx);
     g.queue = flashcl_context_queue(ctx);
+    char device[256] = "";
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
+                    device, NULL);
+    printf("fuzz_infer: on %s\n", device);
     for (long it = 0; it < iters; ++it) {
         fcase c;
         make_case(&c);
