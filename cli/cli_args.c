@@ -241,6 +241,17 @@ static bool apply_option(const cli_command *command, int val,
     }
 }
 
+/* The getopt_long value of the table option `letter` stands for: -v is
+ * --verbose (a flag), the one short alias a command may have. */
+static int short_option_val(const cli_command *command, int letter)
+{
+    for (int i = 0; letter == 'v' && i < table_size(command->options); ++i)
+        if (!strcmp(command->options[i].name, "verbose") &&
+            !command->options[i].metavar)
+            return OPT_TABLE + i;
+    return letter;
+}
+
 /* getopt_long's '?' and ':' turned into our one-line messages. */
 static void report_getopt_error(const cli_command *command, int result,
                                 char **argv)
@@ -266,12 +277,15 @@ int cli_parse(const cli_command *command, int argc, char **argv,
 {
     struct option longopts[MAX_OPTIONS + 4];
     build_long_options(command, longopts);
+    /* '+': stop at the first non-option instead of permuting argv; ':':
+     * tell a missing value from an unknown option. */
+    const char *shorts = short_option_val(command, 'v') != 'v' ? "+:hv"
+                                                               : "+:h";
     opterr = 0; /* our messages, not getopt's */
     optind = 0; /* full reinitialisation (glibc) */
     int index = -1, result;
-    /* '+': stop at the first non-option instead of permuting argv; ':':
-     * tell a missing value from an unknown option. */
-    while ((result = getopt_long(argc, argv, "+:h", longopts, &index)) != -1) {
+    while ((result = getopt_long(argc, argv, shorts, longopts, &index)) !=
+           -1) {
         if (result == '?' || result == ':') {
             report_getopt_error(command, result, argv);
             return -1;
@@ -281,6 +295,8 @@ int cli_parse(const cli_command *command, int argc, char **argv,
             usage_error(command->name, "unknown option \"%s\"", text);
             return -1;
         }
+        if (index < 0 && result != 'h')
+            result = short_option_val(command, result);
         if (!apply_option(command, result, optarg, common, opts))
             return -1;
         index = -1;
@@ -297,8 +313,9 @@ int cli_parse(const cli_command *command, int argc, char **argv,
 static void print_option_help(const cli_option *o, FILE *out)
 {
     char left[64];
-    snprintf(left, sizeof left, "  --%s%s%s", o->name, o->metavar ? " " : "",
-             o->metavar ? o->metavar : "");
+    snprintf(left, sizeof left, "  %s--%s%s%s",
+             strcmp(o->name, "verbose") || o->metavar ? "" : "-v, ", o->name,
+             o->metavar ? " " : "", o->metavar ? o->metavar : "");
     fprintf(out, "%-*s", HELP_COLUMN, left);
     if ((int)strlen(left) >= HELP_COLUMN)
         fprintf(out, "\n%*s", HELP_COLUMN, "");

@@ -51,8 +51,9 @@ typedef struct common_options {
 
 /* Parses the arguments after the command name (argv[0] is the command).
  * --device, --json and --help/-h are handled here, the command's table
- * fills `opts`. Exact long names only. On a bad argument prints one line,
- * "flashcl CMD: ... (see flashcl CMD --help)", and returns -1. */
+ * fills `opts`; a table's flag named "verbose" also answers to -v. Exact
+ * long names only. On a bad argument prints one line, "flashcl CMD: ...
+ * (see flashcl CMD --help)", and returns -1. */
 int cli_parse(const cli_command *command, int argc, char **argv,
               common_options *common, void *opts);
 

@@ -9,6 +9,7 @@
 #include "cli_device.h"
 #include "cli_report.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,19 +18,29 @@
 #define INFO_WAVEFRONT_WIDTH_AMD 0x4043
 #define INFO_SUB_GROUP_SIZES_INTEL 0x4108
 
+typedef struct info_options {
+    bool verbose;
+} info_options;
+
+static const cli_option info_table[] = {
+    {.name = "verbose", .help = "every detail: driver, extensions, each\n"
+                                "variant's tiles and why, the paths skipped",
+     .kind = CLI_FLAG, .offset = offsetof(info_options, verbose)},
+    CLI_OPTIONS_END};
+
 const cli_command info_command = {
     "info", "every OpenCL device and what flashcl runs there",
-    "Per device: vendor, driver, OpenCL C version, compute units, clock,\n"
-    "memory, fp16/bf16/fp64 support, subgroups, matrix instructions, the\n"
-    "kernel variant flashcl would use for head dims 64 and 128 in each\n"
-    "dtype (file, path, tiles, the library's reason, and the faster paths\n"
-    "it skipped and why), and the reference backend's scratch cap. Marks\n"
-    "the device that --device SPEC (else FLASHCL_DEVICE, else the default:\n"
-    "first GPU, else first device) selects; when the spec matches nothing,\n"
-    "every device is still listed, the failure is shown, and the exit\n"
-    "status is 3. A device flashcl cannot open is listed with what OpenCL\n"
-    "says about it and why.\n",
-    NULL};
+    "Per device: its type, memory and dtypes, and one line per dtype: the\n"
+    "kernel path and tiles flashcl runs for a 1024 x 1024 attention at\n"
+    "head dims 64 and 128 (\"tuned\": tiles from the tuning database).\n"
+    "-v adds the driver, OpenCL C version, subgroups, matrix extensions\n"
+    "and, per variant, the kernel file, why those tiles, the tuning entry\n"
+    "behind them and the faster paths skipped, with why. The last line\n"
+    "says which device --device SPEC (else FLASHCL_DEVICE, else the first\n"
+    "GPU, else the first device) selects; when the spec matches nothing\n"
+    "every device is still listed and the exit status is 3. A device\n"
+    "flashcl cannot open is listed with what OpenCL says about it.\n",
+    info_table};
 
 /* ---- what the CLI reads itself ------------------------------------- */
 
@@ -219,6 +230,50 @@ static void print_variants_json(json_writer *j, flashcl_context *ctx,
     json_close(j);
 }
 
+/* "portable 512x128 (tuned)": the path and tiles one variant runs; a
+ * refused one reads "refused", its message kept in `refusal` (first one
+ * only: the same setting refuses them all). */
+static void variant_brief(flashcl_context *ctx, int head_dim,
+                          flashcl_dtype dtype, char *buf, size_t cap,
+                          char *refusal, size_t refusal_cap)
+{
+    flashcl_variant_info v;
+    if (describe(ctx, head_dim, dtype, &v) != FLASHCL_SUCCESS) {
+        snprintf(buf, cap, "refused (see below)");
+        if (!refusal[0])
+            snprintf(refusal, refusal_cap, "%s",
+                     flashcl_context_last_error(ctx));
+    } else {
+        snprintf(buf, cap, "%s %dx%d%s", v.path[0] ? v.path : v.kernel_file,
+                 v.block_m, v.block_n, v.tuning[0] ? " (tuned)" : "");
+    }
+}
+
+/* One line per dtype: what runs at each head dim shown. */
+static void print_variants_brief(flashcl_context *ctx, bool has_fp64)
+{
+    char refusal[1024] = "";
+    printf("  kernel path and tiles (queries x keys), 1024 x 1024 "
+           "attention:\n");
+    for (int t = 0; t < 4; ++t) {
+        printf("    %s ", dtype_name(all_dtypes[t]));
+        if (!has_fp64 && all_dtypes[t] == FLASHCL_DTYPE_FP64) {
+            printf(" not supported by this device\n");
+            continue;
+        }
+        for (int h = 0; h < 2; ++h) {
+            char brief[96];
+            variant_brief(ctx, info_head_dims[h], all_dtypes[t], brief,
+                          sizeof brief, refusal, sizeof refusal);
+            printf(h ? "  D=%d: %s" : " D=%d: %-26s", info_head_dims[h],
+                   brief);
+        }
+        printf("\n");
+    }
+    if (refusal[0])
+        printf("  refused: %s\n", refusal);
+}
+
 /* ---- one device ---------------------------------------------------- */
 
 /* How `info` came to (not) select a device. */
@@ -289,6 +344,25 @@ static void print_device_text(flashcl_context *ctx,
            "MiB\n",
            d.has_fp64 ? "; fp64 for fp64" : "",
            (double)x.scratch_cap / 1048576.0);
+}
+
+/* The default view: what the device is and what runs there. */
+static void print_device_brief(flashcl_context *ctx,
+                               const cl_device_entry *entry,
+                               const selection *sel)
+{
+    flashcl_device_info d;
+    flashcl_context_device_info(ctx, &d);
+    const bool chosen =
+        sel->ctx && flashcl_context_device(sel->ctx) == entry->device;
+    printf("\ndevice %u (%u:%u): %s%s\n", entry->index, entry->platform_index,
+           entry->device_index, d.name, chosen ? "   <== selected" : "");
+    printf("  %s, %s, %s %s\n", type_name(&d), d.vendor, d.platform,
+           d.driver_version);
+    printf("  %u compute units, %.2f GiB memory, %s\n", d.compute_units,
+           (double)d.global_mem_bytes / 1073741824.0,
+           d.has_fp64 ? "fp16, bf16 and fp64" : "fp16 and bf16 (no fp64)");
+    print_variants_brief(ctx, d.has_fp64);
 }
 
 static void json_device_numbers(json_writer *j, const flashcl_device_info *d)
@@ -370,7 +444,7 @@ static void print_unusable(json_writer *j, const cl_device_entry *entry,
 }
 
 static void print_device(json_writer *j, const cl_device_entry *entry,
-                         const selection *sel)
+                         const selection *sel, bool verbose)
 {
     char spec[32];
     snprintf(spec, sizeof spec, "%u:%u", entry->platform_index,
@@ -380,8 +454,10 @@ static void print_device(json_writer *j, const cl_device_entry *entry,
         print_unusable(j, entry, spec, flashcl_last_create_error());
     else if (j)
         print_device_json(j, ctx, entry, sel, spec);
-    else
+    else if (verbose)
         print_device_text(ctx, entry, sel);
+    else
+        print_device_brief(ctx, entry, sel);
     flashcl_context_release(ctx);
 }
 
@@ -392,7 +468,7 @@ static void print_device(json_writer *j, const cl_device_entry *entry,
 static void first_line(const char *message, char *out, size_t cap)
 {
     size_t length = strcspn(message, "\n");
-    const char *listing = strstr(message, "; available");
+    const char *listing = strstr(message, "; devices are");
     if (listing && (size_t)(listing - message) < length)
         length = (size_t)(listing - message);
     snprintf(out, cap, "%.*s", (int)length, message);
@@ -410,10 +486,10 @@ static void open_selection(const char *spec, selection *sel)
     }
 }
 
-static void print_header_text(const selection *sel)
+static void print_header_text(const selection *sel, bool verbose)
 {
     printf("flashcl %s\n", flashcl_version_string());
-    if (!sel->ctx)
+    if (!sel->ctx && verbose)
         printf("\nselected: none: %s: %s: %s; every device is listed "
                "below\n",
                sel->why, flashcl_status_string(sel->status), sel->failure);
@@ -438,7 +514,22 @@ static void print_header_json(json_writer *j, const selection *sel)
     json_array(j, "devices");
 }
 
-static int list_all(const selection *sel, bool json)
+/* The line a reader looks for: which device flashcl would use. */
+static void print_summary_text(const selection *sel, bool verbose)
+{
+    if (sel->ctx) {
+        flashcl_device_info d;
+        flashcl_context_device_info(sel->ctx, &d);
+        printf("\n==> selected: %s, by %s\n", d.name, sel->why);
+    } else {
+        printf("\n==> selected: none: %s\n", sel->failure);
+    }
+    if (!verbose)
+        printf("flashcl info -v: drivers, extensions, why these tiles, the "
+               "paths skipped\n");
+}
+
+static int list_all(const selection *sel, bool json, bool verbose)
 {
     cl_device_entry entries[MAX_CL_DEVICES];
     cl_int error;
@@ -457,13 +548,15 @@ static int list_all(const selection *sel, bool json)
     if (json)
         print_header_json(&j, sel);
     else
-        print_header_text(sel);
+        print_header_text(sel, verbose);
     for (int i = 0; i < count; ++i)
-        print_device(json ? &j : NULL, &entries[i], sel);
+        print_device(json ? &j : NULL, &entries[i], sel, verbose);
     if (json) {
         json_close(&j);
         json_close(&j);
         json_end(&j);
+    } else {
+        print_summary_text(sel, verbose);
     }
     return EXIT_OK;
 }
@@ -471,16 +564,17 @@ static int list_all(const selection *sel, bool json)
 int cmd_info(int argc, char **argv)
 {
     common_options common = {0};
-    int rc = cli_start(&info_command, argc, argv, &common, NULL);
+    info_options o = {0};
+    int rc = cli_start(&info_command, argc, argv, &common, &o);
     if (rc != CLI_GO_ON)
         return rc;
     selection sel;
     open_selection(common.device, &sel);
-    rc = list_all(&sel, common.json);
+    rc = list_all(&sel, common.json, o.verbose);
     if (rc == EXIT_OK && !sel.ctx) {
-        fprintf(stderr, "flashcl info: %s: %s (%s); every device is listed "
-                        "on stdout\n",
-                flashcl_status_string(sel.status), sel.failure, sel.why);
+        fprintf(stderr, "flashcl info: %s: %s; every device is listed on "
+                        "stdout\n",
+                flashcl_status_string(sel.status), sel.failure);
         rc = EXIT_DEVICE;
     }
     flashcl_context_release(sel.ctx);

@@ -167,6 +167,7 @@ typedef struct run_result {
     bool compiled;
     bool from_binary_cache; /* loaded from the persistent cache */
     char path[32];          /* the kernel path that ran (fused) */
+    int block_m, block_n;   /* its tiles: queries x keys a work-group takes */
     timing_result time;
     error_pair error;
     size_t scratch;
@@ -190,8 +191,11 @@ static flashcl_status first_call(flashcl_context *ctx, problem *p,
     r->from_binary_cache = after.hits > before.hits;
     flashcl_variant_info info;
     if (backend != FLASHCL_BACKEND_REFERENCE &&
-        flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS)
+        flashcl_describe_variant(ctx, &desc, &info) == FLASHCL_SUCCESS) {
         snprintf(r->path, sizeof r->path, "%s", info.path);
+        r->block_m = info.block_m;
+        r->block_n = info.block_n;
+    }
     const double start = timing_host_ms();
     if (status == FLASHCL_SUCCESS)
         status = problem_enqueue(ctx, p, backend);
@@ -268,6 +272,8 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_number(&j, "compile_ms", r->compile_ms);
     json_bool(&j, "from_binary_cache", r->from_binary_cache);
     json_string(&j, "path", r->path);
+    json_integer(&j, "block_m", r->block_m);
+    json_integer(&j, "block_n", r->block_n);
     json_number(&j, "first_call_ms", r->first_call_ms);
     json_number(&j, "o_error", r->error.o);
     json_number(&j, "o_tolerance", o_tolerance(p->dtype));
@@ -334,6 +340,9 @@ static void print_text(const problem *p, flashcl_backend backend,
     print_shape(p);
     printf("backend: %s (%s), scratch %.1f MiB\n", backend_name(backend),
            r->backend_source, (double)r->scratch / 1048576.0);
+    if (backend != FLASHCL_BACKEND_REFERENCE)
+        printf("path: %s, tiles %dx%d (queries x keys)\n", r->path,
+               r->block_m, r->block_n);
     print_first_call(backend, r);
     printf("max |O - O_ref| / max |O_ref| vs float64 oracle: %.3e "
            "(tolerance %.1e)\n",

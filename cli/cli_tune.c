@@ -864,9 +864,10 @@ static bool run_candidate(tune_state *t, shape_run *r, const char *path,
     return true;
 }
 
-/* Whether `path` runs the shape here; records it when not. */
+/* Whether `path` runs the shape here; records it when not, with why in
+ * `why` (NULL: not wanted). Needs only r->timed's spec and dtype. */
 static bool path_runs(tune_state *t, shape_run *r, const char *path,
-                      flashcl_variant_info *table)
+                      flashcl_variant_info *table, char *why, size_t why_cap)
 {
     flashcl_attention_desc desc = problem_desc(&r->timed,
                                                FLASHCL_BACKEND_FUSED);
@@ -893,7 +894,12 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
         const char *stop = strstr(at, "; ");
         snprintf(key.reason, sizeof key.reason, "%.*s",
                  (int)(stop ? (size_t)(stop - at) : strlen(at)), at);
+        if (!key.reason[0])
+            snprintf(key.reason, sizeof key.reason, "%s",
+                     flashcl_context_last_error(t->ctx));
     }
+    if (why)
+        snprintf(why, why_cap, "%s", key.reason);
     if (!find_result(t, &key) && t->count < MAX_CANDIDATES) {
         snprintf(key.status, sizeof key.status, "unsupported");
         t->cands[t->count++] = key;
@@ -956,7 +962,7 @@ static void tune_path(tune_state *t, shape_run *r, const char *path,
                       double deadline, progress *bar, int step)
 {
     flashcl_variant_info table;
-    if (!path_runs(t, r, path, &table))
+    if (!path_runs(t, r, path, &table, NULL, 0))
         return;
     static ranked list[MAX_CANDIDATES];
     space s;
@@ -1033,56 +1039,113 @@ static void join_command(int argc, char **argv, char *buf, size_t cap)
         len += (size_t)snprintf(buf + len, cap - len, " %s", argv[i]);
 }
 
-static int count_shapes(const tune_options *o)
+#define MAX_SHAPES (4 * MAX_LIST * 2 * 3)
+
+/* The shapes to tune, in order (dtype, head dim, causal, sequence). */
+static int list_shapes(const tune_options *o, bool cpu, tune_shape *out)
 {
-    int seqs = 0;
-    for (int i = 0; i < 3; ++i)
-        seqs += o->seqs[i];
-    return o->num_dtypes * o->num_head_dims * o->num_causal * seqs;
+    int n = 0;
+    for (int di = 0; di < o->num_dtypes; ++di)
+        for (int hi = 0; hi < o->num_head_dims; ++hi)
+            for (int ci = 0; ci < o->num_causal; ++ci)
+                for (int si = 0; si < 3; ++si) {
+                    if (!o->seqs[si] || n == MAX_SHAPES)
+                        continue;
+                    tune_shape *s = &out[n++];
+                    memset(s, 0, sizeof *s);
+                    s->dtype = o->dtypes[di];
+                    s->head_dim = o->head_dims[hi];
+                    s->causal = o->causal_modes[ci];
+                    s->seq = si;
+                    make_shape(o, cpu, s);
+                }
+    return n;
+}
+
+/* Which (shape, path) pairs run here, asked before any buffer exists, so
+ * that the progress counts only what runs; a path that cannot run gets a
+ * line saying why (once for all shapes when the reason is the same).
+ * Returns how many pairs run. */
+static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
+                     bool runs[][NUM_PATHS])
+{
+    int total = 0;
+    for (int p = 0; p < NUM_PATHS; ++p) {
+        if (!t->o->paths[p])
+            continue;
+        static char why[MAX_SHAPES][200];
+        int skipped = 0, same = 0, first = -1;
+        for (int i = 0; i < count; ++i) {
+            shape_run r;
+            memset(&r, 0, sizeof r);
+            r.shape = shapes[i];
+            r.timed.spec = shapes[i].timed;
+            r.timed.dtype = shapes[i].dtype;
+            flashcl_variant_info table;
+            runs[i][p] = path_runs(t, &r, all_paths[p], &table, why[i],
+                                   sizeof why[i]);
+            total += runs[i][p];
+            if (runs[i][p])
+                continue;
+            if (!skipped++)
+                first = i;
+            same += !strcmp(why[first], why[i]);
+        }
+        if (skipped && skipped == count && same == count)
+            fprintf(stderr, "flashcl tune: skipped %s: %s\n", all_paths[p],
+                    why[first]);
+        else
+            for (int i = 0; skipped && i < count; ++i)
+                if (!runs[i][p])
+                    fprintf(stderr, "flashcl tune: skipped %s for %s D=%d%s "
+                            "%s: %s\n",
+                            all_paths[p], dtype_name(shapes[i].dtype),
+                            shapes[i].head_dim,
+                            shapes[i].causal ? " causal" : "",
+                            seq_names[shapes[i].seq], why[i]);
+    }
+    return total;
 }
 
 static void run_all(tune_state *t, bool cpu)
 {
     const tune_options *o = t->o;
     const double end = t->start_ms + o->budget * 1e3;
-    int shapes_left = count_shapes(o), step = 0, paths = 0;
-    for (int p = 0; p < NUM_PATHS; ++p)
-        paths += o->paths[p];
+    static tune_shape shapes[MAX_SHAPES];
+    static bool runs[MAX_SHAPES][NUM_PATHS];
+    const int count = list_shapes(o, cpu, shapes);
+    int shapes_left = count, step = 0;
     progress bar;
-    progress_begin(&bar, shapes_left * paths, !o->no_progress);
+    progress_begin(&bar, plan_runs(t, shapes, count, runs), !o->no_progress);
     t->complete = false; /* until the end (the file is saved as it goes) */
-    for (int di = 0; di < o->num_dtypes; ++di)
-        for (int hi = 0; hi < o->num_head_dims; ++hi)
-            for (int ci = 0; ci < o->num_causal; ++ci)
-                for (int si = 0; si < 3; ++si) {
-                    if (!o->seqs[si])
-                        continue;
-                    shape_run r;
-                    memset(&r, 0, sizeof r);
-                    r.shape.dtype = o->dtypes[di];
-                    r.shape.head_dim = o->head_dims[hi];
-                    r.shape.causal = o->causal_modes[ci];
-                    r.shape.seq = si;
-                    make_shape(o, cpu, &r.shape);
-                    char why[256];
-                    if (!shape_prepare(t, &r, why, sizeof why)) {
-                        fprintf(stderr, "flashcl tune: shape skipped: %s\n",
-                                why);
-                        continue;
-                    }
-                    const double now = timing_host_ms();
-                    double shape_end = now + (end - now) / shapes_left--;
-                    int paths_left = paths;
-                    for (int p = 0; p < NUM_PATHS; ++p) {
-                        if (!o->paths[p])
-                            continue;
-                        const double at = timing_host_ms();
-                        tune_path(t, &r, all_paths[p],
-                                  at + (shape_end - at) / paths_left--, &bar,
-                                  ++step);
-                    }
-                    shape_release(&r);
-                }
+    for (int i = 0; i < count; ++i) {
+        shape_run r;
+        memset(&r, 0, sizeof r);
+        r.shape = shapes[i];
+        char why[256];
+        int paths_left = 0;
+        for (int p = 0; p < NUM_PATHS; ++p)
+            paths_left += runs[i][p];
+        if (!paths_left) {
+            --shapes_left;
+            continue;
+        }
+        if (!shape_prepare(t, &r, why, sizeof why)) {
+            fprintf(stderr, "flashcl tune: shape skipped: %s\n", why);
+            step += paths_left;
+            continue;
+        }
+        const double now = timing_host_ms();
+        double shape_end = now + (end - now) / shapes_left--;
+        for (int p = 0; p < NUM_PATHS; ++p) {
+            if (!runs[i][p])
+                continue;
+            const double at = timing_host_ms();
+            tune_path(t, &r, all_paths[p],
+                      at + (shape_end - at) / paths_left--, &bar, ++step);
+        }
+        shape_release(&r);
+    }
     progress_clear(&bar);
     t->complete = !t->cut_short;
     flashcl_context_force_tiles(t->ctx, NULL, NULL);

@@ -116,7 +116,10 @@ typedef struct flashcl_context flashcl_context;
  *    vendor, platform name or platform vendor ("nvidia", "h200", "pocl");
  *    the first match wins.
  *  A spec that matches nothing fails with FLASHCL_ERROR_DEVICE_NOT_FOUND and
- *  the message (flashcl_last_create_error()) lists the devices available.
+ *  the message (flashcl_last_create_error()) names the spec's source
+ *  (FLASHCL_DEVICE="..." or device spec "...") and lists the devices
+ *  available; a spec of only white space, here or in FLASHCL_DEVICE, fails
+ *  with FLASHCL_ERROR_INVALID_VALUE.
  *  The context creates and owns its cl_context and in-order queue (with
  *  profiling enabled). */
 FLASHCL_API flashcl_status flashcl_context_create(flashcl_context **out,

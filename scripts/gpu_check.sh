@@ -58,7 +58,7 @@ compare_speed() {
   for f in "$OUT"/bench_*_?.log; do echo "== $f"; grep -E '^\| (fp16|bf16)' "$f"; done
 }
 
-"$BUILD/flashcl" info >"$OUT/info.log" 2>&1; head -40 "$OUT/info.log"
+"$BUILD/flashcl" info -v >"$OUT/info.log" 2>&1; head -40 "$OUT/info.log"
 case "$MODE" in
   fused) fused_checks ;;
   reference) reference_checks ;;

@@ -13,7 +13,7 @@
 # to libclc's atomic_inc, which is not linked here) for the
 # fused merge. NVIDIA's own compiler differs from clang in details and
 # ptxas is not run: registers and speed are measured on the GPU
-# (bench/run_h200_extras.sh).
+# (bench/run_gpu.sh).
 #
 #   scripts/nv_kernel_check.sh        # about 15 s
 set -euo pipefail

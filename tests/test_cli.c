@@ -393,28 +393,329 @@ static void scan_getenv(const char *dir, char found[][64], int *count, int cap)
     closedir(d);
 }
 
+static int contains_within(const char *text, size_t length,
+                           const char *needle);
+
+/* The text of a file of this checkout (`relative` to its root), found
+ * from this source's path; NULL when the build does not know it. */
+static char *checkout_file(const char *relative)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s", __FILE__);
+    char *tests = strstr(path, "tests/test_cli.c");
+    if (path[0] != '/' || !tests)
+        return NULL;
+    snprintf(tests, sizeof path - (size_t)(tests - path), "%s", relative);
+    FILE *f = fopen(path, "r");
+    char *text = f ? read_all(f) : NULL;
+    if (f)
+        fclose(f);
+    return text;
+}
+
+/* Whether docs/environment.md names `name`, itself or by a row such as
+ * `FLASHCL_NV_WGMMA_*`. */
+static int documented(const char *doc, const char *name)
+{
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "`%s`", name);
+    if (strstr(doc, quoted))
+        return 1;
+    for (const char *at = strstr(doc, "_*`"); at; at = strstr(at + 1, "_*`")) {
+        const char *start = at;
+        while (start > doc && start[-1] != '`')
+            --start;
+        const size_t prefix = (size_t)(at + 1 - start);
+        if (!strncmp(name, start, prefix))
+            return 1;
+    }
+    return 0;
+}
+
+/* Every variable the library reads (those its sources pass to getenv,
+ * found here so that a new one cannot be forgotten) is documented in
+ * docs/environment.md, the page `flashcl --help` points to. */
 START_TEST(help_lists_environment)
 {
-    char names[64][64] = {"FLASHCL_DEVICE", "FLASHCL_BACKEND",
-                          "FLASHCL_KERNEL_DIR", "FLASHCL_PORTABLE_ONLY", "FLASHCL_PATH",
-                          "FLASHCL_REFERENCE_SCRATCH_LIMIT",
+    char names[96][64] = {"FLASHCL_DEVICE", "FLASHCL_BACKEND",
+                          "FLASHCL_KERNEL_DIR", "FLASHCL_PORTABLE_ONLY",
+                          "FLASHCL_PATH", "FLASHCL_REFERENCE_SCRATCH_LIMIT",
                           "FLASHCL_VERBOSE"};
     int count = 7;
     char src[1024];
     snprintf(src, sizeof src, "%s", __FILE__);
     char *tests = strstr(src, "tests/test_cli.c");
-    if (src[0] == '/' && tests) {
-        strcpy(tests, "src");
-        int before = count;
-        scan_getenv(src, names, &count, 64);
-        ck_assert_msg(count > before, "no getenv(\"FLASHCL_...\") in %s", src);
+    char *doc = checkout_file("docs/environment.md");
+    if (src[0] != '/' || !tests || !doc) {
+        free(doc);
+        return; /* a build that does not know its checkout */
     }
+    strcpy(tests, "src");
+    scan_getenv(src, names, &count, 96);
+    ck_assert_msg(count > 7, "no getenv(\"FLASHCL_...\") in %s", src);
+    for (int i = 0; i < count; ++i)
+        ck_assert_msg(documented(doc, names[i]),
+                      "docs/environment.md does not name %s", names[i]);
+    free(doc);
     tool_result r = tool(NULL, "--help");
     ck_assert_int_eq(r.status, 0);
-    for (int i = 0; i < count; ++i)
-        ck_assert_msg(strstr(r.out, names[i]) != NULL,
-                      "flashcl --help does not name %s:\n%s", names[i],
+    ck_assert_ptr_nonnull(strstr(r.out, "docs/environment.md"));
+    tool_free(&r);
+}
+END_TEST
+
+/* `flashcl --help` is one screen (issue 42, item 5): the commands and the
+ * variables users set, the rows of docs/environment.md's first table
+ * (but the Python package's own), and a pointer to that page. */
+START_TEST(help_is_short)
+{
+    tool_result r = tool(NULL, "--help");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(count_lines(r.out) <= 60, "flashcl --help: %d lines",
+                  count_lines(r.out));
+    const char *commands[] = {"info", "run", "selftest", "bench", "tune"};
+    for (int i = 0; i < 5; ++i)
+        ck_assert_ptr_nonnull(strstr(r.out, commands[i]));
+    char *doc = checkout_file("docs/environment.md");
+    const char *table = doc ? strstr(doc, "## What users set") : NULL;
+    const char *end = table ? strstr(table + 2, "\n## ") : NULL;
+    int users = 0;
+    for (const char *row = table ? strstr(table, "\n| `FLASHCL_") : NULL;
+         row && (!end || row < end); row = strstr(row + 1, "\n| `FLASHCL_")) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(row + 4, "`"),
+                 row + 4);
+        const char *row_end = strchr(row + 1, '\n');
+        const char *python = strstr(row, "(Python)");
+        ++users;
+        if (python && (!row_end || python < row_end))
+            continue;
+        ck_assert_msg(strstr(r.out, name) != NULL,
+                      "flashcl --help does not name %s:\n%s", name,
                       clip(r.out));
+    }
+    ck_assert_msg(!doc || users >= 10, "%d users' variables in the docs",
+                  users);
+    free(doc);
+    tool_free(&r);
+}
+END_TEST
+
+/* The default `info` (issue 42, item 4): at most 30 lines for one device,
+ * no jargon, one line per dtype with the path and tiles the library
+ * chooses, and the selected device on a line of its own at the end. */
+START_TEST(info_default_is_short)
+{
+    char names[MAX_TEST_DEVICES][256];
+    const int devices = opencl_device_names(names, MAX_TEST_DEVICES);
+    ck_assert_int_gt(devices, 0);
+    tool_result r = tool(NULL, "info --device 0");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    if (devices == 1)
+        ck_assert_msg(count_lines(r.out) <= 30, "flashcl info: %d lines:\n%s",
+                      count_lines(r.out), clip(r.out));
+    const char *jargon[] = {"rows per item", "tuning database key",
+                            "skipped:", "reason:", "BLOCK_M"};
+    for (int i = 0; i < 5; ++i)
+        ck_assert_msg(strstr(r.out, jargon[i]) == NULL,
+                      "flashcl info says \"%s\":\n%s", jargon[i], clip(r.out));
+    const char *summary = strstr(r.out, "\n\n==> selected: ");
+    ck_assert_msg(summary && strstr(summary, names[0]),
+                  "no summary line naming \"%s\":\n%s", names[0],
+                  clip(r.out));
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, "0"), FLASHCL_SUCCESS);
+    flashcl_device_info dev;
+    ck_assert_int_eq(flashcl_context_device_info(ctx, &dev), FLASHCL_SUCCESS);
+    const char *dtypes[4] = {"fp32", "fp16", "bf16", "fp64"};
+    for (int t = 0; t < (dev.has_fp64 ? 4 : 3); ++t) {
+        char head[32];
+        snprintf(head, sizeof head, "\n    %s ", dtypes[t]);
+        const char *row = strstr(r.out, head);
+        ck_assert_msg(row != NULL, "no %s line:\n%s", dtypes[t], clip(r.out));
+        const size_t length = strcspn(row + 1, "\n") + 1;
+        for (int d = 64; d <= 128; d += 64) {
+            flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
+            desc.batch = desc.heads_q = 1;
+            desc.seqlen_q = desc.seqlen_k = 1024;
+            desc.head_dim = d;
+            desc.dtype = (flashcl_dtype)t;
+            flashcl_variant_info v;
+            ck_assert_int_eq(flashcl_describe_variant(ctx, &desc, &v),
+                             FLASHCL_SUCCESS);
+            char want[96];
+            snprintf(want, sizeof want, "D=%d: %s %dx%d", d, v.path,
+                     v.block_m, v.block_n);
+            ck_assert_msg(contains_within(row, length, want),
+                          "\"%s\" not in %.*s", want, (int)length, row);
+        }
+    }
+    flashcl_context_release(ctx);
+    tool_free(&r);
+}
+END_TEST
+
+static const char *const kernel_paths[6] = {"nv_wgmma", "nv_mma",
+                                            "amd_mfma", "subgroup",
+                                            "split_kv", "portable"};
+
+/* A misspelt FLASHCL_PATH or an illegal FLASHCL_TILES is refused, with
+ * the legal values, instead of a PASS on other kernels (item 6). */
+START_TEST(run_refuses_bad_settings)
+{
+    tool_result r = tool("FLASHCL_PATH=nosuch", "run --seqlen 64 --heads 1");
+    ck_assert_msg(r.status == 3 && !strstr(r.out, "PASS") &&
+                      strstr(r.err, "FLASHCL_PATH=\"nosuch\""),
+                  "exit %d: %s %s", r.status, clip(r.out), clip(r.err));
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, "0"), FLASHCL_SUCCESS);
+    for (int i = 0; i < 6; ++i) {
+        /* a name the library knows, listed as valid */
+        ck_assert_int_eq(flashcl_context_force_tiles(ctx, kernel_paths[i], ""),
+                         FLASHCL_SUCCESS);
+        ck_assert_msg(strstr(r.err, kernel_paths[i]) != NULL,
+                      "%s not listed: %s", kernel_paths[i], clip(r.err));
+    }
+    flashcl_context_release(ctx);
+    tool_free(&r);
+    const char *tiles[] = {"block_m=7,rows=2", "vec=3"};
+    for (int i = 0; i < 2; ++i) {
+        char env[96];
+        snprintf(env, sizeof env, "FLASHCL_PATH=portable FLASHCL_TILES=%s",
+                 tiles[i]);
+        r = tool(env, "run --seqlen 64 --heads 1");
+        ck_assert_msg(r.status == 3 && !strstr(r.out, "PASS") &&
+                          strstr(r.err, "FLASHCL_TILES") &&
+                          strstr(r.err, tiles[i]) && strstr(r.err, "legal"),
+                      "%s: exit %d: %s %s", env, r.status, clip(r.out),
+                      clip(r.err));
+        tool_free(&r);
+    }
+}
+END_TEST
+
+/* `run` says which path and tiles ran, as the library describes them. */
+START_TEST(run_prints_path_and_tiles)
+{
+    tool_result r = tool(NULL, "run --seqlen 64 --heads 1 --device 0");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, "0"), FLASHCL_SUCCESS);
+    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
+    desc.batch = desc.heads_q = desc.heads_kv = 1;
+    desc.seqlen_q = desc.seqlen_k = 64;
+    desc.head_dim = 64;
+    flashcl_variant_info v;
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &desc, &v),
+                     FLASHCL_SUCCESS);
+    char want[96];
+    snprintf(want, sizeof want, "path: %s, tiles %dx%d", v.path, v.block_m,
+             v.block_n);
+    ck_assert_msg(strstr(r.out, want) != NULL, "\"%s\" not in %s", want,
+                  clip(r.out));
+    flashcl_context_release(ctx);
+    tool_free(&r);
+}
+END_TEST
+
+/* Device messages name the variable they came from, and a spec of only
+ * white space selects nothing (a space matched names that have one). */
+START_TEST(device_spec_messages)
+{
+    tool_result r = tool("FLASHCL_DEVICE=no-such-device-xyz", "run");
+    ck_assert_msg(r.status == 3 && strstr(r.err, "FLASHCL_DEVICE=\""
+                                                 "no-such-device-xyz\""),
+                  "exit %d: %s", r.status, clip(r.err));
+    tool_free(&r);
+    r = tool("FLASHCL_DEVICE=' '", "run --seqlen 64 --heads 1");
+    ck_assert_msg(r.status == 3 && !strstr(r.out, "PASS") &&
+                      strstr(r.err, "FLASHCL_DEVICE") &&
+                      strstr(r.err, "blank"),
+                  "exit %d: %s %s", r.status, clip(r.out), clip(r.err));
+    tool_free(&r);
+    r = tool(NULL, "run --seqlen 64 --heads 1 --device ' '");
+    ck_assert_msg(r.status == 3 && strstr(r.err, "blank"), "exit %d: %s",
+                  r.status, clip(r.err));
+    tool_free(&r);
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, " \t"),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(ctx);
+    setenv("FLASHCL_DEVICE", "  ", 1);
+    const flashcl_status status = flashcl_context_create(&ctx, NULL);
+    unsetenv("FLASHCL_DEVICE");
+    ck_assert_int_eq(status, FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(ctx);
+    ck_assert_ptr_nonnull(strstr(flashcl_last_create_error(),
+                                 "FLASHCL_DEVICE"));
+}
+END_TEST
+
+/* Whether the tuner can run `path` on this shape: what the library plans
+ * when the path is forced (the split-KV kernels under another path's
+ * name are tuned as split_kv). */
+static int path_runs_shape(flashcl_context *ctx, const char *path,
+                           const flashcl_attention_desc *desc)
+{
+    flashcl_variant_info v;
+    const int runs =
+        flashcl_context_force_tiles(ctx, path, "") == FLASHCL_SUCCESS &&
+        flashcl_describe_variant(ctx, desc, &v) == FLASHCL_SUCCESS &&
+        !strcmp(v.path, path) &&
+        (!strcmp(path, "split_kv") || strcmp(v.kernel_file, "flash_split.cl"));
+    flashcl_context_force_tiles(ctx, NULL, NULL);
+    return runs;
+}
+
+/* `tune` numbers what runs from [1/N], N the paths that run the shape,
+ * and says for every other path that it is skipped (item 8). */
+START_TEST(tune_numbers_what_runs)
+{
+    char output[] = "/tmp/flashcl_cli_tune_XXXXXX";
+    int fd = mkstemp(output);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    remove(output);
+    char args[256];
+    snprintf(args, sizeof args, "tune --device 0 --budget 2 --dtype fp32 "
+             "--head-dim 64 --causal 0 --seq short --max-candidates 1 "
+             "--output '%s'", output);
+    tool_result r = tool(NULL, args);
+    remove(output);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    flashcl_context *ctx = NULL;
+    ck_assert_int_eq(flashcl_context_create(&ctx, "0"), FLASHCL_SUCCESS);
+    flashcl_device_info dev;
+    ck_assert_int_eq(flashcl_context_device_info(ctx, &dev), FLASHCL_SUCCESS);
+    /* the tuner's short shape (flashcl tune --help) */
+    flashcl_attention_desc desc = FLASHCL_ATTENTION_DESC_INIT;
+    desc.batch = dev.is_cpu ? 4 : 32;
+    desc.heads_q = desc.heads_kv = dev.is_cpu ? 4 : 16;
+    desc.seqlen_q = desc.seqlen_k = dev.is_cpu ? 256 : 512;
+    desc.head_dim = 64;
+    int running = 0;
+    for (int i = 1; i < 6; ++i) { /* nv_wgmma is tuned only when named */
+        char skipped[64];
+        snprintf(skipped, sizeof skipped, "skipped %s", kernel_paths[i]);
+        const int runs = path_runs_shape(ctx, kernel_paths[i], &desc);
+        running += runs;
+        ck_assert_msg(!runs == !!strstr(r.err, skipped),
+                      "%s runs: %d, stderr: %s", kernel_paths[i], runs,
+                      clip(r.err));
+    }
+    flashcl_context_release(ctx);
+    char first[32];
+    snprintf(first, sizeof first, "[1/%d] ", running);
+    const char *at = strchr(r.err, '[');
+    ck_assert_msg(at && !strncmp(at, first, strlen(first)),
+                  "progress does not start at %s: %s", first, clip(r.err));
+    for (; at; at = strchr(at + 1, '[')) {
+        int step = 0, total = 0;
+        if (sscanf(at, "[%d/%d]", &step, &total) == 2)
+            ck_assert_msg(step >= 1 && step <= running && total == running,
+                          "[%d/%d] with %d paths running: %s", step, total,
+                          running, clip(r.err));
+    }
     tool_free(&r);
 }
 END_TEST
@@ -469,7 +770,7 @@ END_TEST
 /* Specs of every form that name the test device select it. */
 START_TEST(matching_device_specs)
 {
-    tool_result info = tool(NULL, "info");
+    tool_result info = tool(NULL, "info -v");
     ck_assert_int_eq(info.status, 0);
     const char *specs[6] = {"0", "0:0", "--device=0", NULL, NULL, NULL};
     int count = 3;
@@ -482,9 +783,9 @@ START_TEST(matching_device_specs)
     for (int i = 0; i < count; ++i) {
         char args[128];
         if (specs[i][0] == '-')
-            snprintf(args, sizeof args, "info %s", specs[i]);
+            snprintf(args, sizeof args, "info -v %s", specs[i]);
         else
-            snprintf(args, sizeof args, "info --device '%s'", specs[i]);
+            snprintf(args, sizeof args, "info -v --device '%s'", specs[i]);
         tool_result r = tool(NULL, args);
         ck_assert_msg(r.status == 0, "flashcl %s: exit %d: %s", args,
                       r.status, clip(r.err));
@@ -499,7 +800,7 @@ END_TEST
 
 START_TEST(info_lists_the_device)
 {
-    tool_result r = tool(NULL, "info");
+    tool_result r = tool(NULL, "info --verbose");
     ck_assert_int_eq(r.status, 0);
     const char *fields[] = {"vendor:",        "driver:",
                             "OpenCL C",       "compute units:",
@@ -514,7 +815,7 @@ START_TEST(info_lists_the_device)
         ck_assert_msg(strstr(r.out, fields[i]) != NULL,
                       "flashcl info lacks \"%s\"", fields[i]);
     tool_free(&r);
-    r = tool("FLASHCL_DEVICE=0", "info");
+    r = tool("FLASHCL_DEVICE=0", "info -v");
     ck_assert_int_eq(r.status, 0);
     ck_assert_ptr_nonnull(strstr(r.out, "selected because: FLASHCL_DEVICE"));
     tool_free(&r);
@@ -687,7 +988,7 @@ static int contains_within(const char *text, size_t length, const char *needle)
  * from flashcl_describe_variant, asked here directly. */
 START_TEST(info_variant_rows_from_library)
 {
-    tool_result r = tool(NULL, "info --device 0");
+    tool_result r = tool(NULL, "info -v --device 0");
     ck_assert_int_eq(r.status, 0);
     const char *device0 = strstr(r.out, "\ndevice 0 ");
     ck_assert_ptr_nonnull(device0);
@@ -1029,7 +1330,8 @@ int main(int argc, char **argv)
     const test_entry parsing[] = {
         {usage_and_bad_arguments, 0}, {help_names_only_real_options, 0},
         {help_lists_environment, 0}, {unmatched_device_specs, 0},
-        {matching_device_specs, 0}};
+        {matching_device_specs, 0}, {help_is_short, 0},
+        {device_spec_messages, 0}};
     const test_entry commands[] = {
         {info_lists_the_device, 0}, {run_both_backends, 0},
         {run_follows_backend_env, 0}, {run_json_failure, 0},
@@ -1037,7 +1339,9 @@ int main(int argc, char **argv)
         {run_reports_compile_and_first_call, 0},
         {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},
         {bench_small_sweep, 0}, {selftest_passes, 0},
-        {bench_csv_has_the_json_columns, 0}};
+        {bench_csv_has_the_json_columns, 0}, {info_default_is_short, 0},
+        {run_refuses_bad_settings, 0}, {run_prints_path_and_tiles, 0},
+        {tune_numbers_what_runs, 0}};
     const test_group groups[] = {
         {"parsing", 300, NULL, NULL, parsing, LENGTH(parsing)},
         {"commands", 600, NULL, NULL, commands, LENGTH(commands)}};

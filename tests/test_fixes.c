@@ -383,7 +383,7 @@ START_TEST(test_prepare_reads_strides)
 END_TEST
 
 /* FLASHCL_PATH names the one path to try: the others are skipped with that
- * reason, and a name no path has leaves the portable kernel to run it. */
+ * reason; a name no path has is refused, naming the paths there are. */
 START_TEST(test_forced_path)
 {
     flashcl_context *ctx = shared_context();
@@ -394,10 +394,20 @@ START_TEST(test_forced_path)
     flashcl_attention_desc d = case_desc(&c, &data);
     flashcl_variant_info info;
     setenv("FLASHCL_PATH", "no-such-path", 1);
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    ck_assert_int_eq(flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    const char *message = flashcl_context_last_error(ctx);
+    ck_assert_msg(strstr(message, "FLASHCL_PATH=\"no-such-path\"") &&
+                      strstr(message, "nv_mma") && strstr(message, "portable"),
+                  "%s", message);
+    setenv("FLASHCL_PATH", "nv_mma", 1);
     ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info), FLASHCL_SUCCESS);
-    ck_assert_str_eq(info.path, "portable");
-    ck_assert_msg(strstr(info.skipped, "nv_mma: FLASHCL_PATH=no-such-path"),
-                  "skipped: %s", info.skipped);
+    if (strcmp(info.path, "nv_mma") != 0)
+        ck_assert_msg(strstr(info.skipped, "portable") == NULL &&
+                          strstr(info.skipped, "amd_mfma: FLASHCL_PATH=nv_mma"),
+                      "skipped: %s", info.skipped);
     setenv("FLASHCL_PATH", "portable", 1);
     ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &info), FLASHCL_SUCCESS);
     ck_assert_str_eq(info.path, "portable");

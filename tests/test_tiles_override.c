@@ -3,9 +3,11 @@
  * experiments. A legal override is what describe reports and what a
  * forward call runs (checked against the float64 oracle); an unknown key,
  * a malformed value or tiles illegal on the device (local memory,
- * work-group limit, divisibility) are refused: the call succeeds with the
- * table's tiles and its last-error text says why; the next call clears
- * the note. Runs on the portable path (FLASHCL_PATH=portable in ctest).
+ * work-group limit, divisibility) are refused: describe and the forward
+ * call fail with FLASHCL_ERROR_INVALID_VALUE, a message saying why and
+ * what is legal, and nothing written (issue 42: a refused experiment that
+ * ran the table's tiles passed silently). Runs on the portable path
+ * (FLASHCL_PATH=portable in ctest).
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_common.h"
@@ -126,35 +128,45 @@ START_TEST(illegal_override_refused)
         return;
     }
     const attention_case c = the_case(refused[_i].head_dim, REF_FP32);
-    const flashcl_variant_info table = describe(&c, NULL);
-    const flashcl_variant_info got = describe(&c, refused[_i].tiles);
-    const char *note = flashcl_context_last_error(shared_context());
-    ck_assert_msg(strstr(note, "FLASHCL_TILES") && strstr(note, "ignored") &&
-                      strstr(note, refused[_i].why),
-                  "FLASHCL_TILES=%s: note \"%s\" (want \"%s\" in it)",
-                  refused[_i].tiles, note, refused[_i].why);
-    ck_assert_int_eq(got.block_m, table.block_m);
-    ck_assert_int_eq(got.block_n, table.block_n);
-    ck_assert_int_eq(got.vector_width, table.vector_width);
-    ck_assert_str_eq(got.reason, table.reason);
-    describe(&c, NULL); /* the next call clears the note */
+    ck_assert_int_eq(setenv("FLASHCL_TILES", refused[_i].tiles, 1), 0);
+    flashcl_attention_desc desc = case_shape_desc(&c);
+    flashcl_variant_info got;
+    const flashcl_status status =
+        flashcl_describe_variant(shared_context(), &desc, &got);
+    unsetenv("FLASHCL_TILES");
+    const char *message = flashcl_context_last_error(shared_context());
+    ck_assert_msg(status == FLASHCL_ERROR_INVALID_VALUE &&
+                      strstr(message, "FLASHCL_TILES") &&
+                      strstr(message, "legal") &&
+                      strstr(message, refused[_i].why),
+                  "FLASHCL_TILES=%s: status %d, \"%s\" (want \"%s\" in it)",
+                  refused[_i].tiles, (int)status, message, refused[_i].why);
+    describe(&c, NULL); /* the next call clears the message */
     ck_assert_str_eq(flashcl_context_last_error(shared_context()), "");
 }
 END_TEST
 
-/* A forward call under a refused override succeeds with the table's
- * tiles, and leaves the note. */
-START_TEST(refused_override_still_computes)
+/* A forward call under a refused override fails and writes nothing. */
+START_TEST(refused_override_writes_nothing)
 {
     const attention_case c = the_case(32, REF_FP16);
-    ck_assert_int_eq(setenv("FLASHCL_TILES", "vec=3", 1), 0);
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
     case_data data;
-    run_case_keep(shared_context(), NULL, &c, &data);
-    case_release(&data);
-    const char *note = flashcl_context_last_error(shared_context());
+    case_prepare(&c, flashcl_context_cl_context(ctx), queue, &data);
+    flashcl_attention_desc desc = case_desc(&c, &data);
+    ck_assert_int_eq(setenv("FLASHCL_TILES", "vec=3", 1), 0);
+    const flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, NULL);
     unsetenv("FLASHCL_TILES");
-    ck_assert_msg(strstr(note, "FLASHCL_TILES") != NULL, "note: \"%s\"",
-                  note);
+    ck_assert_int_eq(clFinish(queue), CL_SUCCESS);
+    ck_assert_msg(status == FLASHCL_ERROR_INVALID_VALUE &&
+                      strstr(flashcl_context_last_error(ctx), "vec 3"),
+                  "status %d: %s", (int)status,
+                  flashcl_context_last_error(ctx));
+    ck_assert(buffer_is_poisoned(queue, data.o.view.buffer,
+                                 tensor_bytes(&data.o)));
+    case_release(&data);
 }
 END_TEST
 
@@ -163,6 +175,6 @@ int main(void)
     const test_entry tests[] = {
         {legal_override_runs, 0},
         {illegal_override_refused, (int)LENGTH(refused)},
-        {refused_override_still_computes, 0}};
+        {refused_override_writes_nothing, 0}};
     return run_tests("tiles_override", 300, NULL, NULL, tests, LENGTH(tests));
 }

@@ -354,12 +354,34 @@ static size_t default_device(const device_entry *entries, size_t count)
     return 0;
 }
 
+/* Only spaces: a spec that would match any name containing a space. */
+static bool blank_spec(const char *spec)
+{
+    for (; *spec; ++spec)
+        if (!isspace((unsigned char)*spec))
+            return false;
+    return true;
+}
+
 flashcl_status select_device(const char *spec, cl_device_id *device,
                              cl_platform_id *platform, char *msg,
                              size_t msg_cap)
 {
-    if (!spec || !*spec)
+    /* Messages name where the spec came from, so that a stale variable in
+     * the environment is found without knowing that it is read. */
+    const bool from_env = !spec || !*spec;
+    if (from_env)
         spec = getenv("FLASHCL_DEVICE");
+    char source[160];
+    snprintf(source, sizeof source, "%s\"%.96s\"",
+             from_env ? "FLASHCL_DEVICE=" : "device spec ", spec ? spec : "");
+    if (spec && *spec && blank_spec(spec)) {
+        snprintf(msg, msg_cap,
+                 "%s is blank; give an index (0), platform:device (1:0), "
+                 "gpu, cpu, accelerator or a name substring%s",
+                 source, from_env ? ", or unset it" : "");
+        return FLASHCL_ERROR_INVALID_VALUE;
+    }
     size_t count = 0;
     device_entry *entries = list_devices(&count);
     if (count == 0) {
@@ -378,8 +400,7 @@ flashcl_status select_device(const char *spec, cl_device_id *device,
                 chosen = i;
     }
     if (chosen == count) {
-        snprintf(msg, msg_cap,
-                 "device spec \"%s\" matches no device; available:", spec);
+        snprintf(msg, msg_cap, "%s matches no device; devices are:", source);
         describe_devices(entries, count, msg, msg_cap);
         free(entries);
         return FLASHCL_ERROR_DEVICE_NOT_FOUND;

@@ -8,6 +8,7 @@
  * wave's size (64 or 32), the fragments built from shuffles in the
  * hardware's lane layout (cl/amd/amd_frag.clh). CI runs the forward and
  * variant suites that way on Intel's OpenCL CPU runtime. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/amd_mfma_tiles.h"
 #include "paths/tuning.h"
@@ -29,7 +30,7 @@ enum {
 
 static bool turned_off(void)
 {
-    const char *env = getenv("FLASHCL_AMD_MATRIX");
+    const char *env = dev_getenv("FLASHCL_AMD_MATRIX");
     return env && strcmp(env, "0") == 0;
 }
 
@@ -62,7 +63,7 @@ static int hardware_matrix(const device_caps *caps)
  * unset. */
 static int emulation_asked(void)
 {
-    const char *env = getenv("FLASHCL_AMD_EMULATE");
+    const char *env = dev_getenv("FLASHCL_AMD_EMULATE");
     if (env && strcmp(env, "mfma") == 0)
         return EMU_MFMA;
     if (env && strcmp(env, "wmma") == 0)

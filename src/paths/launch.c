@@ -1,6 +1,7 @@
 /* What every fused path shares: the base build options, the forward
  * kernels' arguments (set from the one list in cl/common/kernel_args.clh),
  * the one-kernel launch, and compile-then-launch for a call. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 
 #include <math.h>
@@ -197,6 +198,9 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
     const char *forced_tiles =
         context_forced_tiles(ctx, forced, sizeof forced);
     choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
+    if (plan->refused[0])
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
+                         plan->refused);
     flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
     if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
         return status;
@@ -326,11 +330,11 @@ void plan_row_blocks(const problem *p, kernel_plan *plan)
 
 bool plan_extras_heads_first(const problem *p)
 {
-    const bool bias = variant_active(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const bool bias = variant_active(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     if (!bias && !mask)
         return false;
-    const char *grid = getenv("FLASHCL_NV_GRID");
+    const char *grid = dev_getenv("FLASHCL_NV_GRID");
     if (grid && !strcmp(grid, "blocks"))
         return false;
     if (grid && !strcmp(grid, "heads"))
@@ -374,8 +378,8 @@ bool plan_varlen_dense(const problem *p)
     /* the status counters are written by a split-KV kernel */
     return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
            !in->status.present && in->num_splits <= 1 &&
-           !variant_active(p, "bias") &&
-           !variant_active(p, "mask");
+           !variant_active(p, VARIANT_BIAS) &&
+           !variant_active(p, VARIANT_MASK);
 }
 
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)
@@ -390,7 +394,7 @@ bool plan_varlen_options(const problem *p, char *buf, size_t cap)
      * blocks-first order keeps a sequence's K and V in the L2). */
     bool seq_first = p->right >= 0;
     /* FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order (comparisons) */
-    const char *grid = getenv("FLASHCL_NV_VARLEN_GRID");
+    const char *grid = dev_getenv("FLASHCL_NV_VARLEN_GRID");
     if (grid && !strcmp(grid, "seqs"))
         seq_first = true;
     else if (grid && !strcmp(grid, "blocks"))

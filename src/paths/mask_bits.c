@@ -12,7 +12,7 @@
 
 mask_bits_layout mask_bits_layout_of(const problem *p)
 {
-    const tensor_view *mask = variant_view(p, "mask");
+    const tensor_view *mask = variant_view(p, VARIANT_MASK);
     mask_bits_layout l;
     /* whole 128-key groups: one 16-byte load per row and tile */
     l.pitch = (int)((p->seqlen_k + 127) / 128 * 4);

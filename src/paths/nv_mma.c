@@ -3,6 +3,7 @@
  * 8.0 (read once through cl_nv_device_attribute_query), fp16/bf16
  * storage, the head dims of its tile table, contiguous 16-byte-aligned
  * rows, and the variants the table marks for it. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/nv_mma_tiles.h"
 #include "paths/tuning.h"
@@ -67,7 +68,7 @@ static bool legal_tile(const device_caps *caps, const problem *p, int bm,
 static bool tile_override(const device_caps *caps, const problem *p,
                           nv_tile *out)
 {
-    const char *text = getenv("FLASHCL_NV_TILE");
+    const char *text = dev_getenv("FLASHCL_NV_TILE");
     int bm = 0, bn = 0, warps = 0;
     char why[160];
     if (!text || sscanf(text, "%d,%d,%d", &bm, &bn, &warps) != 3 ||
@@ -186,7 +187,7 @@ typedef enum extras_kind {
 
 static extras_kind extras_mode(void)
 {
-    const char *text = getenv("FLASHCL_NV_EXTRAS");
+    const char *text = dev_getenv("FLASHCL_NV_EXTRAS");
     if (text && !strcmp(text, "vec0"))
         return EXTRAS_VEC_AT_TILE;
     if (text && !strcmp(text, "vec1"))
@@ -217,8 +218,8 @@ static bool extras_rows_vector(const cl_ulong4 *stride, uint64_t base,
  * (FLASHCL_NV_EXTRAS_VEC) with key tiles of block_n. */
 static bool extras_vector(const problem *p, extras_kind kind, int block_n)
 {
-    const int bias = variant_value(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const int bias = variant_value(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     bool vec = kind == EXTRAS_VEC || kind == EXTRAS_VEC_AT_TILE ||
                kind == EXTRAS_VEC_AHEAD;
     if (bias)
@@ -235,8 +236,8 @@ static bool extras_vector(const problem *p, extras_kind kind, int block_n)
  * first (plan_extras_heads_first). */
 static bool extras_options(const problem *p, kernel_plan *plan)
 {
-    const int bias = variant_value(p, "bias");
-    const bool mask = variant_active(p, "mask");
+    const int bias = variant_value(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
     if (!bias && !mask)
         return false;
     const extras_kind kind = extras_mode();
@@ -280,8 +281,8 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
      * layout of before) against 116 for 32 rows through the permuted
      * tile (bench/results/h200-2026-12-02-extras.md, run 1). */
     if (tile != &forced && tile->block_m == tile->warps * 32 &&
-        (variant_active(p, "bias") ||
-         (variant_active(p, "mask") &&
+        (variant_active(p, VARIANT_BIAS) ||
+         (variant_active(p, VARIANT_MASK) &&
           !extras_vector(p, extras_mode(), tile->block_n)))) {
         narrowed = *tile;
         narrowed.block_m = tile->warps * 16;

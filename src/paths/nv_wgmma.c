@@ -16,6 +16,7 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/mask_bits.h"
 #include "paths/nv_wgmma_tiles.h"
@@ -54,9 +55,9 @@ static int tile_dim(const problem *p)
  * FLASHCL_NV_WGMMA_MASK_BITS=0 keeps the call's bytes, to measure both. */
 static bool mask_bits_wanted(const problem *p)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_MASK_BITS");
-    if ((text && !strcmp(text, "0")) || !variant_active(p, "mask") ||
-        variant_active(p, "bias") || tile_dim(p) > 128)
+    const char *text = dev_getenv("FLASHCL_NV_WGMMA_MASK_BITS");
+    if ((text && !strcmp(text, "0")) || !variant_active(p, VARIANT_MASK) ||
+        variant_active(p, VARIANT_BIAS) || tile_dim(p) > 128)
         return false;
     return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
 }
@@ -98,9 +99,9 @@ static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
  * (FLASHCL_PATH=nv_wgmma), every one runs here. */
 static bool variants_measured(const problem *p)
 {
-    if (variant_active(p, "mask"))
+    if (variant_active(p, VARIANT_MASK))
         return mask_bits_wanted(p);
-    return !variant_active(p, "bias") || tile_dim(p) == 128;
+    return !variant_active(p, VARIANT_BIAS) || tile_dim(p) == 128;
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
@@ -148,7 +149,7 @@ static void note_build_failed(const device_caps *caps, const char *why)
  * tools/sm90a_patch and ptxas. A development aid; failures are ignored. */
 static void dump(const char *suffix, int n, const void *text, size_t size)
 {
-    const char *dir = getenv("FLASHCL_NV_WGMMA_DUMP");
+    const char *dir = dev_getenv("FLASHCL_NV_WGMMA_DUMP");
     if (!dir || !*dir || !text)
         return;
     char path[1024];
@@ -167,7 +168,7 @@ static void dump(const char *suffix, int n, const void *text, size_t size)
 static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
                                 size_t *out_size, char *why, size_t cap)
 {
-    const char *off = getenv("FLASHCL_NV_WGMMA_PATCH");
+    const char *off = dev_getenv("FLASHCL_NV_WGMMA_PATCH");
     if (off && !strcmp(off, "off")) { /* checks the fallback on a GPU */
         snprintf(why, cap, "FLASHCL_NV_WGMMA_PATCH=off");
         return NULL;
@@ -273,7 +274,7 @@ static const nv_wgmma_tile *lookup(const problem *p)
         const nv_wgmma_tile *t = &nv_wgmma_tiles[i];
         if (t->head_dim == tile_dim(p) &&
             (t->dims_up_to == 0 || dims <= t->dims_up_to) &&
-            (!t->with_variant || variant_active(p, t->with_variant)) &&
+            (p->variants & t->with_variants) == t->with_variants &&
             (p->right < 0 || p->seqlen_q >= t->causal_min_rows) &&
             (t->causal < 0 || t->causal == (p->right >= 0)) &&
             (t->band_up_to == 0 || band_keys(p) <= t->band_up_to))
@@ -298,7 +299,7 @@ static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
  * what the run shows). */
 static uint64_t local_mem_of(const device_caps *caps, const nv_wgmma_tile *t)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
+    const char *text = dev_getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
     const long long want = text ? atoll(text) : 0;
     if (want >= 16384 && want <= 232448)
         return (uint64_t)want;
@@ -346,7 +347,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
 /* An integer from the environment in lo..hi, else `fallback`. */
 static int env_int(const char *name, int lo, int hi, int fallback)
 {
-    const char *text = getenv(name);
+    const char *text = dev_getenv(name);
     if (!text || !*text)
         return fallback;
     char *end = NULL;
@@ -392,7 +393,7 @@ static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
         "FLASHCL_NV_WGMMA_PERSIST"};
     bool any = false;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
-        any |= getenv(names[i]) && *getenv(names[i]);
+        any |= dev_getenv(names[i]) && *dev_getenv(names[i]);
     c->warpgroups = env_int("FLASHCL_NV_WGMMA_WG", 1, 3, c->warpgroups);
     const int bn = env_int("FLASHCL_NV_WGMMA_BN", 32, 128, c->block_n);
     if (bn == 32 || bn == 64 || bn == 128)
@@ -456,12 +457,12 @@ static void persistent_grid(const device_caps *caps, const problem *p,
  * (measured faster below). Mirrors the kernel's WG_XPARTS. */
 static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_XSTAGE");
-    const tensor_view *bias = variant_view(p, "bias");
-    const tensor_view *mask = variant_view(p, "mask");
+    const char *text = dev_getenv("FLASHCL_NV_WGMMA_XSTAGE");
+    const tensor_view *bias = variant_view(p, VARIANT_BIAS);
+    const tensor_view *mask = variant_view(p, VARIANT_MASK);
     if ((text && !strcmp(text, "0")) || (!bias && !mask))
         return false;
-    const int xb = !bias ? 0 : variant_value(p, "bias") == 1 ? 4 : 2;
+    const int xb = !bias ? 0 : variant_value(p, VARIANT_BIAS) == 1 ? 4 : 2;
     /* H200, bf16 D = 128 N = 4096 (non-causal / causal, TFLOP/s, staged
      * against fetched, bench/results/h200-2026-12-03-v7.md): a 16-bit bias
      * 357 / 314 against 220 / 208, a mask 270 / 246 against 251 / 233,
@@ -504,9 +505,9 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
  * (`mask_unscaled`: the kernel's WG_MASK_ALONE_BITS). */
 static bool exponent_is_fma(const problem *p, bool mask_unscaled)
 {
-    return p->scale > 0 && !variant_active(p, "softcap") &&
-           !variant_active(p, "alibi") && !variant_active(p, "bias") &&
-           (!variant_active(p, "mask") || mask_unscaled);
+    return p->scale > 0 && !variant_active(p, VARIANT_SOFTCAP) &&
+           !variant_active(p, VARIANT_ALIBI) && !variant_active(p, VARIANT_BIAS) &&
+           (!variant_active(p, VARIANT_MASK) || mask_unscaled);
 }
 
 /* Rows whose scores are too large for the FMA exponent (|m sl2| >= 2^12,
@@ -527,13 +528,13 @@ static bool exponent_is_fma(const problem *p, bool mask_unscaled)
 static void plan_exponent_guard(const device_caps *caps, const problem *p,
                                 bool mask_unscaled, kernel_plan *plan)
 {
-    const char *text = getenv("FLASHCL_NV_WGMMA_FIXUP");
+    const char *text = dev_getenv("FLASHCL_NV_WGMMA_FIXUP");
     if ((text && !strcmp(text, "0")) || !exponent_is_fma(p, mask_unscaled))
         return;
     int form = 3;
     char why[256];
     kernel_plan fix;
-    if (text && !strcmp(text, "pass") && !variant_active(p, "mask") &&
+    if (text && !strcmp(text, "pass") && !variant_active(p, VARIANT_MASK) &&
         nv_mma_path.can_run(caps, p, true, why, sizeof why)) {
         memset(&fix, 0, sizeof fix);
         fix.path = &nv_mma_path;
@@ -565,7 +566,7 @@ static void plan_exponent_guard(const device_caps *caps, const problem *p,
  * kernel's). */
 static bool plan_persist(const problem *p, const nv_wgmma_tile *t)
 {
-    if (variant_active(p, "bias") || variant_active(p, "mask") ||
+    if (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK) ||
         p->infer.varlen_q)
         return false;
     if (band_keys(p) <= t->persist_band)
@@ -583,7 +584,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     bool bits = mask_bits_wanted(p);
     if (bits && cfg.warpgroups == 3 && tile_dim(p) != 64)
         cfg.warpgroups = 2; /* the fetch's registers; the tiles stay */
-    else if (!bits && (variant_active(p, "bias") || variant_active(p, "mask")))
+    else if (!bits && (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK)))
         nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
     const bool band = plan_persist(p, tile);
     cfg.persist = band;
@@ -657,7 +658,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
     }
     /* FLASHCL_NV_WGMMA_DEFINES: more -D options for measurements (the
      * kernel's DEBUG switches), appended as given */
-    const char *more = getenv("FLASHCL_NV_WGMMA_DEFINES");
+    const char *more = dev_getenv("FLASHCL_NV_WGMMA_DEFINES");
     if (more && *more) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len, " %s",

@@ -18,6 +18,7 @@
 #define FLASHCL_NV_WGMMA_TILES_H
 
 #include "paths/tunable.h"
+#include "problem/variant_ids.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -122,9 +123,9 @@ typedef struct nv_wgmma_tile {
     unsigned local_mem; /* bytes the tiles may use (0: the device's); above
                          * 48 KiB through the PTX patch (docs/nvidia-path.md) */
     const char *reason;
-    /* the entry serves only calls with this variant (variants.c's name);
-     * NULL: every call */
-    const char *with_variant;
+    /* the entry serves only calls with all of these variants (bits of
+     * variant_id); 0: every call */
+    unsigned with_variants;
     /* a causal call takes the entry only from this many query rows (0:
      * any): below, its larger blocks split the triangle more unevenly */
     int causal_min_rows;
@@ -141,7 +142,7 @@ typedef struct nv_wgmma_tile {
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
     /* head_dim, dims_up_to, causal, warpgroups, block_n, overlap, ring,
-     * lag, maxnreg, ws, local_mem, reason, with_variant, causal_min_rows,
+     * lag, maxnreg, ws, local_mem, reason, with_variants, causal_min_rows,
      * band_up_to, persist_band, persist_causal_rows. Where an entry's
      * persistent grid was measured: its reason, else 512 keys as below
      * (nv_wgmma.c says where that was measured). */
@@ -153,7 +154,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "/ 360.7 on the 2-consumer entry, with window 1024 and sinks 413.2 / "
      "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8); causal calls "
      "from 1025 rows, as the padded dims'",
-     "softcap", 1025, 0, 512, 0},
+     1u << VARIANT_SOFTCAP, 1025, 0, 512, 0},
     {128, 80, -1, 3, 128, 0, 5, 0, 0, 2, 229456,
      "D <= 80 in the 128-column tiles: as D = 64, a producer warpgroup "
      "feeds 3 x 64 rows through a ring of 5 swizzled 128-key tiles, "
@@ -163,7 +164,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "64-key tiles on 3 consumers (H200, 2026-12-03 v8); causal N = 1024 "
      "0.97-0.98x the 2-consumer entry, so causal calls take it from 1025 "
      "rows",
-     NULL, 1025, 0, 512, 0},
+     0, 1025, 0, 512, 0},
     {128, 112, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
      "81 <= D <= 112 in the 128-column tiles: a producer warpgroup feeds 3 "
      "x 64 rows through a ring of 8 swizzled 64-key tiles (128-key ones "
@@ -174,7 +175,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "same schedule measured 0.97-1.03x its entry; causal N = 1024 "
      "0.95-0.96x the 2-consumer entry (D = 96, 112), so causal calls take "
      "it from 1025 rows",
-     NULL, 1025, 0, 512, 0},
+     0, 1025, 0, 512, 0},
     {64, 0, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
      "a band of at most 512 keys: 64-key tiles, a ring of 8, 3 x 64 rows "
      "(each consumer warpgroup runs only the tiles of its own rows' band: "
@@ -183,7 +184,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "128-key entry, with sinks 114.6 / 120.5 against 99.4 / 105.1, "
      "window 512 233.0 / 245.4 against 222.2 / 238.7, window 1024 "
      "0.97x (H200, 2026-12-04 s13)",
-     NULL, 0, 512, 512, 0},
+     0, 0, 512, 512, 0},
     {64, 0, -1, 3, 128, 0, 4, 0, 0, 2, 131072,
      "a producer warpgroup feeds 3 x 64 rows through a ring of 4 swizzled "
      "128-key K/V tiles, setmaxnreg 32/160 (the softmax limits D = 64: a "
@@ -193,7 +194,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "calls of at most 1024 rows on the persistent grid: fp16 N = 1024 "
      "226.9 against 220.4 TFLOP/s at D = 64, 167.5 against 156.6 at D = "
      "40 (non-causal it measured 0.96-0.97x) (H200, 2026-12-04 s13)",
-     NULL, 0, 0, 512, 1024},
+     0, 0, 0, 512, 1024},
     {128, 0, -1, 2, 64, 0, 8, 0, 0, 2, 229456,
      "a band of at most 128 keys in the 128-column tiles: 64-key tiles, "
      "a ring of 8, 2 x 64 rows: bf16 D = 128 causal N = 4096 / 16384, "
@@ -201,7 +202,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "128-key entry, with sinks 129.5 / 130.8 against 123.7 / 127.6; "
      "window 512 0.96-0.97x, so wider bands keep 128-key tiles (H200, "
      "2026-12-04 s13)",
-     NULL, 0, 128, 512, 0},
+     0, 0, 128, 512, 0},
     {128, 0, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
      "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
      "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
@@ -212,7 +213,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "and for bands of up to 1024 keys: bf16 causal window 1024 367.4 / "
      "381.7 against 353.0 / 361.8 at N = 4096 / 16384 (H200, 2026-12-04 "
      "s13)",
-     NULL, 0, 0, 1024, 1024},
+     0, 0, 0, 1024, 1024},
     {256, NV_WGMMA_QSMEM_3WG_DIMS, -1, 3, 64, 0, 4, 0, 0, 2, 229456,
      "D 129..160 in the 256-column tiles: a producer warpgroup feeds 3 x "
      "64 rows through a ring of 4 swizzled 64-key tiles beside their 96 "
@@ -221,13 +222,13 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "387.2 / 498.7, 1.07-1.15x the 2-consumer entry, D = 144 1.08-1.13x "
      "(H200, 2026-12-03 v9); causal N = 1024 0.99-1.01x, so causal calls "
      "take it from 1025 rows",
-     NULL, 1025, 0, 512, 0},
+     0, 1025, 0, 512, 0},
     {256, 0, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
      "Q (64 KiB) in local memory as the A operand of S, a producer "
      "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
      "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "
      "8192 619.6 / 530.9 TFLOP/s non-causal / causal, 2.4x / 2.2x nv_mma "
-     "(H200, 2026-12-02)", NULL, 0, 0, 512, 0},
+     "(H200, 2026-12-02)", 0, 0, 0, 512, 0},
 };
 
 #endif /* FLASHCL_NV_WGMMA_TILES_H */

@@ -55,6 +55,12 @@ struct kernel_plan {
     int head_dim_padded, head_dim_v_padded;
     int block_m, block_n, wg_size, vec;
     char reason[256];            /* why these tiles, measured where */
+    /* Why the call must not run ("" when it may): a setting the user
+     * named that is not legal (FLASHCL_PATH naming no path, FLASHCL_TILES
+     * illegal here). Checked by plan_and_build and describe, which fail
+     * with FLASHCL_ERROR_INVALID_VALUE and this text: a misspelt setting
+     * silently ignored would pass a test of what it meant to force. */
+    char refused[512];
     /* The tuning database entry behind the tiles ("" for the path's own
      * table), for describe and `flashcl info`. */
     char tuning[320];

@@ -1,6 +1,7 @@
 /* The ordered list of kernel paths: the first that can run a problem runs
  * it. Faster, narrower paths first; the portable path, which runs
  * everything, last. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 
 #include <stdio.h>
@@ -23,7 +24,7 @@ static const kernel_path *const paths[] = {
  * way); the portable path still takes what it cannot. Read per call. */
 static bool portable_only(void)
 {
-    const char *force = getenv("FLASHCL_PORTABLE_ONLY");
+    const char *force = dev_getenv("FLASHCL_PORTABLE_ONLY");
     return force && *force && strcmp(force, "0") != 0;
 }
 
@@ -50,6 +51,21 @@ static void note_skip(char *skipped, size_t cap, const char *path,
     if (len < cap)
         snprintf(skipped + len, cap - len, "%s%s: %s", len ? "; " : "", path,
                  why);
+}
+
+/* FLASHCL_PATH naming no path: refused with the names there are. */
+static void refuse_unknown_path(const char *name, kernel_plan *plan)
+{
+    size_t len = (size_t)snprintf(plan->refused, sizeof plan->refused,
+                                  "FLASHCL_PATH=\"%.64s\" is not a kernel "
+                                  "path; the paths are",
+                                  name);
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0] &&
+                       len < sizeof plan->refused;
+         ++i)
+        len += (size_t)snprintf(plan->refused + len,
+                                sizeof plan->refused - len, "%s %s",
+                                i ? "," : "", paths[i]->name);
 }
 
 const kernel_path *find_path(const char *name)
@@ -111,6 +127,8 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     if (forced_tiles && !strcmp(chosen->name, forced_name))
         plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
+    if (force && !forced_name[0] && !find_path(force))
+        refuse_unknown_path(force, plan);
 }
 
 void paths_summary(const device_caps *caps, char *buf, size_t cap)

@@ -114,7 +114,7 @@ static void write_reason(const device_caps *caps, const problem *p,
 /* FLASHCL_TILES="block_m=64,block_n=32,vec=8[,wg=64]": tiles forced for
  * experiments (as llama.cpp's GGML_OPENCL_FA_TUNE). Applied to `plan`
  * only when every key is known and the result is legal here; else the
- * table's tiles stay and the call's last-error text says why. */
+ * call is refused and its error text says why. */
 typedef struct tile_override {
     int block_m, block_n, vec, wg, rows; /* 0: not given */
 } tile_override;
@@ -227,7 +227,21 @@ static bool tuned_tiles(const device_caps *caps, const problem *p,
     return true;
 }
 
-/* True when FLASHCL_TILES was applied to `plan`. */
+/* FLASHCL_TILES illegal here: the call is refused, saying what is legal,
+ * rather than run on the table's tiles as if the experiment had run. */
+static void refuse_tiles(const char *env, const char *why, kernel_plan *plan)
+{
+    snprintf(plan->refused, sizeof plan->refused,
+             "FLASHCL_TILES=\"%.64s\" is illegal here: %s; legal: any of "
+             "block_m, block_n, vec, rows (or wg) = a positive integer, with "
+             "vec 2, 4, 8 or 16 dividing block_n (at most 256) and the "
+             "padded head dim, rows = block_m / wg 1, 2 or 4, block_m within "
+             "the work-group limit, the tiles within local memory",
+             env, why);
+}
+
+/* True when FLASHCL_TILES was applied to `plan`; refuses the plan when it
+ * is set but illegal. */
 static bool override_tiles(const device_caps *caps, const problem *p,
                            kernel_plan *plan)
 {
@@ -245,7 +259,10 @@ static bool override_tiles(const device_caps *caps, const problem *p,
         forced.wg_size = t.wg                         ? t.wg
                          : forced.block_m % rows == 0 ? forced.block_m / rows
                                                       : 0;
-        if (legal_tiles(caps, p, &forced, why, sizeof why)) {
+        if (!t.wg && forced.wg_size == 0)
+            snprintf(why, sizeof why, "block_m %d is not a multiple of %d "
+                     "query rows per work-item", forced.block_m, rows);
+        else if (legal_tiles(caps, p, &forced, why, sizeof why)) {
             plan->block_m = forced.block_m;
             plan->block_n = forced.block_n;
             plan->vec = forced.vec;
@@ -253,9 +270,7 @@ static bool override_tiles(const device_caps *caps, const problem *p,
             return true;
         }
     }
-    note_for_call("FLASHCL_TILES=\"%s\" ignored (%s): the table's %dx%d, "
-                  "%d-wide tiles run", env, why, plan->block_m,
-                  plan->block_n, plan->vec);
+    refuse_tiles(env, why, plan);
     return false;
 }
 

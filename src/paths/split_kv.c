@@ -7,6 +7,7 @@
  * work-groups are too few for the device and whose key range is long
  * enough to cut (split_kv_splits). The portable path keeps the same
  * kernels as its fallback (FLASHCL_PATH naming another path). */
+#include "core/dev_env.h"
 #include "core/scratch.h"
 #include "paths/path.h"
 #include "paths/split_kv_tiles.h"
@@ -27,7 +28,7 @@ static bool rows_aligned16(const problem *p);
  * FLASHCL_SPLIT_KERNEL=mma then runs it. */
 static bool nv_emulated(const device_caps *caps)
 {
-    const char *env = getenv("FLASHCL_NV_EMULATE");
+    const char *env = dev_getenv("FLASHCL_NV_EMULATE");
     if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
         !caps->has_reqd_subgroup_size)
         return false;
@@ -74,7 +75,7 @@ static const split_tile *mma_entry(const device_caps *caps,
  * sums over a lane group with warp shuffles), other GPUs the wide one. */
 static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
-    const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
+    const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
     if (forced && strcmp(forced, "row") == 0)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
@@ -151,7 +152,7 @@ static bool rows_in_chunks(const problem *p)
 /* FLASHCL_SPLIT_CP_ASYNC=0: the plain loads on NVIDIA too (to compare). */
 static bool cp_async_refused(void)
 {
-    const char *env = getenv("FLASHCL_SPLIT_CP_ASYNC");
+    const char *env = dev_getenv("FLASHCL_SPLIT_CP_ASYNC");
     return env && strcmp(env, "0") == 0;
 }
 
@@ -369,7 +370,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
 static split_tile forced_wide_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
-    const char *env = getenv("FLASHCL_SPLIT_TILE");
+    const char *env = dev_getenv("FLASHCL_SPLIT_TILE");
     int wg = 0, bn = 0, groups = 0, rows = tile.max_rows;
     if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &bn, &groups, &rows) < 3)
         return tile;
@@ -390,7 +391,7 @@ static split_tile forced_wide_tile(const split_tile *entry)
 static split_tile forced_lanes_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
-    const char *env = getenv("FLASHCL_SPLIT_LANES");
+    const char *env = dev_getenv("FLASHCL_SPLIT_LANES");
     int wg = 0, unroll = 0, groups = 0, rows = tile.max_rows;
     int prefetch = tile.prefetch ? 1 : 0;
     if (!env || sscanf(env, "%d,%d,%d,%d,%d", &wg, &unroll, &groups, &rows,
@@ -562,7 +563,7 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
 static split_tile forced_mma_tile(const split_tile *entry)
 {
     split_tile tile = *entry;
-    const char *env = getenv("FLASHCL_SPLIT_MMA");
+    const char *env = dev_getenv("FLASHCL_SPLIT_MMA");
     int warps = 0, groups = 0, rows = tile.max_rows, stages = tile.mma_stages;
     if (!env || sscanf(env, "%d,%d,%d,%d", &warps, &groups, &rows, &stages) < 2)
         return tile;
@@ -647,7 +648,7 @@ int split_kv_splits(const device_caps *caps, const problem *p)
  * tiles hold one real row. */
 bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
 {
-    const char *forced = getenv("FLASHCL_SPLIT_KERNEL");
+    const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
     return (!forced || strcmp(forced, "mma") == 0) && mma_fits(caps, p) &&
            p->seqlen_q * problem_group_size(p) <= 16;
 }
@@ -676,7 +677,7 @@ bool split_kv_wanted(const device_caps *caps, const problem *p)
  * evicted from the L2 first; measured as 2). */
 static int mma_load_kind(const problem *p, int splits)
 {
-    const char *env = getenv("FLASHCL_SPLIT_MMA_LOAD");
+    const char *env = dev_getenv("FLASHCL_SPLIT_MMA_LOAD");
     if (env && env[0] >= '0' && env[0] <= '3' && !env[1])
         return env[0] - '0';
     const int64_t parts = splits > 1 ? splits : 1;
@@ -689,7 +690,7 @@ static int mma_load_kind(const problem *p, int splits)
  * which keeps steps in flight its own way. */
 static int mma_prefetch(const split_shape *s)
 {
-    const char *env = getenv("FLASHCL_SPLIT_MMA_PREFETCH");
+    const char *env = dev_getenv("FLASHCL_SPLIT_MMA_PREFETCH");
     int steps = s->tile.mma_prefetch;
     if (env) {
         char *end;
@@ -729,7 +730,7 @@ static void append_options(const device_caps *caps, const problem *p,
     /* FLASHCL_SPLIT_MMA_HALVES=2: the tensor-core kernel keeps rows
      * g + 8 of its m16 tile even when they hold no packed row (the
      * registers it frees otherwise; comparisons). */
-    const char *halves = getenv("FLASHCL_SPLIT_MMA_HALVES");
+    const char *halves = dev_getenv("FLASHCL_SPLIT_MMA_HALVES");
     if (s->mma_warps && halves && !strcmp(halves, "2")) {
         len = strlen(plan->options);
         snprintf(plan->options + len, sizeof plan->options - len,
@@ -755,7 +756,7 @@ static void append_options(const device_caps *caps, const problem *p,
  * none (comparisons, tests). */
 static bool fused_merge(int splits)
 {
-    const char *env = getenv("FLASHCL_SPLIT_FUSED");
+    const char *env = dev_getenv("FLASHCL_SPLIT_FUSED");
     if (env && !strcmp(env, "0"))
         return false;
     return splits > 1;

@@ -4,6 +4,7 @@
  * cl_intel_subgroups exists), for devices that report subgroups and let a
  * kernel require its subgroup size (cl_intel_required_subgroup_size: the
  * kernel is compiled for one size). Every dtype and variant. */
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/subgroup_tiles.h"
 #include "paths/tuning.h"
@@ -52,7 +53,7 @@ static unsigned default_size(const device_caps *caps)
  * 0 when unset, -1 when not a positive number. */
 static long env_size(void)
 {
-    const char *text = getenv("FLASHCL_SUBGROUP_SIZE");
+    const char *text = dev_getenv("FLASHCL_SUBGROUP_SIZE");
     if (!text || !*text)
         return 0;
     char *end = NULL;
@@ -97,7 +98,7 @@ static bool size_refused(const device_caps *caps, char *why, size_t cap)
         snprintf(why, cap,
                  "FLASHCL_SUBGROUP_SIZE=%.16s is not one of the device's "
                  "subgroup sizes (%s) that the kernel takes (8, 16, 32, 64)",
-                 getenv("FLASHCL_SUBGROUP_SIZE"), sizes);
+                 dev_getenv("FLASHCL_SUBGROUP_SIZE"), sizes);
         return true;
     }
     return false;

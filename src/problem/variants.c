@@ -279,7 +279,7 @@ static int no_apply(const flashcl_attention_desc *d, const tensor_view *view,
 /* ---- the table ------------------------------------------------------- */
 
 static const variant_entry table[] = {
-    {.name = "window",
+    [VARIANT_WINDOW] = {.name = "window",
      .fields = "window, window_left, window_right",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -287,14 +287,14 @@ static const variant_entry table[] = {
      .check = window_check,
      .active = window_active,
      .apply = window_apply},
-    {.name = "top-left causal",
+    [VARIANT_TOP_LEFT] = {.name = "top-left causal",
      .fields = "causal_align",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_TOP_LEFT",
      .active = top_left_active,
      .apply = top_left_apply},
-    {.name = "alibi",
+    [VARIANT_ALIBI] = {.name = "alibi",
      .fields = "alibi_slopes",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -303,7 +303,7 @@ static const variant_entry table[] = {
      .tensor = alibi_tensor,
      .tensor_shape = alibi_shape,
      .apply = alibi_apply},
-    {.name = "bias",
+    [VARIANT_BIAS] = {.name = "bias",
      .fields = "bias, bias_dtype",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -313,7 +313,7 @@ static const variant_entry table[] = {
      .tensor = bias_tensor,
      .tensor_shape = bias_shape,
      .apply = bias_apply},
-    {.name = "mask",
+    [VARIANT_MASK] = {.name = "mask",
      .fields = "mask",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -322,7 +322,7 @@ static const variant_entry table[] = {
      .tensor = mask_tensor,
      .tensor_shape = mask_shape,
      .apply = mask_apply},
-    {.name = "softcap",
+    [VARIANT_SOFTCAP] = {.name = "softcap",
      .fields = "softcap",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -330,7 +330,7 @@ static const variant_entry table[] = {
      .check = softcap_check,
      .active = softcap_active,
      .apply = softcap_apply},
-    {.name = "sinks",
+    [VARIANT_SINKS] = {.name = "sinks",
      .fields = "sinks",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
@@ -339,7 +339,7 @@ static const variant_entry table[] = {
      .tensor = sinks_tensor,
      .tensor_shape = sinks_shape,
      .apply = sinks_apply},
-    {.name = "head_dim_v",
+    [VARIANT_HEAD_DIM_V] = {.name = "head_dim_v",
      .fields = "head_dim_v",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
               PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV | PATH_BIT_NV_WGMMA,
@@ -349,33 +349,25 @@ static const variant_entry table[] = {
 
 _Static_assert(sizeof table / sizeof table[0] <= PROBLEM_MAX_VARIANTS,
                "raise PROBLEM_MAX_VARIANTS");
+_Static_assert(sizeof table / sizeof table[0] == VARIANT_COUNT,
+               "a variant of FLASHCL_VARIANT_LIST has no table entry");
 
 size_t variant_count(void) { return sizeof table / sizeof table[0]; }
 
-bool variant_active(const problem *p, const char *name)
+bool variant_active(const problem *p, variant_id id)
 {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
-        if (strcmp(table[i].name, name) == 0)
-            return (p->variants >> i) & 1u;
-    return false;
+    return (p->variants >> id) & 1u;
 }
 
-const tensor_view *variant_view(const problem *p, const char *name)
+const tensor_view *variant_view(const problem *p, variant_id id)
 {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
-        if (strcmp(table[i].name, name) == 0)
-            return (p->variants >> i) & 1u && table[i].tensor
-                       ? &p->variant_tensor[i]
-                       : NULL;
-    return NULL;
+    return variant_active(p, id) && table[id].tensor ? &p->variant_tensor[id]
+                                                     : NULL;
 }
 
-int variant_value(const problem *p, const char *name)
+int variant_value(const problem *p, variant_id id)
 {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i)
-        if (strcmp(table[i].name, name) == 0)
-            return (p->variants >> i) & 1u ? p->variant_value[i] : 0;
-    return 0;
+    return variant_active(p, id) ? p->variant_value[id] : 0;
 }
 
 const variant_entry *variant_at(size_t index)

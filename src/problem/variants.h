@@ -14,6 +14,7 @@
 #define FLASHCL_VARIANTS_H
 
 #include "problem/problem.h"
+#include "problem/variant_ids.h"
 
 /* Kernel paths, as the table names them (src/paths/path.h owns the paths
  * themselves). */
@@ -85,17 +86,16 @@ flashcl_status variants_resolve(flashcl_context *ctx,
 /* Variants of `p` that no path in `path_bits` computes (0: all covered). */
 uint32_t variants_unsupported(const problem *p, unsigned path_bits);
 
-/* Whether the variant the table names `name` is active in `p` (a path
- * whose tiles depend on a variant asks this). */
-bool variant_active(const problem *p, const char *name);
+/* Whether variant `id` is active in `p` (a path whose tiles depend on a
+ * variant asks this). */
+bool variant_active(const problem *p, variant_id id);
 
-/* The tensor of the variant named `name` (NULL when it is not active or
- * has none). */
-const tensor_view *variant_view(const problem *p, const char *name);
+/* The tensor of variant `id` (NULL when it is not active or has none). */
+const tensor_view *variant_view(const problem *p, variant_id id);
 
-/* The value of the -D switch of the variant named `name` (0 when it is
- * not active): e.g. the bias dtype code a kernel compiles for. */
-int variant_value(const problem *p, const char *name);
+/* The value of variant `id`'s -D switch (0 when it is not active): e.g.
+ * the bias dtype code a kernel compiles for. */
+int variant_value(const problem *p, variant_id id);
 
 /* Appends " -DNAME=value" for every active variant with a switch. */
 void variants_append_defines(const problem *p, char *buf, size_t cap);

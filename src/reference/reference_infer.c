@@ -197,14 +197,6 @@ static flashcl_status gather(flashcl_context *ctx, cl_command_queue q,
     return FLASHCL_SUCCESS;
 }
 
-static int mask_variant_index(void)
-{
-    for (size_t i = 0; i < variant_count(); ++i)
-        if (strcmp(variant_at(i)->name, "mask") == 0)
-            return (int)i;
-    return -1;
-}
-
 /* The caller's mask of the sequence, (h, i, j) packed [heads_q][nq][nk],
  * read back, or NULL with an error set. */
 static unsigned char *read_sequence_mask(flashcl_context *ctx,
@@ -253,8 +245,8 @@ static flashcl_status mask_skipped_keys(flashcl_context *ctx,
     const int nk = (int)sp->seqlen_k;
     if (nk == 0 || memchr(keep, 0, (size_t)nk) == NULL)
         return FLASHCL_SUCCESS;
-    const int index = mask_variant_index();
-    const bool own = index >= 0 && (sp->variants & (1u << index));
+    const int index = VARIANT_MASK;
+    const bool own = variant_active(sp, VARIANT_MASK);
     const size_t rows = own ? (size_t)(sp->heads_q * sp->seqlen_q) : 1;
     unsigned char *host = own ? read_sequence_mask(ctx, q, sp)
                               : malloc((size_t)nk);
@@ -270,9 +262,7 @@ static flashcl_status mask_skipped_keys(flashcl_context *ctx,
                                CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                rows * (size_t)nk, host, &err);
     free(host);
-    if (err != CL_SUCCESS || index < 0) {
-        if (err == CL_SUCCESS)
-            clReleaseMemObject(*mask_out);
+    if (err != CL_SUCCESS) {
         *mask_out = NULL;
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
                          "reference backend: the skipped pages' mask");
