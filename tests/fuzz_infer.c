@@ -69,6 +69,7 @@ static int32_t pick32(const int32_t *values, int n)
 /* One call: its shape, the device values and the host copies. */
 typedef struct fcase {
     int batch, kv, varlen_q, batch_idx, seqlen_new, causal, alibi, splits;
+    int mask; /* a caller's boolean mask (paged calls: over skipped pages) */
     int nq;                 /* query rows per sequence (dense q) */
     int total_q, max_q;     /* varlen q */
     int total_k, max_k;     /* varlen k */
@@ -76,7 +77,9 @@ typedef struct fcase {
     int32_t cu_q[MAXB + 1], cu_k[MAXB + 1], seqlens[MAXB], rows[MAXB];
     int32_t table[MAXB * MAXP];
     float *q, *k, *v, *k_new, *v_new, slopes[HQ];
-    size_t q_count, kv_count, new_count, o_count, lse_count;
+    unsigned char *mask_bytes; /* [batch][HQ][rows][seqlen_k] */
+    size_t q_count, kv_count, new_count, o_count, lse_count, mask_count;
+    size_t mask_stride[4];
 } fcase;
 
 static size_t q_rows(const fcase *c)
@@ -211,11 +214,21 @@ static void make_case(fcase *c)
     c->v = random_floats(c->kv_count);
     c->k_new = random_floats(c->new_count);
     c->v_new = random_floats(c->new_count);
+    c->mask = c->kv == KV_PAGED && below(3) == 0;
+    const size_t mq = (size_t)(c->varlen_q ? c->max_q : c->nq);
+    const size_t st[4] = {HQ * mq * (size_t)c->cap, mq * (size_t)c->cap,
+                          (size_t)c->cap, 1};
+    memcpy(c->mask_stride, st, sizeof st);
+    c->mask_count = c->mask ? (size_t)c->batch * st[0] : 0;
+    c->mask_bytes = malloc(c->mask_count + 1);
+    for (size_t i = 0; i < c->mask_count; ++i)
+        c->mask_bytes[i] = below(4) != 0;
 }
 
 static void free_case(fcase *c)
 {
     free(c->q), free(c->k), free(c->v), free(c->k_new), free(c->v_new);
+    free(c->mask_bytes);
 }
 
 /* ---- the header's rules, modelled ------------------------------------ */
@@ -346,14 +359,22 @@ static void model_status(const fcase *c, int32_t *count)
 static void model_sequence(const fcase *c, const float *k, const float *v,
                            int b, const seq_model *s, double *o, double *lse)
 {
-    const size_t nk = (size_t)s->nk;
+    const size_t nk = (size_t)s->nk, nq = (size_t)s->nq;
     float *ks = calloc(nk * HKV * D + 1, sizeof *ks);
     float *vs = calloc(nk * HKV * D + 1, sizeof *vs);
-    unsigned char *keep = calloc(nk + 1, 1);
-    bool masked = false;
+    /* skipped keys and the caller's mask in one [HQ][nq][nk] mask */
+    unsigned char *keep = calloc(HQ * nq * nk + 1, 1);
+    bool masked = c->mask;
     for (size_t j = 0; j < nk; ++j) {
         const long at = key_at(c, s, b, (int)j);
-        keep[j] = at >= 0;
+        for (size_t r = 0; r < HQ * nq; ++r) {
+            const size_t h = r / nq, i = r % nq;
+            keep[r * nk + j] =
+                at >= 0 && (!c->mask ||
+                            c->mask_bytes[(size_t)b * c->mask_stride[0] +
+                                          h * c->mask_stride[1] +
+                                          i * c->mask_stride[2] + j]);
+        }
         masked = masked || at < 0;
         if (at >= 0) {
             memcpy(ks + j * HKV * D, k + at, HKV * D * sizeof *ks);
@@ -375,7 +396,7 @@ static void model_sequence(const fcase *c, const float *k, const float *v,
     if (c->alibi)
         p.alibi = (oracle_view){c->slopes, 0, {0, 1, 0, 0}, FLASHCL_DTYPE_FP32};
     if (masked)
-        p.mask = (oracle_view){keep, 0, {0, 0, 0, 1}, FLASHCL_DTYPE_FP32};
+        p.mask = (oracle_view){keep, 0, {0, nq * nk, nk, 1}, FLASHCL_DTYPE_FP32};
     const size_t o_stride[4] = {0, D, HQ * D, 1};
     if (oracle_attention(&p, o, o_stride, lse) != 0) {
         fprintf(stderr, "fuzz_infer: out of host memory\n");
@@ -390,7 +411,7 @@ typedef struct dev {
     cl_context cl;
     cl_command_queue queue;
     cl_mem q, k, v, k_new, v_new, o, lse, slopes, cu_q, cu_k, seqlens, rows,
-        table, status;
+        table, status, mask;
 } dev;
 
 static cl_mem device_buffer(cl_context cl, size_t bytes)
@@ -447,6 +468,8 @@ static void upload_case(dev *g, const fcase *c)
     g->rows = device_buffer(g->cl, sizeof c->rows);
     g->table = device_buffer(g->cl, sizeof c->table);
     g->status = device_buffer(g->cl, 4 * FLASHCL_INFER_STATUS_COUNT + TAIL);
+    g->mask = device_buffer(g->cl, c->mask_count);
+    write_bytes(g, g->mask, c->mask_bytes, c->mask_count);
     write_bytes(g, g->q, c->q, c->q_count * 4);
     write_bytes(g, g->k_new, c->k_new, c->new_count * 4);
     write_bytes(g, g->v_new, c->v_new, c->new_count * 4);
@@ -472,7 +495,7 @@ static void release_dev(dev *g)
 {
     cl_mem all[] = {g->q, g->k, g->v, g->k_new, g->v_new, g->o, g->lse,
                     g->slopes, g->cu_q, g->cu_k, g->seqlens, g->rows,
-                    g->table, g->status};
+                    g->table, g->status, g->mask};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         clReleaseMemObject(all[i]);
 }
@@ -500,6 +523,13 @@ static flashcl_attention_desc descriptor(const fcase *c, const dev *g)
     d.o = tensor(g->o), d.lse = tensor(g->lse);
     if (c->alibi)
         d.alibi_slopes = tensor(g->slopes);
+    if (c->mask) {
+        d.mask = tensor(g->mask);
+        d.mask.stride_batch = c->mask_stride[0];
+        d.mask.stride_head = c->mask_stride[1];
+        d.mask.stride_seq = c->mask_stride[2];
+        d.mask.stride_dim = c->mask_stride[3];
+    }
     if (c->varlen_q) {
         d.cu_seqlens_q = tensor(g->cu_q);
         d.max_seqlen_q = c->max_q;
