@@ -714,7 +714,12 @@ static void check_computed(flashcl_context *ctx, dev *g, const fcase *c,
 static const char *refuse(const fcase *c, flashcl_attention_desc *d)
 {
     switch (below(12)) {
-    case 10: /* the counters over another tensor of the call */
+    case 10: /* the counters over another tensor of the call (an empty
+              * view overlaps nothing: then a bad split count instead) */
+        if (!c->o_count || !c->kv_count) {
+            d->num_splits = -1;
+            return "num_splits";
+        }
         d->infer_status = tensor(next() % 2 ? d->o.buffer : d->k.buffer);
         return "infer_status overlapping o or k";
     case 11: /* three counters left in the buffer */
