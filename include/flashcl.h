@@ -347,8 +347,8 @@ typedef struct flashcl_attention_desc {
     /** KV cache: int32 [batch], valid keys of each sequence's cache row.
      *  k and v are then the cache, [kv_batch, seqlen_k (capacity),
      *  heads_kv, head_dim] (or pages, see block_table); sequence b
-     *  attends keys [0, cache_seqlens[b] + seqlen_new). Read on the
-     *  device and clamped to [0, seqlen_k - seqlen_new]. */
+     *  attends keys [0, min(cache_seqlens[b] + seqlen_new, seqlen_k)).
+     *  Read on the device and clamped to [0, seqlen_k]. */
     flashcl_tensor cache_seqlens;
     /** Optional int32 [batch]: cache row of sequence b (FlashAttention's
      *  cache_batch_idx); NULL: row b. An index outside [0, kv_batch) makes
@@ -362,6 +362,8 @@ typedef struct flashcl_attention_desc {
      *  seqlen_new, heads_kv, head_dim(_v)] in the descriptor's dtype are
      *  written into the cache at rows cache_seqlens[b] .. + seqlen_new - 1
      *  before attention, in the same call; the call's event covers both.
+     *  Rows that would land at or past seqlen_k (the capacity) are
+     *  dropped: cached rows are never written over.
      *  The query rows then end at the last new key (bottom-right causal).
      *  seqlen_new 0: no append. */
     flashcl_tensor k_new, v_new;
@@ -395,7 +397,40 @@ typedef struct flashcl_attention_desc {
     flashcl_tensor block_table;
     int64_t page_size;
     int64_t max_pages;
+
+    /** Optional int32 [4] device output: what the device clamped or
+     *  skipped in this call, so that a serving engine can detect a bad
+     *  batch without a host-side check (indices FLASHCL_INFER_STATUS_*;
+     *  `offset` in bytes, other fields unused). Every successful call
+     *  that computes something overwrites the four counters, in the same
+     *  commands as O (the call's event covers them); an empty problem
+     *  leaves them alone. Needs a field read on the device (cache_seqlens
+     *  or cu_seqlens_*); with it, a packed varlen batch runs on the split-KV
+     *  kernels. Must not overlap any other tensor. NULL: not wanted.
+     *  docs/inference-checks.md says what each counter counts. */
+    flashcl_tensor infer_status;
 } flashcl_attention_desc;
+
+/** The counters of flashcl_attention_desc.infer_status, each a number of
+ *  sequences or rows of this call. */
+enum flashcl_infer_status_index {
+    /** Appended rows (k_new/v_new) not written: past the capacity, into a
+     *  page out of range, or of a sequence whose cache row is out of
+     *  range. */
+    FLASHCL_INFER_STATUS_APPENDS_DROPPED = 0,
+    /** block_table entries out of [0, kv_batch) among the pages that hold
+     *  a sequence's visible keys (their keys were masked). */
+    FLASHCL_INFER_STATUS_PAGES_SKIPPED = 1,
+    /** Sequences whose lengths were clamped or cut: cache_seqlens[b]
+     *  outside [0, seqlen_k]; a cu_seqlens entry outside [0, total], an end
+     *  below its start, or a length above max_seqlen_* (counted once per
+     *  sequence and array). */
+    FLASHCL_INFER_STATUS_LENGTHS_CLAMPED = 2,
+    /** Sequences whose cache_batch_idx is outside [0, kv_batch) (they saw
+     *  no keys). */
+    FLASHCL_INFER_STATUS_ROWS_SKIPPED = 3,
+    FLASHCL_INFER_STATUS_COUNT = 4
+};
 
 /** Largest num_splits accepted. */
 #define FLASHCL_MAX_SPLITS 256

@@ -1,7 +1,9 @@
 /* A descriptor fuzzer: random valid calls, then 1-4 random mutations of
  * any field (shapes, dtypes and enums out of range, NaN and huge scalars,
  * tensors with NULL, aliased or foreign-sized buffers, wild offsets and
- * strides, every variant's and inference field's tensors and counts,
+ * strides, every variant's and inference field's tensors and counts (the
+ * infer_status counters included; tests/fuzz_infer.c fuzzes the values
+ * in the device buffers),
  * struct_size), each passed to flashcl_describe_variant and
  * flashcl_attention_forward on the default device; every fourth call is a
  * flashcl_combine_partials with its own wild fields. What must hold, for
@@ -134,7 +136,7 @@ static void base_desc(const pool *p, flashcl_attention_desc *d)
 
 static void mutate(const pool *p, flashcl_attention_desc *d)
 {
-    switch (next() % 24) {
+    switch (next() % 25) {
     case 0: d->batch = PICK(-1, 0, 3, INT64_MAX, (int64_t)1 << 40); break;
     case 1: d->heads_q = PICK(-1, 0, 3, 5, INT64_MAX); break;
     case 2: d->heads_kv = PICK(-1, 0, 3, 7, INT64_MAX); break;
@@ -218,6 +220,13 @@ static void mutate(const pool *p, flashcl_attention_desc *d)
               * bytes past ours live in the caller's wrapper: see main) */
         d->struct_size = (size_t)PICK(0, 8, 100, sizeof *d - 8,
                                       sizeof *d + 8, sizeof *d + TAIL);
+        break;
+    case 23: /* the status counters: anywhere, or over another tensor */
+        d->infer_status.buffer = next() % 2 ? p->lse : any_buffer(p);
+        if (next() % 2)
+            wild_tensor(p, &d->infer_status);
+        if (next() % 2)
+            d->cache_seqlens.buffer = p->ints;
         break;
     default:
         d->allow_tf32 = (int)PICK(0, 1, -1);

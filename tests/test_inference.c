@@ -746,10 +746,12 @@ static void sequence_oracle(const infer_case *c, const infer_data *x, int b,
 {
     const int nq = nq_of(c, b);
     int nk = c->lens[b] < 0 ? 0 : c->lens[b]; /* clamped by the kernels */
-    if (c->kv >= K_CACHE && nk > c->capacity - c->seqlen_new)
-        nk = c->capacity - c->seqlen_new;
+    if (c->kv >= K_CACHE && nk > c->capacity)
+        nk = c->capacity;
     const int cached = nk;
     nk += c->seqlen_new;
+    if (c->kv >= K_CACHE && nk > c->capacity)
+        nk = c->capacity; /* new rows past the capacity are dropped */
     if (c->bad_row_index && b == 0)
         nk = 0;
     const size_t hq = (size_t)c->hq, hkv = (size_t)c->hkv, d = (size_t)c->d,
@@ -868,9 +870,9 @@ static void check_appended(const infer_case *c, infer_data *x,
         if (c->bad_row_index && b == 0)
             continue;
         int len = c->lens[b] < 0 ? 0 : c->lens[b];
-        if (len > c->capacity - c->seqlen_new)
-            len = c->capacity - c->seqlen_new;
-        for (int j = 0; j < c->seqlen_new; ++j) {
+        if (len > c->capacity)
+            len = c->capacity;
+        for (int j = 0; j < c->seqlen_new && len + j < c->capacity; ++j) {
             const long at = key_offset(c, x, b, len + j, 0, c->d);
             if (at < 0)
                 continue;
@@ -1055,6 +1057,14 @@ static const infer_case infer_cases[] = {
      .batch = 2, .hq = 2, .hkv = 1, .d = 16, .dv = 16, .nq = 1,
      .kv = K_CACHE, .lens = {100000, -7}, .capacity = 96, .seqlen_new = 2,
      .reference = 1},
+    {.name = "append past capacity dropped", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 3, .hq = 2, .hkv = 1, .d = 16, .dv = 16, .nq = 3,
+     .kv = K_CACHE, .lens = {95, 94, 3}, .capacity = 96, .seqlen_new = 3,
+     .causal = 1, .reference = 1},
+    {.name = "paged append past capacity dropped", .dtype = FLASHCL_DTYPE_FP32,
+     .batch = 2, .hq = 2, .hkv = 1, .d = 16, .dv = 16, .nq = 2,
+     .kv = K_PAGED, .lens = {63, 30}, .capacity = 64, .page_size = 16,
+     .seqlen_new = 4, .causal = 1, .reference = 1},
     {.name = "cache row out of range skipped", .dtype = FLASHCL_DTYPE_FP32,
      .batch = 3, .hq = 2, .hkv = 1, .d = 16, .dv = 16, .nq = 2,
      .kv = K_CACHE, .batch_idx = 1, .bad_row_index = 1, .lens = {5, 6, 7},

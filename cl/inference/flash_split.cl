@@ -26,7 +26,8 @@
  * Sequences (FLASHCL_Q_VARLEN, FLASHCL_KV_MODE) are read on the device
  * and never trusted: prefix sums are clamped to [0, total] (an end below
  * its start is an empty sequence) and lengths to the maxima the host sized
- * the grid for; cache lengths to [0, capacity - seqlen_new]; a cache row
+ * the grid for; cache lengths to [0, capacity], new rows past the
+ * capacity dropped; a cache row
  * (batch_idx) outside [0, kv_batch) makes the sequence see no keys and
  * receive nothing; a page outside [0, kv_batch) is skipped (its keys are
  * masked, appends into it dropped). */
@@ -190,10 +191,12 @@ inline seq_info sequence(const int b FLASHCL_FWD_ARGS(FLASHCL_KPARAM)
     s.kv_row = keys.first;
     s.nk = keys.count;
 #else
-    /* seqlen_k is the capacity; the new rows go after the cached ones. */
+    /* seqlen_k is the capacity; the new rows go after the cached ones,
+     * and those past the capacity are dropped: a cache is the caller's
+     * data, so an append never writes over cached rows. */
     s.cache_len = clamp(read_len(seqlens, len_base.s2, len_stride.s2, b), 0,
-                        seqlen_k - seqlen_new);
-    s.nk = s.cache_len + seqlen_new;
+                        seqlen_k);
+    s.nk = min(s.cache_len, seqlen_k - seqlen_new) + seqlen_new;
     s.kv_row = b;
 #if FLASHCL_BATCH_IDX
     s.kv_row = read_len(batch_idx, len_base.s3, len_stride.s3, b);
@@ -312,8 +315,8 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
     const int b = get_global_id(2);
     const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
                                     FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
-    if (s.cache_len < 0)
-        return;
+    if (s.cache_len < 0 || row >= seqlen_k - s.cache_len)
+        return; /* skipped sequence, or a row past the capacity */
     const int key = s.cache_len + row;
     ulong kat, vat;
     if (!key_row(&s, b, kv_head, key, base.s1, k_stride, &kat
@@ -332,6 +335,69 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
                   (ulong)kv_head * v_new_stride.s1 +
                   (ulong)row * v_new_stride.s2 + (ulong)d * v_new_stride.s3];
 #endif
+}
+
+/* ---- status ------------------------------------------------------------ */
+
+/* 1 when sequence b's prefix sums needed a clamp or a cut. */
+inline int span_clamped(__global const int *cu, ulong at, ulong stride, int b,
+                        int total, int most)
+{
+    const int start = cu[at + (ulong)b * stride];
+    const int end = cu[at + (ulong)(b + 1) * stride];
+    return start < 0 || start > total || end < 0 || end > total ||
+           end < start || end - start > most;
+}
+
+/* Work-item b: what the other kernels clamp or skip for sequence b, added
+ * to the caller's counters (include/flashcl.h's FLASHCL_INFER_STATUS_*),
+ * which the host zeroes before. */
+__kernel void flashcl_split_status(FLASHCL_SPLIT_PARAMS)
+{
+    const int b = get_global_id(0);
+    int dropped = 0, pages = 0, clamped = 0, rows = 0;
+#if FLASHCL_Q_VARLEN
+    clamped += span_clamped(cu_q, len_base.s0, len_stride.s0, b, total_q,
+                            seqlen_q);
+#endif
+#if FLASHCL_KV_MODE == 1
+    clamped += span_clamped(cu_k, len_base.s1, len_stride.s1, b, total_k,
+                            seqlen_k);
+#elif FLASHCL_KV_MODE >= 2
+    const int len = read_len(seqlens, len_base.s2, len_stride.s2, b);
+    clamped += len < 0 || len > seqlen_k;
+    const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
+                                    FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    if (s.cache_len < 0) {
+        rows = 1;
+        dropped = seqlen_new;
+    } else {
+        dropped = seqlen_new - (s.nk - s.cache_len);
+#if FLASHCL_KV_MODE == 3
+        const int used = (s.nk + page_size - 1) / page_size;
+        for (int p = 0; p < used; ++p) {
+            const int page = table[table_base + (ulong)b * table_stride +
+                                   (ulong)p];
+            if (page >= 0 && page < kv_batch)
+                continue;
+            ++pages;
+            /* the appended rows this page would have held */
+            const int lo = max(p * page_size, s.cache_len);
+            const int hi = min((p + 1) * page_size, s.nk);
+            dropped += max(0, hi - lo);
+        }
+#endif
+    }
+#endif
+    __global int *out = infer_status + status_base;
+    if (dropped)
+        atomic_add(out + 0, dropped);
+    if (pages)
+        atomic_add(out + 1, pages);
+    if (clamped)
+        atomic_add(out + 2, clamped);
+    if (rows)
+        atomic_add(out + 3, rows);
 }
 
 /* ---- attention ----------------------------------------------------------- */

@@ -50,7 +50,7 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (0.2: struct_size first, max_pages last)"""
+    """flashcl_attention_desc (0.2: struct_size first, infer_status last)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
@@ -97,6 +97,7 @@ class AttentionDesc(Structure):
         ("block_table", Tensor),
         ("page_size", c_int64),
         ("max_pages", c_int64),
+        ("infer_status", Tensor),
     ]
 
 
@@ -157,6 +158,10 @@ DTYPE_FP32, DTYPE_FP16, DTYPE_BF16, DTYPE_FP64 = 0, 1, 2, 3
 LAYOUT_BNHD, LAYOUT_BHND = 0, 1
 CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT = 0, 1
 BACKEND_AUTO, BACKEND_FUSED, BACKEND_REFERENCE = 0, 1, 2
+# AttentionDesc.infer_status: int32 [INFER_STATUS_COUNT] counters
+(INFER_STATUS_APPENDS_DROPPED, INFER_STATUS_PAGES_SKIPPED,
+ INFER_STATUS_LENGTHS_CLAMPED, INFER_STATUS_ROWS_SKIPPED,
+ INFER_STATUS_COUNT) = 0, 1, 2, 3, 4
 MAX_SCALE = 1e30
 MIN_SOFTCAP = 1e-30
 

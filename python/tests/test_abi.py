@@ -38,6 +38,11 @@ ENUMS = {
     "FLASHCL_BACKEND_FUSED": _lib.BACKEND_FUSED,
     "FLASHCL_BACKEND_REFERENCE": _lib.BACKEND_REFERENCE,
     "FLASHCL_STATUS_COUNT_": len(flashcl.Status),
+    "FLASHCL_INFER_STATUS_APPENDS_DROPPED": _lib.INFER_STATUS_APPENDS_DROPPED,
+    "FLASHCL_INFER_STATUS_PAGES_SKIPPED": _lib.INFER_STATUS_PAGES_SKIPPED,
+    "FLASHCL_INFER_STATUS_LENGTHS_CLAMPED": _lib.INFER_STATUS_LENGTHS_CLAMPED,
+    "FLASHCL_INFER_STATUS_ROWS_SKIPPED": _lib.INFER_STATUS_ROWS_SKIPPED,
+    "FLASHCL_INFER_STATUS_COUNT": _lib.INFER_STATUS_COUNT,
 }
 for status in flashcl.Status:
     ENUMS["FLASHCL_SUCCESS" if status == 0 else f"FLASHCL_ERROR_{status.name}"] = int(status)
@@ -83,7 +88,7 @@ def test_struct_layout(c_values, cname):
 
 def test_descriptor_ends(c_values):
     fields = [f for f, _ in _lib.AttentionDesc._fields_]
-    assert fields[0] == "struct_size" and fields[-1] == "max_pages"
+    assert fields[0] == "struct_size" and fields[-1] == "infer_status"
 
 
 def test_enums(c_values):

@@ -378,8 +378,10 @@ const char *plan_decode_split_reason(const device_caps *caps,
 bool plan_varlen_dense(const problem *p)
 {
     const inference *in = &p->infer;
+    /* the status counters are written by a split-KV kernel */
     return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
-           in->num_splits <= 1 && !variant_active(p, VARIANT_BIAS) &&
+           !in->status.present && in->num_splits <= 1 &&
+           !variant_active(p, VARIANT_BIAS) &&
            !variant_active(p, VARIANT_MASK);
 }
 

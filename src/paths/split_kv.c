@@ -775,7 +775,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->kernel_names[0] = "flashcl_split_fwd";
     plan->kernel_names[1] = "flashcl_split_combine";
     plan->kernel_names[2] = "flashcl_split_append";
-    plan->kernel_count = 3;
+    plan->kernel_names[3] = "flashcl_split_status";
+    plan->kernel_count = 4;
     plan->head_dim_padded = s.d;
     plan->head_dim_v_padded = s.dv;
     plan->block_m = s.block_m;
@@ -911,6 +912,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->k_new_base = in->k_new.base;
     a->v_new_base = in->v_new.base;
     a->seqlen_new = (cl_int)in->seqlen_new;
+    a->infer_status = mem_or(&in->status, dummy);
+    a->status_base = in->status.present ? in->status.base : 0;
 }
 
 static cl_int set_split_args(cl_kernel kernel, cl_uint index,
@@ -929,9 +932,10 @@ static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
                               cl_uint num_wait, const cl_event *wait_list,
                               cl_event *event)
 {
-    static const char *const names[3] = {"flashcl_split_fwd",
+    static const char *const names[4] = {"flashcl_split_fwd",
                                          "flashcl_split_combine",
-                                         "flashcl_split_append"};
+                                         "flashcl_split_append",
+                                         "flashcl_split_status"};
     const trailing_args split = {set_split_args, a};
     const cl_int err = enqueue_with_args(ctx, queue, p, program, which, &split,
                                          global, local, num_wait, wait_list,
@@ -942,9 +946,35 @@ static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
     return FLASHCL_SUCCESS;
 }
 
-/* The call's commands in order: append, attention, merge; each waits for
- * the one before (the queue may be out of order). *last gets the last
- * one's event. */
+/* The caller's status counters zeroed, then counted by a work-item per
+ * sequence; *done gets the count's event. */
+static flashcl_status enqueue_status(flashcl_context *ctx,
+                                     cl_command_queue queue, const problem *p,
+                                     compiled_program *program,
+                                     const split_args *a, cl_uint num_wait,
+                                     const cl_event *wait_list, cl_event *done)
+{
+    const tensor_view *status = &p->infer.status;
+    const cl_int zero = 0;
+    cl_event zeroed = NULL;
+    const cl_int err = clEnqueueFillBuffer(
+        queue, status->given, &zero, sizeof zero,
+        (size_t)status->base * sizeof(cl_int),
+        FLASHCL_INFER_STATUS_COUNT * sizeof(cl_int), num_wait, wait_list,
+        &zeroed);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "zeroing infer_status: %s", cl_error_name(err));
+    const size_t global[3] = {(size_t)p->batch, 1, 1};
+    const flashcl_status st = enqueue(ctx, queue, program, 3, p, a, global,
+                                      NULL, 1, &zeroed, done);
+    clReleaseEvent(zeroed);
+    return st;
+}
+
+/* The call's commands in order: status, append, attention, merge; each
+ * waits for the one before (the queue may be out of order). *last gets
+ * the last one's event. */
 static flashcl_status enqueue_steps(flashcl_context *ctx,
                                     cl_command_queue queue, const problem *p,
                                     const kernel_plan *plan,
@@ -954,13 +984,23 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
 {
     cl_event prev = NULL;
     flashcl_status st = FLASHCL_SUCCESS;
-    if (p->infer.append) {
+    if (p->infer.status.present) {
+        st = enqueue_status(ctx, queue, p, program, a, num_wait, wait_list,
+                            &prev);
+        num_wait = 0;
+    }
+    if (st == FLASHCL_SUCCESS && p->infer.append) {
         const int64_t d = problem_widest_head_dim(p);
         const size_t global[3] = {(size_t)d,
                                   (size_t)(p->infer.seqlen_new * p->heads_kv),
                                   (size_t)p->batch};
-        st = enqueue(ctx, queue, program, 2, p, a, global, NULL, num_wait,
-                     wait_list, &prev);
+        cl_event appended = NULL;
+        st = enqueue(ctx, queue, program, 2, p, a, global, NULL,
+                     prev ? 1 : num_wait, prev ? &prev : wait_list,
+                     &appended);
+        if (prev)
+            clReleaseEvent(prev);
+        prev = appended;
         num_wait = 0;
     }
     cl_event fwd = NULL;

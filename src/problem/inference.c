@@ -40,6 +40,9 @@ static flashcl_status check_orphans(flashcl_context *ctx,
          "cu_seqlens_k"},
         {d->page_size != 0 || d->max_pages != 0, has(&d->block_table),
          "page_size / max_pages", "block_table"},
+        {has(&d->infer_status),
+         cache || has(&d->cu_seqlens_q) || has(&d->cu_seqlens_k),
+         "infer_status", "cache_seqlens or cu_seqlens_q / cu_seqlens_k"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; ++i)
         if (rules[i].set && !rules[i].needed)
@@ -148,6 +151,9 @@ static flashcl_status resolve_arrays(flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS)
         st = resolve_ints(ctx, &d->block_table, "block_table", b,
                           (uint64_t)d->max_pages, &in->table);
+    if (st == FLASHCL_SUCCESS)
+        st = resolve_ints(ctx, &d->infer_status, "infer_status", 1,
+                          FLASHCL_INFER_STATUS_COUNT, &in->status);
     if (st != FLASHCL_SUCCESS || !in->append)
         return st;
     const uint64_t hkv = (uint64_t)p->heads_kv, n = (uint64_t)in->seqlen_new;
@@ -297,6 +303,18 @@ flashcl_status inference_check_views(flashcl_context *ctx, const problem *p)
         for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i)
             if ((o >= 2 || i < 7) && views_overlap(outputs[o].v, inputs[i].v))
                 return overlap_error(ctx, outputs[o].name, inputs[i].name);
+    /* the counters are written: they must not share a byte with any
+     * other tensor of the call */
+    const tensor_view *others[] = {&p->q, &p->k, &p->v, &p->o, &p->lse};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; ++i)
+        if (views_overlap(&in->status, inputs[i].v))
+            return overlap_error(ctx, "infer_status", inputs[i].name);
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
+        if (views_overlap(&in->status, others[i]))
+            return overlap_error(ctx, "infer_status", "a tensor of the call");
+    for (size_t i = 0; i < variant_count(); ++i)
+        if (views_overlap(&in->status, &p->variant_tensor[i]))
+            return overlap_error(ctx, "infer_status", variant_at(i)->name);
     if (in->append && views_overlap(&p->k, &p->v))
         return overlap_error(ctx, "k (appended)", "v");
     if (in->append)

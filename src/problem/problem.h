@@ -58,6 +58,7 @@ typedef struct inference {
     /* int32 arrays (absent: not present) and the appended rows. */
     tensor_view cu_q, cu_k, seqlens, batch_idx_view, table;
     tensor_view k_new, v_new;
+    tensor_view status; /* int32 [4] counters out (FLASHCL_INFER_STATUS_*) */
     size_t scratch_cap; /* split-KV scratch cap, bytes */
 } inference;
 

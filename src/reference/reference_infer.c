@@ -8,6 +8,7 @@
  * (include/flashcl.h). Needs unit-stride head dims (stride_dim 1) for
  * appends and paged caches, which the copies move row by row. */
 #include "reference/reference.h"
+#include "problem/variants.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +76,9 @@ static seq sequence_of(const problem *p, const host_arrays *a, int b)
         const int end = clampi(a->cu_k[b + 1], s.k0, in->total_k);
         s.nk = end - s.k0 < p->seqlen_k ? end - s.k0 : (int)p->seqlen_k;
     } else if (in->kv >= KV_CACHE) {
-        s.cached = clampi(a->seqlens[b], 0, p->seqlen_k - in->seqlen_new);
-        s.nk = s.cached + (int)in->seqlen_new;
+        /* new rows past the capacity are dropped, as the kernels do */
+        s.cached = clampi(a->seqlens[b], 0, p->seqlen_k);
+        s.nk = clampi(s.cached + in->seqlen_new, 0, p->seqlen_k);
         if (in->batch_idx) {
             s.row = a->batch_idx[b];
             if (s.row < 0 || s.row >= in->kv_batch)
@@ -130,7 +132,7 @@ static flashcl_status append_rows(flashcl_context *ctx, cl_command_queue q,
         const seq s = sequence_of(p, a, b);
         if (s.row < 0)
             continue;
-        for (int j = 0; j < in->seqlen_new; ++j) {
+        for (int j = 0; j < s.nk - s.cached; ++j) {
             const tensor_view *news[2] = {&in->k_new, &in->v_new};
             const tensor_view *caches[2] = {&p->k, &p->v};
             const int64_t dims[2] = {p->head_dim, p->head_dim_v};
@@ -154,41 +156,124 @@ static flashcl_status append_rows(flashcl_context *ctx, cl_command_queue q,
     return FLASHCL_SUCCESS;
 }
 
-/* Paged keys of one sequence into packed [1, nk, heads_kv, dim] buffers;
- * skipped pages are left out. *kept gets the keys copied. */
+/* Paged keys of one sequence into packed [1, nk, heads_kv, dim] buffers,
+ * each key at its own position: a skipped page's rows stay zero and
+ * keep[j] is 0 for them, so that later keys keep their positions (the
+ * causal band, ALiBi, bias and mask index keys by position). */
 static flashcl_status gather(flashcl_context *ctx, cl_command_queue q,
                              const problem *p, const host_arrays *a, int b,
-                             const seq *s, cl_mem dst[2], int *kept)
+                             const seq *s, cl_mem dst[2], unsigned char *keep)
 {
     const tensor_view *src[2] = {&p->k, &p->v};
     const int64_t dims[2] = {p->head_dim, p->head_dim_v};
-    *kept = 0;
     for (int t = 0; t < 2; ++t) {
         cl_int err;
-        const size_t bytes = (size_t)(s->nk ? s->nk : 1) *
-                             (size_t)(p->heads_kv * dims[t]) * p->elem_size;
+        const size_t row_bytes = (size_t)(p->heads_kv * dims[t]) * p->elem_size;
+        const size_t bytes = (size_t)(s->nk ? s->nk : 1) * row_bytes;
         dst[t] = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE, bytes, NULL,
                                 &err);
         if (err != CL_SUCCESS)
             return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
                              "reference backend: gathering pages: %s",
                              cl_error_name(err));
-        int n = 0;
+        /* zeros, not garbage: a masked key's V still meets P = 0 in P V */
+        const cl_uchar zero = 0;
+        err = clEnqueueFillBuffer(q, dst[t], &zero, 1, 0, bytes, 0, NULL,
+                                  NULL);
+        if (err != CL_SUCCESS)
+            return failed(ctx, "clearing the gathered keys", err);
         for (int j = 0; j < s->nk; ++j) {
             const int64_t at = key_byte(p, a, b, s, src[t], j);
+            keep[j] = at >= 0;
             if (at < 0)
                 continue;
             err = copy_heads(q, p, src[t]->given, (size_t)at,
                              (size_t)src[t]->stride[1], dst[t],
-                             (size_t)n * (size_t)(p->heads_kv * dims[t]) *
-                                 p->elem_size,
-                             (size_t)dims[t], dims[t]);
+                             (size_t)j * row_bytes, (size_t)dims[t], dims[t]);
             if (err != CL_SUCCESS)
                 return failed(ctx, "gathering a page row", err);
-            ++n;
         }
-        *kept = n;
     }
+    return FLASHCL_SUCCESS;
+}
+
+/* The caller's mask of the sequence, (h, i, j) packed [heads_q][nq][nk],
+ * read back, or NULL with an error set. */
+static unsigned char *read_sequence_mask(flashcl_context *ctx,
+                                         cl_command_queue q,
+                                         const problem *sp)
+{
+    const uint64_t *st = sp->vargs.mask_stride.s;
+    const uint64_t hq = (uint64_t)sp->heads_q, nq = (uint64_t)sp->seqlen_q,
+                   nk = (uint64_t)sp->seqlen_k;
+    const uint64_t span = (hq - 1) * st[1] + (nq - 1) * st[2] +
+                          (nk - 1) * st[3] + 1;
+    unsigned char *bytes = malloc((size_t)span);
+    unsigned char *packed = malloc((size_t)(hq * nq * nk));
+    cl_int err = CL_OUT_OF_HOST_MEMORY;
+    if (bytes && packed)
+        err = clEnqueueReadBuffer(q, sp->vargs.mask, CL_TRUE,
+                                  (size_t)sp->vargs.mask_base, (size_t)span,
+                                  bytes, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+        for (uint64_t h = 0; h < hq; ++h)
+            for (uint64_t i = 0; i < nq; ++i)
+                for (uint64_t j = 0; j < nk; ++j)
+                    packed[(h * nq + i) * nk + j] =
+                        bytes[h * st[1] + i * st[2] + j * st[3]];
+    free(bytes);
+    if (err != CL_SUCCESS) {
+        free(packed);
+        if (err == CL_OUT_OF_HOST_MEMORY)
+            set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY, "host mask copy");
+        else
+            failed(ctx, "reading the mask", err);
+        return NULL;
+    }
+    return packed;
+}
+
+/* Skipped keys (keep[j] == 0) masked out of the sequence's problem, on top
+ * of the caller's mask if there is one; *mask_out gets the buffer the
+ * problem then reads (NULL when no key is skipped). */
+static flashcl_status mask_skipped_keys(flashcl_context *ctx,
+                                        cl_command_queue q, problem *sp,
+                                        const unsigned char *keep,
+                                        cl_mem *mask_out)
+{
+    *mask_out = NULL;
+    const int nk = (int)sp->seqlen_k;
+    if (nk == 0 || memchr(keep, 0, (size_t)nk) == NULL)
+        return FLASHCL_SUCCESS;
+    const int index = VARIANT_MASK;
+    const bool own = variant_active(sp, VARIANT_MASK);
+    const size_t rows = own ? (size_t)(sp->heads_q * sp->seqlen_q) : 1;
+    unsigned char *host = own ? read_sequence_mask(ctx, q, sp)
+                              : malloc((size_t)nk);
+    if (!host)
+        return own ? FLASHCL_ERROR_OUT_OF_MEMORY /* error set */
+                   : set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY, "host mask");
+    for (size_t r = 0; r < rows; ++r)
+        for (int j = 0; j < nk; ++j)
+            host[r * (size_t)nk + (size_t)j] =
+                (own ? host[r * (size_t)nk + (size_t)j] != 0 : 1) && keep[j];
+    cl_int err;
+    *mask_out = clCreateBuffer(ctx->cl_ctx,
+                               CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                               rows * (size_t)nk, host, &err);
+    free(host);
+    if (err != CL_SUCCESS) {
+        *mask_out = NULL;
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "reference backend: the skipped pages' mask");
+    }
+    sp->variants |= 1u << index;
+    sp->variant_value[index] = 1;
+    sp->vargs.mask = *mask_out;
+    sp->vargs.mask_base = 0;
+    const cl_ulong4 packed = {{0, own ? (cl_ulong)(sp->seqlen_q * nk) : 0,
+                               own ? (cl_ulong)nk : 0, 1}};
+    sp->vargs.mask_stride = packed;
     return FLASHCL_SUCCESS;
 }
 
@@ -250,26 +335,77 @@ static flashcl_status run_sequences(flashcl_context *ctx, cl_command_queue q,
         problem sp = sequence_problem(p, &s, b);
         if (sp.empty)
             continue;
-        cl_mem gathered[2] = {NULL, NULL};
+        cl_mem gathered[3] = {NULL, NULL, NULL}; /* K, V, mask */
         flashcl_status st = FLASHCL_SUCCESS;
         if (p->infer.kv == KV_PAGED) {
-            int kept = 0;
-            st = gather(ctx, q, p, a, b, &s, gathered, &kept);
+            unsigned char *keep = malloc((size_t)s.nk + 1);
+            st = keep ? gather(ctx, q, p, a, b, &s, gathered, keep)
+                      : set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                                  "host page flags");
             if (st == FLASHCL_SUCCESS) {
-                packed_view(&sp.k, gathered[0], p, p->head_dim, kept);
-                packed_view(&sp.v, gathered[1], p, p->head_dim_v, kept);
-                sp.seqlen_k = kept;
+                packed_view(&sp.k, gathered[0], p, p->head_dim, s.nk);
+                packed_view(&sp.v, gathered[1], p, p->head_dim_v, s.nk);
+                st = mask_skipped_keys(ctx, q, &sp, keep, &gathered[2]);
             }
+            free(keep);
         }
         if (st == FLASHCL_SUCCESS)
             st = launch_reference(ctx, q, &sp, 0, NULL, NULL);
-        for (int i = 0; i < 2; ++i)
+        for (int i = 0; i < 3; ++i)
             if (gathered[i])
                 clReleaseMemObject(gathered[i]);
         if (st != FLASHCL_SUCCESS)
             return st;
     }
     return FLASHCL_SUCCESS;
+}
+
+/* 1 when sequence b's prefix sums needed a clamp or a cut. */
+static int span_clamped(const int *cu, int b, int64_t total, int64_t most)
+{
+    const int64_t start = cu[b], end = cu[b + 1];
+    return start < 0 || start > total || end < 0 || end > total ||
+           end < start || end - start > most;
+}
+
+/* The caller's FLASHCL_INFER_STATUS_* counters, from the same rules as
+ * the kernels' (flash_split.cl, flashcl_split_status). */
+static flashcl_status write_status(flashcl_context *ctx, cl_command_queue q,
+                                   const problem *p, const host_arrays *a)
+{
+    const inference *in = &p->infer;
+    cl_int count[FLASHCL_INFER_STATUS_COUNT] = {0};
+    for (int b = 0; b < p->batch; ++b) {
+        if (in->varlen_q)
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(a->cu_q, b, in->total_q, p->seqlen_q);
+        if (in->kv == KV_VARLEN)
+            count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+                span_clamped(a->cu_k, b, in->total_k, p->seqlen_k);
+        if (in->kv < KV_CACHE)
+            continue;
+        count[FLASHCL_INFER_STATUS_LENGTHS_CLAMPED] +=
+            a->seqlens[b] < 0 || a->seqlens[b] > p->seqlen_k;
+        const seq s = sequence_of(p, a, b);
+        if (s.row < 0) {
+            count[FLASHCL_INFER_STATUS_ROWS_SKIPPED] += 1;
+            count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += (cl_int)in->seqlen_new;
+            continue;
+        }
+        count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] +=
+            (cl_int)in->seqlen_new - (s.nk - s.cached);
+        for (int j = 0; in->kv == KV_PAGED && j < s.nk; ++j) {
+            if (key_byte(p, a, b, &s, &p->k, j) >= 0)
+                continue;
+            count[FLASHCL_INFER_STATUS_PAGES_SKIPPED] += j % in->page_size == 0;
+            count[FLASHCL_INFER_STATUS_APPENDS_DROPPED] += j >= s.cached;
+        }
+    }
+    const cl_int err = clEnqueueWriteBuffer(
+        q, in->status.given, CL_TRUE, (size_t)in->status.base * sizeof(cl_int),
+        sizeof count, count, 0, NULL, NULL);
+    return err == CL_SUCCESS ? FLASHCL_SUCCESS
+                             : failed(ctx, "writing infer_status", err);
 }
 
 static bool unit_dims(const problem *p)
@@ -308,6 +444,8 @@ flashcl_status launch_reference_inference(flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS)
         st = read_ints(ctx, queue, &p->infer.table, b,
                        (size_t)p->infer.max_pages, &a.table);
+    if (st == FLASHCL_SUCCESS && p->infer.status.present)
+        st = write_status(ctx, queue, p, &a);
     if (st == FLASHCL_SUCCESS && p->infer.append)
         st = append_rows(ctx, queue, p, &a);
     if (st == FLASHCL_SUCCESS)
