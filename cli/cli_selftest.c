@@ -310,6 +310,8 @@ int cmd_selftest(int argc, char **argv)
     int rc = cli_start(&selftest_command, argc, argv, &common, &o);
     if (rc != CLI_GO_ON)
         return rc;
+    /* The printed time is the wall time: from here to after the release. */
+    const double start = timing_host_ms();
     flashcl_context *ctx =
         open_device("selftest", common.device, common.json, &rc);
     if (!ctx)
@@ -318,12 +320,15 @@ int cmd_selftest(int argc, char **argv)
     flashcl_context_device_info(ctx, &dev);
     const int num_dtypes = dev.has_fp64 ? 4 : 3;
     tally t = {.json = common.json};
-    progress_begin(&t.progress, num_dtypes * (2 + SHAPES), !o.no_progress);
-    const double start = timing_host_ms();
+    progress_begin(&t.progress, num_dtypes * (2 + SHAPES) + 1,
+                   !o.no_progress);
+    progress_heartbeat_start(&t.progress);
     print_start(&t, &dev);
     run_builds(ctx, num_dtypes, &t);
     run_checks(ctx, num_dtypes, &t);
-    print_end(&t, (timing_host_ms() - start) / 1e3);
+    progress_step(&t.progress, ++t.step, "releasing the context");
     flashcl_context_release(ctx);
+    progress_heartbeat_stop(&t.progress);
+    print_end(&t, (timing_host_ms() - start) / 1e3);
     return t.failed ? EXIT_FAILED : EXIT_OK;
 }
