@@ -33,9 +33,10 @@ const cli_command selftest_command = {
     "   on the fused and the reference backend and compares both with the\n"
     "   float64 oracle and with each other; a row passes when every O error\n"
     "   is within the O tolerance and every LSE error within the LSE one.\n"
-    "Prints a PASS/FAIL table; exit status 1 if anything failed. Progress\n"
-    "goes to stderr: one line rewritten in place on a terminal, else one\n"
-    "\"[k/n] step\" line per step.\n",
+    "Prints a PASS/FAIL table and the wall time; exit status 1 if anything\n"
+    "failed. Progress goes to stderr: one line rewritten in place on a\n"
+    "terminal, else one \"[k/n] step\" line per step; a step still running\n"
+    "is shown again every 2 s.\n",
     selftest_table};
 
 /* Head dims, one per padded class of the portable kernel. */
