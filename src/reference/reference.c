@@ -7,7 +7,8 @@
  *
  * P V is one GEMM over all keys while seqlen_k <= REF_KEY_CHUNK. Longer
  * rows are cut into chunks of REF_KEY_CHUNK keys (the last one shorter),
- * one partial product each, and ref_store adds the partial products with a
+ * one partial product each (one plain GEMM per head and chunk), and
+ * ref_store adds the partial products with a
  * compensated sum: inside a GEMM the error of O grows with its k (CLBlast
  * sums each output element over k in one running sum), so cutting k keeps
  * the error of any seqlen_k at that of a REF_KEY_CHUNK-key problem.
