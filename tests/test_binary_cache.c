@@ -213,7 +213,7 @@ static void assert_sound(const char *name, size_t unlike_size)
 }
 
 /* One variant on a new context: prepare, then a checked forward call
- * (oracle), then release (when a new binary is stored). */
+ * (oracle), then release. */
 static double run_variant(int which)
 {
     const attention_case c = variant(which);
@@ -510,7 +510,7 @@ static void *thread_main(void *arg)
             snprintf(job->error, sizeof job->error, "%s",
                      flashcl_context_last_error(ctx));
     }
-    flashcl_context_release(ctx); /* both store here */
+    flashcl_context_release(ctx); /* stores nothing: stored at build */
     return NULL;
 }
 
