@@ -314,7 +314,19 @@ static flashcl_status rebuild_patched(flashcl_context *ctx,
 }
 
 /* From the disk cache when it holds the program, else from source (and
- * then into the disk cache; a patched program: source, patch, binary). */
+ * then into the disk cache; a patched program: source, patch, binary).
+ *
+ * A binary built from source is stored here, while its entry is still
+ * building: no kernel of the program has been enqueued, so no driver is
+ * asked for a binary while that program runs (PoCL aborts then:
+ * pocl_release_dlhandle_cache's assertion, issue 42), and the context's
+ * release does no binary work. Asking PoCL for a binary makes it generate
+ * code for every kernel of the program (about 3 s a program on the CI
+ * machine): here that is part of the compile a cold cache pays anyway; at
+ * release it was minutes of silence. The price: PoCL's binary then lacks
+ * the work-group function the first launch compiles for its local size,
+ * so with PoCL's own kernel cache off a warm first call still compiles
+ * it (docs/binary-cache.md). */
 static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
                             const program_request *request,
                             program_patch_fn *patch, const char *kind)
@@ -339,18 +351,6 @@ static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
     free(source);
     return status;
 }
-
-/* Why a binary built from source is stored in build(), while its entry
- * is still building: no kernel of the program has been enqueued, so
- * no driver can be asked for a binary while that program runs (PoCL
- * aborts then: pocl_release_dlhandle_cache's assertion, issue 42), and
- * the context's release does no binary work. Asking PoCL for a binary
- * makes it generate code for every kernel of the program (seconds for a
- * program of several kernels); at build time that is part of the compile
- * a cold cache pays anyway, at release it was minutes of silence. The
- * price: PoCL's binary then lacks the work-group function its first
- * launch compiles for that local size, so a warm cache's first call
- * still compiles that (0.25-0.8 s) where a later store had it. */
 
 static void free_entry(compiled_program *entry)
 {
