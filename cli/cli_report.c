@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- JSON ---------------------------------------------------------- */
@@ -152,29 +153,119 @@ void progress_begin(progress *p, int total, bool enabled)
     p->enabled = enabled;
     p->terminal = isatty(STDERR_FILENO) == 1;
     p->shown = false;
+    p->beating = false;
+    p->step = 0;
+    p->what[0] = '\0';
+}
+
+static double monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Caller holds p->lock when the heartbeat runs. */
+static void show_step(progress *p, const char *suffix)
+{
+    fprintf(stderr, "%s[%d/%d] %s%s", p->terminal ? "\r\033[K" : "",
+            p->step, p->total, p->what, suffix);
+    if (!p->terminal)
+        fputc('\n', stderr);
+    p->shown = p->terminal;
+    p->shown_ms = monotonic_ms();
+    fflush(stderr);
+}
+
+static void lock_if_beating(progress *p)
+{
+    if (p->beating)
+        pthread_mutex_lock(&p->lock);
+}
+
+static void unlock_if_beating(progress *p)
+{
+    if (p->beating)
+        pthread_mutex_unlock(&p->lock);
 }
 
 void progress_step(progress *p, int step, const char *fmt, ...)
 {
     if (!p->enabled)
         return;
-    fprintf(stderr, "%s[%d/%d] ", p->terminal ? "\r\033[K" : "", step,
-            p->total);
+    lock_if_beating(p);
+    p->step = step;
     va_list args;
     va_start(args, fmt);
-    vfprintf(stderr, fmt, args);
+    vsnprintf(p->what, sizeof p->what, fmt, args);
     va_end(args);
-    if (!p->terminal)
-        fputc('\n', stderr);
-    p->shown = p->terminal;
-    fflush(stderr);
+    p->step_ms = monotonic_ms();
+    show_step(p, "");
+    unlock_if_beating(p);
 }
 
 void progress_clear(progress *p)
 {
+    lock_if_beating(p);
     if (p->enabled && p->shown) {
         fputs("\r\033[K", stderr);
         fflush(stderr);
         p->shown = false;
     }
+    unlock_if_beating(p);
+}
+
+static void *heartbeat_main(void *arg)
+{
+    progress *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 250 * 1000 * 1000; /* checks 4 times a second */
+        if (until.tv_nsec >= 1000 * 1000 * 1000) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        pthread_cond_timedwait(&p->wake, &p->lock, &until);
+        const double now = monotonic_ms();
+        if (!p->stop && p->step > 0 &&
+            now - p->shown_ms >= PROGRESS_HEARTBEAT_S * 1e3) {
+            char suffix[64];
+            snprintf(suffix, sizeof suffix, " (still working, %.0f s)",
+                     (now - p->step_ms) / 1e3);
+            show_step(p, suffix);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+void progress_heartbeat_start(progress *p)
+{
+    if (!p->enabled || p->beating)
+        return;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    p->stop = false;
+    p->shown_ms = monotonic_ms();
+    p->beating = pthread_create(&p->thread, NULL, heartbeat_main, p) == 0;
+    if (!p->beating) {
+        pthread_cond_destroy(&p->wake);
+        pthread_mutex_destroy(&p->lock);
+    }
+}
+
+void progress_heartbeat_stop(progress *p)
+{
+    if (!p->beating)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    p->beating = false;
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
 }

@@ -6,6 +6,7 @@
 
 #include "flashcl.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -51,10 +52,24 @@ int report_failure(const char *command, bool json, flashcl_status status,
 
 /* Progress of `total` steps on stderr: on a terminal one line rewritten
  * in place, otherwise one "[k/n] what" line per step (a log shows where a
- * long run is). Nothing when disabled. */
+ * long run is). Nothing when disabled. With a heartbeat on, a step that
+ * runs longer than PROGRESS_HEARTBEAT_S is shown again every
+ * PROGRESS_HEARTBEAT_S, with its time so far: a cold kernel compile can
+ * take a minute, and a silent tool looks hung (issue 42, item 7). */
+#define PROGRESS_HEARTBEAT_S 2
+
 typedef struct progress {
     int total;
     bool enabled, terminal, shown;
+    /* the heartbeat's: the step shown last and when; `lock` orders the
+     * two threads' writes to stderr */
+    bool beating, stop;
+    int step;
+    char what[200];
+    double step_ms, shown_ms;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
 } progress;
 
 void progress_begin(progress *p, int total, bool enabled);
@@ -65,5 +80,9 @@ void progress_step(progress *p, int step, const char *fmt, ...)
     ;
 /* Removes the in-place line before stdout output (a no-op for lines). */
 void progress_clear(progress *p);
+/* Starts and stops the heartbeat thread (nothing when disabled, or when
+ * the thread cannot start: the steps are still shown). */
+void progress_heartbeat_start(progress *p);
+void progress_heartbeat_stop(progress *p);
 
 #endif /* FLASHCL_CLI_REPORT_H */

@@ -17,6 +17,19 @@
  *   off_and_unwritable  FLASHCL_CACHE=0 neither reads nor writes; a folder
  *                     that cannot be made costs nothing but a failed store
  *   default_folders   $XDG_CACHE_HOME/flashcl, else ~/.cache/flashcl, 0700
+ *   stored_at_build   a program's binary is on disk once flashcl_prepare
+ *                     returns (built, no kernel run yet); its calls and the
+ *                     context's release store nothing more
+ *   release_is_quick  a context release after 12 tiny calls (head dims
+ *                     8..96) on cold flashcl and PoCL caches takes < 1 s
+ *                     (issue 42, item 7: PoCL generates code for every
+ *                     kernel of a program whose binary is asked for, and
+ *                     release used to ask)
+ *   threads_split_kv  two threads, one context, the same split-KV decode
+ *                     variants on two queues (shared split scratch), cold
+ *                     cache: results right, one entry per program (PoCL
+ *                     aborted when a binary was asked for while the
+ *                     program's kernels ran: issue 42, item 13)
  *
  * Hits and builds are read from flashcl_get_cache_stats (process-wide
  * counters). Each context starts with an empty in-memory cache, so a new
@@ -200,7 +213,7 @@ static void assert_sound(const char *name, size_t unlike_size)
 }
 
 /* One variant on a new context: prepare, then a checked forward call
- * (oracle), then release (when a new binary is stored). */
+ * (oracle), then release. */
 static double run_variant(int which)
 {
     const attention_case c = variant(which);
@@ -497,7 +510,7 @@ static void *thread_main(void *arg)
             snprintf(job->error, sizeof job->error, "%s",
                      flashcl_context_last_error(ctx));
     }
-    flashcl_context_release(ctx); /* both store here */
+    flashcl_context_release(ctx); /* stores nothing: stored at build */
     return NULL;
 }
 
@@ -659,6 +672,199 @@ START_TEST(default_folders)
 }
 END_TEST
 
+
+START_TEST(stored_at_build)
+{
+    fresh_folder();
+    const attention_case c = variant(0);
+    flashcl_context *ctx = NULL;
+    ck_assert_msg(flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS,
+                  "no OpenCL device: %s", flashcl_last_create_error());
+    flashcl_attention_desc shape = case_shape_desc(&c);
+    shape.layout = c.layout;
+    shape.causal = c.causal;
+    flashcl_cache_stats s0 = stats();
+    ck_assert_int_eq(flashcl_prepare(ctx, &shape, NULL), FLASHCL_SUCCESS);
+    flashcl_cache_stats s1 = stats();
+    char names[MAX_ENTRIES][NAME_CAP];
+    ck_assert_msg(DELTA(s1, s0, stores) == 1 &&
+                      list_entries(folder, names, NULL) == 1,
+                  "after the build (no kernel run yet): %llu stores, %d "
+                  "entries (want 1 and 1)",
+                  (unsigned long long)DELTA(s1, s0, stores),
+                  list_entries(folder, names, NULL));
+    assert_sound(names[0], 0);
+    for (int call = 0; call < 3; ++call) {
+        case_data data;
+        run_case_keep(ctx, NULL, &c, &data); /* checked against the oracle */
+        case_release(&data);
+    }
+    flashcl_context_release(ctx);
+    flashcl_cache_stats s2 = stats();
+    ck_assert_msg(DELTA(s2, s1, stores) == 0,
+                  "calls and release stored %llu more binaries",
+                  (unsigned long long)DELTA(s2, s1, stores));
+    ck_assert_int_eq(list_entries(folder, names, NULL), 1);
+    /* and what was stored before any launch serves a new context */
+    run_variant(0);
+    flashcl_cache_stats s3 = stats();
+    ck_assert_uint_eq(DELTA(s3, s2, hits), 1);
+    ck_assert_uint_eq(DELTA(s3, s2, source_builds), 0);
+}
+END_TEST
+
+#define RELEASE_VARIANTS 12
+#define RELEASE_LIMIT_S 1.0
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* In a process of its own (PoCL reads POCL_CACHE_DIR once): 12 tiny
+ * calls, head dims 8, 16, ..., 96, each its own program, then the
+ * release, timed. */
+START_TEST(release_child)
+{
+    flashcl_context *ctx = NULL;
+    ck_assert_msg(flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS,
+                  "no OpenCL device: %s", flashcl_last_create_error());
+    for (int i = 0; i < RELEASE_VARIANTS; ++i) {
+        attention_case c = small_case(REF_FP32, 3, 5, 0, 4200u + (unsigned)i);
+        c.head_dim = 8 * (size_t)(i + 1);
+        case_data data;
+        run_case_keep(ctx, NULL, &c, &data);
+        case_release(&data);
+    }
+    const double start = seconds_now();
+    flashcl_context_release(ctx);
+    const double took = seconds_now() - start;
+    fprintf(stderr, "context release after %d variants: %.3f s\n",
+            RELEASE_VARIANTS, took);
+    ck_assert_msg(took < RELEASE_LIMIT_S,
+                  "context release after %d variants took %.2f s (limit "
+                  "%.1f s)", RELEASE_VARIANTS, took, RELEASE_LIMIT_S);
+}
+END_TEST
+
+START_TEST(release_is_quick)
+{
+    fresh_folder();
+    char pocl_cache[4200];
+    snprintf(pocl_cache, sizeof pocl_cache, "%s/pocl", folder);
+    ck_assert_int_eq(mkdir(pocl_cache, 0700), 0);
+    ck_assert_int_eq(setenv("POCL_CACHE_DIR", pocl_cache, 1), 0);
+    unsetenv("POCL_KERNEL_CACHE");
+    const pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl(self_path, self_path, "--release-child", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the timed release failed (status 0x%x; its output above)",
+                  status);
+    /* head dims that pad alike share a program: fewer entries than calls */
+    char names[MAX_ENTRIES][NAME_CAP];
+    ck_assert_int_gt(list_entries(folder, names, NULL), 1);
+}
+END_TEST
+
+#define SPLIT_DIMS 3
+#define SPLIT_ROUNDS 3
+
+typedef struct split_job {
+    flashcl_context *ctx;
+    cl_command_queue queue;
+    attention_case cases[SPLIT_DIMS];
+    case_data data[SPLIT_DIMS];
+    int first;
+    flashcl_status status;
+    char error[512];
+} split_job;
+
+/* No Check assertion here: a failed one cannot unwind this thread. */
+static void *split_thread(void *arg)
+{
+    split_job *job = arg;
+    for (int round = 0; round < SPLIT_ROUNDS; ++round)
+        for (int i = 0; i < SPLIT_DIMS; ++i) {
+            const int which = (job->first + i) % SPLIT_DIMS;
+            flashcl_attention_desc desc =
+                case_desc(&job->cases[which], &job->data[which]);
+            desc.num_splits = 4;
+            flashcl_status st = flashcl_attention_forward(
+                job->ctx, job->queue, &desc, 0, NULL, NULL);
+            if (st != FLASHCL_SUCCESS && job->status == FLASHCL_SUCCESS) {
+                job->status = st;
+                snprintf(job->error, sizeof job->error, "%s",
+                         flashcl_context_last_error(job->ctx));
+            }
+        }
+    clFinish(job->queue);
+    return NULL;
+}
+
+START_TEST(threads_split_kv)
+{
+    fresh_folder();
+    flashcl_context *ctx = NULL;
+    ck_assert_msg(flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS,
+                  "no OpenCL device: %s", flashcl_last_create_error());
+    static split_job jobs[2];
+    pthread_t t[2];
+    memset(jobs, 0, sizeof jobs);
+    flashcl_cache_stats s0 = stats();
+    for (int j = 0; j < 2; ++j) {
+        jobs[j].ctx = ctx;
+        jobs[j].queue = create_queue(ctx);
+        jobs[j].first = j;
+        for (int i = 0; i < SPLIT_DIMS; ++i) {
+            attention_case c = small_case(REF_FP32, 1, 1500, 0,
+                                          4300u + (unsigned)(10 * j + i));
+            c.heads_q = 4;
+            c.heads_kv = 1;
+            c.head_dim = (size_t)(16 << i);
+            jobs[j].cases[i] = c;
+            case_prepare(&c, flashcl_context_cl_context(ctx),
+                         jobs[j].queue, &jobs[j].data[i]);
+        }
+        CL_CHECK(clFinish(jobs[j].queue));
+    }
+    for (int j = 0; j < 2; ++j)
+        ck_assert_int_eq(pthread_create(&t[j], NULL, split_thread, &jobs[j]),
+                         0);
+    for (int j = 0; j < 2; ++j)
+        ck_assert_int_eq(pthread_join(t[j], NULL), 0);
+    for (int j = 0; j < 2; ++j) {
+        ck_assert_msg(jobs[j].status == FLASHCL_SUCCESS, "thread %d: %s: %s",
+                      j, flashcl_status_string(jobs[j].status),
+                      clip(jobs[j].error));
+        for (int i = 0; i < SPLIT_DIMS; ++i) {
+            compare_result res = case_check(&jobs[j].cases[i],
+                                            &jobs[j].data[i], jobs[j].queue);
+            ck_assert_msg(res.ok, "thread %d, D %zu: %s (max |err| %.3g)", j,
+                          jobs[j].cases[i].head_dim, res.detail, res.max_err);
+            case_release(&jobs[j].data[i]);
+        }
+        clReleaseCommandQueue(jobs[j].queue);
+    }
+    flashcl_context_release(ctx);
+    flashcl_cache_stats s1 = stats();
+    char names[MAX_ENTRIES][NAME_CAP];
+    const int n = list_entries(folder, names, NULL);
+    ck_assert_msg(n >= SPLIT_DIMS && (uint64_t)n == DELTA(s1, s0, stores),
+                  "%d entries, %llu stores", n,
+                  (unsigned long long)DELTA(s1, s0, stores));
+    for (int i = 0; i < n; ++i)
+        assert_sound(names[i], 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     /* the children run this very executable */
@@ -668,10 +874,16 @@ int main(int argc, char **argv)
         return run_tests("binary_cache_child", 0, NULL, NULL, child,
                          LENGTH(child));
     }
+    if (argc > 1 && !strcmp(argv[1], "--release-child")) {
+        const test_entry child[] = {{release_child, 0}};
+        return run_tests("binary_cache_release", 0, NULL, NULL, child,
+                         LENGTH(child));
+    }
     const test_entry tests[] = {
         {hit_after_miss, 0}, {key_covers_text, 0},   {corrupt_entries, 0},
         {processes, 0},      {threads, 0},           {eviction, 0},
-        {off_and_unwritable, 0}, {default_folders, 0}};
+        {off_and_unwritable, 0}, {default_folders, 0}, {stored_at_build, 0},
+        {release_is_quick, 0}, {threads_split_kv, 0}};
     return run_tests("binary_cache", 600, NULL, remove_folder, tests,
                      LENGTH(tests));
 }

@@ -130,11 +130,6 @@ struct compiled_program {
     /* clSetKernelArg and the enqueue that follows are one step. */
     pthread_mutex_t launch_lock;
     double compile_ms;
-    /* The disk cache's key while the binary is still to be stored (built
-     * from source here, stored after its first launches: see
-     * program_cache.c); NULL otherwise. */
-    char *disk_key;
-    int uses; /* in-memory hits since it was built */
     int state; /* program_cache.c: building, ready or failed */
     int waiters;
     compiled_program *next;

@@ -10,8 +10,9 @@
  * Before compiling, the persistent cache (binary_cache.c) is asked for
  * the program's binary, under a key that adds the platform, device and
  * driver and the hash of the expanded source to this cache's key; a
- * binary built from source goes there after its first launches
- * (take_disk_key). A cache that fails in any way is a compile. */
+ * binary built from source goes there as soon as clBuildProgram returns,
+ * before any kernel of it can run (see build()). A cache that fails in
+ * any way is a compile. */
 #include "core/binary_cache.h"
 #include "core/core.h"
 
@@ -313,7 +314,19 @@ static flashcl_status rebuild_patched(flashcl_context *ctx,
 }
 
 /* From the disk cache when it holds the program, else from source (and
- * then into the disk cache; a patched program: source, patch, binary). */
+ * then into the disk cache; a patched program: source, patch, binary).
+ *
+ * A binary built from source is stored here, while its entry is still
+ * building: no kernel of the program has been enqueued, so no driver is
+ * asked for a binary while that program runs (PoCL aborts then:
+ * pocl_release_dlhandle_cache's assertion, issue 42), and the context's
+ * release does no binary work. Asking PoCL for a binary makes it generate
+ * code for every kernel of the program (about 3 s a program on the CI
+ * machine): here that is part of the compile a cold cache pays anyway; at
+ * release it was minutes of silence. The price: PoCL's binary then lacks
+ * the work-group function the first launch compiles for its local size,
+ * so with PoCL's own kernel cache off a warm first call still compiles
+ * it (docs/binary-cache.md). */
 static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
                             const program_request *request,
                             program_patch_fn *patch, const char *kind)
@@ -329,45 +342,19 @@ static flashcl_status build(flashcl_context *ctx, compiled_program *entry,
     if (!key || !build_from_disk(ctx, entry, request, key,
                                  patch ? kind : "clbin")) {
         status = build_from_source(ctx, entry, request, source);
-        if (status == FLASHCL_SUCCESS && patch) {
+        if (status == FLASHCL_SUCCESS && patch)
             status = rebuild_patched(ctx, entry, request, patch, kind, key);
-        } else if (status == FLASHCL_SUCCESS) {
-            entry->disk_key = key; /* stored later: take_disk_key */
-            key = NULL;
-        }
+        else if (status == FLASHCL_SUCCESS && key)
+            store_binary(entry, key);
     }
     free(key);
     free(source);
     return status;
 }
 
-/* When to store a binary built from source. PoCL puts the work-group
- * function it compiles at a kernel's first launch (for that local size:
- * 0.25-0.8 s, most of a first call) into the program's binary, but only
- * when the binary is first asked for after that launch ran; an earlier
- * query fixes the binary without it. So the binary is stored on the
- * program's second in-memory hit (a forward call's third use, or the
- * second call after flashcl_prepare: by then the first launch was
- * enqueued by an earlier call), or when the context is released, whichever
- * comes first. Other drivers' binaries are complete after the build; the
- * delay costs them nothing. Caller holds the cache lock; the caller stores
- * the returned key (if any) outside it. */
-#define STORE_AFTER_USES 2
-
-static char *take_disk_key(compiled_program *entry, bool releasing)
-{
-    char *key = NULL;
-    if (entry->disk_key && (releasing || ++entry->uses >= STORE_AFTER_USES)) {
-        key = entry->disk_key;
-        entry->disk_key = NULL;
-    }
-    return key;
-}
-
 static void free_entry(compiled_program *entry)
 {
     release_program(entry);
-    free(entry->disk_key);
     pthread_mutex_destroy(&entry->launch_lock);
     free(entry->source);
     free(entry->options);
@@ -496,12 +483,8 @@ flashcl_status program_cache_get_patched(flashcl_context *ctx,
         if (!found)
             break;
         if (found->state == ENTRY_READY || wait_for_build(ctx, found)) {
-            char *key = take_disk_key(found, false);
             pthread_mutex_unlock(&ctx->cache_lock);
             free(names);
-            if (key) /* a ready entry's program is never changed again */
-                store_binary(found, key);
-            free(key);
             *out = found;
             return FLASHCL_SUCCESS;
         }
@@ -530,10 +513,6 @@ void program_cache_release(flashcl_context *ctx)
     compiled_program *entry = ctx->programs;
     while (entry) {
         compiled_program *next = entry->next;
-        char *key = take_disk_key(entry, true);
-        if (key)
-            store_binary(entry, key);
-        free(key);
         free_entry(entry);
         entry = next;
     }

@@ -7,7 +7,8 @@
  *
  * P V is one GEMM over all keys while seqlen_k <= REF_KEY_CHUNK. Longer
  * rows are cut into chunks of REF_KEY_CHUNK keys (the last one shorter),
- * one partial product each, and ref_store adds the partial products with a
+ * one partial product each (one plain GEMM per head and chunk), and
+ * ref_store adds the partial products with a
  * compensated sum: inside a GEMM the error of O grows with its k (CLBlast
  * sums each output element over k in one running sum), so cutting k keeps
  * the error of any seqlen_k at that of a REF_KEY_CHUNK-key problem.
@@ -510,7 +511,20 @@ static flashcl_status run_gemm(flashcl_context *ctx, cl_command_queue queue,
 {
     CLBlastStatusCode code;
     const char *routine;
-    if (dtype == FLASHCL_DTYPE_FP64) {
+    if (g->batch == 1 && dtype == FLASHCL_DTYPE_FP64) {
+        routine = "CLBlastDgemm";
+        code = CLBlastDgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                            g->b_transpose, g->m, g->n, g->k, g->alpha, g->a,
+                            g->a_offset, g->a_ld, g->b, g->b_offset, g->b_ld,
+                            0.0, g->c, g->c_offset, g->c_ld, &queue, NULL);
+    } else if (g->batch == 1) {
+        routine = "CLBlastSgemm";
+        code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                            g->b_transpose, g->m, g->n, g->k, (float)g->alpha,
+                            g->a, g->a_offset, g->a_ld, g->b, g->b_offset,
+                            g->b_ld, 0.0f, g->c, g->c_offset, g->c_ld, &queue,
+                            NULL);
+    } else if (dtype == FLASHCL_DTYPE_FP64) {
         routine = "CLBlastDgemmStridedBatched";
         code = CLBlastDgemmStridedBatched(
             CLBlastLayoutRowMajor, CLBlastTransposeNo, g->b_transpose, g->m,
@@ -564,29 +578,27 @@ static flashcl_status gemm_values(flashcl_context *ctx, const chunk *c)
                              rows * dv, count, 0, 0, 0};
         return run_gemm(ctx, c->queue, p->dtype, &g);
     }
-    const size_t full = nk / REF_KEY_CHUNK, rest = nk % REF_KEY_CHUNK;
+    const size_t parts = (size_t)key_parts(nk);
     const size_t part_stride = count * rows * dv;
-    /* Whole key chunks: one call per head, batched over its chunks (the
-     * heads' P blocks are rows * nk apart, so no single stride spans both
-     * heads and chunks). */
-    for (size_t h = 0; h < count; ++h) {
-        const gemm_call g = {
-            "O = P V (key chunks)", CLBlastTransposeNo, rows, dv,
-            REF_KEY_CHUNK, 1.0, s, v, o, nk, dv, dv, REF_KEY_CHUNK,
-            REF_KEY_CHUNK * dv, part_stride, full, h * rows * nk,
-            h * nk * dv, h * rows * dv};
-        flashcl_status status = run_gemm(ctx, c->queue, p->dtype, &g);
-        if (status != FLASHCL_SUCCESS)
-            return status;
-    }
-    if (rest == 0)
-        return FLASHCL_SUCCESS;
-    /* The shorter last chunk of every head: one call batched over heads. */
-    const gemm_call g = {
-        "O = P V (last key chunk)", CLBlastTransposeNo, rows, dv, rest, 1.0,
-        s, v, o, nk, dv, dv, rows * nk, nk * dv, rows * dv, count,
-        full * REF_KEY_CHUNK, full * REF_KEY_CHUNK * dv, full * part_stride};
-    return run_gemm(ctx, c->queue, p->dtype, &g);
+    /* One plain GEMM per (head, key chunk), never a strided batch with
+     * offsets: CLBlast's strided-batched GEMM returned wrong products for
+     * the heads after the first here (on PoCL and on Intel's CPU runtime;
+     * issue 42, test long_keys_many_rows). */
+    for (size_t h = 0; h < count; ++h)
+        for (size_t part = 0; part < parts; ++part) {
+            const size_t first = part * REF_KEY_CHUNK;
+            const size_t keys =
+                nk - first < REF_KEY_CHUNK ? nk - first : REF_KEY_CHUNK;
+            const gemm_call g = {
+                "O = P V (one head, one key chunk)", CLBlastTransposeNo,
+                rows, dv, keys, 1.0, s, v, o, nk, dv, dv, 0, 0, 0, 1,
+                h * rows * nk + first, (h * nk + first) * dv,
+                part * part_stride + h * rows * dv};
+            flashcl_status status = run_gemm(ctx, c->queue, p->dtype, &g);
+            if (status != FLASHCL_SUCCESS)
+                return status;
+        }
+    return FLASHCL_SUCCESS;
 }
 
 static flashcl_status cl_failed(flashcl_context *ctx, const char *what,
