@@ -16,6 +16,8 @@
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "paths/tunable.h"
+#include "paths/switches.h"
+#include "portable/flash_fwd_switches.clh"
 
 typedef struct kernel_path kernel_path;
 typedef struct kernel_plan kernel_plan;
@@ -61,6 +63,10 @@ struct kernel_plan {
      * with FLASHCL_ERROR_INVALID_VALUE and this text: a misspelt setting
      * silently ignored would pass a test of what it meant to force. */
     char refused[512];
+    /* The status `refused` fails with: FLASHCL_ERROR_INVALID_VALUE when 0
+     * (a setting the user named), FLASHCL_ERROR_UNSUPPORTED for a plan
+     * this build cannot express (plan_options_done). */
+    flashcl_status refused_status;
     /* The tuning database entry behind the tiles ("" for the path's own
      * table), for describe and `flashcl info`. */
     char tuning[320];
@@ -143,6 +149,17 @@ void paths_summary(const device_caps *caps, char *buf, size_t cap);
 /* Base -D options every forward kernel takes, for a plan being built. */
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap);
+/* The same, appended to a checked buffer. */
+void plan_base_options_add(const problem *p, const kernel_plan *plan,
+                           options_buf *out);
+/* The compiler flags every kernel's options start with (-cl-std, ...). */
+void plan_compiler_flags(options_buf *out);
+/* Refuses the plan (refused, FLASHCL_ERROR_UNSUPPORTED) when its options
+ * overflowed `out` or a switch was planned outside its legal values:
+ * either would build another binary than the one planned, and a cut
+ * string would be filed in the program cache under the wrong key. */
+void plan_options_done(kernel_plan *plan, const options_buf *out,
+                       switch_fault fault);
 
 /* Arguments a kernel takes after the forward list, set from index
  * `first` on (the split-KV list, the packed-batch list). */
@@ -238,6 +255,14 @@ int portable_padded_head_dim(int64_t head_dim);
 int portable_vector_width(const device_caps *caps);
 /* Whether the compensated sums pay on this device (portable.c says why). */
 bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
+/* The portable kernel's switch values (cl/portable/flash_fwd_switches.clh)
+ * and its options emitter: the compiler flags, every switch of the list,
+ * then the variants'; the first illegal value goes into *fault. */
+typedef struct portable_switches {
+    FLASHCL_PORTABLE_SWITCHES(SWITCH_FIELD)
+} portable_switches;
+void portable_emit(const problem *p, const portable_switches *values,
+                   options_buf *out, switch_fault *fault);
 
 /* ---- split-KV (split_kv.c): a path, and the portable path's fallback - */
 
