@@ -18,6 +18,9 @@ LISTS = [
     ("cl/portable/flash_fwd_switches.clh", "FLASHCL_PORTABLE_SWITCHES",
      "cl/portable/flash_fwd_defaults.clh", "cl/portable/flash_fwd.cl",
      "portable"),
+    ("cl/subgroup/flash_fwd_sg_switches.clh", "FLASHCL_SUBGROUP_SWITCHES",
+     "cl/subgroup/flash_fwd_sg_defaults.clh", "cl/subgroup/flash_fwd_sg.cl",
+     "subgroup"),
 ]
 
 DOCS = "docs/switches.md"
@@ -70,11 +73,14 @@ def guards(path, macro, generated, kernel, switches):
            f" * ({macro}); do not edit. The defaults and single-switch",
            f" * rules of {kernel}. */",
            f"#ifndef {guard}", f"#define {guard}"]
-    for name, default, legal, _, _ in switches:
+    # every default first: one may name a later switch
+    for name, default, _, _, _ in switches:
+        full = "FLASHCL_" + name
+        out += [f"#ifndef {full}", f"#define {full} {default}", "#endif"]
+    for name, _, legal, _, _ in switches:
         full = "FLASHCL_" + name
         test, words = illegal_test(full, legal)
-        out += [f"#ifndef {full}", f"#define {full} {default}", "#endif",
-                f"#if {test}", f"#error \"{full} must be {words}\"",
+        out += [f"#if {test}", f"#error \"{full} must be {words}\"",
                 "#endif"]
     out.append("#endif")
     return "\n".join(out) + "\n"
