@@ -21,13 +21,16 @@ LISTS = [
     ("cl/subgroup/flash_fwd_sg_switches.clh", "FLASHCL_SUBGROUP_SWITCHES",
      "cl/subgroup/flash_fwd_sg_defaults.clh", "cl/subgroup/flash_fwd_sg.cl",
      "subgroup"),
+    ("cl/amd/flash_fwd_amd_switches.clh", "FLASHCL_AMD_SWITCHES",
+     "cl/amd/flash_fwd_amd_defaults.clh", "cl/amd/flash_fwd_amd.cl",
+     "amd_mfma"),
 ]
 
 DOCS = "docs/switches.md"
 
 ENTRY = re.compile(
     r"SWITCH\(\s*(\w+)\s*,\s*([^,]+?)\s*,\s*"
-    r"(RANGE\([^)]*\)|ONE_OF\d\([^)]*\)|BOOL)\s*,\s*(\w+)\s*,\s*"
+    r"(RANGE\([^)]*\)|MULTIPLE\([^)]*\)|ONE_OF\d\([^)]*\)|BOOL)\s*,\s*(\w+)\s*,\s*"
     r"((?:\"[^\"]*\"\s*)+)\)")
 
 
@@ -62,6 +65,10 @@ def illegal_test(name, legal):
     if head == "RANGE":
         lo, hi = args
         return f"{name} < {lo} || {name} > {hi}", f"in {lo}..{hi}"
+    if head == "MULTIPLE":
+        step, lo, hi = args
+        return (f"{name} < {lo} || {name} > {hi} || {name} % {step} != 0",
+                f"a multiple of {step} in {lo}..{hi}")
     values = args
     test = " && ".join(f"{name} != {v}" for v in values)
     return test, "one of " + ", ".join(values)

@@ -20,6 +20,8 @@ typedef struct switch_fault {
 
 /* Legality of `value`, one macro per form a list may use. */
 #define SWITCH_LEGAL_RANGE(lo, hi) (value >= (lo) && value <= (hi))
+#define SWITCH_LEGAL_MULTIPLE(step, lo, hi)                                    \
+    (value >= (lo) && value <= (hi) && value % (step) == 0)
 #define SWITCH_LEGAL_BOOL (value == 0 || value == 1)
 #define SWITCH_LEGAL_ONE_OF4(a, b, c, d)                                       \
     (value == (a) || value == (b) || value == (c) || value == (d))
