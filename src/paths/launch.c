@@ -418,6 +418,12 @@ bool plan_varlen_dense(const problem *p)
 
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)
 {
+    options_buf out = options_continue(buf, cap);
+    return plan_varlen_options_add(p, &out);
+}
+
+bool plan_varlen_options_add(const problem *p, options_buf *out)
+{
     if (!p->infer.varlen_q)
         return false;
     /* With a causal band, sequences fastest in the grid. bf16 D = 128, 16
@@ -433,11 +439,10 @@ bool plan_varlen_options(const problem *p, char *buf, size_t cap)
         seq_first = true;
     else if (grid && !strcmp(grid, "blocks"))
         seq_first = false;
-    const size_t len = strlen(buf);
-    snprintf(buf + len, cap - len,
-             " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
-             "-DFLASHCL_NV_SEQ_FIRST=%d",
-             p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
+    options_add(out,
+                " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
+                "-DFLASHCL_NV_SEQ_FIRST=%d",
+                p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
     return seq_first;
 }
 

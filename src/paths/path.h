@@ -236,6 +236,8 @@ bool plan_varlen_dense(const problem *p);
  * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;
  * true when sequences go first. */
 bool plan_varlen_options(const problem *p, char *buf, size_t cap);
+/* The same, appended to a checked buffer. */
+bool plan_varlen_options_add(const problem *p, options_buf *out);
 /* After plan_row_blocks, with sequences first: dimension 0 over the
  * sequences, 2 over query blocks. */
 void plan_seq_first_grid(const problem *p, kernel_plan *plan);
