@@ -190,8 +190,7 @@ const cli_command tune_command = {
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
     "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_SPLIT_TILE, FLASHCL_SPLIT_LANES,\n"
-    "FLASHCL_SPLIT_MMA and the FLASHCL_NV_WGMMA_* schedule knobs are unset\n"
-    "for the run.\n",
+    "and FLASHCL_SPLIT_MMA are unset for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -1171,15 +1170,8 @@ int cmd_tune(int argc, char **argv)
     }
     /* the run forces its own candidates */
     static const char *const knobs[] = {
-        "FLASHCL_TILES",           "FLASHCL_NV_TILE",
-        "FLASHCL_NV_WGMMA_WG",     "FLASHCL_NV_WGMMA_BN",
-        "FLASHCL_NV_WGMMA_RING",   "FLASHCL_NV_WGMMA_LAG",
-        "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
-        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS",
-        "FLASHCL_NV_WGMMA_PERSIST", "FLASHCL_NV_WGMMA_FIXUP",
-        "FLASHCL_NV_WGMMA_XSTAGE", "FLASHCL_NV_WGMMA_MASK_BITS",
-        "FLASHCL_NV_WGMMA_DEFINES", "FLASHCL_SPLIT_TILE",
-        "FLASHCL_SPLIT_LANES",     "FLASHCL_SPLIT_MMA"};
+        "FLASHCL_TILES",      "FLASHCL_NV_TILE",   "FLASHCL_SPLIT_TILE",
+        "FLASHCL_SPLIT_LANES", "FLASHCL_SPLIT_MMA"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
         unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,

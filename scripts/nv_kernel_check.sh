@@ -28,7 +28,7 @@ failed=0 built=0
 # ptx_of FILE OPTIONS: the kernel's PTX in $tmp/k.ptx
 ptx_of() {
   clang-15 -x cl -cl-std=CL1.2 -Xclang -finclude-default-header \
-    -cl-ext=+cl_khr_fp16 -Icl/common -Icl/nvidia -Icl/inference $2 \
+    -cl-ext=+cl_khr_fp16 -Icl/common -Icl/nvidia -Icl/nvidia/wgmma -Icl/inference $2 \
     -target nvptx64-nvidia-nvcl -O2 -emit-llvm -c "$1" -o "$tmp/k.bc" 2>"$tmp/err" &&
     llc-15 -O2 -march=nvptx64 -mcpu=sm_80 "$tmp/k.bc" -o "$tmp/k.ptx" 2>>"$tmp/err"
 }
@@ -135,48 +135,33 @@ ws="-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOC
 mb='mbarrier\.try_wait\.parity'
 # check, with the wgmma itself as what every configuration must have
 wcheck() { CHECK_BASE='wgmma\.mma_async' check "$@"; }
-wcheck "wgmma ws2 D128 bf16 causal (the table)" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2" \
+wcheck "wgmma D128 bf16 causal (the table)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7" \
   "$mb" 'cp\.async\.mbarrier\.arrive\.noinc' 'setmaxnreg\.inc' 'SM90A_SHARED_BYTES 131072' \
   'SM90A_MAXNREG 168' '\.align 1024' 'm64n64k16' 'm64n128k16'
-wcheck "wgmma ws2 D64 fp16 (64-key tiles)" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2" \
+wcheck "wgmma D64 fp16 (64-key tiles)" $wg \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8" \
   "$mb" 'setmaxnreg\.dec' '!bar\.sync 1'
 # the table since the 128-key tiles: D 64 and 128 (S as m64n128), D = 256
 # (Q in local memory: S from two descriptors, P V as m64n256, 224 KiB), and
 # padded head dims (FLASHCL_NV_DQ: P V as m64n96 / m64n192)
 ws128=${ws/-DFLASHCL_BLOCK_N=64/-DFLASHCL_BLOCK_N=128}
 wcheck "wgmma table D64 fp16 causal (128-key tiles)" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4" \
   "$mb" 'm64n128k16' 'm64n64k16'
 wcheck "wgmma table D128 bf16 (128-key tiles)" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3" \
   "$mb" 'm64n128k16\.f32\.bf16' '!m64n64k16'
 ws256=${ws/-DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_LOCAL_MEM_BYTES=229456}
 wcheck "wgmma table D256 fp16 causal (Q in local memory)" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5" \
   "$mb" 'm64n256k16' 'm64n64k16\.f32\.f16\.f16 \{[^}]*\}, %rd' 'SM90A_SHARED_BYTES 229456'
 wcheck "wgmma padded D96 in the 128-column tiles" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3" \
   'm64n96k16' '!m64n128k16\.f32\.f16\.f16 \{[^}]*\}, \{[^}]*\}, %rd[0-9]*, p, 1, 1, 1'
 wcheck "wgmma padded D192 in the 256-column tiles" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5" \
   'm64n192k16' '!m64n256k16'
-wcheck "wgmma ws3 ping-pong D128 fp16 causal" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1" \
-  "$mb" 'bar\.sync 1, 256' 'bar\.arrive 2, 256'
-wcheck "wgmma ws4 S ahead D128 fp16" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1" \
-  "$mb" 'wgmma\.wait_group\.sync\.aligned 1'
-wcheck "wgmma ws1 Q in local memory (no swizzle)" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=1 -DFLASHCL_NV_WGMMA_SWIZZLE=0 -DFLASHCL_NV_WGMMA_QSMEM=1" \
-  "$mb" 'bar\.sync 3, 128'
-wcheck "wgmma ws4 swizzled, Q in local memory, causal" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PINGPONG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1 -DFLASHCL_NV_WGMMA_QSMEM=1" \
-  "$mb" 'bar\.sync 4, 128' '\.align 1024'
-wcheck "wgmma ring r6 D64 (no producer)" $wg \
-  "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=90 -DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_NV_WGMMA_RING=6" \
-  "!$mb" 'cp\.async\.wait_group'
 # the third 2026-12-02 session: D = 64's table with 3 consumer
 # warpgroups (512 work-items, the 32 / 160 register split); P V's wgmma N
 # at D_v's next shape (40, 80) and D_v != D (192 / 128: N 128, not 192 or
@@ -184,49 +169,49 @@ wcheck "wgmma ring r6 D64 (no producer)" $wg \
 ws3=${ws128/-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128/-DFLASHCL_WG_SIZE=512 -DFLASHCL_BLOCK_M=192}
 ws3=${ws3/-DFLASHCL_NV_WGMMA_MAXNREG=168/-DFLASHCL_NV_WGMMA_MAXNREG=128}
 wcheck "wgmma table D64 fp16 causal, 3 consumer warpgroups" $wg \
-  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4" \
   "$mb" 'setmaxnreg\.dec\.sync\.aligned\.u32 32' 'setmaxnreg\.inc\.sync\.aligned\.u32 160' \
   'SM90A_MAXNREG 128' 'm64n128k16'
 wcheck "wgmma padded D40 (P V as m64n40, 3 consumer warpgroups)" $wg \
-  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_NV_DQ=40 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_NV_DQ=40 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4" \
   'm64n40k16' '!m64n64k16'
 wcheck "wgmma padded D80 (P V as m64n80)" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3" \
   'm64n80k16' '!m64n96k16'
 wcheck "wgmma D_v != D (192 / 128 in the 256-column tiles)" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_NV_DV=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2" \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=192 -DFLASHCL_NV_DV=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5" \
   'm64n128k16' '!m64n192k16' '!m64n256k16'
 # 2026-12-03 (v8): the padded head dims up to 112 and softcap in the
 # 128-column tiles on 3 consumer warpgroups (D <= 80 128-key tiles in a
 # ring of 5, above 64-key tiles in a ring of 8, 224 KiB)
 ws3l=${ws3/-DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_LOCAL_MEM_BYTES=229456}
 wcheck "wgmma table D80 bf16 causal, 3 consumers, 128-key tiles" $wg \
-  "$ws3l -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws3l -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=80 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n80k16' 'm64n128k16' 'SM90A_SHARED_BYTES 229456'
 wcheck "wgmma table D96 fp16, 3 consumers, 64-key tiles" $wg \
-  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_NV_DQ=96 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n96k16' 'm64n64k16' '!m64n128k16'
 wcheck "wgmma table D128 bf16 softcap + window + sinks, 3 consumers" $wg \
-  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_SOFTCAP=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1" \
+  "${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_SOFTCAP=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n128k16' 'm64n64k16'
 # 2026-12-03 (v9): head dims 129..160 in the 256-column tiles on 3
 # consumer warpgroups (Q's 96 KiB in local memory, its third warpgroup's
 # named barrier 5, a ring of 4); the persistent grid with a causal band
 ws3q=${ws3l/-DFLASHCL_BLOCK_N=128/-DFLASHCL_BLOCK_N=64}
 wcheck "wgmma table D160 bf16 causal, 3 consumers, Q in local memory" $wg \
-  "$ws3q -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=160 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws3q -DFLASHCL_HEAD_DIM=256 -DFLASHCL_NV_DQ=160 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'bar\.sync 5, 128' 'm64n160k16' '!m64n256k16' 'SM90A_SHARED_BYTES 229456'
 wcheck "wgmma table D128 fp16 causal window, persistent grid" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1" \
   "$mb" 'm64n128k16'
 # 2026-12-04 (s13): narrow bands in 64-key tiles, a ring of 8 in 224 KiB,
 # on the persistent grid: 3 consumers at D = 64 (bands up to 512 keys),
 # 2 in the 128-column tiles (up to 128 keys)
 wcheck "wgmma table D64 bf16 causal window 128 + sinks, 64-key tiles, persistent" $wg \
-  "$ws3q -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws3q -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SINKS=1 -DFLASHCL_NV_WGMMA_PERSIST=1" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'm64n64k16' '!m64n128k16' 'SM90A_SHARED_BYTES 229456'
 wcheck "wgmma table D128 bf16 causal window 128, 64-key tiles, persistent" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws256 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_NV_WGMMA_PERSIST=1" \
   "$mb" 'm64n64k16' 'm64n128k16' 'SM90A_SHARED_BYTES 229456'
 # the variant table on the wgmma kernel (unforced since its H200 run but
 # for bias and mask, src/paths/nv_wgmma.c): the band's left edge, softcap's MUFU.TANH,
@@ -234,101 +219,81 @@ wcheck "wgmma table D128 bf16 causal window 128, 64-key tiles, persistent" $wg \
 # 16-bit loads) in the 64-key tiles the host plans for them; all of them
 # at D = 256
 wcheck "wgmma table D128 bf16 window + softcap + ALiBi + sinks" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n128k16'
 wcheck "wgmma D128 fp16 bias fp16 + mask (64-key tiles)" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1" \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1" \
   "$mb" 'cvt\.f32\.f16' 'ld\.global\.v2\.u8' '!tanh\.approx'
-# bias or mask alone fetched a tile ahead (FLASHCL_NV_WGMMA_XPF): a mask
+# bias or mask alone fetched a tile ahead (the kernel's WG_XPF): a mask
 # pair as one 16-bit load (the score pass's own read is two bytes), a
 # 16-bit bias converted where the scores use it
 wcheck "wgmma D64 fp16 mask fetched ahead" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1" \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_MASK=1" \
   "$mb" 'ld\.global\.u16' '!ld\.global\.v2\.u8'
 wcheck "wgmma D128 bf16 bias bf16 fetched ahead, heads first" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=3 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=7 -DFLASHCL_BIAS=3 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'ld\.global\.u32' 'and\.b32[^;]*-65536'
 # a mask packed into bits (FLASHCL_NV_WGMMA_MASK_BITS, 2026-12-04): a
 # row's words of a tile as one 16-byte load (8 at 64-key tiles), no
 # 16-bit mask loads; the packing pass itself (cl/common/mask_bits.cl)
 wcheck "wgmma D128 bf16 causal mask as bits, 128-key tiles, heads first" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16' 'm64n128k16'
-# the bits without the per-warp vote (FLASHCL_NV_WGMMA_MASK_VOTE=0, the
-# measuring switch; the configurations around this one have it)
-wcheck "wgmma D128 bf16 causal mask as bits without the per-warp vote" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1 -DFLASHCL_NV_WGMMA_MASK_VOTE=0" \
-  "$mb" 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'
 wcheck "wgmma D64 fp16 mask as bits + window + softcap, 64-key tiles" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1" \
+  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1" \
   "$mb" 'ld\.global(\.nc)?\.v2\.u32' '!ld\.global(\.nc)?\.u16' 'tanh\.approx\.f32'
-wcheck "wgmma D128 fp16 mask as bits through the score pass (MASK_UNSCALED=0)" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_WGMMA_MASK_UNSCALED=0" \
-  "$mb" 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'
 wcheck "wgmma D64 bf16 mask as bits, 3 consumer warpgroups" $wg \
-  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'ld\.global(\.nc)?\.v4\.u32' '!ld\.global(\.nc)?\.u16'
 # the softcap entry's schedule (3 consumers, 64-key tiles) at D = 128 with
-# the bits, which FLASHCL_NV_WGMMA_WG/BN reach for measuring
+# the bits, which a tuned set reaches
 wcheck "wgmma D128 bf16 mask as bits, 3 consumers in 64-key tiles" $wg \
-  "${ws3/-DFLASHCL_BLOCK_N=128 -DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_BLOCK_N=64 -DFLASHCL_LOCAL_MEM_BYTES=229456} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
+  "${ws3/-DFLASHCL_BLOCK_N=128 -DFLASHCL_LOCAL_MEM_BYTES=131072/-DFLASHCL_BLOCK_N=64 -DFLASHCL_LOCAL_MEM_BYTES=229456} -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" 'setmaxnreg\.inc\.sync\.aligned\.u32 160' 'ld\.global(\.nc)?\.v2\.u32' '!ld\.global(\.nc)?\.u16' 'm64n64k16'
 CHECK_BASE='ld\.global' check "mask packing pass (mask_bits.cl)" cl/common/mask_bits.cl \
   "-DFLASHCL_DTYPE=2 -DFLASHCL_MASK=1" 'st\.global\.(u32|b32)'
-# the FP32-pipe exponent for half of the scores (ex2_poly.clh)
-wcheck "wgmma D64 fp16, exponent polynomial for 4 of 8 scores" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_POLY=4" \
-  "$mb" 'ex2\.approx' '0f4B400000'
 wcheck "wgmma table D256 fp16 causal, every variant" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n256k16'
-# the persistent grid (an experiment, FLASHCL_NV_WGMMA_PERSIST): the work
+# the persistent grid (FLASHCL_NV_WGMMA_PERSIST): the work
 # items' loop in both roles, heads_q and batch after the forward list
 wcheck "wgmma table D64 fp16 causal, persistent grid" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_PERSIST=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_PERSIST=1" \
   "$mb" 'setmaxnreg\.dec' 'flashcl_attention_fwd_param_37'
 # packed (varlen) batches on the wgmma kernel: the varlen list after the
 # forward list (param 36..41), sequences first in a causal grid; and the
 # exponent guard in the plain kernel (its 2^12 bound, 0f45800000; none
 # where the scores are prescaled, as with ALiBi)
 wcheck "wgmma varlen bf16 D128 causal, sequences first" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1" \
   "$mb" 'flashcl_attention_fwd_param_41' '0f45800000'
 wcheck "wgmma varlen fp16 D64 top-left window + softcap + sinks" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" \
   "$mb" 'flashcl_attention_fwd_param_41' 'tanh\.approx\.f32'
-# the host's build of the plain kernel marks rows for the fix-up pass
-# (EXP_GUARD=2, src/paths/nv_wgmma.c plan_fixup): the 2^12 bound and the
-# NaN (0x7fff) stored into O[row][0]
-wcheck "wgmma D64 bf16 marks for the fix-up pass" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=2" \
-  "$mb" '0f45800000' '32767'
-# the host's default (EXP_GUARD=3, plan_exponent_guard): the same bound,
-# no NaN marker, and the warp's exact redo of marked rows (its marker
-# comment)
+# the FMA exponent's guard: the 2^12 bound, no NaN marker, and the warp's
+# exact redo of marked rows (its marker comment)
 wcheck "wgmma D64 bf16 causal, marked rows redone by their warp" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_EXP_GUARD=3 -DFLASHCL_SINKS=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_SINKS=1" \
   "$mb" '0f45800000' '!32767' 'flashcl: wg_redo_row'
-# the packed mask alone takes the same marks and redo (EXP_GUARD=3, as
-# plan_exponent_guard asks since 2026-12-04), the redo reading its bits
-# byte by byte
+# the packed mask alone takes the same marks and redo, the redo reading
+# its bits byte by byte
 wcheck "wgmma D64 bf16 mask as bits, 3 consumers, marked rows redone" $wg \
-  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws3 -DFLASHCL_HEAD_DIM=64 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=4 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_NV_HEADS_FIRST=1" \
   "$mb" '0f45800000' '!32767' 'flashcl: wg_redo_row' 'ld\.global(\.nc)?\.u8'
 wcheck "wgmma D128 fp16 mask as bits + sinks, marked rows redone" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_SINKS=1 -DFLASHCL_NV_WGMMA_EXP_GUARD=3" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_MASK_BITS=1 -DFLASHCL_SINKS=1" \
   "$mb" '0f45800000' 'flashcl: wg_redo_row' 'ld\.global(\.nc)?\.v4\.u32'
 wcheck "wgmma D128 bf16 ALiBi (prescaled: no guard vote)" $wg \
-  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_ALIBI=1" \
+  "$ws128 -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_ALIBI=1" \
   "$mb" 'm64n128k16' '!0f45800000'
 # bias and mask staged by the producer (FLASHCL_NV_WGMMA_XSTAGE, as
 # plan_xstage plans them: 64-key tiles, up to 16 ring slots): cp.async
 # copies into the ring and no global bias load in the consumers
 wcheck "wgmma D128 bf16 fp32 bias + mask staged, 8 slots" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=8 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
   "$mb" 'ld\.shared\.v2\.f32' '!ld\.global\.v2\.f32' 'cp\.async'
 wcheck "wgmma D128 fp16 fp16 bias staged, 13 slots" $wg \
-  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=13 -DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
+  "$ws -DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=0 -DFLASHCL_NV_WGMMA_RING=13 -DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_XSTAGE=1 -DFLASHCL_LOCAL_MEM_BYTES=229456" \
   "$mb" 'ld\.shared\.u32' 'cp\.async'
 python3 scripts/wgmma_xstage_model.py >/dev/null && echo "ok   wgmma staged bias and mask model (copies against the score pass's reads)" ||
   { echo "FAIL wgmma staged bias and mask model"; failed=1; }

@@ -6,13 +6,9 @@
 # SM90A instructions and sets sm_90a, and ptxas assembles the result for
 # sm_90a: registers, spills, and any wgmma serialization warning.
 #
-#   scripts/wgmma_isa_check.sh                  # the D x dtype x causal builds (kernel defaults)
-#   scripts/wgmma_isa_check.sh all              # x 1/2 warpgroups x plain/overlapped
-#   scripts/wgmma_isa_check.sh ring             # the ring schedules bench/run_h200_wgmma.sh quick runs
-#   scripts/wgmma_isa_check.sh tunables [BUILD] # the extremes of the tuner's nv_wgmma space
-#       (BUILD/tests/test_wgmma_tunables --list: every set the host accepts;
-#       per D and block_n the deepest ring with S ahead, uncapped and at
-#       .maxnreg 128, the overlapped schedule, and 1 warpgroup plain)
+#   scripts/wgmma_isa_check.sh                  # the table's schedule, D 64/128 x dtype x causal
+#   scripts/wgmma_isa_check.sh tunables [BUILD] # the tuner's nv_wgmma space
+#       (BUILD/tests/test_wgmma_tunables --list: every set the host accepts)
 #   scripts/wgmma_isa_check.sh "-DFLASHCL_HEAD_DIM=128 -DFLASHCL_DTYPE=2"
 #   KEEP=dir scripts/wgmma_isa_check.sh ...     # keep the PTX files in dir
 #
@@ -30,7 +26,7 @@ check() {
   tag=$(echo "$1" | tr -c 'A-Za-z0-9=\n' '_')
   [ ${#tag} -le 150 ] || tag=$(printf '%s' "$1" | md5sum | cut -c1-16)  # file names
   clang-14 -x cl -cl-std=CL1.2 -Xclang -finclude-default-header \
-    -I"$root/cl/nvidia" -I"$root/cl/common" $defs \
+    -I"$root/cl/nvidia" -I"$root/cl/nvidia/wgmma" -I"$root/cl/common" $defs \
     -target nvptx64-nvidia-nvcl -march=sm_80 -O3 -emit-llvm \
     -c "$root/cl/nvidia/flash_fwd_wgmma.cl" -o "$tmp/k.bc"
   llvm-link-14 --only-needed "$tmp/k.bc" /usr/lib/clc/nvptx64--nvidiacl.bc \
@@ -45,70 +41,20 @@ check() {
   "$ptxas" -arch=sm_90a -v "$tmp/$tag.sm90a.ptx" -o "$tmp/$tag.cubin" 2>&1 |
     grep -v -E '^ptxas info *: (Compiling entry|Function properties)' || true
 }
-if [ "${1:-}" = all ]; then
-  # every schedule: 1/2 warpgroups x plain/overlapped (32 builds, ~1 min)
-  for wg in 128 256; do for o in 0 1; do
-    for d in 64 128; do for t in 1 2; do for c in 0 1; do
-      check "-DFLASHCL_HEAD_DIM=$d -DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=$wg -DFLASHCL_BLOCK_M=$((wg / 2)) -DFLASHCL_NV_WGMMA_OVERLAP=$o"
-    done; done; done
-  done; done
-elif [ "${1:-}" = ring ]; then
-  # the ring schedules of the quick GPU run: slots x lag x warpgroups (at
-  # D = 64 also 128-key tiles), fp16/bf16 x causal; RCAP=n adds .maxnreg n
-  for wg in 128 256; do for t in 1 2; do for c in 0 1; do
-    base="-DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=$wg -DFLASHCL_BLOCK_M=$((wg / 2))${RCAP:+ -DFLASHCL_NV_WGMMA_MAXNREG=$RCAP}"
-    for rl in 3:0 3:1; do
-      check "-DFLASHCL_HEAD_DIM=128 $base -DFLASHCL_NV_WGMMA_RING=${rl%:*} -DFLASHCL_NV_WGMMA_LAG=${rl#*:}"
-    done
-    for rl in 4:0 6:0 6:1; do
-      check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=${rl%:*} -DFLASHCL_NV_WGMMA_LAG=${rl#*:}"
-    done
-    check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1"
-    for d in 64 128; do  # 32-key tiles, 6 slots; and S ahead
-      check "-DFLASHCL_HEAD_DIM=$d $base -DFLASHCL_BLOCK_N=32 -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=0"
-      check "-DFLASHCL_HEAD_DIM=$d $base -DFLASHCL_BLOCK_N=32 -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
-    done
-    check "-DFLASHCL_HEAD_DIM=64 $base -DFLASHCL_NV_WGMMA_RING=6 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
-    check "-DFLASHCL_HEAD_DIM=128 $base -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_NV_WGMMA_LAG=1 -DFLASHCL_NV_WGMMA_SAHEAD=1"
-  done; done; done
-elif [ "${1:-}" = tunables ]; then
+if [ "${1:-}" = tunables ]; then
+  # every set the host accepts (test_wgmma_tunables --list), fp16
+  # non-causal
   list="${2:-$root/build}/tests/test_wgmma_tunables"
   [ -x "$list" ] || { echo "no $list (build the tests first)" >&2; exit 2; }
-  "$list" --list | python3 -c '
-import sys
-sets = [l.rstrip("\n").split("\t") for l in sys.stdin]
-def val(p, k):
-    return int(dict(x.split("=") for x in p.split(","))[k])
-picked = []
-for d in ("64", "128"):
-    for bn in (32, 64, 128):
-        mine = [s for s in sets if s[0] == d and val(s[1], "block_n") == bn]
-        if not mine:
-            continue
-        deepest = max(mine, key=lambda s: (val(s[1], "ring"), val(s[1], "sahead"),
-                                           val(s[1], "warpgroups")))
-        r = val(deepest[1], "ring")
-        for cap in (0, 128):
-            picked += [s for s in mine if val(s[1], "ring") == r and
-                       val(s[1], "sahead") == val(deepest[1], "sahead") and
-                       val(s[1], "warpgroups") == 2 and val(s[1], "maxnreg") == cap]
-        picked += [s for s in mine if val(s[1], "overlap") == 1 and
-                   val(s[1], "warpgroups") == 2 and val(s[1], "maxnreg") == 0]
-        picked += [s for s in mine if val(s[1], "warpgroups") == 1 and
-                   val(s[1], "ring") == 0 and val(s[1], "overlap") == 0 and
-                   val(s[1], "maxnreg") == 0]
-for s in picked:
-    print(s[1] + "\t" + s[2])
-' | while IFS=$'\t' read -r params opts; do
-    echo "## $params"
+  "$list" --list | while IFS=$'\t' read -r d params opts; do
+    echo "## D $d $params"
     check "$opts"
-    # the deepest rings again as bf16, causal
-    case "$params" in *sahead=1*) check "$opts -UFLASHCL_DTYPE -DFLASHCL_DTYPE=2 -UFLASHCL_CAUSAL -DFLASHCL_CAUSAL=1" ;; esac
   done
 elif [ $# -gt 0 ]; then
   check "$1"
 else
+  # the table's schedules (src/paths/nv_wgmma_tiles.h) at D 64 / 128
   for d in 64 128; do for t in 1 2; do for c in 0 1; do
-    check "-DFLASHCL_HEAD_DIM=$d -DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c"
+    check "-DFLASHCL_HEAD_DIM=$d -DFLASHCL_DTYPE=$t -DFLASHCL_CAUSAL=$c -DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_LOCAL_MEM_BYTES=131072 -DFLASHCL_NV_WGMMA_DECLARED_SMEM=49152 -DFLASHCL_NV_WGMMA_MAXNREG=168"
   done; done; done
 fi

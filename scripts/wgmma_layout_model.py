@@ -37,8 +37,8 @@ for D, BN, THREADS in [(d, bn, t) for d in (64, 128, 256) for bn in (32, 64, 128
                 assert smem[a] == (16 * kk + k, n), (D, kk, k, n, smem[a])
     print("D", D, "BN", BN, "threads", THREADS, "layout consistent with the descriptors")
 
-# The 128-byte swizzle (FLASHCL_NV_WGMMA_SWIZZLE, the warp-specialized
-# schedule's default): per 64 head-dim columns a region of BN rows x 128
+# The 128-byte swizzle (the kernel's tile layout,
+# cl/nvidia/wgmma/wgmma_producer.clh): per 64 head-dim columns a region of BN rows x 128
 # bytes in atoms of 8 rows; chunk c of row r stored at chunk c ^ (r % 8).
 # The hardware forms the unswizzled address from the descriptor (CUTLASS's
 # canonical layouts: K-major ((8,m),(T,2k)):((8T,SBO),(1,T)), MN-major

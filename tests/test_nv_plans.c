@@ -52,28 +52,26 @@ typedef struct plan_case {
     int window_left, window_right; /* -2: no window */
     float softcap;
     int alibi, bias, mask, sinks; /* bias 2: an fp32 bias */
-    int persist; /* 1: FLASHCL_NV_WGMMA_PERSIST=1, which -1 asks and the
-                  * plan refuses; 2: the plan's own choice */
+    int persist; /* 2: the plan's own persistent grid */
     int seqlen_q;            /* 0: NQ */
     int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
     const char *force;       /* FLASHCL_PATH, or NULL */
-    const char *env[4];      /* more "NAME=VALUE" settings for the plan */
+    const char *tiles;       /* a forced candidate ("path:params"), or NULL */
     const char *path;        /* the path the plan must take */
     const char *want[6];     /* in its options */
     const char *not_want[2]; /* not in them */
     const char *skipped;     /* in `skipped` (NULL: not checked) */
 } plan_case;
 
-/* The softcap entry's schedule, forced: 3 consumers, 64-key tiles. */
-#define THREE_CONSUMERS_64_KEYS                                                \
-    {"FLASHCL_NV_WGMMA_WG=3", "FLASHCL_NV_WGMMA_BN=64",                        \
-     "FLASHCL_NV_WGMMA_RING=8", "FLASHCL_NV_WGMMA_LOCAL_MEM=229456"}
+/* The softcap entry's schedule, forced: 3 consumers, 64-key tiles (7 of
+ * them in the 128 KiB of the D = 128 entry). */
+#define THREE_CONSUMERS_64_KEYS "nv_wgmma:warpgroups=3,block_n=64,ring=7"
 
 static const plan_case cases[] = {
     {.name = "plain causal fp16 D128, 777 rows: the default, persistent",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = -2, .persist = 2, .path = "nv_wgmma",
-     .want = {"-DFLASHCL_NV_WGMMA=1", "-DFLASHCL_NV_WGMMA_WS=2",
+     .want = {"-DFLASHCL_NV_WGMMA=1", "-DFLASHCL_NV_WGMMA_MAXNREG=168",
               "-DFLASHCL_BLOCK_N=128", "-DFLASHCL_NV_WGMMA_RING=3",
               "-DFLASHCL_LOCAL_MEM_BYTES=131072"}},
     {.name = "plain bf16 D80 (padded in 128 columns)", .head_dim = 80,
@@ -220,11 +218,11 @@ static const plan_case cases[] = {
     {.name = "D32: forced only", .head_dim = 32, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = -2, .path = "nv_mma", .skipped = "not measured faster"},
     {.name = "persistent grid", .head_dim = 64, .causal = 1,
-     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .persist = 1,
+     .dtype = FLASHCL_DTYPE_FP16, .window_left = -2, .persist = 2,
      .path = "nv_wgmma", .want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
     {.name = "persistent grid, more items than SMs", .head_dim = 128,
-     .dtype = FLASHCL_DTYPE_BF16, .window_left = -2, .persist = 1,
-     .seqlen_q = 4096, .path = "nv_wgmma",
+     .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = 512,
+     .persist = 2, .seqlen_q = 4096, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_WGMMA_PERSIST=1"}},
     {.name = "window + softcap bf16 D128, unforced: wgmma",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
@@ -255,29 +253,25 @@ static const plan_case cases[] = {
      .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
      .mask = 1, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_BLOCK_N=128",
-              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"},
-     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+              "-DFLASHCL_WG_SIZE=384", "-DFLASHCL_NV_HEADS_FIRST=1"}},
     {.name = "mask fp16 D64, unforced: wgmma, bits on 3 consumers",
      .head_dim = 64, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
      .mask = 1, .path = "nv_wgmma",
-     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512"},
-     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512"}},
     {.name = "mask bf16 D128 causal, unforced: bits on the scores as they come",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
      .window_left = -2, .mask = 1, .path = "nv_wgmma",
-     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1",
-              "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"},
-     .not_want = {"-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0"}},
+     .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "mask bf16 D128, 3 consumers in 64-key tiles (forced): bits",
      .head_dim = 128, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
      .mask = 1, .path = "nv_wgmma",
-     .env = THREE_CONSUMERS_64_KEYS,
+     .tiles = THREE_CONSUMERS_64_KEYS,
      .want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1", "-DFLASHCL_WG_SIZE=512",
-              "-DFLASHCL_BLOCK_N=64", "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"}},
+              "-DFLASHCL_BLOCK_N=64", "-DFLASHCL_NV_WGMMA_RING=7"}},
     {.name = "mask bf16 D128 causal, 3 consumers (forced): no bits",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
      .window_left = -2, .mask = 1, .path = "nv_wgmma",
-     .env = THREE_CONSUMERS_64_KEYS,
+     .tiles = THREE_CONSUMERS_64_KEYS,
      .want = {"-DFLASHCL_WG_SIZE=512"},
      .not_want = {"-DFLASHCL_NV_WGMMA_MASK_BITS=1"}},
     {.name = "bias + mask bf16 D128, unforced: mma.sync", .head_dim = 128,
@@ -363,7 +357,7 @@ static const plan_case cases[] = {
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_BF16,
      .window_left = -2, .varlen = 1, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1",
-              "-DFLASHCL_NV_VARLEN_TOP_LEFT=0", "-DFLASHCL_NV_WGMMA_WS=2"}},
+              "-DFLASHCL_NV_VARLEN_TOP_LEFT=0", "-DFLASHCL_NV_WGMMA_RING=3"}},
     {.name = "varlen fp16 D64 window + softcap top-left: wgmma",
      .head_dim = 64, .causal = 1, .top_left = 1, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = 100, .window_right = -1, .softcap = 30.0f, .varlen = 1,
@@ -374,9 +368,9 @@ static const plan_case cases[] = {
      .head_dim = 128, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
      .varlen = 1, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=0"}},
-    {.name = "varlen fp16 D128 persistent asked: plain grid", .head_dim = 128,
+    {.name = "varlen fp16 D128 causal: plain grid", .head_dim = 128,
      .causal = 1, .dtype = FLASHCL_DTYPE_FP16, .window_left = -2,
-     .varlen = 1, .persist = -1, .path = "nv_wgmma",
+     .varlen = 1, .path = "nv_wgmma",
      .want = {"-DFLASHCL_NV_VARLEN=1", "-DFLASHCL_NV_SEQ_FIRST=1"}},
     {.name = "varlen bf16 D32: mma.sync, sequences first", .head_dim = 32,
      .causal = 1, .dtype = FLASHCL_DTYPE_BF16, .window_left = -2,
@@ -501,78 +495,25 @@ static void check_mask_bits(const plan_case *c, const kernel_plan *plan)
                   plan->extra_options);
 }
 
-/* The wgmma plan's guard against huge scores: where the kernel's exponent
- * is the FMA form, its rows are marked and redone in the kernel
- * (EXP_GUARD=3) with no second program; with FLASHCL_NV_WGMMA_FIXUP=pass
- * the marks (EXP_GUARD=2) and the mma.sync kernel's fix-up program over
- * that path's own grid; neither where the scores are prescaled. A mask
- * packed into bits that hides keys on the scores as they come (bits
- * without MASK_UNSCALED=0, and no other score term) has the FMA form too,
- * and always the in-kernel redo: the fix-up pass reads no bits. */
-static void check_fixup(const plan_case *c, const device_caps *caps,
-                        const problem *p, const kernel_plan *plan, bool pass)
+/* The wgmma kernel redoes its rows with huge scores itself (the FMA
+ * exponent's guard, cl/nvidia/wgmma/wgmma_epilogue.clh): no -D asks for
+ * it and no second program runs after it; the only extra program is the
+ * mask's packing pass before it. */
+static void check_no_fixup(const plan_case *c, const kernel_plan *plan)
 {
-    const bool mask_alone_bits =
-        c->mask && strstr(plan->options, "-DFLASHCL_NV_WGMMA_MASK_BITS=1") &&
-        !strstr(plan->options, "-DFLASHCL_NV_WGMMA_MASK_UNSCALED=0");
-    const bool fma = !c->softcap && !c->alibi && !c->bias &&
-                     (!c->mask || mask_alone_bits);
-    const bool redo = !pass || mask_alone_bits;
-    const char *want = redo ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"
-                            : "-DFLASHCL_NV_WGMMA_EXP_GUARD=2";
-    const bool marks = strstr(plan->options, want) != NULL;
-    ck_assert_msg(marks == fma, "%s: %s %d, FMA exponent %d", c->name, want,
-                  marks, fma);
-    ck_assert_msg(!strstr(plan->options, redo ? "-DFLASHCL_NV_WGMMA_EXP_GUARD=2"
-                                              : "-DFLASHCL_NV_WGMMA_EXP_GUARD=3"),
-                  "%s: both guard forms", c->name);
-    if (!fma || redo) {
-        ck_assert_msg(plan->extra_source == NULL || plan->mask_bits,
-                      "%s: a fix-up pass", c->name);
-        return;
-    }
-    ck_assert_msg(plan->extra_source &&
-                      !strcmp(plan->extra_source, "flash_fwd_mma.cl") &&
-                      strstr(plan->extra_options, "-DFLASHCL_NV_FIXUP=1"),
-                  "%s: no mma.sync fix-up pass", c->name);
-    kernel_plan mma;
-    memset(&mma, 0, sizeof mma);
-    mma.path = &nv_mma_path;
-    nv_mma_path.plan(caps, p, &mma);
-    ck_assert_str_eq(plan->extra_options, mma.extra_options);
-    for (int i = 0; i < 3; ++i) {
-        ck_assert_uint_eq(plan->extra_global[i], mma.global[i]);
-        ck_assert_uint_eq(plan->extra_local[i], mma.local[i]);
-    }
-    ck_assert_msg(preprocess_with(plan->extra_source, plan->extra_options,
-                                  false) == 0,
-                  "%s: the fix-up kernel refuses %s", c->name,
-                  plan->extra_options);
+    ck_assert_msg(!strstr(plan->options, "EXP_GUARD"), "%s: %s", c->name,
+                  plan->options);
+    ck_assert_msg(plan->extra_source == NULL || plan->mask_bits,
+                  "%s: a second program %s", c->name, plan->extra_source);
 }
 
-/* The case's environment for planning (FLASHCL_PATH, the persistent
- * grid, its own settings), set and cleared around each plan. */
+/* The case's FLASHCL_PATH, set and cleared around each plan. */
 static void case_env(const plan_case *c, bool set)
 {
     if (c->force && set)
         setenv("FLASHCL_PATH", c->force, 1);
-    if ((c->persist == 1 || c->persist == -1) && set)
-        setenv("FLASHCL_NV_WGMMA_PERSIST", "1", 1);
-    if (!set) {
+    if (!set)
         unsetenv("FLASHCL_PATH");
-        unsetenv("FLASHCL_NV_WGMMA_PERSIST");
-    }
-    for (size_t i = 0; i < LENGTH(c->env) && c->env[i]; ++i) {
-        char name[64];
-        const char *eq = strchr(c->env[i], '=');
-        ck_assert(eq && (size_t)(eq - c->env[i]) < sizeof name);
-        memcpy(name, c->env[i], (size_t)(eq - c->env[i]));
-        name[eq - c->env[i]] = '\0';
-        if (set)
-            setenv(name, eq + 1, 1);
-        else
-            unsetenv(name);
-    }
 }
 
 START_TEST(plans_for_an_h200)
@@ -583,7 +524,7 @@ START_TEST(plans_for_an_h200)
     flashcl_attention_desc d =
         desc_of(c, flashcl_context_cl_context(ctx), owned);
     case_env(c, true);
-    const bool persistent = c->persist > 0; /* -1: asked, not granted */
+    const bool persistent = c->persist > 0;
     problem p;
     const flashcl_status st =
         problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
@@ -591,8 +532,9 @@ START_TEST(plans_for_an_h200)
                   flashcl_context_last_error(ctx));
     kernel_plan plan;
     char skipped[2048] = "";
-    choose_plan(&caps, &p, &plan, skipped, sizeof skipped);
+    choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, c->tiles);
     case_env(c, false);
+    ck_assert_msg(!plan.error[0], "%s: %s", c->name, plan.error);
     for (int i = 0; i < 5; ++i)
         if (owned[i])
             clReleaseMemObject(owned[i]);
@@ -640,16 +582,8 @@ START_TEST(plans_for_an_h200)
             ck_assert_uint_eq(plan.global[1], HQ);
             ck_assert_uint_eq(plan.global[2], B);
         }
-        check_fixup(c, &caps, &p, &plan, false);
+        check_no_fixup(c, &plan);
         check_mask_bits(c, &plan);
-        /* the fix-up pass form, planned again */
-        case_env(c, true);
-        setenv("FLASHCL_NV_WGMMA_FIXUP", "pass", 1);
-        kernel_plan with_pass;
-        choose_plan(&caps, &p, &with_pass, NULL, 0);
-        unsetenv("FLASHCL_NV_WGMMA_FIXUP");
-        case_env(c, false);
-        check_fixup(c, &caps, &p, &with_pass, true);
     }
     if (!strcmp(plan.path->name, "nv_wgmma") ||
         !strcmp(plan.path->name, "nv_mma"))
@@ -671,20 +605,25 @@ START_TEST(preprocess_can_fail)
         preprocess_with("flash_fwd_wgmma.cl",
                         "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
                         "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
-                        "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_WS=2 "
-                        "-DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 "
+                        "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_RING=3 "
+                        "-DFLASHCL_LOCAL_MEM_BYTES=131072 -DFLASHCL_MASK=1 "
                         "-DFLASHCL_BIAS=2 -DFLASHCL_NV_WGMMA_MASK_BITS=1",
                         true),
         0);
-    /* the packed mask alone and the marked rows' redo, which reads no mask */
+    /* one consumer warpgroup: the kernel's schedule has 2 or 3 (the same
+     * options with 2 preprocess) */
     ck_assert_int_ne(
         preprocess_with("flash_fwd_wgmma.cl",
                         "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
+                        "-DFLASHCL_WG_SIZE=256 -DFLASHCL_BLOCK_M=64 "
+                        "-DFLASHCL_BLOCK_N=64 -DFLASHCL_NV_WGMMA_RING=2",
+                        true),
+        0);
+    ck_assert_int_eq(
+        preprocess_with("flash_fwd_wgmma.cl",
+                        "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
                         "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
-                        "-DFLASHCL_BLOCK_N=128 -DFLASHCL_NV_WGMMA_WS=2 "
-                        "-DFLASHCL_NV_WGMMA_RING=3 -DFLASHCL_MASK=1 "
-                        "-DFLASHCL_NV_WGMMA_MASK_BITS=1 "
-                        "-DFLASHCL_NV_WGMMA_EXP_GUARD=3",
+                        "-DFLASHCL_BLOCK_N=64 -DFLASHCL_NV_WGMMA_RING=2",
                         true),
         0);
     kernel_plan plan;
@@ -693,9 +632,29 @@ START_TEST(preprocess_can_fail)
     snprintf(plan.options, sizeof plan.options,
              "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=128 "
              "-DFLASHCL_WG_SIZE=384 -DFLASHCL_BLOCK_M=128 "
-             "-DFLASHCL_NV_WGMMA_WS=2 -DFLASHCL_NV_WGMMA_RING=3 "
-             "-DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_WGMMA_PINGPONG=1");
+             "-DFLASHCL_BLOCK_N=64 -DFLASHCL_NV_WGMMA_RING=2 "
+             "-DFLASHCL_NV_WGMMA_PERSIST=1 -DFLASHCL_NV_VARLEN=1");
     ck_assert_int_ne(preprocess(&plan, true), 0);
+}
+END_TEST
+
+/* A plan the path could not make (its -D options would not fit) fails
+ * the call with a status and the path's reason, before any build. */
+START_TEST(plan_error_fails_the_build)
+{
+    kernel_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.path = &nv_wgmma_path;
+    plan.source = "flash_fwd_wgmma.cl";
+    snprintf(plan.error, sizeof plan.error,
+             "the kernel's -D options exceed 1023 bytes");
+    compiled_program *programs[2] = {NULL, NULL};
+    ck_assert_int_eq(plan_programs(ctx, &plan, programs, NULL),
+                     FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_ptr_null(programs[0]);
+    ck_assert_msg(strstr(flashcl_context_last_error(ctx), "nv_wgmma") &&
+                      strstr(flashcl_context_last_error(ctx), "exceed"),
+                  "%s", flashcl_context_last_error(ctx));
 }
 END_TEST
 
@@ -711,6 +670,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
     tcase_add_test(tc, preprocess_can_fail);
+    tcase_add_test(tc, plan_error_fails_the_build);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

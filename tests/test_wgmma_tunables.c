@@ -3,14 +3,14 @@
  * through flashcl_path_tunable, the host's legality rules
  * (src/paths/nv_wgmma_config.c, compiled in) on hand-derived cases, and
  * the rules against the kernel's own: every set of the search space, at
- * D = 64 and 128 with the 48 KiB NVIDIA's OpenCL reports and at D = 256
- * with the 224 KiB of its table entry, is given to the
+ * D = 64 and 128 with the 128 KiB and at D = 256 with the 224 KiB of
+ * their table entries, is given to the
  * C preprocessor with the options the path passes
  * (cl/nvidia/flash_fwd_wgmma.cl's #error rules run there): a set the host
  * accepts must preprocess cleanly, one the host refuses for a kernel rule
- * must hit an #error. The compile of the extremes for sm_90a is
- * scripts/wgmma_isa_check.sh tunables (clang + ptxas, not in CI), which
- * reads `test_wgmma_tunables --list`.
+ * must hit an #error. The schedule's options never truncate. The compile
+ * of the extremes for sm_90a is scripts/wgmma_isa_check.sh tunables
+ * (clang + ptxas, not in CI), which reads `test_wgmma_tunables --list`.
  */
 #define _POSIX_C_SOURCE 200809L /* popen */
 #include "kernel_preprocess.h"
@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOCAL_MEM 49152u
+/* D = 64 and 128 size their tiles for the table's 128 KiB (the PTX patch
+ * grows .shared beyond the 48 KiB NVIDIA's OpenCL reports) */
+#define LOCAL_MEM 131072u
 /* D = 256 sizes its tiles for what the PTX patch gives (the table's 224
  * KiB: Q's 64 KiB and 5 slots of 32 KiB with their mbarriers) */
 #define LOCAL_MEM_256 229456u
@@ -34,12 +36,9 @@ static unsigned mem_for(int d)
 /* A set of the declared tunables (values in declaration order) by name. */
 static nv_wgmma_cfg cfg_of(const int v[NUM_TUNABLES])
 {
-    nv_wgmma_cfg c = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int *const field[] = {&c.warpgroups, &c.block_n, &c.ring, &c.lag,
-                          &c.sahead, &c.overlap, &c.maxnreg, &c.ws};
-    static const char *const names[] = {"warpgroups", "block_n", "ring",
-                                        "lag", "sahead", "overlap",
-                                        "maxnreg", "ws"};
+    nv_wgmma_cfg c = {0, 0, 0, 0};
+    int *const field[] = {&c.warpgroups, &c.block_n, &c.ring};
+    static const char *const names[] = {"warpgroups", "block_n", "ring"};
     for (size_t i = 0; i < NUM_TUNABLES; ++i)
         for (size_t k = 0; k < LENGTH(names); ++k)
             if (!strcmp(nv_wgmma_tunables[i].name, names[k]))
@@ -54,9 +53,7 @@ static bool legal(const nv_wgmma_cfg *c, int d, char *why, size_t cap)
 
 START_TEST(declared_through_the_api)
 {
-    static const char *const names[] = {"ring", "lag", "sahead", "maxnreg",
-                                        "block_n", "warpgroups", "overlap",
-                                        "ws"};
+    static const char *const names[] = {"ring", "block_n", "warpgroups"};
     ck_assert_uint_eq(NUM_TUNABLES, LENGTH(names));
     for (size_t i = 0; i < LENGTH(names); ++i) {
         flashcl_tunable t;
@@ -72,8 +69,8 @@ START_TEST(declared_through_the_api)
     flashcl_tunable t;
     ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", 0, &t),
                      FLASHCL_SUCCESS);
-    ck_assert_int_eq(t.values[0], 0); /* ring off is a value, not the end */
-    ck_assert_int_eq(t.count, 6);
+    ck_assert_int_eq(t.values[0], 3);
+    ck_assert_int_eq(t.count, 5);
     ck_assert_int_eq(flashcl_path_tunable("nv_wgmma", (int)NUM_TUNABLES, &t),
                      FLASHCL_ERROR_INVALID_VALUE);
     /* the paths declared before keep their full value lists */
@@ -94,8 +91,7 @@ START_TEST(table_entries_legal)
 {
     for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
         const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
-        const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, e->lag,
-                                0, e->overlap, e->maxnreg, e->ws, 0};
+        const nv_wgmma_cfg c = {e->warpgroups, e->block_n, e->ring, 0};
         char why[160] = "";
         ck_assert_msg(nv_wgmma_legal(&c, entry_dims(e),
                                      e->local_mem ? e->local_mem : LOCAL_MEM,
@@ -106,67 +102,36 @@ START_TEST(table_entries_legal)
 END_TEST
 
 /* Hand-derived from the kernel's rules: a K or V tile is block_n * D * 2
- * bytes; 48 KiB hold 6 tiles of 64 keys at D = 64, 3 at D = 128; D = 256
- * is judged against LOCAL_MEM_256 (mem_for). */
+ * bytes, each ring slot has 16 bytes of mbarriers; D = 64 and 128 are
+ * judged against LOCAL_MEM, D = 256 against LOCAL_MEM_256 (mem_for). */
 static const struct {
     int d;
     nv_wgmma_cfg c;
     const char *refusal; /* NULL: legal */
 } cases[] = {
-    {64, {2, 64, 6, 1, 1, 0, 0, 0, 0}, NULL},
-    {64, {2, 64, 8, 0, 0, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 64, 3, 1, 1, 0, 128, 0, 0}, NULL},
-    {128, {2, 64, 4, 0, 0, 0, 0, 0, 0}, "local memory"},
-    {128, {2, 32, 6, 1, 0, 0, 0, 0, 0}, NULL},
-    {128, {1, 128, 0, 0, 0, 0, 0, 0, 0}, "local memory"}, /* 2 x 32 KiB */
-    {128, {2, 64, 0, 0, 0, 1, 0, 0, 0}, NULL},            /* 3 x 16 KiB: fits */
-    {64, {2, 128, 0, 0, 0, 1, 0, 0, 0}, NULL},
-    {64, {2, 64, 2, 1, 0, 0, 0, 0, 0}, "2 + lag"},
-    {64, {2, 64, 4, 0, 0, 1, 0, 0, 0}, "exclusive"},
-    {64, {2, 64, 0, 1, 0, 0, 0, 0, 0}, "needs the ring"},
-    {64, {2, 64, 4, 0, 1, 0, 0, 0, 0}, "lag 1"},
-    {64, {3, 64, 0, 0, 0, 0, 0, 0, 0}, "warpgroups"},
-    {64, {2, 48, 0, 0, 0, 0, 0, 0, 0}, "block_n"},
-    {64, {2, 64, 0, 0, 0, 0, 16, 0, 0}, "maxnreg"},
-    /* ws: a ring without lag; 5 slots of 8 KiB and their mbarriers fit
-     * (40 KiB + 80 bytes), 3 of 16 KiB do not (48 KiB + 48 bytes) */
-    {128, {2, 32, 5, 0, 0, 0, 0, 1, 0}, NULL},
-    {64, {2, 64, 5, 0, 0, 0, 0, 2, 0}, NULL},
-    {64, {1, 64, 5, 0, 0, 0, 0, 1, 0}, NULL},
-    {128, {2, 64, 3, 0, 0, 0, 0, 1, 0}, "local memory"},
-    {64, {2, 64, 0, 0, 0, 0, 0, 1, 0}, "needs the ring"},
-    {64, {2, 64, 4, 1, 0, 0, 0, 1, 0}, "without lag"},
-    {64, {2, 64, 4, 0, 0, 0, 176, 2, 0}, "64 K registers"}, /* 384 threads */
-    {64, {2, 64, 4, 0, 0, 0, 0, 3, 0}, NULL},
-    {64, {2, 64, 4, 0, 0, 0, 0, 4, 0}, NULL},
-    {64, {2, 64, 4, 0, 0, 0, 0, 5, 0}, "ws 5"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 2, 0}, "2 or 3 consumer"},
-    {64, {1, 64, 4, 0, 0, 0, 0, 3, 0}, "2 or 3 consumer"},
-    /* 3 consumer warpgroups: the warp-specialized schedule (ws 1 or 2,
-     * 512 work-items), below D = 256 */
-    {64, {3, 128, 2, 0, 0, 0, 0, 2, 0}, NULL},
-    {128, {3, 64, 2, 0, 0, 0, 0, 1, 0}, NULL},
-    {64, {3, 64, 4, 0, 0, 0, 0, 3, 0}, "ping-pong"},
-    {256, {3, 64, 2, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
-    /* D = 256 (LOCAL_MEM_256): Q takes 64 KiB with 2 consumer
-     * warpgroups, 32 KiB with 1; a slot is 32 KiB plus 16 bytes of
-     * mbarriers */
-    {256, {2, 64, 5, 0, 0, 0, 0, 2, 0}, NULL}, /* 64 K + 5 x (32 K + 16) */
-    {256, {2, 64, 6, 0, 0, 0, 0, 2, 0}, "local memory"},
-    {256, {1, 64, 5, 0, 0, 0, 0, 1, 0}, NULL}, /* 32 K + 5 x (32 K + 16) */
-    {256, {1, 64, 6, 0, 0, 0, 0, 1, 0}, "local memory"}, /* 16 bytes over */
-    {256, {2, 64, 5, 0, 0, 0, 0, 3, 0}, NULL},
-    {256, {2, 32, 5, 0, 0, 0, 0, 2, 0}, "64-key"},
-    {256, {2, 128, 2, 0, 0, 0, 0, 2, 0}, "64-key"},
-    {256, {2, 64, 3, 1, 1, 0, 0, 0, 0}, "warp-specialized"},
-    {256, {2, 64, 0, 0, 0, 1, 0, 0, 0}, "warp-specialized"},
+    {128, {2, 128, 3, 0}, NULL},           /* the table's: 3 x (32 K + 16) */
+    {128, {2, 128, 4, 0}, "local memory"}, /* 4 x (32 K + 16): 64 over */
+    {128, {2, 64, 7, 0}, NULL},
+    {128, {2, 64, 8, 0}, "local memory"},
+    {64, {3, 128, 4, 0}, NULL},
+    {64, {2, 64, 8, 1}, NULL},
+    {64, {2, 64, 1, 0}, "ring 1"},
+    {64, {2, 64, 9, 0}, "ring 9"},
+    {64, {1, 64, 4, 0}, "warpgroups 1"},
+    {64, {4, 64, 4, 0}, "warpgroups 4"},
+    {64, {2, 32, 4, 0}, "block_n 32"},
+    {64, {2, 64, 4, 2}, "persist 2"},
+    /* D = 256 (LOCAL_MEM_256): Q takes 32 KiB a consumer warpgroup */
+    {256, {2, 64, 5, 0}, NULL}, /* 64 K + 5 x (32 K + 16) */
+    {256, {2, 64, 6, 0}, "local memory"},
+    {256, {2, 128, 2, 0}, "64-key"},
     /* 3 consumers in the 256-column tiles up to head dim 160 (O's
      * registers): 96 K of Q + 4 x (32 K + 16) */
-    {160, {3, 64, 4, 0, 0, 0, 0, 2, 0}, NULL},
-    {144, {3, 64, 4, 0, 0, 0, 0, 1, 0}, NULL},
-    {160, {3, 64, 5, 0, 0, 0, 0, 2, 0}, "local memory"},
-    {176, {3, 64, 4, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
-    {256, {3, 64, 4, 0, 0, 0, 0, 2, 0}, "1 or 2 consumer"},
+    {160, {3, 64, 4, 0}, NULL},
+    {144, {3, 64, 4, 0}, NULL},
+    {160, {3, 64, 5, 0}, "local memory"},
+    {176, {3, 64, 4, 0}, "2 consumer"},
+    {256, {3, 64, 4, 0}, "2 consumer"},
 };
 
 START_TEST(hand_derived_cases)
@@ -185,15 +150,16 @@ START_TEST(hand_derived_cases)
     ck_assert_uint_eq(nv_wgmma_q_bytes(&cases[_i].c, width),
                       width == 256 ? (unsigned)cases[_i].c.warpgroups * 32768u
                                    : 0u);
-    /* a work-group limit below 2 warpgroups refuses 2 */
-    const nv_wgmma_cfg two = {2, 64, 0, 0, 0, 0, 0, 0, 0};
-    ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 128, why, sizeof why));
-    /* ws adds the producer: 2 + 1 warpgroups need 384 work-items */
-    const nv_wgmma_cfg ws = {2, 64, 4, 0, 0, 0, 0, 1, 0};
-    ck_assert(!nv_wgmma_legal(&ws, 64, LOCAL_MEM, 256, why, sizeof why));
-    ck_assert(nv_wgmma_legal(&ws, 64, LOCAL_MEM, 384, why, sizeof why));
-    ck_assert_int_eq(nv_wgmma_threads(&ws), 384);
-    ck_assert_int_eq(nv_wgmma_regs(&ws), 168); /* 65536 / 384, by 8 */
+    /* the producer counts: 2 + 1 warpgroups need 384 work-items, and share
+     * an SM's 64 K registers */
+    const nv_wgmma_cfg two = {2, 64, 4, 0};
+    ck_assert(!nv_wgmma_legal(&two, 64, LOCAL_MEM, 256, why, sizeof why));
+    ck_assert(nv_wgmma_legal(&two, 64, LOCAL_MEM, 384, why, sizeof why));
+    ck_assert_int_eq(nv_wgmma_threads(&two), 384);
+    ck_assert_int_eq(nv_wgmma_regs(&two), 168); /* 65536 / 384, by 8 */
+    const nv_wgmma_cfg three = {3, 64, 4, 0};
+    ck_assert_int_eq(nv_wgmma_threads(&three), 512);
+    ck_assert_int_eq(nv_wgmma_regs(&three), 128);
 }
 END_TEST
 
@@ -224,8 +190,8 @@ static int each_set(void (*fn)(const nv_wgmma_cfg *, int d, void *),
 static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
                     char *buf, size_t cap)
 {
-    char schedule[320];
-    nv_wgmma_defines(c, schedule, sizeof schedule);
+    char schedule[160];
+    ck_assert(nv_wgmma_defines(c, schedule, sizeof schedule));
     snprintf(buf, cap, "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=%d "
              "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
              "-DFLASHCL_WG_SIZE=%d -DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
@@ -240,29 +206,14 @@ static int preprocess(const char *opts)
 }
 
 typedef struct agree_state {
-    int legal, kernel_refused, duplicates, checked;
+    int legal, kernel_refused, checked;
 } agree_state;
-
-/* The host's refusals that are no kernel rule: schedules the kernel would
- * run as another one (lag or S ahead without the ring). */
-static bool duplicate_rule(const char *why)
-{
-    return strstr(why, "needs the ring") != NULL;
-}
 
 static void agree(const nv_wgmma_cfg *c, int d, void *arg)
 {
     agree_state *s = arg;
     char why[160] = "", opts[1024];
     const bool ok = legal(c, d, why, sizeof why);
-    /* maxnreg reaches the kernel only as a range-checked define: one
-     * value of it per schedule is enough for the preprocessor */
-    if (c->maxnreg != (ok ? 128 : 0))
-        return;
-    if (!ok && duplicate_rule(why)) {
-        ++s->duplicates;
-        return;
-    }
     options(c, d, 1, 1, opts, sizeof opts);
     const int rc = preprocess(opts);
     ++s->checked;
@@ -281,7 +232,7 @@ START_TEST(host_rules_match_the_kernel)
 {
     ck_assert_msg(preprocess("-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=64 "
                              "-DFLASHCL_HEAD_DIM_V=64 -DFLASHCL_DTYPE=1 "
-                             "-DFLASHCL_CAUSAL=0 -DFLASHCL_WG_SIZE=256 "
+                             "-DFLASHCL_CAUSAL=0 -DFLASHCL_WG_SIZE=384 "
                              "-DFLASHCL_BLOCK_M=128 -DFLASHCL_BLOCK_N=64") ==
                       0, "%s cannot preprocess the kernel", FLASHCL_TEST_CC);
     /* the preprocessor is a check that can fail */
@@ -290,10 +241,10 @@ START_TEST(host_rules_match_the_kernel)
     agree_state s = {0};
     const int total = each_set(agree, &s);
     ck_assert_int_gt(s.legal, 20);
-    ck_assert_int_gt(s.kernel_refused, 20);
+    ck_assert_int_gt(s.kernel_refused, 10);
     printf("nv_wgmma tunables: %d sets (D 64/128/256), %d preprocessed (%d "
-           "legal, %d refused by both), %d refused as duplicates\n", total,
-           s.checked, s.legal, s.kernel_refused, s.duplicates);
+           "legal, %d refused by both)\n", total, s.checked, s.legal,
+           s.kernel_refused);
 }
 END_TEST
 
@@ -303,7 +254,7 @@ END_TEST
  * that belongs to a narrower class (the host would waste half the tile). */
 START_TEST(padded_head_dims)
 {
-    const nv_wgmma_cfg table = {2, 64, 2, 0, 0, 0, 0, 2, 0};
+    const nv_wgmma_cfg table = {2, 64, 2, 0};
     int built = 0;
     for (int d = 1; d <= 256; ++d) {
         const int w = nv_wgmma_tile_dim(d);
@@ -346,9 +297,7 @@ START_TEST(variant_tiles)
     for (size_t i = 0; i < LENGTH(nv_wgmma_tiles); ++i) {
         const nv_wgmma_tile *e = &nv_wgmma_tiles[i];
         const uint64_t mem = e->local_mem ? e->local_mem : LOCAL_MEM;
-        const nv_wgmma_cfg table = {e->warpgroups, e->block_n, e->ring,
-                                    e->lag, 0, e->overlap, e->maxnreg,
-                                    e->ws, 0};
+        const nv_wgmma_cfg table = {e->warpgroups, e->block_n, e->ring, 0};
         nv_wgmma_cfg c = table;
         nv_wgmma_narrow_for_extras(&c, e->head_dim, mem);
         char why[160] = "";
@@ -386,26 +335,41 @@ START_TEST(variant_tiles)
 }
 END_TEST
 
-/* The persistent grid (FLASHCL_NV_WGMMA_PERSIST, not a tunable): the host
- * takes it with ws 1 or 2 only, and the kernel's #error rules agree for
- * every ws. */
+/* The persistent grid (FLASHCL_NV_WGMMA_PERSIST, not a tunable): legal
+ * on the host for every schedule, as in the kernel, which refuses it only
+ * beside packed batches (the plan drops it there: test_nv_plans). */
 START_TEST(persistent_grid_rules)
 {
-    for (int ws = 0; ws <= 4; ++ws) {
-        for (int persist = 0; persist <= 1; ++persist) {
-            const nv_wgmma_cfg c = {2, 64, 2, 0, 0, 0, 0, ws, persist};
-            char why[160] = "", opts[1024];
-            const bool host = legal(&c, 128, why, sizeof why);
-            ck_assert_msg(host == (!persist || ws == 1 || ws == 2),
-                          "ws %d persist %d: host says %s", ws, persist,
-                          host ? "legal" : why);
-            options(&c, 128, 1, 1, opts, sizeof opts);
-            const int rc = preprocess(opts);
-            ck_assert_msg((rc == 0) == host, "ws %d persist %d: host %s, "
-                          "kernel %d: %s", ws, persist,
-                          host ? "legal" : why, rc, opts);
-        }
+    for (int persist = 0; persist <= 1; ++persist) {
+        const nv_wgmma_cfg c = {2, 64, 2, persist};
+        char why[160] = "", opts[1024], packed[1100];
+        ck_assert_msg(legal(&c, 128, why, sizeof why), "persist %d: %s",
+                      persist, why);
+        options(&c, 128, 1, 1, opts, sizeof opts);
+        ck_assert_msg(preprocess(opts) == 0, "kernel refused: %s", opts);
+        snprintf(packed, sizeof packed, "%s -DFLASHCL_NV_VARLEN=1", opts);
+        ck_assert_msg((preprocess(packed) == 0) == !persist, "%s", packed);
     }
+}
+END_TEST
+
+/* The schedule's options fail rather than truncate: a short buffer gets
+ * false and a terminated prefix, a long enough one the whole list. */
+START_TEST(defines_never_truncate)
+{
+    const nv_wgmma_cfg c = {3, 64, 8, 1};
+    char small[24], whole[160];
+    memset(small, 'x', sizeof small);
+    ck_assert(!nv_wgmma_defines(&c, small, sizeof small));
+    ck_assert_uint_lt(strlen(small), sizeof small);
+    ck_assert(nv_wgmma_defines(&c, whole, sizeof whole));
+    ck_assert_str_eq(whole, " -DFLASHCL_NV_WGMMA_RING=8 "
+                            "-DFLASHCL_NV_WGMMA_MAXNREG=128 "
+                            "-DFLASHCL_NV_WGMMA_PERSIST=1");
+    /* exactly the list's length plus its NUL fits, one byte less not */
+    const size_t need = strlen(whole) + 1;
+    ck_assert(nv_wgmma_defines(&c, whole, need));
+    ck_assert(!nv_wgmma_defines(&c, whole, need - 1));
 }
 END_TEST
 
@@ -418,10 +382,8 @@ static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
     if (!legal(c, d, why, sizeof why))
         return;
     options(c, d, 1, 0, opts, sizeof opts);
-    printf("%d\twarpgroups=%d,block_n=%d,ring=%d,lag=%d,sahead=%d,"
-           "overlap=%d,maxnreg=%d,ws=%d\t%s\n", d, c->warpgroups,
-           c->block_n, c->ring, c->lag, c->sahead, c->overlap, c->maxnreg,
-           c->ws, opts);
+    printf("%d\twarpgroups=%d,block_n=%d,ring=%d\t%s\n", d, c->warpgroups,
+           c->block_n, c->ring, opts);
 }
 
 int main(int argc, char **argv)
@@ -436,7 +398,8 @@ int main(int argc, char **argv)
                                 {host_rules_match_the_kernel, 0},
                                 {padded_head_dims, 0},
                                 {variant_tiles, 0},
-                                {persistent_grid_rules, 0}};
+                                {persistent_grid_rules, 0},
+                                {defines_never_truncate, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));
 }

@@ -3,7 +3,7 @@
  * kernel to PTX (clang, or the driver's PTX saved from a GPU run), patch
  * it here, then `ptxas -arch=sm_90a OUT.ptx` (scripts/wgmma_isa_check.sh).
  * SHARED_BYTES: also set the kernel's .shared array to that many bytes
- * (the FLASHCL_NV_WGMMA_LOCAL_MEM experiment). */
+ * (as the path does for a table entry's local_mem). */
 #include "paths/sm90a_patch.h"
 
 #include <stdio.h>

@@ -203,6 +203,9 @@ flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
     programs[0] = programs[1] = NULL;
     if (compiled_ms)
         *compiled_ms = 0;
+    if (plan->error[0])
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s: %s",
+                         plan->path->name, plan->error);
     for (int which = 0; which < (plan->extra_source ? 2 : 1); ++which) {
         const program_request request = plan_request(plan, which);
         bool compiled_now = false;

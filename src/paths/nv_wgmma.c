@@ -16,7 +16,6 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
-#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/mask_bits.h"
 #include "paths/nv_wgmma_tiles.h"
@@ -24,7 +23,7 @@
 #include "paths/tuning.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,30 +50,26 @@ static int tile_dim(const problem *p)
 
 /* A mask without a bias read packed into bits (mask_bits.c; the
  * kernel's FLASHCL_NV_WGMMA_MASK_BITS): wanted in the 64- and 128-column
- * tiles when the packed words fit the context's scratch cap;
- * FLASHCL_NV_WGMMA_MASK_BITS=0 keeps the call's bytes, to measure both. */
+ * tiles when the packed words fit the context's scratch cap. */
 static bool mask_bits_wanted(const problem *p)
 {
-    const char *text = dev_getenv("FLASHCL_NV_WGMMA_MASK_BITS");
-    if ((text && !strcmp(text, "0")) || !variant_active(p, VARIANT_MASK) ||
-        variant_active(p, VARIANT_BIAS) || tile_dim(p) > 128)
+    if (!variant_active(p, VARIANT_MASK) || variant_active(p, VARIANT_BIAS) ||
+        tile_dim(p) > 128)
         return false;
     return mask_bits_layout_of(p).bytes <= p->infer.scratch_cap;
 }
 
 /* ... and what the kernel's packed mask needs of the schedule (its fetch a
- * tile ahead, FLASHCL_NV_WGMMA_XPF): the warp-specialized schedule without
- * S ahead, on 2 consumer warpgroups, or 3 in the 64-column tiles, or 3 in
- * 64-key tiles of the 128-column ones without a band (the kernel's
- * WG_XPF_ROOM; that last only through FLASHCL_NV_WGMMA_WG/BN, not
- * measured yet). */
+ * tile ahead, the kernel's WG_XPF_ROOM): 2 consumer warpgroups, or 3 in
+ * the 64-column tiles, or 3 in 64-key tiles of the 128-column ones
+ * without a band (that last only through a tuned set, not measured
+ * yet). */
 static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
 {
     const bool three = tile_dim(p) == 64 ||
                        (tile_dim(p) == 128 && c->block_n == 64 &&
                         p->left < 0 && p->right < 0);
-    return c->ws >= 1 && c->ws <= 2 && !c->sahead &&
-           (c->warpgroups == 2 || (c->warpgroups == 3 && three));
+    return c->warpgroups == 2 || (c->warpgroups == 3 && three);
 }
 
 /* The variants that run here unforced: those the suites passed with on an
@@ -84,7 +79,7 @@ static bool mask_bits_schedule(const problem *p, const nv_wgmma_cfg *c)
  * ALiBi 1.35-1.38x, softcap 1.35x at D = 128 and 1.95-2.32x at D = 256,
  * sinks 1.51x, window + softcap + sinks 1.29-1.37x; top-left causal is
  * the causal kernel with the diagonal at key 0). A bias alone in the
- * 128-column tiles, fetched a tile ahead (FLASHCL_NV_WGMMA_XPF), measured
+ * 128-column tiles, fetched a tile ahead (the kernel's WG_XPF), measured
  * 1.11-1.21x nv_mma (h200-2026-12-03-v5.md). A mask without a bias,
  * packed into bits (mask_bits_wanted): bf16 N = 4096, non-causal /
  * causal, D = 128 418.4 / 360.0 TFLOP/s against nv_mma's 268.3 / 245.9
@@ -143,52 +138,22 @@ static void note_build_failed(const device_caps *caps, const char *why)
                         "kernel runs instead: %s\n", why);
 }
 
-/* FLASHCL_NV_WGMMA_DUMP=<folder>: the driver's PTX and its patched copy
- * are written there (wgmma-<n>.sm90.ptx, wgmma-<n>.sm90a.ptx, n counting
- * this process's patches), for checking a driver's PTX offline with
- * tools/sm90a_patch and ptxas. A development aid; failures are ignored. */
-static void dump(const char *suffix, int n, const void *text, size_t size)
-{
-    const char *dir = dev_getenv("FLASHCL_NV_WGMMA_DUMP");
-    if (!dir || !*dir || !text)
-        return;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/wgmma-%d.%s", dir, n, suffix);
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return;
-    const char *t = text;
-    const char *nul = memchr(t, '\0', size);
-    fwrite(t, 1, nul ? (size_t)(nul - t) : size, f);
-    fclose(f);
-}
-
-/* program_patch_fn: the driver's PTX -> the sm_90a PTX.
- * FLASHCL_NV_WGMMA_PATCH=off makes it fail, to see the fallback work. */
+/* program_patch_fn: the driver's PTX -> the sm_90a PTX. */
 static unsigned char *patch_ptx(const unsigned char *binary, size_t size,
                                 size_t *out_size, char *why, size_t cap)
 {
-    const char *off = dev_getenv("FLASHCL_NV_WGMMA_PATCH");
-    if (off && !strcmp(off, "off")) { /* checks the fallback on a GPU */
-        snprintf(why, cap, "FLASHCL_NV_WGMMA_PATCH=off");
-        return NULL;
-    }
-    static atomic_int dumps;
-    const int n = atomic_fetch_add(&dumps, 1);
-    dump("sm90.ptx", n, binary, size);
     char *out = sm90a_patch_ptx((const char *)binary, size, out_size, NULL,
                                 why, cap);
     /* the kernel's `SM90A_SHARED_BYTES n` comment: its tiles were sized
      * for n bytes of local memory, more than the source could declare */
     const size_t bytes = out ? sm90a_shared_marker(out, *out_size) : 0;
-    if (out && bytes) { /* see local_mem_of() */
+    if (out && bytes) { /* the table's local_mem (local_mem_of) */
         char *grown = sm90a_set_shared_bytes(out, *out_size, (size_t)bytes,
                                              out_size, why, cap);
         free(out);
         out = grown;
     }
     if (out) {
-        dump("sm90a.ptx", n, out, *out_size);
         ++*out_size; /* PTX goes to the driver NUL-terminated, as it came */
     }
     return (unsigned char *)out;
@@ -285,33 +250,18 @@ static const nv_wgmma_tile *lookup(const problem *p)
 
 static nv_wgmma_cfg table_cfg(const nv_wgmma_tile *t)
 {
-    return (nv_wgmma_cfg){t->warpgroups, t->block_n, t->ring, t->lag, 0,
-                          t->overlap, t->maxnreg, t->ws, 0};
+    return (nv_wgmma_cfg){t->warpgroups, t->block_n, t->ring, 0};
 }
 
-/* The local memory the kernel may size its tiles for: the device's, or
- * FLASHCL_NV_WGMMA_LOCAL_MEM=<bytes> (an experiment: does a patched binary
- * whose static local memory exceeds CL_DEVICE_LOCAL_MEM_SIZE launch? At
- * 65536 the D = 128 kernel double-buffers K/V in 64 KiB. The source then
- * declares only the device's size, which the driver's compiler accepts,
- * and the patch enlarges the PTX's .shared array; ptxas 13.0 assembles 64
- * KiB of static .shared for sm_90a; whether the driver launches it is
- * what the run shows). */
+/* The local memory the kernel sizes its tiles for: the table entry's
+ * (above the device's 48 KiB through the PTX patch, which grows the
+ * .shared array; the source declares only the device's size), else the
+ * device's. */
 static uint64_t local_mem_of(const device_caps *caps, const nv_wgmma_tile *t)
 {
-    const char *text = dev_getenv("FLASHCL_NV_WGMMA_LOCAL_MEM");
-    const long long want = text ? atoll(text) : 0;
-    if (want >= 16384 && want <= 232448)
-        return (uint64_t)want;
     if (t && t->local_mem)
         return t->local_mem;
     return caps->local_mem ? caps->local_mem : 49152;
-}
-
-
-static uint64_t tile_bytes(const problem *p, int block_n)
-{
-    return (uint64_t)block_n * (uint64_t)tile_dim(p) * 2;
 }
 
 /* The tuning database's (or the tuner's forced) set, when legal here. */
@@ -328,12 +278,7 @@ static bool tuned_config(const device_caps *caps, const problem *p,
         const nv_wgmma_cfg want = {
             tile_params_get(t, "warpgroups", cfg->warpgroups),
             tile_params_get(t, "block_n", cfg->block_n),
-            tile_params_get(t, "ring", cfg->ring),
-            tile_params_get(t, "lag", cfg->lag),
-            tile_params_get(t, "sahead", cfg->sahead),
-            tile_params_get(t, "overlap", cfg->overlap),
-            tile_params_get(t, "maxnreg", cfg->maxnreg),
-            tile_params_get(t, "ws", cfg->ws), cfg->persist};
+            tile_params_get(t, "ring", cfg->ring), cfg->persist};
         char why[160];
         if (nv_wgmma_legal(&want, (int)problem_widest_head_dim(p), mem,
                            caps->max_work_group, why, sizeof why)) {
@@ -342,101 +287,6 @@ static bool tuned_config(const device_caps *caps, const problem *p,
         }
         tuning_refused(c, "nv_wgmma", why);
     }
-}
-
-/* An integer from the environment in lo..hi, else `fallback`. */
-static int env_int(const char *name, int lo, int hi, int fallback)
-{
-    const char *text = dev_getenv(name);
-    if (!text || !*text)
-        return fallback;
-    char *end = NULL;
-    const long v = strtol(text, &end, 10);
-    return (*end == '\0' && v >= lo && v <= hi) ? (int)v : fallback;
-}
-
-/* The FLASHCL_NV_WGMMA_* knobs (experiments and sweeps) over the table's
- * or the tuned set; each falls back to it when unset or out of range.
- * True when one of them is set.
- * WG=1|2|3: warpgroups per work-group (3: consumers of the warp-specialized
- *   schedule only, for head dims up to 160 in the 256-column tiles; else
- *   2).
- * BN=32|64|128: keys per K/V tile, used when one K and one V tile of that
- *   size fit; else 64. 32: half the S and P registers (D = 128 under a
- *   128-register cap) and twice the ring slots, for twice the softmax
- *   reductions and barriers per key.
- * SAHEAD=0|1: on the ring, S of the next tile is issued before this
- *   tile's softmax (FlashAttention-3's intra-warpgroup overlap; the
- *   kernel's ring loop). It needs LAG 1, which it sets.
- * LAG=0|1: the ring's P V stays in flight into the next tile's S.
- * RING=<slots> (2..8, 0 off): K/V tiles in a ring of that many slots, as
- *   many as fit the local memory; off when fewer than 2 + lag fit.
- * OVERLAP=0|1: the overlapped schedule, whose three K/V tiles (48 KiB at
- *   D = 128) must fit the local memory; off with the ring.
- * MAXNREG=<n> (24..255, 0 none): the patch puts `.maxnreg n` on the
- *   kernel, so that more work-groups fit an SM's 64 K registers (128 per
- *   thread: two of 256 threads). ptxas spills past it.
- * WS=0..3: the warp-specialized schedule (a producer warpgroup copies
- *   K/V into a ring of slots handed over through mbarriers; 2 adds the
- *   setmaxnreg register split, 3 also the consumers' ping-pong, 4 also S
- *   ahead; 2 .. 4 need 2 consumer warpgroups, else 1 runs). It takes the
- *   ring (RING, or as many slots
- *   as fit, at most 8) without lag, S ahead or overlap.
- * PERSIST=0|1: the persistent grid (with WS 1 or 2, else off). */
-static bool apply_env(uint64_t mem, const problem *p, nv_wgmma_cfg *c)
-{
-    static const char *const names[] = {
-        "FLASHCL_NV_WGMMA_WG",   "FLASHCL_NV_WGMMA_BN",
-        "FLASHCL_NV_WGMMA_RING", "FLASHCL_NV_WGMMA_LAG",
-        "FLASHCL_NV_WGMMA_SAHEAD", "FLASHCL_NV_WGMMA_OVERLAP",
-        "FLASHCL_NV_WGMMA_MAXNREG", "FLASHCL_NV_WGMMA_WS",
-        "FLASHCL_NV_WGMMA_PERSIST"};
-    bool any = false;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i)
-        any |= dev_getenv(names[i]) && *dev_getenv(names[i]);
-    c->warpgroups = env_int("FLASHCL_NV_WGMMA_WG", 1, 3, c->warpgroups);
-    const int bn = env_int("FLASHCL_NV_WGMMA_BN", 32, 128, c->block_n);
-    if (bn == 32 || bn == 64 || bn == 128)
-        c->block_n = bn;
-    if (2 * tile_bytes(p, c->block_n) > mem)
-        c->block_n = 64;
-    c->ws = env_int("FLASHCL_NV_WGMMA_WS", 0, 4, c->ws);
-    if (tile_dim(p) == 256) { /* Q in local memory: see nv_wgmma_legal */
-        c->block_n = 64;
-        if (!c->ws)
-            c->ws = c->warpgroups >= 2 ? 2 : 1;
-    }
-    c->sahead = c->ws ? 0 : env_int("FLASHCL_NV_WGMMA_SAHEAD", 0, 1, c->sahead);
-    c->lag = c->sahead ? 1
-             : c->ws   ? 0
-                       : env_int("FLASHCL_NV_WGMMA_LAG", 0, 1, c->lag);
-    const uint64_t fit = nv_wgmma_ring_fit(c, tile_dim(p), mem);
-    int ring = env_int("FLASHCL_NV_WGMMA_RING", 0, 8,
-                       c->ws && !c->ring ? (int)(fit < 8 ? fit : 8) : c->ring);
-    if ((uint64_t)ring > fit)
-        ring = (int)fit;
-    c->ring = ring >= 2 + c->lag ? ring : 0;
-    if (!c->ring)
-        c->lag = c->sahead = c->ws = 0;
-    const int ov = env_int("FLASHCL_NV_WGMMA_OVERLAP", 0, 1, c->overlap);
-    c->overlap = !c->ring && ov &&
-                 3 * tile_bytes(p, c->block_n) <= mem;
-    const int n = env_int("FLASHCL_NV_WGMMA_MAXNREG", 0, 255, c->maxnreg);
-    c->maxnreg = n >= 24 ? n : 0;
-    if (c->warpgroups == 3 &&
-        (!c->ws || (tile_dim(p) == 256 &&
-                    problem_widest_head_dim(p) > NV_WGMMA_QSMEM_3WG_DIMS)))
-        c->warpgroups = 2; /* see nv_wgmma_legal */
-    if (c->ws >= 3 && c->warpgroups != 2)
-        c->ws = 2;
-    if (c->ws >= 2 && c->warpgroups == 1)
-        c->ws = 1;
-    if (c->ws && c->maxnreg > 65536 / nv_wgmma_threads(c))
-        c->maxnreg = 0; /* the work-group's share (nv_wgmma_regs) */
-    c->persist = env_int("FLASHCL_NV_WGMMA_PERSIST", 0, 1, c->persist);
-    if (c->ws < 1 || c->ws > 2)
-        c->persist = 0;
-    return any;
 }
 
 static void persistent_grid(const device_caps *caps, const problem *p,
@@ -450,17 +300,15 @@ static void persistent_grid(const device_caps *caps, const problem *p,
  * FLASHCL_NV_WGMMA_XSTAGE): their tiles ride the K/V ring as more slots
  * of each key step, so the plan takes XSTAGE_LOCAL_MEM and up to 16
  * slots. Needs rows the 16-byte copies can read (a key stride of 1,
- * 16-byte-aligned rows), the warp-specialized schedule without S ahead,
- * ping-pong or the persistent grid, and room for a whole step (K, the
- * parts, V). FLASHCL_NV_WGMMA_XSTAGE=0 keeps the fetch into registers
- * (FLASHCL_NV_WGMMA_XPF), to measure both; an fp32 bias alone keeps it
- * (measured faster below). Mirrors the kernel's WG_XPARTS. */
+ * 16-byte-aligned rows), the plain grid, and room for a whole step (K,
+ * the parts, V); else the fetch into registers (the kernel's WG_XPF)
+ * stays, as for an fp32 bias alone (measured faster below). Mirrors the
+ * kernel's WG_XPARTS. */
 static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
 {
-    const char *text = dev_getenv("FLASHCL_NV_WGMMA_XSTAGE");
     const tensor_view *bias = variant_view(p, VARIANT_BIAS);
     const tensor_view *mask = variant_view(p, VARIANT_MASK);
-    if ((text && !strcmp(text, "0")) || (!bias && !mask))
+    if (!bias && !mask)
         return false;
     const int xb = !bias ? 0 : variant_value(p, VARIANT_BIAS) == 1 ? 4 : 2;
     /* H200, bf16 D = 128 N = 4096 (non-causal / causal, TFLOP/s, staged
@@ -473,8 +321,7 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     if ((bias && !view_rows_aligned(bias, (size_t)xb, 16)) ||
         (mask && !view_rows_aligned(mask, 1, 16)))
         return false;
-    if (cfg->ws < 1 || cfg->ws > 2 || cfg->sahead || cfg->persist ||
-        (cfg->block_n != 64 && cfg->block_n != 128) || p->infer.varlen_q)
+    if (cfg->persist || p->infer.varlen_q)
         return false;
     const int d = tile_dim(p), bm = 64 * cfg->warpgroups;
     const int slot = cfg->block_n * d * 2;
@@ -495,62 +342,6 @@ static bool plan_xstage(const problem *p, nv_wgmma_cfg *cfg, uint64_t *mem)
     *cfg = want;
     *mem = want_mem;
     return true;
-}
-
-/* Whether the kernel's exponent is the FMA form s sl2 - m sl2, whose
- * rounding overflows for extreme scores (the kernel's
- * FLASHCL_NV_WGMMA_EXP_GUARD): a positive scale and no score pass
- * (softcap, ALiBi, bias, mask: those scale the scores first), except for
- * a mask packed into bits that hides keys on the scores as they come
- * (`mask_unscaled`: the kernel's WG_MASK_ALONE_BITS). */
-static bool exponent_is_fma(const problem *p, bool mask_unscaled)
-{
-    return p->scale > 0 && !variant_active(p, VARIANT_SOFTCAP) &&
-           !variant_active(p, VARIANT_ALIBI) && !variant_active(p, VARIANT_BIAS) &&
-           (!variant_active(p, VARIANT_MASK) || mask_unscaled);
-}
-
-/* Rows whose scores are too large for the FMA exponent (|m sl2| >= 2^12,
- * when the kernel's exponent is that form), and what the options get:
- *   default: -DFLASHCL_NV_WGMMA_EXP_GUARD=3, the kernel marks such rows and
- *     their warp recomputes them exactly at its end, from global memory;
- *   FLASHCL_NV_WGMMA_FIXUP=pass: EXP_GUARD=2, the marks and the mma.sync
- *     kernel's fix-up program (flash_fwd_mma.cl, FLASHCL_NV_FIXUP) after
- *     it over that path's grid (plan->extra_*), which returns at once from
- *     blocks without a mark;
- *   FLASHCL_NV_WGMMA_FIXUP=0: the kernel's own default, a vote per row and
- *     tile that takes the exact form inside the loop.
- * Measured on the H200 (bf16 plain, D = 64, N = 1024-16384,
- * bench/results/h200-2026-12-03-v7.md): the vote cost 5-9 %, the marks
- * alone 0-1 %, the fix-up pass's launch 3-7 %. The packed mask alone
- * (`mask_unscaled`) takes form 3 whatever FLASHCL_NV_WGMMA_FIXUP says but
- * 0: its warps' redo reads the bits, the fix-up pass has none to read. */
-static void plan_exponent_guard(const device_caps *caps, const problem *p,
-                                bool mask_unscaled, kernel_plan *plan)
-{
-    const char *text = dev_getenv("FLASHCL_NV_WGMMA_FIXUP");
-    if ((text && !strcmp(text, "0")) || !exponent_is_fma(p, mask_unscaled))
-        return;
-    int form = 3;
-    char why[256];
-    kernel_plan fix;
-    if (text && !strcmp(text, "pass") && !variant_active(p, VARIANT_MASK) &&
-        nv_mma_path.can_run(caps, p, true, why, sizeof why)) {
-        memset(&fix, 0, sizeof fix);
-        fix.path = &nv_mma_path;
-        nv_mma_path.plan(caps, p, &fix);
-        if (fix.extra_source) {
-            plan->extra_source = fix.extra_source;
-            memcpy(plan->extra_options, fix.extra_options,
-                   sizeof plan->extra_options);
-            memcpy(plan->extra_global, fix.global, sizeof plan->extra_global);
-            memcpy(plan->extra_local, fix.local, sizeof plan->extra_local);
-            form = 2;
-        }
-    }
-    const size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA_EXP_GUARD=%d", form);
 }
 
 /* The persistent grid, for the short work items of the table entry's
@@ -575,103 +366,163 @@ static bool plan_persist(const problem *p, const nv_wgmma_tile *t)
            p->seqlen_q <= t->persist_causal_rows;
 }
 
+/* A call's schedule, resolved once: the table entry, what its variants
+ * need of it (the packed mask's fetch, bias and mask's registers, the
+ * persistent grid for short items), a tuned or forced set over that
+ * (checked against nv_wgmma_legal there), then what the plan adds last
+ * (packed batches on the plain grid, the staged bias and mask). */
+typedef struct wgmma_schedule {
+    const nv_wgmma_tile *tile;
+    nv_wgmma_cfg cfg;
+    uint64_t mem;       /* local memory the tiles are sized for */
+    bool bits;          /* the mask packed into bits first */
+    bool xstage;        /* bias and mask staged by the producer */
+    bool band;          /* the persistent grid for short items */
+    bool tuned;
+    tuning_choice chosen;
+} wgmma_schedule;
+
+static wgmma_schedule resolve_schedule(const device_caps *caps,
+                                       const problem *p,
+                                       const kernel_plan *plan)
+{
+    wgmma_schedule s;
+    memset(&s, 0, sizeof s);
+    s.tile = lookup(p);
+    s.mem = local_mem_of(caps, s.tile);
+    s.cfg = table_cfg(s.tile);
+    s.bits = mask_bits_wanted(p);
+    if (s.bits && s.cfg.warpgroups == 3 && tile_dim(p) != 64)
+        s.cfg.warpgroups = 2; /* the fetch's registers; the tiles stay */
+    else if (!s.bits &&
+             (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK)))
+        nv_wgmma_narrow_for_extras(&s.cfg, tile_dim(p), s.mem);
+    s.band = plan_persist(p, s.tile);
+    s.cfg.persist = s.band;
+    s.tuned = tuned_config(caps, p, plan, s.mem, &s.cfg, &s.chosen);
+    if (p->infer.varlen_q)
+        s.cfg.persist = 0; /* the kernel's packed batches: the plain grid */
+    s.bits = s.bits && mask_bits_schedule(p, &s.cfg);
+    s.xstage = !s.bits && plan_xstage(p, &s.cfg, &s.mem);
+    return s;
+}
+
+/* Appends to the plan's options; false, with the plan's error set, when
+ * they would not fit (a truncated list would build another kernel and
+ * key the caches wrongly). */
+static bool options_append(kernel_plan *plan, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static bool options_append(kernel_plan *plan, const char *fmt, ...)
+{
+    const size_t len = strlen(plan->options);
+    va_list args;
+    va_start(args, fmt);
+    const int n = vsnprintf(plan->options + len, sizeof plan->options - len,
+                            fmt, args);
+    va_end(args);
+    if (n >= 0 && (size_t)n < sizeof plan->options - len)
+        return true;
+    plan->options[len] = '\0';
+    snprintf(plan->error, sizeof plan->error,
+             "the kernel's -D options exceed %zu bytes",
+             sizeof plan->options - 1);
+    return false;
+}
+
+/* The helpers that write the options themselves (plan_base_options, the
+ * variants' and packed batches' defines) truncate silently: a list that
+ * reaches the buffer's end is taken as truncated. */
+static bool options_fit(kernel_plan *plan)
+{
+    if (strlen(plan->options) < sizeof plan->options - 1)
+        return true;
+    snprintf(plan->error, sizeof plan->error,
+             "the kernel's -D options reach %zu bytes",
+             sizeof plan->options - 1);
+    return false;
+}
+
+/* The kernel's -D options of a resolved schedule: the base options, the
+ * schedule's, the variants', the packed batch's and the grid's order.
+ * False (the plan's error set) when they do not fit. */
+static bool schedule_options(const device_caps *caps, const problem *p,
+                             const wgmma_schedule *s, bool *heads_first,
+                             bool *seq_first, kernel_plan *plan)
+{
+    plan_base_options(p, plan, plan->options, sizeof plan->options);
+    char schedule[160];
+    if (!nv_wgmma_defines(&s->cfg, schedule, sizeof schedule)) {
+        snprintf(plan->error, sizeof plan->error,
+                 "the schedule's -D options exceed %zu bytes",
+                 sizeof schedule - 1);
+        return false;
+    }
+    const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
+    if (!options_append(plan,
+                        " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u "
+                        "-DFLASHCL_NV_DQ=%d -DFLASHCL_NV_DV=%d%s "
+                        "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
+                        caps->nv_cc_major, caps->nv_cc_minor,
+                        (int)p->head_dim, (int)p->head_dim_v,
+                        p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
+                        (unsigned long long)s->mem, schedule) ||
+        (s->mem > device_mem && /* the PTX patch grows .shared */
+         !options_append(plan, " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
+                         (unsigned long long)device_mem)))
+        return false;
+    variants_append_defines(p, plan->options, sizeof plan->options);
+    if ((s->xstage || s->bits) &&
+        !options_append(plan, "%s",
+                        s->xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
+                                  : " -DFLASHCL_NV_WGMMA_MASK_BITS=1"))
+        return false;
+    *seq_first = plan_varlen_options(p, plan->options, sizeof plan->options);
+    /* (the persistent grid keeps its own order) */
+    *heads_first = !s->cfg.persist && plan_extras_heads_first(p);
+    if (*heads_first &&
+        !options_append(plan, " -DFLASHCL_NV_HEADS_FIRST=1"))
+        return false;
+    return options_fit(plan);
+}
+
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
-    const nv_wgmma_tile *tile = lookup(p);
-    uint64_t mem = local_mem_of(caps, tile);
-    nv_wgmma_cfg cfg = table_cfg(tile);
-    bool bits = mask_bits_wanted(p);
-    if (bits && cfg.warpgroups == 3 && tile_dim(p) != 64)
-        cfg.warpgroups = 2; /* the fetch's registers; the tiles stay */
-    else if (!bits && (variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK)))
-        nv_wgmma_narrow_for_extras(&cfg, tile_dim(p), mem);
-    const bool band = plan_persist(p, tile);
-    cfg.persist = band;
-    tuning_choice chosen;
-    const bool tuned = tuned_config(caps, p, plan, mem, &cfg, &chosen);
-    const bool env = apply_env(mem, p, &cfg);
-    if (p->infer.varlen_q)
-        cfg.persist = 0; /* the kernel's packed batches: the plain grid */
-    bits = bits && mask_bits_schedule(p, &cfg);
-    const bool xstage = !bits && plan_xstage(p, &cfg, &mem);
+    const wgmma_schedule s = resolve_schedule(caps, p, plan);
     plan->source = "flash_fwd_wgmma.cl";
     plan->kernel_names[0] = "flashcl_attention_fwd";
     plan->kernel_count = 1;
     plan->head_dim_padded = tile_dim(p);
     plan->head_dim_v_padded = tile_dim(p);
-    plan->block_m = 64 * cfg.warpgroups;
-    plan->block_n = cfg.block_n;
-    plan->wg_size = nv_wgmma_threads(&cfg);
+    plan->block_m = 64 * s.cfg.warpgroups;
+    plan->block_n = s.cfg.block_n;
+    plan->wg_size = nv_wgmma_threads(&s.cfg);
     plan->vec = 0;
-    if (tuned)
-        snprintf(plan->tuning, sizeof plan->tuning, "%s", chosen.origin);
+    if (s.tuned)
+        snprintf(plan->tuning, sizeof plan->tuning, "%s", s.chosen.origin);
     /* (a mask keeps the plain grid: never both) */
-    const char *note = band && cfg.persist
+    const char *note = s.band && s.cfg.persist
                            ? " (short items: the persistent grid)"
-                       : bits ? " (the mask packed into bits first)"
-                              : "";
-    snprintf(plan->reason, sizeof plan->reason, "%.190s%s%s",
-             !tuned          ? tile->reason
-             : chosen.forced ? "forced candidate"
-                             : plan->tuning,
-             note, env ? " (FLASHCL_NV_WGMMA_* set)" : "");
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    char schedule[320];
-    nv_wgmma_defines(&cfg, schedule, sizeof schedule);
-    size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d "
-             "-DFLASHCL_NV_DV=%d%s "
-             "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
-             caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
-             (int)p->head_dim_v, p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
-             (unsigned long long)mem, schedule);
-    const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
-    if (mem > device_mem) { /* the experiment: see the kernel */
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
-                 (unsigned long long)device_mem);
-    }
-    variants_append_defines(p, plan->options, sizeof plan->options);
-    if (xstage || bits) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len, "%s",
-                 xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
-                        : " -DFLASHCL_NV_WGMMA_MASK_BITS=1");
-    }
-    /* The bits hide keys on the scores as they come (the kernel's
-     * MASK_UNSCALED=1) at every tile width: with the redo guard that beat
-     * the score pass 1.07x for causal calls at D = 128 and matched it
-     * elsewhere (bf16 N = 4096 / 16384, h200-2026-12-04-v11 run 2); with
-     * the in-loop vote before it the pass had won the causal calls. */
-    plan_exponent_guard(caps, p, bits, plan);
-    const bool seq_first =
-        plan_varlen_options(p, plan->options, sizeof plan->options);
-    /* (the persistent grid keeps its own order) */
-    const bool heads_first = !cfg.persist && plan_extras_heads_first(p);
-    if (heads_first) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_NV_HEADS_FIRST=1");
-    }
-    /* FLASHCL_NV_WGMMA_DEFINES: more -D options for measurements (the
-     * kernel's DEBUG switches), appended as given */
-    const char *more = dev_getenv("FLASHCL_NV_WGMMA_DEFINES");
-    if (more && *more) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len, " %s",
-                 more);
-    }
+                       : s.bits ? " (the mask packed into bits first)"
+                                : "";
+    snprintf(plan->reason, sizeof plan->reason, "%.200s%s",
+             !s.tuned          ? s.tile->reason
+             : s.chosen.forced ? "forced candidate"
+                               : plan->tuning,
+             note);
+    bool heads_first = false, seq_first = false;
+    if (!schedule_options(caps, p, &s, &heads_first, &seq_first, plan))
+        return;
     plan->patch = patch_ptx;
     plan->patch_kind = SM90A_PATCH_KIND;
     plan->build_failed = note_build_failed;
     plan_row_blocks(p, plan);
-    if (bits) /* (after the guard, which may also want an extra program:
-                 the packed mask never does, see plan_exponent_guard) */
+    if (s.bits)
         mask_bits_plan(p, plan);
-    if (cfg.persist)
+    if (s.cfg.persist)
         persistent_grid(caps, p, plan);
     if (heads_first)
         plan_heads_first_grid(p, plan);
@@ -733,8 +584,6 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
     if (plan->mask_bits)
         return mask_bits_launch(ctx, queue, p, plan, programs, trailing,
                                 num_wait, wait_list, event);
-    /* the extra program: the mma.sync fix-up pass (plan_exponent_guard),
-     * which takes the packed list after the forward one */
     return enqueue_forward_then_extra(ctx, queue, p, plan, programs, trailing,
                                       p->infer.varlen_q ? &varlen : NULL,
                                       num_wait, wait_list, event);

@@ -9,11 +9,10 @@
  * warp specialization alone 247-295 (the kernel was load-bound: without
  * the copies it ran 456-489 causal, without the softmax no faster); the
  * swizzled tiles (whole 128-byte lines a warp instruction, no bank
- * conflicts) 440-454 at D = 128. Ping-pong (ws 3) and S ahead (ws 4) did
- * not help on the unswizzled kernel and ping-pong not on the swizzled
- * one (439.8 against 453.7); S ahead was not measured swizzled.
- * FLASHCL_NV_WGMMA_* knobs and `flashcl tune --path nv_wgmma` (the
- * tunables below) search the rest. */
+ * conflicts) 440-454 at D = 128. That schedule is the kernel's only one
+ * (cl/nvidia/wgmma/, docs/wgmma-kernel.md); the others measured slower
+ * (docs/experiments.md). `flashcl tune --path nv_wgmma` searches the
+ * tunables below. */
 #ifndef FLASHCL_NV_WGMMA_TILES_H
 #define FLASHCL_NV_WGMMA_TILES_H
 
@@ -25,39 +24,23 @@
 #include <stdint.h>
 
 /* What `flashcl tune --path nv_wgmma` searches: the table's fields below,
- * under the names of their FLASHCL_NV_WGMMA_* variables (which still win
- * over a tuned or forced set, for experiments). Legality (legal_config in
- * nv_wgmma.c, the kernel's #error rules and the local memory): the ring,
- * when on, holds 2 + lag .. 8 tiles and excludes the overlapped schedule;
- * lag needs the ring, S ahead the ring with lag 1; K/V tiles (ring slots,
- * 3 for the overlapped schedule, else 2) within the local memory. 32-key
- * tiles: half the S/P registers; maxnreg 128: two work-groups of 256
- * threads per SM's registers (ptxas spills past it). */
+ * under the same names. Legality (nv_wgmma_legal, the kernel's #error
+ * rules and the local memory): 2 .. 8 ring slots of K/V tiles within the
+ * local memory beside their mbarriers (and Q at D = 256). */
 static const tunable nv_wgmma_tunables[] = {
-    /* In this order the tuner, nearest the table first, tries the ring
-     * (the best schedule of the second GPU run) before the other single
-     * changes, then the ring with lag / S ahead / the register cap. A
-     * 2-slot ring is the plain schedule's double buffer: left out. */
-    {"ring", {0, 3, 4, 5, 6, 8}, 6},
-    {"lag", {0, 1}, 2},
-    {"sahead", {0, 1}, 2},
-    {"maxnreg", {0, 128}, 2},
-    {"block_n", {32, 64, 128}, 3},
-    {"warpgroups", {1, 2, 3}, 3},
-    {"overlap", {0, 1}, 2},
-    /* the producer warpgroup and its mbarrier ring (1), with setmaxnreg's
-     * register split (2), the consumers' ping-pong (3), and S ahead in
-     * FlashAttention-3's order (4): warpgroups + 1 warpgroups per
-     * work-group */
-    {"ws", {0, 1, 2, 3, 4}, 5},
+    {"ring", {3, 4, 5, 6, 8}, 5},
+    {"block_n", {64, 128}, 2},
+    /* consumer warpgroups, beside the producer one */
+    {"warpgroups", {2, 3}, 2},
 };
 
-/* One schedule: the table's fields (below), a tuned or forced set of the
- * tunables above (same names), then the FLASHCL_NV_WGMMA_* knobs. */
+/* One schedule: the table's fields (below), or a tuned or forced set of
+ * the tunables above (same names). The kernel's only schedule: a producer
+ * warpgroup fills a ring of `ring` slots, setmaxnreg splits the registers
+ * (FlashAttention-3's warp specialization). */
 typedef struct nv_wgmma_cfg {
-    int warpgroups, block_n, ring, lag, sahead, overlap, maxnreg, ws;
-    /* the persistent grid (FLASHCL_NV_WGMMA_PERSIST; not a tunable yet):
-     * ws 1 or 2 only */
+    int warpgroups, block_n, ring;
+    /* the persistent grid (FLASHCL_NV_WGMMA_PERSIST; not a tunable yet) */
     int persist;
 } nv_wgmma_cfg;
 
@@ -83,12 +66,14 @@ uint64_t nv_wgmma_q_bytes(const nv_wgmma_cfg *c, int head_dim);
  * FLASHCL_HEAD_DIM, the table entry's head_dim): 64, 128 or 256 columns;
  * the head dim itself (FLASHCL_NV_DQ) is zero-padded there. */
 int nv_wgmma_tile_dim(int head_dim);
-/* Threads of its work-group: 128 per warpgroup, one more with ws. */
+/* Threads of its work-group: 128 per consumer warpgroup and the
+ * producer's. */
 int nv_wgmma_threads(const nv_wgmma_cfg *c);
-/* The register cap the set runs under: its maxnreg, or with ws (one
- * work-group per SM) the 64 K registers shared by its threads; 0: none. */
+/* The register cap the set runs under (FLASHCL_NV_WGMMA_MAXNREG): one
+ * work-group per SM, the 64 K registers shared by its threads, which
+ * setmaxnreg then moves between the warpgroups. */
 int nv_wgmma_regs(const nv_wgmma_cfg *c);
-/* Ring slots of its tiles (block_n keys, with ws their two mbarriers)
+/* Ring slots of its tiles (block_n keys and their two mbarriers)
  * that fit local_mem beside Q (D = 256); not capped at the kernel's 8. */
 uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
                            uint64_t local_mem);
@@ -98,12 +83,13 @@ uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
  * none with 64-key tiles, scripts/wgmma_isa_check.sh, 2026-12-02), so
  * a ring's 128-key tiles become 64-key ones, as many slots as fit
  * local_mem (at most 8); 3 consumer warpgroups become 2, whose
- * registers hold the next tile's bias and mask (the kernel's
- * FLASHCL_NV_WGMMA_XPF). Legal in, legal out. */
+ * registers hold the next tile's bias and mask (the kernel's WG_XPF).
+ * Legal in, legal out. */
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem);
-/* Its schedule's -D options (the tiles go through plan_base_options). */
-void nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
+/* Its schedule's -D options (the tiles go through plan_base_options);
+ * false when they do not fit `cap`. */
+bool nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
 typedef struct nv_wgmma_tile {
     int head_dim; /* 64, 128 or 256: the tiles' width */
@@ -114,12 +100,7 @@ typedef struct nv_wgmma_tile {
     int causal;   /* -1: either */
     int warpgroups;
     int block_n; /* keys per K/V tile: 64, or 128 where the tiles fit */
-    int overlap; /* FLASHCL_NV_WGMMA_OVERLAP: softmax during the last P V */
-    int ring;    /* FLASHCL_NV_WGMMA_RING: K/V tile slots (0: off) */
-    int lag;     /* FLASHCL_NV_WGMMA_LAG: P V in flight into the next S */
-    int maxnreg; /* FLASHCL_NV_WGMMA_MAXNREG: .maxnreg of the PTX (0: none) */
-    int ws;      /* producer warpgroup (1), + setmaxnreg (2), + ping-pong (3),
-                  * + S ahead (4) */
+    int ring;    /* FLASHCL_NV_WGMMA_RING: K/V tile slots */
     unsigned local_mem; /* bytes the tiles may use (0: the device's); above
                          * 48 KiB through the PTX patch (docs/nvidia-path.md) */
     const char *reason;
@@ -141,12 +122,12 @@ typedef struct nv_wgmma_tile {
 } nv_wgmma_tile;
 
 static const nv_wgmma_tile nv_wgmma_tiles[] = {
-    /* head_dim, dims_up_to, causal, warpgroups, block_n, overlap, ring,
-     * lag, maxnreg, ws, local_mem, reason, with_variants, causal_min_rows,
+    /* head_dim, dims_up_to, causal, warpgroups, block_n, ring,
+     * local_mem, reason, with_variants, causal_min_rows,
      * band_up_to, persist_band, persist_causal_rows. Where an entry's
      * persistent grid was measured: its reason, else 512 keys as below
      * (nv_wgmma.c says where that was measured). */
-    {128, 0, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
+    {128, 0, -1, 3, 64, 8, 229456,
      "softcap in the 128-column tiles: a producer warpgroup feeds 3 x 64 "
      "rows through a ring of 8 swizzled 64-key tiles, setmaxnreg 32/160 (a "
      "third consumer hides more of the second MUFU op a score): bf16 D = "
@@ -155,7 +136,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8); causal calls "
      "from 1025 rows, as the padded dims'",
      1u << VARIANT_SOFTCAP, 1025, 0, 512, 0},
-    {128, 80, -1, 3, 128, 0, 5, 0, 0, 2, 229456,
+    {128, 80, -1, 3, 128, 5, 229456,
      "D <= 80 in the 128-column tiles: as D = 64, a producer warpgroup "
      "feeds 3 x 64 rows through a ring of 5 swizzled 128-key tiles, "
      "setmaxnreg 32/160 (ptxas spills 32 bytes): fp16 D = 80 N = 2048 / "
@@ -165,7 +146,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "0.97-0.98x the 2-consumer entry, so causal calls take it from 1025 "
      "rows",
      0, 1025, 0, 512, 0},
-    {128, 112, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
+    {128, 112, -1, 3, 64, 8, 229456,
      "81 <= D <= 112 in the 128-column tiles: a producer warpgroup feeds 3 "
      "x 64 rows through a ring of 8 swizzled 64-key tiles (128-key ones "
      "spill 132-232 bytes on 3 consumers), setmaxnreg 32/160: fp16 N = 2048 "
@@ -176,7 +157,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "0.95-0.96x the 2-consumer entry (D = 96, 112), so causal calls take "
      "it from 1025 rows",
      0, 1025, 0, 512, 0},
-    {64, 0, -1, 3, 64, 0, 8, 0, 0, 2, 229456,
+    {64, 0, -1, 3, 64, 8, 229456,
      "a band of at most 512 keys: 64-key tiles, a ring of 8, 3 x 64 rows "
      "(each consumer warpgroup runs only the tiles of its own rows' band: "
      "a 128-key tile wastes more of it): bf16 causal N = 4096 / 16384, "
@@ -185,7 +166,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "window 512 233.0 / 245.4 against 222.2 / 238.7, window 1024 "
      "0.97x (H200, 2026-12-04 s13)",
      0, 0, 512, 512, 0},
-    {64, 0, -1, 3, 128, 0, 4, 0, 0, 2, 131072,
+    {64, 0, -1, 3, 128, 4, 131072,
      "a producer warpgroup feeds 3 x 64 rows through a ring of 4 swizzled "
      "128-key K/V tiles, setmaxnreg 32/160 (the softmax limits D = 64: a "
      "third consumer hides more of it under the others' wgmma): fp16 N = "
@@ -195,7 +176,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "226.9 against 220.4 TFLOP/s at D = 64, 167.5 against 156.6 at D = "
      "40 (non-causal it measured 0.96-0.97x) (H200, 2026-12-04 s13)",
      0, 0, 0, 512, 1024},
-    {128, 0, -1, 2, 64, 0, 8, 0, 0, 2, 229456,
+    {128, 0, -1, 2, 64, 8, 229456,
      "a band of at most 128 keys in the 128-column tiles: 64-key tiles, "
      "a ring of 8, 2 x 64 rows: bf16 D = 128 causal N = 4096 / 16384, "
      "window 128 134.5 / 135.3 TFLOP/s against 128.5 / 131.6 on the "
@@ -203,7 +184,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "window 512 0.96-0.97x, so wider bands keep 128-key tiles (H200, "
      "2026-12-04 s13)",
      0, 0, 128, 512, 0},
-    {128, 0, -1, 2, 128, 0, 3, 0, 0, 2, 131072,
+    {128, 0, -1, 2, 128, 3, 131072,
      "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
      "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
      "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
@@ -214,7 +195,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "381.7 against 353.0 / 361.8 at N = 4096 / 16384 (H200, 2026-12-04 "
      "s13)",
      0, 0, 0, 1024, 1024},
-    {256, NV_WGMMA_QSMEM_3WG_DIMS, -1, 3, 64, 0, 4, 0, 0, 2, 229456,
+    {256, NV_WGMMA_QSMEM_3WG_DIMS, -1, 3, 64, 4, 229456,
      "D 129..160 in the 256-column tiles: a producer warpgroup feeds 3 x "
      "64 rows through a ring of 4 swizzled 64-key tiles beside their 96 "
      "KiB of Q, setmaxnreg 32/160 (O of 160 columns fits, 176 spills): bf16 "
@@ -223,7 +204,7 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      "(H200, 2026-12-03 v9); causal N = 1024 0.99-1.01x, so causal calls "
      "take it from 1025 rows",
      0, 1025, 0, 512, 0},
-    {256, 0, -1, 2, 64, 0, 5, 0, 0, 2, 229456,
+    {256, 0, -1, 2, 64, 5, 229456,
      "Q (64 KiB) in local memory as the A operand of S, a producer "
      "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
      "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "

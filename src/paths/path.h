@@ -38,6 +38,10 @@ struct kernel_plan {
     const char *kernel_names[PROGRAM_MAX_KERNELS];
     int kernel_count;
     char options[1024];          /* everything that changes the binary */
+    /* Non-empty: the path could not make this plan (its -D options did
+     * not fit `options`); plan_programs fails with it instead of building
+     * a truncated option list, whose cache key would be wrong too. */
+    char error[160];
     /* A second program the path runs with the same forward arguments:
      * after the first (the NVIDIA paths' exact fix-up pass), or before it
      * where `mask_bits` says so; NULL when the path has none. Its NDRange
