@@ -43,3 +43,12 @@ void options_add(options_buf *b, const char *format, ...)
     }
     b->len += (size_t)n;
 }
+
+void options_pad_overflow(options_buf *b)
+{
+    if (!b->overflow || b->cap == 0)
+        return;
+    memset(b->text + b->len, ' ', b->cap - 1 - b->len);
+    b->len = b->cap - 1;
+    b->text[b->len] = '\0';
+}

@@ -31,4 +31,9 @@ options_buf options_continue(char *text, size_t cap);
 void options_add(options_buf *b, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* For the callers of the unchecked wrappers (plan_base_options, ...) that
+ * take a full buffer as an overflow (the wgmma path): after an overflow,
+ * pads the text with spaces to cap - 1 bytes (a build ignores them). */
+void options_pad_overflow(options_buf *b);
+
 #endif

@@ -159,6 +159,7 @@ void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
 {
     options_buf out = options_begin(buf, cap);
     plan_base_options_add(p, plan, &out);
+    options_pad_overflow(&out);
 }
 
 void plan_options_done(kernel_plan *plan, const options_buf *out,
@@ -422,7 +423,9 @@ bool plan_varlen_dense(const problem *p)
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)
 {
     options_buf out = options_continue(buf, cap);
-    return plan_varlen_options_add(p, &out);
+    const bool seq_first = plan_varlen_options_add(p, &out);
+    options_pad_overflow(&out);
+    return seq_first;
 }
 
 bool plan_varlen_options_add(const problem *p, options_buf *out)

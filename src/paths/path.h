@@ -150,7 +150,8 @@ const kernel_path *find_path(const char *name);
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);
 
-/* Base -D options every forward kernel takes, for a plan being built. */
+/* Base -D options every forward kernel takes, for a plan being built; an
+ * overflow fills buf to cap - 1 bytes (options_pad_overflow). */
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap);
 /* The same, appended to a checked buffer. */

@@ -438,6 +438,7 @@ void variants_append_defines(const problem *p, char *buf, size_t cap)
 {
     options_buf out = options_continue(buf, cap);
     variants_add_defines(p, &out);
+    options_pad_overflow(&out);
 }
 
 void variants_describe(uint32_t mask, char *buf, size_t cap)
