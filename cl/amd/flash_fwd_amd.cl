@@ -22,45 +22,14 @@
  * are computed on zeros and not written.
  *
  * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md. */
+/* The switches' defaults and ranges: flash_fwd_amd_switches.clh. */
+#include "flash_fwd_amd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "amd_frag.clh"
 
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#ifndef FLASHCL_BLOCK_M
-#define FLASHCL_BLOCK_M 64
-#endif
-#ifndef FLASHCL_BLOCK_N
-#define FLASHCL_BLOCK_N 32
-#endif
-#ifndef FLASHCL_WG_SIZE
-#define FLASHCL_WG_SIZE (FLASHCL_BLOCK_M / 16 * FRAG_LANES)
-#endif
-#ifndef FLASHCL_WINDOW_LEFT
-#define FLASHCL_WINDOW_LEFT 0
-#endif
-#if FLASHCL_HEAD_DIM < 16 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % 16 != 0
-#error "FLASHCL_HEAD_DIM must be a multiple of 16 in 16..256 (the host pads)"
-#endif
-#if FLASHCL_HEAD_DIM_V < 16 || FLASHCL_HEAD_DIM_V > 256 || FLASHCL_HEAD_DIM_V % 16 != 0
-#error "FLASHCL_HEAD_DIM_V must be a multiple of 16 in 16..256 (the host pads)"
-#endif
-#if FLASHCL_BLOCK_M < 16 || FLASHCL_BLOCK_M > 256 || FLASHCL_BLOCK_M % 16 != 0
-#error "FLASHCL_BLOCK_M must be a multiple of 16 (rows per wave) in 16..256"
-#endif
-#if FLASHCL_BLOCK_N < 16 || FLASHCL_BLOCK_N > 128 || FLASHCL_BLOCK_N % 16 != 0
-#error "FLASHCL_BLOCK_N must be a multiple of 16 in 16..128"
-#endif
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M / 16 * FRAG_LANES
 #error "FLASHCL_WG_SIZE must be one wave per 16 rows: BLOCK_M / 16 * (64 MFMA, 32 WMMA)"
-#endif
-#if FLASHCL_WINDOW_LEFT != 0 && FLASHCL_WINDOW_LEFT != 1
-#error "FLASHCL_WINDOW_LEFT must be 0 or 1"
 #endif
 
 #define D FLASHCL_HEAD_DIM

@@ -43,64 +43,18 @@
  *
  * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md.
  * Score modifiers of the variants: cl/common/variants.clh. */
+/* The switches' defaults and ranges: flash_fwd_switches.clh. */
+#include "flash_fwd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
+#if FLASHCL_HEAD_DIM % FLASHCL_VEC != 0 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
+#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of FLASHCL_VEC"
 #endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
+#if FLASHCL_BLOCK_N < FLASHCL_VEC || FLASHCL_BLOCK_N % FLASHCL_VEC != 0
+#error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_VEC"
 #endif
-#ifndef FLASHCL_BLOCK_M
-#define FLASHCL_BLOCK_M 64
-#endif
-#ifndef FLASHCL_BLOCK_N
-#define FLASHCL_BLOCK_N 64
-#endif
-#ifndef FLASHCL_WG_SIZE
-#define FLASHCL_WG_SIZE FLASHCL_BLOCK_M
-#endif
-#ifndef FLASHCL_VEC
-#define FLASHCL_VEC 4
-#endif
-#ifndef FLASHCL_DIM_CONTIGUOUS
-#define FLASHCL_DIM_CONTIGUOUS 0
-#endif
-#ifndef FLASHCL_WINDOW_LEFT
-#define FLASHCL_WINDOW_LEFT 0
-#endif
-#ifndef FLASHCL_COMPENSATED
-#define FLASHCL_COMPENSATED 1
-#endif
-#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
-#error "FLASHCL_COMPENSATED must be 0 or 1"
-#endif
-/* 1: a deliberately wrong O (scaled by 1 + 2^-4), which only the tuner's
- * test hook asks for, to prove the tuner rejects wrong candidates. */
-#ifndef FLASHCL_DEBUG_CORRUPT
-#define FLASHCL_DEBUG_CORRUPT 0
-#endif
-#if FLASHCL_DEBUG_CORRUPT != 0 && FLASHCL_DEBUG_CORRUPT != 1
-#error "FLASHCL_DEBUG_CORRUPT must be 0 or 1"
-#endif
-
-#if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
-#error "FLASHCL_VEC must be 2, 4, 8 or 16"
-#endif
-#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
-#error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
-#endif
-#if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
-#error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_VEC"
-#endif
-#if FLASHCL_BLOCK_N < FLASHCL_VEC || FLASHCL_BLOCK_N % FLASHCL_VEC != 0 || FLASHCL_BLOCK_N > 256
-#error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_VEC, at most 256"
-#endif
-#if FLASHCL_BLOCK_M < 1 || FLASHCL_BLOCK_M > 1024
-#error "FLASHCL_BLOCK_M must be in 1..1024"
-#endif
-#if FLASHCL_WG_SIZE < 1 || FLASHCL_BLOCK_M % FLASHCL_WG_SIZE != 0
+#if FLASHCL_BLOCK_M % FLASHCL_WG_SIZE != 0
 #error "FLASHCL_WG_SIZE must divide FLASHCL_BLOCK_M (each work-item owns BLOCK_M / WG_SIZE rows)"
 #endif
 #if FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 1 && FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 2 && FLASHCL_BLOCK_M / FLASHCL_WG_SIZE != 4

@@ -18,7 +18,7 @@
  * The softmax runs in base 2 on scores pre-scaled by scale * log2 e, so any
  * sign of the scale works. Band edges, variants (cl/common/variants.clh,
  * shared with the portable and the reference kernels) and the compensated
- * sums (FLASHCL_COMPENSATED) are the portable kernel's
+ * sums (always on here) are the portable kernel's
  * (cl/portable/flash_fwd.cl explains the summation and its measurements);
  * here the extra accumulator is DV / SG values per row and lane.
  *
@@ -35,92 +35,27 @@
  * tile or the work-group only.
  *
  * Signature: cl/common/kernel_args.clh; launch contract: docs/kernel-abi.md. */
+/* The switches' defaults and ranges: flash_fwd_sg_switches.clh. */
+#include "flash_fwd_sg_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 
-#ifndef FLASHCL_SG_SIZE
-#define FLASHCL_SG_SIZE 16
-#endif
-#ifndef FLASHCL_SG_ROWS
-#define FLASHCL_SG_ROWS 2
-#endif
-#ifndef FLASHCL_WG_SIZE
-#define FLASHCL_WG_SIZE (4 * FLASHCL_SG_SIZE)
-#endif
-#ifndef FLASHCL_BLOCK_M
-#define FLASHCL_BLOCK_M (FLASHCL_WG_SIZE / FLASHCL_SG_SIZE * FLASHCL_SG_ROWS)
-#endif
-#ifndef FLASHCL_BLOCK_N
-#define FLASHCL_BLOCK_N 64
-#endif
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#ifndef FLASHCL_SG_REQD /* 1: intel_reqd_sub_group_size(FLASHCL_SG_SIZE) */
-#define FLASHCL_SG_REQD 0
-#endif
-#ifndef FLASHCL_SG_INTEL /* 1: cl_intel_subgroups functions */
-#define FLASHCL_SG_INTEL 0
-#endif
-#ifndef FLASHCL_SG_BLOCK_READ /* 1: intel_sub_group_block_read for K, V */
-#define FLASHCL_SG_BLOCK_READ 0
-#endif
-#ifndef FLASHCL_DIM_CONTIGUOUS
-#define FLASHCL_DIM_CONTIGUOUS 0
-#endif
-#ifndef FLASHCL_WINDOW_LEFT
-#define FLASHCL_WINDOW_LEFT 0
-#endif
-#ifndef FLASHCL_COMPENSATED
-#define FLASHCL_COMPENSATED 1
-#endif
-
-/* Not 4: Intel's CPU compiler (2026.2) aborted on it (src/paths/subgroup.c). */
-#if FLASHCL_SG_SIZE != 8 && FLASHCL_SG_SIZE != 16 && FLASHCL_SG_SIZE != 32 && \
-    FLASHCL_SG_SIZE != 64
-#error "FLASHCL_SG_SIZE must be 8, 16, 32 or 64"
-#endif
-#if FLASHCL_SG_ROWS != 1 && FLASHCL_SG_ROWS != 2 && FLASHCL_SG_ROWS != 4 && \
-    FLASHCL_SG_ROWS != 8
-#error "FLASHCL_SG_ROWS must be 1, 2, 4 or 8"
-#endif
-#if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0 || \
-    FLASHCL_WG_SIZE > 1024
-#error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE, at most 1024"
+#if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0
+#error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE"
 #endif
 #if FLASHCL_BLOCK_M != FLASHCL_WG_SIZE / FLASHCL_SG_SIZE * FLASHCL_SG_ROWS
 #error "FLASHCL_BLOCK_M must be (FLASHCL_WG_SIZE / FLASHCL_SG_SIZE) * FLASHCL_SG_ROWS"
 #endif
-#if FLASHCL_BLOCK_N < FLASHCL_SG_SIZE || FLASHCL_BLOCK_N % FLASHCL_SG_SIZE != 0 || \
-    FLASHCL_BLOCK_N > 256
-#error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_SG_SIZE, at most 256"
+#if FLASHCL_BLOCK_N < FLASHCL_SG_SIZE || FLASHCL_BLOCK_N % FLASHCL_SG_SIZE != 0
+#error "FLASHCL_BLOCK_N must be a multiple of FLASHCL_SG_SIZE"
 #endif
-#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256
-#error "FLASHCL_HEAD_DIM must be in 1..256"
-#endif
-#if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || \
-    FLASHCL_HEAD_DIM_V % FLASHCL_SG_SIZE != 0
-#error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_SG_SIZE"
-#endif
-#if FLASHCL_SG_REQD != 0 && FLASHCL_SG_REQD != 1
-#error "FLASHCL_SG_REQD must be 0 or 1"
-#endif
-#if FLASHCL_SG_INTEL != 0 && FLASHCL_SG_INTEL != 1
-#error "FLASHCL_SG_INTEL must be 0 or 1"
-#endif
-#if FLASHCL_SG_BLOCK_READ != 0 && FLASHCL_SG_BLOCK_READ != 1
-#error "FLASHCL_SG_BLOCK_READ must be 0 or 1"
+#if FLASHCL_HEAD_DIM_V % FLASHCL_SG_SIZE != 0
+#error "FLASHCL_HEAD_DIM_V must be a multiple of FLASHCL_SG_SIZE"
 #endif
 /* fp32 only: 16-bit block reads need cl_intel_subgroups_short. */
 #if FLASHCL_SG_BLOCK_READ && (!FLASHCL_SG_INTEL || !FLASHCL_DIM_CONTIGUOUS || \
                               FLASHCL_DTYPE != 0)
 #error "FLASHCL_SG_BLOCK_READ needs FLASHCL_SG_INTEL, FLASHCL_DIM_CONTIGUOUS and fp32 storage"
-#endif
-#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
-#error "FLASHCL_COMPENSATED must be 0 or 1"
 #endif
 
 #if FLASHCL_SG_INTEL
@@ -290,9 +225,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     score_row extras[ROWS];
     real_t row_max[ROWS], lane_sum[ROWS];
     real_t acc[ROWS][COLS_PER_LANE];
-#if FLASHCL_COMPENSATED
     real_t sum_lo[ROWS], acc_lo[ROWS][COLS_PER_LANE];
-#endif
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
         extras[r] = score_row_init(batch, head, my_row0 + r, diag,
@@ -308,12 +241,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 #pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc[r][c] = 0;
-#if FLASHCL_COMPENSATED
         sum_lo[r] = 0;
 #pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc_lo[r][c] = 0;
-#endif
     }
 
     load_query_tile(q_tile, q, q_head, q_stride, row0, seqlen_q, head_dim,
@@ -414,19 +345,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                 s[r][t] = dead ? 0 : exp2(s[r][t] - new_max);
                 psum += s[r][t];
             }
-#if FLASHCL_COMPENSATED
             lane_sum[r] *= correction[r];
             sum_lo[r] = sum_lo[r] * correction[r] + psum;
             TWO_SUM(lane_sum[r], sum_lo[r]);
 #pragma unroll
             for (int c = 0; c < COLS_PER_LANE; ++c)
                 acc_lo[r][c] *= correction[r];
-#else
-            lane_sum[r] = lane_sum[r] * correction[r] + psum;
-#pragma unroll
-            for (int c = 0; c < COLS_PER_LANE; ++c)
-                acc[r][c] *= correction[r];
-#endif
         }
 
         /* P V: key t * SG + src's probability, from lane src to all. The
@@ -446,15 +370,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                     const real_t p = SG_BROADCAST(s[r][t], src);
 #pragma unroll
                     for (int c = 0; c < COLS_PER_LANE; ++c)
-#if FLASHCL_COMPENSATED
                         acc_lo[r][c] = fma(p, vv[c], acc_lo[r][c]);
-#else
-                        acc[r][c] = fma(p, vv[c], acc[r][c]);
-#endif
                 }
             }
         }
-#if FLASHCL_COMPENSATED
         /* The high parts are read and written once per tile. */
 #pragma unroll
         for (int r = 0; r < ROWS; ++r)
@@ -464,19 +383,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                 TWO_SUM(hi, acc_lo[r][c]);
                 acc[r][c] = hi;
             }
-#endif
     }
 
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-#if FLASHCL_COMPENSATED
         const real_t row_sum = sub_group_reduce_add(lane_sum[r] + sum_lo[r]);
 #pragma unroll
         for (int c = 0; c < COLS_PER_LANE; ++c)
             acc[r][c] += acc_lo[r][c];
-#else
-        const real_t row_sum = sub_group_reduce_add(lane_sum[r]);
-#endif
         const int row = my_row0 + r;
         if (row >= seqlen_q)
             continue;

@@ -113,8 +113,10 @@ static flashcl_status plan_call(flashcl_context *ctx,
         choose_plan_forced(&ctx->caps, p, plan, skipped, skipped_cap,
                            context_forced_tiles(ctx, forced, sizeof forced));
     if (status == FLASHCL_SUCCESS && plan->refused[0])
-        status = set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
-                           plan->refused);
+        status = set_error(ctx,
+                           plan->refused_status ? plan->refused_status
+                                                : FLASHCL_ERROR_INVALID_VALUE,
+                           "%s", plan->refused);
     return status;
 }
 

@@ -10,6 +10,7 @@
  * variant suites that way on Intel's OpenCL CPU runtime. */
 #include "core/dev_env.h"
 #include "paths/path.h"
+#include "amd/flash_fwd_amd_switches.clh"
 #include "paths/amd_mfma_tiles.h"
 #include "paths/tuning.h"
 
@@ -237,6 +238,20 @@ static const amd_tile *tuned_tile(const device_caps *caps, int kind,
     return out;
 }
 
+typedef struct amd_switches {
+    FLASHCL_AMD_SWITCHES(SWITCH_FIELD)
+} amd_switches;
+
+/* The kernel's options: the compiler flags, every switch of its list,
+ * then the variants'. */
+static void amd_emit(const problem *p, const amd_switches *values,
+                     options_buf *out, switch_fault *fault)
+{
+    plan_compiler_flags(out);
+    FLASHCL_AMD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+}
+
 static void amd_mfma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -253,15 +268,22 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     plan->block_n = tile->block_n;
     plan->wg_size = tile->block_m / 16 * (is_wave32(kind) ? 32 : 64);
     plan->vec = 0;
-    snprintf(plan->reason, sizeof plan->reason, "%s%s",
-             is_emulated(kind) ? "emulated lane layout (subgroup shuffles); "
-                               : "",
-             tile->reason);
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_AMD_MATRIX=%d", kind);
-    variants_append_defines(p, plan->options, sizeof plan->options);
+    const char *emulated =
+        is_emulated(kind) ? "emulated lane layout (subgroup shuffles); " : "";
+    snprintf(plan->reason, sizeof plan->reason, "%s%.*s", emulated,
+             (int)(sizeof plan->reason - 1 - strlen(emulated)), tile->reason);
+    const amd_switches values = {.DTYPE = (int)p->dtype,
+                                 .CAUSAL = p->right >= 0,
+                                 .AMD_MATRIX = kind,
+                                 .HEAD_DIM = plan->head_dim_padded,
+                                 .HEAD_DIM_V = plan->head_dim_v_padded,
+                                 .BLOCK_M = plan->block_m,
+                                 .BLOCK_N = plan->block_n,
+                                 .WG_SIZE = plan->wg_size};
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    switch_fault fault = {NULL, 0};
+    amd_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     plan_row_blocks(p, plan);
 }
 

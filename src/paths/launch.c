@@ -133,19 +133,54 @@ static cl_int set_forward_kernel_args(flashcl_context *ctx, cl_kernel kernel,
     return err;
 }
 
-void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
-                       size_t cap)
+void plan_compiler_flags(options_buf *out)
 {
     /* -w: compiler warnings would reach the user's stderr on some drivers
      * (PoCL); FLASHCL_VERBOSE keeps them and prints the build log. */
-    snprintf(buf, cap,
-             "-cl-std=CL1.2 -cl-mad-enable%s -DFLASHCL_HEAD_DIM=%d "
-             "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BLOCK_M=%d "
-             "-DFLASHCL_BLOCK_N=%d -DFLASHCL_WG_SIZE=%d -DFLASHCL_DTYPE=%d "
-             "-DFLASHCL_CAUSAL=%d",
-             verbose_enabled() ? "" : " -w", plan->head_dim_padded,
-             plan->head_dim_v_padded, plan->block_m, plan->block_n,
-             plan->wg_size, (int)p->dtype, p->right >= 0 ? 1 : 0);
+    options_add(out, "-cl-std=CL1.2 -cl-mad-enable%s",
+                verbose_enabled() ? "" : " -w");
+}
+
+void plan_base_options_add(const problem *p, const kernel_plan *plan,
+                           options_buf *out)
+{
+    plan_compiler_flags(out);
+    options_add(out,
+                " -DFLASHCL_HEAD_DIM=%d -DFLASHCL_HEAD_DIM_V=%d "
+                "-DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
+                "-DFLASHCL_WG_SIZE=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d",
+                plan->head_dim_padded, plan->head_dim_v_padded,
+                plan->block_m, plan->block_n, plan->wg_size, (int)p->dtype,
+                p->right >= 0 ? 1 : 0);
+}
+
+void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
+                       size_t cap)
+{
+    options_buf out = options_begin(buf, cap);
+    plan_base_options_add(p, plan, &out);
+    options_pad_overflow(&out);
+}
+
+void plan_options_done(kernel_plan *plan, const options_buf *out,
+                       switch_fault fault)
+{
+    if (plan->refused[0]) /* a user's setting refused it first */
+        return;
+    if (out->overflow)
+        snprintf(plan->refused, sizeof plan->refused,
+                 "internal limit: the %s path's kernel build options need "
+                 "more than %zu bytes",
+                 plan->path ? plan->path->name : "chosen", out->cap - 1);
+    else if (fault.name)
+        snprintf(plan->refused, sizeof plan->refused,
+                 "internal error: the %s path planned %s=%d, outside the "
+                 "values its kernel accepts (docs/switches.md)",
+                 plan->path ? plan->path->name : "chosen", fault.name,
+                 fault.value);
+    else
+        return;
+    plan->refused_status = FLASHCL_ERROR_UNSUPPORTED;
 }
 
 program_request plan_request(const kernel_plan *plan, int which)
@@ -202,8 +237,10 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
         context_forced_tiles(ctx, forced, sizeof forced);
     choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
     if (plan->refused[0])
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
-                         plan->refused);
+        return set_error(ctx,
+                         plan->refused_status ? plan->refused_status
+                                              : FLASHCL_ERROR_INVALID_VALUE,
+                         "%s", plan->refused);
     flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
     if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
         return status;
@@ -387,6 +424,14 @@ bool plan_varlen_dense(const problem *p)
 
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)
 {
+    options_buf out = options_continue(buf, cap);
+    const bool seq_first = plan_varlen_options_add(p, &out);
+    options_pad_overflow(&out);
+    return seq_first;
+}
+
+bool plan_varlen_options_add(const problem *p, options_buf *out)
+{
     if (!p->infer.varlen_q)
         return false;
     /* With a causal band, sequences fastest in the grid. bf16 D = 128, 16
@@ -402,11 +447,10 @@ bool plan_varlen_options(const problem *p, char *buf, size_t cap)
         seq_first = true;
     else if (grid && !strcmp(grid, "blocks"))
         seq_first = false;
-    const size_t len = strlen(buf);
-    snprintf(buf + len, cap - len,
-             " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
-             "-DFLASHCL_NV_SEQ_FIRST=%d",
-             p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
+    options_add(out,
+                " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
+                "-DFLASHCL_NV_SEQ_FIRST=%d",
+                p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
     return seq_first;
 }
 

@@ -30,10 +30,11 @@ void mask_bits_plan(const problem *p, kernel_plan *plan)
     plan->mask_bits = true;
     plan->extra_source = "mask_bits.cl";
     plan->extra_kernel = "flashcl_pack_mask";
-    plan_base_options(p, plan, plan->extra_options,
-                      sizeof plan->extra_options);
-    variants_append_defines(p, plan->extra_options,
-                            sizeof plan->extra_options);
+    options_buf out =
+        options_begin(plan->extra_options, sizeof plan->extra_options);
+    plan_base_options_add(p, plan, &out);
+    variants_add_defines(p, &out);
+    plan_options_done(plan, &out, (switch_fault){NULL, 0});
     plan->extra_global[0] =
         (size_t)(l.pitch + MASK_BITS_WG - 1) / MASK_BITS_WG * MASK_BITS_WG;
     plan->extra_global[1] = (size_t)p->seqlen_q;

@@ -234,7 +234,8 @@ static bool extras_vector(const problem *p, extras_kind kind, int block_n)
 
 /* Kernel switches for bias and mask; returns whether the grid runs heads
  * first (plan_extras_heads_first). */
-static bool extras_options(const problem *p, kernel_plan *plan)
+static bool extras_options(const problem *p, const kernel_plan *plan,
+                           options_buf *out)
 {
     const int bias = variant_value(p, VARIANT_BIAS);
     const bool mask = variant_active(p, VARIANT_MASK);
@@ -251,11 +252,10 @@ static bool extras_options(const problem *p, kernel_plan *plan)
     const bool ahead = kind == EXTRAS_VEC_AHEAD ||
                        (kind == EXTRAS_VEC && mask);
     const bool heads_first = plan_extras_heads_first(p);
-    const size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_NV_KEY_PERM=%d -DFLASHCL_NV_EXTRAS_VEC=%d"
-             " -DFLASHCL_NV_HEADS_FIRST=%d -DFLASHCL_NV_EXTRAS_AHEAD=%d",
-             kind != EXTRAS_PAIRS, vec, heads_first, ahead);
+    options_add(out,
+                " -DFLASHCL_NV_KEY_PERM=%d -DFLASHCL_NV_EXTRAS_VEC=%d"
+                " -DFLASHCL_NV_HEADS_FIRST=%d -DFLASHCL_NV_EXTRAS_AHEAD=%d",
+                kind != EXTRAS_PAIRS, vec, heads_first, ahead);
     return heads_first;
 }
 
@@ -302,32 +302,30 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan->vec = 0;
     if (tile != &tuned)
         snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    plan_base_options_add(p, plan, &out);
+    options_add(&out,
              " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d "
              "-DFLASHCL_NV_DV=%d%s",
              caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
              (int)p->head_dim_v,
              /* the row max is taken before scaling only for scale > 0 */
              p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
-    if (caps->local_mem) { /* else the kernel's default */
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                 (unsigned long long)caps->local_mem);
-    }
-    variants_append_defines(p, plan->options, sizeof plan->options);
-    const bool heads_first = extras_options(p, plan);
-    const bool seq_first =
-        plan_varlen_options(p, plan->options, sizeof plan->options);
+    if (caps->local_mem) /* else the kernel's default */
+        options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
+                    (unsigned long long)caps->local_mem);
+    variants_add_defines(p, &out);
+    const bool heads_first = extras_options(p, plan, &out);
+    const bool seq_first = plan_varlen_options_add(p, &out);
+    plan_options_done(plan, &out, (switch_fault){NULL, 0});
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
     memcpy(plan->extra_options, plan->options, sizeof plan->extra_options);
-    len = strlen(plan->extra_options);
-    snprintf(plan->extra_options + len, sizeof plan->extra_options - len,
-             " -DFLASHCL_NV_FIXUP=1");
+    options_buf fixup =
+        options_continue(plan->extra_options, sizeof plan->extra_options);
+    options_add(&fixup, " -DFLASHCL_NV_FIXUP=1");
+    plan_options_done(plan, &fixup, (switch_fault){NULL, 0});
     plan_row_blocks(p, plan);
     if (heads_first)
         plan_heads_first_grid(p, plan);

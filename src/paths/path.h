@@ -16,6 +16,8 @@
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "paths/tunable.h"
+#include "paths/switches.h"
+#include "portable/flash_fwd_switches.clh"
 
 typedef struct kernel_path kernel_path;
 typedef struct kernel_plan kernel_plan;
@@ -65,6 +67,10 @@ struct kernel_plan {
      * with FLASHCL_ERROR_INVALID_VALUE and this text: a misspelt setting
      * silently ignored would pass a test of what it meant to force. */
     char refused[512];
+    /* The status `refused` fails with: FLASHCL_ERROR_INVALID_VALUE when 0
+     * (a setting the user named), FLASHCL_ERROR_UNSUPPORTED for a plan
+     * this build cannot express (plan_options_done). */
+    flashcl_status refused_status;
     /* The tuning database entry behind the tiles ("" for the path's own
      * table), for describe and `flashcl info`. */
     char tuning[320];
@@ -148,9 +154,21 @@ const kernel_path *find_path(const char *name);
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);
 
-/* Base -D options every forward kernel takes, for a plan being built. */
+/* Base -D options every forward kernel takes, for a plan being built; an
+ * overflow fills buf to cap - 1 bytes (options_pad_overflow). */
 void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
                        size_t cap);
+/* The same, appended to a checked buffer. */
+void plan_base_options_add(const problem *p, const kernel_plan *plan,
+                           options_buf *out);
+/* The compiler flags every kernel's options start with (-cl-std, ...). */
+void plan_compiler_flags(options_buf *out);
+/* Refuses the plan (refused, FLASHCL_ERROR_UNSUPPORTED) when its options
+ * overflowed `out` or a switch was planned outside its legal values:
+ * either would build another binary than the one planned, and a cut
+ * string would be filed in the program cache under the wrong key. */
+void plan_options_done(kernel_plan *plan, const options_buf *out,
+                       switch_fault fault);
 
 /* Arguments a kernel takes after the forward list, set from index
  * `first` on (the split-KV list, the packed-batch list). */
@@ -227,6 +245,8 @@ bool plan_varlen_dense(const problem *p);
  * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;
  * true when sequences go first. */
 bool plan_varlen_options(const problem *p, char *buf, size_t cap);
+/* The same, appended to a checked buffer. */
+bool plan_varlen_options_add(const problem *p, options_buf *out);
 /* After plan_row_blocks, with sequences first: dimension 0 over the
  * sequences, 2 over query blocks. */
 void plan_seq_first_grid(const problem *p, kernel_plan *plan);
@@ -246,6 +266,14 @@ int portable_padded_head_dim(int64_t head_dim);
 int portable_vector_width(const device_caps *caps);
 /* Whether the compensated sums pay on this device (portable.c says why). */
 bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
+/* The portable kernel's switch values (cl/portable/flash_fwd_switches.clh)
+ * and its options emitter: the compiler flags, every switch of the list,
+ * then the variants'; the first illegal value goes into *fault. */
+typedef struct portable_switches {
+    FLASHCL_PORTABLE_SWITCHES(SWITCH_FIELD)
+} portable_switches;
+void portable_emit(const problem *p, const portable_switches *values,
+                   options_buf *out, switch_fault *fault);
 
 /* ---- split-KV (split_kv.c): a path, and the portable path's fallback - */
 

@@ -291,6 +291,14 @@ static bool compensated(const device_caps *caps, const kernel_plan *plan)
     return portable_compensated(caps, plan->head_dim_v_padded);
 }
 
+void portable_emit(const problem *p, const portable_switches *values,
+                   options_buf *out, switch_fault *fault)
+{
+    plan_compiler_flags(out);
+    FLASHCL_PORTABLE_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+}
+
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
@@ -341,17 +349,23 @@ static void portable_plan(const device_caps *caps, const problem *p,
                  "; plain sums (compensated ones spill at D_v > 64 on GPUs)");
     }
 
-    const bool contiguous = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
-                            p->v.stride[3] == 1 && p->o.stride[3] == 1;
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
-             " -DFLASHCL_VEC=%d -DFLASHCL_DIM_CONTIGUOUS=%d%s%s", plan->vec,
-             contiguous ? 1 : 0,
-             compensated(caps, plan) ? "" : " -DFLASHCL_COMPENSATED=0",
-             corrupt ? " -DFLASHCL_DEBUG_CORRUPT=1" : "");
-    variants_append_defines(p, plan->options, sizeof plan->options);
-
+    const portable_switches values = {
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        .WG_SIZE = plan->wg_size,
+        .VEC = plan->vec,
+        .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                          p->v.stride[3] == 1 && p->o.stride[3] == 1,
+        .COMPENSATED = compensated(caps, plan),
+        .DEBUG_CORRUPT = corrupt};
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    switch_fault fault = {NULL, 0};
+    portable_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     plan_row_blocks(p, plan);
 }
 

@@ -702,11 +702,11 @@ static int mma_prefetch(const split_shape *s)
 }
 
 static void append_options(const device_caps *caps, const problem *p,
-                           const split_shape *s, kernel_plan *plan)
+                           const split_shape *s, kernel_plan *plan,
+                           options_buf *out)
 {
     const inference *in = &p->infer;
-    size_t len = strlen(plan->options);
-    snprintf(plan->options + len, sizeof plan->options - len,
+    options_add(out,
              " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
              "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
              "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
@@ -731,18 +731,13 @@ static void append_options(const device_caps *caps, const problem *p,
      * g + 8 of its m16 tile even when they hold no packed row (the
      * registers it frees otherwise; comparisons). */
     const char *halves = dev_getenv("FLASHCL_SPLIT_MMA_HALVES");
-    if (s->mma_warps && halves && !strcmp(halves, "2")) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_SPLIT_MMA_HALVES=2");
-    }
-    if (s->mma_warps) {
-        len = strlen(plan->options);
-        snprintf(plan->options + len, sizeof plan->options - len,
-                 " -DFLASHCL_SPLIT_MMA_LOAD=%d -DFLASHCL_SPLIT_MMA_PREFETCH=%d",
-                 mma_load_kind(p, plan->splits), mma_prefetch(s));
-    }
-    variants_append_defines(p, plan->options, sizeof plan->options);
+    if (s->mma_warps && halves && !strcmp(halves, "2"))
+        options_add(out, " -DFLASHCL_SPLIT_MMA_HALVES=2");
+    if (s->mma_warps)
+        options_add(out,
+                    " -DFLASHCL_SPLIT_MMA_LOAD=%d -DFLASHCL_SPLIT_MMA_PREFETCH=%d",
+                    mma_load_kind(p, plan->splits), mma_prefetch(s));
+    variants_add_defines(p, out);
 }
 
 /* Whether the tensor-core kernel merges its own partials (FLASHCL_SPLIT_
@@ -800,8 +795,10 @@ void split_kv_plan(const device_caps *caps, const problem *p,
              plan->split_fused ? ", merged by the last work-group" : "",
              (long long)problem_group_size(p),
              p->heads_q == p->heads_kv ? "" : "s");
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    append_options(caps, p, &s, plan);
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    plan_base_options_add(p, plan, &out);
+    append_options(caps, p, &s, plan, &out);
+    plan_options_done(plan, &out, (switch_fault){NULL, 0});
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;

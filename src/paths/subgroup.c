@@ -6,6 +6,7 @@
  * kernel is compiled for one size). Every dtype and variant. */
 #include "core/dev_env.h"
 #include "paths/path.h"
+#include "subgroup/flash_fwd_sg_switches.clh"
 #include "paths/subgroup_tiles.h"
 #include "paths/tuning.h"
 
@@ -302,11 +303,18 @@ static void tuned_tiles(const device_caps *caps, const problem *p, int sg,
              c.origin, sg, rows, subgroups, plan->block_n);
 }
 
-static void append(char *buf, size_t cap, const char *fmt, int value)
+typedef struct subgroup_switches {
+    FLASHCL_SUBGROUP_SWITCHES(SWITCH_FIELD)
+} subgroup_switches;
+
+/* The kernel's options: the compiler flags, every switch of its list,
+ * then the variants'. */
+static void subgroup_emit(const problem *p, const subgroup_switches *values,
+                          options_buf *out, switch_fault *fault)
 {
-    size_t len = strlen(buf);
-    if (len < cap)
-        snprintf(buf + len, cap - len, fmt, value);
+    plan_compiler_flags(out);
+    FLASHCL_SUBGROUP_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
 }
 
 static void subgroup_plan(const device_caps *caps, const problem *p,
@@ -321,20 +329,25 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     const int rows = plan->block_m / (plan->wg_size / sg);
     const bool blocks = block_reads(caps, p, sg);
 
-    const bool contiguous = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
-                            p->v.stride[3] == 1 && p->o.stride[3] == 1;
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    const size_t cap = sizeof plan->options;
-    append(plan->options, cap, " -DFLASHCL_SG_SIZE=%d", sg);
-    append(plan->options, cap, " -DFLASHCL_SG_ROWS=%d", rows);
-    append(plan->options, cap, " -DFLASHCL_SG_REQD=%d",
-           caps->has_reqd_subgroup_size ? 1 : 0);
-    append(plan->options, cap, " -DFLASHCL_SG_INTEL=%d",
-           caps->has_intel_subgroups ? 1 : 0);
-    append(plan->options, cap, " -DFLASHCL_SG_BLOCK_READ=%d", blocks ? 1 : 0);
-    append(plan->options, cap, " -DFLASHCL_DIM_CONTIGUOUS=%d",
-           contiguous ? 1 : 0);
-    variants_append_defines(p, plan->options, cap);
+    const subgroup_switches values = {
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .SG_SIZE = sg,
+        .SG_ROWS = rows,
+        .WG_SIZE = plan->wg_size,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        .SG_REQD = caps->has_reqd_subgroup_size,
+        .SG_INTEL = caps->has_intel_subgroups,
+        .SG_BLOCK_READ = blocks,
+        .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                          p->v.stride[3] == 1 && p->o.stride[3] == 1};
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    switch_fault fault = {NULL, 0};
+    subgroup_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     plan_row_blocks(p, plan);
 }
 

@@ -431,19 +431,20 @@ uint32_t variants_unsupported(const problem *p, unsigned path_bits)
     return missing;
 }
 
+void variants_add_defines(const problem *p, options_buf *out)
+{
+    for (size_t i = 0; i < variant_count(); ++i)
+        if ((p->variants & (1u << i)) && table[i].define &&
+            p->variant_value[i] != 0)
+            options_add(out, " -D%s=%d", table[i].define,
+                        p->variant_value[i]);
+}
+
 void variants_append_defines(const problem *p, char *buf, size_t cap)
 {
-    size_t len = strlen(buf);
-    for (size_t i = 0; i < variant_count() && len < cap; ++i) {
-        if (!(p->variants & (1u << i)) || !table[i].define ||
-            p->variant_value[i] == 0)
-            continue;
-        int n = snprintf(buf + len, cap - len, " -D%s=%d", table[i].define,
-                         p->variant_value[i]);
-        if (n < 0)
-            return;
-        len += (size_t)n;
-    }
+    options_buf out = options_continue(buf, cap);
+    variants_add_defines(p, &out);
+    options_pad_overflow(&out);
 }
 
 void variants_describe(uint32_t mask, char *buf, size_t cap)

@@ -15,6 +15,7 @@
 
 #include "problem/problem.h"
 #include "problem/variant_ids.h"
+#include "core/options_buf.h"
 
 /* Kernel paths, as the table names them (src/paths/path.h owns the paths
  * themselves). */
@@ -99,6 +100,8 @@ int variant_value(const problem *p, variant_id id);
 
 /* Appends " -DNAME=value" for every active variant with a switch. */
 void variants_append_defines(const problem *p, char *buf, size_t cap);
+/* The same, appended to a checked buffer. */
+void variants_add_defines(const problem *p, options_buf *out);
 
 /* "window, softcap" for the variants in `mask` ("" for none). */
 void variants_describe(uint32_t mask, char *buf, size_t cap);
