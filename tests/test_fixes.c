@@ -446,29 +446,37 @@ static void copy_with_warning(const char *from, const char *to)
 }
 
 /* dir/portable/flash_fwd.cl with a warning; the headers linked as they are. */
+/* The headers the portable kernel includes, linked beside its copy. */
+static const char *const warning_kernel_headers[][2] = {
+    {"common", "flashcl_common.clh"},
+    {"common", "kernel_args.clh"},
+    {"common", "variants.clh"},
+    {"portable", "flash_fwd_defaults.clh"},
+};
+enum { WARNING_KERNEL_HEADERS = sizeof warning_kernel_headers /
+                                sizeof warning_kernel_headers[0] };
+
 static void make_warning_kernel_dir(char *dir)
 {
     ck_assert_ptr_nonnull(mkdtemp(dir));
     char path[512], target[512];
     snprintf(path, sizeof path, "%s/flash_fwd.cl", dir);
     copy_with_warning(FLASHCL_SOURCE_CL_DIR "/portable/flash_fwd.cl", path);
-    const char *headers[] = {"flashcl_common.clh", "kernel_args.clh",
-                             "variants.clh"};
-    for (int i = 0; i < 3; ++i) {
-        snprintf(path, sizeof path, "%s/%s", dir, headers[i]);
-        snprintf(target, sizeof target, "%s/common/%s", FLASHCL_SOURCE_CL_DIR,
-                 headers[i]);
+    for (int i = 0; i < WARNING_KERNEL_HEADERS; ++i) {
+        snprintf(path, sizeof path, "%s/%s", dir, warning_kernel_headers[i][1]);
+        snprintf(target, sizeof target, "%s/%s/%s", FLASHCL_SOURCE_CL_DIR,
+                 warning_kernel_headers[i][0], warning_kernel_headers[i][1]);
         ck_assert_int_eq(symlink(target, path), 0);
     }
 }
 
 static void remove_warning_kernel_dir(const char *dir)
 {
-    const char *files[] = {"flash_fwd.cl", "flashcl_common.clh",
-                           "kernel_args.clh", "variants.clh"};
     char path[512];
-    for (int i = 0; i < 4; ++i) {
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    snprintf(path, sizeof path, "%s/flash_fwd.cl", dir);
+    unlink(path);
+    for (int i = 0; i < WARNING_KERNEL_HEADERS; ++i) {
+        snprintf(path, sizeof path, "%s/%s", dir, warning_kernel_headers[i][1]);
         unlink(path);
     }
     rmdir(dir);
