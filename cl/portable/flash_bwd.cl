@@ -5,7 +5,8 @@
  *   flashcl_bwd_delta   Delta_i = rowsum(dO * O), one work-item per row;
  *   flashcl_bwd_dkdv    one work-item per key j of a KV head: loops over
  *                       the query heads of its group, then over the rows
- *                       that see j, recomputing P_ij = exp(s_ij - LSE_i);
+ *                       that see j (in local-memory tiles), recomputing
+ *                       P_ij = exp(s_ij - LSE_i);
  *                       dV_j = sum P dO, dK_j = scale * sum dS q;
  *   flashcl_bwd_dq      one work-item per query row: loops over the keys
  *                       it sees; dQ_i = scale * sum dS k;
@@ -15,21 +16,27 @@
  * atomics, no reductions across work-items, so the bits do not depend on
  * timing or on how the runtime schedules work-groups (deterministic).
  *
- * Accumulation in real_t (fp32; fp64 for fp64 storage). FLASHCL_BWD_DMAX
- * bounds head_dim and head_dim_v (the private rows' length); the actual
- * dims are arguments, so one program serves a bucket of head dims.
+ * Accumulation in real_t (fp32; fp64 for fp64 storage). FLASHCL_HEAD_DIM
+ * and FLASHCL_HEAD_DIM_V are the head dims padded (to 8 by the host); the
+ * actual dims are arguments.
  * Score modifiers: cl/common/variants.clh, with unit 1 (natural log). */
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "flash_bwd_args.clh"
 
-#ifndef FLASHCL_BWD_DMAX
-#define FLASHCL_BWD_DMAX 64
+#ifndef FLASHCL_HEAD_DIM
+#define FLASHCL_HEAD_DIM 64
 #endif
-#if FLASHCL_BWD_DMAX < 1 || FLASHCL_BWD_DMAX > 256
-#error "FLASHCL_BWD_DMAX must be in 1..256"
+#ifndef FLASHCL_HEAD_DIM_V
+#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
 #endif
-#define DMAX FLASHCL_BWD_DMAX
+#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256
+#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be in 1..256"
+#endif
+/* Padded head dims: private rows and tile columns; the actual dims are
+ * arguments and the padding holds zeros. */
+#define DQK FLASHCL_HEAD_DIM
+#define DVP FLASHCL_HEAD_DIM_V
 
 inline ulong at4(ulong base, ulong4 stride, long b, long h, long s, long d)
 {
@@ -71,56 +78,108 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
     delta[((ulong)b * heads_q + h) * seqlen_q + i] = sum;
 }
 
-__kernel void flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
+/* Tiles: the other side's rows (query rows for dK/dV, keys for dQ) are
+ * staged through local memory FLASHCL_BWD_TILE at a time, zero-padded to
+ * DQK / DVP columns, and every work-item of the group reads the same
+ * element at the same time (a broadcast; on CPUs the runtime vectorises
+ * across work-items). Visibility and padding are applied by selecting
+ * P = 0, so control flow stays uniform in the group. */
+#ifndef FLASHCL_BWD_TILE
+#define FLASHCL_BWD_TILE 32
+#endif
+#ifndef FLASHCL_BWD_WG
+#define FLASHCL_BWD_WG 64
+#endif
+#define TILE FLASHCL_BWD_TILE
+#define WG FLASHCL_BWD_WG
+
+/* Rows [r0, r0 + TILE) of one head of `src` into tile[r * cols + d]; zero
+ * past `last` and past `width`. */
+inline void load_tile(__local real_t *tile, __global const STORAGE_T *src,
+                      ulong base, ulong4 stride, long b, long h, long r0,
+                      long last, int width, int cols)
 {
-    const int j = get_global_id(0), hk = get_global_id(1),
-              b = get_global_id(2);
-    if (j >= seqlen_k)
-        return;
-    real_t key[DMAX], value[DMAX], acc_k[DMAX], acc_v[DMAX];
-    for (int d = 0; d < head_dim; ++d) {
-        key[d] = load_elem(k, at4(in_base.s1, k_stride, b, hk, j, d));
+    for (int idx = get_local_id(0); idx < TILE * cols; idx += WG) {
+        const int r = idx / cols, d = idx % cols;
+        tile[idx] = r0 + r <= last && d < width
+                        ? load_elem(src, at4(base, stride, b, h, r0 + r, d))
+                        : 0;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
+{
+    __local real_t q_t[TILE * DQK], d_o_t[TILE * DVP];
+    __local real_t lse_t[TILE], delta_t[TILE];
+    const int lid = get_local_id(0), hk = get_group_id(1),
+              b = get_group_id(2);
+    const long j0 = (long)get_group_id(0) * WG, j = j0 + lid;
+    const bool key_valid = j < seqlen_k;
+    const long key = min(j, (long)seqlen_k - 1);
+    real_t k_row[DQK], v_row[DVP], acc_k[DQK], acc_v[DVP];
+    for (int d = 0; d < DQK; ++d) {
+        k_row[d] = d < head_dim
+                       ? load_elem(k, at4(in_base.s1, k_stride, b, hk, key, d))
+                       : 0;
         acc_k[d] = 0;
     }
-    for (int d = 0; d < head_dim_v; ++d) {
-        value[d] = load_elem(v, at4(in_base.s2, v_stride, b, hk, j, d));
+    for (int d = 0; d < DVP; ++d) {
+        v_row[d] = d < head_dim_v
+                       ? load_elem(v, at4(in_base.s2, v_stride, b, hk, key, d))
+                       : 0;
         acc_v[d] = 0;
     }
-    /* Rows that see key j (the band read from the key's side). */
-    const long row_lo = window_right < 0 ? 0 : max(0L, j - diag - window_right);
+    /* Rows that see any key of this group, then per key. */
+    const long j1 = min(j0 + WG, (long)seqlen_k) - 1;
+    const long row_lo = window_right < 0 ? 0 : max(0L, j0 - diag - window_right);
     const long row_hi = window_left < 0
                             ? seqlen_q - 1
-                            : min((long)seqlen_q - 1, j - diag + window_left);
+                            : min((long)seqlen_q - 1, j1 - diag + window_left);
+    const long mine_lo = window_right < 0 ? 0 : key - diag - window_right;
+    const long mine_hi = window_left < 0 ? seqlen_q - 1
+                                         : key - diag + window_left;
     for (int g = 0; g < group_size; ++g) {
         const int h = hk * group_size + g;
-        for (long i = row_lo; i <= row_hi; ++i) {
-            const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, i)];
-            if (row_lse == -INFINITY)
-                continue; /* the row sees nothing: no gradient */
-            const score_row r = score_row_init(b, h, i, diag,
-                                               1 FLASHCL_VARIANT_NAMES);
-            real_t s = 0, d_p = 0, d_cap;
-            for (int d = 0; d < head_dim; ++d)
-                s += load_elem(q, at4(in_base.s0, q_stride, b, h, i, d)) *
-                     key[d];
-            const real_t p = probability(&r, j, s * scale, row_lse,
-                                         &d_cap FLASHCL_VARIANT_NAMES);
-            if (p == 0)
-                continue;
-            for (int d = 0; d < head_dim_v; ++d) {
-                const real_t g_o =
-                    load_elem(d_o, at4(out_base.s0, d_o_stride, b, h, i, d));
-                d_p += g_o * value[d];
-                acc_v[d] += p * g_o;
+        for (long r0 = row_lo; r0 <= row_hi; r0 += TILE) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            load_tile(q_t, q, in_base.s0, q_stride, b, h, r0, row_hi,
+                      head_dim, DQK);
+            load_tile(d_o_t, d_o, out_base.s0, d_o_stride, b, h, r0, row_hi,
+                      head_dim_v, DVP);
+            for (int r = lid; r < TILE; r += WG) {
+                const long i = min(r0 + r, (long)seqlen_q - 1);
+                lse_t[r] = r0 + r <= row_hi
+                               ? lse[lse_at(lse_base, lse_stride, b, h, i)]
+                               : -INFINITY;
+                delta_t[r] = delta[((ulong)b * heads_q + h) * seqlen_q + i];
             }
-            const real_t d_s =
-                p * (d_p - delta[((ulong)b * heads_q + h) * seqlen_q + i]) *
-                d_cap;
-            for (int d = 0; d < head_dim; ++d)
-                acc_k[d] += d_s *
-                            load_elem(q, at4(in_base.s0, q_stride, b, h, i, d));
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int r = 0; r < TILE; ++r) {
+                const long i = r0 + r;
+                const bool visible = key_valid && lse_t[r] != -INFINITY &&
+                                     i >= mine_lo && i <= mine_hi;
+                const score_row sr =
+                    score_row_init(b, h, min(i, (long)seqlen_q - 1), diag,
+                                   1 FLASHCL_VARIANT_NAMES);
+                real_t s = 0, d_p = 0, d_cap;
+                for (int d = 0; d < DQK; ++d)
+                    s += q_t[r * DQK + d] * k_row[d];
+                const real_t p_any = probability(&sr, key, s * scale, lse_t[r],
+                                                 &d_cap FLASHCL_VARIANT_NAMES);
+                const real_t p = visible ? p_any : 0;
+                for (int d = 0; d < DVP; ++d) {
+                    d_p += d_o_t[r * DVP + d] * v_row[d];
+                    acc_v[d] += p * d_o_t[r * DVP + d];
+                }
+                const real_t d_s = visible ? p * (d_p - delta_t[r]) * d_cap : 0;
+                for (int d = 0; d < DQK; ++d)
+                    acc_k[d] += d_s * q_t[r * DQK + d];
+            }
         }
     }
+    if (!key_valid)
+        return;
     for (int d = 0; d < head_dim; ++d)
         store_elem(d_k, at4(out_base.s2, d_k_stride, b, hk, j, d),
                    acc_k[d] * scale);
@@ -128,45 +187,67 @@ __kernel void flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
         store_elem(d_v, at4(out_base.s3, d_v_stride, b, hk, j, d), acc_v[d]);
 }
 
-__kernel void flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
 {
-    const int i = get_global_id(0), h = get_global_id(1),
-              b = get_global_id(2);
-    if (i >= seqlen_q)
-        return;
+    __local real_t k_t[TILE * DQK], v_t[TILE * DVP];
+    const int lid = get_local_id(0), h = get_group_id(1),
+              b = get_group_id(2);
     const int hk = h / group_size;
-    real_t query[DMAX], grad_o[DMAX], acc[DMAX];
-    for (int d = 0; d < head_dim; ++d) {
-        query[d] = load_elem(q, at4(in_base.s0, q_stride, b, h, i, d));
+    const long i0 = (long)get_group_id(0) * WG, i = i0 + lid;
+    const bool row_valid = i < seqlen_q;
+    const long row = min(i, (long)seqlen_q - 1);
+    real_t q_row[DQK], g_row[DVP], acc[DQK];
+    for (int d = 0; d < DQK; ++d) {
+        q_row[d] = d < head_dim
+                       ? load_elem(q, at4(in_base.s0, q_stride, b, h, row, d))
+                       : 0;
         acc[d] = 0;
     }
-    for (int d = 0; d < head_dim_v; ++d)
-        grad_o[d] = load_elem(d_o, at4(out_base.s0, d_o_stride, b, h, i, d));
-    const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, i)];
-    const real_t row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + i];
-    const long key_lo = window_left < 0 ? 0 : max(0L, i + diag - window_left);
+    for (int d = 0; d < DVP; ++d)
+        g_row[d] = d < head_dim_v ? load_elem(d_o, at4(out_base.s0, d_o_stride,
+                                                        b, h, row, d))
+                                  : 0;
+    const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, row)];
+    const real_t row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row];
+    const bool live = row_valid && row_lse != -INFINITY;
+    const score_row sr =
+        score_row_init(b, h, row, diag, 1 FLASHCL_VARIANT_NAMES);
+    const long i1 = min(i0 + WG, (long)seqlen_q) - 1;
+    const long key_lo = window_left < 0 ? 0 : max(0L, i0 + diag - window_left);
     const long key_hi = window_right < 0
                             ? seqlen_k - 1
-                            : min((long)seqlen_k - 1, i + diag + window_right);
-    const score_row r =
-        score_row_init(b, h, i, diag, 1 FLASHCL_VARIANT_NAMES);
-    for (long j = key_lo; row_lse != -INFINITY && j <= key_hi; ++j) {
-        real_t s = 0, d_p = 0, d_cap;
-        for (int d = 0; d < head_dim; ++d)
-            s += query[d] *
-                 load_elem(k, at4(in_base.s1, k_stride, b, hk, j, d));
-        const real_t p = probability(&r, j, s * scale, row_lse,
-                                     &d_cap FLASHCL_VARIANT_NAMES);
-        if (p == 0)
-            continue;
-        for (int d = 0; d < head_dim_v; ++d)
-            d_p += grad_o[d] *
-                   load_elem(v, at4(in_base.s2, v_stride, b, hk, j, d));
-        const real_t d_s = p * (d_p - row_delta) * d_cap;
-        for (int d = 0; d < head_dim; ++d)
-            acc[d] += d_s *
-                      load_elem(k, at4(in_base.s1, k_stride, b, hk, j, d));
+                            : min((long)seqlen_k - 1, i1 + diag + window_right);
+    const long mine_lo = window_left < 0 ? 0 : row + diag - window_left;
+    const long mine_hi = window_right < 0 ? seqlen_k - 1
+                                          : row + diag + window_right;
+    for (long n0 = key_lo; n0 <= key_hi; n0 += TILE) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        load_tile(k_t, k, in_base.s1, k_stride, b, hk, n0, key_hi, head_dim,
+                  DQK);
+        load_tile(v_t, v, in_base.s2, v_stride, b, hk, n0, key_hi, head_dim_v,
+                  DVP);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int c = 0; c < TILE; ++c) {
+            const long j = n0 + c;
+            const bool visible =
+                live && j <= key_hi && j >= mine_lo && j <= mine_hi;
+            real_t s = 0, d_p = 0, d_cap;
+            for (int d = 0; d < DQK; ++d)
+                s += q_row[d] * k_t[c * DQK + d];
+            const real_t p_any =
+                probability(&sr, min(j, (long)seqlen_k - 1), s * scale,
+                            row_lse, &d_cap FLASHCL_VARIANT_NAMES);
+            for (int d = 0; d < DVP; ++d)
+                d_p += g_row[d] * v_t[c * DVP + d];
+            const real_t d_s =
+                visible ? p_any * (d_p - row_delta) * d_cap : 0;
+            for (int d = 0; d < DQK; ++d)
+                acc[d] += d_s * k_t[c * DQK + d];
+        }
     }
+    if (!row_valid)
+        return;
     for (int d = 0; d < head_dim; ++d)
         store_elem(d_q, at4(out_base.s1, d_q_stride, b, h, i, d),
                    acc[d] * scale);

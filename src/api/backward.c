@@ -247,23 +247,43 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
     return err;
 }
 
-static int head_dim_bucket(const problem *p)
+/* Work-group size and tile rows of the backward kernels on this device. */
+typedef struct bwd_plan {
+    int wg, tile, dim_padded, dim_v_padded;
+} bwd_plan;
+
+static int padded_dim(int64_t dim)
 {
-    const int64_t widest = problem_widest_head_dim(p);
-    int bucket = 32;
-    while (bucket < widest)
-        bucket *= 2;
-    return bucket;
+    return (int)((dim + 7) / 8 * 8);
+}
+
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
+{
+    bwd_plan plan = {64, 32, padded_dim(p->head_dim),
+                     padded_dim(p->head_dim_v)};
+    while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
+        plan.wg /= 2;
+    /* The two tiles in half the local memory, at most. */
+    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    while (plan.tile > 1 &&
+           (size_t)plan.tile * (size_t)(plan.dim_padded + plan.dim_v_padded +
+                                        2) * real_size >
+               ctx->caps.local_mem / 2)
+        plan.tile /= 2;
+    return plan;
 }
 
 static flashcl_status build_program(flashcl_context *ctx, const problem *p,
+                                    const bwd_plan *plan,
                                     compiled_program **program)
 {
     char options[1024];
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_BWD_DMAX=%d",
-             verbose_enabled() ? "" : " -w", (int)p->dtype,
-             head_dim_bucket(p));
+             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
+             "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
+             "-DFLASHCL_BWD_TILE=%d",
+             verbose_enabled() ? "" : " -w", (int)p->dtype, plan->dim_padded,
+             plan->dim_v_padded, plan->wg, plan->tile);
     variants_append_defines(p, options, sizeof options);
     const program_request request = {
         "flash_bwd.cl",
@@ -284,7 +304,7 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
                                    cl_command_queue queue,
                                    compiled_program *program,
                                    const launch_step *step, const bwd_args *a,
-                                   const problem *p, cl_uint num_wait,
+                                   const problem *p, int wg, cl_uint num_wait,
                                    const cl_event *wait, cl_event *done)
 {
     cl_kernel kernel = program->kernels[step->kernel];
@@ -292,9 +312,12 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
     cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device,
                                           CL_KERNEL_WORK_GROUP_SIZE,
                                           sizeof group, &group, NULL);
-    size_t local = 64;
-    while (err == CL_SUCCESS && local > 1 && local > group)
-        local /= 2;
+    const size_t local = (size_t)wg;
+    if (err == CL_SUCCESS && group < local)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "backward kernel %d runs at most %zu work-items a "
+                         "group here, fewer than its %zu",
+                         step->kernel, group, local);
     const size_t global[3] = {(step->rows + local - 1) / local * local,
                               step->heads, step->batch};
     const size_t local_size[3] = {local, 1, 1};
@@ -314,7 +337,7 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
 
 static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
                                   compiled_program *program, const problem *p,
-                                  const bwd_args *a, bool want_sinks,
+                                  const bwd_args *a, int wg, bool want_sinks,
                                   cl_uint num_wait, const cl_event *wait_list,
                                   cl_event *event)
 {
@@ -340,7 +363,7 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     for (int s = 0; s < count && status == FLASHCL_SUCCESS; ++s) {
         const bool last = s == count - 1;
         cl_event done = NULL;
-        status = enqueue_step(ctx, queue, program, &steps[s], a, p,
+        status = enqueue_step(ctx, queue, program, &steps[s], a, p, wg,
                               s == 0 ? num_wait : 1,
                               s == 0 ? wait_list : &previous,
                               last && !event ? NULL : &done);
@@ -361,7 +384,8 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                    const cl_event *wait_list, cl_event *event)
 {
     compiled_program *program = NULL;
-    flashcl_status status = build_program(ctx, p, &program);
+    const bwd_plan plan = plan_backward(ctx, p);
+    flashcl_status status = build_program(ctx, p, &plan, &program);
     if (status != FLASHCL_SUCCESS)
         return status;
     const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
@@ -377,7 +401,8 @@ static flashcl_status run_backward(flashcl_context *ctx,
                          rows * real_size, cl_error_name(err));
     bwd_args a;
     fill_args(ctx, p, w, delta, &a);
-    status = enqueue_all(ctx, queue, program, p, &a, w->d_sinks.present,
+    status = enqueue_all(ctx, queue, program, p, &a, plan.wg,
+                         w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
     return status;
