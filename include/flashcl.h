@@ -533,6 +533,18 @@ FLASHCL_API flashcl_status flashcl_attention_backward(
     cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
     cl_event *event);
 
+/** Host-memory convenience: q, k, v, o, d_o (packed in desc->layout,
+ *  dtype desc->dtype) and lse (fp32 [batch, heads_q, seqlen_q]) are copied
+ *  to the device, the backward runs on the context's queue, and d_q, d_k,
+ *  d_v (packed likewise) and d_sinks (fp32 [heads_q]; NULL: not wanted,
+ *  non-NULL only with desc->sinks) are copied back. The desc's q, k, v, o
+ *  and lse fields are ignored; its variant tensors are device buffers as
+ *  for the forward's host call. On error nothing is written. */
+FLASHCL_API flashcl_status flashcl_attention_backward_host(
+    flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
+    const void *k, const void *v, const void *o, const float *lse,
+    const void *d_o, void *d_q, void *d_k, void *d_v, float *d_sinks);
+
 /* ------------------------------------------------------------------ */
 /* Reference backend scratch                                           */
 /* ------------------------------------------------------------------ */

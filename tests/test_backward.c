@@ -485,6 +485,44 @@ START_TEST(test_deterministic)
 }
 END_TEST
 
+/* The host-memory call gives the device call's bits. */
+START_TEST(test_host_call)
+{
+    const bwd_case c = {F16, 2, 4, 2, 37, 53, 40, 24, 1, 0, 0, 0, 0,
+                        0, 0, 0, 1, 0, 0, 1, BNHD};
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    setup s;
+    make_setup(&s, &c, 31);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);
+    read_buffer(queue, s.o.mem, s.o.host, s.o.bytes);
+    read_buffer(queue, s.lse.mem, s.lse.host, s.lse.bytes);
+    const buf *device[] = {&s.d_q, &s.d_k, &s.d_v, &s.d_sinks};
+    unsigned char *host[4];
+    for (int t = 0; t < 4; ++t) {
+        host[t] = malloc(device[t]->bytes);
+        memset(host[t], 0xff, device[t]->bytes);
+    }
+    const flashcl_status status = flashcl_attention_backward_host(
+        ctx, &s.desc, s.q.host, s.k.host, s.v.host, s.o.host,
+        (const float *)s.lse.host, s.d_o.host, host[0], host[1], host[2],
+        (float *)host[3]);
+    ck_assert_msg(status == FLASHCL_SUCCESS, "%s",
+                  flashcl_context_last_error(ctx));
+    for (int t = 0; t < 4; ++t) {
+        ck_assert_msg(memcmp(host[t], device[t]->host, device[t]->bytes) == 0,
+                      "output %d of the host call differs", t);
+        free(host[t]);
+    }
+    ck_assert_int_eq(flashcl_attention_backward_host(
+                         ctx, &s.desc, s.q.host, s.k.host, s.v.host, NULL,
+                         (const float *)s.lse.host, s.d_o.host, s.d_q.host,
+                         s.d_k.host, s.d_v.host, NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    free_setup(&s);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------ */
 
 typedef void (*spoil_fn)(setup *s, cl_mem spare);
@@ -670,6 +708,7 @@ int main(void)
     const test_entry tests[] = {
         {test_gradients, (int)LENGTH(cases)},
         {test_deterministic, 0},
+        {test_host_call, 0},
         {test_bad_input, 0},
         {test_empty_sides, 0},
     };

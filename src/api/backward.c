@@ -441,3 +441,127 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
     return run_backward(ctx, queue, &p, &w, num_events_in_wait_list,
                         event_wait_list, event);
 }
+
+/* ---- host-memory convenience --------------------------------------- */
+
+enum { HOST_Q, HOST_K, HOST_V, HOST_O, HOST_LSE, HOST_DO, HOST_DQ, HOST_DK,
+       HOST_DV, HOST_DSINKS, HOST_COUNT };
+
+static void release_all(cl_mem *mems)
+{
+    for (int i = 0; i < HOST_COUNT; ++i)
+        if (mems[i])
+            clReleaseMemObject(mems[i]);
+}
+
+/* Device copies of the host arrays (inputs) and room for the outputs. */
+static flashcl_status make_host_mems(flashcl_context *ctx, const problem *p,
+                                     const void *const in[HOST_DO + 1],
+                                     bool want_sinks, cl_mem *mems,
+                                     size_t *bytes)
+{
+    problem_packed_bytes(p, &bytes[HOST_Q], &bytes[HOST_K], &bytes[HOST_V],
+                         &bytes[HOST_O], &bytes[HOST_LSE]);
+    bytes[HOST_DO] = bytes[HOST_O];
+    bytes[HOST_DQ] = bytes[HOST_Q];
+    bytes[HOST_DK] = bytes[HOST_K];
+    bytes[HOST_DV] = bytes[HOST_V];
+    bytes[HOST_DSINKS] = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < HOST_COUNT && err == CL_SUCCESS; ++i) {
+        if (i == HOST_DSINKS && !want_sinks)
+            continue;
+        const bool input = i <= HOST_DO && bytes[i];
+        /* An empty view still needs a buffer; OpenCL's cannot be empty. */
+        mems[i] = clCreateBuffer(
+            ctx->cl_ctx,
+            input ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
+            bytes[i] ? bytes[i] : 16, input ? (void *)in[i] : NULL, &err);
+    }
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating device buffers for the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status read_outputs(flashcl_context *ctx, const cl_mem *mems,
+                                   const size_t *bytes, void *const out[4])
+{
+    cl_int err = clFinish(ctx->queue);
+    for (int i = HOST_DQ; i < HOST_COUNT && err == CL_SUCCESS; ++i)
+        if (out[i - HOST_DQ] && bytes[i])
+            err = clEnqueueReadBuffer(ctx->queue, mems[i], CL_TRUE, 0,
+                                      bytes[i], out[i - HOST_DQ], 0, NULL,
+                                      NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "running or reading back the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
+                                            const void *const in[HOST_DO + 1],
+                                            void *const out[4])
+{
+    cl_mem mems[HOST_COUNT] = {NULL};
+    size_t bytes[HOST_COUNT];
+    flashcl_status status =
+        make_host_mems(ctx, p, in, out[3] != NULL, mems, bytes);
+    if (status == FLASHCL_SUCCESS)
+        status = problem_bind_packed(ctx, p, mems[HOST_Q], mems[HOST_K],
+                                     mems[HOST_V], mems[HOST_O],
+                                     mems[HOST_LSE]);
+    flashcl_backward_desc bwd = FLASHCL_BACKWARD_DESC_INIT;
+    bwd.d_o.buffer = mems[HOST_DO];
+    bwd.d_q.buffer = mems[HOST_DQ];
+    bwd.d_k.buffer = mems[HOST_DK];
+    bwd.d_v.buffer = mems[HOST_DV];
+    bwd.d_sinks.buffer = mems[HOST_DSINKS];
+    bwd_views w;
+    if (status == FLASHCL_SUCCESS)
+        status = resolve_bwd_views(ctx, p, &bwd, &w);
+    if (status == FLASHCL_SUCCESS)
+        status = check_outputs(ctx, p, &w);
+    if (status == FLASHCL_SUCCESS)
+        status = run_backward(ctx, ctx->queue, p, &w, 0, NULL, NULL);
+    if (status == FLASHCL_SUCCESS)
+        status = read_outputs(ctx, mems, bytes, out);
+    release_all(mems);
+    return status;
+}
+
+flashcl_status flashcl_attention_backward_host(
+    flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
+    const void *k, const void *v, const void *o, const float *lse,
+    const void *d_o, void *d_q, void *d_k, void *d_v, float *d_sinks)
+{
+    problem p;
+    flashcl_status status = problem_begin_call(
+        ctx, desc, PROBLEM_FOR_HOST_CALL, NULL, NULL, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const void *const in[HOST_DO + 1] = {q, k, v, o, lse, d_o};
+    const char *names[] = {"q", "k", "v", "o", "lse", "d_o"};
+    for (int i = 0; i <= HOST_DO; ++i)
+        if (!in[i])
+            return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                             "host pointer %s is NULL", names[i]);
+    if (!d_q || !d_k || !d_v)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                         "host pointer %s is NULL",
+                         !d_q ? "d_q" : !d_k ? "d_k" : "d_v");
+    p.lse.present = true; /* brought by the call; bound below */
+    status = refuse_features(ctx, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (d_sinks && !variant_active(&p, "sinks"))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "d_sinks is set but desc.sinks is not: there is no "
+                         "sink logit to differentiate");
+    if (p.batch == 0 || p.heads_q == 0)
+        return FLASHCL_SUCCESS;
+    void *const out[4] = {d_q, d_k, d_v, d_sinks};
+    return backward_host_checked(ctx, &p, in, out);
+}
