@@ -6,8 +6,10 @@
  * most 2x that of the same math done in the input dtype). O and LSE come
  * from the library's own forward, as a training step would have them.
  * Outputs are poisoned (NaN bytes, with a poisoned tail past each view)
- * before every call. Also: bitwise determinism over repeated calls, and
- * every bad input's status, message, and untouched outputs.
+ * before every call. Also: bitwise determinism over repeated calls (and,
+ * through FLASHCL_BWD_HASH_FILE, across processes and PoCL thread
+ * counts), the host-memory call, and every bad input's status, message,
+ * and untouched outputs.
  */
 #include "oracle_bwd.h"
 #include "test_common.h"
@@ -473,8 +475,31 @@ START_TEST(test_deterministic)
             ck_assert_msg(memcmp(first[t], outs[t]->host, outs[t]->bytes) == 0,
                           "output %d differs on repeat %d", t, repeat);
     }
-    for (int t = 0; t < 4; ++t)
+    /* Across processes and thread counts: FLASHCL_BWD_HASH_FILE names a
+     * file that the first run writes the outputs' hash into and later
+     * runs compare with (ctest test_backward_processes). */
+    uint64_t hash = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (int t = 0; t < 4; ++t) {
+        for (size_t e = 0; e < outs[t]->bytes; ++e)
+            hash = (hash ^ first[t][e]) * 0x100000001b3ull;
         free(first[t]);
+    }
+    const char *path = getenv("FLASHCL_BWD_HASH_FILE");
+    FILE *file = path ? fopen(path, "r") : NULL;
+    if (file) {
+        unsigned long long stored = 0;
+        ck_assert_int_eq(fscanf(file, "%llx", &stored), 1);
+        fclose(file);
+        ck_assert_msg(stored == hash,
+                      "gradients differ from another process's: hash "
+                      "%016llx, stored %016llx",
+                      (unsigned long long)hash, stored);
+    } else if (path) {
+        file = fopen(path, "w");
+        ck_assert_ptr_nonnull(file);
+        fprintf(file, "%016llx\n", (unsigned long long)hash);
+        fclose(file);
+    }
     free_setup(&s);
 }
 END_TEST
@@ -699,15 +724,18 @@ END_TEST
 
 int main(void)
 {
-    const test_entry tests[] = {
+    const test_entry gradients[] = {
         {test_gradients, (int)LENGTH(cases)},
-        {test_deterministic, 0},
         {test_host_call, 0},
         {test_bad_input, 0},
         {test_empty_sides, 0},
     };
-    const int status = run_tests("backward", 300, NULL, NULL, tests,
-                                 LENGTH(tests));
+    const test_entry determinism[] = {{test_deterministic, 0}};
+    const test_group groups[] = {
+        {"gradients", 300, NULL, NULL, gradients, LENGTH(gradients)},
+        {"determinism", 300, NULL, NULL, determinism, LENGTH(determinism)},
+    };
+    const int status = run_groups("backward", groups, LENGTH(groups));
     release_shared_context();
     return status;
 }
