@@ -107,6 +107,48 @@ inline void load_tile(__local real_t *tile, __global const STORAGE_T *src,
     }
 }
 
+/* A work-item's own rows are vectors of 8 over the head dim (the padded
+ * dims are multiples of 8): each dot product and each accumulation is
+ * then D / 8 vector FMAs, which PoCL and other CPU runtimes do not get
+ * from scalar loops inside a work-item. */
+#define vec8_t FLASHCL_CONCAT(FLASHCL_REAL, 8)
+#define vec4_t FLASHCL_CONCAT(FLASHCL_REAL, 4)
+#define vec2_t FLASHCL_CONCAT(FLASHCL_REAL, 2)
+#if DQK % 8 != 0 || DVP % 8 != 0
+#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of 8"
+#endif
+
+inline real_t sum8(vec8_t v)
+{
+    const vec4_t x = v.lo + v.hi;
+    const vec2_t y = x.lo + x.hi;
+    return y.x + y.y;
+}
+
+/* Elements [8c, 8c + 8) of row `row` of one head, zero past `width`. */
+inline vec8_t load_row8(__global const STORAGE_T *src, ulong base,
+                        ulong4 stride, long b, long h, long row, int c,
+                        int width)
+{
+    real_t lanes[8];
+    for (int e = 0; e < 8; ++e)
+        lanes[e] = c * 8 + e < width
+                       ? load_elem(src, at4(base, stride, b, h, row, c * 8 + e))
+                       : 0;
+    return vload8(0, lanes);
+}
+
+/* Stores elements [8c, 8c + 8) of `value` below `width`. */
+inline void store_row8(__global STORAGE_T *dst, ulong base, ulong4 stride,
+                       long b, long h, long row, int c, int width,
+                       vec8_t value)
+{
+    real_t lanes[8];
+    vstore8(value, 0, lanes);
+    for (int e = 0; e < 8 && c * 8 + e < width; ++e)
+        store_elem(dst, at4(base, stride, b, h, row, c * 8 + e), lanes[e]);
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 {
@@ -117,18 +159,15 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     const long j0 = (long)get_group_id(0) * WG, j = j0 + lid;
     const bool key_valid = j < seqlen_k;
     const long key = min(j, (long)seqlen_k - 1);
-    real_t k_row[DQK], v_row[DVP], acc_k[DQK], acc_v[DVP];
-    for (int d = 0; d < DQK; ++d) {
-        k_row[d] = d < head_dim
-                       ? load_elem(k, at4(in_base.s1, k_stride, b, hk, key, d))
-                       : 0;
-        acc_k[d] = 0;
+    vec8_t k_row[DQK / 8], v_row[DVP / 8], acc_k[DQK / 8], acc_v[DVP / 8];
+    for (int c = 0; c < DQK / 8; ++c) {
+        k_row[c] = load_row8(k, in_base.s1, k_stride, b, hk, key, c, head_dim);
+        acc_k[c] = (vec8_t)(0);
     }
-    for (int d = 0; d < DVP; ++d) {
-        v_row[d] = d < head_dim_v
-                       ? load_elem(v, at4(in_base.s2, v_stride, b, hk, key, d))
-                       : 0;
-        acc_v[d] = 0;
+    for (int c = 0; c < DVP / 8; ++c) {
+        v_row[c] =
+            load_row8(v, in_base.s2, v_stride, b, hk, key, c, head_dim_v);
+        acc_v[c] = (vec8_t)(0);
     }
     /* Rows that see any key of this group, then per key. */
     const long j1 = min(j0 + WG, (long)seqlen_k) - 1;
@@ -162,29 +201,35 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 const score_row sr =
                     score_row_init(b, h, min(i, (long)seqlen_q - 1), diag,
                                    1 FLASHCL_VARIANT_NAMES);
-                real_t s = 0, d_p = 0, d_cap;
-                for (int d = 0; d < DQK; ++d)
-                    s += q_t[r * DQK + d] * k_row[d];
-                const real_t p_any = probability(&sr, key, s * scale, lse_t[r],
-                                                 &d_cap FLASHCL_VARIANT_NAMES);
+                vec8_t s8 = (vec8_t)(0), d_p8 = (vec8_t)(0);
+                real_t d_cap;
+                for (int c = 0; c < DQK / 8; ++c)
+                    s8 = fma(vload8(c, q_t + r * DQK), k_row[c], s8);
+                const real_t p_any =
+                    probability(&sr, key, sum8(s8) * scale, lse_t[r],
+                                &d_cap FLASHCL_VARIANT_NAMES);
                 const real_t p = visible ? p_any : 0;
-                for (int d = 0; d < DVP; ++d) {
-                    d_p += d_o_t[r * DVP + d] * v_row[d];
-                    acc_v[d] += p * d_o_t[r * DVP + d];
+                for (int c = 0; c < DVP / 8; ++c) {
+                    const vec8_t g = vload8(c, d_o_t + r * DVP);
+                    d_p8 = fma(g, v_row[c], d_p8);
+                    acc_v[c] = fma((vec8_t)(p), g, acc_v[c]);
                 }
-                const real_t d_s = visible ? p * (d_p - delta_t[r]) * d_cap : 0;
-                for (int d = 0; d < DQK; ++d)
-                    acc_k[d] += d_s * q_t[r * DQK + d];
+                const real_t d_s =
+                    visible ? p * (sum8(d_p8) - delta_t[r]) * d_cap : 0;
+                for (int c = 0; c < DQK / 8; ++c)
+                    acc_k[c] =
+                        fma((vec8_t)(d_s), vload8(c, q_t + r * DQK), acc_k[c]);
             }
         }
     }
     if (!key_valid)
         return;
-    for (int d = 0; d < head_dim; ++d)
-        store_elem(d_k, at4(out_base.s2, d_k_stride, b, hk, j, d),
-                   acc_k[d] * scale);
-    for (int d = 0; d < head_dim_v; ++d)
-        store_elem(d_v, at4(out_base.s3, d_v_stride, b, hk, j, d), acc_v[d]);
+    for (int c = 0; c < DQK / 8; ++c)
+        store_row8(d_k, out_base.s2, d_k_stride, b, hk, j, c, head_dim,
+                   acc_k[c] * scale);
+    for (int c = 0; c < DVP / 8; ++c)
+        store_row8(d_v, out_base.s3, d_v_stride, b, hk, j, c, head_dim_v,
+                   acc_v[c]);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -197,17 +242,14 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const long i0 = (long)get_group_id(0) * WG, i = i0 + lid;
     const bool row_valid = i < seqlen_q;
     const long row = min(i, (long)seqlen_q - 1);
-    real_t q_row[DQK], g_row[DVP], acc[DQK];
-    for (int d = 0; d < DQK; ++d) {
-        q_row[d] = d < head_dim
-                       ? load_elem(q, at4(in_base.s0, q_stride, b, h, row, d))
-                       : 0;
-        acc[d] = 0;
+    vec8_t q_row[DQK / 8], g_row[DVP / 8], acc[DQK / 8];
+    for (int c = 0; c < DQK / 8; ++c) {
+        q_row[c] = load_row8(q, in_base.s0, q_stride, b, h, row, c, head_dim);
+        acc[c] = (vec8_t)(0);
     }
-    for (int d = 0; d < DVP; ++d)
-        g_row[d] = d < head_dim_v ? load_elem(d_o, at4(out_base.s0, d_o_stride,
-                                                        b, h, row, d))
-                                  : 0;
+    for (int c = 0; c < DVP / 8; ++c)
+        g_row[c] = load_row8(d_o, out_base.s0, d_o_stride, b, h, row, c,
+                             head_dim_v);
     const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, row)];
     const real_t row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row];
     const bool live = row_valid && row_lse != -INFINITY;
@@ -232,25 +274,26 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
             const long j = n0 + c;
             const bool visible =
                 live && j <= key_hi && j >= mine_lo && j <= mine_hi;
-            real_t s = 0, d_p = 0, d_cap;
-            for (int d = 0; d < DQK; ++d)
-                s += q_row[d] * k_t[c * DQK + d];
+            vec8_t s8 = (vec8_t)(0), d_p8 = (vec8_t)(0);
+            real_t d_cap;
+            for (int e = 0; e < DQK / 8; ++e)
+                s8 = fma(q_row[e], vload8(e, k_t + c * DQK), s8);
             const real_t p_any =
-                probability(&sr, min(j, (long)seqlen_k - 1), s * scale,
+                probability(&sr, min(j, (long)seqlen_k - 1), sum8(s8) * scale,
                             row_lse, &d_cap FLASHCL_VARIANT_NAMES);
-            for (int d = 0; d < DVP; ++d)
-                d_p += g_row[d] * v_t[c * DVP + d];
+            for (int e = 0; e < DVP / 8; ++e)
+                d_p8 = fma(g_row[e], vload8(e, v_t + c * DVP), d_p8);
             const real_t d_s =
-                visible ? p_any * (d_p - row_delta) * d_cap : 0;
-            for (int d = 0; d < DQK; ++d)
-                acc[d] += d_s * k_t[c * DQK + d];
+                visible ? p_any * (sum8(d_p8) - row_delta) * d_cap : 0;
+            for (int e = 0; e < DQK / 8; ++e)
+                acc[e] = fma((vec8_t)(d_s), vload8(e, k_t + c * DQK), acc[e]);
         }
     }
     if (!row_valid)
         return;
-    for (int d = 0; d < head_dim; ++d)
-        store_elem(d_q, at4(out_base.s1, d_q_stride, b, h, i, d),
-                   acc[d] * scale);
+    for (int c = 0; c < DQK / 8; ++c)
+        store_row8(d_q, out_base.s1, d_q_stride, b, h, i, c, head_dim,
+                   acc[c] * scale);
 }
 
 __kernel void flashcl_bwd_dsinks(FLASHCL_BWD_PARAMS)
