@@ -194,6 +194,20 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 delta_t[r] = delta[((ulong)b * heads_q + h) * seqlen_q + i];
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+            /* Copies that do not live across a barrier, so that they can
+             * stay in registers (flash_fwd.cl's note on PoCL). */
+            vec8_t key_c[DQK / 8], value_c[DVP / 8], sum_k[DQK / 8],
+                sum_v[DVP / 8];
+#pragma unroll
+            for (int c = 0; c < DQK / 8; ++c) {
+                key_c[c] = k_row[c];
+                sum_k[c] = acc_k[c];
+            }
+#pragma unroll
+            for (int c = 0; c < DVP / 8; ++c) {
+                value_c[c] = v_row[c];
+                sum_v[c] = acc_v[c];
+            }
             for (int r = 0; r < TILE; ++r) {
                 const long i = r0 + r;
                 const bool visible = key_valid && lse_t[r] != -INFINITY &&
@@ -203,23 +217,32 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                                    1 FLASHCL_VARIANT_NAMES);
                 vec8_t s8 = (vec8_t)(0), d_p8 = (vec8_t)(0);
                 real_t d_cap;
+#pragma unroll
                 for (int c = 0; c < DQK / 8; ++c)
-                    s8 = fma(vload8(c, q_t + r * DQK), k_row[c], s8);
+                    s8 = fma(vload8(c, q_t + r * DQK), key_c[c], s8);
                 const real_t p_any =
                     probability(&sr, key, sum8(s8) * scale, lse_t[r],
                                 &d_cap FLASHCL_VARIANT_NAMES);
                 const real_t p = visible ? p_any : 0;
+#pragma unroll
                 for (int c = 0; c < DVP / 8; ++c) {
                     const vec8_t g = vload8(c, d_o_t + r * DVP);
-                    d_p8 = fma(g, v_row[c], d_p8);
-                    acc_v[c] = fma((vec8_t)(p), g, acc_v[c]);
+                    d_p8 = fma(g, value_c[c], d_p8);
+                    sum_v[c] = fma((vec8_t)(p), g, sum_v[c]);
                 }
                 const real_t d_s =
                     visible ? p * (sum8(d_p8) - delta_t[r]) * d_cap : 0;
+#pragma unroll
                 for (int c = 0; c < DQK / 8; ++c)
-                    acc_k[c] =
-                        fma((vec8_t)(d_s), vload8(c, q_t + r * DQK), acc_k[c]);
+                    sum_k[c] =
+                        fma((vec8_t)(d_s), vload8(c, q_t + r * DQK), sum_k[c]);
             }
+#pragma unroll
+            for (int c = 0; c < DQK / 8; ++c)
+                acc_k[c] = sum_k[c];
+#pragma unroll
+            for (int c = 0; c < DVP / 8; ++c)
+                acc_v[c] = sum_v[c];
         }
     }
     if (!key_valid)
@@ -270,24 +293,39 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         load_tile(v_t, v, in_base.s2, v_stride, b, hk, n0, key_hi, head_dim_v,
                   DVP);
         barrier(CLK_LOCAL_MEM_FENCE);
+        vec8_t query_c[DQK / 8], grad_c[DVP / 8], sum[DQK / 8]; /* as above */
+#pragma unroll
+        for (int e = 0; e < DQK / 8; ++e) {
+            query_c[e] = q_row[e];
+            sum[e] = acc[e];
+        }
+#pragma unroll
+        for (int e = 0; e < DVP / 8; ++e)
+            grad_c[e] = g_row[e];
         for (int c = 0; c < TILE; ++c) {
             const long j = n0 + c;
             const bool visible =
                 live && j <= key_hi && j >= mine_lo && j <= mine_hi;
             vec8_t s8 = (vec8_t)(0), d_p8 = (vec8_t)(0);
             real_t d_cap;
+#pragma unroll
             for (int e = 0; e < DQK / 8; ++e)
-                s8 = fma(q_row[e], vload8(e, k_t + c * DQK), s8);
+                s8 = fma(query_c[e], vload8(e, k_t + c * DQK), s8);
             const real_t p_any =
                 probability(&sr, min(j, (long)seqlen_k - 1), sum8(s8) * scale,
                             row_lse, &d_cap FLASHCL_VARIANT_NAMES);
+#pragma unroll
             for (int e = 0; e < DVP / 8; ++e)
-                d_p8 = fma(g_row[e], vload8(e, v_t + c * DVP), d_p8);
+                d_p8 = fma(grad_c[e], vload8(e, v_t + c * DVP), d_p8);
             const real_t d_s =
                 visible ? p_any * (sum8(d_p8) - row_delta) * d_cap : 0;
+#pragma unroll
             for (int e = 0; e < DQK / 8; ++e)
-                acc[e] = fma((vec8_t)(d_s), vload8(e, k_t + c * DQK), acc[e]);
+                sum[e] = fma((vec8_t)(d_s), vload8(e, k_t + c * DQK), sum[e]);
         }
+#pragma unroll
+        for (int e = 0; e < DQK / 8; ++e)
+            acc[e] = sum[e];
     }
     if (!row_valid)
         return;
