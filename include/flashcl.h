@@ -504,6 +504,98 @@ FLASHCL_API flashcl_status flashcl_attention_forward_host(
     const void *k, const void *v, void *o, float *lse);
 
 /* ------------------------------------------------------------------ */
+/* Backward                                                            */
+/* ------------------------------------------------------------------ */
+
+/** What flashcl_attention_backward writes, besides the forward's own
+ *  descriptor (which it reads). Initialise it with
+ *  FLASHCL_BACKWARD_DESC_INIT or flashcl_backward_desc_init(); its
+ *  struct_size must be this header's sizeof (0 or another size:
+ *  FLASHCL_ERROR_INVALID_VALUE).
+ *
+ *  Every tensor follows the forward's view rules (all-zero strides: packed
+ *  in the forward descriptor's layout) and is stored in its dtype. The
+ *  gradients are those of the function the forward computes, for every
+ *  variant: ALiBi, bias and mask are constants (no gradient is computed
+ *  for them); a row that sees no key gets zero gradients. */
+typedef struct flashcl_backward_desc {
+    /** sizeof(flashcl_backward_desc) (FLASHCL_BACKWARD_DESC_INIT sets it). */
+    size_t struct_size;
+    /** dO, the loss's gradient with respect to O: o's shape (head_dim_v). */
+    flashcl_tensor d_o;
+    /** Outputs, overwritten: dQ in q's shape, dK in k's and dV in v's
+     *  (heads_kv heads; GQA/MQA: the sum over each KV head's query heads,
+     *  taken in a fixed order). */
+    flashcl_tensor d_q, d_k, d_v;
+    /** Optional output: fp32 [heads_q], the sink logits' gradient, summed
+     *  over batch and rows; element h at offset + 4 * h * stride_head (0:
+     *  packed). Only with desc->sinks; buffer NULL: not wanted. */
+    flashcl_tensor d_sinks;
+    /** 0 (default): bitwise-reproducible gradients (the same inputs give
+     *  the same bits on every call, whatever the timing). 1: a path may
+     *  trade that for speed (none does yet). Other values are rejected. */
+    int nondeterministic;
+} flashcl_backward_desc;
+
+#ifdef __cplusplus /* as FLASHCL_ATTENTION_DESC_INIT */
+FLASHCL_INIT_FN_ flashcl_backward_desc flashcl_backward_desc_initial_(void)
+{
+    flashcl_backward_desc desc = {};
+    desc.struct_size = sizeof desc;
+    return desc;
+}
+#define FLASHCL_BACKWARD_DESC_INIT {flashcl_backward_desc_initial_()}
+#else
+#define FLASHCL_BACKWARD_DESC_INIT                                             \
+    {.struct_size = sizeof(flashcl_backward_desc)}
+#endif
+
+/** The same as FLASHCL_BACKWARD_DESC_INIT for a descriptor in memory:
+ *  zeroes *desc and sets struct_size. NULL is ignored. */
+FLASHCL_API void flashcl_backward_desc_init(flashcl_backward_desc *desc);
+
+/** Enqueue the attention backward on `queue` (NULL: the context's queue)
+ *  after the wait list, with `*event` (if not NULL) completing when every
+ *  gradient is written; the queue, wait-list and event rules are
+ *  flashcl_attention_forward's.
+ *
+ *  `desc` is the forward call's descriptor, every variant field and view
+ *  included; its `o` and `lse` (natural log) are inputs here and both are
+ *  required. Any O and LSE of the same function will do, such as ones
+ *  merged by flashcl_combine_partials. `bwd` names dO and the outputs.
+ *
+ *  Computed as Delta = rowsum(dO * O) in fp32 (fp64 for fp64), then one
+ *  pass over key blocks for dK and dV and one over query rows for dQ,
+ *  recomputing P from Q, K and LSE: no atomics and a fixed summation
+ *  order, so the result is deterministic (bitwise equal over calls).
+ *  Extra device memory: one Delta per query row, freed after the call.
+ *
+ *  Refused with FLASHCL_ERROR_UNSUPPORTED and a message: KV cache, append,
+ *  paged KV, varlen (cu_seqlens_q/k), num_splits > 1 and
+ *  FLASHCL_BACKEND_REFERENCE. Bad input (NULL or foreign buffers, a view
+ *  outside its buffer, an output overlapping another output or any input,
+ *  missing o or lse, d_sinks without sinks) gets a specific status and a
+ *  message, and nothing is written. batch or heads 0 is a no-op;
+ *  seqlen_q 0 writes dK = dV = 0, seqlen_k 0 writes dQ = 0. */
+FLASHCL_API flashcl_status flashcl_attention_backward(
+    flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *desc, const flashcl_backward_desc *bwd,
+    cl_uint num_events_in_wait_list, const cl_event *event_wait_list,
+    cl_event *event);
+
+/** Host-memory convenience: q, k, v, o, d_o (packed in desc->layout,
+ *  dtype desc->dtype) and lse (fp32 [batch, heads_q, seqlen_q]) are copied
+ *  to the device, the backward runs on the context's queue, and d_q, d_k,
+ *  d_v (packed likewise) and d_sinks (fp32 [heads_q]; NULL: not wanted,
+ *  non-NULL only with desc->sinks) are copied back. The desc's q, k, v, o
+ *  and lse fields are ignored; its variant tensors are device buffers as
+ *  for the forward's host call. On error nothing is written. */
+FLASHCL_API flashcl_status flashcl_attention_backward_host(
+    flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
+    const void *k, const void *v, const void *o, const float *lse,
+    const void *d_o, void *d_q, void *d_k, void *d_v, float *d_sinks);
+
+/* ------------------------------------------------------------------ */
 /* Reference backend scratch                                           */
 /* ------------------------------------------------------------------ */
 /* FLASHCL_BACKEND_REFERENCE computes S = scale * Q K^T and O = P V with

@@ -597,3 +597,38 @@ int oracle_attention(const oracle_problem *p, double *out_o,
     oracle_release(o);
     return 0;
 }
+
+/* ---- what the gradient oracle reads -------------------------------- */
+
+void oracle_decoded(const oracle *o, const double **q, const double **k,
+                    const double **v)
+{
+    *q = o->q;
+    *k = o->k;
+    *v = o->v;
+}
+
+double oracle_score(const oracle *o, size_t b, size_t h, size_t i, size_t j,
+                    double *d_product)
+{
+    const oracle_problem *p = &o->p;
+    const size_t hk = h / (p->heads_q / p->heads_kv);
+    const double *q_row =
+        o->q + ((b * p->heads_q + h) * p->seqlen_q + i) * p->head_dim;
+    const double *k_head =
+        o->k + (b * p->heads_kv + hk) * p->seqlen_k * p->head_dim;
+    if (d_product) {
+        double t = 0;
+        if (p->softcap > 0)
+            t = tanh(p->scale *
+                     dot(q_row, k_head + j * p->head_dim, p->head_dim) /
+                     p->softcap);
+        *d_product = 1 - t * t;
+    }
+    return score(o, b, h, i, j, q_row, k_head, diagonal(p));
+}
+
+double oracle_sink(const oracle *o, size_t h)
+{
+    return o->sinks ? o->sinks[h] : -INFINITY;
+}

@@ -130,4 +130,17 @@ void oracle_compute(oracle *o, double *out_o, const size_t o_stride[4],
 int oracle_attention(const oracle_problem *p, double *out_o,
                      const size_t o_stride[4], double *out_lse);
 
+/* ---- what the gradient oracle (oracle_bwd.h) reads ------------------ */
+
+/* The decoded inputs, packed [batch][heads][seq][dim] doubles. */
+void oracle_decoded(const oracle *o, const double **q, const double **k,
+                    const double **v);
+/* Score (b, h, i, j) exactly as oracle_row uses it (band not applied; a
+ * masked key gives -inf), and into *d_product (may be NULL) its derivative
+ * with respect to scale * q.k: softcap's 1 - tanh^2, else 1. */
+double oracle_score(const oracle *o, size_t b, size_t h, size_t i, size_t j,
+                    double *d_product);
+/* The sink logit of head h, -inf without sinks. */
+double oracle_sink(const oracle *o, size_t h);
+
 #endif /* FLASHCL_SUPPORT_ORACLE_H */

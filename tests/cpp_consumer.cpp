@@ -27,6 +27,9 @@ static_assert(constant_desc.struct_size == sizeof(flashcl_attention_desc),
 constexpr flashcl_combine_desc constant_combine = FLASHCL_COMBINE_DESC_INIT;
 static_assert(constant_combine.struct_size == sizeof(flashcl_combine_desc),
               "FLASHCL_COMBINE_DESC_INIT sets struct_size at compile time");
+constexpr flashcl_backward_desc constant_backward = FLASHCL_BACKWARD_DESC_INIT;
+static_assert(constant_backward.struct_size == sizeof(flashcl_backward_desc),
+              "FLASHCL_BACKWARD_DESC_INIT sets struct_size at compile time");
 #endif
 
 struct with_member {
@@ -50,11 +53,13 @@ bool initialisers_set_struct_size()
     flashcl_attention_desc *allocated =
         new flashcl_attention_desc FLASHCL_ATTENTION_DESC_INIT;
     in_aggregate combine = {FLASHCL_COMBINE_DESC_INIT, 1};
+    flashcl_backward_desc backward = FLASHCL_BACKWARD_DESC_INIT;
     bool ok = copied.struct_size == size && listed.struct_size == size &&
               direct.struct_size == size && array[1].struct_size == size &&
               member.desc.struct_size == size &&
               allocated->struct_size == size &&
-              combine.desc.struct_size == sizeof(flashcl_combine_desc);
+              combine.desc.struct_size == sizeof(flashcl_combine_desc) &&
+              backward.struct_size == sizeof(flashcl_backward_desc);
     delete allocated;
     if (!ok)
         std::fprintf(stderr, "an initialiser form left struct_size unset\n");

@@ -6,8 +6,9 @@
  * in the device buffers),
  * struct_size), each passed to flashcl_describe_variant and
  * flashcl_attention_forward on the default device; every fourth call is a
- * flashcl_combine_partials with its own wild fields. What must hold, for
- * every call:
+ * flashcl_combine_partials with its own wild fields, and another fourth
+ * a flashcl_attention_backward with a wild backward descriptor too. What
+ * must hold, for every call:
  *
  *   - the status is one of the enum's, and an error comes with a message
  *     (flashcl_context_last_error non-empty);
@@ -280,6 +281,31 @@ static void combine_desc(const pool *p, flashcl_combine_desc *c)
     }
 }
 
+/* flashcl_attention_backward: the forward's (mutated) descriptor, and a
+ * backward descriptor whose outputs lie in the O pool past any O view,
+ * then 0-2 wild tensors or a wrong struct_size. Returns the number of
+ * mutations. */
+static int backward_desc(const pool *p, flashcl_backward_desc *b)
+{
+    *b = (flashcl_backward_desc)FLASHCL_BACKWARD_DESC_INIT;
+    b->d_o.buffer = p->data[0];
+    b->d_q = (flashcl_tensor){p->data[3], 1 << 16, 0, 0, 0, 0};
+    b->d_k = (flashcl_tensor){p->data[3], 2 << 16, 0, 0, 0, 0};
+    b->d_v = (flashcl_tensor){p->data[3], 3 << 16, 0, 0, 0, 0};
+    const int mutations = (int)(next() % 3);
+    flashcl_tensor *const tensors[5] = {&b->d_o, &b->d_q, &b->d_k, &b->d_v,
+                                        &b->d_sinks};
+    for (int m = 0; m < mutations; ++m) {
+        if (next() % 8 == 0)
+            b->struct_size = (size_t)PICK(0, 1, sizeof *b + 8);
+        else if (next() % 8 == 0)
+            b->nondeterministic = (int)PICK(-1, 2, INT_MAX);
+        else
+            wild_tensor(p, tensors[next() % 5]);
+    }
+    return mutations;
+}
+
 typedef struct snapshot {
     unsigned char *bytes[4]; /* k, v, o, lse */
 } snapshot;
@@ -403,6 +429,23 @@ int main(void)
             bad = check_call(ctx, queue, &p, merged, it, &before, &after);
             bad ? ++failed : ++passed;
             merged == FLASHCL_SUCCESS ? (void)0 : (void)++errors;
+            continue;
+        }
+        if (it % 4 == 1) { /* another fourth: the backward */
+            flashcl_backward_desc b;
+            const int wild = backward_desc(&p, &b);
+            if (mutations == 0 && wild == 0 && runs_left <= 0)
+                continue; /* valid: it would compile */
+            const flashcl_status back =
+                flashcl_attention_backward(ctx, queue, d, &b, 0, NULL, NULL);
+            clFinish(queue);
+            if (back == FLASHCL_SUCCESS) {
+                --runs_left;
+                ++ran;
+            } else
+                ++errors;
+            bad = check_call(ctx, queue, &p, back, it, &before, &after);
+            bad ? ++failed : ++passed;
             continue;
         }
         if (getenv("FLASHCL_FUZZ_VERBOSE")) /* the call about to be made */

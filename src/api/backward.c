@@ -1,0 +1,567 @@
+/* flashcl_attention_backward: checks the forward descriptor (through the
+ * problem module) and the backward descriptor, then enqueues the portable
+ * backward kernels (cl/portable/flash_bwd.cl): Delta, dK/dV, dQ and, with
+ * sinks, d_sinks, each waiting for the one before. */
+#include "api/api.h"
+#include "paths/path.h"
+#include "problem/problem.h"
+#include "problem/variants.h"
+#include "portable/flash_bwd_args.clh"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The resolved backward descriptor. */
+typedef struct bwd_views {
+    tensor_view d_o, d_q, d_k, d_v, d_sinks;
+} bwd_views;
+
+void flashcl_backward_desc_init(flashcl_backward_desc *desc)
+{
+    if (!desc)
+        return;
+    memset(desc, 0, sizeof *desc);
+    desc->struct_size = sizeof *desc;
+}
+
+static flashcl_status check_bwd_desc(flashcl_context *ctx,
+                                     const flashcl_backward_desc *bwd)
+{
+    if (!bwd)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bwd is NULL");
+    if (bwd->struct_size != sizeof *bwd)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "bwd.struct_size = %zu, expected %zu: initialise "
+                         "the descriptor with FLASHCL_BACKWARD_DESC_INIT",
+                         bwd->struct_size, sizeof *bwd);
+    if (bwd->nondeterministic != 0 && bwd->nondeterministic != 1)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "bwd.nondeterministic = %d: must be 0 or 1",
+                         bwd->nondeterministic);
+    return FLASHCL_SUCCESS;
+}
+
+/* Forward features the backward cannot serve (yet), named. */
+static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
+{
+    const char *what = NULL;
+    if (p->infer.append)
+        what = "an append (k_new/v_new)";
+    else if (p->infer.kv == KV_PAGED)
+        what = "paged KV (block_table)";
+    else if (p->infer.kv == KV_CACHE)
+        what = "a KV cache (cache_seqlens)";
+    else if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
+        what = "varlen (cu_seqlens_q/k)";
+    else if (p->infer.num_splits > 1)
+        what = "num_splits > 1";
+    else if (p->backend == FLASHCL_BACKEND_REFERENCE)
+        what = "the reference backend";
+    if (what)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "the backward does not support %s; see "
+                         "docs/backward.md", what);
+    if (!p->lse.present)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                         "desc.lse.buffer is NULL: the backward reads the "
+                         "forward's LSE");
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status resolve_bwd_views(flashcl_context *ctx,
+                                        const problem *p,
+                                        const flashcl_backward_desc *bwd,
+                                        bwd_views *out)
+{
+    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
+                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
+                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+                   dv = (uint64_t)p->head_dim_v;
+    const size_t e = p->elem_size;
+    const flashcl_layout layout = p->layout;
+    const struct {
+        const flashcl_tensor *tensor;
+        view_shape shape;
+        tensor_view *view;
+        bool required;
+    } views[5] = {
+        {&bwd->d_o, {"d_o", {b, hq, nq, dv}, e, layout, STRIDES_PACKED_LAYOUT},
+         &out->d_o, true},
+        {&bwd->d_q, {"d_q", {b, hq, nq, d}, e, layout, STRIDES_PACKED_LAYOUT},
+         &out->d_q, true},
+        {&bwd->d_k, {"d_k", {b, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
+         &out->d_k, true},
+        {&bwd->d_v, {"d_v", {b, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
+         &out->d_v, true},
+        {&bwd->d_sinks,
+         {"d_sinks", {1, hq, 1, 1}, sizeof(float), layout,
+          STRIDES_PACKED_HEADS},
+         &out->d_sinks, false},
+    };
+    for (int i = 0; i < 5; ++i) {
+        flashcl_status status =
+            resolve_view(ctx, views[i].tensor, &views[i].shape,
+                         PROBLEM_FOR_LAUNCH, views[i].required, views[i].view);
+        if (status != FLASHCL_SUCCESS)
+            return status;
+    }
+    if (out->d_sinks.present && !variant_active(p, "sinks"))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "bwd.d_sinks is set but desc.sinks is not: there is "
+                         "no sink logit to differentiate");
+    return FLASHCL_SUCCESS;
+}
+
+typedef struct named {
+    const tensor_view *view;
+    const char *name;
+} named;
+
+/* Outputs overlap nothing (each other, any input), and no two elements of
+ * one output share bytes. */
+static flashcl_status check_outputs(flashcl_context *ctx, const problem *p,
+                                    const bwd_views *w)
+{
+    named all[10 + PROBLEM_MAX_VARIANTS] = {
+        {&w->d_q, "d_q"}, {&w->d_k, "d_k"}, {&w->d_v, "d_v"},
+        {&w->d_sinks, "d_sinks"}, {&w->d_o, "d_o"}, {&p->q, "q"},
+        {&p->k, "k"}, {&p->v, "v"}, {&p->o, "o"}, {&p->lse, "lse"}};
+    size_t count = 10;
+    for (size_t i = 0; i < variant_count(); ++i)
+        if (p->variant_tensor[i].present)
+            all[count++] = (named){&p->variant_tensor[i], variant_at(i)->name};
+    for (size_t out = 0; out < 4; ++out) {
+        if (all[out].view->present && !view_is_injective(all[out].view))
+            return set_error(ctx, FLASHCL_ERROR_ALIASING,
+                             "%s: its strides make distinct elements share "
+                             "memory",
+                             all[out].name);
+        for (size_t other = out + 1; other < count; ++other)
+            if (views_overlap(all[out].view, all[other].view))
+                return set_error(ctx, FLASHCL_ERROR_ALIASING,
+                                 "%s overlaps %s in the same buffer",
+                                 all[out].name, all[other].name);
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- launching ------------------------------------------------------ */
+
+#define FLASHCL_HTYPE_STORAGE_IN cl_mem
+#define FLASHCL_HTYPE_STORAGE_OUT cl_mem
+#define FLASHCL_HTYPE_FLOAT_OUT cl_mem
+#define FLASHCL_HTYPE_REAL_BUF cl_mem
+#define FLASHCL_HTYPE_INT cl_int
+#define FLASHCL_HTYPE_LONG cl_long
+
+typedef struct bwd_args {
+    FLASHCL_BWD_ARGS(FLASHCL_HOST_FIELD)
+} bwd_args;
+
+enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS };
+
+static cl_ulong4 ulong4_of(const uint64_t v[4])
+{
+    cl_ulong4 out;
+    for (int i = 0; i < 4; ++i)
+        out.s[i] = v[i];
+    return out;
+}
+
+static void fill_args(flashcl_context *ctx, const problem *p,
+                      const bwd_views *w, cl_mem delta, bwd_args *a)
+{
+    a->q = p->q.given;
+    a->k = p->k.given;
+    a->v = p->v.given;
+    a->o = p->o.given;
+    a->d_o = w->d_o.given;
+    a->lse = p->lse.given;
+    a->delta = delta;
+    a->d_q = w->d_q.given;
+    a->d_k = w->d_k.given;
+    a->d_v = w->d_v.given;
+    a->d_sinks = w->d_sinks.present ? w->d_sinks.given : ctx->dummy;
+    a->q_stride = ulong4_of(p->q.stride);
+    a->k_stride = ulong4_of(p->k.stride);
+    a->v_stride = ulong4_of(p->v.stride);
+    a->o_stride = ulong4_of(p->o.stride);
+    a->d_o_stride = ulong4_of(w->d_o.stride);
+    a->lse_stride = ulong4_of(p->lse.stride);
+    a->d_q_stride = ulong4_of(w->d_q.stride);
+    a->d_k_stride = ulong4_of(w->d_k.stride);
+    a->d_v_stride = ulong4_of(w->d_v.stride);
+    const uint64_t in[4] = {p->q.base, p->k.base, p->v.base, p->o.base};
+    const uint64_t out[4] = {w->d_o.base, w->d_q.base, w->d_k.base,
+                             w->d_v.base};
+    a->in_base = ulong4_of(in);
+    a->out_base = ulong4_of(out);
+    a->lse_base = p->lse.base;
+    a->d_sinks_base = w->d_sinks.present ? w->d_sinks.base : 0;
+    a->d_sinks_stride = w->d_sinks.present ? w->d_sinks.stride[1] : 0;
+    a->batch = (cl_int)p->batch;
+    a->heads_q = (cl_int)p->heads_q;
+    a->seqlen_q = (cl_int)p->seqlen_q;
+    a->seqlen_k = (cl_int)p->seqlen_k;
+    a->head_dim = (cl_int)p->head_dim;
+    a->head_dim_v = (cl_int)p->head_dim_v;
+    a->group_size = (cl_int)problem_group_size(p);
+    a->scale = p->scale;
+    a->diag = p->diag;
+    a->window_left = p->left;
+    a->window_right = p->right;
+}
+
+static cl_int set_real_arg(cl_kernel k, cl_uint i, const double *v, bool fp64)
+{
+    const float f = (float)*v;
+    return fp64 ? clSetKernelArg(k, i, sizeof *v, v)
+                : clSetKernelArg(k, i, sizeof f, &f);
+}
+
+#define SET_MEM_(k, i, v) clSetKernelArg(k, i, sizeof(cl_mem), v)
+#define SET_STORAGE_IN(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_STORAGE_OUT(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_FLOAT_OUT(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_FLOAT_IN(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_REAL_BUF(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_INT(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_int), v)
+#define SET_LONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_long), v)
+#define SET_ULONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong), v)
+#define SET_ULONG4(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong4), v)
+#define SET_REAL(k, i, v, fp64) set_real_arg(k, i, v, fp64)
+#define SET_ONE(kind, name)                                                    \
+    if (err == CL_SUCCESS)                                                     \
+        err = SET_##kind(kernel, index, &a->name, fp64);                       \
+    ++index;
+
+static cl_int set_args(cl_kernel kernel, const bwd_args *a,
+                       const variant_args *variants, bool fp64)
+{
+    const cl_int abi = FLASHCL_KERNEL_ABI_VERSION;
+    cl_uint index = 0;
+    cl_int err = clSetKernelArg(kernel, index++, sizeof abi, &abi);
+    FLASHCL_BWD_ARGS(SET_ONE)
+    if (err == CL_SUCCESS)
+        err = set_variant_args(kernel, &index, variants, fp64);
+    return err;
+}
+
+/* Work-group size and tile rows of the backward kernels on this device. */
+typedef struct bwd_plan {
+    int wg, tile, dim_padded, dim_v_padded;
+} bwd_plan;
+
+static int padded_dim(int64_t dim)
+{
+    return (int)((dim + 7) / 8 * 8);
+}
+
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
+{
+    bwd_plan plan = {64, 32, padded_dim(p->head_dim),
+                     padded_dim(p->head_dim_v)};
+    while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
+        plan.wg /= 2;
+    /* The two tiles in half the local memory, at most. */
+    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    while (plan.tile > 1 &&
+           (size_t)plan.tile * (size_t)(plan.dim_padded + plan.dim_v_padded +
+                                        2) * real_size >
+               ctx->caps.local_mem / 2)
+        plan.tile /= 2;
+    return plan;
+}
+
+static flashcl_status build_program(flashcl_context *ctx, const problem *p,
+                                    const bwd_plan *plan,
+                                    compiled_program **program)
+{
+    char options[1024];
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
+             "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
+             "-DFLASHCL_BWD_TILE=%d",
+             verbose_enabled() ? "" : " -w", (int)p->dtype, plan->dim_padded,
+             plan->dim_v_padded, plan->wg, plan->tile);
+    variants_append_defines(p, options, sizeof options);
+    const program_request request = {
+        "flash_bwd.cl",
+        options,
+        {"flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
+         "flashcl_bwd_dsinks"},
+        4};
+    return program_cache_get(ctx, &request, program, NULL);
+}
+
+/* One kernel over (rows, heads, batch), rows padded to the work-group. */
+typedef struct launch_step {
+    int kernel;
+    size_t rows, heads, batch;
+} launch_step;
+
+static flashcl_status enqueue_step(flashcl_context *ctx,
+                                   cl_command_queue queue,
+                                   compiled_program *program,
+                                   const launch_step *step, const bwd_args *a,
+                                   const problem *p, int wg, cl_uint num_wait,
+                                   const cl_event *wait, cl_event *done)
+{
+    cl_kernel kernel = program->kernels[step->kernel];
+    size_t group = 0;
+    cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device,
+                                          CL_KERNEL_WORK_GROUP_SIZE,
+                                          sizeof group, &group, NULL);
+    const size_t local = (size_t)wg;
+    if (err == CL_SUCCESS && group < local)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "backward kernel %d runs at most %zu work-items a "
+                         "group here, fewer than its %zu",
+                         step->kernel, group, local);
+    const size_t global[3] = {(step->rows + local - 1) / local * local,
+                              step->heads, step->batch};
+    const size_t local_size[3] = {local, 1, 1};
+    pthread_mutex_lock(&program->launch_lock);
+    if (err == CL_SUCCESS)
+        err = set_args(kernel, a, &p->vargs, p->dtype == FLASHCL_DTYPE_FP64);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global,
+                                     local_size, num_wait, wait, done);
+    pthread_mutex_unlock(&program->launch_lock);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "enqueueing backward kernel %d: %s", step->kernel,
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
+                                  compiled_program *program, const problem *p,
+                                  const bwd_args *a, int wg, bool want_sinks,
+                                  cl_uint num_wait, const cl_event *wait_list,
+                                  cl_event *event)
+{
+    const size_t b = (size_t)p->batch, hq = (size_t)p->heads_q,
+                 hkv = (size_t)p->heads_kv, nq = (size_t)p->seqlen_q,
+                 nk = (size_t)p->seqlen_k;
+    launch_step steps[4];
+    int count = 0;
+    if (nq) /* dK/dV and dQ read Delta */
+        steps[count++] = (launch_step){KERNEL_DELTA, nq, hq, b};
+    if (nk)
+        steps[count++] = (launch_step){KERNEL_DKDV, nk, hkv, b};
+    if (nq)
+        steps[count++] = (launch_step){KERNEL_DQ, nq, hq, b};
+    if (want_sinks)
+        steps[count++] = (launch_step){KERNEL_DSINKS, hq, 1, 1};
+    if (count == 0)
+        return api_empty_call(ctx, queue, num_wait, wait_list, event);
+    /* Each step waits for the one before, so an out-of-order queue keeps
+     * the order too; the last step's event covers the whole call. */
+    cl_event previous = NULL;
+    flashcl_status status = FLASHCL_SUCCESS;
+    for (int s = 0; s < count && status == FLASHCL_SUCCESS; ++s) {
+        const bool last = s == count - 1;
+        cl_event done = NULL;
+        status = enqueue_step(ctx, queue, program, &steps[s], a, p, wg,
+                              s == 0 ? num_wait : 1,
+                              s == 0 ? wait_list : &previous,
+                              last && !event ? NULL : &done);
+        if (previous)
+            clReleaseEvent(previous);
+        previous = done;
+    }
+    if (status == FLASHCL_SUCCESS && event)
+        *event = previous;
+    else if (previous)
+        clReleaseEvent(previous);
+    return status;
+}
+
+static flashcl_status run_backward(flashcl_context *ctx,
+                                   cl_command_queue queue, const problem *p,
+                                   const bwd_views *w, cl_uint num_wait,
+                                   const cl_event *wait_list, cl_event *event)
+{
+    compiled_program *program = NULL;
+    const bwd_plan plan = plan_backward(ctx, p);
+    flashcl_status status = build_program(ctx, p, &plan, &program);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    const size_t rows = (size_t)(p->batch * p->heads_q * p->seqlen_q);
+    cl_int err = CL_SUCCESS;
+    /* Released right after the enqueue: OpenCL frees it only once the
+     * kernels that use it are done. */
+    cl_mem delta = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE,
+                                  (rows ? rows : 1) * real_size, NULL, &err);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating the backward's Delta (%zu bytes): %s",
+                         rows * real_size, cl_error_name(err));
+    bwd_args a;
+    fill_args(ctx, p, w, delta, &a);
+    status = enqueue_all(ctx, queue, program, p, &a, plan.wg,
+                         w->d_sinks.present,
+                         num_wait, wait_list, event);
+    clReleaseMemObject(delta);
+    return status;
+}
+
+flashcl_status flashcl_attention_backward(flashcl_context *ctx,
+                                          cl_command_queue queue,
+                                          const flashcl_attention_desc *desc,
+                                          const flashcl_backward_desc *bwd,
+                                          cl_uint num_events_in_wait_list,
+                                          const cl_event *event_wait_list,
+                                          cl_event *event)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    flashcl_status status = api_begin_enqueue(
+        ctx, &queue, num_events_in_wait_list, event_wait_list);
+    if (status == FLASHCL_SUCCESS)
+        status = check_bwd_desc(ctx, bwd);
+    problem p;
+    if (status == FLASHCL_SUCCESS)
+        status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
+    if (status == FLASHCL_SUCCESS)
+        status = refuse_features(ctx, &p);
+    bwd_views w;
+    if (status == FLASHCL_SUCCESS)
+        status = resolve_bwd_views(ctx, &p, bwd, &w);
+    if (status == FLASHCL_SUCCESS)
+        status = check_outputs(ctx, &p, &w);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (p.batch == 0 || p.heads_q == 0)
+        return api_empty_call(ctx, queue, num_events_in_wait_list,
+                              event_wait_list, event);
+    return run_backward(ctx, queue, &p, &w, num_events_in_wait_list,
+                        event_wait_list, event);
+}
+
+/* ---- host-memory convenience --------------------------------------- */
+
+enum { HOST_Q, HOST_K, HOST_V, HOST_O, HOST_LSE, HOST_DO, HOST_DQ, HOST_DK,
+       HOST_DV, HOST_DSINKS, HOST_COUNT };
+
+static void release_all(cl_mem *mems)
+{
+    for (int i = 0; i < HOST_COUNT; ++i)
+        if (mems[i])
+            clReleaseMemObject(mems[i]);
+}
+
+/* Device copies of the host arrays (inputs) and room for the outputs. */
+static flashcl_status make_host_mems(flashcl_context *ctx, const problem *p,
+                                     const void *const in[HOST_DO + 1],
+                                     bool want_sinks, cl_mem *mems,
+                                     size_t *bytes)
+{
+    problem_packed_bytes(p, &bytes[HOST_Q], &bytes[HOST_K], &bytes[HOST_V],
+                         &bytes[HOST_O], &bytes[HOST_LSE]);
+    bytes[HOST_DO] = bytes[HOST_O];
+    bytes[HOST_DQ] = bytes[HOST_Q];
+    bytes[HOST_DK] = bytes[HOST_K];
+    bytes[HOST_DV] = bytes[HOST_V];
+    bytes[HOST_DSINKS] = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < HOST_COUNT && err == CL_SUCCESS; ++i) {
+        if (i == HOST_DSINKS && !want_sinks)
+            continue;
+        const bool input = i <= HOST_DO && bytes[i];
+        /* An empty view still needs a buffer; OpenCL's cannot be empty. */
+        mems[i] = clCreateBuffer(
+            ctx->cl_ctx,
+            input ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
+            bytes[i] ? bytes[i] : 16, input ? (void *)in[i] : NULL, &err);
+    }
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                         "allocating device buffers for the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status read_outputs(flashcl_context *ctx, const cl_mem *mems,
+                                   const size_t *bytes, void *const out[4])
+{
+    cl_int err = clFinish(ctx->queue);
+    for (int i = HOST_DQ; i < HOST_COUNT && err == CL_SUCCESS; ++i)
+        if (out[i - HOST_DQ] && bytes[i])
+            err = clEnqueueReadBuffer(ctx->queue, mems[i], CL_TRUE, 0,
+                                      bytes[i], out[i - HOST_DQ], 0, NULL,
+                                      NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, FLASHCL_ERROR_OPENCL,
+                         "running or reading back the host call: %s",
+                         cl_error_name(err));
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
+                                            const void *const in[HOST_DO + 1],
+                                            void *const out[4])
+{
+    cl_mem mems[HOST_COUNT] = {NULL};
+    size_t bytes[HOST_COUNT];
+    flashcl_status status =
+        make_host_mems(ctx, p, in, out[3] != NULL, mems, bytes);
+    if (status == FLASHCL_SUCCESS)
+        status = problem_bind_packed(ctx, p, mems[HOST_Q], mems[HOST_K],
+                                     mems[HOST_V], mems[HOST_O],
+                                     mems[HOST_LSE]);
+    flashcl_backward_desc bwd = FLASHCL_BACKWARD_DESC_INIT;
+    bwd.d_o.buffer = mems[HOST_DO];
+    bwd.d_q.buffer = mems[HOST_DQ];
+    bwd.d_k.buffer = mems[HOST_DK];
+    bwd.d_v.buffer = mems[HOST_DV];
+    bwd.d_sinks.buffer = mems[HOST_DSINKS];
+    bwd_views w;
+    if (status == FLASHCL_SUCCESS)
+        status = resolve_bwd_views(ctx, p, &bwd, &w);
+    if (status == FLASHCL_SUCCESS)
+        status = check_outputs(ctx, p, &w);
+    if (status == FLASHCL_SUCCESS)
+        status = run_backward(ctx, ctx->queue, p, &w, 0, NULL, NULL);
+    if (status == FLASHCL_SUCCESS)
+        status = read_outputs(ctx, mems, bytes, out);
+    release_all(mems);
+    return status;
+}
+
+flashcl_status flashcl_attention_backward_host(
+    flashcl_context *ctx, const flashcl_attention_desc *desc, const void *q,
+    const void *k, const void *v, const void *o, const float *lse,
+    const void *d_o, void *d_q, void *d_k, void *d_v, float *d_sinks)
+{
+    problem p;
+    flashcl_status status = problem_begin_call(
+        ctx, desc, PROBLEM_FOR_HOST_CALL, NULL, NULL, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const void *const in[HOST_DO + 1] = {q, k, v, o, lse, d_o};
+    const char *names[] = {"q", "k", "v", "o", "lse", "d_o"};
+    for (int i = 0; i <= HOST_DO; ++i)
+        if (!in[i])
+            return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                             "host pointer %s is NULL", names[i]);
+    if (!d_q || !d_k || !d_v)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                         "host pointer %s is NULL",
+                         !d_q ? "d_q" : !d_k ? "d_k" : "d_v");
+    p.lse.present = true; /* brought by the call; bound below */
+    status = refuse_features(ctx, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (d_sinks && !variant_active(&p, "sinks"))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "d_sinks is set but desc.sinks is not: there is no "
+                         "sink logit to differentiate");
+    if (p.batch == 0 || p.heads_q == 0)
+        return FLASHCL_SUCCESS;
+    void *const out[4] = {d_q, d_k, d_v, d_sinks};
+    return backward_host_checked(ctx, &p, in, out);
+}
