@@ -105,7 +105,7 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
         if (status != FLASHCL_SUCCESS)
             return status;
     }
-    if (out->d_sinks.present && !variant_active(p, "sinks"))
+    if (out->d_sinks.present && !variant_active(p, VARIANT_SINKS))
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "bwd.d_sinks is set but desc.sinks is not: there is "
                          "no sink logit to differentiate");
@@ -556,7 +556,7 @@ flashcl_status flashcl_attention_backward_host(
     status = refuse_features(ctx, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
-    if (d_sinks && !variant_active(&p, "sinks"))
+    if (d_sinks && !variant_active(&p, VARIANT_SINKS))
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "d_sinks is set but desc.sinks is not: there is no "
                          "sink logit to differentiate");
