@@ -51,7 +51,7 @@ extern "C" {
  * CMake package, flashcl.pc and the SONAME (cmake/flashcl_version.cmake),
  * so each stays `#define NAME <number>`. */
 #define FLASHCL_VERSION_MAJOR 0
-#define FLASHCL_VERSION_MINOR 2
+#define FLASHCL_VERSION_MINOR 3
 #define FLASHCL_VERSION_PATCH 0
 #define FLASHCL_VERSION_NUMBER                                                 \
     (FLASHCL_VERSION_MAJOR * 10000 + FLASHCL_VERSION_MINOR * 100 +            \

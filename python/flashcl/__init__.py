@@ -33,7 +33,7 @@ from ._errors import (ERROR_CLASSES, AliasingError, BackendError,
                       OpenCLError, OutOfBoundsError, OutOfMemoryError, Status,
                       UnsupportedError)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: The libflashcl file in use and how it was found ("FLASHCL_LIBRARY",
 #: "bundled", "in-tree build-...", "system").

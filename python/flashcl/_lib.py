@@ -26,7 +26,7 @@ from pathlib import Path
 
 #: The header version this module mirrors; an older library (no
 #: struct_size) is refused, a newer 0.x accepts our smaller descriptor.
-HEADER_VERSION = (0, 2, 0)
+HEADER_VERSION = (0, 3, 0)
 
 _HERE = Path(__file__).resolve().parent
 #: The SONAME of the library built from that header (README's ABI policy:
@@ -50,7 +50,7 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (0.2: struct_size first, infer_status last)"""
+    """flashcl_attention_desc (struct_size first since 0.2, infer_status last since 0.3)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
