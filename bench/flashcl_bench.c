@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "flashcl.h"
 #include "oracle.h"
+#include "oracle_bwd.h"
 #include "timing.h"
 
 #include <clblast_c.h>
@@ -42,6 +43,7 @@ typedef struct bench_options {
     /* --varlen: sequence lengths of one packed prefill batch (issue 11) */
     int varlen[MAX_LIST], num_varlen;
     int describe;     /* --describe: a describe| line per row */
+    int backward;     /* --backward: time the backward after the forward */
     double bandwidth_gbs; /* --bandwidth: the figure to report against */
     double busy_us; /* --busy-us: device work queued before each timed call */
     int busy_read;  /* --busy-kind read: that work only reads (clean L2) */
@@ -53,6 +55,9 @@ typedef struct bench_row {
     int head_dim, causal, seqlen, batch, heads;
     double first_call_ms, median_ms, min_ms, tflops, gbps;
     double last_kernel_ms; /* median of the call's last command alone */
+    /* --backward: its median, TFLOP/s (FA's 2.5 x forward convention) and
+     * its time over the forward's; 0 without --backward. */
+    double bwd_median_ms, bwd_tflops, bwd_ratio;
 } bench_row;
 
 /* A comma list of ints into out; -1 (with a message naming `what`) when
@@ -149,6 +154,8 @@ static void usage(void)
            "figure (e.g. 4280 for a measured copy bandwidth)\n"
            "  --check ROWS         every row, its variant too: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n"
+           "  --backward           also time flashcl_attention_backward "
+           "after each forward (bwd columns; --check compares dQ, dK, dV)\n"
            "  --describe           per row, what ran (path, tiles, the tuning "
            "database entry; prints describe| lines)\n");
 }
@@ -176,6 +183,10 @@ static int parse_options(int argc, char **argv, bench_options *opt)
         }
         if (!strcmp(arg, "--dense")) { /* the flags without a value */
             opt->decode_dense = 1;
+            continue;
+        }
+        if (!strcmp(arg, "--backward")) {
+            opt->backward = 1;
             continue;
         }
         if (!strcmp(arg, "--describe")) {
@@ -862,6 +873,9 @@ static const char *busy_what(void)
 typedef struct timed_call {
     flashcl_context *ctx;
     const flashcl_attention_desc *desc;
+    /* Set: the backward is timed instead, its outputs poisoned (NaN)
+     * before each call's marker, outside the timed interval. */
+    const flashcl_backward_desc *bwd;
     flashcl_status status;
     /* The call's last command alone (its start to its end), per call:
      * with split-KV, the merge kernel, or the attention kernel when it
@@ -871,6 +885,25 @@ typedef struct timed_call {
     int calls;
 } timed_call;
 
+/* All-ones bytes: a NaN in every dtype, so an element the backward
+ * forgets cannot pass --check. */
+static cl_int poison_gradients(cl_command_queue queue,
+                               const flashcl_backward_desc *bwd)
+{
+    const cl_mem outs[3] = {bwd->d_q.buffer, bwd->d_k.buffer, bwd->d_v.buffer};
+    const cl_uchar nan_bytes = 0xff;
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < 3 && err == CL_SUCCESS; ++i) {
+        size_t bytes = 0;
+        err = clGetMemObjectInfo(outs[i], CL_MEM_SIZE, sizeof bytes, &bytes,
+                                 NULL);
+        if (err == CL_SUCCESS)
+            err = clEnqueueFillBuffer(queue, outs[i], &nan_bytes, 1, 0, bytes,
+                                      0, NULL, NULL);
+    }
+    return err;
+}
+
 static int one_event_call(void *arg, double *ms)
 {
     timed_call *t = arg;
@@ -879,10 +912,14 @@ static int one_event_call(void *arg, double *ms)
     if (g_busy.bytes &&
         busy_enqueue(queue, g_busy.buffer, g_busy.bytes, NULL) != CL_SUCCESS)
         return 1;
+    if (t->bwd && poison_gradients(queue, t->bwd) != CL_SUCCESS)
+        return 1;
     if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
         return 1;
-    t->status = flashcl_attention_forward(t->ctx, NULL, t->desc, 0, NULL,
-                                          &event);
+    t->status = t->bwd ? flashcl_attention_backward(t->ctx, NULL, t->desc,
+                                                    t->bwd, 0, NULL, &event)
+                       : flashcl_attention_forward(t->ctx, NULL, t->desc, 0,
+                                                   NULL, &event);
     if (t->status != FLASHCL_SUCCESS) {
         clReleaseEvent(before);
         return 1;
@@ -1033,6 +1070,196 @@ static void print_describe(flashcl_context *ctx,
            v.tuning[0] ? v.tuning : "no database entry: the path's table");
 }
 
+/* ---- --backward ------------------------------------------------------ */
+
+/* LSE, dO and the three gradients: the forward writes LSE for the
+ * backward to read, and dO is random like the inputs. */
+typedef struct backward_setup {
+    flashcl_backward_desc bwd;
+    cl_mem lse;
+} backward_setup;
+
+static int setup_backward(flashcl_context *ctx, flashcl_attention_desc *desc,
+                          backward_setup *s)
+{
+    cl_context context = flashcl_context_cl_context(ctx);
+    const size_t rows = (size_t)desc->batch * (size_t)desc->seqlen_q,
+                 rows_k = (size_t)desc->batch * (size_t)desc->seqlen_k,
+                 elem = oracle_dtype_size(desc->dtype);
+    const size_t dv = (size_t)out_dim(desc), d = (size_t)desc->head_dim;
+    unsigned seed = 777u;
+    cl_int err = CL_SUCCESS;
+    flashcl_backward_desc_init(&s->bwd);
+    s->lse = clCreateBuffer(context, CL_MEM_READ_WRITE,
+                            rows * (size_t)desc->heads_q * sizeof(float), NULL,
+                            &err);
+    s->bwd.d_o.buffer = random_buffer(
+        context, rows * (size_t)desc->heads_q * dv, desc->dtype, &seed);
+    s->bwd.d_q.buffer = clCreateBuffer(
+        context, CL_MEM_READ_WRITE, rows * (size_t)desc->heads_q * d * elem,
+        NULL, &err);
+    s->bwd.d_k.buffer = clCreateBuffer(
+        context, CL_MEM_READ_WRITE, rows_k * (size_t)desc->heads_kv * d * elem,
+        NULL, &err);
+    s->bwd.d_v.buffer = clCreateBuffer(
+        context, CL_MEM_READ_WRITE, rows_k * (size_t)desc->heads_kv * dv * elem,
+        NULL, &err);
+    desc->lse.buffer = s->lse;
+    if (s->lse && s->bwd.d_o.buffer && s->bwd.d_q.buffer &&
+        s->bwd.d_k.buffer && s->bwd.d_v.buffer)
+        return 0;
+    fprintf(stderr, "flashcl-bench: --backward: allocation failed\n");
+    return -1;
+}
+
+static void release_backward(backward_setup *s)
+{
+    cl_mem all[5] = {s->lse, s->bwd.d_o.buffer, s->bwd.d_q.buffer,
+                     s->bwd.d_k.buffer, s->bwd.d_v.buffer};
+    for (int i = 0; i < 5; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
+
+/* The backward after the forward has written O and LSE: one untimed call
+ * (the compile), then warm-up and timed calls as the forward's. */
+static int time_backward(flashcl_context *ctx, const bench_options *opt,
+                         const flashcl_attention_desc *desc,
+                         const flashcl_backward_desc *bwd, bench_row *row)
+{
+    static timed_call call; /* its samples are too large for the stack */
+    call = (timed_call){.ctx = ctx, .desc = desc, .bwd = bwd};
+    timing_result time;
+    call.status = flashcl_attention_backward(ctx, NULL, desc, bwd, 0, NULL,
+                                             NULL);
+    clFinish(flashcl_context_queue(ctx));
+    if (call.status == FLASHCL_SUCCESS &&
+        timing_repeat(opt->warmup, opt->reps, one_event_call, &call, &time) ==
+            0) {
+        row->bwd_median_ms = time.median_ms;
+        /* FlashAttention's convention (its benchmark_flash_attention.py):
+         * the backward counts 2.5 x the forward's FLOPs. */
+        row->bwd_tflops = row->tflops * 2.5 * row->median_ms / time.median_ms;
+        row->bwd_ratio = time.median_ms / row->median_ms;
+        return 0;
+    }
+    fprintf(stderr, "flashcl-bench: backward: %s: %s\n",
+            flashcl_status_string(call.status),
+            call.status == FLASHCL_SUCCESS ? "no profiling information"
+                                           : flashcl_context_last_error(ctx));
+    return -1;
+}
+
+/* Relative L2 error of sampled rows r of one gradient: device BNHD
+ * (heads `h`) against the oracle's packed BHND doubles. */
+static double grad_rows_error(const void *got, const double *want,
+                              flashcl_dtype dtype, long batch, long heads,
+                              long n, long dim, int rows)
+{
+    double err2 = 0, ref2 = 0;
+    unsigned seed = 4321u;
+    for (int r = 0; r < rows; ++r) {
+        seed = seed * 1664525u + 1013904223u;
+        const long b = (long)(seed >> 8) % batch;
+        seed = seed * 1664525u + 1013904223u;
+        const long h = (long)(seed >> 8) % heads;
+        seed = seed * 1664525u + 1013904223u;
+        const long i = r == 0 ? n - 1 : r == 1 ? 0 : (long)(seed >> 8) % n;
+        for (long e = 0; e < dim; ++e) {
+            const double g = oracle_load(
+                got, (size_t)(((b * n + i) * heads + h) * dim + e), dtype);
+            const double w = want[((b * heads + h) * n + i) * dim + e];
+            err2 += (g - w) * (g - w);
+            ref2 += w * w;
+        }
+    }
+    return isfinite(err2) ? sqrt(err2 / (ref2 > 0 ? ref2 : 1)) : INFINITY;
+}
+
+/* dO of the device (BNHD) as the oracle's packed BHND doubles. */
+static double *oracle_d_o(const void *d_o, const flashcl_attention_desc *d)
+{
+    const long b_n = (long)d->batch, h_n = (long)d->heads_q,
+               n = (long)d->seqlen_q, dim = out_dim(d);
+    double *out = malloc((size_t)(b_n * h_n * n * dim) * sizeof *out);
+    for (long b = 0; out && b < b_n; ++b)
+        for (long h = 0; h < h_n; ++h)
+            for (long i = 0; i < n; ++i)
+                for (long e = 0; e < dim; ++e)
+                    out[((b * h_n + h) * n + i) * dim + e] = oracle_load(
+                        d_o, (size_t)(((b * n + i) * h_n + h) * dim + e),
+                        d->dtype);
+    return out;
+}
+
+/* --check with --backward: the float64 oracle's whole gradients (so keep
+ * the shape small), compared on `rows` sampled rows of dQ, dK and dV. */
+static void check_backward(cl_command_queue queue,
+                           const flashcl_attention_desc *d,
+                           const flashcl_backward_desc *bwd, int rows,
+                           double err[3])
+{
+    enum { TENSORS = 11 };
+    void *host[TENSORS];
+    const cl_mem bufs[TENSORS] = {
+        d->q.buffer,          d->k.buffer,         d->v.buffer,
+        bwd->d_o.buffer,      d->alibi_slopes.buffer, d->bias.buffer,
+        d->mask.buffer,       d->sinks.buffer,     bwd->d_q.buffer,
+        bwd->d_k.buffer,      bwd->d_v.buffer};
+    int ok = 1;
+    for (int i = 0; i < TENSORS; ++i)
+        ok = read_tensor(queue, bufs[i], &host[i]) && ok;
+    const oracle_inputs in = {.q = host[0], .k = host[1], .v = host[2],
+                              .alibi_slopes = host[4], .bias = host[5],
+                              .mask = host[6], .sinks = host[7]};
+    oracle_problem p;
+    char why[256];
+    err[0] = err[1] = err[2] = -1;
+    ok = ok && oracle_problem_from_desc(d, &in, &p, why, sizeof why) == 0;
+    const size_t nq = p.batch * p.heads_q * p.seqlen_q,
+                 nk = p.batch * p.heads_kv * p.seqlen_k;
+    double *d_o = ok ? oracle_d_o(host[3], d) : NULL;
+    oracle_grads g = {malloc(nq * p.head_dim * sizeof(double)),
+                      malloc(nk * p.head_dim * sizeof(double)),
+                      malloc(nk * p.head_dim_v * sizeof(double)), NULL};
+    if (d_o && g.dq && g.dk && g.dv &&
+        oracle_backward(&p, d_o, FLASHCL_DTYPE_FP64, &g) == 0) {
+        const long b = (long)p.batch, hq = (long)p.heads_q,
+                   hk = (long)p.heads_kv;
+        err[0] = grad_rows_error(host[8], g.dq, d->dtype, b, hq,
+                                 (long)p.seqlen_q, (long)p.head_dim, rows);
+        err[1] = grad_rows_error(host[9], g.dk, d->dtype, b, hk,
+                                 (long)p.seqlen_k, (long)p.head_dim, rows);
+        err[2] = grad_rows_error(host[10], g.dv, d->dtype, b, hk,
+                                 (long)p.seqlen_k, (long)p.head_dim_v, rows);
+    }
+    free(d_o);
+    free(g.dq);
+    free(g.dk);
+    free(g.dv);
+    for (int i = 0; i < TENSORS; ++i)
+        free(host[i]);
+}
+
+/* The backward half of a row: timing, then --check's gradient line. */
+static int run_backward(flashcl_context *ctx, const bench_options *opt,
+                        const flashcl_attention_desc *desc,
+                        const backward_setup *s, bench_row *row)
+{
+    if (time_backward(ctx, opt, desc, &s->bwd, row) != 0)
+        return -1;
+    if (opt->check_rows > 0) {
+        double err[3];
+        check_backward(flashcl_context_queue(ctx), desc, &s->bwd,
+                       opt->check_rows, err);
+        printf("check-bwd| %s | %s | %d | %d | %d | dq %.3e | dk %.3e | "
+               "dv %.3e | rows %d\n",
+               row->variant, row->dtype, row->head_dim, row->causal,
+               row->seqlen, err[0], err[1], err[2], opt->check_rows);
+    }
+    return 0;
+}
+
 static int run_shape(flashcl_context *ctx, const bench_options *opt,
                      const char *variant, int dtype, int head_dim, int causal,
                      int seqlen, bench_row *row)
@@ -1041,8 +1268,10 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
     cl_mem extra[4] = {NULL, NULL, NULL, NULL};
     long window = -1;
     timing_result time;
+    backward_setup bwd = {{0}, NULL};
     int failed = setup_shape(ctx, opt, variant, dtype, head_dim, causal,
                              seqlen, &desc, extra, &window) != 0 ||
+                 (opt->backward && setup_backward(ctx, &desc, &bwd) != 0) ||
                  time_shape(ctx, opt, &desc, row, &time) != 0;
     if (!failed)
         fill_row(variant, &desc, window, &time, row);
@@ -1053,8 +1282,11 @@ static int run_shape(flashcl_context *ctx, const bench_options *opt,
                variant, dtype_name(dtype), head_dim, causal, seqlen, err,
                opt->check_rows);
     }
+    if (!failed && opt->backward)
+        failed = run_backward(ctx, opt, &desc, &bwd, row) != 0;
     if (!failed && opt->describe)
         print_describe(ctx, &desc, variant, dtype, head_dim, causal, seqlen);
+    release_backward(&bwd);
     release_shape(&desc, extra);
     return failed ? -1 : 0;
 }
@@ -1109,19 +1341,30 @@ static double sgemm_gflops(flashcl_context *ctx, int n, int reps)
     return result;
 }
 
-static void print_row(FILE *csv, const bench_row *r)
+/* --backward appends its columns after the old ones, so readers of the
+ * forward's CSV (bench/summarize.py) still find theirs. */
+static void print_row(FILE *csv, const bench_row *r, int backward)
 {
     printf("| %-10s | %-4s | %3d | %-6s | %5d | %3d | %3d | %10.3f | %10.3f | "
-           "%9.4f | %8.2f | %9.1f |\n",
+           "%9.4f | %8.2f | %9.1f |",
            r->variant, r->dtype, r->head_dim, r->causal ? "yes" : "no",
            r->seqlen, r->batch, r->heads, r->median_ms, r->min_ms, r->tflops,
            r->tflops * 1e3, r->gbps);
+    if (backward)
+        printf(" %10.3f | %9.4f | %6.2f |", r->bwd_median_ms, r->bwd_tflops,
+               r->bwd_ratio);
+    printf("\n");
     fflush(stdout);
-    if (csv)
-        fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.6f,%.3f\n",
-                r->variant, r->dtype, r->head_dim, r->causal, r->seqlen,
-                r->batch, r->heads, r->first_call_ms, r->median_ms, r->min_ms,
-                r->tflops, r->gbps);
+    if (!csv)
+        return;
+    fprintf(csv, "%s,%s,%d,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.6f,%.3f",
+            r->variant, r->dtype, r->head_dim, r->causal, r->seqlen, r->batch,
+            r->heads, r->first_call_ms, r->median_ms, r->min_ms, r->tflops,
+            r->gbps);
+    if (backward)
+        fprintf(csv, ",%.4f,%.6f,%.4f", r->bwd_median_ms, r->bwd_tflops,
+                r->bwd_ratio);
+    fprintf(csv, "\n");
 }
 
 /* A table of rows as they are measured; the first-call times after it. */
@@ -1146,7 +1389,7 @@ static void sweep(flashcl_context *ctx, const bench_options *opt, FILE *csv,
                             ++log->failures;
                             continue;
                         }
-                        print_row(csv, &row);
+                        print_row(csv, &row, opt->backward);
                         if (log->count < (int)(sizeof log->rows /
                                                sizeof log->rows[0]))
                             log->rows[log->count++] = row;
@@ -1189,8 +1432,10 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
            flashcl_version_string(), name, driver, opt->reps, opt->warmup,
            g_busy.bytes, busy_what());
     printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
-           "TFLOP/s | GFLOP/s | GB/s |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "TFLOP/s | GFLOP/s | GB/s |%s\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+           opt->backward ? " bwd median ms | bwd TFLOP/s | bwd/fwd |" : "",
+           opt->backward ? "---|---|---|" : "");
 }
 
 /* ---- decode (issue 11) ---------------------------------------------- */
@@ -1500,7 +1745,8 @@ int main(int argc, char **argv)
     if (csv)
         fprintf(csv, "variant,dtype,head_dim,causal,seqlen,batch,heads,"
                      "first_call_ms,"
-                     "median_ms,min_ms,tflops,gbps\n");
+                     "median_ms,min_ms,tflops,gbps%s\n",
+                opt.backward ? ",bwd_median_ms,bwd_tflops,bwd_fwd_ratio" : "");
     static row_log log; /* large: not on the stack */
     sweep(ctx, &opt, csv, &log);
     print_first_calls(&log);
