@@ -6,14 +6,30 @@ batch * seqlen = tokens, heads = hidden / D, layout [B, H, N, D], random
 normal inputs, median of triton.testing.do_bench (CUDA events) when triton
 imports, else of torch.cuda.Event timings. Writes CSV:
 dtype,head_dim,causal,seqlen,batch,heads,backend,median_ms,tflops
+
+--backward: the backward of FLASH_ATTENTION, CUDNN_ATTENTION,
+EFFICIENT_ATTENTION and MATH (MATH skipped when its B*H*N*N score matrix
+would pass --math-max elements), each after its forward, with CUDA events
+around out.backward(dO) alone (a 256 MB L2 flush before each rep, outside
+the events, as do_bench does), median and min of --reps after --warmup.
+The CSV then has flashcl-bench --backward's columns, the backend in the
+variant column (torch_flash, ...), so the two runs sit side by side:
+variant,dtype,head_dim,causal,seqlen,batch,heads,first_call_ms,median_ms,
+min_ms,tflops,gbps,bwd_median_ms,bwd_tflops,bwd_fwd_ratio
+(backward FLOPs: FlashAttention's 2.5 x the forward's 4 B H N^2 D, halved
+for causal). Importing this file needs no torch; running it does.
 """
 import argparse
 import csv
 import sys
+import time
 
-import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-import torch.nn.functional as F
+try:
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+except Exception:  # pragma: no cover - no torch: main() says so
+    torch = None
 
 try:
     from triton.testing import do_bench
@@ -39,6 +55,95 @@ def median_ms(fn, reps=50):
     return times[len(times) // 2]
 
 
+def event_times(fn, reps, warmup, before=None):
+    """Median and min ms of fn() between CUDA events; before() (untimed)
+    runs ahead of each call."""
+    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+    for _ in range(warmup):
+        if before:
+            before()
+        fn()
+    times = []
+    for _ in range(reps):
+        if before:
+            before()
+        flush.zero_()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2], times[0]
+
+
+def backward_row(name, backend, dn, dtype, d, causal, n, b, h, args):
+    """One flashcl-bench --backward CSV row for a torch backend."""
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtype, requires_grad=True)
+               for _ in range(3))
+    d_o = torch.randn(b, h, n, d, device="cuda", dtype=dtype)
+    fwd_flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+    with sdpa_kernel(backend):
+        start = time.perf_counter()
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
+        out.backward(d_o, retain_graph=True)
+        torch.cuda.synchronize()
+        first_ms = (time.perf_counter() - start) * 1e3
+        with torch.no_grad():
+            fwd_ms, fwd_min = event_times(
+                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal)),
+                args.reps, args.warmup)
+
+        def clear_grads():
+            q.grad = k.grad = v.grad = None
+
+        bwd_ms, _ = event_times(lambda: out.backward(d_o, retain_graph=True),
+                                args.reps, args.warmup, clear_grads)
+    tf = fwd_flops / (fwd_ms * 1e-3) / 1e12
+    gbps = 4.0 * b * h * n * d * q.element_size() / (fwd_ms * 1e-3) / 1e9
+    bwd_tf = 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12
+    return ["torch_" + name, dn, d, causal, n, b, h, f"{first_ms:.4f}", f"{fwd_ms:.4f}",
+            f"{fwd_min:.4f}", f"{tf:.6f}", f"{gbps:.3f}", f"{bwd_ms:.4f}",
+            f"{bwd_tf:.6f}", f"{bwd_ms / fwd_ms:.4f}"]
+
+
+BWD_HEADER = ["variant", "dtype", "head_dim", "causal", "seqlen", "batch", "heads",
+              "first_call_ms", "median_ms", "min_ms", "tflops", "gbps",
+              "bwd_median_ms", "bwd_tflops", "bwd_fwd_ratio"]
+
+
+def backward_sweep(args, dtypes):
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
+    with open(args.csv, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(BWD_HEADER)
+        for dn in args.dtype.split(","):
+            for d in map(int, args.head_dim.split(",")):
+                for causal in map(int, args.causal.split(",")):
+                    for n in map(int, args.seqlen.split(",")):
+                        b, h = max(1, args.tokens // n), args.hidden // d
+                        for name, be in backends.items():
+                            if name == "math" and b * h * n * n > args.math_max:
+                                print(f"torch math {dn} D={d} causal={causal} N={n}: "
+                                      "skipped (--math-max)", file=sys.stderr)
+                                continue
+                            try:
+                                row = backward_row(name, be, dn, dtypes[dn], d, causal, n, b, h, args)
+                            except Exception as e:  # backend unavailable for this shape
+                                print(f"torch {name} {dn} D={d} causal={causal} N={n}: {e}",
+                                      file=sys.stderr)
+                                continue
+                            finally:
+                                torch.cuda.empty_cache()
+                            w.writerow(row)
+                            f.flush()
+                            print(f"torch {name:9s} {dn} D={d} causal={causal} N={n}: "
+                                  f"bwd {row[12]} ms, {float(row[13]):.1f} TFLOP/s, "
+                                  f"bwd/fwd {row[14]}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
@@ -47,8 +152,21 @@ def main():
     ap.add_argument("--seqlen", default="512,1024,2048,4096,8192,16384")
     ap.add_argument("--head-dim", default="64,128")
     ap.add_argument("--dtype", default="fp16,bf16")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward (flashcl-bench --backward's CSV columns)")
+    ap.add_argument("--causal", default="0,1", help="--backward: causal modes")
+    ap.add_argument("--reps", type=int, default=30, help="--backward: timed reps")
+    ap.add_argument("--warmup", type=int, default=5, help="--backward: warm-up calls")
+    ap.add_argument("--math-max", type=float, default=2**30,
+                    help="--backward: skip MATH above this many B*H*N*N scores")
     args = ap.parse_args()
+    if torch is None:
+        sys.exit("torch_sdpa_peers.py: needs torch (with CUDA)")
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    torch.manual_seed(0)
+    if args.backward:
+        backward_sweep(args, dtypes)
+        return
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
     torch.manual_seed(0)
     with open(args.csv, "w", newline="") as f:
