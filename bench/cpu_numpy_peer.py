@@ -33,6 +33,13 @@ beside it, with the clock the measured peak implies.
 
     .venv-ci/bin/python bench/cpu_numpy_peer.py --build build
 
+--backward times the backward instead (issue 43): NumPy's unfused
+backward from the forward's saved P and O, as autograd keeps them
+(dV = P^T dO, dP = dO V^T, Delta = rowsum(dO * O), dS = P * (dP - Delta),
+dQ = dS K * scale, dK = dS^T Q * scale), against flashcl-bench --backward
+(which recomputes P from Q, K and the LSE); GFLOP/s on FlashAttention's
+convention, 2.5 x the forward's 4 B H N^2 D; --check compares dQ, dK, dV.
+
 (.venv-ci: python/ci_test.sh makes it from python/requirements-ci.txt.)
 """
 import argparse
@@ -78,6 +85,8 @@ def parse_args():
                          "(default 32: two 256-bit FMA pipes, as Zen 4 and "
                          "Skylake-SP client cores)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward (see the module's doc)")
     return ap.parse_args()
 
 
@@ -105,12 +114,40 @@ def numpy_attention(q, k, v, scale):
     return np.matmul(s, v)
 
 
-def time_numpy(q, k, v, scale, reps):
-    numpy_attention(q, k, v, scale)  # warm-up
+def numpy_probabilities(q, k, scale):
+    import numpy as np
+    s = np.matmul(q, k.transpose(0, 2, 1))
+    s *= scale
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return s
+
+
+def numpy_backward(q, k, v, p, o, d_o, scale):
+    """dQ, dK, dV from the saved P and O (fp32, unfused)."""
+    import numpy as np
+    d_v = np.matmul(p.transpose(0, 2, 1), d_o)
+    d_s = np.matmul(d_o, v.transpose(0, 2, 1))
+    d_s -= (d_o * o).sum(axis=-1, keepdims=True)
+    d_s *= p
+    d_s *= scale
+    return np.matmul(d_s, k), np.matmul(d_s.transpose(0, 2, 1), q), d_v
+
+
+def time_numpy(q, k, v, scale, reps, backward=False):
+    fn = lambda: numpy_attention(q, k, v, scale)
+    if backward:
+        import numpy as np
+        p = numpy_probabilities(q, k, scale)
+        o = np.matmul(p, v)
+        d_o = np.random.default_rng(43).uniform(-1, 1, o.shape).astype(np.float32)
+        fn = lambda: numpy_backward(q, k, v, p, o, d_o, scale)
+    fn()  # warm-up
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        numpy_attention(q, k, v, scale)
+        fn()
         times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
@@ -181,7 +218,7 @@ def run_flashcl(args, env):
                "--hidden", str(args.heads * args.head_dim), "--causal", "0",
                "--sgemm", "0", "--reps", str(args.reps), "--warmup",
                str(args.warmup), "--check", str(args.check), "--csv",
-               csv_path]
+               csv_path] + (["--backward"] if args.backward else [])
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if r.returncode:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{r.stdout}\n"
@@ -190,11 +227,15 @@ def run_flashcl(args, env):
             row = next(csv.DictReader(f))
     err = None
     for line in r.stdout.splitlines():
-        if line.startswith("check|") and "rel_l2" in line:
+        if line.startswith("check|") and "rel_l2" in line and not args.backward:
             err = float(line.split("rel_l2")[1].split("|")[0])
+        if line.startswith("check-bwd|") and args.backward:  # worst of dQ, dK, dV
+            err = max(float(line.split(g + " ")[1].split("|")[0])
+                      for g in ("dq", "dk", "dv"))
     header = next((l for l in r.stdout.splitlines()
                    if l.startswith("flashcl ")), "")
-    return float(row["median_ms"]), float(row["first_call_ms"]), err, header
+    ms = float(row["bwd_median_ms" if args.backward else "median_ms"])
+    return ms, float(row["first_call_ms"]), err, header
 
 
 def main():
@@ -204,7 +245,7 @@ def main():
     limiter, info = blas_info(args.threads)
 
     b, h, n, d = 1, args.heads, args.seqlen, args.head_dim
-    flops = 4.0 * b * h * n * n * d
+    flops = 4.0 * b * h * n * n * d * (2.5 if args.backward else 1.0)
     rng = np.random.default_rng(15)
     q, k, v = (rng.uniform(-1, 1, (h, n, d)).astype(np.float32)
                for _ in range(3))
@@ -229,7 +270,7 @@ def main():
                                              args.threads).items():
                 old = peaks.get(isa, (0, 0))
                 peaks[isa] = (max(best, old[0]), max(med, old[1]))
-        ms = time_numpy(q, k, v, scale, args.reps)
+        ms = time_numpy(q, k, v, scale, args.reps, args.backward)
         results["NumPy"].append(ms)
         line = [f"round {rnd + 1}: NumPy {ms:.1f} ms"]
         for name, env in configs:
@@ -259,7 +300,8 @@ def main():
               + ", ".join(f"{x:.2e}" for x in e["err"] if x is not None))
 
     numpy_ms = statistics.median(results["NumPy"])
-    print(f"\nfp32 B={b} H={h} N={n} D={d}, {args.threads} threads, "
+    print(f"\n{'backward' if args.backward else 'forward'}: "
+          f"fp32 B={b} H={h} N={n} D={d}, {args.threads} threads, "
           f"median of {args.rounds} rounds (each the median of {args.reps})")
     print("| peer | ms | GFLOP/s | vs NumPy | % of measured FMA peak "
           f"({peak:.0f}) | % of nominal ({nominal:.0f}) |")
