@@ -614,10 +614,10 @@ static void kv_cache(setup *s, cl_mem spare)
 {
     s->desc.cache_seqlens.buffer = spare;
 }
-static void reference(setup *s, cl_mem spare)
+static void reference_kv_cache(setup *s, cl_mem spare)
 {
-    (void)spare;
     s->desc.backend = FLASHCL_BACKEND_REFERENCE;
+    s->desc.cache_seqlens.buffer = spare;
 }
 static void sinks_grad_without_sinks(setup *s, cl_mem spare)
 {
@@ -644,7 +644,8 @@ static const struct {
     {"d_q elements share memory", dq_broadcast, FLASHCL_ERROR_ALIASING},
     {"num_splits 2", splits, FLASHCL_ERROR_UNSUPPORTED},
     {"KV cache", kv_cache, FLASHCL_ERROR_UNSUPPORTED},
-    {"reference backend", reference, FLASHCL_ERROR_UNSUPPORTED},
+    {"KV cache on the reference backend", reference_kv_cache,
+     FLASHCL_ERROR_UNSUPPORTED},
     {"d_sinks without sinks", sinks_grad_without_sinks,
      FLASHCL_ERROR_INVALID_VALUE},
 };
