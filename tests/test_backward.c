@@ -162,6 +162,9 @@ static void add_variants(setup *s, rng *r, cl_command_queue queue,
     }
 }
 
+/* AUTO: FLASHCL_BACKEND picks (test_backward_reference sets it). */
+static flashcl_backend forced_backend = FLASHCL_BACKEND_AUTO;
+
 static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
 {
     flashcl_context *ctx = shared_context();
@@ -200,6 +203,7 @@ static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
     d->head_dim_v = c->head_dim_v;
     d->dtype = c->dtype;
     d->layout = c->layout;
+    d->backend = forced_backend;
     d->scale = c->scale;
     d->explicit_scale = c->explicit_scale;
     d->causal = c->causal;
@@ -363,9 +367,8 @@ static void describe(const bwd_case *c, char *text, size_t cap)
              c->alibi, c->bias, c->mask, c->sinks);
 }
 
-START_TEST(test_gradients)
+static void check_gradients(const bwd_case *c, uint64_t seed)
 {
-    const bwd_case *c = &cases[_i];
     flashcl_device_info info;
     ck_assert_int_eq(flashcl_context_device_info(shared_context(), &info),
                      FLASHCL_SUCCESS);
@@ -374,7 +377,7 @@ START_TEST(test_gradients)
     char text[256];
     describe(c, text, sizeof text);
     setup s;
-    make_setup(&s, c, 1000 + (uint64_t)_i);
+    make_setup(&s, c, seed);
     const flashcl_status status = run_backward(&s);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
@@ -452,6 +455,51 @@ START_TEST(test_gradients)
     free_grads(&exact);
     free_grads(&ref_low);
     free_setup(&s);
+}
+
+START_TEST(test_gradients)
+{
+    check_gradients(&cases[_i], 1000 + (uint64_t)_i);
+}
+END_TEST
+
+/* The reference backward cuts the query rows into chunks under the
+ * scratch limit: K, V, dK and dV of one KV head (Nk (2D + 2Dv) reals),
+ * d_sinks' sums (Hq), then per row Q, dQ, dO, S and dP (2D + Dv + 2Nk)
+ * and a sink term. A limit of 40 rows gives 3 chunks of 113 rows, whose
+ * dK/dV sums (and GQA's over 2 query heads) must match the oracle; a
+ * limit one byte below a single row is refused, writing nothing. */
+START_TEST(test_reference_chunks)
+{
+    const bwd_case c = {F32, 2, 4, 2, 113, 203, 64, 0, 1, 0, 0, 0, 0,
+                        0, 0.5f, 0, 0, 0, 0, 1, BNHD};
+    flashcl_context *ctx = shared_context();
+    const size_t fixed = (size_t)203 * (2 * 64 + 2 * 64) * 4 + 4 * 4;
+    const size_t per_row = (size_t)(2 * 64 + 64 + 2 * 203 + 1) * 4;
+    forced_backend = FLASHCL_BACKEND_REFERENCE;
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx,
+                                                       fixed + 40 * per_row),
+                     FLASHCL_SUCCESS);
+    check_gradients(&c, 77);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx,
+                                                       fixed + per_row - 1),
+                     FLASHCL_SUCCESS);
+    setup s;
+    make_setup(&s, &c, 78);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_ERROR_OUT_OF_MEMORY);
+    ck_assert(strstr(flashcl_context_last_error(ctx), "scratch limit"));
+    const buf *outs[] = {&s.d_q, &s.d_k, &s.d_v, &s.d_sinks};
+    for (size_t i = 0; i < LENGTH(outs); ++i) {
+        read_buffer(flashcl_context_queue(ctx), outs[i]->mem, outs[i]->host,
+                    outs[i]->bytes);
+        for (size_t e = 0; e < outs[i]->bytes; ++e)
+            ck_assert_msg(outs[i]->host[e] == 0xff,
+                          "output %zu byte %zu written", i, e);
+    }
+    free_setup(&s);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+    forced_backend = FLASHCL_BACKEND_AUTO;
 }
 END_TEST
 
@@ -730,6 +778,7 @@ int main(void)
         {test_host_call, 0},
         {test_bad_input, 0},
         {test_empty_sides, 0},
+        {test_reference_chunks, 0},
     };
     const test_entry determinism[] = {{test_deterministic, 0}};
     const test_group groups[] = {
