@@ -1,5 +1,7 @@
 /*
- * flashcl_attention_backward on the portable kernels (issue 43): dQ, dK,
+ * flashcl_attention_backward on the portable kernels (issue 43; with
+ * FLASHCL_BACKEND=reference, test_backward_reference, on the reference
+ * backend's unfused backward): dQ, dK,
  * dV and d_sinks against the float64 gradient oracle (support/oracle_bwd.c)
  * for dtypes x variants x MHA/GQA/MQA over some of FlashAttention-2's
  * shapes; fp16/bf16 also by FA2's criterion (each gradient's max error at
