@@ -569,10 +569,12 @@ FLASHCL_API void flashcl_backward_desc_init(flashcl_backward_desc *desc);
  *  recomputing P from Q, K and LSE: no atomics and a fixed summation
  *  order, so the result is deterministic (bitwise equal over calls).
  *  Extra device memory: one Delta per query row, freed after the call.
+ *  FLASHCL_BACKEND_REFERENCE runs it unfused on CLBlast GEMMs, in row
+ *  chunks under the scratch limit (flashcl_context_set_scratch_limit),
+ *  just as deterministic; it needs an in-order queue.
  *
  *  Refused with FLASHCL_ERROR_UNSUPPORTED and a message: KV cache, append,
- *  paged KV, varlen (cu_seqlens_q/k), num_splits > 1 and
- *  FLASHCL_BACKEND_REFERENCE. Bad input (NULL or foreign buffers, a view
+ *  paged KV, varlen (cu_seqlens_q/k) and num_splits > 1. Bad input (NULL or foreign buffers, a view
  *  outside its buffer, an output overlapping another output or any input,
  *  missing o or lse, d_sinks without sinks) gets a specific status and a
  *  message, and nothing is written. batch or heads 0 is a no-op;

@@ -1,5 +1,7 @@
 /*
- * flashcl_attention_backward on the portable kernels (issue 43): dQ, dK,
+ * flashcl_attention_backward on the portable kernels (issue 43; with
+ * FLASHCL_BACKEND=reference, test_backward_reference, on the reference
+ * backend's unfused backward): dQ, dK,
  * dV and d_sinks against the float64 gradient oracle (support/oracle_bwd.c)
  * for dtypes x variants x MHA/GQA/MQA over some of FlashAttention-2's
  * shapes; fp16/bf16 also by FA2's criterion (each gradient's max error at
@@ -162,6 +164,9 @@ static void add_variants(setup *s, rng *r, cl_command_queue queue,
     }
 }
 
+/* AUTO: FLASHCL_BACKEND picks (test_backward_reference sets it). */
+static flashcl_backend forced_backend = FLASHCL_BACKEND_AUTO;
+
 static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
 {
     flashcl_context *ctx = shared_context();
@@ -200,6 +205,7 @@ static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
     d->head_dim_v = c->head_dim_v;
     d->dtype = c->dtype;
     d->layout = c->layout;
+    d->backend = forced_backend;
     d->scale = c->scale;
     d->explicit_scale = c->explicit_scale;
     d->causal = c->causal;
@@ -363,9 +369,8 @@ static void describe(const bwd_case *c, char *text, size_t cap)
              c->alibi, c->bias, c->mask, c->sinks);
 }
 
-START_TEST(test_gradients)
+static void check_gradients(const bwd_case *c, uint64_t seed)
 {
-    const bwd_case *c = &cases[_i];
     flashcl_device_info info;
     ck_assert_int_eq(flashcl_context_device_info(shared_context(), &info),
                      FLASHCL_SUCCESS);
@@ -374,7 +379,7 @@ START_TEST(test_gradients)
     char text[256];
     describe(c, text, sizeof text);
     setup s;
-    make_setup(&s, c, 1000 + (uint64_t)_i);
+    make_setup(&s, c, seed);
     const flashcl_status status = run_backward(&s);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
@@ -452,6 +457,53 @@ START_TEST(test_gradients)
     free_grads(&exact);
     free_grads(&ref_low);
     free_setup(&s);
+}
+
+START_TEST(test_gradients)
+{
+    check_gradients(&cases[_i], 1000 + (uint64_t)_i);
+}
+END_TEST
+
+/* The reference backward cuts the query rows into chunks under the
+ * scratch limit: K, V, dK and dV of one KV head (Nk (2D + 2Dv) reals),
+ * d_sinks' sums (Hq), then per row Q, dQ, dO, S and dP (2D + Dv + 2Nk)
+ * and a sink term. A limit of 40 rows gives 3 chunks of 113 rows, whose
+ * dK/dV sums (and GQA's over 2 query heads) must match the oracle; a
+ * limit one byte below a single row is refused, writing nothing. */
+START_TEST(test_reference_chunks)
+{
+    const bwd_case c = {F32, 2, 4, 2, 113, 203, 64, 0, 1, 0, 0, 0, 0,
+                        0, 0.5f, 0, 0, 0, 0, 1, BNHD};
+    flashcl_context *ctx = shared_context();
+    const size_t fixed = (size_t)203 * (2 * 64 + 2 * 64) * 4 + 4 * 4;
+    const size_t per_row = (size_t)(2 * 64 + 64 + 2 * 203 + 1) * 4;
+    const flashcl_status set =
+        flashcl_context_set_scratch_limit(ctx, fixed + 40 * per_row);
+    if (set == FLASHCL_ERROR_UNSUPPORTED)
+        return; /* built without the reference backend (CLBlast) */
+    ck_assert_int_eq(set, FLASHCL_SUCCESS);
+    forced_backend = FLASHCL_BACKEND_REFERENCE;
+    check_gradients(&c, 77);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx,
+                                                       fixed + per_row - 1),
+                     FLASHCL_SUCCESS);
+    setup s;
+    make_setup(&s, &c, 78);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_ERROR_OUT_OF_MEMORY);
+    ck_assert(strstr(flashcl_context_last_error(ctx), "scratch limit"));
+    const buf *outs[] = {&s.d_q, &s.d_k, &s.d_v, &s.d_sinks};
+    for (size_t i = 0; i < LENGTH(outs); ++i) {
+        read_buffer(flashcl_context_queue(ctx), outs[i]->mem, outs[i]->host,
+                    outs[i]->bytes);
+        for (size_t e = 0; e < outs[i]->bytes; ++e)
+            ck_assert_msg(outs[i]->host[e] == 0xff,
+                          "output %zu byte %zu written", i, e);
+    }
+    free_setup(&s);
+    ck_assert_int_eq(flashcl_context_set_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+    forced_backend = FLASHCL_BACKEND_AUTO;
 }
 END_TEST
 
@@ -614,10 +666,10 @@ static void kv_cache(setup *s, cl_mem spare)
 {
     s->desc.cache_seqlens.buffer = spare;
 }
-static void reference(setup *s, cl_mem spare)
+static void reference_kv_cache(setup *s, cl_mem spare)
 {
-    (void)spare;
     s->desc.backend = FLASHCL_BACKEND_REFERENCE;
+    s->desc.cache_seqlens.buffer = spare;
 }
 static void sinks_grad_without_sinks(setup *s, cl_mem spare)
 {
@@ -644,7 +696,8 @@ static const struct {
     {"d_q elements share memory", dq_broadcast, FLASHCL_ERROR_ALIASING},
     {"num_splits 2", splits, FLASHCL_ERROR_UNSUPPORTED},
     {"KV cache", kv_cache, FLASHCL_ERROR_UNSUPPORTED},
-    {"reference backend", reference, FLASHCL_ERROR_UNSUPPORTED},
+    {"KV cache on the reference backend", reference_kv_cache,
+     FLASHCL_ERROR_UNSUPPORTED},
     {"d_sinks without sinks", sinks_grad_without_sinks,
      FLASHCL_ERROR_INVALID_VALUE},
 };
@@ -729,6 +782,7 @@ int main(void)
         {test_host_call, 0},
         {test_bad_input, 0},
         {test_empty_sides, 0},
+        {test_reference_chunks, 0},
     };
     const test_entry determinism[] = {{test_deterministic, 0}};
     const test_group groups[] = {

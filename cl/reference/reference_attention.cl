@@ -193,3 +193,105 @@ __kernel void ref_store(__global const real_t *o_scratch,
                         (ulong)(row0 + r) * stride.s2 + (ulong)d * stride.s3;
     store_elem(o, index, value);
 }
+
+/* ---- the backward (src/reference/reference_backward.c) -------------- */
+
+/* One work-item per query row: global = (rows). On entry s holds the
+ * scaled products scale * q.k and dp holds dO V^T of the chunk's rows; on
+ * exit s holds P (recomputed from the forward's LSE) and dp holds dS =
+ * P (dP - Delta), times softcap's 1 - tanh^2. Delta = rowsum(dO * O) comes
+ * from the packed dO and the caller's O; sink_term gets the row's share of
+ * d_sinks, -P_sink Delta. A row that saw no key (LSE -inf) gets P = 0. */
+__kernel void ref_bwd_ds(__global real_t *s, __global real_t *dp,
+                         __global const real_t *d_o,
+                         __global const STORAGE_T *o, const ulong o_base,
+                         const ulong4 o_stride, __global const float *lse,
+                         const ulong lse_base, const ulong4 lse_stride,
+                         __global real_t *sink_term, const int rows,
+                         const int nk, const int dim_v, const int row0,
+                         const long bh, const int heads_q, const long diag,
+                         const long left, const long right
+                             FLASHCL_VARIANT_ARGS(FLASHCL_KPARAM))
+{
+    const int r = (int)get_global_id(0);
+    if (r >= rows)
+        return;
+    const long i = row0 + r, b = bh / heads_q, h = bh % heads_q;
+    const score_row row =
+        score_row_init(b, h, i, diag, (real_t)1 FLASHCL_VARIANT_NAMES);
+    real_t delta = 0;
+    for (int d = 0; d < dim_v; ++d)
+        delta += d_o[(ulong)r * (ulong)dim_v + (ulong)d] *
+                 load_elem(o, o_base + (ulong)b * o_stride.s0 +
+                                  (ulong)h * o_stride.s1 +
+                                  (ulong)i * o_stride.s2 +
+                                  (ulong)d * o_stride.s3);
+    const real_t row_lse = lse[lse_base + (ulong)b * lse_stride.s0 +
+                               (ulong)h * lse_stride.s1 +
+                               (ulong)i * lse_stride.s2];
+    const bool empty = isinf(row_lse) && row_lse < 0;
+    __global real_t *srow = s + (ulong)r * (ulong)nk;
+    __global real_t *dprow = dp + (ulong)r * (ulong)nk;
+    for (int j = 0; j < nk; ++j) {
+        const real_t raw = srow[j];
+#if FLASHCL_SOFTCAP
+        const real_t t = FLASHCL_TANH(raw * row.softcap_inv);
+        const real_t d_cap = 1 - t * t;
+#else
+        const real_t d_cap = 1;
+#endif
+        const real_t score =
+            ref_visible(row.diag_row, left, right, j)
+                ? score_apply(&row, j, raw FLASHCL_VARIANT_NAMES)
+                : -INFINITY;
+        const real_t p =
+            empty || score == -INFINITY ? (real_t)0 : exp(score - row_lse);
+        srow[j] = p;
+        dprow[j] = p * (dprow[j] - delta) * d_cap;
+    }
+    const real_t sink = sink_logit(h, (real_t)1 FLASHCL_VARIANT_NAMES);
+    sink_term[r] = empty || sink == -INFINITY
+                       ? (real_t)0
+                       : -exp(sink - row_lse) * delta;
+}
+
+/* global = (dim, rows): rows [row0, row0 + rows) of head (b, h) of `dst`
+ * from the packed src, times `factor`. */
+__kernel void ref_bwd_store(__global const real_t *src,
+                            __global STORAGE_T *dst, const ulong base,
+                            const ulong4 stride, const int rows,
+                            const int dim, const int row0, const long b,
+                            const long h, const real_t factor)
+{
+    const int d = (int)get_global_id(0);
+    const int r = (int)get_global_id(1);
+    if (d >= dim || r >= rows)
+        return;
+    store_elem(dst,
+               base + (ulong)b * stride.s0 + (ulong)h * stride.s1 +
+                   (ulong)(row0 + r) * stride.s2 + (ulong)d * stride.s3,
+               src[(ulong)r * (ulong)dim + (ulong)d] * factor);
+}
+
+/* global = (1). finish 0: acc[h] += the chunk's sink terms, in row order
+ * (one work-item: a fixed order, deterministic); finish 1: global =
+ * (heads_q), d_sinks[h] = acc[h]. */
+__kernel void ref_bwd_dsinks(__global const real_t *sink_term,
+                             __global real_t *acc, __global float *d_sinks,
+                             const ulong base, const ulong stride,
+                             const int rows, const int h, const int heads_q,
+                             const int finish)
+{
+    const int g = (int)get_global_id(0);
+    if (finish) {
+        if (g < heads_q)
+            d_sinks[base + (ulong)g * stride] = (float)acc[g];
+        return;
+    }
+    if (g != 0)
+        return;
+    real_t sum = acc[h];
+    for (int r = 0; r < rows; ++r)
+        sum += sink_term[r];
+    acc[h] = sum;
+}

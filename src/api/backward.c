@@ -7,6 +7,7 @@
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "portable/flash_bwd_args.clh"
+#include "reference/reference.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,8 +56,6 @@ static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
         what = "varlen (cu_seqlens_q/k)";
     else if (p->infer.num_splits > 1)
         what = "num_splits > 1";
-    else if (p->backend == FLASHCL_BACKEND_REFERENCE)
-        what = "the reference backend";
     if (what)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward does not support %s; see "
@@ -383,6 +382,12 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                    const bwd_views *w, cl_uint num_wait,
                                    const cl_event *wait_list, cl_event *event)
 {
+    if (p->backend == FLASHCL_BACKEND_REFERENCE) {
+        const reference_bwd_views views = {&w->d_o, &w->d_q, &w->d_k,
+                                           &w->d_v, &w->d_sinks};
+        return launch_reference_backward(ctx, queue, p, &views, num_wait,
+                                         wait_list, event);
+    }
     compiled_program *program = NULL;
     const bwd_plan plan = plan_backward(ctx, p);
     flashcl_status status = build_program(ctx, p, &plan, &program);

@@ -22,6 +22,21 @@ flashcl_status launch_reference_inference(flashcl_context *ctx,
                                           const cl_event *wait_list,
                                           cl_event *event);
 
+/* The backward's output views (src/api/backward.c resolved them). */
+typedef struct reference_bwd_views {
+    const tensor_view *d_o, *d_q, *d_k, *d_v, *d_sinks;
+} reference_bwd_views;
+
+/* Enqueue a checked, non-empty, dense backward on the unfused path
+ * (reference_backward.c). */
+flashcl_status launch_reference_backward(flashcl_context *ctx,
+                                         cl_command_queue queue,
+                                         const problem *p,
+                                         const reference_bwd_views *w,
+                                         cl_uint num_wait,
+                                         const cl_event *wait_list,
+                                         cl_event *event);
+
 /* Free the backend's scratch (context release). */
 void reference_state_release(flashcl_context *ctx);
 

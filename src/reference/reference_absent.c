@@ -18,6 +18,19 @@ flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
     return absent(ctx);
 }
 
+flashcl_status launch_reference_backward(flashcl_context *ctx,
+                                         cl_command_queue queue,
+                                         const problem *p,
+                                         const reference_bwd_views *w,
+                                         cl_uint num_wait,
+                                         const cl_event *wait_list,
+                                         cl_event *event)
+{
+    (void)queue, (void)p, (void)w, (void)num_wait, (void)wait_list;
+    (void)event;
+    return absent(ctx);
+}
+
 void reference_state_release(flashcl_context *ctx) { (void)ctx; }
 
 flashcl_status flashcl_context_set_scratch_limit(flashcl_context *ctx,
