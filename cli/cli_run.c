@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_backward.h"
 #include "cli_device.h"
 #include "cli_problem.h"
 #include "cli_report.h"
@@ -12,7 +13,7 @@
 
 typedef struct run_options {
     int batch, heads, heads_kv, seqlen, seqlen_q, seqlen_k, head_dim, reps;
-    bool causal, window;
+    bool causal, window, backward;
     long window_left, window_right;
     float softcap;
     flashcl_dtype dtype;
@@ -96,6 +97,9 @@ static const cli_option run_table[] = {
      CLI_CUSTOM, 0, 0, 0, parse_backend, "auto, fused or reference"},
     {"reps", "N", "timed calls, median (default 5)", RUN_INT(reps), 1, 1000,
      NULL, NULL},
+    {"backward", NULL, "then the backward: dQ, dK, dV error vs float64\n"
+                       "and its device time (events, median of --reps)",
+     CLI_FLAG, offsetof(run_options, backward), 0, 0, NULL, NULL},
     CLI_OPTIONS_END,
 };
 
@@ -108,7 +112,11 @@ const cli_command run_command = {
     "the reference backend builds CLBlast's kernels on its first call), the\n"
     "first call's time, and the median of --reps calls after one warm-up\n"
     "(host clock around enqueue + clFinish). GFLOP/s count 2 (D + D_v)\n"
-    "FLOPs per query-key pair the causal mask and window leave.\n",
+    "FLOPs per query-key pair the causal mask and window leave. --backward\n"
+    "then runs the backward on the same case (the portable kernel, with a\n"
+    "random dO): dQ, dK, dV's max error against the float64 gradient oracle,\n"
+    "the first call (host clock, compile included) and the median device\n"
+    "time of --reps calls from events; PASS needs these too.\n",
     run_table};
 
 /* ---- options -------------------------------------------------------- */
@@ -172,6 +180,8 @@ typedef struct run_result {
     error_pair error;
     size_t scratch;
     bool pass;
+    bool backward;
+    backward_result bwd;
 } run_result;
 
 /* Compile (fused: flashcl_prepare, which says whether it compiled) or size
@@ -230,7 +240,12 @@ static flashcl_status measure(flashcl_context *ctx, problem *p,
                          2.0 * (s->head_dim + s->head_dim_v);
     r->gflops = flops / (r->time.median_ms * 1e-3) / 1e9;
     r->pass = within_tolerance(r->error, p->dtype);
-    return FLASHCL_SUCCESS;
+    if (!o->backward)
+        return FLASHCL_SUCCESS;
+    r->backward = true;
+    status = problem_backward(ctx, p, o->reps, &r->bwd, why, why_cap);
+    r->pass = r->pass && r->bwd.pass;
+    return status;
 }
 
 /* ---- output --------------------------------------------------------- */
@@ -284,6 +299,14 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_number(&j, "min_ms", r->time.min_ms);
     json_number(&j, "gflops", r->gflops);
     json_integer(&j, "scratch_bytes", (long long)r->scratch);
+    if (r->backward) {
+        json_number(&j, "dq_error", r->bwd.dq_error);
+        json_number(&j, "dk_error", r->bwd.dk_error);
+        json_number(&j, "dv_error", r->bwd.dv_error);
+        json_number(&j, "grad_tolerance", grad_tolerance(p->dtype));
+        json_number(&j, "backward_first_call_ms", r->bwd.first_call_ms);
+        json_number(&j, "backward_median_ms", r->bwd.median_ms);
+    }
     json_bool(&j, "pass", r->pass);
     json_close(&j);
     json_end(&j);
@@ -353,6 +376,17 @@ static void print_text(const problem *p, flashcl_backend backend,
     printf("time: %.3f ms (median of %d after 1 warm-up, host clock), "
            "%.2f GFLOP/s\n",
            r->time.median_ms, r->time.reps, r->gflops);
+    if (r->backward) {
+        printf("backward: max |dQ - ref| / max |ref| %.3e, dK %.3e, dV "
+               "%.3e vs float64 oracle (tolerance %.1e)\n",
+               r->bwd.dq_error, r->bwd.dk_error, r->bwd.dv_error,
+               grad_tolerance(p->dtype));
+        printf("backward first call: %.1f ms (host clock, compile "
+               "included)\n",
+               r->bwd.first_call_ms);
+        printf("backward time: %.3f ms (device, events, median of %d)\n",
+               r->bwd.median_ms, r->bwd.reps);
+    }
     printf("%s\n", r->pass ? "PASS" : "FAIL");
 }
 

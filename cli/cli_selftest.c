@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_backward.h"
 #include "cli_device.h"
 #include "cli_problem.h"
 #include "cli_report.h"
@@ -32,7 +33,9 @@ const cli_command selftest_command = {
     "   key, no keys at all, D = 256, every variant at once) in each dtype\n"
     "   on the fused and the reference backend and compares both with the\n"
     "   float64 oracle and with each other; a row passes when every O error\n"
-    "   is within the O tolerance and every LSE error within the LSE one.\n"
+    "   is within the O tolerance and every LSE error within the LSE one;\n"
+    "3. runs one small backward per dtype (GQA, causal, softcap, sinks) and\n"
+    "   compares dQ, dK, dV with the float64 gradient oracle.\n"
     "Prints a PASS/FAIL table and the wall time; exit status 1 if anything\n"
     "failed. Progress goes to stderr: one line rewritten in place on a\n"
     "terminal, else one \"[k/n] step\" line per step; a step still running\n"
@@ -269,6 +272,77 @@ static void run_checks(flashcl_context *ctx, int num_dtypes, tally *t)
         }
 }
 
+/* ---- the backward ------------------------------------------------- */
+
+static const problem_spec backward_shape = {
+    .name = "GQA 4/2, causal, softcap, sinks", .batch = 1, .heads_q = 4,
+    .heads_kv = 2, .seqlen_q = 33, .seqlen_k = 47, .head_dim = 32,
+    .causal = 1, .sinks = 1, .softcap = 20.0f};
+
+/* The forward then the backward on one problem; returns ok. */
+static bool check_backward(flashcl_context *ctx, flashcl_dtype dtype,
+                           backward_result *r, char *failure, size_t cap)
+{
+    memset(r, 0, sizeof *r);
+    problem p;
+    flashcl_status status =
+        problem_create(ctx, &backward_shape, dtype, 77, &p, failure, cap);
+    if (status != FLASHCL_SUCCESS)
+        return false;
+    status = problem_run(ctx, &p, FLASHCL_BACKEND_FUSED);
+    if (status == FLASHCL_SUCCESS)
+        status = problem_backward(ctx, &p, 1, r, failure, cap);
+    else
+        snprintf(failure, cap, "%s: %.200s", flashcl_status_string(status),
+                 flashcl_context_last_error(ctx));
+    problem_release(&p);
+    return status == FLASHCL_SUCCESS && r->pass;
+}
+
+static void print_backward(tally *t, flashcl_dtype dtype,
+                           const backward_result *r, bool ok,
+                           const char *failure)
+{
+    progress_clear(&t->progress);
+    if (t->json) {
+        json_object(&t->j, NULL);
+        json_string(&t->j, "kind", "backward");
+        json_string(&t->j, "shape", backward_shape.name);
+        json_string(&t->j, "dtype", dtype_name(dtype));
+        json_number(&t->j, "dq_error", r->dq_error);
+        json_number(&t->j, "dk_error", r->dk_error);
+        json_number(&t->j, "dv_error", r->dv_error);
+        json_number(&t->j, "grad_tolerance", grad_tolerance(dtype));
+        json_string(&t->j, "detail", failure);
+        json_bool(&t->j, "pass", ok);
+        json_close(&t->j);
+        return;
+    }
+    printf("| %s | %s | %.1e | %.1e | %.1e | %.1e | %s%s%s |\n",
+           backward_shape.name, dtype_name(dtype), r->dq_error, r->dk_error,
+           r->dv_error, grad_tolerance(dtype), ok ? "PASS" : "FAIL",
+           failure[0] ? ": " : "", failure);
+    fflush(stdout);
+}
+
+static void run_backward_checks(flashcl_context *ctx, int num_dtypes,
+                                tally *t)
+{
+    if (!t->json)
+        printf("\nbackward vs float64 gradient oracle (max |err| / max "
+               "|ref|):\n| shape | dtype | dQ | dK | dV | tol | result |\n"
+               "|---|---|---|---|---|---|---|\n");
+    for (int d = 0; d < num_dtypes; ++d) {
+        progress_step(&t->progress, ++t->step, "backward %s",
+                      dtype_name(dtypes[d]));
+        backward_result r;
+        char failure[256] = "";
+        bool ok = check_backward(ctx, dtypes[d], &r, failure, sizeof failure);
+        record(t, ok);
+        print_backward(t, dtypes[d], &r, ok, failure);
+    }
+}
+
 /* ---- the command ---------------------------------------------------- */
 
 static void print_start(tally *t, const flashcl_device_info *dev)
@@ -321,12 +395,13 @@ int cmd_selftest(int argc, char **argv)
     flashcl_context_device_info(ctx, &dev);
     const int num_dtypes = dev.has_fp64 ? 4 : 3;
     tally t = {.json = common.json};
-    progress_begin(&t.progress, num_dtypes * (2 + SHAPES) + 1,
+    progress_begin(&t.progress, num_dtypes * (3 + SHAPES) + 1,
                    !o.no_progress);
     progress_heartbeat_start(&t.progress);
     print_start(&t, &dev);
     run_builds(ctx, num_dtypes, &t);
     run_checks(ctx, num_dtypes, &t);
+    run_backward_checks(ctx, num_dtypes, &t);
     progress_step(&t.progress, ++t.step, "releasing the context");
     flashcl_context_release(ctx);
     progress_heartbeat_stop(&t.progress);

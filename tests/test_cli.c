@@ -962,6 +962,49 @@ START_TEST(run_reports_compile_and_first_call)
 }
 END_TEST
 
+/* --backward: the gradients' errors against the float64 oracle, within
+ * the tolerance it prints, and a device time; text and JSON agree. */
+START_TEST(run_backward_reports_errors_and_time)
+{
+    const char *args = "run --backward --seqlen-q 40 --seqlen-k 56 --heads 4 "
+                       "--heads-kv 2 --head-dim 32 --causal --dtype fp16 "
+                       "--reps 2";
+    char json_args[256];
+    snprintf(json_args, sizeof json_args, "%s --json", args);
+    tool_result r = tool(NULL, json_args);
+    ck_assert_msg(r.status == 0, "exit %d: %s %s", r.status, clip(r.out),
+                  clip(r.err));
+    expect_json(r.out, "dq_error");
+    const double tol = json_number_of(r.out, "grad_tolerance");
+    ck_assert_msg(tol > 0 && tol < 0.1, "grad_tolerance %g", tol);
+    const char *keys[] = {"dq_error", "dk_error", "dv_error"};
+    for (int i = 0; i < 3; ++i) {
+        const double e = json_number_of(r.out, keys[i]);
+        ck_assert_msg(e >= 0 && e <= tol, "%s = %g (tolerance %g)", keys[i],
+                      e, tol);
+    }
+    /* fp16 rounding leaves a trace: an error of exactly 0 means the
+     * gradients were compared with themselves. */
+    ck_assert(json_number_of(r.out, "dq_error") > 0);
+    ck_assert(json_number_of(r.out, "backward_median_ms") > 0);
+    ck_assert(json_number_of(r.out, "backward_first_call_ms") > 0);
+    ck_assert_int_eq(json_bool_of(r.out, "pass"), 1);
+    tool_free(&r);
+    r = tool(NULL, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    ck_assert_ptr_nonnull(strstr(r.out, "backward: max |dQ - ref|"));
+    ck_assert_ptr_nonnull(strstr(r.out, "backward time: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "(device, events, median of 2)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "\nPASS\n"));
+    tool_free(&r);
+    /* without --backward no gradient is reported */
+    r = tool(NULL, "run --seqlen 32 --heads 1 --json");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_null(strstr(r.out, "dq_error"));
+    tool_free(&r);
+}
+END_TEST
+
 /* The row of `info` for one (D, dtype): "    D=64  fp16: ..." and the
  * lines under it up to the next row. */
 static const char *variant_row(const char *out, int head_dim,
@@ -1278,6 +1321,20 @@ START_TEST(selftest_passes)
     ck_assert_ptr_nonnull(strstr(r.out, "PASS: "));
     ck_assert_ptr_null(strstr(r.out, "FAIL"));
     ck_assert_ptr_nonnull(strstr(r.out, "all variants"));
+    ck_assert_ptr_nonnull(
+        strstr(r.out, "\nbackward vs float64 gradient oracle"));
+    const char *backward_rows[] = {
+        "\n| GQA 4/2, causal, softcap, sinks | fp32 | ",
+        "\n| GQA 4/2, causal, softcap, sinks | fp16 | ",
+        "\n| GQA 4/2, causal, softcap, sinks | bf16 | "};
+    for (int i = 0; i < 3; ++i) {
+        const char *row = strstr(r.out, backward_rows[i]);
+        ck_assert_msg(row != NULL, "no backward row %s", backward_rows[i] + 1);
+        const char *end = strchr(row + 1, '\n');
+        const char *pass_at = strstr(row, "| PASS |");
+        ck_assert_msg(pass_at && (!end || pass_at < end),
+                      "backward row does not pass: %.200s", row + 1);
+    }
     const int rows = check_selftest_table(r.out);
     ck_assert_int_gt(rows, 8);
     check_progress_lines(r.err, rows);
@@ -1437,6 +1494,7 @@ int main(int argc, char **argv)
         {run_follows_backend_env, 0}, {run_json_failure, 0},
         {run_shape_and_variant_options, 0},
         {run_reports_compile_and_first_call, 0},
+        {run_backward_reports_errors_and_time, 0},
         {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},
         {bench_small_sweep, 0}, {selftest_passes, 0},
         {bench_csv_has_the_json_columns, 0}, {info_default_is_short, 0},

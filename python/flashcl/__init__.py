@@ -12,13 +12,14 @@ inputs go through its device call with no copies. See
 cache, dense or paged, with in-place append and split KV),
 :func:`attention_varlen` (packed variable-length batches),
 :func:`combine_partials` (merging results over disjoint key ranges by
-their LSEs), FlashAttention-2's names (:func:`flash_attn_func`,
-:func:`flash_attn_varlen_func`, :func:`flash_attn_with_kvcache`),
-:func:`devices`, docs/python.md and the README's Python section. Not there
-yet: the backward pass.
+their LSEs), :func:`attention_backward` (the gradients), FlashAttention-2's
+names (:func:`flash_attn_func`, :func:`flash_attn_varlen_func`,
+:func:`flash_attn_with_kvcache`),
+:func:`devices`, docs/python.md and the README's Python section.
 """
 from . import _lib
 from ._attention import attention
+from ._backward import attention_backward
 from ._inference import attention_kvcache, attention_varlen
 from ._combine import combine_partials
 from ._flash_attn import (flash_attn_func, flash_attn_varlen_func,
@@ -47,7 +48,8 @@ def library_version() -> str:
 
 
 __all__ = [
-    "attention", "attention_kvcache", "attention_varlen", "combine_partials",
+    "attention", "attention_backward", "attention_kvcache", "attention_varlen",
+    "combine_partials",
     "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
     "devices", "Device", "Status", "Error", "library_path", "library_source",
     "library_version",

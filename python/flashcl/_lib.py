@@ -101,6 +101,19 @@ class AttentionDesc(Structure):
     ]
 
 
+class BackwardDesc(Structure):
+    """flashcl_backward_desc (0.3)"""
+    _fields_ = [
+        ("struct_size", c_size_t),
+        ("d_o", Tensor),
+        ("d_q", Tensor),
+        ("d_k", Tensor),
+        ("d_v", Tensor),
+        ("d_sinks", Tensor),
+        ("nondeterministic", c_int),
+    ]
+
+
 class CombineDesc(Structure):
     """flashcl_combine_desc"""
     _fields_ = [
@@ -275,6 +288,15 @@ attention_forward = _fn("flashcl_attention_forward", c_int, c_void_p,
 attention_forward_host = _fn("flashcl_attention_forward_host", c_int,
                              c_void_p, POINTER(AttentionDesc), c_void_p,
                              c_void_p, c_void_p, c_void_p, c_void_p)
+attention_backward = _fn("flashcl_attention_backward", c_int, c_void_p,
+                         c_void_p, POINTER(AttentionDesc),
+                         POINTER(BackwardDesc), c_uint, POINTER(c_void_p),
+                         POINTER(c_void_p))
+attention_backward_host = _fn("flashcl_attention_backward_host", c_int,
+                              c_void_p, POINTER(AttentionDesc), c_void_p,
+                              c_void_p, c_void_p, c_void_p, c_void_p,
+                              c_void_p, c_void_p, c_void_p, c_void_p,
+                              c_void_p)
 combine_partials = _fn("flashcl_combine_partials", c_int, c_void_p, c_void_p,
                        POINTER(CombineDesc), c_uint, POINTER(c_void_p),
                        POINTER(c_void_p))

@@ -26,6 +26,7 @@ def header_dir():
 STRUCTS = {"flashcl_tensor": _lib.Tensor,
            "flashcl_attention_desc": _lib.AttentionDesc,
            "flashcl_combine_desc": _lib.CombineDesc,
+           "flashcl_backward_desc": _lib.BackwardDesc,
            "flashcl_device_info": _lib.DeviceInfo}
 
 ENUMS = {
@@ -89,6 +90,8 @@ def test_struct_layout(c_values, cname):
 def test_descriptor_ends(c_values):
     fields = [f for f, _ in _lib.AttentionDesc._fields_]
     assert fields[0] == "struct_size" and fields[-1] == "infer_status"
+    fields = [f for f, _ in _lib.BackwardDesc._fields_]
+    assert fields[0] == "struct_size" and fields[-1] == "nondeterministic"
 
 
 def test_enums(c_values):

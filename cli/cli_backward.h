@@ -1,0 +1,27 @@
+/* The backward check shared by `flashcl run --backward` and `flashcl
+ * selftest`: dQ, dK, dV of a problem whose forward has run, against the
+ * float64 gradient oracle (support/oracle_bwd.h), and its device time. */
+#ifndef FLASHCL_CLI_BACKWARD_H
+#define FLASHCL_CLI_BACKWARD_H
+
+#include "cli_problem.h"
+
+typedef struct backward_result {
+    double dq_error, dk_error, dv_error; /* max |g - ref| / max |ref| */
+    double first_call_ms; /* host clock, the kernels' compile included */
+    double median_ms;     /* device time from events, median of reps */
+    int reps;
+    bool pass;
+} backward_result;
+
+/* Runs the backward of `p` (its forward must have run: O and LSE are on
+ * the device) `reps` + 1 times with a seeded random dO, outputs poisoned
+ * first. On failure the reason is in `why`. */
+flashcl_status problem_backward(flashcl_context *ctx, const problem *p,
+                                int reps, backward_result *r, char *why,
+                                size_t why_cap);
+
+/* Gradients' tolerance against float64, relative to max |ref|. */
+double grad_tolerance(flashcl_dtype dtype);
+
+#endif /* FLASHCL_CLI_BACKWARD_H */
