@@ -298,8 +298,8 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
     ``[heads_q]`` and needs ``sinks``. ALiBi, bias and mask are constants
     (no gradient). The result is bitwise reproducible:
     ``nondeterministic=True`` lets a path trade that for speed (none does
-    yet; the NumPy host call ignores it). Refused with
-    :class:`flashcl.UnsupportedError`: ``backend="reference"``.
+    yet; the NumPy host call ignores it). ``backend="reference"`` computes
+    it with CLBlast GEMMs instead of the fused kernels.
 
     NumPy inputs run through ``flashcl_attention_backward_host`` on
     ``device``'s cached context; PyOpenCL arrays (all six) run through
