@@ -24,6 +24,9 @@ LISTS = [
     ("cl/amd/flash_fwd_amd_switches.clh", "FLASHCL_AMD_SWITCHES",
      "cl/amd/flash_fwd_amd_defaults.clh", "cl/amd/flash_fwd_amd.cl",
      "amd_mfma"),
+    ("cl/inference/flash_split_switches.clh", "FLASHCL_SPLIT_SWITCHES",
+     "cl/inference/flash_split_defaults.clh", "cl/inference/flash_split.cl",
+     "split_kv"),
 ]
 
 DOCS = "docs/switches.md"

@@ -534,7 +534,7 @@ START_TEST(plans_for_an_h200)
     char skipped[2048] = "";
     choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, c->tiles);
     case_env(c, false);
-    ck_assert_msg(!plan.error[0], "%s: %s", c->name, plan.error);
+    ck_assert_msg(!plan.refused[0], "%s: %s", c->name, plan.refused);
     for (int i = 0; i < 5; ++i)
         if (owned[i])
             clReleaseMemObject(owned[i]);
@@ -646,8 +646,9 @@ START_TEST(plan_error_fails_the_build)
     memset(&plan, 0, sizeof plan);
     plan.path = &nv_wgmma_path;
     plan.source = "flash_fwd_wgmma.cl";
-    snprintf(plan.error, sizeof plan.error,
-             "the kernel's -D options exceed 1023 bytes");
+    plan_refuse(&plan, FLASHCL_ERROR_UNSUPPORTED,
+                "internal limit: the nv_wgmma kernel's -D options exceed "
+                "1023 bytes");
     compiled_program *programs[2] = {NULL, NULL};
     ck_assert_int_eq(plan_programs(ctx, &plan, programs, NULL),
                      FLASHCL_ERROR_UNSUPPORTED);
@@ -655,6 +656,23 @@ START_TEST(plan_error_fails_the_build)
     ck_assert_msg(strstr(flashcl_context_last_error(ctx), "nv_wgmma") &&
                       strstr(flashcl_context_last_error(ctx), "exceed"),
                   "%s", flashcl_context_last_error(ctx));
+}
+END_TEST
+
+/* One refusal per plan, read the same way by describe, prepare and
+ * forward: the first reason and its status stand. */
+START_TEST(first_refusal_stands)
+{
+    kernel_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.path = &nv_wgmma_path;
+    ck_assert_int_eq(plan_refusal(ctx, &plan), FLASHCL_SUCCESS);
+    plan_refuse(&plan, FLASHCL_ERROR_UNSUPPORTED, "options need %d bytes",
+                2048);
+    plan_refuse(&plan, FLASHCL_ERROR_INVALID_VALUE, "a later reason");
+    ck_assert_int_eq(plan_refusal(ctx, &plan), FLASHCL_ERROR_UNSUPPORTED);
+    ck_assert_str_eq(flashcl_context_last_error(ctx),
+                     "options need 2048 bytes");
 }
 END_TEST
 
@@ -671,6 +689,7 @@ int main(void)
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
     tcase_add_test(tc, preprocess_can_fail);
     tcase_add_test(tc, plan_error_fails_the_build);
+    tcase_add_test(tc, first_refusal_stands);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

@@ -176,6 +176,33 @@ START_TEST(kernel_guards_follow_the_list)
 }
 END_TEST
 
+/* cc -E on the split-KV kernel with `defines`: 0 when its guards accept
+ * them. */
+static int preprocess_split(const char *defines)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' -E -P -x c -I'%s/inference' -I'%s/common' %s "
+             "'%s/inference/flash_split.cl' -o /dev/null 2>/dev/null",
+             FLASHCL_TEST_CC, FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR,
+             defines, FLASHCL_SOURCE_CL_DIR);
+    const int raw = system(cmd);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* The split-KV list's guards hold whichever of its kernels is chosen: a
+ * switch of one kernel set illegally is refused with another picked. */
+START_TEST(split_guards_follow_the_list)
+{
+    ck_assert_int_eq(preprocess_split(""), 0);
+    ck_assert_int_eq(preprocess_split("-DFLASHCL_SPLIT_MMA_HALVES=2"), 0);
+    ck_assert_int_ne(preprocess_split("-DFLASHCL_SPLIT_MMA_HALVES=3"), 0);
+    ck_assert_int_ne(preprocess_split("-DFLASHCL_SPLIT_UNROLL=9"), 0);
+    ck_assert_int_ne(preprocess_split("-DFLASHCL_SPLIT_FUSED=2"), 0);
+    ck_assert_int_ne(preprocess_split("-DFLASHCL_SPLIT_MMA_LOAD=4"), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("options");
@@ -186,6 +213,7 @@ int main(void)
     tcase_add_test(tc, portable_overflow_refuses_the_plan);
     tcase_add_test(tc, portable_illegal_switch_refuses_the_plan);
     tcase_add_test(tc, kernel_guards_follow_the_list);
+    tcase_add_test(tc, split_guards_follow_the_list);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

@@ -37,75 +37,13 @@
 #include "combine.clh"
 #include "packed_span.clh"
 
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#ifndef FLASHCL_BLOCK_M
-#define FLASHCL_BLOCK_M 16
-#endif
-#ifndef FLASHCL_BLOCK_N
-#define FLASHCL_BLOCK_N 32
-#endif
-#ifndef FLASHCL_WG_SIZE
-#define FLASHCL_WG_SIZE FLASHCL_BLOCK_M
-#endif
-#ifndef FLASHCL_VEC
-#define FLASHCL_VEC 4
-#endif
-#ifndef FLASHCL_WINDOW_LEFT
-#define FLASHCL_WINDOW_LEFT 0
-#endif
-#ifndef FLASHCL_SPLIT
-#define FLASHCL_SPLIT 0 /* 1: partials to scratch, merged by the combine */
-#endif
-#ifndef FLASHCL_Q_VARLEN
-#define FLASHCL_Q_VARLEN 0
-#endif
-#ifndef FLASHCL_KV_MODE
-#define FLASHCL_KV_MODE 0 /* 0 dense, 1 varlen, 2 cache, 3 paged cache */
-#endif
-#ifndef FLASHCL_BATCH_IDX
-#define FLASHCL_BATCH_IDX 0
-#endif
-#ifndef FLASHCL_APPEND
-#define FLASHCL_APPEND 0
-#endif
-#ifndef FLASHCL_COMPENSATED
-#define FLASHCL_COMPENSATED 1
-#endif
-#if FLASHCL_COMPENSATED != 0 && FLASHCL_COMPENSATED != 1
-#error "FLASHCL_COMPENSATED must be 0 or 1"
-#endif
+#include "flash_split_defaults.clh"
 
-#if FLASHCL_VEC != 2 && FLASHCL_VEC != 4 && FLASHCL_VEC != 8 && FLASHCL_VEC != 16
-#error "FLASHCL_VEC must be 2, 4, 8 or 16"
-#endif
 #if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
 #endif
 #if FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM_V must be in 1..256 and a multiple of FLASHCL_VEC"
-#endif
-#if FLASHCL_BLOCK_N < FLASHCL_VEC || FLASHCL_BLOCK_N % 16 != 0 || FLASHCL_BLOCK_N > 256
-#error "FLASHCL_BLOCK_N must be a multiple of 16 (pages are), at most 256"
-#endif
-#if FLASHCL_BLOCK_M < 1 || FLASHCL_BLOCK_M > 1024
-#error "FLASHCL_BLOCK_M must be in 1..1024"
-#endif
-#ifndef FLASHCL_SPLIT_WIDE
-#define FLASHCL_SPLIT_WIDE 0 /* 1: the GPU kernel of split_wide.clh */
-#endif
-#if FLASHCL_SPLIT_WIDE != 0 && FLASHCL_SPLIT_WIDE != 1
-#error "FLASHCL_SPLIT_WIDE must be 0 or 1"
-#endif
-#ifndef FLASHCL_SPLIT_LANES
-#define FLASHCL_SPLIT_LANES 0 /* > 0: split_lanes.clh, lanes per key */
-#endif
-#ifndef FLASHCL_SPLIT_MMA
-#define FLASHCL_SPLIT_MMA 0 /* > 0: split_mma.clh, warps per work-group */
 #endif
 #if (FLASHCL_SPLIT_LANES != 0) + (FLASHCL_SPLIT_WIDE != 0) + (FLASHCL_SPLIT_MMA != 0) > 1
 #error "FLASHCL_SPLIT_LANES, FLASHCL_SPLIT_WIDE and FLASHCL_SPLIT_MMA pick different kernels"
@@ -113,23 +51,8 @@
 #if !FLASHCL_SPLIT_WIDE && !FLASHCL_SPLIT_LANES && !FLASHCL_SPLIT_MMA && FLASHCL_WG_SIZE != FLASHCL_BLOCK_M
 #error "one work-item per packed row: FLASHCL_WG_SIZE must equal FLASHCL_BLOCK_M"
 #endif
-#if FLASHCL_SPLIT != 0 && FLASHCL_SPLIT != 1
-#error "FLASHCL_SPLIT must be 0 or 1"
-#endif
-#if FLASHCL_Q_VARLEN != 0 && FLASHCL_Q_VARLEN != 1
-#error "FLASHCL_Q_VARLEN must be 0 or 1"
-#endif
-#if FLASHCL_KV_MODE < 0 || FLASHCL_KV_MODE > 3
-#error "FLASHCL_KV_MODE must be 0 (dense), 1 (varlen), 2 (cache) or 3 (paged)"
-#endif
-#if FLASHCL_BATCH_IDX != 0 && FLASHCL_BATCH_IDX != 1
-#error "FLASHCL_BATCH_IDX must be 0 or 1"
-#endif
 #if FLASHCL_BATCH_IDX && FLASHCL_KV_MODE != 2
 #error "FLASHCL_BATCH_IDX needs a dense cache (FLASHCL_KV_MODE 2)"
-#endif
-#if FLASHCL_APPEND != 0 && FLASHCL_APPEND != 1
-#error "FLASHCL_APPEND must be 0 or 1"
 #endif
 #if FLASHCL_APPEND && FLASHCL_KV_MODE < 2
 #error "FLASHCL_APPEND needs a KV cache (FLASHCL_KV_MODE 2 or 3)"

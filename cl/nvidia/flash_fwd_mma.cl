@@ -101,10 +101,6 @@
 #ifndef FLASHCL_BLOCK_N
 #define FLASHCL_BLOCK_N 64
 #endif
-/* 1: skip the O rescale of a tile when no row of the warp got a new max */
-#ifndef FLASHCL_NV_LAZY_RESCALE
-#define FLASHCL_NV_LAZY_RESCALE 1
-#endif
 /* 0: the fast pass, exponent 2^(fma(s, c, -m*c)); it marks blocks whose
  * rows had |m*c| >= 2^12 (where the rounding of m*c starts to show in P)
  * or a non-finite row sum with a NaN in O[row][0]. 1: the fix-up pass run
@@ -123,13 +119,6 @@
  * tile. Fewer registers let a warp own 32 rows (halving K/V local-memory
  * traffic per mma) at D = 128. FLASHCL_NV_STAGES: 1 or 2 K/V buffers.
  * Both default below, once the tile sizes are known. */
-/* Accepted for ABI compatibility; this path always has dim stride 1. */
-#ifndef FLASHCL_DIM_CONTIGUOUS
-#define FLASHCL_DIM_CONTIGUOUS 1
-#endif
-#ifndef FLASHCL_VEC
-#define FLASHCL_VEC 8
-#endif
 
 #ifndef FLASHCL_HEAD_DIM_V
 #define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
@@ -335,20 +324,6 @@ typedef float real_t;
 #define NV_QS_BYTES 0
 #endif
 #define NV_SMEM_BYTES (NV_KV_BYTES + NV_QS_BYTES)
-/* 1: stage O through local memory for 16-byte global stores (needs the
- * BLOCK_M x D tile to fit where K, V and Q were). Off by default: it
- * measured 0.5-2% slower than direct 4-byte stores on the H200 (O is
- * written once per Q row, K and V are read N/BLOCK_M times). */
-#ifndef FLASHCL_NV_STAGE_O
-#define FLASHCL_NV_STAGE_O 0
-#endif
-#if FLASHCL_NV_STAGE_O && NV_TF32
-#error "flash_fwd_mma: FLASHCL_NV_STAGE_O is for 16-bit storage"
-#endif
-#if FLASHCL_NV_STAGE_O && NV_BM * NV_ROWBV > NV_SMEM_BYTES
-#error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs BLOCK_M x D in local memory"
-#endif
-
 #if NV_SMEM_BYTES > NV_LOCAL_LIMIT
 #error "flash_fwd_mma: K/V tiles exceed the device's local memory"
 #endif
@@ -1061,11 +1036,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
                     grew |= mx > row_max[mt][hh];
                 }
             }
-#if FLASHCL_NV_LAZY_RESCALE
             /* Rescale O only when some row of the warp got a new maximum:
              * after the first tiles that is rare, and alpha would be 1. */
             if (nv_warp_any(grew))
-#endif
             {
 #pragma unroll
                 for (int mt = 0; mt < NV_MT; ++mt) {
@@ -1165,13 +1138,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     /* The sink is one more logit in the denominator, with no value row. */
     const float sink = sink_logit(h, M_LOG2E_F FLASHCL_VARIANT_NAMES);
 #endif
-#if FLASHCL_NV_STAGE_O
-    /* O goes through local memory so that global stores are whole 16-byte
-     * row chunks: wait until every warp is done with the K/V tiles. */
-    NV_CP_WAIT_ALL();
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __local uint *so = (__local uint *)smem;
-#endif
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt) {
 #pragma unroll
@@ -1196,17 +1162,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
 #endif
             const bool any = l > 0.f;
             const float inv = any ? oscale / l : 0.f;
-#if FLASHCL_NV_STAGE_O
-            /* padded rows: the 32 lanes hit 32 different banks */
-            __local uint *orow =
-                so + (warp * NV_WSTRIDE + mt * NV_MSTRIDE + g + hh * 8) * (NV_ROWBV / 4);
-#pragma unroll
-            for (int d = 0; d < NV_DT; ++d)
-                orow[d * 4 + t4] = NV_PACK(acc[mt][d][hh * 2] * inv,
-                                           acc[mt][d][hh * 2 + 1] * inv);
-#endif
             if (row < seqlen_q) {
-#if !FLASHCL_NV_STAGE_O
                 __global STORAGE_T *orow = op + (ulong)row * os;
 #pragma unroll
                 for (int d = 0; d < NV_DT; ++d) {
@@ -1226,7 +1182,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
                         orow[col] = (ushort)pair;
 #endif
                 }
-#endif
                 if (write_lse && t4 == 0) {
                     const float lv =
                         any ? (mexp + log2(l)) * 0.69314718055994530942f
@@ -1237,23 +1192,6 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
             }
         }
     }
-#if FLASHCL_NV_STAGE_O
-#if NV_DV != NV_DVP
-#error "flash_fwd_mma: FLASHCL_NV_STAGE_O needs an unpadded FLASHCL_HEAD_DIM_V"
-#endif
-    barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-    for (int ci = 0; ci < (NV_BM * NV_CPRV + FLASHCL_WG_SIZE - 1) / FLASHCL_WG_SIZE; ++ci) {
-        const int c = tid + ci * FLASHCL_WG_SIZE;
-        const int r = c / NV_CPRV, cc = c % NV_CPRV;
-        if ((NV_BM * NV_CPRV % FLASHCL_WG_SIZE == 0 || c < NV_BM * NV_CPRV) &&
-            m0 + r < seqlen_q)
-            *(__global uint4 *)(op + (ulong)(m0 + r) * os + (ulong)(cc * 8)) =
-                ((__local uint4 *)smem)[r * (NV_ROWBV / 16) + cc];
-    }
-    /* The sentinels below must land after every thread's O stores. */
-    barrier(CLK_GLOBAL_MEM_FENCE);
-#endif
 #if !FLASHCL_NV_FIXUP
 #pragma unroll
     for (int mt = 0; mt < NV_MT; ++mt)

@@ -112,11 +112,8 @@ static flashcl_status plan_call(flashcl_context *ctx,
     if (status == FLASHCL_SUCCESS)
         choose_plan_forced(&ctx->caps, p, plan, skipped, skipped_cap,
                            context_forced_tiles(ctx, forced, sizeof forced));
-    if (status == FLASHCL_SUCCESS && plan->refused[0])
-        status = set_error(ctx,
-                           plan->refused_status ? plan->refused_status
-                                                : FLASHCL_ERROR_INVALID_VALUE,
-                           "%s", plan->refused);
+    if (status == FLASHCL_SUCCESS)
+        status = plan_refusal(ctx, plan);
     return status;
 }
 

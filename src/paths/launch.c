@@ -5,6 +5,7 @@
 #include "paths/path.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,25 +163,39 @@ void plan_base_options(const problem *p, const kernel_plan *plan, char *buf,
     options_pad_overflow(&out);
 }
 
+void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
+                 ...)
+{
+    if (plan->refused[0])
+        return;
+    va_list args;
+    va_start(args, format);
+    vsnprintf(plan->refused, sizeof plan->refused, format, args);
+    va_end(args);
+    plan->refused_status = status;
+}
+
+flashcl_status plan_refusal(flashcl_context *ctx, const kernel_plan *plan)
+{
+    if (!plan->refused[0])
+        return FLASHCL_SUCCESS;
+    return set_error(ctx, plan->refused_status, "%s", plan->refused);
+}
+
 void plan_options_done(kernel_plan *plan, const options_buf *out,
                        switch_fault fault)
 {
-    if (plan->refused[0]) /* a user's setting refused it first */
-        return;
+    const char *path = plan->path ? plan->path->name : "chosen";
     if (out->overflow)
-        snprintf(plan->refused, sizeof plan->refused,
-                 "internal limit: the %s path's kernel build options need "
-                 "more than %zu bytes",
-                 plan->path ? plan->path->name : "chosen", out->cap - 1);
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                    "internal limit: the %s path's kernel build options need "
+                    "more than %zu bytes",
+                    path, out->cap - 1);
     else if (fault.name)
-        snprintf(plan->refused, sizeof plan->refused,
-                 "internal error: the %s path planned %s=%d, outside the "
-                 "values its kernel accepts (docs/switches.md)",
-                 plan->path ? plan->path->name : "chosen", fault.name,
-                 fault.value);
-    else
-        return;
-    plan->refused_status = FLASHCL_ERROR_UNSUPPORTED;
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                    "internal error: the %s path planned %s=%d, outside the "
+                    "values its kernel accepts (docs/switches.md)",
+                    path, fault.name, fault.value);
 }
 
 program_request plan_request(const kernel_plan *plan, int which)
@@ -204,9 +219,9 @@ flashcl_status plan_programs(flashcl_context *ctx, const kernel_plan *plan,
     programs[0] = programs[1] = NULL;
     if (compiled_ms)
         *compiled_ms = 0;
-    if (plan->error[0])
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s: %s",
-                         plan->path->name, plan->error);
+    const flashcl_status refusal = plan_refusal(ctx, plan);
+    if (refusal != FLASHCL_SUCCESS)
+        return refusal;
     for (int which = 0; which < (plan->extra_source ? 2 : 1); ++which) {
         const program_request request = plan_request(plan, which);
         bool compiled_now = false;
@@ -236,11 +251,6 @@ flashcl_status plan_and_build(flashcl_context *ctx, const problem *p,
     const char *forced_tiles =
         context_forced_tiles(ctx, forced, sizeof forced);
     choose_plan_forced(&ctx->caps, p, plan, NULL, 0, forced_tiles);
-    if (plan->refused[0])
-        return set_error(ctx,
-                         plan->refused_status ? plan->refused_status
-                                              : FLASHCL_ERROR_INVALID_VALUE,
-                         "%s", plan->refused);
     flashcl_status status = plan_programs(ctx, plan, programs, compiled_ms);
     if (status != FLASHCL_ERROR_BUILD_FAILED || !plan->build_failed)
         return status;

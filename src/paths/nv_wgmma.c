@@ -407,7 +407,7 @@ static wgmma_schedule resolve_schedule(const device_caps *caps,
     return s;
 }
 
-/* Appends to the plan's options; false, with the plan's error set, when
+/* Appends to the plan's options; false, with the plan refused, when
  * they would not fit (a truncated list would build another kernel and
  * key the caches wrongly). */
 static bool options_append(kernel_plan *plan, const char *fmt, ...)
@@ -426,9 +426,10 @@ static bool options_append(kernel_plan *plan, const char *fmt, ...)
     if (n >= 0 && (size_t)n < sizeof plan->options - len)
         return true;
     plan->options[len] = '\0';
-    snprintf(plan->error, sizeof plan->error,
-             "the kernel's -D options exceed %zu bytes",
-             sizeof plan->options - 1);
+    plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                "internal limit: the nv_wgmma kernel's -D options exceed "
+                "%zu bytes",
+                sizeof plan->options - 1);
     return false;
 }
 
@@ -439,15 +440,16 @@ static bool options_fit(kernel_plan *plan)
 {
     if (strlen(plan->options) < sizeof plan->options - 1)
         return true;
-    snprintf(plan->error, sizeof plan->error,
-             "the kernel's -D options reach %zu bytes",
-             sizeof plan->options - 1);
+    plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                "internal limit: the nv_wgmma kernel's -D options fill all "
+                "%zu bytes",
+                sizeof plan->options - 1);
     return false;
 }
 
 /* The kernel's -D options of a resolved schedule: the base options, the
  * schedule's, the variants', the packed batch's and the grid's order.
- * False (the plan's error set) when they do not fit. */
+ * False (the plan refused) when they do not fit. */
 static bool schedule_options(const device_caps *caps, const problem *p,
                              const wgmma_schedule *s, bool *heads_first,
                              bool *seq_first, kernel_plan *plan)
@@ -455,9 +457,10 @@ static bool schedule_options(const device_caps *caps, const problem *p,
     plan_base_options(p, plan, plan->options, sizeof plan->options);
     char schedule[160];
     if (!nv_wgmma_defines(&s->cfg, schedule, sizeof schedule)) {
-        snprintf(plan->error, sizeof plan->error,
-                 "the schedule's -D options exceed %zu bytes",
-                 sizeof schedule - 1);
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                    "internal limit: the nv_wgmma schedule's -D options "
+                    "exceed %zu bytes",
+                    sizeof schedule - 1);
         return false;
     }
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;

@@ -38,10 +38,6 @@ struct kernel_plan {
     const char *kernel_names[PROGRAM_MAX_KERNELS];
     int kernel_count;
     char options[1024];          /* everything that changes the binary */
-    /* Non-empty: the path could not make this plan (its -D options did
-     * not fit `options`); plan_programs fails with it instead of building
-     * a truncated option list, whose cache key would be wrong too. */
-    char error[160];
     /* A second program the path runs with the same forward arguments:
      * after the first (the NVIDIA paths' exact fix-up pass), or before it
      * where `mask_bits` says so; NULL when the path has none. Its NDRange
@@ -61,15 +57,17 @@ struct kernel_plan {
     int head_dim_padded, head_dim_v_padded;
     int block_m, block_n, wg_size, vec;
     char reason[256];            /* why these tiles, measured where */
-    /* Why the call must not run ("" when it may): a setting the user
-     * named that is not legal (FLASHCL_PATH naming no path, FLASHCL_TILES
-     * illegal here). Checked by plan_and_build and describe, which fail
-     * with FLASHCL_ERROR_INVALID_VALUE and this text: a misspelt setting
-     * silently ignored would pass a test of what it meant to force. */
+    /* Why the call must not run ("" when it may), with the status it
+     * fails with; written only by plan_refuse, read only by
+     * plan_refusal, so that describe, prepare and forward fail alike.
+     * FLASHCL_ERROR_INVALID_VALUE: a setting the user named is not legal
+     * (FLASHCL_PATH naming no path, FLASHCL_TILES illegal here): a
+     * misspelt setting silently ignored would pass a test of what it
+     * meant to force. FLASHCL_ERROR_UNSUPPORTED: the path cannot express
+     * the plan (its -D options overflow, a switch outside its legal
+     * values): a cut option string would build another binary and key
+     * the program cache wrongly. */
     char refused[512];
-    /* The status `refused` fails with: FLASHCL_ERROR_INVALID_VALUE when 0
-     * (a setting the user named), FLASHCL_ERROR_UNSUPPORTED for a plan
-     * this build cannot express (plan_options_done). */
     flashcl_status refused_status;
     /* The tuning database entry behind the tiles ("" for the path's own
      * table), for describe and `flashcl info`. */
@@ -163,7 +161,14 @@ void plan_base_options_add(const problem *p, const kernel_plan *plan,
                            options_buf *out);
 /* The compiler flags every kernel's options start with (-cl-std, ...). */
 void plan_compiler_flags(options_buf *out);
-/* Refuses the plan (refused, FLASHCL_ERROR_UNSUPPORTED) when its options
+/* Refuses the plan with `status` and a printf message, unless it is
+ * refused already (the first reason is the one the user acts on). */
+void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
+                 ...) __attribute__((format(printf, 3, 4)));
+/* FLASHCL_SUCCESS when the plan may run; else its refusal, set as the
+ * context's error. */
+flashcl_status plan_refusal(flashcl_context *ctx, const kernel_plan *plan);
+/* Refuses the plan (FLASHCL_ERROR_UNSUPPORTED) when its options
  * overflowed `out` or a switch was planned outside its legal values:
  * either would build another binary than the one planned, and a cut
  * string would be filed in the program cache under the wrong key. */

@@ -133,8 +133,12 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     if (forced_tiles && !strcmp(chosen->name, forced_name))
         plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
-    if (force && !forced_name[0] && !find_path(force))
-        describe_unknown_path(force, plan->refused, sizeof plan->refused);
+    if (force && !forced_name[0] && !find_path(force)) {
+        char why[sizeof plan->refused];
+        describe_unknown_path(force, why, sizeof why);
+        plan->refused[0] = '\0'; /* the user's setting outranks the path's */
+        plan_refuse(plan, FLASHCL_ERROR_INVALID_VALUE, "%s", why);
+    }
 }
 
 void paths_summary(const device_caps *caps, char *buf, size_t cap)

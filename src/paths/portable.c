@@ -231,13 +231,14 @@ static bool tuned_tiles(const device_caps *caps, const problem *p,
  * rather than run on the table's tiles as if the experiment had run. */
 static void refuse_tiles(const char *env, const char *why, kernel_plan *plan)
 {
-    snprintf(plan->refused, sizeof plan->refused,
-             "FLASHCL_TILES=\"%.64s\" is illegal here: %s; legal: any of "
-             "block_m, block_n, vec, rows (or wg) = a positive integer, with "
-             "vec 2, 4, 8 or 16 dividing block_n (at most 256) and the "
-             "padded head dim, rows = block_m / wg 1, 2 or 4, block_m within "
-             "the work-group limit, the tiles within local memory",
-             env, why);
+    plan_refuse(plan, FLASHCL_ERROR_INVALID_VALUE,
+                "FLASHCL_TILES=\"%.64s\" is illegal here: %s; legal: any "
+                "of block_m, block_n, vec, rows (or wg) = a positive "
+                "integer, with vec 2, 4, 8 or 16 dividing block_n (at most "
+                "256) and the padded head dim, rows = block_m / wg 1, 2 or "
+                "4, block_m within the work-group limit, the tiles within "
+                "local memory",
+                env, why);
 }
 
 /* True when FLASHCL_TILES was applied to `plan`; refuses the plan when it
