@@ -118,7 +118,7 @@ for target in "gfx90a mfma 1" "gfx942 mfma 1" "gfx1100 wmma 2" "gfx1200 wmma12 5
     check "$arch" "$label" "$options"
     case "$label" in D128-fp16-causal)
       check "$arch" "$label-all-variants" \
-        "$options -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1 -DFLASHCL_TOP_LEFT=1" \
+        "$options -DFLASHCL_ALIBI=1 -DFLASHCL_BIAS=2 -DFLASHCL_MASK=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1" \
         report-only ;;
     esac
   done < "$tmp/$family.options"

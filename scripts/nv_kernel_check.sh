@@ -253,7 +253,7 @@ wcheck "wgmma D128 bf16 mask as bits, 3 consumers in 64-key tiles" $wg \
 CHECK_BASE='ld\.global' check "mask packing pass (mask_bits.cl)" cl/common/mask_bits.cl \
   "-DFLASHCL_DTYPE=2 -DFLASHCL_MASK=1" 'st\.global\.(u32|b32)'
 wcheck "wgmma table D256 fp16 causal, every variant" $wg \
-  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
+  "$ws256 -DFLASHCL_HEAD_DIM=256 -DFLASHCL_DTYPE=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_NV_WGMMA_RING=5 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 -DFLASHCL_SINKS=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1" \
   "$mb" 'tanh\.approx\.f32' 'm64n256k16'
 # the persistent grid (FLASHCL_NV_WGMMA_PERSIST): the work
 # items' loop in both roles, heads_q and batch after the forward list

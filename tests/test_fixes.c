@@ -533,6 +533,29 @@ START_TEST(test_compile_is_quiet)
 }
 END_TEST
 
+/* The diagonal reaches the kernels as an argument, so the alignment must
+ * not split the program cache: a top-left call once compiled a second,
+ * identical binary under -DFLASHCL_TOP_LEFT=1. */
+START_TEST(test_alignment_shares_the_binary)
+{
+    flashcl_context *ctx = shared_context();
+    attention_case c = window_case(1, 650);
+    case_data data;
+    case_prepare(&c, flashcl_context_cl_context(ctx),
+                 flashcl_context_queue(ctx), &data);
+    flashcl_attention_desc d = case_desc(&c, &data);
+    flashcl_variant_info bottom_right, top_left;
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &bottom_right),
+                     FLASHCL_SUCCESS);
+    d.causal_align = FLASHCL_CAUSAL_TOP_LEFT;
+    ck_assert_int_eq(flashcl_describe_variant(ctx, &d, &top_left),
+                     FLASHCL_SUCCESS);
+    ck_assert_str_eq(top_left.path, bottom_right.path);
+    ck_assert_str_eq(top_left.build_options, bottom_right.build_options);
+    case_release(&data);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry tests[] = {
@@ -540,6 +563,7 @@ int main(void)
         {test_large_magnitudes, 6}, {test_error_cleared_by_success, 0},
         {test_kernel_dir_empty_file, 0}, {test_kernel_dir_fifo, 0},
         {test_struct_size_older_caller, 0}, {test_prepare_reads_strides, 0},
-        {test_compile_is_quiet, 0}, {test_forced_path, 0}};
+        {test_compile_is_quiet, 0}, {test_forced_path, 0},
+        {test_alignment_shares_the_binary, 0}};
     return run_tests("fixes", 120, NULL, NULL, tests, LENGTH(tests));
 }

@@ -321,7 +321,7 @@ START_TEST(variant_tiles)
         /* the entry's local memory (options() assumes the device's) */
         snprintf(with, sizeof with, "%s -UFLASHCL_LOCAL_MEM_BYTES "
                  "-DFLASHCL_LOCAL_MEM_BYTES=%llu -DFLASHCL_WINDOW_LEFT=1 "
-                 "-DFLASHCL_TOP_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 "
+                 "-DFLASHCL_SOFTCAP=1 -DFLASHCL_ALIBI=1 "
                  "-DFLASHCL_BIAS=3 -DFLASHCL_MASK=1 -DFLASHCL_SINKS=1", opts,
                  (unsigned long long)mem);
         ck_assert_msg(preprocess(with) == 0, "kernel refused: %s", with);

@@ -24,7 +24,7 @@
  * conflicts for every head dim.
  *
  * Causal (bottom-right: query i sees key j iff j <= i + seqlen_k - seqlen_q;
- * with FLASHCL_TOP_LEFT, iff j <= i):
+ * top-left alignment, diag = 0: iff j <= i):
  * key tiles past a block's last visible key are never loaded; only tiles
  * that cross the diagonal (or the seqlen_k edge) are masked; a warp skips the
  * arithmetic of a tile none of its rows sees. Blocks run heaviest-first.
@@ -67,12 +67,6 @@
 #endif
 #ifndef FLASHCL_DTYPE
 #define FLASHCL_DTYPE 1
-#endif
-#ifndef FLASHCL_TOP_LEFT
-#define FLASHCL_TOP_LEFT 0 /* causal diagonal at the top-left corner */
-#endif
-#if FLASHCL_TOP_LEFT != 0 && FLASHCL_TOP_LEFT != 1
-#error "flash_fwd_mma: FLASHCL_TOP_LEFT must be 0 or 1"
 #endif
 #ifndef FLASHCL_NV_VARLEN
 #define FLASHCL_NV_VARLEN 0

@@ -297,7 +297,8 @@ static const variant_entry table[] = {
      .fields = "causal_align",
      .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
               PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
-     .define = "FLASHCL_TOP_LEFT",
+     /* no define: the diagonal is a kernel argument, so a top-left call
+      * shares the bottom-right call's binary */
      .active = top_left_active,
      .apply = top_left_apply},
     [VARIANT_ALIBI] = {.name = "alibi",
