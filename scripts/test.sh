@@ -22,6 +22,9 @@ ctest --test-dir build-test --output-on-failure -j"$jobs"
 python3 scripts/check_links.py
 python3 bench/summarize.py --check
 B=build-test scripts/readme_samples.sh --check
+# The backward's kernels under Oclgrind (out-of-bounds accesses, data
+# races): about 30 s.
+scripts/oclgrind_check.sh build-test
 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHCL_WERROR=ON \
       -DFLASHCL_SANITIZE=ON -DFLASHCL_BUILD_BENCH=OFF

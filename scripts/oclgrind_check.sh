@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The backward's kernels (and the forward that feeds them) on Oclgrind's
+# simulated device with data-race detection: `flashcl run --backward` on a
+# few small cases that touch every kernel of both passes, the variants and
+# the CLBlast reference backward. Any message Oclgrind logs (an invalid or
+# out-of-bounds access, a data race, an API error) fails the check, and so
+# does a gradient outside the tolerance. About 15 s.
+#
+#   scripts/oclgrind_check.sh [BUILD]     # BUILD: build-test by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build-test}
+unset FLASHCL_DEVICE FLASHCL_PATH FLASHCL_BACKEND
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+shape=(--seqlen-q 37 --seqlen-k 53 --heads 4 --heads-kv 2 --head-dim 16 --reps 1)
+cases=("--dtype fp32 --causal"
+       "--dtype fp16 --window 5,7"
+       "--dtype bf16 --softcap 10 --causal"
+       "--dtype fp32 --head-dim 40 --batch 2 --window 3,0"
+       "--backend reference --causal --softcap 5")
+for c in "${cases[@]}"; do
+  : > "$log"
+  # shellcheck disable=SC2086 # a case is several arguments
+  if ! FLASHCL_CACHE=0 oclgrind --data-races --check-api --log "$log" \
+       "$B/flashcl" run --backward "${shape[@]}" $c > "$log.out" 2>&1; then
+    echo "oclgrind_check: flashcl run failed under Oclgrind: $c" >&2
+    cat "$log.out" "$log" >&2
+    rm -f "$log.out"
+    exit 1
+  fi
+  if [ -s "$log" ]; then
+    echo "oclgrind_check: Oclgrind reported, for $c:" >&2
+    head -30 "$log" >&2
+    rm -f "$log.out"
+    exit 1
+  fi
+  echo "ok   $c"
+done
+rm -f "$log.out"
