@@ -33,6 +33,13 @@
 #              (bench/wgmma_ceiling.c: m64n256k16 from local memory)
 #   first-call (~3 min) a new process's compile + first call, cold binary
 #              cache against warm (bench/first_call.py --wgmma; driver cache off)
+#   backward   (~5 min) the backward (portable kernel: no tensor-core
+#              backward yet): sampled gradient rows against the float64
+#              oracle on small shapes, then the FA2 protocol's shapes
+#              (fp16/bf16, D 64/128, N 1024..8192, causal both) with the
+#              backward/forward ratio, beside torch SDPA's backends'
+#              backward (bench/torch_sdpa_peers.py --backward); the
+#              backward suite (tests/test_backward) when built
 #   tune       (~6 min) `flashcl tune` for portable and nv_wgmma on the
 #              device into $OUT/tuning/, then bench/tuned_vs_table.py (the
 #              database against the hand tables, interleaved rounds)
@@ -170,6 +177,19 @@ inference() {
   done
 }
 
+backward() {
+  [ -x "$B/tests/test_backward" ] && run 150 test_backward.log "$B/tests/test_backward"
+  run 90 backward_check.log "$B/flashcl-bench" --backward --check 8 --dtype fp16,bf16 \
+    --head-dim 64,128 --seqlen 256 --causal both --tokens 512 --hidden 512 --reps 2 \
+    --warmup 1 --sgemm 0
+  run 200 backward.log "$B/flashcl-bench" --backward --dtype fp16,bf16 --head-dim 64,128 \
+    --seqlen 1024,2048,4096,8192 --causal both --tokens 16384 --hidden 2048 \
+    --reps "$REPS" --warmup 2 --sgemm 0 --describe --csv "$OUT/backward.csv"
+  have_torch && run 150 backward_torch.log python3 bench/torch_sdpa_peers.py --backward \
+    --dtype fp16,bf16 --head-dim 64,128 --seqlen 1024,2048,4096,8192 --causal 0,1 \
+    --tokens 16384 --hidden 2048 --reps 30 --warmup 5 --csv "$OUT/backward_torch.csv"
+}
+
 ceiling() {
   run 120 ceiling.log "$B/wgmma-ceiling" cl
   [ -n "$DRY" ] || grep -E 'TFLOP/s|failed' "$OUT/ceiling.log"
@@ -192,7 +212,7 @@ tune() {
 }
 
 case "$form" in
-  protocol|variants|headdims|decode|inference|ceiling|tune) environment; "$form" ;;
+  protocol|variants|headdims|decode|inference|ceiling|tune|backward) environment; "$form" ;;
   first-call) environment; first_call ;;
   *) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac
