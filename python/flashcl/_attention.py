@@ -379,6 +379,26 @@ def _tensor_of(name, arr, layout):
     return _lib.Tensor(arr.base_data.int_ptr, arr.offset, *st)
 
 
+def _device_view(queue, events, keep, name, x, dtype):
+    """(buffer pointer, element offset, element strides) of a variant
+    tensor for a device call: a PyOpenCL array as it is (its events join
+    `events`), anything else uploaded to `queue` (the copy joins `keep`,
+    which must outlive the call)."""
+    import pyopencl.array as cla
+    if isinstance(x, cla.Array):
+        if dtype is not None and x.dtype != dtype:
+            raise DtypeUnsupportedError(
+                f"{name} has dtype {x.dtype}: expected {np.dtype(dtype)}")
+        events.extend(x.events)
+        return x.base_data.int_ptr, x.offset, _element_strides(name, x)
+    arr = np.asarray(x)
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    dev = cla.to_device(queue, np.ascontiguousarray(arr))
+    keep.append(dev)
+    return dev.base_data.int_ptr, 0, _element_strides(name, dev)
+
+
 def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
     import pyopencl as cl
     import pyopencl.array as cla
@@ -417,18 +437,7 @@ def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
     keep = []  # NumPy variant tensors uploaded for this call
 
     def view(name, x, dtype):
-        if isinstance(x, cla.Array):
-            if dtype is not None and x.dtype != dtype:
-                raise DtypeUnsupportedError(
-                    f"{name} has dtype {x.dtype}: expected {np.dtype(dtype)}")
-            events.extend(x.events)
-            return x.base_data.int_ptr, x.offset, _element_strides(name, x)
-        arr = np.asarray(x)
-        if dtype is not None:
-            arr = arr.astype(dtype, copy=False)
-        dev = cla.to_device(queue, np.ascontiguousarray(arr))
-        keep.append(dev)
-        return dev.base_data.int_ptr, 0, _element_strides(name, dev)
+        return _device_view(queue, events, keep, name, x, dtype)
 
     for name, x in (("q", q), ("k", k), ("v", v)):
         events.extend(x.events)

@@ -10,9 +10,9 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._attention import (_Options, _Problem, _apply_views, _element_strides,
-                         _fa2_names, _in_layout, _is_cl, _tensor_of,
-                         _variant_views)
+from ._attention import (_Options, _Problem, _apply_views, _device_view,
+                         _element_strides, _fa2_names, _in_layout, _is_cl,
+                         _tensor_of, _variant_views)
 from ._devices import context_for, context_for_queue
 from ._errors import (DtypeUnsupportedError, InvalidDimensionError,
                       InvalidLayoutError, InvalidValueError, NullArgumentError,
@@ -225,18 +225,7 @@ def _device(ins, opts, extras, device, out, want_dsinks, nondeterministic,
     keep = []  # NumPy variant tensors uploaded for this call
 
     def view(name, x, dtype):
-        if isinstance(x, cla.Array):
-            if dtype is not None and x.dtype != dtype:
-                raise DtypeUnsupportedError(
-                    f"{name} has dtype {x.dtype}: expected {np.dtype(dtype)}")
-            events.extend(x.events)
-            return x.base_data.int_ptr, x.offset, _element_strides(name, x)
-        arr = np.asarray(x)
-        if dtype is not None:
-            arr = arr.astype(dtype, copy=False)
-        dev = cla.to_device(queue, np.ascontiguousarray(arr))
-        keep.append(dev)
-        return dev.base_data.int_ptr, 0, _element_strides(name, dev)
+        return _device_view(queue, events, keep, name, x, dtype)
 
     lay = opts.layout
     desc.q, desc.k, desc.v = (_tensor_of(n, x, lay)
