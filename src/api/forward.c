@@ -62,16 +62,16 @@ static flashcl_status run_problem(flashcl_context *ctx, cl_command_queue queue,
 {
     if (p->empty)
         return api_empty_call(ctx, queue, num_wait, wait_list, event);
-    char why[256];
-    if (p->backend == FLASHCL_BACKEND_REFERENCE &&
-        forced_path_unknown(why, sizeof why))
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s", why);
-    if (p->backend == FLASHCL_BACKEND_REFERENCE)
+    if (p->backend == FLASHCL_BACKEND_REFERENCE) {
+        char why[256];
+        if (forced_path_unknown(why, sizeof why))
+            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s", why);
         return p->infer.needs_split_kernel
                    ? launch_reference_inference(ctx, queue, p, num_wait,
                                                 wait_list, event)
                    : launch_reference(ctx, queue, p, num_wait, wait_list,
                                       event);
+    }
     return run_fused(ctx, queue, p, num_wait, wait_list, event);
 }
 

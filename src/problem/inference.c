@@ -200,9 +200,9 @@ static flashcl_status check_packed_rows(flashcl_context *ctx,
                                         const problem *p)
 {
     const inference *in = &p->infer;
-    /* 0 when heads_q < heads_kv (an empty call, or one refused later) */
-    const int64_t group =
-        problem_group_size(p) > 0 ? problem_group_size(p) : 1;
+    int64_t group = problem_group_size(p);
+    if (group < 1) /* heads_q < heads_kv: an empty call, or refused later */
+        group = 1;
     if ((!in->needs_split_kernel && in->num_splits <= 1) ||
         p->seqlen_q <= MAX_LEN / group)
         return FLASHCL_SUCCESS;
