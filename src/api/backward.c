@@ -277,13 +277,19 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                                     compiled_program **program)
 {
     char options[1024];
-    snprintf(options, sizeof options,
-             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-             "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
-             "-DFLASHCL_BWD_TILE=%d",
-             verbose_enabled() ? "" : " -w", (int)p->dtype, plan->dim_padded,
-             plan->dim_v_padded, plan->wg, plan->tile);
-    variants_append_defines(p, options, sizeof options);
+    options_buf out = options_begin(options, sizeof options);
+    options_add(&out,
+                "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
+                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
+                "-DFLASHCL_BWD_TILE=%d",
+                verbose_enabled() ? "" : " -w", (int)p->dtype,
+                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile);
+    variants_add_defines(p, &out);
+    if (out.overflow)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "the backward kernels' build options do not fit "
+                         "%zu bytes",
+                         sizeof options);
     const program_request request = {
         "flash_bwd.cl",
         options,

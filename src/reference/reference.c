@@ -308,6 +308,21 @@ static ref_shape shape_of_problem(const problem *p)
 
 /* ---- programs ------------------------------------------------------- */
 
+flashcl_status reference_kernel_options(flashcl_context *ctx,
+                                        const problem *p, int wg_size,
+                                        char *text, size_t cap)
+{
+    options_buf out = options_begin(text, cap);
+    options_add(&out, "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DREF_WG=%d",
+                verbose_enabled() ? "" : " -w", (int)p->dtype, wg_size);
+    variants_add_defines(p, &out);
+    return out.overflow ? set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                                    "the reference kernels' build options "
+                                    "do not fit %zu bytes",
+                                    cap)
+                        : FLASHCL_SUCCESS;
+}
+
 /* The reference kernels compiled with the problem's dtype and variant
  * switches (the same -D names the fused kernels read). */
 static flashcl_status get_program(flashcl_context *ctx,
@@ -315,15 +330,15 @@ static flashcl_status get_program(flashcl_context *ctx,
                                   const problem *p, ref_program *out)
 {
     char options[512];
-    snprintf(options, sizeof options,
-             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DREF_WG=%d",
-             verbose_enabled() ? "" : " -w", (int)p->dtype, state->wg_size);
-    variants_append_defines(p, options, sizeof options);
+    flashcl_status status = reference_kernel_options(
+        ctx, p, state->wg_size, options, sizeof options);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     const program_request request = {
         "reference_attention.cl", options,
         {"ref_pack", "ref_softmax", "ref_store"}, 3};
     compiled_program *program;
-    flashcl_status status = program_cache_get(ctx, &request, &program, NULL);
+    status = program_cache_get(ctx, &request, &program, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
     out->pack = program->kernels[0];

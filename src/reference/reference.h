@@ -37,6 +37,13 @@ flashcl_status launch_reference_backward(flashcl_context *ctx,
                                          const cl_event *wait_list,
                                          cl_event *event);
 
+/* The reference kernels' build options (dtype, work-group size, the
+ * variants' switches) in text[0 .. cap), for the forward's and the
+ * backward's programs; FLASHCL_ERROR_UNSUPPORTED if they do not fit. */
+flashcl_status reference_kernel_options(flashcl_context *ctx,
+                                        const problem *p, int wg_size,
+                                        char *text, size_t cap);
+
 /* Free the backend's scratch (context release). */
 void reference_state_release(flashcl_context *ctx);
 

@@ -364,16 +364,15 @@ static flashcl_status run_kv_head(const bwd_run *r, cl_long b, cl_long kv,
 static flashcl_status get_kernels(bwd_run *r)
 {
     char options[512];
-    snprintf(options, sizeof options,
-             "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DREF_WG=1",
-             verbose_enabled() ? "" : " -w", (int)r->p->dtype);
-    variants_append_defines(r->p, options, sizeof options);
+    flashcl_status status =
+        reference_kernel_options(r->ctx, r->p, 1, options, sizeof options);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     const program_request request = {
         "reference_attention.cl", options,
         {"ref_pack", "ref_bwd_ds", "ref_bwd_store", "ref_bwd_dsinks"}, 4};
     compiled_program *program;
-    flashcl_status status =
-        program_cache_get(r->ctx, &request, &program, NULL);
+    status = program_cache_get(r->ctx, &request, &program, NULL);
     if (status != FLASHCL_SUCCESS)
         return status;
     r->program = program;
