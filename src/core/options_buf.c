@@ -30,12 +30,17 @@ options_buf options_continue(char *text, size_t cap)
 
 void options_add(options_buf *b, const char *format, ...)
 {
-    if (b->overflow)
-        return;
     va_list args;
     va_start(args, format);
-    const int n = vsnprintf(b->text + b->len, b->cap - b->len, format, args);
+    options_vadd(b, format, args);
     va_end(args);
+}
+
+void options_vadd(options_buf *b, const char *format, va_list args)
+{
+    if (b->overflow)
+        return;
+    const int n = vsnprintf(b->text + b->len, b->cap - b->len, format, args);
     if (n < 0 || (size_t)n >= b->cap - b->len) {
         b->text[b->len] = '\0'; /* drop the partial switch */
         b->overflow = true;

@@ -9,6 +9,7 @@
 #ifndef FLASHCL_OPTIONS_BUF_H
 #define FLASHCL_OPTIONS_BUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -30,6 +31,9 @@ options_buf options_continue(char *text, size_t cap);
  * marks the overflow when it does not fit whole. */
 void options_add(options_buf *b, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* options_add for a caller's own variadic wrapper. */
+void options_vadd(options_buf *b, const char *format, va_list args);
 
 /* For the callers of the unchecked wrappers (plan_base_options, ...) that
  * take a full buffer as an overflow (the wgmma path): after an overflow,

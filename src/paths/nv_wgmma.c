@@ -417,15 +417,13 @@ static bool options_append(kernel_plan *plan, const char *fmt, ...)
     ;
 static bool options_append(kernel_plan *plan, const char *fmt, ...)
 {
-    const size_t len = strlen(plan->options);
+    options_buf out = options_continue(plan->options, sizeof plan->options);
     va_list args;
     va_start(args, fmt);
-    const int n = vsnprintf(plan->options + len, sizeof plan->options - len,
-                            fmt, args);
+    options_vadd(&out, fmt, args);
     va_end(args);
-    if (n >= 0 && (size_t)n < sizeof plan->options - len)
+    if (!out.overflow)
         return true;
-    plan->options[len] = '\0';
     plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
                 "internal limit: the nv_wgmma kernel's -D options exceed "
                 "%zu bytes",
