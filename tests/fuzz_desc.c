@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fuzz_rng.h"
 
 enum { DATA_BYTES = 256 * 1024, SMALL_BYTES = 4096, POISON = 0xA5, TAIL = 64 };
 
@@ -38,15 +39,6 @@ typedef struct pool {
     cl_mem lse, ints, floats, tiny;
 } pool;
 
-static uint64_t rng_state;
-
-static uint64_t next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static int64_t pick(const int64_t *values, size_t n)
 {
@@ -371,7 +363,7 @@ int main(void)
     const char *seed = getenv("FLASHCL_FUZZ_SEED");
     const char *iters_env = getenv("FLASHCL_FUZZ_ITERS");
     const char *runs_env = getenv("FLASHCL_FUZZ_RUNS");
-    rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)(seed ? atoll(seed) : 1);
+    fuzz_seed((uint64_t)(seed ? atoll(seed) : 1));
     const long iters = iters_env ? atol(iters_env) : 1500;
     long runs_left = runs_env ? atol(runs_env) : 24;
 
