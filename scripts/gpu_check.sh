@@ -9,6 +9,8 @@
 #
 # fused (default): the Check suites with the vendor path on and with
 #   FLASHCL_PORTABLE_ONLY=1, `flashcl selftest`.
+# nvidia: the forward suites forced onto each NVIDIA path, and the
+#   backward suite (default plan, and the portable kernel forced).
 # reference: the reference backend's suite and the forward/semantics/variant
 #   suites with FLASHCL_BACKEND=reference.
 # compare: flashcl-bench of this build against an older build carried in
@@ -37,6 +39,21 @@ fused_checks() {
     FLASHCL_PORTABLE_ONLY=1 step "${suite}_portable" 120 "$BUILD/tests/$suite"
   done
   [ "${SKIP_SELFTEST:-0}" = 1 ] || step selftest 120 "$BUILD/flashcl" selftest
+}
+
+# Each NVIDIA path forced, its 16-bit calls required to run on it
+# (FLASHCL_EXPECT_PATH), then the backward: the default plan and the
+# portable kernel forced.
+nvidia_checks() {
+  local path suite
+  for path in nv_wgmma nv_mma; do
+    for suite in test_forward test_variants test_semantics; do
+      FLASHCL_PATH=$path FLASHCL_EXPECT_PATH=$path:fp16,bf16 \
+        step "${suite}_$path" 150 "$BUILD/tests/$suite"
+    done
+  done
+  step test_backward 200 "$BUILD/tests/test_backward"
+  FLASHCL_PATH=portable step test_backward_portable 200 "$BUILD/tests/test_backward"
 }
 
 reference_checks() {
@@ -78,9 +95,10 @@ compare_speed() {
 "$BUILD/flashcl" info -v >"$OUT/info.log" 2>&1; head -40 "$OUT/info.log"
 case "$MODE" in
   fused) fused_checks ;;
+  nvidia) nvidia_checks ;;
   reference) reference_checks ;;
   compare) compare_speed ;;
-  all) fused_checks; reference_checks; compare_speed ;;
-  *) echo "usage: gpu_check.sh [fused|reference|compare|all]" >&2; exit 2 ;;
+  all) fused_checks; nvidia_checks; reference_checks; compare_speed ;;
+  *) echo "usage: gpu_check.sh [fused|nvidia|reference|compare|all]" >&2; exit 2 ;;
 esac
 grep -h -E ':F:|:E:' "$OUT"/*.log | head -20
