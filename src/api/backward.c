@@ -52,8 +52,8 @@ static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
         what = "paged KV (block_table)";
     else if (p->infer.kv == KV_CACHE)
         what = "a KV cache (cache_seqlens)";
-    else if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
-        what = "varlen (cu_seqlens_q/k)";
+    else if (p->infer.status.present)
+        what = "infer_status (the forward's clamp counters)";
     else if (p->infer.num_splits > 1)
         what = "num_splits > 1";
     if (what)
@@ -72,9 +72,11 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
                                         const flashcl_backward_desc *bwd,
                                         bwd_views *out)
 {
-    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
-                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+    /* The forward's extents: a packed (varlen) side is [1, total rows]. */
+    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
+                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
+                   bk = (uint64_t)p->kv_extent[0],
+                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
                    dv = (uint64_t)p->head_dim_v;
     const size_t e = p->elem_size;
     const flashcl_layout layout = p->layout;
@@ -88,9 +90,9 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
          &out->d_o, true},
         {&bwd->d_q, {"d_q", {b, hq, nq, d}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_q, true},
-        {&bwd->d_k, {"d_k", {b, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
+        {&bwd->d_k, {"d_k", {bk, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_k, true},
-        {&bwd->d_v, {"d_v", {b, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
+        {&bwd->d_v, {"d_v", {bk, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_v, true},
         {&bwd->d_sinks,
          {"d_sinks", {1, hq, 1, 1}, sizeof(float), layout,
@@ -152,6 +154,7 @@ static flashcl_status check_outputs(flashcl_context *ctx, const problem *p,
 #define FLASHCL_HTYPE_REAL_BUF cl_mem
 #define FLASHCL_HTYPE_INT cl_int
 #define FLASHCL_HTYPE_LONG cl_long
+#define FLASHCL_HTYPE_INT_IN cl_mem
 
 typedef struct bwd_args {
     FLASHCL_BWD_ARGS(FLASHCL_HOST_FIELD)
@@ -209,6 +212,17 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->diag = p->diag;
     a->window_left = p->left;
     a->window_right = p->right;
+    const inference *packed = &p->infer;
+    a->cu_q = packed->varlen_q ? packed->cu_q.given : ctx->dummy;
+    a->cu_k = packed->kv == KV_VARLEN ? packed->cu_k.given : ctx->dummy;
+    const uint64_t len_base[4] = {packed->cu_q.base, packed->cu_k.base, 0, 0};
+    const uint64_t len_stride[4] = {packed->cu_q.stride[0],
+                                    packed->cu_k.stride[0], 0, 0};
+    a->len_base = ulong4_of(len_base);
+    a->len_stride = ulong4_of(len_stride);
+    a->total_q = (cl_int)packed->total_q;
+    a->total_k = (cl_int)packed->total_k;
+    a->top_left = packed->top_left ? 1 : 0;
 }
 
 static cl_int set_real_arg(cl_kernel k, cl_uint i, const double *v, bool fp64)
@@ -224,6 +238,7 @@ static cl_int set_real_arg(cl_kernel k, cl_uint i, const double *v, bool fp64)
 #define SET_FLOAT_OUT(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_FLOAT_IN(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_REAL_BUF(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_INT_IN(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_INT(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_int), v)
 #define SET_LONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_long), v)
 #define SET_ULONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong), v)
@@ -281,9 +296,11 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
     options_add(&out,
                 "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
                 "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
-                "-DFLASHCL_BWD_TILE=%d",
+                "-DFLASHCL_BWD_TILE=%d -DFLASHCL_BWD_VARLEN_Q=%d "
+                "-DFLASHCL_BWD_VARLEN_K=%d",
                 verbose_enabled() ? "" : " -w", (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile);
+                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile,
+                p->infer.varlen_q ? 1 : 0, p->infer.kv == KV_VARLEN ? 1 : 0);
     variants_add_defines(p, &out);
     if (out.overflow)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,

@@ -23,6 +23,7 @@
 
 #include <clblast_c.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -383,14 +384,47 @@ static flashcl_status get_kernels(bwd_run *r)
     return FLASHCL_SUCCESS;
 }
 
+/* Sequence b of a varlen problem, as a dense batch-1 problem on views
+ * moved to its rows (reference_infer.c reads it as the forward does). */
+static flashcl_status run_sequence(bwd_run *r, const int *cu_q,
+                                   const int *cu_k, int b, size_t elem)
+{
+    const problem *p = r->p;
+    const reference_bwd_views *w = r->w;
+    tensor_view d_o = *w->d_o, d_q = *w->d_q, d_k = *w->d_k, d_v = *w->d_v;
+    tensor_view *query_views[2] = {&d_o, &d_q}, *key_views[2] = {&d_k, &d_v};
+    const problem sp = reference_varlen_sequence(p, cu_q, cu_k, b,
+                                                 query_views, 2, key_views, 2);
+    const reference_bwd_views sw = {&d_o, &d_q, &d_k, &d_v, w->d_sinks};
+    r->p = &sp;
+    r->w = &sw;
+    flashcl_status status = FLASHCL_SUCCESS;
+    for (cl_long kv = 0; kv < p->heads_kv && status == FLASHCL_SUCCESS; ++kv)
+        status = run_kv_head(r, 0, kv, elem);
+    r->p = p;
+    r->w = w;
+    return status;
+}
+
 static flashcl_status run_all(bwd_run *r, size_t elem)
 {
     const problem *p = r->p;
     flashcl_status status = alloc_scratch(r, elem);
-    for (cl_long b = 0; b < p->batch && status == FLASHCL_SUCCESS; ++b)
+    const bool varlen = p->infer.varlen_q || p->infer.kv == KV_VARLEN;
+    int *cu_q = NULL, *cu_k = NULL;
+    if (status == FLASHCL_SUCCESS && varlen)
+        status = reference_read_prefix_sums(r->ctx, r->queue, p, &cu_q, &cu_k);
+    for (cl_long b = 0; b < p->batch && status == FLASHCL_SUCCESS; ++b) {
+        if (varlen) {
+            status = run_sequence(r, cu_q, cu_k, (int)b, elem);
+            continue;
+        }
         for (cl_long kv = 0; kv < p->heads_kv && status == FLASHCL_SUCCESS;
              ++kv)
             status = run_kv_head(r, b, kv, elem);
+    }
+    free(cu_q);
+    free(cu_k);
     if (status == FLASHCL_SUCCESS && r->w->d_sinks->present) {
         const cl_int err = enqueue_dsinks(r, 0, 0, 1);
         if (err != CL_SUCCESS)
