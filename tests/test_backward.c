@@ -13,6 +13,7 @@
  * counts), the host-memory call, and every bad input's status, message,
  * and untouched outputs.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "oracle_bwd.h"
 #include "test_common.h"
 
@@ -727,6 +728,109 @@ START_TEST(test_varlen_bad_prefix_sums)
 }
 END_TEST
 
+/* ---- the plan: describe, FLASHCL_PATH ------------------------------- */
+
+/* flashcl_describe_backward reports the plan the backward runs, and
+ * refuses what the backward refuses, with the same status and message. */
+START_TEST(test_describe)
+{
+    const bwd_case c = cases[6]; /* sinks: the fourth kernel */
+    flashcl_context *ctx = shared_context();
+    setup s;
+    make_setup(&s, &c, 41);
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_SUCCESS);
+    const char *backend = getenv("FLASHCL_BACKEND");
+    if (backend && !strcmp(backend, "reference")) {
+        ck_assert_str_eq(info.path, "reference");
+    } else {
+        ck_assert_str_eq(info.path, "portable");
+        ck_assert_str_eq(info.kernel_file, "flash_bwd.cl");
+        ck_assert_int_eq(info.head_dim_padded, 64);
+        ck_assert(info.work_group_size > 0 && info.block_n > 0);
+        char wanted[64];
+        snprintf(wanted, sizeof wanted, "-DFLASHCL_BWD_TILE=%d",
+                 info.block_n);
+        ck_assert_msg(strstr(info.build_options, wanted), "%s",
+                      info.build_options);
+        ck_assert_msg(strstr(info.reason, "flashcl_bwd_dsinks"), "%s",
+                      info.reason);
+        ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, NULL, &info),
+                         FLASHCL_SUCCESS);
+        ck_assert_msg(!strstr(info.reason, "flashcl_bwd_dsinks"), "%s",
+                      info.reason);
+    }
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    cl_mem spare = create_buffer(flashcl_context_cl_context(ctx), 16);
+    const flashcl_attention_desc good = s.desc;
+    for (int refused = 0; refused < 2; ++refused) {
+        s.desc = good;
+        if (refused)
+            s.desc.cache_seqlens.buffer = spare;
+        else
+            s.desc.num_splits = 2;
+        char message[512];
+        const flashcl_status run = flashcl_attention_backward(
+            ctx, NULL, &s.desc, &s.bwd, 0, NULL, NULL);
+        snprintf(message, sizeof message, "%s",
+                 flashcl_context_last_error(ctx));
+        ck_assert_int_eq(run, FLASHCL_ERROR_UNSUPPORTED);
+        ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd,
+                                                   &info),
+                         run);
+        ck_assert_str_eq(flashcl_context_last_error(ctx), message);
+    }
+    s.desc = good;
+    clReleaseMemObject(spare);
+    free_setup(&s);
+}
+END_TEST
+
+/* FLASHCL_PATH naming no path is refused as the forward refuses it,
+ * writing nothing; a path without a backward of its own (nv_mma) runs the
+ * portable backward: the same bits as without the variable. */
+START_TEST(test_forced_path)
+{
+    const bwd_case c = cases[0];
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    setup s;
+    make_setup(&s, &c, 43);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);
+    unsigned char *plain = malloc(s.d_q.bytes);
+    memcpy(plain, s.d_q.host, s.d_q.bytes);
+    setenv("FLASHCL_PATH", "no-such-path", 1);
+    const flashcl_status refused = run_backward(&s);
+    const char *message = flashcl_context_last_error(ctx);
+    ck_assert_msg(refused == FLASHCL_ERROR_INVALID_VALUE, "got %s (%s)",
+                  flashcl_status_string(refused), message);
+    ck_assert_msg(strstr(message, "FLASHCL_PATH=\"no-such-path\"") &&
+                      strstr(message, "portable"),
+                  "%s", message);
+    CL_CHECK(clFinish(queue));
+    ck_assert(buffer_is_poisoned(queue, s.d_q.mem, s.d_q.bytes + TAIL));
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    setenv("FLASHCL_PATH", "nv_mma", 1);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);
+    ck_assert_msg(memcmp(plain, s.d_q.host, s.d_q.bytes) == 0,
+                  "FLASHCL_PATH=nv_mma changed the gradients");
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_SUCCESS);
+    const char *backend = getenv("FLASHCL_BACKEND");
+    if (!backend || strcmp(backend, "reference") != 0) {
+        ck_assert_str_eq(info.path, "portable");
+        ck_assert_msg(strstr(info.skipped, "nv_mma"), "%s", info.skipped);
+    }
+    unsetenv("FLASHCL_PATH");
+    free(plain);
+    free_setup(&s);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------ */
 
 typedef void (*spoil_fn)(setup *s, cl_mem spare);
@@ -917,6 +1021,10 @@ int main(void)
         {test_empty_sides, 0},
         {test_reference_chunks, 0},
     };
+    const test_entry plan[] = {
+        {test_describe, 0},
+        {test_forced_path, 0},
+    };
     const test_entry varlen[] = {
         {test_varlen, (int)LENGTH(varlen_cases)},
         {test_varlen_bad_prefix_sums, 0},
@@ -926,6 +1034,7 @@ int main(void)
         {"gradients", 300, NULL, NULL, gradients, LENGTH(gradients)},
         {"determinism", 300, NULL, NULL, determinism, LENGTH(determinism)},
         {"varlen", 300, NULL, NULL, varlen, LENGTH(varlen)},
+        {"plan", 300, NULL, NULL, plan, LENGTH(plan)},
     };
     const int status = run_groups("backward", groups, LENGTH(groups));
     release_shared_context();

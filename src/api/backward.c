@@ -10,6 +10,7 @@
 #include "reference/reference.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The resolved backward descriptor. */
@@ -42,9 +43,15 @@ static flashcl_status check_bwd_desc(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-/* Forward features the backward cannot serve (yet), named. */
+/* Forward features the backward cannot serve (yet), named, and a
+ * FLASHCL_PATH the forward refuses too. A known path without a backward of
+ * its own runs the portable backward. */
 static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
 {
+    char unknown_path[256];
+    if (forced_path_unknown(unknown_path, sizeof unknown_path))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
+                         unknown_path);
     const char *what = NULL;
     if (p->infer.append)
         what = "an append (k_new/v_new)";
@@ -60,6 +67,11 @@ static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward does not support %s; see "
                          "docs/backward.md", what);
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status require_lse(flashcl_context *ctx, const problem *p)
+{
     if (!p->lse.present)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
                          "desc.lse.buffer is NULL: the backward reads the "
@@ -287,12 +299,11 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
     return plan;
 }
 
-static flashcl_status build_program(flashcl_context *ctx, const problem *p,
-                                    const bwd_plan *plan,
-                                    compiled_program **program)
+/* The kernels' build options for the plan; false when they do not fit. */
+static bool plan_options(const problem *p, const bwd_plan *plan,
+                         char *options, size_t cap)
 {
-    char options[1024];
-    options_buf out = options_begin(options, sizeof options);
+    options_buf out = options_begin(options, cap);
     options_add(&out,
                 "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
                 "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
@@ -302,7 +313,19 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                 plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile,
                 p->infer.varlen_q ? 1 : 0, p->infer.kv == KV_VARLEN ? 1 : 0);
     variants_add_defines(p, &out);
-    if (out.overflow)
+    return !out.overflow;
+}
+
+static const char *const bwd_kernel_names[] = {
+    "flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
+    "flashcl_bwd_dsinks"};
+
+static flashcl_status build_program(flashcl_context *ctx, const problem *p,
+                                    const bwd_plan *plan,
+                                    compiled_program **program)
+{
+    char options[1024];
+    if (!plan_options(p, plan, options, sizeof options))
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward kernels' build options do not fit "
                          "%zu bytes",
@@ -310,8 +333,8 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
     const program_request request = {
         "flash_bwd.cl",
         options,
-        {"flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
-         "flashcl_bwd_dsinks"},
+        {bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
+         bwd_kernel_names[3]},
         4};
     return program_cache_get(ctx, &request, program, NULL);
 }
@@ -456,6 +479,8 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
         status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
     if (status == FLASHCL_SUCCESS)
         status = refuse_features(ctx, &p);
+    if (status == FLASHCL_SUCCESS)
+        status = require_lse(ctx, &p);
     bwd_views w;
     if (status == FLASHCL_SUCCESS)
         status = resolve_bwd_views(ctx, &p, bwd, &w);
@@ -468,6 +493,80 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
                               event_wait_list, event);
     return run_backward(ctx, queue, &p, &w, num_events_in_wait_list,
                         event_wait_list, event);
+}
+
+/* ---- describing the plan -------------------------------------------- */
+
+/* The plan run_backward runs for p, in the forward's describe fields. */
+static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
+                                    bool want_sinks,
+                                    flashcl_variant_info *info)
+{
+    memset(info, 0, sizeof *info);
+    variants_describe(p->variants, info->variants, sizeof info->variants);
+    info->num_splits = 1;
+    if (p->backend == FLASHCL_BACKEND_REFERENCE) {
+        snprintf(info->path, sizeof info->path, "reference");
+        snprintf(info->kernel_file, sizeof info->kernel_file,
+                 "reference_attention.cl");
+        snprintf(info->reason, sizeof info->reason,
+                 "the reference backend: CLBlast GEMMs and ref_bwd_ds per "
+                 "KV head and query-row chunk under the scratch limit");
+        return FLASHCL_SUCCESS;
+    }
+    const bwd_plan plan = plan_backward(ctx, p);
+    if (!plan_options(p, &plan, info->build_options,
+                      sizeof info->build_options))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "the backward kernels' build options do not fit "
+                         "%zu bytes",
+                         sizeof info->build_options);
+    snprintf(info->path, sizeof info->path, "portable");
+    snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
+    info->head_dim_padded = plan.dim_padded;
+    info->block_m = plan.wg;
+    info->block_n = plan.tile;
+    info->work_group_size = plan.wg;
+    info->vector_width = 8;
+    snprintf(info->reason, sizeof info->reason,
+             "%s, %s, %s%s%s: one work-item per row or key, tiles of %d "
+             "rows in local memory",
+             bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
+             want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
+             plan.tile);
+    const char *forced = getenv("FLASHCL_PATH");
+    if (forced && *forced && strcmp(forced, "portable") != 0)
+        snprintf(info->skipped, sizeof info->skipped,
+                 "%s: FLASHCL_PATH=%s has no backward of its own", forced,
+                 forced);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_describe_backward(flashcl_context *ctx,
+                                         const flashcl_attention_desc *desc,
+                                         const flashcl_backward_desc *bwd,
+                                         flashcl_variant_info *info)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    if (!info)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
+    flashcl_status status =
+        bwd ? check_bwd_desc(ctx, bwd) : FLASHCL_SUCCESS;
+    problem p;
+    if (status == FLASHCL_SUCCESS)
+        status = problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
+    if (status == FLASHCL_SUCCESS)
+        status = refuse_features(ctx, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const bool want_sinks = bwd && bwd->d_sinks.buffer;
+    if (want_sinks && !variant_active(&p, VARIANT_SINKS))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "bwd.d_sinks is set but desc.sinks is not: there is "
+                         "no sink logit to differentiate");
+    return describe_plan(ctx, &p, want_sinks, info);
 }
 
 /* ---- host-memory convenience --------------------------------------- */
