@@ -308,7 +308,7 @@ static flashcl_status run_rows(const bwd_run *r, cl_long b, cl_long h,
     status = keys ? chunk_gemms(r, (size_t)rows, true) : FLASHCL_SUCCESS;
     if (status != FLASHCL_SUCCESS)
         return status;
-    /* Without keys dQ stays the zeros it was filled with. */
+    /* Without keys dQ stays the zeros run_kv_head filled it with. */
     err = store(r, r->mem[BWD_DQ], r->w->d_q, row0, rows, d, b, h, 1.0);
     if (err == CL_SUCCESS && r->w->d_sinks->present)
         err = enqueue_dsinks(r, rows, (cl_int)h, 0);
@@ -336,6 +336,10 @@ static flashcl_status run_kv_head(const bwd_run *r, cl_long b, cl_long kv,
     cl_int err = zero(r, BWD_DK, (size_t)nk * (size_t)d, elem);
     if (err == CL_SUCCESS)
         err = zero(r, BWD_DV, (size_t)nk * (size_t)dv, elem);
+    /* Without keys dQ is stored from this slot untouched; a varlen call's
+     * earlier sequences have used it. */
+    if (err == CL_SUCCESS && nk == 0)
+        err = zero(r, BWD_DQ, (size_t)r->rows_per_chunk * (size_t)d, elem);
     if (err == CL_SUCCESS && nk > 0)
         err = pack(r, &p->k, r->mem[BWD_K], 0, nk, d, bh_first, group);
     if (err == CL_SUCCESS && nk > 0)
