@@ -20,27 +20,13 @@
  * and FLASHCL_HEAD_DIM_V are the head dims padded (to 8 by the host); the
  * actual dims are arguments.
  * Score modifiers: cl/common/variants.clh, with unit 1 (natural log). */
+/* The switches' defaults and ranges: flash_bwd_switches.clh. */
+#include "flash_bwd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "flash_bwd_args.clh"
 #include "packed_span.clh"
 
-#ifndef FLASHCL_BWD_VARLEN_Q
-#define FLASHCL_BWD_VARLEN_Q 0
-#endif
-#ifndef FLASHCL_BWD_VARLEN_K
-#define FLASHCL_BWD_VARLEN_K 0
-#endif
-
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256
-#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be in 1..256"
-#endif
 /* Padded head dims: private rows and tile columns; the actual dims are
  * arguments and the padding holds zeros. */
 #define DQK FLASHCL_HEAD_DIM
@@ -133,12 +119,6 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
  * element at the same time (a broadcast; on CPUs the runtime vectorises
  * across work-items). Visibility and padding are applied by selecting
  * P = 0, so control flow stays uniform in the group. */
-#ifndef FLASHCL_BWD_TILE
-#define FLASHCL_BWD_TILE 32
-#endif
-#ifndef FLASHCL_BWD_WG
-#define FLASHCL_BWD_WG 64
-#endif
 #define TILE FLASHCL_BWD_TILE
 #define WG FLASHCL_BWD_WG
 
@@ -163,9 +143,6 @@ inline void load_tile(__local real_t *tile, __global const STORAGE_T *src,
 #define vec8_t FLASHCL_CONCAT(FLASHCL_REAL, 8)
 #define vec4_t FLASHCL_CONCAT(FLASHCL_REAL, 4)
 #define vec2_t FLASHCL_CONCAT(FLASHCL_REAL, 2)
-#if DQK % 8 != 0 || DVP % 8 != 0
-#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of 8"
-#endif
 
 inline real_t sum8(vec8_t v)
 {

@@ -6,7 +6,9 @@
 #include "paths/path.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
+#include "paths/switches.h"
 #include "portable/flash_bwd_args.clh"
+#include "portable/flash_bwd_switches.clh"
 #include "reference/reference.h"
 
 #include <stdio.h>
@@ -299,21 +301,41 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
     return plan;
 }
 
-/* The kernels' build options for the plan; false when they do not fit. */
+/* One int per switch of cl/portable/flash_bwd_switches.clh. */
+typedef struct backward_switches {
+    FLASHCL_BACKWARD_SWITCHES(SWITCH_FIELD)
+} backward_switches;
+
+/* The kernels' build options for the plan, every switch of the list
+ * checked against its legal values; false (and `why`) when one is
+ * illegal or the options do not fit. */
 static bool plan_options(const problem *p, const bwd_plan *plan,
-                         char *options, size_t cap)
+                         char *options, size_t cap, char *why,
+                         size_t why_cap)
 {
-    options_buf out = options_begin(options, cap);
-    options_add(&out,
-                "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
-                "-DFLASHCL_BWD_TILE=%d -DFLASHCL_BWD_VARLEN_Q=%d "
-                "-DFLASHCL_BWD_VARLEN_K=%d",
-                verbose_enabled() ? "" : " -w", (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile,
-                p->infer.varlen_q ? 1 : 0, p->infer.kv == KV_VARLEN ? 1 : 0);
-    variants_add_defines(p, &out);
-    return !out.overflow;
+    const backward_switches switches = {
+        .DTYPE = (int)p->dtype,
+        .HEAD_DIM = plan->dim_padded,
+        .HEAD_DIM_V = plan->dim_v_padded,
+        .BWD_WG = plan->wg,
+        .BWD_TILE = plan->tile,
+        .BWD_VARLEN_Q = p->infer.varlen_q ? 1 : 0,
+        .BWD_VARLEN_K = p->infer.kv == KV_VARLEN ? 1 : 0,
+    };
+    const backward_switches *values = &switches;
+    switch_fault found = {NULL, 0}, *fault = &found;
+    options_buf buf = options_begin(options, cap), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    FLASHCL_BACKWARD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+    if (found.name)
+        snprintf(why, why_cap, "the backward planned %s = %d, outside its "
+                 "legal values (cl/portable/flash_bwd_switches.clh)",
+                 found.name, found.value);
+    else if (buf.overflow)
+        snprintf(why, why_cap, "the backward kernels' build options do not "
+                 "fit %zu bytes", cap);
+    return !found.name && !buf.overflow;
 }
 
 static const char *const bwd_kernel_names[] = {
@@ -324,12 +346,9 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                                     const bwd_plan *plan,
                                     compiled_program **program)
 {
-    char options[1024];
-    if (!plan_options(p, plan, options, sizeof options))
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the backward kernels' build options do not fit "
-                         "%zu bytes",
-                         sizeof options);
+    char options[1024], why[160];
+    if (!plan_options(p, plan, options, sizeof options, why, sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     const program_request request = {
         "flash_bwd.cl",
         options,
@@ -515,12 +534,10 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
         return FLASHCL_SUCCESS;
     }
     const bwd_plan plan = plan_backward(ctx, p);
+    char why[160];
     if (!plan_options(p, &plan, info->build_options,
-                      sizeof info->build_options))
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the backward kernels' build options do not fit "
-                         "%zu bytes",
-                         sizeof info->build_options);
+                      sizeof info->build_options, why, sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     snprintf(info->path, sizeof info->path, "portable");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
     info->head_dim_padded = plan.dim_padded;
