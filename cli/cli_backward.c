@@ -204,6 +204,13 @@ flashcl_status problem_backward(flashcl_context *ctx, const problem *p,
         snprintf(why, why_cap, "allocating the backward's buffers failed");
         return FLASHCL_ERROR_OUT_OF_MEMORY;
     }
+    const flashcl_attention_desc desc = problem_desc(p, FLASHCL_BACKEND_FUSED);
+    flashcl_variant_info plan;
+    if (flashcl_describe_backward(ctx, &desc, NULL, &plan) == FLASHCL_SUCCESS) {
+        snprintf(r->path, sizeof r->path, "%s", plan.path);
+        r->work_group_size = plan.work_group_size;
+        r->tile_rows = plan.block_n;
+    }
     double ms = 0, samples[64];
     reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
     const double start = timing_host_ms();

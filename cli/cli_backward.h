@@ -12,6 +12,9 @@ typedef struct backward_result {
     double median_ms;     /* device time from events, median of reps */
     int reps;
     bool pass;
+    /* The plan (flashcl_describe_backward): path, work-group, tile rows. */
+    char path[32];
+    int work_group_size, tile_rows;
 } backward_result;
 
 /* Runs the backward of `p` (its forward must have run: O and LSE are on

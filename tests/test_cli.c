@@ -988,6 +988,11 @@ START_TEST(run_backward_reports_errors_and_time)
     ck_assert(json_number_of(r.out, "dq_error") > 0);
     ck_assert(json_number_of(r.out, "backward_median_ms") > 0);
     ck_assert(json_number_of(r.out, "backward_first_call_ms") > 0);
+    char path[32];
+    ck_assert(json_string_of(r.out, "backward_path", path, sizeof path));
+    ck_assert_str_eq(path, "portable");
+    ck_assert(json_number_of(r.out, "backward_work_group") > 0);
+    ck_assert(json_number_of(r.out, "backward_tile_rows") > 0);
     ck_assert_int_eq(json_bool_of(r.out, "pass"), 1);
     tool_free(&r);
     r = tool(NULL, args);
@@ -995,6 +1000,7 @@ START_TEST(run_backward_reports_errors_and_time)
     ck_assert_ptr_nonnull(strstr(r.out, "backward: max |dQ - ref|"));
     ck_assert_ptr_nonnull(strstr(r.out, "backward time: "));
     ck_assert_ptr_nonnull(strstr(r.out, "(device, events, median of 2)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "backward plan: portable, "));
     ck_assert_ptr_nonnull(strstr(r.out, "\nPASS\n"));
     tool_free(&r);
     /* without --backward no gradient is reported */
