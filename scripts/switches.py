@@ -27,6 +27,9 @@ LISTS = [
     ("cl/inference/flash_split_switches.clh", "FLASHCL_SPLIT_SWITCHES",
      "cl/inference/flash_split_defaults.clh", "cl/inference/flash_split.cl",
      "split_kv"),
+    ("cl/portable/flash_bwd_switches.clh", "FLASHCL_BACKWARD_SWITCHES",
+     "cl/portable/flash_bwd_defaults.clh", "cl/portable/flash_bwd.cl",
+     "backward"),
 ]
 
 DOCS = "docs/switches.md"

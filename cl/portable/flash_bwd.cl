@@ -20,19 +20,13 @@
  * and FLASHCL_HEAD_DIM_V are the head dims padded (to 8 by the host); the
  * actual dims are arguments.
  * Score modifiers: cl/common/variants.clh, with unit 1 (natural log). */
+/* The switches' defaults and ranges: flash_bwd_switches.clh. */
+#include "flash_bwd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "flash_bwd_args.clh"
+#include "packed_span.clh"
 
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 64
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM_V < 1 || FLASHCL_HEAD_DIM_V > 256
-#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be in 1..256"
-#endif
 /* Padded head dims: private rows and tile columns; the actual dims are
  * arguments and the padding holds zeros. */
 #define DQK FLASHCL_HEAD_DIM
@@ -49,6 +43,45 @@ inline ulong lse_at(ulong base, ulong4 stride, long b, long h, long i)
     return base + (ulong)b * stride.s0 + (ulong)h * stride.s1 +
            (ulong)i * stride.s2;
 }
+
+/* Sequence b: rows [q0, q0 + nq) of batch entry qb of q, o, dO, dQ and
+ * LSE, keys [k0, k0 + nk) of entry kb of k, v, dK and dV, and its own
+ * diagonal. A packed (varlen) side reads cu_seqlens as the forward's
+ * split-KV kernels do (packed_span.clh clamps it); Delta, bias, mask and
+ * ALiBi stay indexed by (b, h, row in the sequence). */
+typedef struct bwd_seq {
+    long qb, q0, nq, kb, k0, nk, diag;
+} bwd_seq;
+
+inline bwd_seq bwd_sequence(int b, int seqlen_q, int seqlen_k, long diag,
+                            __global const int *cu_q,
+                            __global const int *cu_k, ulong4 len_base,
+                            ulong4 len_stride, int total_q, int total_k,
+                            int top_left)
+{
+    bwd_seq s = {b, 0, seqlen_q, b, 0, seqlen_k, diag};
+#if FLASHCL_BWD_VARLEN_Q
+    const packed_span rows = packed_span_of(cu_q, len_base.s0, len_stride.s0,
+                                            b, total_q, seqlen_q);
+    s.qb = 0;
+    s.q0 = rows.first;
+    s.nq = rows.count;
+#endif
+#if FLASHCL_BWD_VARLEN_K
+    const packed_span keys = packed_span_of(cu_k, len_base.s1, len_stride.s1,
+                                            b, total_k, seqlen_k);
+    s.kb = 0;
+    s.k0 = keys.first;
+    s.nk = keys.count;
+#endif
+#if FLASHCL_BWD_VARLEN_Q || FLASHCL_BWD_VARLEN_K
+    s.diag = aligned_diag(top_left, s.nq, s.nk);
+#endif
+    return s;
+}
+#define BWD_SEQUENCE(b)                                                        \
+    bwd_sequence(b, seqlen_q, seqlen_k, diag, cu_q, cu_k, len_base,           \
+                 len_stride, total_q, total_k, top_left)
 
 /* P_ij and dS_ij / (dP_ij - Delta_i) (softcap's derivative, 1 without)
  * from the scaled product s = scale * q.k. */
@@ -69,12 +102,14 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
 {
     const int i = get_global_id(0), h = get_global_id(1),
               b = get_global_id(2);
-    if (i >= seqlen_q)
+    const bwd_seq s = BWD_SEQUENCE(b);
+    if (i >= s.nq)
         return;
     real_t sum = 0;
     for (int d = 0; d < head_dim_v; ++d)
-        sum += load_elem(d_o, at4(out_base.s0, d_o_stride, b, h, i, d)) *
-               load_elem(o, at4(in_base.s3, o_stride, b, h, i, d));
+        sum += load_elem(d_o, at4(out_base.s0, d_o_stride, s.qb, h, s.q0 + i,
+                                  d)) *
+               load_elem(o, at4(in_base.s3, o_stride, s.qb, h, s.q0 + i, d));
     delta[((ulong)b * heads_q + h) * seqlen_q + i] = sum;
 }
 
@@ -84,12 +119,6 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
  * element at the same time (a broadcast; on CPUs the runtime vectorises
  * across work-items). Visibility and padding are applied by selecting
  * P = 0, so control flow stays uniform in the group. */
-#ifndef FLASHCL_BWD_TILE
-#define FLASHCL_BWD_TILE 32
-#endif
-#ifndef FLASHCL_BWD_WG
-#define FLASHCL_BWD_WG 64
-#endif
 #define TILE FLASHCL_BWD_TILE
 #define WG FLASHCL_BWD_WG
 
@@ -114,9 +143,6 @@ inline void load_tile(__local real_t *tile, __global const STORAGE_T *src,
 #define vec8_t FLASHCL_CONCAT(FLASHCL_REAL, 8)
 #define vec4_t FLASHCL_CONCAT(FLASHCL_REAL, 4)
 #define vec2_t FLASHCL_CONCAT(FLASHCL_REAL, 2)
-#if DQK % 8 != 0 || DVP % 8 != 0
-#error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of 8"
-#endif
 
 inline real_t sum8(vec8_t v)
 {
@@ -157,39 +183,45 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     const int lid = get_local_id(0), hk = get_group_id(1),
               b = get_group_id(2);
     const long j0 = (long)get_group_id(0) * WG, j = j0 + lid;
-    const bool key_valid = j < seqlen_k;
-    const long key = min(j, (long)seqlen_k - 1);
+    const bwd_seq s = BWD_SEQUENCE(b);
+    if (j0 >= s.nk) /* the whole group: past its sequence's keys */
+        return;
+    const bool key_valid = j < s.nk;
+    const long key = min(j, s.nk - 1);
     vec8_t k_row[DQK / 8], v_row[DVP / 8], acc_k[DQK / 8], acc_v[DVP / 8];
     for (int c = 0; c < DQK / 8; ++c) {
-        k_row[c] = load_row8(k, in_base.s1, k_stride, b, hk, key, c, head_dim);
+        k_row[c] = load_row8(k, in_base.s1, k_stride, s.kb, hk, s.k0 + key, c,
+                             head_dim);
         acc_k[c] = (vec8_t)(0);
     }
     for (int c = 0; c < DVP / 8; ++c) {
-        v_row[c] =
-            load_row8(v, in_base.s2, v_stride, b, hk, key, c, head_dim_v);
+        v_row[c] = load_row8(v, in_base.s2, v_stride, s.kb, hk, s.k0 + key, c,
+                             head_dim_v);
         acc_v[c] = (vec8_t)(0);
     }
     /* Rows that see any key of this group, then per key. */
-    const long j1 = min(j0 + WG, (long)seqlen_k) - 1;
-    const long row_lo = window_right < 0 ? 0 : max(0L, j0 - diag - window_right);
+    const long j1 = min(j0 + WG, s.nk) - 1;
+    const long row_lo =
+        window_right < 0 ? 0 : max(0L, j0 - s.diag - window_right);
     const long row_hi = window_left < 0
-                            ? seqlen_q - 1
-                            : min((long)seqlen_q - 1, j1 - diag + window_left);
-    const long mine_lo = window_right < 0 ? 0 : key - diag - window_right;
-    const long mine_hi = window_left < 0 ? seqlen_q - 1
-                                         : key - diag + window_left;
+                            ? s.nq - 1
+                            : min(s.nq - 1, j1 - s.diag + window_left);
+    const long mine_lo = window_right < 0 ? 0 : key - s.diag - window_right;
+    const long mine_hi = window_left < 0 ? s.nq - 1
+                                         : key - s.diag + window_left;
     for (int g = 0; g < group_size; ++g) {
         const int h = hk * group_size + g;
         for (long r0 = row_lo; r0 <= row_hi; r0 += TILE) {
             barrier(CLK_LOCAL_MEM_FENCE);
-            load_tile(q_t, q, in_base.s0, q_stride, b, h, r0, row_hi,
-                      head_dim, DQK);
-            load_tile(d_o_t, d_o, out_base.s0, d_o_stride, b, h, r0, row_hi,
-                      head_dim_v, DVP);
+            load_tile(q_t, q, in_base.s0, q_stride, s.qb, h, s.q0 + r0,
+                      s.q0 + row_hi, head_dim, DQK);
+            load_tile(d_o_t, d_o, out_base.s0, d_o_stride, s.qb, h,
+                      s.q0 + r0, s.q0 + row_hi, head_dim_v, DVP);
             for (int r = lid; r < TILE; r += WG) {
-                const long i = min(r0 + r, (long)seqlen_q - 1);
+                const long i = min(r0 + r, s.nq - 1);
                 lse_t[r] = r0 + r <= row_hi
-                               ? lse[lse_at(lse_base, lse_stride, b, h, i)]
+                               ? lse[lse_at(lse_base, lse_stride, s.qb, h,
+                                            s.q0 + i)]
                                : -INFINITY;
                 delta_t[r] = delta[((ulong)b * heads_q + h) * seqlen_q + i];
             }
@@ -213,7 +245,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 const bool visible = key_valid && lse_t[r] != -INFINITY &&
                                      i >= mine_lo && i <= mine_hi;
                 const score_row sr =
-                    score_row_init(b, h, min(i, (long)seqlen_q - 1), diag,
+                    score_row_init(b, h, min(i, s.nq - 1), s.diag,
                                    1 FLASHCL_VARIANT_NAMES);
                 vec8_t s8 = (vec8_t)(0), d_p8 = (vec8_t)(0);
                 real_t d_cap;
@@ -248,11 +280,11 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     if (!key_valid)
         return;
     for (int c = 0; c < DQK / 8; ++c)
-        store_row8(d_k, out_base.s2, d_k_stride, b, hk, j, c, head_dim,
-                   acc_k[c] * scale);
+        store_row8(d_k, out_base.s2, d_k_stride, s.kb, hk, s.k0 + j, c,
+                   head_dim, acc_k[c] * scale);
     for (int c = 0; c < DVP / 8; ++c)
-        store_row8(d_v, out_base.s3, d_v_stride, b, hk, j, c, head_dim_v,
-                   acc_v[c]);
+        store_row8(d_v, out_base.s3, d_v_stride, s.kb, hk, s.k0 + j, c,
+                   head_dim_v, acc_v[c]);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -263,35 +295,41 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
               b = get_group_id(2);
     const int hk = h / group_size;
     const long i0 = (long)get_group_id(0) * WG, i = i0 + lid;
-    const bool row_valid = i < seqlen_q;
-    const long row = min(i, (long)seqlen_q - 1);
+    const bwd_seq s = BWD_SEQUENCE(b);
+    if (i0 >= s.nq) /* the whole group: past its sequence's rows */
+        return;
+    const bool row_valid = i < s.nq;
+    const long row = min(i, s.nq - 1);
     vec8_t q_row[DQK / 8], g_row[DVP / 8], acc[DQK / 8];
     for (int c = 0; c < DQK / 8; ++c) {
-        q_row[c] = load_row8(q, in_base.s0, q_stride, b, h, row, c, head_dim);
+        q_row[c] = load_row8(q, in_base.s0, q_stride, s.qb, h, s.q0 + row, c,
+                             head_dim);
         acc[c] = (vec8_t)(0);
     }
     for (int c = 0; c < DVP / 8; ++c)
-        g_row[c] = load_row8(d_o, out_base.s0, d_o_stride, b, h, row, c,
-                             head_dim_v);
-    const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, row)];
+        g_row[c] = load_row8(d_o, out_base.s0, d_o_stride, s.qb, h,
+                             s.q0 + row, c, head_dim_v);
+    const real_t row_lse =
+        lse[lse_at(lse_base, lse_stride, s.qb, h, s.q0 + row)];
     const real_t row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row];
     const bool live = row_valid && row_lse != -INFINITY;
     const score_row sr =
-        score_row_init(b, h, row, diag, 1 FLASHCL_VARIANT_NAMES);
-    const long i1 = min(i0 + WG, (long)seqlen_q) - 1;
-    const long key_lo = window_left < 0 ? 0 : max(0L, i0 + diag - window_left);
+        score_row_init(b, h, row, s.diag, 1 FLASHCL_VARIANT_NAMES);
+    const long i1 = min(i0 + WG, s.nq) - 1;
+    const long key_lo =
+        window_left < 0 ? 0 : max(0L, i0 + s.diag - window_left);
     const long key_hi = window_right < 0
-                            ? seqlen_k - 1
-                            : min((long)seqlen_k - 1, i1 + diag + window_right);
-    const long mine_lo = window_left < 0 ? 0 : row + diag - window_left;
-    const long mine_hi = window_right < 0 ? seqlen_k - 1
-                                          : row + diag + window_right;
+                            ? s.nk - 1
+                            : min(s.nk - 1, i1 + s.diag + window_right);
+    const long mine_lo = window_left < 0 ? 0 : row + s.diag - window_left;
+    const long mine_hi = window_right < 0 ? s.nk - 1
+                                          : row + s.diag + window_right;
     for (long n0 = key_lo; n0 <= key_hi; n0 += TILE) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        load_tile(k_t, k, in_base.s1, k_stride, b, hk, n0, key_hi, head_dim,
-                  DQK);
-        load_tile(v_t, v, in_base.s2, v_stride, b, hk, n0, key_hi, head_dim_v,
-                  DVP);
+        load_tile(k_t, k, in_base.s1, k_stride, s.kb, hk, s.k0 + n0,
+                  s.k0 + key_hi, head_dim, DQK);
+        load_tile(v_t, v, in_base.s2, v_stride, s.kb, hk, s.k0 + n0,
+                  s.k0 + key_hi, head_dim_v, DVP);
         barrier(CLK_LOCAL_MEM_FENCE);
         vec8_t query_c[DQK / 8], grad_c[DVP / 8], sum[DQK / 8]; /* as above */
 #pragma unroll
@@ -312,7 +350,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
             for (int e = 0; e < DQK / 8; ++e)
                 s8 = fma(query_c[e], vload8(e, k_t + c * DQK), s8);
             const real_t p_any =
-                probability(&sr, min(j, (long)seqlen_k - 1), sum8(s8) * scale,
+                probability(&sr, min(j, s.nk - 1), sum8(s8) * scale,
                             row_lse, &d_cap FLASHCL_VARIANT_NAMES);
 #pragma unroll
             for (int e = 0; e < DVP / 8; ++e)
@@ -330,8 +368,8 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     if (!row_valid)
         return;
     for (int c = 0; c < DQK / 8; ++c)
-        store_row8(d_q, out_base.s1, d_q_stride, b, h, i, c, head_dim,
-                   acc[c] * scale);
+        store_row8(d_q, out_base.s1, d_q_stride, s.qb, h, s.q0 + i, c,
+                   head_dim, acc[c] * scale);
 }
 
 __kernel void flashcl_bwd_dsinks(FLASHCL_BWD_PARAMS)
@@ -341,12 +379,15 @@ __kernel void flashcl_bwd_dsinks(FLASHCL_BWD_PARAMS)
         return;
     const real_t sink = sink_logit(h, 1 FLASHCL_VARIANT_NAMES);
     real_t sum = 0;
-    for (int b = 0; b < batch; ++b)
-        for (int i = 0; i < seqlen_q; ++i) {
-            const real_t row_lse = lse[lse_at(lse_base, lse_stride, b, h, i)];
+    for (int b = 0; b < batch; ++b) {
+        const bwd_seq s = BWD_SEQUENCE(b);
+        for (int i = 0; i < s.nq; ++i) {
+            const real_t row_lse =
+                lse[lse_at(lse_base, lse_stride, s.qb, h, s.q0 + i)];
             if (row_lse != -INFINITY && sink != -INFINITY)
                 sum += exp(sink - row_lse) *
                        delta[((ulong)b * heads_q + h) * seqlen_q + i];
         }
+    }
     d_sinks[d_sinks_base + (ulong)h * d_sinks_stride] = (float)-sum;
 }
