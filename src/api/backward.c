@@ -7,6 +7,7 @@
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "portable/flash_bwd_args.clh"
+#include "portable/flash_bwd_switches.clh"
 #include "reference/reference.h"
 
 #include <stdio.h>
@@ -246,29 +247,52 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
     return err;
 }
 
-/* Work-group size and tile rows of the backward kernels on this device. */
+/* The backward kernels' switch values on this device
+ * (cl/portable/flash_bwd_switches.clh). */
 typedef struct bwd_plan {
-    int wg, tile, dim_padded, dim_v_padded;
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_FIELD)
 } bwd_plan;
 
-static int padded_dim(int64_t dim)
+static int padded_dim(int64_t dim, int vec)
 {
-    return (int)((dim + 7) / 8 * 8);
+    const int step = vec > 8 ? vec : 8;
+    return (int)((dim + step - 1) / step * step);
 }
 
+static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
+{
+    /* dK/dV's tiles: Q and dO, each transposed and row-major, LSE, Delta. */
+    return (size_t)plan->BWD_TILE *
+           (size_t)(2 * (plan->HEAD_DIM + plan->HEAD_DIM_V) + 2) * real_size;
+}
+
+/* CPUs: vectors as wide as the forward's (16 on AVX-512) over tiles of two
+ * vectors (docs/experiments.md, "Portable backward"); other devices:
+ * float4 over 16-row tiles, to keep the work-item's private arrays small. */
 static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
 {
-    bwd_plan plan = {64, 32, padded_dim(p->head_dim),
-                     padded_dim(p->head_dim_v)};
-    while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
-        plan.wg /= 2;
-    /* The two tiles in half the local memory, at most. */
-    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
-    while (plan.tile > 1 &&
-           (size_t)plan.tile * (size_t)(plan.dim_padded + plan.dim_v_padded +
-                                        2) * real_size >
-               ctx->caps.local_mem / 2)
-        plan.tile /= 2;
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
+    const size_t real_size = fp64 ? 8 : 4;
+    int vec = cpu ? portable_vector_width(&ctx->caps) : 4;
+    if (fp64 && vec > 2)
+        vec /= 2;
+    bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
+                     padded_dim(p->head_dim_v, vec), 64, 2 * vec, vec};
+    if (!cpu)
+        plan.BWD_TILE = 16 > vec ? 16 : vec;
+    while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
+        plan.BWD_WG /= 2;
+    /* In half the local memory at most; the tile stays a multiple of the
+     * vector (the padded dims are multiples of 8 or 16, so of any smaller
+     * vector). */
+    while (plan.BWD_VEC > 2 &&
+           bwd_local_bytes(&plan, real_size) > ctx->caps.local_mem / 2) {
+        if (plan.BWD_TILE > plan.BWD_VEC)
+            plan.BWD_TILE /= 2;
+        else
+            plan.BWD_TILE = plan.BWD_VEC /= 2;
+    }
     return plan;
 }
 
@@ -277,15 +301,19 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                                     compiled_program **program)
 {
     char options[1024];
-    options_buf out = options_begin(options, sizeof options);
-    options_add(&out,
-                "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
-                "-DFLASHCL_BWD_TILE=%d",
-                verbose_enabled() ? "" : " -w", (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile);
-    variants_add_defines(p, &out);
-    if (out.overflow)
+    options_buf buf = options_begin(options, sizeof options), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    const bwd_plan *values = plan; /* SWITCH_EMIT's names */
+    switch_fault fault_value = {NULL, 0}, *fault = &fault_value;
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+    if (fault->name)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "internal error: the backward planned %s=%d, "
+                         "outside the values its kernel accepts "
+                         "(docs/switches.md)",
+                         fault->name, fault->value);
+    if (buf.overflow)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward kernels' build options do not fit "
                          "%zu bytes",
@@ -412,7 +440,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                          rows * real_size, cl_error_name(err));
     bwd_args a;
     fill_args(ctx, p, w, delta, &a);
-    status = enqueue_all(ctx, queue, program, p, &a, plan.wg,
+    status = enqueue_all(ctx, queue, program, p, &a, plan.BWD_WG,
                          w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
