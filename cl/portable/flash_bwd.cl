@@ -157,22 +157,28 @@ inline void tile_products(vec_t *out, const real_t *own,
     }
 }
 
-/* acc[c] += sum_r weight[r] * by_row[r][c-th vector], r in order. The
- * sums are copied to a fully unrolled local array: PoCL keeps private
- * arrays that live across barriers in memory (flash_fwd.cl's note). */
-#define ACCUMULATE_ROWS(acc, weight, by_row, cols)                             \
-    do {                                                                       \
-        vec_t sum_[(cols) / VEC];                                              \
-        _Pragma("unroll") for (int c = 0; c < (cols) / VEC; ++c) sum_[c] =     \
-            (acc)[c];                                                          \
-        for (int r = 0; r < TILE; ++r) {                                       \
-            const vec_t w_ = (vec_t)((weight)[r]);                             \
-            _Pragma("unroll") for (int c = 0; c < (cols) / VEC; ++c) sum_[c] = \
-                fma(w_, vload_vec(c, (by_row) + r * (cols)), sum_[c]);         \
-        }                                                                      \
-        _Pragma("unroll") for (int c = 0; c < (cols) / VEC; ++c)(acc)[c] =     \
-            sum_[c];                                                           \
-    } while (0)
+/* acc[c] += sum_r weight[r] * by_row[r][c-th vector], r in order; cols
+ * is DQK or DVP. The sums are copied to a fully unrolled local array:
+ * PoCL keeps private arrays that live across barriers in memory
+ * (flash_fwd.cl's note). */
+#define DMAX (DQK > DVP ? DQK : DVP)
+inline void accumulate_rows(vec_t *acc, const real_t *weight,
+                            __local const real_t *by_row, const int cols)
+{
+    vec_t sum[DMAX / VEC];
+#pragma unroll
+    for (int c = 0; c < cols / VEC; ++c)
+        sum[c] = acc[c];
+    for (int r = 0; r < TILE; ++r) {
+        const vec_t w = (vec_t)(weight[r]);
+#pragma unroll
+        for (int c = 0; c < cols / VEC; ++c)
+            sum[c] = fma(w, vload_vec(c, by_row + r * cols), sum[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < cols / VEC; ++c)
+        acc[c] = sum[c];
+}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
@@ -257,8 +263,8 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 for (int r = 0; r < TILE; ++r)
                     if (r0 + r < mine_lo || r0 + r > mine_hi)
                         p_r[r] = d_s_r[r] = 0;
-            ACCUMULATE_ROWS(acc_v, p_r, g_by_row, DVP);
-            ACCUMULATE_ROWS(acc_k, d_s_r, q_by_row, DQK);
+            accumulate_rows(acc_v, p_r, g_by_row, DVP);
+            accumulate_rows(acc_k, d_s_r, q_by_row, DQK);
         }
     }
     if (!key_valid)
@@ -341,7 +347,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
             for (int c = 0; c < TILE; ++c)
                 if (n0 + c < mine_lo || n0 + c > mine_hi)
                     d_s_c[c] = 0;
-        ACCUMULATE_ROWS(acc, d_s_c, k_by_row, DQK);
+        accumulate_rows(acc, d_s_c, k_by_row, DQK);
     }
     if (!row_valid)
         return;

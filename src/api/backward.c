@@ -11,6 +11,7 @@
 #include "reference/reference.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The resolved backward descriptor. */
@@ -281,6 +282,7 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
                      padded_dim(p->head_dim_v, vec), 64, 2 * vec, vec};
     if (!cpu)
         plan.BWD_TILE = 16 > vec ? 16 : vec;
+    { const char *e = getenv("BWDX"); if (e) sscanf(e, "%d,%d,%d", &plan.BWD_WG, &plan.BWD_TILE, &plan.BWD_VEC); } /* XXX experiment */
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* In half the local memory at most; the tile stays a multiple of the
