@@ -142,42 +142,111 @@ inline void store_own_row(__global STORAGE_T *dst, ulong base, ulong4 stride,
     }
 }
 
-/* out[t] = sum_d own[d] * by_dim[d][t-th vector of the tile]. */
-inline void tile_products(vec_t *out, const real_t *own,
-                          __local const real_t *by_dim, int cols)
+/* An FMA's result is ready 4 cycles later on current x86 cores, which
+ * start two a cycle: a chain of dependent FMAs runs at 1/8 of the peak.
+ * The loops below so keep at least 8 independent sums (at D = 64 and
+ * 16-wide vectors: two vectors of a tile, two products, two halves of
+ * the sum, or two weights); each sum still adds in a fixed order. */
+
+/* s[t] = sum_d a_own[d] * a_by_dim[d][t-th vector of the tile] and d_p
+ * likewise from b: the two products that make a tile's scores, the sums
+ * over even and odd d kept apart until the end. */
+inline void tile_scores(vec_t *s, vec_t *d_p, const real_t *a_own,
+                        __local const real_t *a_by_dim, const real_t *b_own,
+                        __local const real_t *b_by_dim)
 {
+    vec_t s0[TILE_VECS], s1[TILE_VECS], p0[TILE_VECS], p1[TILE_VECS];
 #pragma unroll
     for (int t = 0; t < TILE_VECS; ++t)
-        out[t] = (vec_t)(0);
-    for (int d = 0; d < cols; ++d) {
-        const vec_t x = (vec_t)(own[d]);
+        s0[t] = s1[t] = p0[t] = p1[t] = (vec_t)(0);
+    /* The padded dims are multiples of the vector width (2 or more). */
+    const int both = DQK < DVP ? DQK : DVP;
+    for (int d = 0; d < both; d += 2) {
+        const vec_t a0 = (vec_t)(a_own[d]), a1 = (vec_t)(a_own[d + 1]);
+        const vec_t b0 = (vec_t)(b_own[d]), b1 = (vec_t)(b_own[d + 1]);
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t)
-            out[t] = fma(x, vload_vec(t, by_dim + d * TILE), out[t]);
+        for (int t = 0; t < TILE_VECS; ++t) {
+            s0[t] = fma(a0, vload_vec(t, a_by_dim + d * TILE), s0[t]);
+            s1[t] = fma(a1, vload_vec(t, a_by_dim + (d + 1) * TILE), s1[t]);
+            p0[t] = fma(b0, vload_vec(t, b_by_dim + d * TILE), p0[t]);
+            p1[t] = fma(b1, vload_vec(t, b_by_dim + (d + 1) * TILE), p1[t]);
+        }
+    }
+    for (int d = both; d < DQK; d += 2) {
+        const vec_t a0 = (vec_t)(a_own[d]), a1 = (vec_t)(a_own[d + 1]);
+#pragma unroll
+        for (int t = 0; t < TILE_VECS; ++t) {
+            s0[t] = fma(a0, vload_vec(t, a_by_dim + d * TILE), s0[t]);
+            s1[t] = fma(a1, vload_vec(t, a_by_dim + (d + 1) * TILE), s1[t]);
+        }
+    }
+    for (int d = both; d < DVP; d += 2) {
+        const vec_t b0 = (vec_t)(b_own[d]), b1 = (vec_t)(b_own[d + 1]);
+#pragma unroll
+        for (int t = 0; t < TILE_VECS; ++t) {
+            p0[t] = fma(b0, vload_vec(t, b_by_dim + d * TILE), p0[t]);
+            p1[t] = fma(b1, vload_vec(t, b_by_dim + (d + 1) * TILE), p1[t]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TILE_VECS; ++t) {
+        s[t] = s0[t] + s1[t];
+        d_p[t] = p0[t] + p1[t];
     }
 }
 
-/* acc[c] += sum_r weight[r] * by_row[r][c-th vector], r in order; cols
- * is DQK or DVP. The sums are copied to a fully unrolled local array:
- * PoCL keeps private arrays that live across barriers in memory
- * (flash_fwd.cl's note). */
-#define DMAX (DQK > DVP ? DQK : DVP)
-inline void accumulate_rows(vec_t *acc, const real_t *weight,
-                            __local const real_t *by_row, const int cols)
+/* acc_a[c] += sum_r w_a[r] * a_by_row[r][c-th vector] (a: D_v wide) and
+ * acc_b likewise (b: D wide), r in order, in one loop. The sums are
+ * copied to fully unrolled local arrays: PoCL keeps private arrays that
+ * live across barriers in memory (flash_fwd.cl's note). */
+inline void accumulate_two(vec_t *acc_a, const real_t *w_a,
+                           __local const real_t *a_by_row, vec_t *acc_b,
+                           const real_t *w_b, __local const real_t *b_by_row)
 {
-    vec_t sum[DMAX / VEC];
+    vec_t sum_a[DVP / VEC], sum_b[DQK / VEC];
 #pragma unroll
-    for (int c = 0; c < cols / VEC; ++c)
-        sum[c] = acc[c];
+    for (int c = 0; c < DVP / VEC; ++c)
+        sum_a[c] = acc_a[c];
+#pragma unroll
+    for (int c = 0; c < DQK / VEC; ++c)
+        sum_b[c] = acc_b[c];
     for (int r = 0; r < TILE; ++r) {
-        const vec_t w = (vec_t)(weight[r]);
+        const vec_t x = (vec_t)(w_a[r]), y = (vec_t)(w_b[r]);
 #pragma unroll
-        for (int c = 0; c < cols / VEC; ++c)
-            sum[c] = fma(w, vload_vec(c, by_row + r * cols), sum[c]);
+        for (int c = 0; c < DVP / VEC; ++c)
+            sum_a[c] = fma(x, vload_vec(c, a_by_row + r * DVP), sum_a[c]);
+#pragma unroll
+        for (int c = 0; c < DQK / VEC; ++c)
+            sum_b[c] = fma(y, vload_vec(c, b_by_row + r * DQK), sum_b[c]);
     }
 #pragma unroll
-    for (int c = 0; c < cols / VEC; ++c)
-        acc[c] = sum[c];
+    for (int c = 0; c < DVP / VEC; ++c)
+        acc_a[c] = sum_a[c];
+#pragma unroll
+    for (int c = 0; c < DQK / VEC; ++c)
+        acc_b[c] = sum_b[c];
+}
+
+/* acc[c] += sum_r w[r] * by_row[r][c-th vector] (D wide): the even rows'
+ * and the odd rows' terms in two sums, added to acc at the end. */
+inline void accumulate_one(vec_t *acc, const real_t *w,
+                           __local const real_t *by_row)
+{
+    vec_t even[DQK / VEC], odd[DQK / VEC];
+#pragma unroll
+    for (int c = 0; c < DQK / VEC; ++c)
+        even[c] = odd[c] = (vec_t)(0);
+    for (int r = 0; r < TILE; r += 2) {
+        const vec_t x = (vec_t)(w[r]), y = (vec_t)(w[r + 1]);
+#pragma unroll
+        for (int c = 0; c < DQK / VEC; ++c) {
+            even[c] = fma(x, vload_vec(c, by_row + r * DQK), even[c]);
+            odd[c] = fma(y, vload_vec(c, by_row + (r + 1) * DQK), odd[c]);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < DQK / VEC; ++c)
+        acc[c] += even[c] + odd[c];
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -230,8 +299,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             vec_t s[TILE_VECS], d_p[TILE_VECS];
-            tile_products(s, k_own, q_by_dim, DQK);
-            tile_products(d_p, v_own, g_by_dim, DVP);
+            tile_scores(s, d_p, k_own, q_by_dim, v_own, g_by_dim);
             real_t p_r[TILE], d_s_r[TILE];
 #if FLASHCL_NEEDS_SCORE_PASS
             real_t s_r[TILE], d_p_r[TILE];
@@ -263,8 +331,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 for (int r = 0; r < TILE; ++r)
                     if (r0 + r < mine_lo || r0 + r > mine_hi)
                         p_r[r] = d_s_r[r] = 0;
-            accumulate_rows(acc_v, p_r, g_by_row, DVP);
-            accumulate_rows(acc_k, d_s_r, q_by_row, DQK);
+            accumulate_two(acc_v, p_r, g_by_row, acc_k, d_s_r, q_by_row);
         }
     }
     if (!key_valid)
@@ -318,8 +385,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                   n0, key_hi, head_dim_v, DVP);
         barrier(CLK_LOCAL_MEM_FENCE);
         vec_t s[TILE_VECS], d_p[TILE_VECS];
-        tile_products(s, q_own, k_by_dim, DQK);
-        tile_products(d_p, g_own, v_by_dim, DVP);
+        tile_scores(s, d_p, q_own, k_by_dim, g_own, v_by_dim);
         real_t d_s_c[TILE];
 #if FLASHCL_NEEDS_SCORE_PASS
         real_t s_c[TILE], d_p_c[TILE];
@@ -347,7 +413,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
             for (int c = 0; c < TILE; ++c)
                 if (n0 + c < mine_lo || n0 + c > mine_hi)
                     d_s_c[c] = 0;
-        accumulate_rows(acc, d_s_c, k_by_row, DQK);
+        accumulate_one(acc, d_s_c, k_by_row);
     }
     if (!row_valid)
         return;
