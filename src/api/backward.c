@@ -11,7 +11,6 @@
 #include "reference/reference.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The resolved backward descriptor. */
@@ -267,9 +266,11 @@ static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
            (size_t)(2 * (plan->HEAD_DIM + plan->HEAD_DIM_V) + 2) * real_size;
 }
 
-/* CPUs: vectors as wide as the forward's (16 on AVX-512) over tiles of two
- * vectors (docs/experiments.md, "Portable backward"); other devices:
- * float4 over 16-row tiles, to keep the work-item's private arrays small. */
+/* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
+ * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
+ * L1 cache), 256 work-items, which share the tile loads (docs/
+ * experiments.md, "Portable backward"); other devices: float4 over 16-row
+ * tiles and 64 work-items, to keep the private arrays small (untuned). */
 static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
@@ -279,11 +280,13 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
     if (fp64 && vec > 2)
         vec /= 2;
     bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
-                     padded_dim(p->head_dim_v, vec), 64, 2 * vec, vec};
-    if (!cpu)
-        plan.BWD_TILE = 16 > vec ? 16 : vec;
-    { const char *e = getenv("BWDX"); if (e) sscanf(e, "%d,%d,%d", &plan.BWD_WG, &plan.BWD_TILE, &plan.BWD_VEC); } /* XXX experiment */
+                     padded_dim(p->head_dim_v, vec), cpu ? 256 : 64,
+                     cpu ? 2 * vec : 16, vec};
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
+        plan.BWD_WG /= 2;
+    /* PoCL runs padding work-items in full: no more than the longer side. */
+    const int64_t longer = p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k;
+    while (cpu && plan.BWD_WG > 16 && plan.BWD_WG / 2 >= longer)
         plan.BWD_WG /= 2;
     /* In half the local memory at most; the tile stays a multiple of the
      * vector (the padded dims are multiples of 8 or 16, so of any smaller
