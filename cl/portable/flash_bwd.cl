@@ -98,14 +98,39 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
 #define vload_vec FLASHCL_CONCAT(vload, VEC)
 #define vstore_vec FLASHCL_CONCAT(vstore, VEC)
 
+/* Full tiles of unpadded rows of contiguous fp32 (fp64) words are read a
+ * vector at a time: one word a step, the index arithmetic and the loads
+ * took about a third of the dK/dV kernel's time under PoCL (perf, fp32 D =
+ * 64 N = 1024), as they had in the forward (flash_fwd.cl). */
+#define VECTOR_TILE_LOADS                                                      \
+    (FLASHCL_DIM_CONTIGUOUS && (FLASHCL_DTYPE == 0 || FLASHCL_DTYPE == 3))
+
 /* Rows [r0, r0 + TILE) of one head of `src`, zero past `last` and past
- * `width`: transposed into by_dim[d * TILE + r] and, when by_row is set,
- * row-major into by_row[r * cols + d]. */
+ * `width`: transposed into by_dim[d * TILE + r] and, when row_major is
+ * set, row-major into by_row[r * cols + d]. */
 inline void load_tile(__local real_t *by_dim, __local real_t *by_row,
                       bool row_major, __global const STORAGE_T *src,
                       ulong base, ulong4 stride, long b, long h, long r0,
                       long last, int width, int cols)
 {
+#if VECTOR_TILE_LOADS
+    if (width == cols && r0 + TILE - 1 <= last) {
+        const int vecs = cols / VEC;
+        for (int idx = get_local_id(0); idx < TILE * vecs; idx += WG) {
+            const int r = idx / vecs, d0 = idx % vecs * VEC;
+            const vec_t value =
+                vload_vec(0, src + at4(base, stride, b, h, r0 + r, d0));
+            if (row_major)
+                vstore_vec(value, 0, by_row + r * cols + d0);
+            real_t lanes[VEC];
+            vstore_vec(value, 0, lanes);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                by_dim[(d0 + e) * TILE + r] = lanes[e];
+        }
+        return;
+    }
+#endif
     for (int idx = get_local_id(0); idx < TILE * cols; idx += WG) {
         const int r = idx / cols, d = idx % cols;
         const real_t value =

@@ -268,10 +268,11 @@ static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
 
 /* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
  * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
- * L1 cache), 256 work-items, which share the tile loads (docs/
+ * L1 cache), 512 work-items, which share the tile loads (docs/
  * experiments.md, "Portable backward"); other devices: float4 over 16-row
  * tiles and 64 work-items, to keep the private arrays small (untuned). */
-static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
+                               const bwd_views *w)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
     const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
@@ -280,8 +281,10 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
     if (fp64 && vec > 2)
         vec /= 2;
     bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
-                     padded_dim(p->head_dim_v, vec), cpu ? 256 : 64,
-                     cpu ? 2 * vec : 16, vec};
+                     padded_dim(p->head_dim_v, vec), cpu ? 512 : 64,
+                     cpu ? 2 * vec : 16, vec,
+                     p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                         p->v.stride[3] == 1 && w->d_o.stride[3] == 1};
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
@@ -428,7 +431,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                          wait_list, event);
     }
     compiled_program *program = NULL;
-    const bwd_plan plan = plan_backward(ctx, p);
+    const bwd_plan plan = plan_backward(ctx, p, w);
     flashcl_status status = build_program(ctx, p, &plan, &program);
     if (status != FLASHCL_SUCCESS)
         return status;
