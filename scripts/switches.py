@@ -18,6 +18,9 @@ LISTS = [
     ("cl/portable/flash_fwd_switches.clh", "FLASHCL_PORTABLE_SWITCHES",
      "cl/portable/flash_fwd_defaults.clh", "cl/portable/flash_fwd.cl",
      "portable"),
+    ("cl/portable/flash_bwd_switches.clh", "FLASHCL_PORTABLE_BWD_SWITCHES",
+     "cl/portable/flash_bwd_defaults.clh", "cl/portable/flash_bwd.cl",
+     "portable backward"),
     ("cl/subgroup/flash_fwd_sg_switches.clh", "FLASHCL_SUBGROUP_SWITCHES",
      "cl/subgroup/flash_fwd_sg_defaults.clh", "cl/subgroup/flash_fwd_sg.cl",
      "subgroup"),
@@ -27,9 +30,6 @@ LISTS = [
     ("cl/inference/flash_split_switches.clh", "FLASHCL_SPLIT_SWITCHES",
      "cl/inference/flash_split_defaults.clh", "cl/inference/flash_split.cl",
      "split_kv"),
-    ("cl/portable/flash_bwd_switches.clh", "FLASHCL_BACKWARD_SWITCHES",
-     "cl/portable/flash_bwd_defaults.clh", "cl/portable/flash_bwd.cl",
-     "backward"),
 ]
 
 DOCS = "docs/switches.md"

@@ -275,36 +275,67 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
     return err;
 }
 
-/* Work-group size and tile rows of the backward kernels on this device. */
+/* The backward kernels' switch values on this device
+ * (cl/portable/flash_bwd_switches.clh). */
 typedef struct bwd_plan {
-    int wg, tile, dim_padded, dim_v_padded;
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_FIELD)
 } bwd_plan;
 
-static int padded_dim(int64_t dim)
+static int padded_dim(int64_t dim, int vec)
 {
-    return (int)((dim + 7) / 8 * 8);
+    const int step = vec > 8 ? vec : 8;
+    return (int)((dim + step - 1) / step * step);
 }
 
-static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
+static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
 {
-    bwd_plan plan = {64, 32, padded_dim(p->head_dim),
-                     padded_dim(p->head_dim_v)};
-    while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
-        plan.wg /= 2;
-    /* The two tiles in half the local memory, at most. */
-    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
-    while (plan.tile > 1 &&
-           (size_t)plan.tile * (size_t)(plan.dim_padded + plan.dim_v_padded +
-                                        2) * real_size >
-               ctx->caps.local_mem / 2)
-        plan.tile /= 2;
+    /* dK/dV's tiles: Q and dO, each transposed and row-major, LSE, Delta. */
+    return (size_t)plan->BWD_TILE *
+           (size_t)(2 * (plan->HEAD_DIM + plan->HEAD_DIM_V) + 2) * real_size;
+}
+
+/* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
+ * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
+ * L1 cache), 512 work-items, which share the tile loads (docs/
+ * experiments.md, "Portable backward"); other devices: float4 over 16-row
+ * tiles and 64 work-items, to keep the private arrays small (untuned). */
+/* w: the call's views (NULL when describing without them: dO taken to
+ * have O's layout, as its rules say). */
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
+                               const bwd_views *w)
+{
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
+    const size_t real_size = fp64 ? 8 : 4;
+    int vec = cpu ? portable_vector_width(&ctx->caps) : 4;
+    if (fp64 && vec > 2)
+        vec /= 2;
+    bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
+                     padded_dim(p->head_dim_v, vec), cpu ? 512 : 64,
+                     cpu ? 2 * vec : 16, vec,
+                     p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                         p->v.stride[3] == 1 &&
+                         (w ? w->d_o : p->o).stride[3] == 1,
+                     p->infer.varlen_q ? 1 : 0,
+                     p->infer.kv == KV_VARLEN ? 1 : 0};
+    while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
+        plan.BWD_WG /= 2;
+    /* PoCL runs padding work-items in full: no more than the longer side. */
+    const int64_t longer = p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k;
+    while (cpu && plan.BWD_WG > 16 && plan.BWD_WG / 2 >= longer)
+        plan.BWD_WG /= 2;
+    /* In half the local memory at most; the tile stays a multiple of the
+     * vector (the padded dims are multiples of 8 or 16, so of any smaller
+     * vector). */
+    while (plan.BWD_VEC > 2 &&
+           bwd_local_bytes(&plan, real_size) > ctx->caps.local_mem / 2) {
+        if (plan.BWD_TILE > plan.BWD_VEC)
+            plan.BWD_TILE /= 2;
+        else
+            plan.BWD_TILE = plan.BWD_VEC /= 2;
+    }
     return plan;
 }
-
-/* One int per switch of cl/portable/flash_bwd_switches.clh. */
-typedef struct backward_switches {
-    FLASHCL_BACKWARD_SWITCHES(SWITCH_FIELD)
-} backward_switches;
 
 /* The kernels' build options for the plan, every switch of the list
  * checked against its legal values; false (and `why`) when one is
@@ -313,20 +344,11 @@ static bool plan_options(const problem *p, const bwd_plan *plan,
                          char *options, size_t cap, char *why,
                          size_t why_cap)
 {
-    const backward_switches switches = {
-        .DTYPE = (int)p->dtype,
-        .HEAD_DIM = plan->dim_padded,
-        .HEAD_DIM_V = plan->dim_v_padded,
-        .BWD_WG = plan->wg,
-        .BWD_TILE = plan->tile,
-        .BWD_VARLEN_Q = p->infer.varlen_q ? 1 : 0,
-        .BWD_VARLEN_K = p->infer.kv == KV_VARLEN ? 1 : 0,
-    };
-    const backward_switches *values = &switches;
+    const bwd_plan *values = plan; /* SWITCH_EMIT's names */
     switch_fault found = {NULL, 0}, *fault = &found;
     options_buf buf = options_begin(options, cap), *out = &buf;
     options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
-    FLASHCL_BACKWARD_SWITCHES(SWITCH_EMIT)
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
     if (found.name)
         snprintf(why, why_cap, "the backward planned %s = %d, outside its "
@@ -454,7 +476,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                          wait_list, event);
     }
     compiled_program *program = NULL;
-    const bwd_plan plan = plan_backward(ctx, p);
+    const bwd_plan plan = plan_backward(ctx, p, w);
     flashcl_status status = build_program(ctx, p, &plan, &program);
     if (status != FLASHCL_SUCCESS)
         return status;
@@ -471,7 +493,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                          rows * real_size, cl_error_name(err));
     bwd_args a;
     fill_args(ctx, p, w, delta, &a);
-    status = enqueue_all(ctx, queue, program, p, &a, plan.wg,
+    status = enqueue_all(ctx, queue, program, p, &a, plan.BWD_WG,
                          w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
@@ -533,24 +555,24 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
                  "KV head and query-row chunk under the scratch limit");
         return FLASHCL_SUCCESS;
     }
-    const bwd_plan plan = plan_backward(ctx, p);
+    const bwd_plan plan = plan_backward(ctx, p, NULL);
     char why[160];
     if (!plan_options(p, &plan, info->build_options,
                       sizeof info->build_options, why, sizeof why))
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     snprintf(info->path, sizeof info->path, "portable");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
-    info->head_dim_padded = plan.dim_padded;
-    info->block_m = plan.wg;
-    info->block_n = plan.tile;
-    info->work_group_size = plan.wg;
-    info->vector_width = 8;
+    info->head_dim_padded = plan.HEAD_DIM;
+    info->block_m = plan.BWD_WG;
+    info->block_n = plan.BWD_TILE;
+    info->work_group_size = plan.BWD_WG;
+    info->vector_width = plan.BWD_VEC;
     snprintf(info->reason, sizeof info->reason,
              "%s, %s, %s%s%s: one work-item per row or key, tiles of %d "
-             "rows in local memory",
+             "rows in local memory, vectors of %d",
              bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
-             plan.tile);
+             plan.BWD_TILE, plan.BWD_VEC);
     const char *forced = getenv("FLASHCL_PATH");
     if (forced && *forced && strcmp(forced, "portable") != 0)
         snprintf(info->skipped, sizeof info->skipped,
