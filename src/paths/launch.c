@@ -440,7 +440,7 @@ bool plan_varlen_options(const problem *p, char *buf, size_t cap)
     return seq_first;
 }
 
-bool plan_varlen_options_add(const problem *p, options_buf *out)
+bool plan_varlen_seq_first(const problem *p)
 {
     if (!p->infer.varlen_q)
         return false;
@@ -457,6 +457,14 @@ bool plan_varlen_options_add(const problem *p, options_buf *out)
         seq_first = true;
     else if (grid && !strcmp(grid, "blocks"))
         seq_first = false;
+    return seq_first;
+}
+
+bool plan_varlen_options_add(const problem *p, options_buf *out)
+{
+    if (!p->infer.varlen_q)
+        return false;
+    const bool seq_first = plan_varlen_seq_first(p);
     options_add(out,
                 " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
                 "-DFLASHCL_NV_SEQ_FIRST=%d",

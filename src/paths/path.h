@@ -252,6 +252,9 @@ bool plan_varlen_dense(const problem *p);
 bool plan_varlen_options(const problem *p, char *buf, size_t cap);
 /* The same, appended to a checked buffer. */
 bool plan_varlen_options_add(const problem *p, options_buf *out);
+/* Whether a packed batch runs sequences first in the grid (false when
+ * the batch is not packed). */
+bool plan_varlen_seq_first(const problem *p);
 /* After plan_row_blocks, with sequences first: dimension 0 over the
  * sequences, 2 over query blocks. */
 void plan_seq_first_grid(const problem *p, kernel_plan *plan);
