@@ -4,7 +4,7 @@
  * storage, the head dims of its tile table, contiguous 16-byte-aligned
  * rows, and the variants the table marks for it. */
 #include "core/dev_env.h"
-#include "paths/path.h"
+#include "paths/nv_common.h"
 #include "paths/nv_mma_tiles.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"

@@ -16,7 +16,7 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
-#include "paths/path.h"
+#include "paths/nv_common.h"
 #include "paths/mask_bits.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"

@@ -11,7 +11,9 @@
 #include "core/scratch.h"
 #include "paths/path.h"
 #include "paths/split_kv_tiles.h"
+#include "paths/switches.h"
 #include "paths/tuning.h"
+#include "inference/flash_split_switches.clh"
 #include "inference/split_args.clh"
 
 #include <stdio.h>
@@ -701,42 +703,63 @@ static int mma_prefetch(const split_shape *s)
     return s->mma_stages > 0 ? 0 : steps;
 }
 
-static void append_options(const device_caps *caps, const problem *p,
-                           const split_shape *s, kernel_plan *plan,
-                           options_buf *out)
+typedef struct split_switches {
+    FLASHCL_SPLIT_SWITCHES(SWITCH_FIELD)
+} split_switches;
+
+/* The kernels' switches of this plan; a switch the chosen kernel does not
+ * read keeps its default. */
+static split_switches plan_switches(const device_caps *caps,
+                                    const problem *p, const split_shape *s,
+                                    const kernel_plan *plan)
 {
     const inference *in = &p->infer;
-    options_add(out,
-             " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
-             "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
-             "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
-             "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
-             "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
-             "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
-             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d "
-             "-DFLASHCL_NV_EMULATE=%d -DFLASHCL_SPLIT_FUSED=%d",
-             plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
-             in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
-                     portable_compensated(caps, plan->head_dim_v_padded)
-                 ? 1
-                 : 0,
-             s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
-             s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
-             s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
-             s->mma_warps, s->mma_stages,
-             s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0,
-             plan->split_fused ? 1 : 0);
+    const bool mma = s->mma_warps > 0;
     /* FLASHCL_SPLIT_MMA_HALVES=2: the tensor-core kernel keeps rows
      * g + 8 of its m16 tile even when they hold no packed row (the
      * registers it frees otherwise; comparisons). */
     const char *halves = dev_getenv("FLASHCL_SPLIT_MMA_HALVES");
-    if (s->mma_warps && halves && !strcmp(halves, "2"))
-        options_add(out, " -DFLASHCL_SPLIT_MMA_HALVES=2");
-    if (s->mma_warps)
-        options_add(out,
-                    " -DFLASHCL_SPLIT_MMA_LOAD=%d -DFLASHCL_SPLIT_MMA_PREFETCH=%d",
-                    mma_load_kind(p, plan->splits), mma_prefetch(s));
+    return (split_switches){
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        .WG_SIZE = plan->wg_size,
+        .VEC = plan->vec,
+        .SPLIT = plan->splits > 1,
+        .Q_VARLEN = in->varlen_q ? 1 : 0,
+        .KV_MODE = (int)in->kv,
+        .BATCH_IDX = in->batch_idx ? 1 : 0,
+        .APPEND = in->append ? 1 : 0,
+        .COMPENSATED = !s->tile.wide && !s->tile.lanes && !mma &&
+                       portable_compensated(caps, plan->head_dim_v_padded),
+        .SPLIT_WIDE = s->tile.wide != 0,
+        .SPLIT_LANES = s->lanes,
+        .SPLIT_MMA = s->mma_warps,
+        .SPLIT_UNROLL = s->lanes ? s->unroll : 1,
+        .SPLIT_SHFL = s->shfl,
+        .SPLIT_VLOAD = s->vload,
+        .SPLIT_PREFETCH = s->lanes && s->tile.prefetch ? 1 : 0,
+        .SPLIT_CP_ASYNC = s->cp_async,
+        .SPLIT_MMA_STAGES = s->mma_stages,
+        .SPLIT_MMA_PREFETCH = mma ? mma_prefetch(s) : 0,
+        .SPLIT_MMA_HALVES =
+            (mma && halves && !strcmp(halves, "2")) || plan->block_m > 8 ? 2
+                                                                         : 1,
+        .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->splits) : 1,
+        .SPLIT_FUSED = plan->split_fused,
+        .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
+}
+
+/* The kernels' options: the compiler flags, every switch of the list,
+ * then the variants'. */
+static void split_emit(const problem *p, const split_switches *values,
+                       options_buf *out, switch_fault *fault)
+{
+    plan_compiler_flags(out);
+    FLASHCL_SPLIT_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
 }
 
@@ -795,10 +818,11 @@ void split_kv_plan(const device_caps *caps, const problem *p,
              plan->split_fused ? ", merged by the last work-group" : "",
              (long long)problem_group_size(p),
              p->heads_q == p->heads_kv ? "" : "s");
+    const split_switches values = plan_switches(caps, p, &s, plan);
     options_buf out = options_begin(plan->options, sizeof plan->options);
-    plan_base_options_add(p, plan, &out);
-    append_options(caps, p, &s, plan, &out);
-    plan_options_done(plan, &out, (switch_fault){NULL, 0});
+    switch_fault fault = {NULL, 0};
+    split_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;
