@@ -1,7 +1,6 @@
 /* Context lifetime: own device/queue or wrap the caller's queue. */
 #include "core/core.h"
 #include "core/scratch.h"
-#include "reference/reference.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,7 +126,8 @@ void flashcl_context_release(flashcl_context *ctx)
         return;
     forget_context_errors(ctx);
     program_cache_release(ctx);
-    reference_state_release(ctx);
+    if (ctx->backend_state && ctx->backend_state_release)
+        ctx->backend_state_release(ctx->backend_state);
     context_scratch_release(ctx, true);
     if (ctx->dummy)
         clReleaseMemObject(ctx->dummy);

@@ -174,9 +174,11 @@ struct flashcl_context {
     pthread_cond_t cache_changed; /* a compile finished */
     compiled_program *programs;
     cl_mem dummy; /* 16-byte buffer for absent tensor arguments */
-    /* Reference backend's scratch; created on first use under cache_lock
-     * (src/reference/reference.c). */
-    struct reference_state *reference;
+    /* A backend's own per-context state (the reference backend's
+     * scratch), created on first use under cache_lock, and the hook that
+     * frees it at context release: core names no backend. */
+    void *backend_state;
+    void (*backend_state_release)(void *state);
     /* Split-KV scratch (src/paths/split_kv.c) and the wgmma path's packed
      * mask (src/paths/mask_bits.c), core/scratch.h's sets, created on
      * first use under cache_lock; their cap from
