@@ -187,6 +187,12 @@ flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+const char *flashcl_path_name(int index)
+{
+    const kernel_path *path = index < 0 ? NULL : path_at((size_t)index);
+    return path ? path->name : NULL;
+}
+
 flashcl_status flashcl_path_tunable(const char *path, int index,
                                     flashcl_tunable *out)
 {

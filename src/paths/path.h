@@ -148,6 +148,10 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
 bool forced_path_unknown(char *why, size_t cap);
 /* The path called `name` (NULL: none). */
 const kernel_path *find_path(const char *name);
+/* The ordered path list: its length, and its i-th path (NULL past the
+ * end). */
+size_t paths_count(void);
+const kernel_path *path_at(size_t i);
 
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);

@@ -74,6 +74,13 @@ bool forced_path_unknown(char *why, size_t cap)
     return true;
 }
 
+size_t paths_count(void) { return sizeof paths / sizeof paths[0]; }
+
+const kernel_path *path_at(size_t i)
+{
+    return i < paths_count() ? paths[i] : NULL;
+}
+
 const kernel_path *find_path(const char *name)
 {
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; ++i)
