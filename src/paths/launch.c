@@ -390,3 +390,39 @@ flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
     return plan.path->launch(ctx, queue, p, &plan, programs, num_wait,
                              wait_list, event);
 }
+
+/* ---- the portable kernels' conventions, which the split-KV kernels
+ * share (the portable path and the split-KV service read them) ---- */
+
+/* Padded head dims keep the number of compiled variants small while
+ * wasting at most 15 (31 above 128) lanes of work per row. */
+int portable_padded_head_dim(int64_t head_dim)
+{
+    int step = head_dim <= 128 ? 16 : 32;
+    return (int)((head_dim + step - 1) / step * step);
+}
+
+/* Vectors as wide as the device prefers for floats (16 on AVX-512, 8 on
+ * AVX2 under PoCL): wider ones change the calling convention there, and
+ * PoCL warns about it on every compile. */
+int portable_vector_width(const device_caps *caps)
+{
+    unsigned width = caps->preferred_vector_float ? caps->preferred_vector_float
+                                                  : caps->native_vector_float;
+    int vec = 4;
+    while (vec < 16 && (unsigned)vec * 2 <= width)
+        vec *= 2;
+    return vec;
+}
+
+/* The compensated row sum and accumulator (cl/portable/flash_fwd.cl) keep
+ * fp32 error at unit roundoff for any seqlen_k; they need a second
+ * accumulator array. On the H200 that cost nothing at D_v <= 64 and made
+ * D_v = 128 3.1x slower (fp32, B=8 H=16 N=2048: 114 vs 37 ms; the two
+ * 128-float arrays spill), so GPUs take plain sums above 64 (error grows
+ * with seqlen_k there: 2e-5 at 1M keys, 6.6e-5 at 4M, for evenly spread
+ * attention). CPUs (PoCL: within noise) always compensate. */
+bool portable_compensated(const device_caps *caps, int head_dim_v_padded)
+{
+    return caps->klass == DEVICE_CLASS_CPU || head_dim_v_padded <= 64;
+}

@@ -2,6 +2,7 @@
  * (nv_common.h). */
 #include "core/dev_env.h"
 #include "paths/nv_common.h"
+#include "paths/split_kv.h"
 
 #include <string.h>
 

@@ -231,11 +231,12 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
-/* The portable path's head-dim padding (16, or 32 above 128) and vector
- * width (the device's preferred float width, 4..16). */
+/* The portable kernels' head-dim padding (16, or 32 above 128) and vector
+ * width (the device's preferred float width, 4..16), which the split-KV
+ * kernels share (launch.c). */
 int portable_padded_head_dim(int64_t head_dim);
 int portable_vector_width(const device_caps *caps);
-/* Whether the compensated sums pay on this device (portable.c says why). */
+/* Whether the compensated sums pay on this device (launch.c says why). */
 bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 /* The portable kernel's switch values (cl/portable/flash_fwd_switches.clh)
  * and its options emitter: the compiler flags, every switch of the list,
@@ -246,21 +247,6 @@ typedef struct portable_switches {
 void portable_emit(const problem *p, const portable_switches *values,
                    options_buf *out, switch_fault *fault);
 
-/* ---- split-KV (split_kv.c): a path, and the portable path's fallback - */
-
-/* Parts the key range of `p` is cut into on this device: desc's forced
- * count, else 1 when the work fills the device, else enough to fill it
- * (the tile table's fewest keys a part, within the scratch cap). */
-int split_kv_splits(const device_caps *caps, const problem *p);
-/* A decode the tensor-core split kernel takes (NVIDIA, 16-bit, at most 16
- * packed rows per KV head): faster there than on nv_mma even unsplit. */
-bool split_kv_tensor_decode(const device_caps *caps, const problem *p);
-/* The problem needs or wants the split-KV kernels (inference features,
- * more than one part, or a tensor-core decode). */
-bool split_kv_wanted(const device_caps *caps, const problem *p);
-void split_kv_plan(const device_caps *caps, const problem *p,
-                   kernel_plan *plan);
-path_launch_fn split_kv_launch;
 
 /* Sets the variant arguments (cl/common/variants.clh) starting at *index,
  * advancing it; shared with the reference backend. */

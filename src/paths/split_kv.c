@@ -1,15 +1,16 @@
-/* Split-KV ("flash-decoding") and the inference features, a kernel path
- * of its own: cl/inference/flash_split.cl's append, attention and merge
- * kernels, and the context-owned scratch the merge reads.
+/* Split-KV ("flash-decoding") and the inference features: the service of
+ * split_kv.h (cl/inference/flash_split.cl's append, attention and merge
+ * kernels, and the context-owned scratch the merge reads), and the
+ * split_kv path that runs it on its own.
  *
  * The path runs a problem with KV-cache or varlen fields (only these
  * kernels read them), or one whose (sequence, KV head, query tile)
  * work-groups are too few for the device and whose key range is long
- * enough to cut (split_kv_splits). The portable path keeps the same
- * kernels as its fallback (FLASHCL_PATH naming another path). */
+ * enough to cut (split_kv_splits). The portable path plans through the
+ * service as its fallback (FLASHCL_PATH naming another path). */
 #include "core/dev_env.h"
 #include "core/scratch.h"
-#include "paths/path.h"
+#include "paths/split_kv.h"
 #include "paths/split_kv_tiles.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
@@ -781,11 +782,8 @@ static bool fused_merge(int splits)
 }
 
 void split_kv_plan(const device_caps *caps, const problem *p,
-                   kernel_plan *plan)
+                   kernel_plan *plan, const char *forced)
 {
-    /* the portable path's fallback plans here with its own forced set */
-    const char *forced =
-        plan->path == &split_kv_path ? plan->forced_tiles : NULL;
     const split_shape s =
         shape_of(caps, p, forced, plan->tuning, sizeof plan->tuning);
     plan->split_kernel = true;
@@ -1121,10 +1119,18 @@ static bool split_can_run(const device_caps *caps, const problem *p,
     return false;
 }
 
+/* The path's own plan: the service with the path's forced candidate (a
+ * portable fallback plans with the table's tiles). */
+static void split_path_plan(const device_caps *caps, const problem *p,
+                            kernel_plan *plan)
+{
+    split_kv_plan(caps, p, plan, plan->forced_tiles);
+}
+
 /* name, bit, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path split_kv_path = {
     "split_kv", PATH_BIT_SPLIT_KV,
     "split-KV kernels (decodes too few to fill the device, KV caches, "
     "varlen and paged KV)",
-    split_serves, split_can_run, split_kv_plan, split_kv_launch,
+    split_serves, split_can_run, split_path_plan, split_kv_launch,
     split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0]};
