@@ -169,7 +169,7 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
     }
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_AMD_MFMA);
+    const uint32_t missing = variants_unsupported(p, amd_mfma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -287,9 +287,9 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path amd_mfma_path = {
-    "amd_mfma", PATH_BIT_AMD_MFMA,
+    "amd_mfma", VARIANTS_ALL,
     "AMD matrix-core kernel for fp16/bf16, MFMA wave64 on gfx90a/gfx94x, "
     "WMMA wave32 on gfx11xx/gfx12xx (head dims up to 256, every variant; "
     "FLASHCL_AMD_MATRIX=0 turns it off)",

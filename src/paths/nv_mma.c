@@ -151,7 +151,7 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         p->dtype != FLASHCL_DTYPE_FP32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32)");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
+    const uint32_t missing = variants_unsupported(p, nv_mma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -386,9 +386,9 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
                                       trailing, num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_mma_path = {
-    "nv_mma", PATH_BIT_NV_MMA,
+    "nv_mma", VARIANTS_ALL,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
     "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
     "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "

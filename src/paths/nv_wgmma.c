@@ -196,7 +196,7 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
+    const uint32_t missing = variants_unsupported(p, nv_wgmma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -590,9 +590,9 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
                                       num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
-    "nv_wgmma", PATH_BIT_NV_WGMMA,
+    "nv_wgmma", VARIANTS_ALL,
     "Hopper wgmma kernel for fp16/bf16 (head dims D and D_v that are "
     "multiples of 8 up to 256, every variant; sm_90a through a PTX patch, "
     "up to 224 KiB of local memory, a producer warpgroup; the default on "

@@ -105,7 +105,9 @@ struct kernel_plan {
 
 struct kernel_path {
     const char *name; /* "portable", "nv_mma" */
-    unsigned bit;     /* PATH_BIT_* as the variant table names it */
+    /* The variants it computes (1u << VARIANT_*; VARIANTS_ALL): a new
+     * variant or path edits no other path's entry. */
+    uint32_t variants;
     /* What the path uses on a device it serves, for `flashcl info`. */
     const char *summary;
     /* Whether the path serves this device at all (some problems). */

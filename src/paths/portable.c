@@ -358,9 +358,9 @@ static flashcl_status portable_launch(flashcl_context *ctx,
         ctx, queue, p, plan, programs, num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path portable_path = {
-    "portable", PATH_BIT_PORTABLE,
+    "portable", VARIANTS_ALL,
     "portable kernel (fp32 FMA; fp64 for fp64 storage)",
     serves_every_device, portable_can_run, portable_plan, portable_launch,
     portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0]};

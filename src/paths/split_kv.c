@@ -1105,7 +1105,7 @@ static bool split_serves(const device_caps *caps)
 static bool split_can_run(const device_caps *caps, const problem *p,
                           bool forced, char *why, size_t cap)
 {
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_SPLIT_KV);
+    const uint32_t missing = variants_unsupported(p, split_kv_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -1127,9 +1127,9 @@ static void split_path_plan(const device_caps *caps, const problem *p,
     split_kv_plan(caps, p, plan, plan->forced_tiles);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path split_kv_path = {
-    "split_kv", PATH_BIT_SPLIT_KV,
+    "split_kv", VARIANTS_ALL,
     "split-KV kernels (decodes too few to fill the device, KV caches, "
     "varlen and paged KV)",
     split_serves, split_can_run, split_path_plan, split_kv_launch,

@@ -137,7 +137,7 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
     }
     if (size_refused(caps, why, cap))
         return false;
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_SUBGROUP);
+    const uint32_t missing = variants_unsupported(p, subgroup_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -351,9 +351,9 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path subgroup_path = {
-    "subgroup", PATH_BIT_SUBGROUP,
+    "subgroup", VARIANTS_ALL,
     "subgroup kernel (a subgroup per 1-4 query rows, of size 16 where "
     "offered, else the largest up to 32, or FLASHCL_SUBGROUP_SIZE; "
     "sub_group_reduce_max/add, shuffles, fp32 block reads with "
