@@ -386,7 +386,31 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
                                       trailing, num_wait, wait_list, event);
 }
 
-/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
+/* NVIDIA's matrix instructions by compute capability (read through
+ * cl_nv_device_attribute_query), never by device name. */
+static bool offer(const device_caps *caps, char *out, size_t cap)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
+        return false;
+    const unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
+    if (cc >= 90)
+        snprintf(out, cap,
+                 "sm_%u: mma.sync m16n8k16 (fp16/bf16), wgmma only via "
+                 "sm_90a PTX",
+                 cc);
+    else if (cc >= 80)
+        snprintf(out, cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16)", cc);
+    else if (cc >= 70)
+        snprintf(out, cap, "sm_%u: mma.sync m8n8k4 (fp16)", cc);
+    else
+        snprintf(out, cap, "%s",
+                 cc ? "none (compute capability < 7.0)"
+                    : "unknown (no cl_nv_device_attribute_query)");
+    return true;
+}
+
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables,
+ * offer */
 const kernel_path nv_mma_path = {
     "nv_mma", VARIANTS_ALL,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
@@ -394,4 +418,4 @@ const kernel_path nv_mma_path = {
     "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "
     "128)",
     serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch, nv_mma_tunables,
-    sizeof nv_mma_tunables / sizeof nv_mma_tunables[0]};
+    sizeof nv_mma_tunables / sizeof nv_mma_tunables[0], offer};

@@ -601,4 +601,5 @@ const kernel_path nv_wgmma_path = {
     "packs a mask into bits)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, nv_wgmma_launch,
     nv_wgmma_tunables,
-    sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};
+    sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0],
+    NULL /* the device's offer: nv_mma's */};

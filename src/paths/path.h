@@ -124,6 +124,11 @@ struct kernel_path {
      * path's tile table. */
     const tunable *tunables;
     size_t tunable_count;
+    /* The matrix instructions a device of its vendor offers, by what was
+     * probed (for describe's matrix_path), into `offer`; false, writing
+     * nothing, for another vendor's device. NULL: the path has none to
+     * name. */
+    bool (*offer)(const device_caps *caps, char *offer, size_t cap);
 };
 
 extern const kernel_path portable_path;
@@ -155,6 +160,9 @@ const kernel_path *find_path(const char *name);
 size_t paths_count(void);
 const kernel_path *path_at(size_t i);
 
+/* The matrix instructions the device offers, from the first path that
+ * names its vendor's ("none" otherwise). */
+void paths_matrix_offer(const device_caps *caps, char *offer, size_t cap);
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);
 

@@ -148,6 +148,14 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     }
 }
 
+void paths_matrix_offer(const device_caps *caps, char *offer, size_t cap)
+{
+    for (size_t i = 0; i < paths_count(); ++i)
+        if (paths[i]->offer && paths[i]->offer(caps, offer, cap))
+            return;
+    snprintf(offer, cap, "none");
+}
+
 void paths_summary(const device_caps *caps, char *buf, size_t cap)
 {
     size_t len = 0;

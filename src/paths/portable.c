@@ -363,4 +363,5 @@ const kernel_path portable_path = {
     "portable", VARIANTS_ALL,
     "portable kernel (fp32 FMA; fp64 for fp64 storage)",
     serves_every_device, portable_can_run, portable_plan, portable_launch,
-    portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0]};
+    portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0],
+    NULL};

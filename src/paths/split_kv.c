@@ -1133,4 +1133,5 @@ const kernel_path split_kv_path = {
     "split-KV kernels (decodes too few to fill the device, KV caches, "
     "varlen and paged KV)",
     split_serves, split_can_run, split_path_plan, split_kv_launch,
-    split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0]};
+    split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0],
+    NULL};
