@@ -92,10 +92,10 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
     copy_text(info->tuning, sizeof info->tuning, plan.tuning);
     variants_describe(p.variants, info->variants, sizeof info->variants);
     copy_text(info->build_options, sizeof info->build_options, plan.options);
-    info->num_splits = plan.split_kernel ? plan.splits : 1;
+    info->num_splits = plan.split.service ? plan.split.parts : 1;
     /* partial O and LSE, and the fused merge's counts */
-    info->split_scratch_bytes =
-        (size_t)plan.scratch_bytes + plan.split_counters * sizeof(int32_t);
+    info->split_scratch_bytes = (size_t)plan.split.scratch_bytes +
+                                plan.split.counters * sizeof(int32_t);
     return FLASHCL_SUCCESS;
 }
 

@@ -75,18 +75,21 @@ struct kernel_plan {
     /* The tuner's candidate for this path (flashcl_context_force_tiles),
      * set by choose_plan before plan(); NULL otherwise. */
     const char *forced_tiles;
-    /* Split-KV (src/paths/split_kv.c): the portable path's inference
-     * kernels run this plan; `splits` parts per key range (1: none) and
-     * the context scratch they need. */
-    bool split_kernel;
-    int splits;
-    uint64_t scratch_bytes;
-    /* The attention kernel merges its own partials (the last work-group
-     * of a query tile; FLASHCL_SPLIT_FUSED): no combine kernel runs, and
-     * `split_counters` int32 counts in the context's scratch, zero between
-     * calls, say which work-group is last. */
-    bool split_fused;
-    size_t split_counters;
+    /* The split-KV service's own part of a plan it made (split_kv.h;
+     * describe reads it too). */
+    struct split_plan_state {
+        /* the service planned this call (the portable path launches it
+         * through the service then) */
+        bool service;
+        int parts; /* per key range (1: none) */
+        uint64_t scratch_bytes; /* the context scratch the parts need */
+        /* The attention kernel merges its own partials (the last
+         * work-group of a query tile; FLASHCL_SPLIT_FUSED): no combine
+         * kernel runs, and `counters` int32 counts in the context's
+         * scratch, zero between calls, say which work-group is last. */
+        bool fused;
+        size_t counters;
+    } split;
     /* A persistent grid (the wgmma path's FLASHCL_NV_WGMMA_PERSIST): the
      * work-groups loop over (query block, head, batch), and the kernel
      * takes heads_q and batch after the forward list

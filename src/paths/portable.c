@@ -354,7 +354,7 @@ static flashcl_status portable_launch(flashcl_context *ctx,
                                       const cl_event *wait_list,
                                       cl_event *event)
 {
-    return (plan->split_kernel ? split_kv_launch : launch_forward_kernel)(
+    return (plan->split.service ? split_kv_launch : launch_forward_kernel)(
         ctx, queue, p, plan, programs, num_wait, wait_list, event);
 }
 

@@ -729,7 +729,7 @@ static split_switches plan_switches(const device_caps *caps,
         .BLOCK_N = plan->block_n,
         .WG_SIZE = plan->wg_size,
         .VEC = plan->vec,
-        .SPLIT = plan->splits > 1,
+        .SPLIT = plan->split.parts > 1,
         .Q_VARLEN = in->varlen_q ? 1 : 0,
         .KV_MODE = (int)in->kv,
         .BATCH_IDX = in->batch_idx ? 1 : 0,
@@ -749,8 +749,8 @@ static split_switches plan_switches(const device_caps *caps,
         .SPLIT_MMA_HALVES =
             (mma && halves && !strcmp(halves, "2")) || plan->block_m > 8 ? 2
                                                                          : 1,
-        .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->splits) : 1,
-        .SPLIT_FUSED = plan->split_fused,
+        .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->split.parts) : 1,
+        .SPLIT_FUSED = plan->split.fused,
         .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
 }
 
@@ -786,7 +786,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
 {
     const split_shape s =
         shape_of(caps, p, forced, plan->tuning, sizeof plan->tuning);
-    plan->split_kernel = true;
+    plan->split.service = true;
     plan->source = "flash_split.cl";
     plan->kernel_names[0] = "flashcl_split_fwd";
     plan->kernel_names[1] = "flashcl_split_combine";
@@ -800,22 +800,23 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         s.tile.wide || s.tile.lanes || s.mma_warps ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
-    plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
-                                           : auto_splits(caps, p, &s);
-    plan->scratch_bytes = inference_scratch_bytes(p, plan->splits, s.dv);
-    plan->split_fused = s.mma_warps > 0 && fused_merge(plan->splits);
-    plan->split_counters = plan->split_fused
-                               ? (size_t)s.m_blocks * (size_t)p->heads_kv *
-                                     (size_t)p->batch
-                               : 0;
-    snprintf(plan->reason, sizeof plan->reason,
-             "%s; %d split%s (%s%s), %lld query head%s per work-group",
-             s.tile.measured, plan->splits, plan->splits == 1 ? "" : "s",
-             p->infer.num_splits > 0 ? "forced by num_splits"
-                                     : "from compute units and shape",
-             plan->split_fused ? ", merged by the last work-group" : "",
-             (long long)problem_group_size(p),
-             p->heads_q == p->heads_kv ? "" : "s");
+    plan->split.parts = p->infer.num_splits > 0 ? p->infer.num_splits
+                                                : auto_splits(caps, p, &s);
+    plan->split.scratch_bytes =
+        inference_scratch_bytes(p, plan->split.parts, s.dv);
+    plan->split.fused = s.mma_warps > 0 && fused_merge(plan->split.parts);
+    plan->split.counters =
+        plan->split.fused
+            ? (size_t)s.m_blocks * (size_t)p->heads_kv * (size_t)p->batch
+            : 0;
+    snprintf(
+        plan->reason, sizeof plan->reason,
+        "%s; %d split%s (%s%s), %lld query head%s per work-group",
+        s.tile.measured, plan->split.parts, plan->split.parts == 1 ? "" : "s",
+        p->infer.num_splits > 0 ? "forced by num_splits"
+                                : "from compute units and shape",
+        plan->split.fused ? ", merged by the last work-group" : "",
+        (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
     const split_switches values = plan_switches(caps, p, &s, plan);
     options_buf out = options_begin(plan->options, sizeof plan->options);
     switch_fault fault = {NULL, 0};
@@ -824,7 +825,7 @@ void split_kv_plan(const device_caps *caps, const problem *p,
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;
-    plan->global[1] = (size_t)p->heads_kv * (size_t)plan->splits;
+    plan->global[1] = (size_t)p->heads_kv * (size_t)plan->split.parts;
     plan->global[2] = (size_t)p->batch;
 }
 
@@ -899,7 +900,7 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->split_count = scratch && scratch->buffer[SCRATCH_COUNTS]
                          ? scratch->buffer[SCRATCH_COUNTS]
                          : dummy;
-    a->num_splits = plan->splits;
+    a->num_splits = plan->split.parts;
     a->cu_q = mem_or(&in->cu_q, dummy);
     a->cu_k = mem_or(&in->cu_k, dummy);
     a->seqlens = mem_or(&in->seqlens, dummy);
@@ -1028,7 +1029,7 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
                      prev ? 1 : num_wait, prev ? &prev : wait_list, &fwd);
     if (prev)
         clReleaseEvent(prev);
-    if (st != FLASHCL_SUCCESS || plan->splits <= 1 || plan->split_fused) {
+    if (st != FLASHCL_SUCCESS || plan->split.parts <= 1 || plan->split.fused) {
         *last = fwd;
         return st;
     }
@@ -1051,7 +1052,7 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
                                cl_event *event)
 {
     scratch_set *state = NULL;
-    const bool split = plan->splits > 1;
+    const bool split = plan->split.parts > 1;
     flashcl_status st = split ? scratch_get(ctx, &ctx->split, SPLIT_WHAT,
                                             &state)
                               : FLASHCL_SUCCESS;
@@ -1060,11 +1061,12 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
     scratch_waits waits = {wait_list, num_wait, {NULL}, NULL};
     if (split) {
         pthread_mutex_lock(&state->lock);
-        const size_t rows = (size_t)(plan->scratch_bytes /
-                                     ((uint64_t)plan->head_dim_v_padded + 1) / 4);
+        const size_t rows =
+            (size_t)(plan->split.scratch_bytes /
+                     ((uint64_t)plan->head_dim_v_padded + 1) / 4);
         const size_t bytes[SCRATCH_BUFFERS] = {
             rows * (size_t)plan->head_dim_v_padded * 4, rows * 4,
-            plan->split_counters * 4};
+            plan->split.counters * 4};
         unsigned fresh = 0;
         st = scratch_grow(ctx, state, bytes, &fresh, SPLIT_WHAT);
         if (st == FLASHCL_SUCCESS && (fresh & (1u << SCRATCH_COUNTS)))
