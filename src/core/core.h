@@ -198,6 +198,13 @@ const char *context_forced_tiles(flashcl_context *ctx, char *buf, size_t cap);
 /* "268435456", "256M", "1G", "512k": a positive byte count with an
  * optional binary suffix. */
 bool parse_byte_count(const char *text, size_t *out);
+/* A scratch cap in bytes: `set_value` when non-zero, else the
+ * environment variable `env_name` when set (FLASHCL_ERROR_INVALID_VALUE,
+ * with a message naming it, when it is not a byte count), else
+ * `fallback`. */
+flashcl_status scratch_cap_from(flashcl_context *ctx, size_t set_value,
+                                const char *env_name, size_t fallback,
+                                size_t *bytes);
 
 /* The split-KV scratch cap the next call uses: the setter's value, else
  * FLASHCL_SPLIT_SCRATCH_LIMIT, else 256 MiB capped at a quarter of the

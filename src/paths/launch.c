@@ -24,14 +24,6 @@ typedef struct base_args {
     FLASHCL_FWD_BASE_ARGS(FLASHCL_HOST_FIELD)
 } base_args;
 
-static cl_ulong4 ulong4_of(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
-}
-
 static void fill_base_args(flashcl_context *ctx, const problem *p,
                            base_args *a)
 {
@@ -40,13 +32,13 @@ static void fill_base_args(flashcl_context *ctx, const problem *p,
     a->v = p->v.given;
     a->o = p->o.given;
     a->lse = p->lse.present ? p->lse.given : ctx->dummy;
-    a->q_stride = ulong4_of(p->q.stride);
-    a->k_stride = ulong4_of(p->k.stride);
-    a->v_stride = ulong4_of(p->v.stride);
-    a->o_stride = ulong4_of(p->o.stride);
-    a->lse_stride = ulong4_of(p->lse.stride);
+    a->q_stride = ulong4_from(p->q.stride);
+    a->k_stride = ulong4_from(p->k.stride);
+    a->v_stride = ulong4_from(p->v.stride);
+    a->o_stride = ulong4_from(p->o.stride);
+    a->lse_stride = ulong4_from(p->lse.stride);
     const uint64_t bases[4] = {p->q.base, p->k.base, p->v.base, p->o.base};
-    a->base = ulong4_of(bases);
+    a->base = ulong4_from(bases);
     a->lse_base = p->lse.present ? p->lse.base : 0;
     a->seqlen_q = (cl_int)p->seqlen_q;
     a->seqlen_k = (cl_int)p->seqlen_k;

@@ -875,14 +875,6 @@ typedef struct split_args {
     FLASHCL_SPLIT_ARGS(FLASHCL_HOST_FIELD)
 } split_args;
 
-static cl_ulong4 ulong4_of(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
-}
-
 static cl_mem mem_or(const tensor_view *v, cl_mem dummy)
 {
     return v->present ? v->given : dummy;
@@ -913,8 +905,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
         base[i] = lens[i]->present ? lens[i]->base : 0;
         stride[i] = lens[i]->present ? lens[i]->stride[0] : 0;
     }
-    a->len_base = ulong4_of(base);
-    a->len_stride = ulong4_of(stride);
+    a->len_base = ulong4_from(base);
+    a->len_stride = ulong4_from(stride);
     a->table_base = in->table.present ? in->table.base : 0;
     a->table_stride = in->table.present ? in->table.stride[0] : 0;
     a->total_q = (cl_int)in->total_q;
@@ -927,8 +919,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->v_cache = p->v.given;
     a->k_new = mem_or(&in->k_new, dummy);
     a->v_new = mem_or(&in->v_new, dummy);
-    a->k_new_stride = ulong4_of(in->k_new.stride);
-    a->v_new_stride = ulong4_of(in->v_new.stride);
+    a->k_new_stride = ulong4_from(in->k_new.stride);
+    a->v_new_stride = ulong4_from(in->v_new.stride);
     a->k_new_base = in->k_new.base;
     a->v_new_base = in->v_new.base;
     a->seqlen_new = (cl_int)in->seqlen_new;

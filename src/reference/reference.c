@@ -160,23 +160,11 @@ static void release_state(void *opaque)
 static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
                                     size_t *limit)
 {
-    if (set_value) {
-        *limit = set_value;
-        return FLASHCL_SUCCESS;
-    }
-    const char *env = getenv(REF_SCRATCH_ENV);
-    if (env && *env) {
-        if (!parse_byte_count(env, limit))
-            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                             "environment variable %s = \"%s\" is not a "
-                             "positive byte count (e.g. 268435456 or 256M)",
-                             REF_SCRATCH_ENV, env);
-        return FLASHCL_SUCCESS;
-    }
-    uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
-                                             : (uint64_t)128 << 20;
-    *limit = (size_t)(max_alloc / REF_DEFAULT_LIMIT_DIVISOR);
-    return FLASHCL_SUCCESS;
+    const uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
+                                                   : (uint64_t)128 << 20;
+    return scratch_cap_from(ctx, set_value, REF_SCRATCH_ENV,
+                            (size_t)(max_alloc / REF_DEFAULT_LIMIT_DIVISOR),
+                            limit);
 }
 
 /* ---- planning ------------------------------------------------------- */
@@ -415,14 +403,6 @@ static cl_int set_arg_list(cl_kernel kernel, const kernel_arg *args,
     for (cl_uint i = 0; i < count && err == CL_SUCCESS; ++i)
         err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
     return err;
-}
-
-static cl_ulong4 ulong4_from(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
 }
 
 /* Packs rows [row0, row0 + rows) of every chunk head of one input. */
