@@ -807,6 +807,12 @@ typedef struct flashcl_tunable {
     int count;
 } flashcl_tunable;
 
+/** The name of the `index`-th (0-based) kernel path, in the order the
+ *  library tries them ("nv_wgmma", ..., "portable" last): the names
+ *  FLASHCL_PATH, flashcl_path_tunable and flashcl_context_force_tiles
+ *  take. NULL past the last path. The string is static. */
+FLASHCL_API const char *flashcl_path_name(int index);
+
 /** The `index`-th (0-based) tunable of the kernel path called `path`
  *  ("portable", "subgroup", "amd_mfma", "nv_mma"). Fails with
  *  FLASHCL_ERROR_INVALID_VALUE for an unknown path or past its last

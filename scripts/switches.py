@@ -30,6 +30,12 @@ LISTS = [
     ("cl/inference/flash_split_switches.clh", "FLASHCL_SPLIT_SWITCHES",
      "cl/inference/flash_split_defaults.clh", "cl/inference/flash_split.cl",
      "split_kv"),
+    ("cl/nvidia/flash_fwd_mma_switches.clh", "FLASHCL_NV_MMA_SWITCHES",
+     "cl/nvidia/flash_fwd_mma_defaults.clh", "cl/nvidia/flash_fwd_mma.cl",
+     "nv_mma"),
+    ("cl/nvidia/wgmma/wgmma_switches.clh", "FLASHCL_NV_WGMMA_SWITCHES",
+     "cl/nvidia/wgmma/wgmma_defaults.clh", "cl/nvidia/flash_fwd_wgmma.cl",
+     "nv_wgmma"),
 ]
 
 DOCS = "docs/switches.md"

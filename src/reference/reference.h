@@ -61,7 +61,4 @@ flashcl_status reference_kernel_options(flashcl_context *ctx,
                                         const problem *p, int wg_size,
                                         char *text, size_t cap);
 
-/* Free the backend's scratch (context release). */
-void reference_state_release(flashcl_context *ctx);
-
 #endif /* FLASHCL_REFERENCE_H */
