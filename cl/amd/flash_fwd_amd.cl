@@ -26,6 +26,7 @@
 #include "flash_fwd_amd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
 #include "amd_frag.clh"
 
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M / 16 * FRAG_LANES
@@ -128,15 +129,10 @@ FRAG_UNROLL
     for (int c = 0; c < DV / 16; ++c)
         acc_o[c] = (acc_t)(0.0f);
 
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
+    const band_range keys = band_keys(row0, row_last, diag, window_left,
+                                      window_right, seqlen_k);
+    const int kv_begin = (int)band_tile_first(keys.begin, BN) * BN;
+    const int kv_end = min((int)keys.end, INT_MAX - row0);
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile (and P) consumed */
         copy_rows(k_s, LDQ, k, k_head, k_stride, n0, BN, D, seqlen_k,
@@ -177,13 +173,8 @@ FRAG_UNROLL
                 x = score_apply(&terms, min(key, seqlen_k - 1), x
                                     FLASHCL_VARIANT_NAMES);
 #endif
-                bool hidden = key >= seqlen_k;
-#if FLASHCL_CAUSAL
-                hidden |= key > diag_row + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-                hidden |= key < diag_row - window_left;
-#endif
+                const bool hidden = band_hides(key, diag_row, window_left,
+                                               window_right, seqlen_k);
                 x = hidden ? -INFINITY : x;
                 s[nb] = acc_set(s[nb], e, x);
                 tile_max = fmax(tile_max, x);

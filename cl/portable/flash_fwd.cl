@@ -47,6 +47,7 @@
 #include "flash_fwd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
 
 #if FLASHCL_HEAD_DIM % FLASHCL_VEC != 0 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of FLASHCL_VEC"
@@ -340,15 +341,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* The bound involves the group's rows even without a band: PoCL 3.1
      * compiled the loop with a bound that depends on kernel arguments alone
      * about 4x slower (fp32, D = 64, N = 2048: 10 vs 44 GFLOP/s). */
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
+    const band_range keys = band_keys(row0, row_last, diag, window_left,
+                                      window_right, seqlen_k);
+    const int kv_begin = (int)band_tile_first(keys.begin, BN) * BN;
+    const int kv_end = min((int)keys.end, INT_MAX - row0);
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
@@ -382,22 +378,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                 vstore_vec(score[i][jb], jb, scores[i]);
 
         /* Band edges inside this tile: keys outside [lo, hi] are masked. */
-        bool crosses_band = n0 + BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
-#endif
+        const bool crosses_band =
+            band_tile_crosses(n0, BN, row0, row_last, diag, window_left,
+                              window_right, seqlen_k);
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
-            long hi = seqlen_k - 1, lo = 0;
-#if FLASHCL_CAUSAL
-            hi = min(hi, extras[i].diag_row + window_right);
-#endif
-#if FLASHCL_WINDOW_LEFT
-            lo = extras[i].diag_row - window_left;
-#endif
+            const long hi = band_row_hi(extras[i].diag_row, window_right,
+                                        seqlen_k);
+            const long lo = band_row_lo(extras[i].diag_row, window_left);
             real_t tile_sum;
             const real_t correction = softmax_tile_row(
                 scores[i], &row_max[i], &tile_sum, &extras[i], n0,

@@ -39,6 +39,7 @@
 #include "flash_fwd_sg_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
 
 #if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0
 #error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE"
@@ -252,15 +253,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     /* Only tiles that intersect the group's visible band (the bound
      * involves the group's rows: see the portable kernel on PoCL). */
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
+    const band_range keys = band_keys(row0, row_last, diag, window_left,
+                                      window_right, seqlen_k);
+    const int kv_begin = (int)band_tile_first(keys.begin, BN) * BN;
+    const int kv_end = min((int)keys.end, INT_MAX - row0);
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
@@ -290,13 +286,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
 
         /* Band edges inside this tile (work-group-uniform test). */
-        bool crosses_band = n0 + BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
-#endif
+        const bool crosses_band =
+            band_tile_crosses(n0, BN, row0, row_last, diag, window_left,
+                              window_right, seqlen_k);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
 #if FLASHCL_NEEDS_SCORE_PASS
@@ -310,13 +302,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             }
 #endif
             if (crosses_band) {
-                long hi = seqlen_k - 1, lo = 0;
-#if FLASHCL_CAUSAL
-                hi = min(hi, extras[r].diag_row + window_right);
-#endif
-#if FLASHCL_WINDOW_LEFT
-                lo = extras[r].diag_row - window_left;
-#endif
+                const long hi = band_row_hi(extras[r].diag_row, window_right,
+                                            seqlen_k);
+                const long lo = band_row_lo(extras[r].diag_row, window_left);
 #pragma unroll
                 for (int t = 0; t < KEYS_PER_LANE; ++t) {
                     const long key = n0 + t * SG + lane;
