@@ -751,14 +751,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     const int warp_last = min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1;
     const int n_end = band_key_end(mlast - 1, nv_diag, right, seqlen_k);
     const int n_begin = band_key_begin(m0, nv_diag, left, n_end);
-#if FLASHCL_CAUSAL
-    /* the last key the warp's rows see */
-    const int warp_last_key = warp_last + nv_diag + right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-    /* the first key the warp's rows see */
-    const int warp_first_key = wr0 + nv_diag - left;
-#endif
+    /* keys past free_hi or before free_lo are hidden from some row of the
+     * block */
+    const int free_hi = band_free_hi(m0, nv_diag, right, seqlen_k);
+    const int free_lo = band_free_lo(mlast - 1, nv_diag, left);
+    /* the last and the first key the warp's rows see */
+    const int warp_last_key = band_free_hi(warp_last, nv_diag, right, seqlen_k);
+    const int warp_first_key = band_free_lo(wr0, nv_diag, left);
     const int j_begin = band_tile_first(n_begin, NV_BN);
     const int j_end = band_tile_end(n_begin, n_end, NV_BN);
     const bool warp_rows = wr0 < seqlen_q;
@@ -895,8 +894,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
         active = active && n0 + NV_BN - 1 >= warp_first_key;
 #endif
         /* tiles inside the band for every row of the block skip the mask */
-        const bool edge = band_tile_crosses(n0, NV_BN, m0, mlast - 1, nv_diag,
-                                            left, right, seqlen_k);
+        const bool edge =
+            band_tile_crosses_free(n0, NV_BN, free_hi, free_lo, seqlen_k);
         /* what the score pass reads besides S (dummies when unused) */
         float bias_term[NV_MT][FLASHCL_BIAS ? NV_NT : 1][4];
         uint visible_bits[NV_MT][2];
