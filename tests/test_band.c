@@ -24,7 +24,8 @@ typedef struct band_case {
 
 /* Each work-item runs one case (8 ints in `cases`) and writes its
  * answers from `out` on: visibility of every (row, key), keys up to
- * seqlen_k included (bit 0 band_visible, bit 1 band_row_lo/hi); per row block
+ * seqlen_k included (bit 0 band_visible, bit 1 band_row_lo/hi, bit 2
+ * band_outside); per row block
  * keys begin, end, tile first, tile end, then crosses for every key
  * tile plus one past the keys; per key tile its rows begin, end. */
 static const char *kernel_source =
@@ -39,7 +40,9 @@ static const char *kernel_source =
     "        for (band_int j = 0; j <= sk; ++j)\n"
     "            *o++ = band_visible(j, i, diag, left, right, sk) +\n"
     "                   2 * (j >= band_row_lo(i + diag, left) &&\n"
-    "                        j <= band_row_hi(i + diag, right, sk));\n"
+    "                        j <= band_row_hi(i + diag, right, sk)) +\n"
+    "                   4 * !band_outside(j, band_row_lo(i + diag, left),\n"
+    "                                     band_row_hi(i + diag, right, sk));\n"
     "    const band_int tiles = (sk + bn - 1) / bn;\n"
     "    for (band_int r0 = 0; r0 < sq; r0 += bm) {\n"
     "        const band_int rl = min(sq, r0 + bm) - 1;\n"
@@ -173,8 +176,9 @@ static int check_case(const band_case *c, int causal, int windowed,
 {
     for (int i = 0; i < c->seqlen_q; ++i)
         for (int j = 0; j <= c->seqlen_k; ++j)
-            EXPECT(*a++ == 3 * sees(c, causal, windowed, i, j),
-                   "band_visible, band_row_lo/hi (key %d, row %d) wrong",
+            EXPECT(*a++ == 7 * sees(c, causal, windowed, i, j),
+                   "band_visible, band_row_lo/hi, band_outside (key %d, "
+                   "row %d) wrong",
                    j, i);
     const int tiles = ceil_div(c->seqlen_k, c->bn);
     for (int r0 = 0; r0 < c->seqlen_q; r0 += c->bm, a += 4 + tiles + 1)
