@@ -129,10 +129,11 @@ FRAG_UNROLL
     for (int c = 0; c < DV / 16; ++c)
         acc_o[c] = (acc_t)(0.0f);
 
-    const band_range keys = band_keys(row0, row_last, diag, window_left,
-                                      window_right, seqlen_k);
-    const int kv_begin = (int)band_tile_first(keys.begin, BN) * BN;
-    const int kv_end = min((int)keys.end, INT_MAX - row0);
+    const long band_end = band_key_end(row_last, diag, window_right, seqlen_k);
+    const int kv_begin =
+        (int)band_tile_first(
+            band_key_begin(row0, diag, window_left, band_end), BN) * BN;
+    const int kv_end = min((int)band_end, INT_MAX - row0);
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile (and P) consumed */
         copy_rows(k_s, LDQ, k, k_head, k_stride, n0, BN, D, seqlen_k,

@@ -341,10 +341,11 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     /* The bound involves the group's rows even without a band: PoCL 3.1
      * compiled the loop with a bound that depends on kernel arguments alone
      * about 4x slower (fp32, D = 64, N = 2048: 10 vs 44 GFLOP/s). */
-    const band_range keys = band_keys(row0, row_last, diag, window_left,
-                                      window_right, seqlen_k);
-    const int kv_begin = (int)band_tile_first(keys.begin, BN) * BN;
-    const int kv_end = min((int)keys.end, INT_MAX - row0);
+    const long band_end = band_key_end(row_last, diag, window_right, seqlen_k);
+    const int kv_begin =
+        (int)band_tile_first(
+            band_key_begin(row0, diag, window_left, band_end), BN) * BN;
+    const int kv_end = min((int)band_end, INT_MAX - row0);
     for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
