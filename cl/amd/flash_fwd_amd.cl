@@ -27,6 +27,7 @@
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "band.clh"
+#include "fwd_block.clh"
 #include "amd_frag.clh"
 
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M / 16 * FRAG_LANES
@@ -95,12 +96,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int lane = frag_lane();
     const int wave = frag_wave();
     const int col = ACC_COL(lane);
-#if FLASHCL_CAUSAL
-    /* Later query blocks see more keys: start them first. */
-    const int block = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
-#else
-    const int block = get_group_id(0);
-#endif
+    const int block = fwd_query_block();
     const int head = get_group_id(1);
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
@@ -108,10 +104,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int wave_row0 = row0 + 16 * wave;
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
-    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
-    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
-    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
-    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
 
     copy_rows(q_s, LDQ, q, q_head, q_stride, row0, BM, D, seqlen_q, head_dim);
 
@@ -129,12 +125,9 @@ FRAG_UNROLL
     for (int c = 0; c < DV / 16; ++c)
         acc_o[c] = (acc_t)(0.0f);
 
-    const long band_end = band_key_end(row_last, diag, window_right, seqlen_k);
-    const int kv_begin =
-        (int)band_tile_first(
-            band_key_begin(row0, diag, window_left, band_end), BN) * BN;
-    const int kv_end = min((int)band_end, INT_MAX - row0);
-    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
+                                          window_right, seqlen_k, BN);
+    for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile (and P) consumed */
         copy_rows(k_s, LDQ, k, k_head, k_stride, n0, BN, D, seqlen_k,
                   head_dim);

@@ -40,6 +40,7 @@
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
 #include "band.clh"
+#include "fwd_block.clh"
 
 #if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0
 #error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE"
@@ -96,16 +97,6 @@
         (lo) = ((hi) - (two_sum_s - two_sum_b)) + ((lo) - two_sum_b);          \
         (hi) = two_sum_s;                                                      \
     } while (0)
-
-inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)
-{
-    return head_base + (ulong)row * stride.s2 +
-#if FLASHCL_DIM_CONTIGUOUS
-           (ulong)d;
-#else
-           (ulong)d * stride.s3;
-#endif
-}
 
 /* q_tile[r * D + d] = q[row0 + r, d] * scale_log2, zero outside. */
 inline void load_query_tile(__local real_t *q_tile, __global const STORAGE_T *q,
@@ -205,12 +196,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     const int lane = get_sub_group_local_id();
     const int sg = get_sub_group_id();
-#if FLASHCL_CAUSAL
-    /* Later query blocks see more keys: start them first. */
-    const int block = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
-#else
-    const int block = get_group_id(0);
-#endif
+    const int block = fwd_query_block();
     const int head = get_group_id(1);
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
@@ -218,10 +204,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int my_row0 = row0 + sg * ROWS; /* this subgroup's first row */
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
-    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
-    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
-    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
-    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
 
     score_row extras[ROWS];
     real_t row_max[ROWS], lane_sum[ROWS];
@@ -251,14 +237,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     load_query_tile(q_tile, q, q_head, q_stride, row0, seqlen_q, head_dim,
                     scale_log2);
 
-    /* Only tiles that intersect the group's visible band (the bound
-     * involves the group's rows: see the portable kernel on PoCL). */
-    const long band_end = band_key_end(row_last, diag, window_right, seqlen_k);
-    const int kv_begin =
-        (int)band_tile_first(
-            band_key_begin(row0, diag, window_left, band_end), BN) * BN;
-    const int kv_end = min((int)band_end, INT_MAX - row0);
-    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+    /* Only tiles that intersect the group's visible band. */
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
+                                          window_right, seqlen_k, BN);
+    for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
         load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
