@@ -451,6 +451,8 @@ static const char *const warning_kernel_headers[][2] = {
     {"common", "flashcl_common.clh"},
     {"common", "kernel_args.clh"},
     {"common", "variants.clh"},
+    {"common", "band.clh"},
+    {"common", "fwd_block.clh"},
     {"portable", "flash_fwd_defaults.clh"},
 };
 enum { WARNING_KERNEL_HEADERS = sizeof warning_kernel_headers /

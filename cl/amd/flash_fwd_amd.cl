@@ -26,6 +26,8 @@
 #include "flash_fwd_amd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
+#include "fwd_block.clh"
 #include "amd_frag.clh"
 
 #if FLASHCL_WG_SIZE != FLASHCL_BLOCK_M / 16 * FRAG_LANES
@@ -94,12 +96,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int lane = frag_lane();
     const int wave = frag_wave();
     const int col = ACC_COL(lane);
-#if FLASHCL_CAUSAL
-    /* Later query blocks see more keys: start them first. */
-    const int block = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
-#else
-    const int block = get_group_id(0);
-#endif
+    const int block = fwd_query_block();
     const int head = get_group_id(1);
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
@@ -107,10 +104,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int wave_row0 = row0 + 16 * wave;
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
-    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
-    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
-    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
-    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
 
     copy_rows(q_s, LDQ, q, q_head, q_stride, row0, BM, D, seqlen_q, head_dim);
 
@@ -128,16 +125,9 @@ FRAG_UNROLL
     for (int c = 0; c < DV / 16; ++c)
         acc_o[c] = (acc_t)(0.0f);
 
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
-    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
+                                          window_right, seqlen_k, BN);
+    for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile (and P) consumed */
         copy_rows(k_s, LDQ, k, k_head, k_stride, n0, BN, D, seqlen_k,
                   head_dim);
@@ -177,13 +167,8 @@ FRAG_UNROLL
                 x = score_apply(&terms, min(key, seqlen_k - 1), x
                                     FLASHCL_VARIANT_NAMES);
 #endif
-                bool hidden = key >= seqlen_k;
-#if FLASHCL_CAUSAL
-                hidden |= key > diag_row + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-                hidden |= key < diag_row - window_left;
-#endif
+                const bool hidden = band_hides(key, diag_row, window_left,
+                                               window_right, seqlen_k);
                 x = hidden ? -INFINITY : x;
                 s[nb] = acc_set(s[nb], e, x);
                 tile_max = fmax(tile_max, x);

@@ -38,6 +38,7 @@
 #include "packed_span.clh"
 
 #include "flash_split_defaults.clh"
+#include "band.clh"
 
 #if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
@@ -177,20 +178,21 @@ inline key_range split_keys(const seq_info *s, int t0, int g_size, int split,
     key_range r;
     r.begin = min(s->nk, split * per_split * BN);
     r.end = min(s->nk, (split + 1) * per_split * BN);
+    /* the band's keys within the split's */
 #if FLASHCL_CAUSAL
     r.end = (int)min((long)r.end,
-                     max(0L, (long)i_last + s->diag + window_right + 1));
+                     max(0L, band_right_end(i_last, s->diag, window_right)));
 #else
     (void)i_last;
     (void)window_right;
 #endif
 #if FLASHCL_WINDOW_LEFT
     r.begin = (int)max((long)r.begin,
-                       clamp((long)i_first + s->diag - window_left, 0L,
-                             (long)s->nk) / BN * BN);
+                       band_tile_first(band_key_begin(i_first, s->diag,
+                                                      window_left, s->nk),
+                                       BN) * BN);
 #else
     (void)i_first;
-    (void)window_left;
 #endif
     return r;
 }
@@ -206,18 +208,9 @@ __attribute__((always_inline)) inline row_range visible_keys(const seq_info *s, 
 {
     const int i = t / g_size;
     const long diag_row = (long)i + s->diag;
-    long lo = 0, hi = i < s->nq ? (long)s->nk - 1 : -1;
-#if FLASHCL_CAUSAL
-    hi = min(hi, diag_row + window_right);
-#else
-    (void)window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-    lo = diag_row - window_left;
-#else
-    (void)window_left;
-    (void)diag_row;
-#endif
+    const long lo = band_row_lo(diag_row, window_left);
+    /* a row past the sequence sees no key: hi = -1 */
+    const long hi = band_row_hi(diag_row, window_right, i < s->nq ? s->nk : 0);
     /* keys are in [0, nk): clamped there, the bounds fit an int */
     row_range v;
     v.lo = (int)clamp(lo, -1L, (long)s->nk);
@@ -454,13 +447,8 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
         for (int jb = 0; jb < BN_VECS; ++jb)
             vstore_vec(score[jb], jb, scores);
 
-        long hi = s.nk - 1, lo = 0;
-#if FLASHCL_CAUSAL
-        hi = min(hi, extras.diag_row + window_right);
-#endif
-#if FLASHCL_WINDOW_LEFT
-        lo = extras.diag_row - window_left;
-#endif
+        const long hi = band_row_hi(extras.diag_row, window_right, s.nk);
+        const long lo = band_row_lo(extras.diag_row, window_left);
         for (int j = 0; j < BN; ++j) {
             const int key = n0 + j;
 #if FLASHCL_NEEDS_SCORE_PASS

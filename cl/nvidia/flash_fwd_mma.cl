@@ -110,6 +110,8 @@ typedef float real_t;
 #define FLASHCL_SCORE_KEY_T int /* seqlen_q/k are ints on this path */
 #define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
+#define FLASHCL_BAND_T int /* the host clamps the bounds to the sequences */
+#include "band.clh"
 #define NV_WARPS (FLASHCL_WG_SIZE / 32)
 #if FLASHCL_BLOCK_M != NV_WARPS * 16 && FLASHCL_BLOCK_M != NV_WARPS * 32
 #error "flash_fwd_mma: FLASHCL_BLOCK_M must be 16 or 32 rows per warp"
@@ -616,12 +618,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     /* Row i sees key j iff j in [i + diag - left, i + diag + right]; the
      * host clamps the bounds to the sequences, so ints hold them. */
     const int nv_diag = (int)diag;
-#if FLASHCL_CAUSAL
-    const int right = (int)window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-    const int left = (int)window_left;
-#endif
+    const int right = (int)window_right, left = (int)window_left;
     /* After NV_PRESCALE the scores are in exp2 units already. */
     const float sl2 = NV_PRESCALE ? 1.f : scale_log2;
 
@@ -648,24 +645,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
     const int mlast = min(m0 + NV_BM, seqlen_q); /* exclusive */
     /* last row of this warp (inclusive) */
     const int warp_last = min(wr0 + (NV_MT - 1) * NV_MSTRIDE + 16, seqlen_q) - 1;
-#if FLASHCL_CAUSAL
-    const int n_end = clamp(mlast - 1 + nv_diag + right + 1, 0, seqlen_k);
-    /* keys past this one are hidden from some row of the block */
-    const int free_hi = m0 + nv_diag + right;
-    const int warp_last_key = warp_last + nv_diag + right;
-#else
-    const int n_end = seqlen_k;
-#endif
-#if FLASHCL_WINDOW_LEFT
-    const int n_begin = clamp(m0 + nv_diag - left, 0, n_end);
-    /* keys before this one are hidden from some row of the block */
-    const int free_lo = mlast - 1 + nv_diag - left;
-    const int warp_first_key = wr0 + nv_diag - left;
-#else
-    const int n_begin = 0;
-#endif
-    const int j_begin = n_begin / NV_BN;
-    const int j_end = n_end > n_begin ? (n_end + NV_BN - 1) / NV_BN : j_begin;
+    const int n_end = band_key_end(mlast - 1, nv_diag, right, seqlen_k);
+    const int n_begin = band_key_begin(m0, nv_diag, left, n_end);
+    /* keys past free_hi or before free_lo are hidden from some row of the
+     * block */
+    const int free_hi = band_free_hi(m0, nv_diag, right, seqlen_k);
+    const int free_lo = band_free_lo(mlast - 1, nv_diag, left);
+    /* the last and the first key the warp's rows see */
+    const int warp_last_key = band_free_hi(warp_last, nv_diag, right, seqlen_k);
+    const int warp_first_key = band_free_lo(wr0, nv_diag, left);
+    const int j_begin = band_tile_first(n_begin, NV_BN);
+    const int j_end = band_tile_end(n_begin, n_end, NV_BN);
     const bool warp_rows = wr0 < seqlen_q;
 
     /* ---- Q fragments straight from global memory into registers ------- */
@@ -800,13 +790,8 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
         active = active && n0 + NV_BN - 1 >= warp_first_key;
 #endif
         /* tiles inside the band for every row of the block skip the mask */
-        bool edge = n0 + NV_BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        edge = edge || n0 + NV_BN - 1 > free_hi;
-#endif
-#if FLASHCL_WINDOW_LEFT
-        edge = edge || n0 < free_lo;
-#endif
+        const bool edge =
+            band_tile_crosses_free(n0, NV_BN, free_hi, free_lo, seqlen_k);
         /* what the score pass reads besides S (dummies when unused) */
         float bias_term[NV_MT][FLASHCL_BIAS ? NV_NT : 1][4];
         uint visible_bits[NV_MT][2];
@@ -887,16 +872,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
 #pragma unroll
                     for (int hh = 0; hh < 2; ++hh) {
                         const int row = wr0 + mt * NV_MSTRIDE + g + hh * 8;
-#if FLASHCL_CAUSAL
-                        const int hi = min(row + nv_diag + right, seqlen_k - 1);
-#else
-                        const int hi = seqlen_k - 1;
-#endif
-#if FLASHCL_WINDOW_LEFT
-                        const int lo = row + nv_diag - left;
-#else
-                        const int lo = 0;
-#endif
+                        const int hi =
+                            band_row_hi(row + nv_diag, right, seqlen_k);
+                        const int lo = band_row_lo(row + nv_diag, left);
 #pragma unroll
                         for (int n = 0; n < NV_NT; ++n) {
                             const int col = NV_COL(n, 0);

@@ -47,6 +47,8 @@
 #include "flash_fwd_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
+#include "fwd_block.clh"
 
 #if FLASHCL_HEAD_DIM % FLASHCL_VEC != 0 || FLASHCL_HEAD_DIM_V % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM and FLASHCL_HEAD_DIM_V must be multiples of FLASHCL_VEC"
@@ -123,16 +125,7 @@ inline real_t vec_sum_lanes(vec_t v)
 
 /* TWO_SUM (Knuth's TwoSum): cl/common/flashcl_common.clh. */
 
-/* Offset of element (row, d) of one head's matrix. */
-inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)
-{
-    return head_base + (ulong)row * stride.s2 +
-#if FLASHCL_DIM_CONTIGUOUS
-           (ulong)d;
-#else
-           (ulong)d * stride.s3;
-#endif
-}
+/* elem_offset: cl/common/fwd_block.clh. */
 
 /* q_t[d * BM + r] = q[row0 + r, d] * scale_log2, zero outside the problem. */
 inline void load_query_tile(__local real_t *q_t, __global const STORAGE_T *q,
@@ -281,23 +274,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     __local real_t *v_tile = (__local real_t *)v_tile_vecs;
 
     const int lid = get_local_id(0);
-    const int num_blocks = get_num_groups(0);
-#if FLASHCL_CAUSAL
-    /* Later query blocks see more keys: start them first. */
-    const int block = num_blocks - 1 - (int)get_group_id(0);
-#else
-    const int block = get_group_id(0);
-#endif
+    const int block = fwd_query_block();
     const int head = get_group_id(1);
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
     const int row0 = block * BM;
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
-    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
-    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
-    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
-    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
 
     /* This work-item's rows: row0 + i * WG + lid, so that the work-items
      * of a group read consecutive words of the transposed query tile. */
@@ -337,19 +324,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     }
 
     /* Only tiles that intersect the rows' visible band. */
-    /* The bound involves the group's rows even without a band: PoCL 3.1
-     * compiled the loop with a bound that depends on kernel arguments alone
-     * about 4x slower (fp32, D = 64, N = 2048: 10 vs 44 GFLOP/s). */
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
-    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
+                                          window_right, seqlen_k, BN);
+    for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
         load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
@@ -382,22 +359,14 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
                 vstore_vec(score[i][jb], jb, scores[i]);
 
         /* Band edges inside this tile: keys outside [lo, hi] are masked. */
-        bool crosses_band = n0 + BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
-#endif
+        const bool crosses_band =
+            band_tile_crosses(n0, BN, row0, row_last, diag, window_left,
+                              window_right, seqlen_k);
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
-            long hi = seqlen_k - 1, lo = 0;
-#if FLASHCL_CAUSAL
-            hi = min(hi, extras[i].diag_row + window_right);
-#endif
-#if FLASHCL_WINDOW_LEFT
-            lo = extras[i].diag_row - window_left;
-#endif
+            const long hi = band_row_hi(extras[i].diag_row, window_right,
+                                        seqlen_k);
+            const long lo = band_row_lo(extras[i].diag_row, window_left);
             real_t tile_sum;
             const real_t correction = softmax_tile_row(
                 scores[i], &row_max[i], &tile_sum, &extras[i], n0,

@@ -39,6 +39,8 @@
 #include "flash_fwd_sg_defaults.clh"
 #include "flashcl_common.clh"
 #include "kernel_args.clh"
+#include "band.clh"
+#include "fwd_block.clh"
 
 #if FLASHCL_WG_SIZE < FLASHCL_SG_SIZE || FLASHCL_WG_SIZE % FLASHCL_SG_SIZE != 0
 #error "FLASHCL_WG_SIZE must be a multiple of FLASHCL_SG_SIZE"
@@ -95,16 +97,6 @@
         (lo) = ((hi) - (two_sum_s - two_sum_b)) + ((lo) - two_sum_b);          \
         (hi) = two_sum_s;                                                      \
     } while (0)
-
-inline ulong elem_offset(ulong head_base, ulong4 stride, int row, int d)
-{
-    return head_base + (ulong)row * stride.s2 +
-#if FLASHCL_DIM_CONTIGUOUS
-           (ulong)d;
-#else
-           (ulong)d * stride.s3;
-#endif
-}
 
 /* q_tile[r * D + d] = q[row0 + r, d] * scale_log2, zero outside. */
 inline void load_query_tile(__local real_t *q_tile, __global const STORAGE_T *q,
@@ -204,12 +196,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
     const int lane = get_sub_group_local_id();
     const int sg = get_sub_group_id();
-#if FLASHCL_CAUSAL
-    /* Later query blocks see more keys: start them first. */
-    const int block = (int)get_num_groups(0) - 1 - (int)get_group_id(0);
-#else
-    const int block = get_group_id(0);
-#endif
+    const int block = fwd_query_block();
     const int head = get_group_id(1);
     const int batch = get_group_id(2);
     const int kv_head = head / group_size;
@@ -217,10 +204,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int my_row0 = row0 + sg * ROWS; /* this subgroup's first row */
     const int row_last = min(seqlen_q, row0 + BM) - 1;
 
-    const ulong q_head = base.s0 + batch * q_stride.s0 + head * q_stride.s1;
-    const ulong k_head = base.s1 + batch * k_stride.s0 + kv_head * k_stride.s1;
-    const ulong v_head = base.s2 + batch * v_stride.s0 + kv_head * v_stride.s1;
-    const ulong o_head = base.s3 + batch * o_stride.s0 + head * o_stride.s1;
+    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
 
     score_row extras[ROWS];
     real_t row_max[ROWS], lane_sum[ROWS];
@@ -250,18 +237,10 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     load_query_tile(q_tile, q, q_head, q_stride, row0, seqlen_q, head_dim,
                     scale_log2);
 
-    /* Only tiles that intersect the group's visible band (the bound
-     * involves the group's rows: see the portable kernel on PoCL). */
-    int kv_begin = 0, kv_end = min(seqlen_k, INT_MAX - row0);
-#if FLASHCL_CAUSAL
-    kv_end = (int)clamp((long)row_last + diag + window_right + 1, 0L,
-                        (long)seqlen_k);
-#endif
-#if FLASHCL_WINDOW_LEFT
-    kv_begin = (int)clamp((long)row0 + diag - window_left, 0L, (long)seqlen_k);
-    kv_begin = kv_begin / BN * BN;
-#endif
-    for (int n0 = kv_begin; n0 < kv_end; n0 += BN) {
+    /* Only tiles that intersect the group's visible band. */
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
+                                          window_right, seqlen_k, BN);
+    for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
         load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
         load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
@@ -290,13 +269,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
         }
 
         /* Band edges inside this tile (work-group-uniform test). */
-        bool crosses_band = n0 + BN > seqlen_k;
-#if FLASHCL_CAUSAL
-        crosses_band |= (long)n0 + BN - 1 > (long)row0 + diag + window_right;
-#endif
-#if FLASHCL_WINDOW_LEFT
-        crosses_band |= (long)n0 < (long)row_last + diag - window_left;
-#endif
+        const bool crosses_band =
+            band_tile_crosses(n0, BN, row0, row_last, diag, window_left,
+                              window_right, seqlen_k);
 #pragma unroll
         for (int r = 0; r < ROWS; ++r) {
 #if FLASHCL_NEEDS_SCORE_PASS
@@ -310,13 +285,9 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
             }
 #endif
             if (crosses_band) {
-                long hi = seqlen_k - 1, lo = 0;
-#if FLASHCL_CAUSAL
-                hi = min(hi, extras[r].diag_row + window_right);
-#endif
-#if FLASHCL_WINDOW_LEFT
-                lo = extras[r].diag_row - window_left;
-#endif
+                const long hi = band_row_hi(extras[r].diag_row, window_right,
+                                            seqlen_k);
+                const long lo = band_row_lo(extras[r].diag_row, window_left);
 #pragma unroll
                 for (int t = 0; t < KEYS_PER_LANE; ++t) {
                     const long key = n0 + t * SG + lane;
