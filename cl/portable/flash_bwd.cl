@@ -27,6 +27,7 @@
 #include "kernel_args.clh"
 #include "flash_bwd_args.clh"
 #include "packed_span.clh"
+#include "band.clh"
 
 /* Padded head dims: private rows and tile columns; the actual dims are
  * arguments and the padding holds zeros. */
@@ -342,16 +343,13 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     for (int c = 0; c < DVP / VEC; ++c)
         acc_v[c] = (vec_t)(0);
     /* Rows that see any key of this group, then per key. */
-    const long j1 = min(j0 + WG, sq.nk) - 1;
-    const long row_lo =
-        window_right < 0 ? 0 : max(0L, j0 - sq.diag - window_right);
-    const long row_hi = window_left < 0
-                            ? sq.nq - 1
-                            : min(sq.nq - 1, j1 - sq.diag + window_left);
-    const long mine_lo = window_right < 0 ? LONG_MIN / 2
-                                          : key - sq.diag - window_right;
-    const long mine_hi = window_left < 0 ? LONG_MAX / 2
-                                         : key - sq.diag + window_left;
+    const band_range rows =
+        band_rows(j0, min(j0 + WG, sq.nk) - 1, sq.diag, window_left,
+                  window_right, sq.nq);
+    const band_range mine =
+        band_rows(key, key, sq.diag, window_left, window_right, sq.nq);
+    const long row_lo = rows.begin, row_hi = rows.end - 1;
+    const long mine_lo = mine.begin, mine_hi = mine.end - 1;
     for (int g = 0; g < group_size; ++g) {
         const int h = hk * group_size + g;
         for (long r0 = row_lo; r0 <= row_hi; r0 += TILE) {
@@ -445,16 +443,12 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const score_row sr =
         score_row_init(b, h, row, sq.diag, 1 FLASHCL_VARIANT_NAMES);
 #endif
-    const long i1 = min(i0 + WG, sq.nq) - 1;
-    const long key_lo =
-        window_left < 0 ? 0 : max(0L, i0 + sq.diag - window_left);
-    const long key_hi = window_right < 0
-                            ? sq.nk - 1
-                            : min(sq.nk - 1, i1 + sq.diag + window_right);
-    const long mine_lo = window_left < 0 ? 0 : row + sq.diag - window_left;
-    const long mine_hi = min(key_hi, window_right < 0
-                                         ? LONG_MAX / 2
-                                         : row + sq.diag + window_right);
+    const band_range keys =
+        band_keys(i0, min(i0 + WG, sq.nq) - 1, sq.diag, window_left,
+                  window_right, sq.nk);
+    const long key_lo = keys.begin, key_hi = keys.end - 1;
+    const long mine_lo = band_row_lo(row + sq.diag, window_left);
+    const long mine_hi = band_row_hi(row + sq.diag, window_right, sq.nk);
     for (long n0 = key_lo; n0 <= key_hi; n0 += TILE) {
         barrier(CLK_LOCAL_MEM_FENCE);
         load_tile(k_by_dim, k_by_row, true, k, in_base.s1, k_stride, sq.kb,
@@ -487,9 +481,10 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         }
 #endif
         /* The band's edges and the last tile's padding keys. */
-        if (n0 < mine_lo || n0 + TILE - 1 > mine_hi)
+        if (band_outside(n0, mine_lo, mine_hi) ||
+            band_outside(n0 + TILE - 1, mine_lo, mine_hi))
             for (int c = 0; c < TILE; ++c)
-                if (n0 + c < mine_lo || n0 + c > mine_hi)
+                if (band_outside(n0 + c, mine_lo, mine_hi))
                     d_s_c[c] = 0;
         accumulate_one(acc, d_s_c, k_by_row);
     }

@@ -316,6 +316,7 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                      p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                          p->v.stride[3] == 1 &&
                          (w ? w->d_o : p->o).stride[3] == 1,
+                     p->right >= 0 ? 1 : 0,
                      p->infer.varlen_q ? 1 : 0,
                      p->infer.kv == KV_VARLEN ? 1 : 0};
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
