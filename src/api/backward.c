@@ -4,6 +4,7 @@
  * sinks, d_sinks, each waiting for the one before. */
 #include "api/api.h"
 #include "paths/path.h"
+#include "paths/nv_mma_bwd.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "portable/flash_bwd_args.clh"
@@ -246,9 +247,11 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
     return err;
 }
 
-/* Work-group size and tile rows of the backward kernels on this device. */
+/* Work-group size and tile rows of the backward kernels on this device;
+ * nv.chosen: dK/dV and dQ run on the tensor-core kernels (nv_mma_bwd.h). */
 typedef struct bwd_plan {
     int wg, tile, dim_padded, dim_v_padded;
+    nv_bwd_plan nv;
 } bwd_plan;
 
 static int padded_dim(int64_t dim)
@@ -256,10 +259,14 @@ static int padded_dim(int64_t dim)
     return (int)((dim + 7) / 8 * 8);
 }
 
-static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p)
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
+                              const bwd_views *w)
 {
     bwd_plan plan = {64, 32, padded_dim(p->head_dim),
-                     padded_dim(p->head_dim_v)};
+                     padded_dim(p->head_dim_v), {0}};
+    const tensor_view *const grads[4] = {&w->d_o, &w->d_q, &w->d_k,
+                                         &w->d_v};
+    nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
     while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
         plan.wg /= 2;
     /* The two tiles in half the local memory, at most. */
@@ -299,19 +306,23 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
     return program_cache_get(ctx, &request, program, NULL);
 }
 
-/* One kernel over (rows, heads, batch), rows padded to the work-group. */
+/* One kernel of `program` over (rows, heads, batch): work-groups of wg
+ * work-items, each owning per_group rows. */
 typedef struct launch_step {
     int kernel;
     size_t rows, heads, batch;
+    compiled_program *program;
+    int wg, per_group;
 } launch_step;
 
 static flashcl_status enqueue_step(flashcl_context *ctx,
                                    cl_command_queue queue,
-                                   compiled_program *program,
                                    const launch_step *step, const bwd_args *a,
-                                   const problem *p, int wg, cl_uint num_wait,
+                                   const problem *p, cl_uint num_wait,
                                    const cl_event *wait, cl_event *done)
 {
+    compiled_program *program = step->program;
+    const int wg = step->wg;
     cl_kernel kernel = program->kernels[step->kernel];
     size_t group = 0;
     cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device,
@@ -323,7 +334,8 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
                          "backward kernel %d runs at most %zu work-items a "
                          "group here, fewer than its %zu",
                          step->kernel, group, local);
-    const size_t global[3] = {(step->rows + local - 1) / local * local,
+    const size_t per_group = (size_t)step->per_group;
+    const size_t global[3] = {(step->rows + per_group - 1) / per_group * local,
                               step->heads, step->batch};
     const size_t local_size[3] = {local, 1, 1};
     pthread_mutex_lock(&program->launch_lock);
@@ -341,24 +353,36 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
 }
 
 static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
-                                  compiled_program *program, const problem *p,
-                                  const bwd_args *a, int wg, bool want_sinks,
+                                  compiled_program *program,
+                                  compiled_program *nv_program,
+                                  const problem *p, const bwd_plan *plan,
+                                  const bwd_args *a, bool want_sinks,
                                   cl_uint num_wait, const cl_event *wait_list,
                                   cl_event *event)
 {
     const size_t b = (size_t)p->batch, hq = (size_t)p->heads_q,
                  hkv = (size_t)p->heads_kv, nq = (size_t)p->seqlen_q,
                  nk = (size_t)p->seqlen_k;
+    const int wg = plan->wg, nv_wg = plan->nv.warps * 32,
+              nv_rows = plan->nv.warps * 16;
     launch_step steps[4];
     int count = 0;
     if (nq) /* dK/dV and dQ read Delta */
-        steps[count++] = (launch_step){KERNEL_DELTA, nq, hq, b};
+        steps[count++] =
+            (launch_step){KERNEL_DELTA, nq, hq, b, program, wg, wg};
     if (nk)
-        steps[count++] = (launch_step){KERNEL_DKDV, nk, hkv, b};
+        steps[count++] =
+            nv_program
+                ? (launch_step){0, nk, hkv, b, nv_program, nv_wg, nv_rows}
+                : (launch_step){KERNEL_DKDV, nk, hkv, b, program, wg, wg};
     if (nq)
-        steps[count++] = (launch_step){KERNEL_DQ, nq, hq, b};
+        steps[count++] =
+            nv_program
+                ? (launch_step){1, nq, hq, b, nv_program, nv_wg, nv_rows}
+                : (launch_step){KERNEL_DQ, nq, hq, b, program, wg, wg};
     if (want_sinks)
-        steps[count++] = (launch_step){KERNEL_DSINKS, hq, 1, 1};
+        steps[count++] =
+            (launch_step){KERNEL_DSINKS, hq, 1, 1, program, wg, wg};
     if (count == 0)
         return api_empty_call(ctx, queue, num_wait, wait_list, event);
     /* Each step waits for the one before, so an out-of-order queue keeps
@@ -368,7 +392,7 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     for (int s = 0; s < count && status == FLASHCL_SUCCESS; ++s) {
         const bool last = s == count - 1;
         cl_event done = NULL;
-        status = enqueue_step(ctx, queue, program, &steps[s], a, p, wg,
+        status = enqueue_step(ctx, queue, &steps[s], a, p,
                               s == 0 ? num_wait : 1,
                               s == 0 ? wait_list : &previous,
                               last && !event ? NULL : &done);
@@ -395,8 +419,12 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                          wait_list, event);
     }
     compiled_program *program = NULL;
-    const bwd_plan plan = plan_backward(ctx, p);
+    const bwd_plan plan = plan_backward(ctx, p, w);
     flashcl_status status = build_program(ctx, p, &plan, &program);
+    compiled_program *nv_program = NULL;
+    nv_mma_bwd_log(&plan.nv);
+    if (status == FLASHCL_SUCCESS && plan.nv.chosen)
+        status = nv_mma_bwd_program(ctx, p, &plan.nv, &nv_program);
     if (status != FLASHCL_SUCCESS)
         return status;
     const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
@@ -412,7 +440,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                          rows * real_size, cl_error_name(err));
     bwd_args a;
     fill_args(ctx, p, w, delta, &a);
-    status = enqueue_all(ctx, queue, program, p, &a, plan.wg,
+    status = enqueue_all(ctx, queue, program, nv_program, p, &plan, &a,
                          w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
