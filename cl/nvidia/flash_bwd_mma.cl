@@ -20,10 +20,12 @@
  * Every output element is summed by one lane in a fixed order: no atomics,
  * so the bits do not depend on scheduling (deterministic).
  *
- * Fragments are read from local memory by 32-bit loads (no ldmatrix), so
- * that FLASHCL_NV_EMULATE runs the same kernel on Intel's CPU runtime
- * (cl/nvidia/nv_mma.clh), where the tests check its lane logic without a
- * GPU. Local rows are padded by 16 bytes (fewer bank conflicts).
+ * Fragments are read from local memory by ldmatrix (.trans where the mma
+ * wants the other layout); under FLASHCL_NV_EMULATE, which runs the kernel
+ * on Intel's CPU runtime (cl/nvidia/nv_mma.clh) so that the tests check
+ * its lane logic without a GPU, by 16- and 32-bit loads of the same
+ * elements. Local rows are padded by 16 bytes: ldmatrix's eight row
+ * addresses then fall in distinct banks.
  *
  * Variants through cl/common/variants.clh in natural units (unit 1), as
  * the portable backward: softcap's derivative 1 - tanh^2 multiplies dS.
@@ -154,6 +156,48 @@ inline void frag_b_kn(uint b[2], __local const ushort *tile, int pitch,
     b[1] = (uint)p[8 * pitch] | (uint)p[9 * pitch] << 16;
 }
 
+/* Two B fragments side by side: n tiles n0 and n0 + 8 into b[0..1] and
+ * b[2..3]; on the GPU one ldmatrix.x4 (.trans for frag_b_kn's layout),
+ * lane l addressing row l % 8 of matrix l / 8. */
+inline void frag_b_nk2(uint b[4], __local const ushort *tile, int pitch,
+                       int n0, int k0, int g, int t)
+{
+#if FLASHCL_NV_EMULATE
+    frag_b_nk(b, tile, pitch, n0, k0, g, t);
+    frag_b_nk(b + 2, tile, pitch, n0 + 8, k0, g, t);
+#else
+    const int lane = 4 * g + t, m = lane >> 3;
+    NV_LDSM_X4(b, (uint)(size_t)(tile + (n0 + (lane & 7) + (m & 2) * 4) * pitch +
+                                 k0 + (m & 1) * 8));
+#endif
+}
+
+inline void frag_b_kn2(uint b[4], __local const ushort *tile, int pitch,
+                       int k0, int n0, int g, int t)
+{
+#if FLASHCL_NV_EMULATE
+    frag_b_kn(b, tile, pitch, k0, n0, g, t);
+    frag_b_kn(b + 2, tile, pitch, k0, n0 + 8, g, t);
+#else
+    const int lane = 4 * g + t, m = lane >> 3;
+    NV_LDSM_X4_TRANS(b, (uint)(size_t)(tile +
+                                       (k0 + (lane & 7) + (m & 1) * 8) * pitch +
+                                       n0 + (m & 2) * 4));
+#endif
+}
+
+inline void frag_a_ld(uint a[4], __local const ushort *tile, int pitch,
+                      int r0, int c0, int g, int t)
+{
+#if FLASHCL_NV_EMULATE
+    frag_a(a, tile, pitch, r0, c0, g, t);
+#else
+    const int lane = 4 * g + t, m = lane >> 3;
+    NV_LDSM_X4(a, (uint)(size_t)(tile + (r0 + (lane & 7) + (m & 1) * 8) * pitch +
+                                 c0 + (m & 2) * 4));
+#endif
+}
+
 /* A from two n8 accumulator tiles (cols 16c.. of a 16-row block): the C
  * layout of m16n8 pairs is the A layout of m16k16. */
 inline void frag_a_of(uint a[4], const float lo[4], const float hi[4])
@@ -180,7 +224,7 @@ inline void load_tile(__local ushort *dst, int pitch, int rows, int cols,
                 src + row_at(base, stride, b, h, row) + 8 * c);
             continue;
         }
-        #pragma unroll
+#pragma unroll
         for (int e = 0; e < 8; ++e)
             out[e] = row < end && 8 * c + e < width
                          ? src[row_at(base, stride, b, h, row) + 8 * c + e]
@@ -254,10 +298,10 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     load_tile(v_s, PV, BLOCK, DVP, v, in_base.s2, v_stride, b, hk, j0,
               seqlen_k, head_dim_v);
     float dk[DQK / 8][4], dv[DVP / 8][4];
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < DQK / 8; ++n)
         dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = 0;
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < DVP / 8; ++n)
         dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0;
     /* The query rows that see any key of the block. */
@@ -288,36 +332,38 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
             barrier(CLK_LOCAL_MEM_FENCE);
             /* S^T and dP^T: 16 keys of this warp x ROWS query rows. */
             float s[ROWS / 8][4], d_p[ROWS / 8][4];
-            #pragma unroll
+#pragma unroll
             for (int n = 0; n < ROWS / 8; ++n)
-                #pragma unroll
+#pragma unroll
                 for (int e = 0; e < 4; ++e)
                     s[n][e] = d_p[n][e] = 0;
-            #pragma unroll
+#pragma unroll
             for (int kk = 0; kk < DQK / 16; ++kk) {
                 uint a[4];
-                frag_a(a, k_s, PQ, warp * 16, kk * 16, g, t);
-                #pragma unroll
-                for (int n = 0; n < ROWS / 8; ++n) {
-                    uint bq[2];
-                    frag_b_nk(bq, q_s, PQ, n * 8, kk * 16, g, t);
+                frag_a_ld(a, k_s, PQ, warp * 16, kk * 16, g, t);
+#pragma unroll
+                for (int n = 0; n < ROWS / 8; n += 2) {
+                    uint bq[4];
+                    frag_b_nk2(bq, q_s, PQ, n * 8, kk * 16, g, t);
                     MMA(s[n], a, bq);
+                    MMA(s[n + 1], a, bq + 2);
                 }
             }
-            #pragma unroll
+#pragma unroll
             for (int kk = 0; kk < DVP / 16; ++kk) {
                 uint a[4];
-                frag_a(a, v_s, PV, warp * 16, kk * 16, g, t);
-                #pragma unroll
-                for (int n = 0; n < ROWS / 8; ++n) {
-                    uint bd[2];
-                    frag_b_nk(bd, do_s, PV, n * 8, kk * 16, g, t);
+                frag_a_ld(a, v_s, PV, warp * 16, kk * 16, g, t);
+#pragma unroll
+                for (int n = 0; n < ROWS / 8; n += 2) {
+                    uint bd[4];
+                    frag_b_nk2(bd, do_s, PV, n * 8, kk * 16, g, t);
                     MMA(d_p[n], a, bd);
+                    MMA(d_p[n + 1], a, bd + 2);
                 }
             }
-            #pragma unroll
+#pragma unroll
             for (int n = 0; n < ROWS / 8; ++n)
-                #pragma unroll
+#pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const long j = j0 + warp * 16 + g + (e >= 2 ? 8 : 0);
                     const int il = n * 8 + 2 * t + (e & 1);
@@ -335,38 +381,40 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                     s[n][e] = p;
                 }
             /* dV += P^T dO and dK += dS^T Q over the ROWS rows. */
-            #pragma unroll
+#pragma unroll
             for (int ks = 0; ks < ROWS / 16; ++ks) {
                 uint a_p[4], a_ds[4];
                 frag_a_of(a_p, s[2 * ks], s[2 * ks + 1]);
                 frag_a_of(a_ds, d_p[2 * ks], d_p[2 * ks + 1]);
-                #pragma unroll
-                for (int n = 0; n < DVP / 8; ++n) {
-                    uint bd[2];
-                    frag_b_kn(bd, do_s, PV, ks * 16, n * 8, g, t);
+#pragma unroll
+                for (int n = 0; n < DVP / 8; n += 2) {
+                    uint bd[4];
+                    frag_b_kn2(bd, do_s, PV, ks * 16, n * 8, g, t);
                     MMA(dv[n], a_p, bd);
+                    MMA(dv[n + 1], a_p, bd + 2);
                 }
-                #pragma unroll
-                for (int n = 0; n < DQK / 8; ++n) {
-                    uint bq[2];
-                    frag_b_kn(bq, q_s, PQ, ks * 16, n * 8, g, t);
+#pragma unroll
+                for (int n = 0; n < DQK / 8; n += 2) {
+                    uint bq[4];
+                    frag_b_kn2(bq, q_s, PQ, ks * 16, n * 8, g, t);
                     MMA(dk[n], a_ds, bq);
+                    MMA(dk[n + 1], a_ds, bq + 2);
                 }
             }
         }
     }
-    #pragma unroll
+#pragma unroll
     for (int side = 0; side < 2; ++side) {
         const long j = j0 + warp * 16 + g + 8 * side;
         if (j >= seqlen_k)
             continue;
         const ulong at_k = row_at(out_base.s2, d_k_stride, b, hk, j);
         const ulong at_v = row_at(out_base.s3, d_v_stride, b, hk, j);
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < DQK / 8; ++n)
             store_pair(d_k, at_k, n * 8 + 2 * t, head_dim,
                        dk[n][2 * side] * scale, dk[n][2 * side + 1] * scale);
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < DVP / 8; ++n)
             store_pair(d_v, at_v, n * 8 + 2 * t, head_dim_v, dv[n][2 * side],
                        dv[n][2 * side + 1]);
@@ -386,7 +434,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     /* This lane's two rows (g and g + 8 of the warp's 16). */
     long rows[2];
     float row_lse[2], row_delta[2];
-    #pragma unroll
+#pragma unroll
     for (int side = 0; side < 2; ++side) {
         rows[side] = i0 + warp * 16 + g + 8 * side;
         const long i = min(rows[side], (long)seqlen_q - 1);
@@ -407,7 +455,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const ulong o_hi = row_at(out_base.s0, d_o_stride, b, h,
                               min(rows[1], (long)seqlen_q - 1));
     const int w_lo = rows[0] < seqlen_q, w_hi = rows[1] < seqlen_q;
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < DQK / 16; ++kk) {
         const int c = kk * 16 + 2 * t;
         qf[kk][0] = global_pair(q, q_lo, c, w_lo * head_dim);
@@ -415,7 +463,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         qf[kk][2] = global_pair(q, q_lo, c + 8, w_lo * head_dim);
         qf[kk][3] = global_pair(q, q_hi, c + 8, w_hi * head_dim);
     }
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < DVP / 16; ++kk) {
         const int c = kk * 16 + 2 * t;
         of[kk][0] = global_pair(d_o, o_lo, c, w_lo * head_dim_v);
@@ -424,7 +472,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         of[kk][3] = global_pair(d_o, o_hi, c + 8, w_hi * head_dim_v);
     }
     float dq[DQK / 8][4];
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < DQK / 8; ++n)
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0;
     /* The keys any row of the block sees. */
@@ -442,30 +490,32 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                   key_hi + 1, head_dim_v);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KEYS / 8][4], d_p[KEYS / 8][4];
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < KEYS / 8; ++n)
-            #pragma unroll
+#pragma unroll
             for (int e = 0; e < 4; ++e)
                 s[n][e] = d_p[n][e] = 0;
-        #pragma unroll
+#pragma unroll
         for (int kk = 0; kk < DQK / 16; ++kk)
-            #pragma unroll
-            for (int n = 0; n < KEYS / 8; ++n) {
-                uint bk[2];
-                frag_b_nk(bk, k_s, PQ, n * 8, kk * 16, g, t);
+#pragma unroll
+            for (int n = 0; n < KEYS / 8; n += 2) {
+                uint bk[4];
+                frag_b_nk2(bk, k_s, PQ, n * 8, kk * 16, g, t);
                 MMA(s[n], qf[kk], bk);
+                MMA(s[n + 1], qf[kk], bk + 2);
             }
-        #pragma unroll
+#pragma unroll
         for (int kk = 0; kk < DVP / 16; ++kk)
-            #pragma unroll
-            for (int n = 0; n < KEYS / 8; ++n) {
-                uint bv[2];
-                frag_b_nk(bv, v_s, PV, n * 8, kk * 16, g, t);
+#pragma unroll
+            for (int n = 0; n < KEYS / 8; n += 2) {
+                uint bv[4];
+                frag_b_nk2(bv, v_s, PV, n * 8, kk * 16, g, t);
                 MMA(d_p[n], of[kk], bv);
+                MMA(d_p[n + 1], of[kk], bv + 2);
             }
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < KEYS / 8; ++n)
-            #pragma unroll
+#pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int side = e >> 1;
                 const long i = rows[side];
@@ -482,24 +532,25 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                     scale FLASHCL_VARIANT_NAMES);
             }
         /* dQ += dS K over the KEYS keys. */
-        #pragma unroll
+#pragma unroll
         for (int ks = 0; ks < KEYS / 16; ++ks) {
             uint a_ds[4];
             frag_a_of(a_ds, s[2 * ks], s[2 * ks + 1]);
-            #pragma unroll
-            for (int n = 0; n < DQK / 8; ++n) {
-                uint bk[2];
-                frag_b_kn(bk, k_s, PQ, ks * 16, n * 8, g, t);
+#pragma unroll
+            for (int n = 0; n < DQK / 8; n += 2) {
+                uint bk[4];
+                frag_b_kn2(bk, k_s, PQ, ks * 16, n * 8, g, t);
                 MMA(dq[n], a_ds, bk);
+                MMA(dq[n + 1], a_ds, bk + 2);
             }
         }
     }
-    #pragma unroll
+#pragma unroll
     for (int side = 0; side < 2; ++side) {
         if (rows[side] >= seqlen_q)
             continue;
         const ulong at = row_at(out_base.s1, d_q_stride, b, h, rows[side]);
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < DQK / 8; ++n)
             store_pair(d_q, at, n * 8 + 2 * t, head_dim,
                        dq[n][2 * side] * scale, dq[n][2 * side + 1] * scale);
