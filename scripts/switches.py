@@ -27,6 +27,9 @@ LISTS = [
     ("cl/inference/flash_split_switches.clh", "FLASHCL_SPLIT_SWITCHES",
      "cl/inference/flash_split_defaults.clh", "cl/inference/flash_split.cl",
      "split_kv"),
+    ("cl/nvidia/flash_bwd_mma_switches.clh", "FLASHCL_NV_BWD_SWITCHES",
+     "cl/nvidia/flash_bwd_mma_defaults.clh", "cl/nvidia/flash_bwd_mma.cl",
+     "nv_mma backward"),
 ]
 
 DOCS = "docs/switches.md"

@@ -34,54 +34,11 @@
  * d_o, d_q, d_k, d_v; fp16 or bf16; padded head dims (multiples of 16) of
  * at most 128; local memory within FLASHCL_LOCAL_MEM_BYTES.
  */
-#ifndef FLASHCL_NV_MMA
-#define FLASHCL_NV_MMA 0
-#endif
+#include "flash_bwd_mma_defaults.clh"
 
 #if FLASHCL_NV_MMA
 
 #include "nv_mma.clh"
-
-#ifndef FLASHCL_DTYPE
-#define FLASHCL_DTYPE 1
-#endif
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 128
-#endif
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-#ifndef FLASHCL_NVB_WARPS
-#define FLASHCL_NVB_WARPS 4
-#endif
-#ifndef FLASHCL_NVB_ROWS
-#define FLASHCL_NVB_ROWS 16
-#endif
-#ifndef FLASHCL_NVB_KEYS
-#define FLASHCL_NVB_KEYS 32
-#endif
-#ifndef FLASHCL_LOCAL_MEM_BYTES
-#define FLASHCL_LOCAL_MEM_BYTES 49152
-#endif
-#if FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
-#error "flash_bwd_mma: FLASHCL_DTYPE must be 1 (fp16) or 2 (bf16)"
-#endif
-#if FLASHCL_HEAD_DIM % 16 != 0 || FLASHCL_HEAD_DIM < 16 ||                     \
-    FLASHCL_HEAD_DIM > 128 || FLASHCL_HEAD_DIM_V % 16 != 0 ||                  \
-    FLASHCL_HEAD_DIM_V < 16 || FLASHCL_HEAD_DIM_V > 128
-#error "flash_bwd_mma: head dims must be multiples of 16 in 16..128"
-#endif
-#if FLASHCL_NVB_WARPS < 1 || FLASHCL_NVB_WARPS > 8
-#error "flash_bwd_mma: FLASHCL_NVB_WARPS must be in 1..8"
-#endif
-#if FLASHCL_NVB_ROWS % 16 != 0 || FLASHCL_NVB_ROWS < 16 ||                     \
-    FLASHCL_NVB_ROWS > 64
-#error "flash_bwd_mma: FLASHCL_NVB_ROWS must be 16, 32, 48 or 64"
-#endif
-#if FLASHCL_NVB_KEYS % 16 != 0 || FLASHCL_NVB_KEYS < 16 ||                     \
-    FLASHCL_NVB_KEYS > 64
-#error "flash_bwd_mma: FLASHCL_NVB_KEYS must be 16, 32, 48 or 64"
-#endif
 
 #define STORAGE_T ushort
 typedef float real_t;
