@@ -58,17 +58,26 @@ static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
  * and dO fragments take 64 registers at D = 128; ptxas: 254 registers,
  * no spills). FLASHCL_NVB_TILE=warps,rows,keys overrides them when
  * legal (experiments). */
-static void choose_tiles(const device_caps *caps, nv_bwd_plan *t)
+static bool modifies_scores(const problem *p)
+{
+    return variant_active(p, VARIANT_SOFTCAP) ||
+           variant_active(p, VARIANT_ALIBI) ||
+           variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK);
+}
+
+static void choose_tiles(const device_caps *caps, const problem *p,
+                         nv_bwd_plan *t)
 {
     t->warps = 4;
-    t->keys = 32;
+    /* dQ at D = 128 with every score modifier on: 32 keys spilled (ptxas
+     * sm_90: 12 bytes), 16 did not */
+    t->keys = t->dim_padded > 64 && modifies_scores(p) ? 16 : 32;
     t->rows = 32;
-    t->reason = "default: 4 warps, 32 query rows a dK/dV step, 32 keys a "
-                "dQ step";
+    t->reason = "default: 4 warps, 32 query rows a dK/dV step";
     if (!tiles_fit(caps, t)) {
         t->rows = 16;
         t->reason = "default: 4 warps, 16 query rows a dK/dV step (32 "
-                    "exceed local memory), 32 keys a dQ step";
+                    "exceed local memory)";
     }
     const char *text = dev_getenv("FLASHCL_NVB_TILE");
     nv_bwd_plan forced = *t;
@@ -126,7 +135,7 @@ void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
     plan->dim_v_padded = round16(p->head_dim_v);
     const char *why = refusal(caps, p, grads);
     if (!why) {
-        choose_tiles(caps, plan);
+        choose_tiles(caps, p, plan);
         if (!tiles_fit(caps, plan))
             why = "its smallest tiles exceed this device's local memory or "
                   "work-group size";
