@@ -147,26 +147,32 @@ void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
     plan->chosen = true;
 }
 
-flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
-                                  const nv_bwd_plan *plan,
-                                  compiled_program **program)
+bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
+                        const nv_bwd_plan *plan, char *options, size_t cap)
 {
-    char options[1024];
-    options_buf out = options_begin(options, sizeof options);
+    options_buf out = options_begin(options, cap);
     options_add(&out,
                 "-cl-std=CL1.2%s -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_EMULATE=%d "
                 "-DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
                 "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_NVB_WARPS=%d "
                 "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d",
                 verbose_enabled() ? "" : " -w",
-                ctx->caps.klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
+                caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
                 plan->dim_padded, plan->dim_v_padded, plan->warps,
                 plan->rows, plan->keys);
-    if (ctx->caps.local_mem)
+    if (caps->local_mem)
         options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                    (unsigned long long)ctx->caps.local_mem);
+                    (unsigned long long)caps->local_mem);
     variants_add_defines(p, &out);
-    if (out.overflow)
+    return !out.overflow;
+}
+
+flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
+                                  const nv_bwd_plan *plan,
+                                  compiled_program **program)
+{
+    char options[1024];
+    if (!nv_mma_bwd_options(&ctx->caps, p, plan, options, sizeof options))
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the tensor-core backward's build options do not "
                          "fit %zu bytes",

@@ -23,6 +23,10 @@ typedef struct nv_bwd_plan {
 void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
                      const tensor_view *const grads[4], nv_bwd_plan *plan);
 
+/* Its build options into options[cap]; false when they do not fit. */
+bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
+                        const nv_bwd_plan *plan, char *options, size_t cap);
+
 /* The program holding flashcl_bwd_dkdv (kernel 0) and flashcl_bwd_dq
  * (kernel 1), built for `plan`. */
 flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
