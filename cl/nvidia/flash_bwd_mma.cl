@@ -21,11 +21,10 @@
  * so the bits do not depend on scheduling (deterministic).
  *
  * Fragments are read from local memory by ldmatrix (.trans where the mma
- * wants the other layout); under FLASHCL_NV_EMULATE, which runs the kernel
- * on Intel's CPU runtime (cl/nvidia/nv_mma.clh) so that the tests check
- * its lane logic without a GPU, by 16- and 32-bit loads of the same
- * elements. Local rows are padded by 16 bytes: ldmatrix's eight row
- * addresses then fall in distinct banks.
+ * wants the other layout); FLASHCL_NV_EMULATE runs the kernel on Intel's
+ * CPU runtime (cl/nvidia/nv_mma.clh, and ldmatrix emulated below) so that
+ * the tests check its lane logic without a GPU. Local rows are padded by
+ * 16 bytes: ldmatrix's eight row addresses then fall in distinct banks.
  *
  * Variants through cl/common/variants.clh in natural units (unit 1), as
  * the portable backward: softcap's derivative 1 - tanh^2 multiplies dS.
@@ -79,80 +78,63 @@ inline ulong row_at(ulong base, ulong4 stride, int b, int h, long row)
            (ulong)row * stride.s2;
 }
 
-inline uint local_pair(__local const ushort *p)
-{
-    return *(__local const uint *)p;
-}
-
-/* A (16 x 16, row major) at rows r0.., cols c0.. of a row-major tile. */
-inline void frag_a(uint a[4], __local const ushort *tile, int pitch, int r0,
-                   int c0, int g, int t)
-{
-    __local const ushort *p = tile + (r0 + g) * pitch + c0 + 2 * t;
-    a[0] = local_pair(p);
-    a[1] = local_pair(p + 8 * pitch);
-    a[2] = local_pair(p + 8);
-    a[3] = local_pair(p + 8 * pitch + 8);
-}
-
-/* B (k16 x n8) with B[k][n] = tile[n0 + n][k0 + k]: k contiguous. */
-inline void frag_b_nk(uint b[2], __local const ushort *tile, int pitch,
-                      int n0, int k0, int g, int t)
-{
-    __local const ushort *p = tile + (n0 + g) * pitch + k0 + 2 * t;
-    b[0] = local_pair(p);
-    b[1] = local_pair(p + 8);
-}
-
-/* B (k16 x n8) with B[k][n] = tile[k0 + k][n0 + n]: n contiguous. */
-inline void frag_b_kn(uint b[2], __local const ushort *tile, int pitch,
-                      int k0, int n0, int g, int t)
-{
-    __local const ushort *p = tile + (k0 + 2 * t) * pitch + n0 + g;
-    b[0] = (uint)p[0] | (uint)p[pitch] << 16;
-    b[1] = (uint)p[8 * pitch] | (uint)p[9 * pitch] << 16;
-}
-
-/* Two B fragments side by side: n tiles n0 and n0 + 8 into b[0..1] and
- * b[2..3]; on the GPU one ldmatrix.x4 (.trans for frag_b_kn's layout),
- * lane l addressing row l % 8 of matrix l / 8. */
-inline void frag_b_nk2(uint b[4], __local const ushort *tile, int pitch,
-                       int n0, int k0, int g, int t)
-{
+/* ldmatrix .x4 (.trans) at element OFFSET of TILE, lane l giving row
+ * l % 8 of matrix l / 8. Emulated (FLASHCL_NV_EMULATE) with the same
+ * addresses, shuffled to the lanes that read each row, so that the tests
+ * on Intel's CPU runtime check the addressing the GPU runs. */
 #if FLASHCL_NV_EMULATE
-    frag_b_nk(b, tile, pitch, n0, k0, g, t);
-    frag_b_nk(b + 2, tile, pitch, n0 + 8, k0, g, t);
-#else
-    const int lane = 4 * g + t, m = lane >> 3;
-    NV_LDSM_X4(b, (uint)(size_t)(tile + (n0 + (lane & 7) + (m & 2) * 4) * pitch +
-                                 k0 + (m & 1) * 8));
-#endif
-}
-
-inline void frag_b_kn2(uint b[4], __local const ushort *tile, int pitch,
-                       int k0, int n0, int g, int t)
+inline void emul_ldsm_x4(uint r[4], __local const ushort *tile, int offset,
+                         bool trans)
 {
-#if FLASHCL_NV_EMULATE
-    frag_b_kn(b, tile, pitch, k0, n0, g, t);
-    frag_b_kn(b + 2, tile, pitch, k0, n0 + 8, g, t);
-#else
-    const int lane = 4 * g + t, m = lane >> 3;
-    NV_LDSM_X4_TRANS(b, (uint)(size_t)(tile +
-                                       (k0 + (lane & 7) + (m & 1) * 8) * pitch +
-                                       n0 + (m & 2) * 4));
-#endif
+    const uint lane = get_sub_group_local_id();
+    const uint g = lane >> 2, t = lane & 3;
+    for (uint i = 0; i < 4; ++i) {
+        if (!trans) { /* row g, columns 2t, 2t + 1 */
+            const int row = intel_sub_group_shuffle(offset, 8 * i + g);
+            r[i] = (uint)tile[row + 2 * t] | (uint)tile[row + 2 * t + 1] << 16;
+        } else { /* rows 2t, 2t + 1, column g */
+            const int r0 = intel_sub_group_shuffle(offset, 8 * i + 2 * t);
+            const int r1 = intel_sub_group_shuffle(offset, 8 * i + 2 * t + 1);
+            r[i] = (uint)tile[r0 + g] | (uint)tile[r1 + g] << 16;
+        }
+    }
 }
+#define LDSM_X4(R, TILE, OFFSET) emul_ldsm_x4((R), (TILE), (OFFSET), false)
+#define LDSM_X4_T(R, TILE, OFFSET) emul_ldsm_x4((R), (TILE), (OFFSET), true)
+#else
+#define LDSM_X4(R, TILE, OFFSET)                                               \
+    NV_LDSM_X4((R), (uint)(size_t)((TILE) + (OFFSET)))
+#define LDSM_X4_T(R, TILE, OFFSET)                                             \
+    NV_LDSM_X4_TRANS((R), (uint)(size_t)((TILE) + (OFFSET)))
+#endif
 
+/* A (16 x 16, row major) at rows r0.., cols c0.. of a row-major tile:
+ * matrices (r0, c0), (r0 + 8, c0), (r0, c0 + 8), (r0 + 8, c0 + 8). */
 inline void frag_a_ld(uint a[4], __local const ushort *tile, int pitch,
                       int r0, int c0, int g, int t)
 {
-#if FLASHCL_NV_EMULATE
-    frag_a(a, tile, pitch, r0, c0, g, t);
-#else
     const int lane = 4 * g + t, m = lane >> 3;
-    NV_LDSM_X4(a, (uint)(size_t)(tile + (r0 + (lane & 7) + (m & 1) * 8) * pitch +
-                                 c0 + (m & 2) * 4));
-#endif
+    LDSM_X4(a, tile, (r0 + (lane & 7) + (m & 1) * 8) * pitch + c0 +
+                         (m & 2) * 4);
+}
+
+/* Two B fragments (k16 x n8), n tiles n0 and n0 + 8 into b[0..1] and
+ * b[2..3], with B[k][n] = tile[n0 + n][k0 + k] (k contiguous). */
+inline void frag_b_nk2(uint b[4], __local const ushort *tile, int pitch,
+                       int n0, int k0, int g, int t)
+{
+    const int lane = 4 * g + t, m = lane >> 3;
+    LDSM_X4(b, tile, (n0 + (lane & 7) + (m & 2) * 4) * pitch + k0 +
+                         (m & 1) * 8);
+}
+
+/* The same with B[k][n] = tile[k0 + k][n0 + n] (n contiguous): .trans. */
+inline void frag_b_kn2(uint b[4], __local const ushort *tile, int pitch,
+                       int k0, int n0, int g, int t)
+{
+    const int lane = 4 * g + t, m = lane >> 3;
+    LDSM_X4_T(b, tile, (k0 + (lane & 7) + (m & 1) * 8) * pitch + n0 +
+                           (m & 2) * 4);
 }
 
 /* A from two n8 accumulator tiles (cols 16c.. of a 16-row block): the C
