@@ -116,6 +116,8 @@ static const char *refusal(const device_caps *caps, const problem *p,
     if (!(caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8) &&
         !emulated(caps))
         return "not an NVIDIA GPU of compute capability >= 8.0";
+    if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
+        return "packed batches (varlen) run on the portable kernels";
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return "fp16/bf16 storage only";
     if (round16(p->head_dim) > 128 || round16(p->head_dim_v) > 128)
