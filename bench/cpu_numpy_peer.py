@@ -39,6 +39,12 @@ backward from the forward's saved P and O, as autograd keeps them
 dQ = dS K * scale, dK = dS^T Q * scale), against flashcl-bench --backward
 (which recomputes P from Q, K and the LSE); GFLOP/s on FlashAttention's
 convention, 2.5 x the forward's 4 B H N^2 D; --check compares dQ, dK, dV.
+Each flashcl row also gives the forward's time in the same process and the
+backward/forward ratio. --causal 1 times flashcl's causal calls (FLOPs
+halved); NumPy's unfused backward does the same work either way (its P is
+saved, masked entries are zeros), so its time is the non-causal one.
+--compare-build DIR adds DIR's flashcl-bench on PoCL (e.g. a build of the
+base commit) to every round: old and new kernels under the same load.
 
 (.venv-ci: python/ci_test.sh makes it from python/requirements-ci.txt.)
 """
@@ -87,6 +93,11 @@ def parse_args():
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--backward", action="store_true",
                     help="time the backward (see the module's doc)")
+    ap.add_argument("--causal", type=int, choices=(0, 1), default=0,
+                    help="flashcl's calls causal (FLOPs halved)")
+    ap.add_argument("--compare-build",
+                    help="another build folder whose flashcl-bench also "
+                         "runs on PoCL each round")
     return ap.parse_args()
 
 
@@ -197,6 +208,9 @@ def configurations(args):
         env = dict(base)
         env["FLASHCL_DEVICE"] = "pocl"
         configs.append(("PoCL portable", env))
+        if args.compare_build:
+            configs.append((f"PoCL portable ({args.compare_build})",
+                            dict(env, FLASHCL_BENCH_BUILD=args.compare_build)))
     if "intel" in args.runtimes.split(","):
         env = intel_env()
         if env:
@@ -209,13 +223,16 @@ def configurations(args):
 
 
 def run_flashcl(args, env):
-    """(median ms, first call ms, rel L2 error, header line)."""
-    exe = os.path.join(args.build, "flashcl-bench")
+    """(median ms, first call ms, rel L2 error, header line, forward ms)."""
+    env = dict(env)
+    exe = os.path.join(env.pop("FLASHCL_BENCH_BUILD", args.build),
+                       "flashcl-bench")
     with tempfile.TemporaryDirectory() as tmp:
         csv_path = os.path.join(tmp, "rows.csv")
         cmd = [exe, "--dtype", "fp32", "--head-dim", str(args.head_dim),
                "--seqlen", str(args.seqlen), "--tokens", str(args.seqlen),
-               "--hidden", str(args.heads * args.head_dim), "--causal", "0",
+               "--hidden", str(args.heads * args.head_dim), "--causal",
+               str(args.causal),
                "--sgemm", "0", "--reps", str(args.reps), "--warmup",
                str(args.warmup), "--check", str(args.check), "--csv",
                csv_path] + (["--backward"] if args.backward else [])
@@ -235,7 +252,7 @@ def run_flashcl(args, env):
     header = next((l for l in r.stdout.splitlines()
                    if l.startswith("flashcl ")), "")
     ms = float(row["bwd_median_ms" if args.backward else "median_ms"])
-    return ms, float(row["first_call_ms"]), err, header
+    return ms, float(row["first_call_ms"]), err, header, float(row["median_ms"])
 
 
 def main():
@@ -246,6 +263,8 @@ def main():
 
     b, h, n, d = 1, args.heads, args.seqlen, args.head_dim
     flops = 4.0 * b * h * n * n * d * (2.5 if args.backward else 1.0)
+    if args.causal:
+        flops /= 2
     rng = np.random.default_rng(15)
     q, k, v = (rng.uniform(-1, 1, (h, n, d)).astype(np.float32)
                for _ in range(3))
@@ -274,9 +293,11 @@ def main():
         results["NumPy"].append(ms)
         line = [f"round {rnd + 1}: NumPy {ms:.1f} ms"]
         for name, env in configs:
-            med, first, err, header = run_flashcl(args, env)
+            med, first, err, header, fwd = run_flashcl(args, env)
             results[name].append(med)
-            extra.setdefault(name, {"first": [], "err": [], "header": header})
+            extra.setdefault(name, {"first": [], "err": [], "header": header,
+                                    "fwd": []})
+            extra[name]["fwd"].append(fwd)
             extra[name]["first"].append(first)
             extra[name]["err"].append(err)
             line.append(f"{name} {med:.1f} ms")
@@ -298,10 +319,16 @@ def main():
               + ", ".join(f"{x:.0f}" for x in e["first"]) + " ms; rel L2 "
               f"error vs float64 oracle ({args.check} rows): "
               + ", ".join(f"{x:.2e}" for x in e["err"] if x is not None))
+        if args.backward:
+            fwd = statistics.median(e["fwd"])
+            print(f"  forward in the same runs: {fwd:.1f} ms (median of "
+                  f"rounds); backward/forward "
+                  f"{statistics.median(results[name]) / fwd:.2f}")
 
     numpy_ms = statistics.median(results["NumPy"])
     print(f"\n{'backward' if args.backward else 'forward'}: "
-          f"fp32 B={b} H={h} N={n} D={d}, {args.threads} threads, "
+          f"fp32 B={b} H={h} N={n} D={d}"
+          f"{', causal' if args.causal else ''}, {args.threads} threads, "
           f"median of {args.rounds} rounds (each the median of {args.reps})")
     print("| peer | ms | GFLOP/s | vs NumPy | % of measured FMA peak "
           f"({peak:.0f}) | % of nominal ({nominal:.0f}) |")

@@ -38,21 +38,11 @@ except Exception:  # pragma: no cover - triton missing
 
 
 def median_ms(fn, reps=50):
+    """do_bench's median when triton is there; else the same events with
+    the L2 flushed between calls, as do_bench flushes it."""
     if do_bench is not None:
         return do_bench(fn, warmup=25, rep=100, return_mode="median")
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+    return event_times(fn, reps, warmup=5)[0]
 
 
 def event_times(fn, reps, warmup, before=None):

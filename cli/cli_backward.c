@@ -70,9 +70,10 @@ static cl_int create_run(flashcl_context *ctx, const problem *p,
 }
 
 static flashcl_status one_backward(flashcl_context *ctx, const problem *p,
-                                   const backward_run *b, double *device_ms)
+                                   const backward_run *b,
+                                   flashcl_backend backend, double *device_ms)
 {
-    flashcl_attention_desc desc = problem_desc(p, FLASHCL_BACKEND_FUSED);
+    flashcl_attention_desc desc = problem_desc(p, backend);
     flashcl_backward_desc bwd = FLASHCL_BACKWARD_DESC_INIT;
     bwd.d_o.buffer = b->mem[BWD_DO];
     bwd.d_q.buffer = b->mem[BWD_DQ];
@@ -203,17 +204,24 @@ flashcl_status problem_backward(flashcl_context *ctx, const problem *p,
         snprintf(why, why_cap, "allocating the backward's buffers failed");
         return FLASHCL_ERROR_OUT_OF_MEMORY;
     }
+    const flashcl_attention_desc desc = problem_desc(p, FLASHCL_BACKEND_FUSED);
+    flashcl_variant_info plan;
+    if (flashcl_describe_backward(ctx, &desc, NULL, &plan) == FLASHCL_SUCCESS) {
+        snprintf(r->path, sizeof r->path, "%s", plan.path);
+        r->work_group_size = plan.work_group_size;
+        r->tile_rows = plan.block_n;
+    }
     double ms = 0, samples[64];
     reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
     const double start = timing_host_ms();
-    flashcl_status status = one_backward(ctx, p, &b, &ms);
+    flashcl_status status = one_backward(ctx, p, &b, FLASHCL_BACKEND_FUSED, &ms);
     r->first_call_ms = timing_host_ms() - start;
     if (status == FLASHCL_SUCCESS)
         status = compare(ctx, p, &b, r, why, why_cap);
     else
         snprintf(why, why_cap, "%s", flashcl_context_last_error(ctx));
     for (int i = 0; i < reps && status == FLASHCL_SUCCESS; ++i)
-        status = one_backward(ctx, p, &b, &samples[i]);
+        status = one_backward(ctx, p, &b, FLASHCL_BACKEND_FUSED, &samples[i]);
     if (status == FLASHCL_SUCCESS) {
         qsort(samples, (size_t)reps, sizeof *samples, by_value);
         r->reps = reps;
@@ -221,4 +229,75 @@ flashcl_status problem_backward(flashcl_context *ctx, const problem *p,
     }
     release_run(&b);
     return status;
+}
+
+/* The forward on `backend`, device time from events around it. */
+static flashcl_status one_forward_timed(flashcl_context *ctx,
+                                        const problem *p,
+                                        flashcl_backend backend,
+                                        double *device_ms)
+{
+    const flashcl_attention_desc desc = problem_desc(p, backend);
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    cl_event before = NULL, done = NULL;
+    if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
+        before = NULL;
+    flashcl_status status =
+        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, &done);
+    clFinish(queue);
+    *device_ms = before && done ? timing_interval_ms(before, done) : -1;
+    if (before)
+        clReleaseEvent(before);
+    if (done)
+        clReleaseEvent(done);
+    return status;
+}
+
+/* Median of `reps` samples of one timed call after `warmup` untimed. */
+static flashcl_status median_of(flashcl_context *ctx, const problem *p,
+                                const backward_run *b,
+                                flashcl_backend backend, bool backward,
+                                int warmup, int reps, double *median_ms)
+{
+    double samples[64], unused;
+    reps = reps < 1 ? 1 : reps > 64 ? 64 : reps;
+    flashcl_status status = FLASHCL_SUCCESS;
+    for (int i = 0; i < warmup + reps && status == FLASHCL_SUCCESS; ++i) {
+        double *out = i < warmup ? &unused : &samples[i - warmup];
+        status = backward ? one_backward(ctx, p, b, backend, out)
+                          : one_forward_timed(ctx, p, backend, out);
+    }
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    qsort(samples, (size_t)reps, sizeof *samples, by_value);
+    *median_ms = samples[reps / 2];
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status time_backward(flashcl_context *ctx, const problem *p,
+                             flashcl_backend backend, int warmup, int reps,
+                             backward_timing *t, char *why, size_t why_cap)
+{
+    backward_run b = {{NULL}, {0}, NULL};
+    if (create_run(ctx, p, &b) != CL_SUCCESS) {
+        release_run(&b);
+        snprintf(why, why_cap, "allocating the backward's buffers failed");
+        return FLASHCL_ERROR_OUT_OF_MEMORY;
+    }
+    /* The forward first: the backward reads its O and LSE. */
+    flashcl_status status = median_of(ctx, p, &b, backend, false, warmup,
+                                      reps, &t->forward_ms);
+    if (status == FLASHCL_SUCCESS)
+        status = median_of(ctx, p, &b, backend, true, warmup, reps,
+                           &t->backward_ms);
+    if (status != FLASHCL_SUCCESS)
+        snprintf(why, why_cap, "%s", flashcl_context_last_error(ctx));
+    release_run(&b);
+    return status;
+}
+
+double backward_flops(const problem_spec *s)
+{
+    return 10.0 * s->batch * s->heads_q * (double)s->seqlen_q * s->seqlen_k *
+           s->head_dim * (s->causal ? 0.5 : 1.0);
 }

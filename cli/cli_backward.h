@@ -12,6 +12,9 @@ typedef struct backward_result {
     double median_ms;     /* device time from events, median of reps */
     int reps;
     bool pass;
+    /* The plan (flashcl_describe_backward): path, work-group, tile rows. */
+    char path[32];
+    int work_group_size, tile_rows;
 } backward_result;
 
 /* Runs the backward of `p` (its forward must have run: O and LSE are on
@@ -20,6 +23,22 @@ typedef struct backward_result {
 flashcl_status problem_backward(flashcl_context *ctx, const problem *p,
                                 int reps, backward_result *r, char *why,
                                 size_t why_cap);
+
+/* Device-side medians (events around each call) of the forward and the
+ * backward of `p` on `backend`, the forward first (it writes the O and LSE
+ * the backward reads), each `warmup` untimed calls then `reps` timed. On
+ * failure the reason is in `why`. */
+typedef struct backward_timing {
+    double forward_ms, backward_ms;
+} backward_timing;
+flashcl_status time_backward(flashcl_context *ctx, const problem *p,
+                             flashcl_backend backend, int warmup, int reps,
+                             backward_timing *t, char *why, size_t why_cap);
+
+/* FlashAttention's backward FLOP convention (FA2's
+ * benchmarks/benchmark_flash_attention.py): 2.5 times the forward's
+ * 4 B H Nq Nk D, that is 10 B H Nq Nk D, halved for causal. */
+double backward_flops(const problem_spec *s);
 
 /* Gradients' tolerance against float64, relative to max |ref|. */
 double grad_tolerance(flashcl_dtype dtype);

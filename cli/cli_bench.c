@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_backward.h"
 #include "cli_device.h"
 #include "cli_problem.h"
 #include "cli_report.h"
@@ -27,6 +28,7 @@ typedef struct bench_options {
     int reps, warmup;
     bool no_progress;
     bool csv;
+    bool backward;
 } bench_options;
 
 static bool parse_causal(void *opts, const char *value)
@@ -108,6 +110,10 @@ static const cli_option bench_table[] = {
      0, 100, NULL, NULL},
     {"no-progress", NULL, "no progress on stderr", BENCH(CLI_FLAG, no_progress),
      0, 0, NULL, NULL},
+    {"backward", NULL, "also the backward: device-time medians of forward\n"
+                       "and backward, backward TFLOP/s (10 B H N^2 D,\n"
+                       "halved causal) and the backward/forward ratio",
+     BENCH(CLI_FLAG, backward), 0, 0, NULL, NULL},
     {"csv", NULL, "CSV on stdout: a header, then a row per point with\n"
                   "the --json rows' fields (causal 0/1, no value: empty)",
      BENCH(CLI_FLAG, csv), 0, 0, NULL, NULL},
@@ -166,6 +172,8 @@ typedef struct bench_point {
     double ms[2]; /* fused, reference; <0 not run */
     double gflops[2];
     size_t scratch[2];
+    bool backward; /* --backward: the fields below are measured */
+    backward_timing bwd[2];
     char failure[256];
 } bench_point;
 
@@ -198,6 +206,37 @@ static void time_backend(flashcl_context *ctx, const bench_options *o,
     }
     p->ms[which] = time.median_ms;
     p->gflops[which] = point_flops(p) / (time.median_ms * 1e-3) / 1e9;
+    if (!o->backward)
+        return;
+    char why[200];
+    status = time_backward(ctx, prob, backend, o->warmup, o->reps,
+                           &p->bwd[which], why, sizeof why);
+    if (status != FLASHCL_SUCCESS) {
+        p->bwd[which].backward_ms = -1;
+        snprintf(p->failure, sizeof p->failure, "%s backward: %s: %.180s",
+                 which ? "reference" : "fused", flashcl_status_string(status),
+                 why);
+    }
+}
+
+/* Backward TFLOP/s and backward/forward time ratio of a backend; NaN when
+ * not measured. */
+static double backward_tflops(const bench_point *p, int which)
+{
+    const problem_spec spec = {.batch = p->batch, .heads_q = p->heads,
+                               .seqlen_q = p->seqlen, .seqlen_k = p->seqlen,
+                               .head_dim = p->head_dim, .causal = p->causal};
+    const double ms = p->bwd[which].backward_ms;
+    return p->backward && ms > 0 ? backward_flops(&spec) / (ms * 1e-3) / 1e12
+                                 : NAN;
+}
+
+static double backward_ratio(const bench_point *p, int which)
+{
+    const backward_timing *t = &p->bwd[which];
+    return p->backward && t->backward_ms > 0 && t->forward_ms > 0
+               ? t->backward_ms / t->forward_ms
+               : NAN;
 }
 
 static void run_point(flashcl_context *ctx, const bench_options *o,
@@ -210,6 +249,8 @@ static void run_point(flashcl_context *ctx, const bench_options *o,
                          .window = o->window > 0, .window_left = o->window,
                          .window_right = -1};
     p->ms[0] = p->ms[1] = -1;
+    p->bwd[0].backward_ms = p->bwd[1].backward_ms = -1;
+    p->backward = o->backward;
     problem prob;
     if (problem_create(ctx, &spec, p->dtype, 12345u + (unsigned)index, &prob,
                        p->failure, sizeof p->failure) != FLASHCL_SUCCESS)
@@ -245,10 +286,17 @@ static void print_point_text(const bench_point *p)
     print_cell(p->ms[1], " %.2f |");
     print_cell(p->ms[0] > 0 && p->ms[1] > 0 ? p->ms[1] / p->ms[0] : -1,
                " %.2fx |");
-    printf(" %.1f | %.1f | %.1f | %.1f |%s%s\n", p->gflops[0], p->gflops[1],
+    printf(" %.1f | %.1f | %.1f | %.1f |", p->gflops[0], p->gflops[1],
            (double)p->scratch[0] / 1048576.0,
-           (double)p->scratch[1] / 1048576.0, p->failure[0] ? " " : "",
-           p->failure);
+           (double)p->scratch[1] / 1048576.0);
+    for (int which = 0; p->backward && which < 2; ++which) {
+        print_cell(p->bwd[which].backward_ms, " %.2f |");
+        const double tflops = backward_tflops(p, which),
+                     ratio = backward_ratio(p, which);
+        print_cell(isfinite(tflops) ? tflops : -1, " %.4f |");
+        print_cell(isfinite(ratio) ? ratio : -1, " %.2f |");
+    }
+    printf("%s%s\n", p->failure[0] ? " " : "", p->failure);
     fflush(stdout);
 }
 
@@ -269,9 +317,10 @@ typedef struct point_field {
     double number;     /* FIELD_NUMBER; not finite: no value */
 } point_field;
 
-#define POINT_FIELDS 14
+#define POINT_FIELDS 20 /* at most: 14, and 6 more with --backward */
 
-static void point_fields(const bench_point *p, point_field f[POINT_FIELDS])
+/* Fills f; returns the number of fields. */
+static int point_fields(const bench_point *p, point_field f[POINT_FIELDS])
 {
     const bool both = p->ms[0] > 0 && p->ms[1] > 0;
     const point_field fields[POINT_FIELDS] = {
@@ -292,17 +341,32 @@ static void point_fields(const bench_point *p, point_field f[POINT_FIELDS])
         {"fused_scratch_bytes", FIELD_INT, NULL, (long long)p->scratch[0], 0},
         {"reference_scratch_bytes", FIELD_INT, NULL,
          (long long)p->scratch[1], 0},
+        {"fused_bwd_ms", FIELD_NUMBER, NULL, 0,
+         p->bwd[0].backward_ms >= 0 ? p->bwd[0].backward_ms : NAN},
+        {"reference_bwd_ms", FIELD_NUMBER, NULL, 0,
+         p->bwd[1].backward_ms >= 0 ? p->bwd[1].backward_ms : NAN},
+        {"fused_bwd_tflops", FIELD_NUMBER, NULL, 0, backward_tflops(p, 0)},
+        {"reference_bwd_tflops", FIELD_NUMBER, NULL, 0,
+         backward_tflops(p, 1)},
+        {"fused_bwd_fwd_ratio", FIELD_NUMBER, NULL, 0, backward_ratio(p, 0)},
+        {"reference_bwd_fwd_ratio", FIELD_NUMBER, NULL, 0,
+         backward_ratio(p, 1)},
         {"error", FIELD_TEXT, p->failure, 0, 0},
     };
-    memcpy(f, fields, sizeof fields);
+    /* Without --backward the rows keep their 14 fields, error last. */
+    int count = 0;
+    for (int i = 0; i < POINT_FIELDS; ++i)
+        if (p->backward || !strstr(fields[i].name, "_bwd_"))
+            f[count++] = fields[i];
+    return count;
 }
 
 static void print_point_json(json_writer *j, const bench_point *p)
 {
     point_field f[POINT_FIELDS];
-    point_fields(p, f);
+    const int count = point_fields(p, f);
     json_object(j, NULL);
-    for (int i = 0; i < POINT_FIELDS; ++i)
+    for (int i = 0; i < count; ++i)
         switch (f[i].kind) {
         case FIELD_TEXT:
             json_string(j, f[i].name, f[i].text);
@@ -337,11 +401,11 @@ static void print_csv_text(const char *text)
     putchar('"');
 }
 
-static void print_csv_header(void)
+static void print_csv_header(bool backward)
 {
     point_field f[POINT_FIELDS];
-    point_fields(&(bench_point){0}, f);
-    for (int i = 0; i < POINT_FIELDS; ++i)
+    const int count = point_fields(&(bench_point){.backward = backward}, f);
+    for (int i = 0; i < count; ++i)
         printf("%s%s", i ? "," : "", f[i].name);
     putchar('\n');
 }
@@ -349,8 +413,8 @@ static void print_csv_header(void)
 static void print_point_csv(const bench_point *p)
 {
     point_field f[POINT_FIELDS];
-    point_fields(p, f);
-    for (int i = 0; i < POINT_FIELDS; ++i) {
+    const int count = point_fields(p, f);
+    for (int i = 0; i < count; ++i) {
         if (i)
             putchar(',');
         if (f[i].kind == FIELD_TEXT)
@@ -368,7 +432,7 @@ static void print_header(json_writer *j, const bench_options *o,
                          const flashcl_device_info *d)
 {
     if (o->csv) {
-        print_csv_header();
+        print_csv_header(o->backward);
         return;
     }
     if (j) {
@@ -389,10 +453,19 @@ static void print_header(json_writer *j, const bench_options *o,
            o->warmup, o->window ? "; sliding window" : "");
     if (o->window)
         printf("window: %d keys to the left of the diagonal\n\n", o->window);
+    if (o->backward)
+        printf("backward: device time from events, median; TFLOP/s on "
+               "FlashAttention's 10 B H N^2 D (halved causal); bwd/fwd: "
+               "device-time ratio\n\n");
     printf("| dtype | D | causal | N | B | H | fused ms | reference ms | "
            "speed-up | fused GFLOP/s | reference GFLOP/s | fused scratch "
-           "MiB | reference scratch MiB |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "MiB | reference scratch MiB |%s\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
+           o->backward ? " fused bwd ms | fused bwd TFLOP/s | fused bwd/fwd "
+                         "| reference bwd ms | reference bwd TFLOP/s | "
+                         "reference bwd/fwd |"
+                       : "",
+           o->backward ? "---|---|---|---|---|---|" : "");
 }
 
 static bench_point make_point(const bench_options *o, int t, int h, int c,

@@ -306,6 +306,9 @@ static void print_json(const problem *p, flashcl_backend backend,
         json_number(&j, "grad_tolerance", grad_tolerance(p->dtype));
         json_number(&j, "backward_first_call_ms", r->bwd.first_call_ms);
         json_number(&j, "backward_median_ms", r->bwd.median_ms);
+        json_string(&j, "backward_path", r->bwd.path);
+        json_integer(&j, "backward_work_group", r->bwd.work_group_size);
+        json_integer(&j, "backward_tile_rows", r->bwd.tile_rows);
     }
     json_bool(&j, "pass", r->pass);
     json_close(&j);
@@ -386,6 +389,8 @@ static void print_text(const problem *p, flashcl_backend backend,
                r->bwd.first_call_ms);
         printf("backward time: %.3f ms (device, events, median of %d)\n",
                r->bwd.median_ms, r->bwd.reps);
+        printf("backward plan: %s, work-group %d, tiles of %d rows\n",
+               r->bwd.path, r->bwd.work_group_size, r->bwd.tile_rows);
     }
     printf("%s\n", r->pass ? "PASS" : "FAIL");
 }

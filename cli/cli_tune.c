@@ -27,9 +27,15 @@
 #define MAX_CANDIDATES 8192
 #define PARAMS_CAP 96
 
-static const char *const all_paths[] = {"nv_wgmma", "nv_mma", "amd_mfma",
-                                        "subgroup", "split_kv", "portable"};
-#define NUM_PATHS 6
+/* The library's paths (flashcl_path_name), at most MAX_PATHS of them. */
+#define MAX_PATHS 16
+static int num_paths(void)
+{
+    int n = 0;
+    while (n < MAX_PATHS && flashcl_path_name(n))
+        ++n;
+    return n;
+}
 /* Paths with a large, slow search (nv_wgmma: a build takes seconds and its
  * space has hundreds of sets per head dim) are tuned only when --path
  * names them. */
@@ -37,7 +43,7 @@ static bool forced_only(const char *path) { return !strcmp(path, "nv_wgmma"); }
 static const char *const seq_names[] = {"long", "short", "decode"};
 
 typedef struct tune_options {
-    bool paths[NUM_PATHS], paths_given;
+    bool paths[MAX_PATHS], paths_given;
     flashcl_dtype dtypes[4];
     int num_dtypes;
     int head_dims[MAX_LIST], num_head_dims;
@@ -63,8 +69,8 @@ static bool parse_paths(void *opts, const char *value)
     for (char *item = ok ? strtok_r(copy, ",", &save) : NULL; item && ok;
          item = strtok_r(NULL, ",", &save)) {
         ok = false;
-        for (int i = 0; i < NUM_PATHS; ++i)
-            if (!strcmp(item, all_paths[i]))
+        for (int i = 0; i < num_paths(); ++i)
+            if (!strcmp(item, flashcl_path_name(i)))
                 o->paths[i] = ok = true;
     }
     free(copy);
@@ -130,12 +136,12 @@ static bool parse_budget(void *opts, const char *value)
 #define TUNE(kind, field) kind, offsetof(tune_options, field)
 
 static const cli_option tune_table[] = {
-    {"path", "LIST", "nv_wgmma,nv_mma,amd_mfma,subgroup,split_kv,portable\n"
-                     "(default: every path that runs the shape here, but\n"
-                     "nv_wgmma, whose search is long, only when named)",
-     CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of nv_wgmma, nv_mma, "
-                                       "amd_mfma, subgroup, split_kv, "
-                                       "portable"},
+    {"path", "LIST", "kernel paths, as FLASHCL_PATH names them (flashcl\n"
+                     "--help lists them; default: every path that runs\n"
+                     "the shape here, but nv_wgmma, whose search is long,\n"
+                     "only when named)",
+     CLI_CUSTOM, 0, 0, 0, parse_paths, "a list of kernel paths (flashcl "
+                                       "--help lists them)"},
     {"dtype", "LIST", "fp32,fp16,bf16,fp64 (default: fp32 on a CPU,\n"
                       "fp16,bf16 on a GPU)",
      CLI_CUSTOM, 0, 0, 0, parse_dtypes, "a list of fp32, fp16, bf16, fp64"},
@@ -798,8 +804,8 @@ static void apply_defaults(tune_options *o, bool cpu)
     if (!o->seqs_given)
         o->seqs[0] = true;
     if (!o->paths_given)
-        for (int i = 0; i < NUM_PATHS; ++i)
-            o->paths[i] = !forced_only(all_paths[i]);
+        for (int i = 0; i < num_paths(); ++i)
+            o->paths[i] = !forced_only(flashcl_path_name(i));
 }
 
 static bool shape_prepare(tune_state *t, shape_run *r, char *why, size_t cap)
@@ -1066,10 +1072,10 @@ static int list_shapes(const tune_options *o, bool cpu, tune_shape *out)
  * line saying why (once for all shapes when the reason is the same).
  * Returns how many pairs run. */
 static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
-                     bool runs[][NUM_PATHS])
+                     bool runs[][MAX_PATHS])
 {
     int total = 0;
-    for (int p = 0; p < NUM_PATHS; ++p) {
+    for (int p = 0; p < num_paths(); ++p) {
         if (!t->o->paths[p])
             continue;
         static char why[MAX_SHAPES][200];
@@ -1081,7 +1087,7 @@ static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
             r.timed.spec = shapes[i].timed;
             r.timed.dtype = shapes[i].dtype;
             flashcl_variant_info table;
-            runs[i][p] = path_runs(t, &r, all_paths[p], &table, why[i],
+            runs[i][p] = path_runs(t, &r, flashcl_path_name(p), &table, why[i],
                                    sizeof why[i]);
             total += runs[i][p];
             if (runs[i][p])
@@ -1091,14 +1097,14 @@ static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
             same += !strcmp(why[first], why[i]);
         }
         if (skipped && skipped == count && same == count)
-            fprintf(stderr, "flashcl tune: skipped %s: %s\n", all_paths[p],
+            fprintf(stderr, "flashcl tune: skipped %s: %s\n", flashcl_path_name(p),
                     why[first]);
         else
             for (int i = 0; skipped && i < count; ++i)
                 if (!runs[i][p])
                     fprintf(stderr, "flashcl tune: skipped %s for %s D=%d%s "
                             "%s: %s\n",
-                            all_paths[p], dtype_name(shapes[i].dtype),
+                            flashcl_path_name(p), dtype_name(shapes[i].dtype),
                             shapes[i].head_dim,
                             shapes[i].causal ? " causal" : "",
                             seq_names[shapes[i].seq], why[i]);
@@ -1111,7 +1117,7 @@ static void run_all(tune_state *t, bool cpu)
     const tune_options *o = t->o;
     const double end = t->start_ms + o->budget * 1e3;
     static tune_shape shapes[MAX_SHAPES];
-    static bool runs[MAX_SHAPES][NUM_PATHS];
+    static bool runs[MAX_SHAPES][MAX_PATHS];
     const int count = list_shapes(o, cpu, shapes);
     int shapes_left = count, step = 0;
     progress bar;
@@ -1123,7 +1129,7 @@ static void run_all(tune_state *t, bool cpu)
         r.shape = shapes[i];
         char why[256];
         int paths_left = 0;
-        for (int p = 0; p < NUM_PATHS; ++p)
+        for (int p = 0; p < num_paths(); ++p)
             paths_left += runs[i][p];
         if (!paths_left) {
             --shapes_left;
@@ -1136,11 +1142,11 @@ static void run_all(tune_state *t, bool cpu)
         }
         const double now = timing_host_ms();
         double shape_end = now + (end - now) / shapes_left--;
-        for (int p = 0; p < NUM_PATHS; ++p) {
+        for (int p = 0; p < num_paths(); ++p) {
             if (!runs[i][p])
                 continue;
             const double at = timing_host_ms();
-            tune_path(t, &r, all_paths[p],
+            tune_path(t, &r, flashcl_path_name(p),
                       at + (shape_end - at) / paths_left--, &bar, ++step);
         }
         shape_release(&r);

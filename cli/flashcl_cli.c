@@ -45,8 +45,7 @@ static const char environment_help[] =
     "                         scratch caps (bytes, or 256M, 1G) of split-KV\n"
     "                         and of the reference backend\n"
     "  FLASHCL_KERNEL_DIR     load the kernel sources from this folder\n"
-    "  FLASHCL_PATH           force a kernel path: nv_wgmma, nv_mma,\n"
-    "                         amd_mfma, subgroup, split_kv or portable\n"
+    "  FLASHCL_PATH           force a kernel path (listed below)\n"
     "  FLASHCL_TILES          the portable kernel's tiles, any of\n"
     "                         block_m=64,block_n=32,vec=8,rows=2\n"
     "A FLASHCL_PATH, FLASHCL_TILES or FLASHCL_DEVICE that is not legal\n"
@@ -75,6 +74,11 @@ static void usage(FILE *out)
             "device, a device\n"
             "spec that matches nothing, or a flashcl/OpenCL error\n%s",
             environment_help);
+    /* the library's own list, so that a new path needs no edit here */
+    fprintf(out, "kernel paths, in the order they are tried:");
+    for (int i = 0; flashcl_path_name(i); ++i)
+        fprintf(out, "%s %s", i ? "," : "", flashcl_path_name(i));
+    fprintf(out, "\n");
 }
 
 int main(int argc, char **argv)

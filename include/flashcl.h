@@ -573,8 +573,17 @@ FLASHCL_API void flashcl_backward_desc_init(flashcl_backward_desc *desc);
  *  chunks under the scratch limit (flashcl_context_set_scratch_limit),
  *  just as deterministic; it needs an in-order queue.
  *
+ *  Varlen (cu_seqlens_q and cu_seqlens_k, packed as for the forward):
+ *  each sequence's gradients, its prefix sums read and clamped on the
+ *  device exactly as the forward reads them; d_q, d_k, d_v have q's, k's
+ *  and v's packed shapes, and rows outside every sequence are not
+ *  written (sequences that overlap, from prefix sums that go down, write
+ *  their shared rows in no defined order, as the forward's O).
+ *
  *  Refused with FLASHCL_ERROR_UNSUPPORTED and a message: KV cache, append,
- *  paged KV, varlen (cu_seqlens_q/k) and num_splits > 1. Bad input (NULL or foreign buffers, a view
+ *  paged KV, infer_status and num_splits > 1. FLASHCL_PATH naming no path
+ *  is FLASHCL_ERROR_INVALID_VALUE, as for the forward; a path without a
+ *  backward of its own runs the portable one. Bad input (NULL or foreign buffers, a view
  *  outside its buffer, an output overlapping another output or any input,
  *  missing o or lse, d_sinks without sinks) gets a specific status and a
  *  message, and nothing is written. batch or heads 0 is a no-op;
@@ -777,6 +786,19 @@ FLASHCL_API flashcl_status flashcl_describe_variant(
     flashcl_context *ctx, const flashcl_attention_desc *desc,
     flashcl_variant_info *info);
 
+/** Describe the backward `desc` and `bwd` would run with, as
+ *  flashcl_describe_variant does for the forward: `path` ("portable", or
+ *  "reference" on the reference backend), `kernel_file`, `block_m` (rows
+ *  or keys a work-group owns), `block_n` (rows a local-memory tile
+ *  stages), `work_group_size`, `head_dim_padded`, `build_options` and in
+ *  `reason` the kernels in their order. `bwd` may be NULL (no d_sinks);
+ *  buffers may be NULL as for flashcl_describe_variant. What the backward
+ *  refuses is refused here with the same status and message. Compiles
+ *  nothing. */
+FLASHCL_API flashcl_status flashcl_describe_backward(
+    flashcl_context *ctx, const flashcl_attention_desc *desc,
+    const flashcl_backward_desc *bwd, flashcl_variant_info *info);
+
 /** One tunable parameter of a kernel path, as `flashcl tune` searches it:
  *  its name in a parameter set ("block_m") and its legal values. */
 typedef struct flashcl_tunable {
@@ -784,6 +806,12 @@ typedef struct flashcl_tunable {
     int values[8];
     int count;
 } flashcl_tunable;
+
+/** The name of the `index`-th (0-based) kernel path, in the order the
+ *  library tries them ("nv_wgmma", ..., "portable" last): the names
+ *  FLASHCL_PATH, flashcl_path_tunable and flashcl_context_force_tiles
+ *  take. NULL past the last path. The string is static. */
+FLASHCL_API const char *flashcl_path_name(int index);
 
 /** The `index`-th (0-based) tunable of the kernel path called `path`
  *  ("portable", "subgroup", "amd_mfma", "nv_mma"). Fails with

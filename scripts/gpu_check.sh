@@ -9,12 +9,15 @@
 #
 # fused (default): the Check suites with the vendor path on and with
 #   FLASHCL_PORTABLE_ONLY=1, `flashcl selftest`.
+# nvidia: the forward suites forced onto each NVIDIA path, and the
+#   backward suite (default plan, and the portable kernel forced).
 # reference: the reference backend's suite and the forward/semantics/variant
 #   suites with FLASHCL_BACKEND=reference.
 # compare: flashcl-bench of this build against an older build carried in
-#   build-old/ (OLD=dir), alternating, on the FlashAttention-2 protocol rows
-#   (fp16/bf16, D 64/128, N 1024/4096/16384, causal and not): the speed of
-#   a refactor is checked in one run on one GPU.
+#   build-old/ (OLD=dir), interleaved, on the FlashAttention-2 protocol
+#   rows, one row per variant, D 80..256, decode, paged decode and varlen
+#   -> $OUT/compare.md (scripts/ab_table.py): the speed of a refactor is
+#   checked in one run on one GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
@@ -38,6 +41,21 @@ fused_checks() {
   [ "${SKIP_SELFTEST:-0}" = 1 ] || step selftest 120 "$BUILD/flashcl" selftest
 }
 
+# Each NVIDIA path forced, its 16-bit calls required to run on it
+# (FLASHCL_EXPECT_PATH), then the backward: the default plan and the
+# portable kernel forced.
+nvidia_checks() {
+  local path suite
+  for path in nv_wgmma nv_mma; do
+    for suite in test_forward test_variants test_semantics; do
+      FLASHCL_PATH=$path FLASHCL_EXPECT_PATH=$path:fp16,bf16 \
+        step "${suite}_$path" 150 "$BUILD/tests/$suite"
+    done
+  done
+  step test_backward 200 "$BUILD/tests/test_backward"
+  FLASHCL_PATH=portable step test_backward_portable 200 "$BUILD/tests/test_backward"
+}
+
 reference_checks() {
   step test_reference_backend 90 "$BUILD/tests/test_reference_backend"
   step test_strict_flush 60 "$BUILD/tests/test_strict_flush"
@@ -46,24 +64,41 @@ reference_checks() {
   done
 }
 
+# The rows structure issue 47 names, one group at a time, old then new then
+# old then new (interleaved, so drift hits both builds alike); ab_table.py
+# pairs them. ROUNDS=1 halves the time; GROUPS picks groups.
+FA2=(--tokens 16384 --hidden 2048 --sgemm 0 --warmup 2)
+DECODE_SHAPES=1:32:8:32768,8:32:8:8192,32:32:32:4096,1:32:8:131072
+group_args() {
+  case "$1" in
+    protocol) echo "${FA2[@]} --reps 10 --dtype fp16,bf16 --head-dim 64,128 --seqlen 2048,4096,8192,16384 --causal both" ;;
+    variants) echo "${FA2[@]} --reps 10 --dtype bf16 --head-dim 128 --seqlen 4096 --causal both --variants window1024,softcap,alibi,bias,mask,sinks,gqa4,dv64" ;;
+    headdims) echo "${FA2[@]} --reps 10 --dtype bf16 --head-dim 80,96,160,192,256 --seqlen 4096 --causal both" ;;
+    decode)   echo "--decode $DECODE_SHAPES --dtype bf16 --head-dim 128 --reps 30 --sgemm 0" ;;
+    paged)    echo "--decode $DECODE_SHAPES --dtype bf16 --head-dim 128 --reps 30 --sgemm 0 --page 16" ;;
+    varlen)   echo "--varlen 512,1024,1536,2048,3072,4096,1024,2048 --dtype bf16 --head-dim 128 --hidden 2048 --causal 1 --reps 20 --sgemm 0" ;;
+  esac
+}
 compare_speed() {
-  local args=(--dtype fp16,bf16 --head-dim 64,128 --seqlen 1024,4096,16384
-              --causal both --tokens 16384 --hidden 2048 --reps 20 --warmup 3
-              --sgemm 0)
-  for round in 1 2; do
-    step "bench_old_$round" 200 "$OLD/flashcl-bench" "${args[@]}"
-    step "bench_new_$round" 200 "$BUILD/flashcl-bench" "${args[@]}"
+  local group round
+  for group in ${GROUPS:-protocol variants headdims decode paged varlen}; do
+    for round in $(seq 1 "${ROUNDS:-2}"); do
+      # shellcheck disable=SC2046
+      step "${group}_old_$round" 200 "$OLD/flashcl-bench" $(group_args "$group")
+      # shellcheck disable=SC2046
+      step "${group}_new_$round" 200 "$BUILD/flashcl-bench" $(group_args "$group")
+    done
   done
-  grep -h -E '^\|' "$OUT"/bench_old_1.log | head -3
-  for f in "$OUT"/bench_*_?.log; do echo "== $f"; grep -E '^\| (fp16|bf16)' "$f"; done
+  python3 scripts/ab_table.py "$OUT" | tee "$OUT/compare.md"
 }
 
 "$BUILD/flashcl" info -v >"$OUT/info.log" 2>&1; head -40 "$OUT/info.log"
 case "$MODE" in
   fused) fused_checks ;;
+  nvidia) nvidia_checks ;;
   reference) reference_checks ;;
   compare) compare_speed ;;
-  all) fused_checks; reference_checks; compare_speed ;;
-  *) echo "usage: gpu_check.sh [fused|reference|compare|all]" >&2; exit 2 ;;
+  all) fused_checks; nvidia_checks; reference_checks; compare_speed ;;
+  *) echo "usage: gpu_check.sh [fused|nvidia|reference|compare|all]" >&2; exit 2 ;;
 esac
 grep -h -E ':F:|:E:' "$OUT"/*.log | head -20

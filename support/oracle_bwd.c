@@ -225,3 +225,82 @@ int oracle_backward(const oracle_problem *p, const double *d_o,
     oracle_release(r.o);
     return 0;
 }
+
+/* Rows [from0, from0 + rows) of every head of a [heads][from_rows][dim]
+ * array into rows [to0, to0 + rows) of a [heads][to_rows][dim] one. */
+static void copy_rows(const double *from, size_t from_rows, size_t from0,
+                      double *to, size_t to_rows, size_t to0, size_t heads,
+                      size_t rows, size_t dim)
+{
+    for (size_t h = 0; h < heads; ++h)
+        if (rows)
+            memcpy(to + (h * to_rows + to0) * dim,
+                   from + (h * from_rows + from0) * dim,
+                   rows * dim * sizeof *to);
+}
+
+static void move_view(oracle_view *view, size_t elements)
+{
+    if (view->base)
+        view->offset += elements * oracle_dtype_size(view->dtype);
+}
+
+/* Sequence b of the packed problem as a dense one. */
+static oracle_problem sequence_problem(const oracle_problem *p, size_t b,
+                                       size_t q0, size_t nq, size_t k0,
+                                       size_t nk)
+{
+    oracle_problem s = *p;
+    s.seqlen_q = nq;
+    s.seqlen_k = nk;
+    move_view(&s.q, q0 * p->q.stride[2]);
+    move_view(&s.k, k0 * p->k.stride[2]);
+    move_view(&s.v, k0 * p->v.stride[2]);
+    move_view(&s.bias, b * p->bias.stride[0]);
+    move_view(&s.alibi, b * p->alibi.stride[0]);
+    if (s.mask.base) /* one byte an element */
+        s.mask.offset += b * p->mask.stride[0];
+    return s;
+}
+
+int oracle_backward_varlen(const oracle_problem *p, size_t batch,
+                           const int *cu_q, const int *cu_k,
+                           const double *d_o, flashcl_dtype rounding,
+                           oracle_grads *g)
+{
+    const size_t hq = p->heads_q, hkv = p->heads_kv, d = p->head_dim,
+                 dv = p->head_dim_v, tq = p->seqlen_q, tk = p->seqlen_k;
+    memset(g->dq, 0, hq * tq * d * sizeof *g->dq);
+    memset(g->dk, 0, hkv * tk * d * sizeof *g->dk);
+    memset(g->dv, 0, hkv * tk * dv * sizeof *g->dv);
+    if (g->d_sinks)
+        memset(g->d_sinks, 0, hq * sizeof *g->d_sinks);
+    if (!cu_q || !cu_k)
+        return -1;
+    double *space = malloc((hq * tq * (d + dv) + hkv * tk * (d + dv) + hq + 1) *
+                           sizeof *space);
+    int status = space ? 0 : -1;
+    for (size_t b = 0; b < batch && status == 0; ++b) {
+        const size_t q0 = (size_t)cu_q[b], nq = (size_t)(cu_q[b + 1] - cu_q[b]);
+        const size_t k0 = (size_t)cu_k[b],
+                     nk = (size_t)(cu_k[b + 1] - cu_k[b]);
+        const oracle_problem s = sequence_problem(p, b, q0, nq, k0, nk);
+        double *part_do = space, *dq = part_do + hq * nq * dv,
+               *dk = dq + hq * nq * d, *dv_part = dk + hkv * nk * d,
+               *sinks = dv_part + hkv * nk * dv;
+        if (nq == 0 || nk == 0)
+            continue; /* no gradient: the rows see no key, or no row */
+        copy_rows(d_o, tq, q0, part_do, nq, 0, hq, nq, dv);
+        oracle_grads part = {dq, dk, dv_part, g->d_sinks ? sinks : NULL};
+        status = oracle_backward(&s, part_do, rounding, &part);
+        if (status != 0)
+            break;
+        copy_rows(dq, nq, 0, g->dq, tq, q0, hq, nq, d);
+        copy_rows(dk, nk, 0, g->dk, tk, k0, hkv, nk, d);
+        copy_rows(dv_part, nk, 0, g->dv, tk, k0, hkv, nk, dv);
+        for (size_t h = 0; g->d_sinks && h < hq; ++h)
+            g->d_sinks[h] += sinks[h];
+    }
+    free(space);
+    return status;
+}

@@ -32,4 +32,18 @@ typedef struct oracle_grads {
 int oracle_backward(const oracle_problem *p, const double *d_o,
                     flashcl_dtype rounding, oracle_grads *g);
 
+/* A packed (varlen) batch of `batch` sequences, one dense problem each:
+ * sequence b is query rows [cu_q[b], cu_q[b + 1]) of p's q and keys
+ * [cu_k[b], cu_k[b + 1]) of k and v, with its own causal diagonal; bias, mask and ALiBi are read
+ * at batch entry b, rows and keys counted from the sequence's start (the
+ * library's reading, include/flashcl.h). p->batch is 1 and seqlen_q /
+ * seqlen_k are the packed totals; the prefix sums must be monotonic and
+ * within them. d_o and the gradients are packed as in oracle_backward
+ * (batch 1, the totals); rows outside every sequence get 0; d_sinks sums
+ * over the sequences. 0, or -1 when memory runs out. */
+int oracle_backward_varlen(const oracle_problem *p, size_t batch,
+                           const int *cu_q, const int *cu_k,
+                           const double *d_o, flashcl_dtype rounding,
+                           oracle_grads *g);
+
 #endif /* FLASHCL_SUPPORT_ORACLE_BWD_H */

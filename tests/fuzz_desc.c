@@ -7,8 +7,8 @@
  * struct_size), each passed to flashcl_describe_variant and
  * flashcl_attention_forward on the default device; every fourth call is a
  * flashcl_combine_partials with its own wild fields, and another fourth
- * a flashcl_attention_backward with a wild backward descriptor too. What
- * must hold, for every call:
+ * a flashcl_attention_backward (and flashcl_describe_backward) with a
+ * wild backward descriptor too. What must hold, for every call:
  *
  *   - the status is one of the enum's, and an error comes with a message
  *     (flashcl_context_last_error non-empty);
@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fuzz_rng.h"
 
 enum { DATA_BYTES = 256 * 1024, SMALL_BYTES = 4096, POISON = 0xA5, TAIL = 64 };
 
@@ -38,15 +39,6 @@ typedef struct pool {
     cl_mem lse, ints, floats, tiny;
 } pool;
 
-static uint64_t rng_state;
-
-static uint64_t next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static int64_t pick(const int64_t *values, size_t n)
 {
@@ -371,7 +363,7 @@ int main(void)
     const char *seed = getenv("FLASHCL_FUZZ_SEED");
     const char *iters_env = getenv("FLASHCL_FUZZ_ITERS");
     const char *runs_env = getenv("FLASHCL_FUZZ_RUNS");
-    rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)(seed ? atoll(seed) : 1);
+    fuzz_seed((uint64_t)(seed ? atoll(seed) : 1));
     const long iters = iters_env ? atol(iters_env) : 1500;
     long runs_left = runs_env ? atol(runs_env) : 24;
 
@@ -436,6 +428,19 @@ int main(void)
             const int wild = backward_desc(&p, &b);
             if (mutations == 0 && wild == 0 && runs_left <= 0)
                 continue; /* valid: it would compile */
+            /* The backward's describe: a known status, a message with
+             * every refusal, nothing written (check_call below). */
+            flashcl_variant_info planned_info;
+            const flashcl_status planned =
+                flashcl_describe_backward(ctx, d, &b, &planned_info);
+            const int describe_bad =
+                (unsigned)planned >= FLASHCL_STATUS_COUNT_ ||
+                (planned != FLASHCL_SUCCESS &&
+                 !*flashcl_context_last_error(ctx));
+            if (describe_bad)
+                printf("iteration %ld: describe_backward returned %d with "
+                       "message \"%s\"\n",
+                       it, (int)planned, flashcl_context_last_error(ctx));
             const flashcl_status back =
                 flashcl_attention_backward(ctx, queue, d, &b, 0, NULL, NULL);
             clFinish(queue);
@@ -444,7 +449,8 @@ int main(void)
                 ++ran;
             } else
                 ++errors;
-            bad = check_call(ctx, queue, &p, back, it, &before, &after);
+            bad = check_call(ctx, queue, &p, back, it, &before, &after) ||
+                  describe_bad;
             bad ? ++failed : ++passed;
             continue;
         }

@@ -41,20 +41,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fuzz_rng.h"
 
 enum { MAXB = 4, MAXP = 4, PAGE = 16, HQ = 2, HKV = 1, D = 16, TAIL = 64 };
 enum { KV_VARLEN, KV_CACHE, KV_PAGED };
 #define POISON_BYTE 0xA5
 
-static uint64_t rng_state;
-
-static uint64_t next(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
 static int below(int n) { return n > 0 ? (int)(next() % (uint64_t)n) : 0; }
 
@@ -840,7 +832,7 @@ static long env_long(const char *name, long fallback)
 
 int main(void)
 {
-    rng_state = 0x9E3779B97F4A7C15ull ^ (uint64_t)env_long("FLASHCL_FUZZ_SEED", 1);
+    fuzz_seed((uint64_t)env_long("FLASHCL_FUZZ_SEED", 1));
     const long iters = env_long("FLASHCL_FUZZ_ITERS", 32);
     flashcl_context *ctx = NULL;
     if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {

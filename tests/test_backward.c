@@ -13,6 +13,7 @@
  * counts), the host-memory call, and every bad input's status, message,
  * and untouched outputs.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "oracle_bwd.h"
 #include "test_common.h"
 
@@ -76,6 +77,7 @@ typedef struct setup {
     buf slopes, bias, mask, sinks;
     flashcl_attention_desc desc;
     flashcl_backward_desc bwd;
+    const int *cu_q, *cu_k; /* varlen: host prefix sums, else NULL */
 } setup;
 
 static size_t count4(const bwd_case *c, int heads, int seq, int dim)
@@ -167,7 +169,7 @@ static void add_variants(setup *s, rng *r, cl_command_queue queue,
 /* AUTO: FLASHCL_BACKEND picks (test_backward_reference sets it). */
 static flashcl_backend forced_backend = FLASHCL_BACKEND_AUTO;
 
-static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
+static void make_inputs(setup *s, const bwd_case *c, uint64_t seed)
 {
     flashcl_context *ctx = shared_context();
     cl_context context = flashcl_context_cl_context(ctx);
@@ -227,11 +229,23 @@ static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
     s->bwd.d_k.buffer = s->d_k.mem;
     s->bwd.d_v.buffer = s->d_v.mem;
     s->bwd.d_sinks.buffer = s->d_sinks.mem;
-    flashcl_status status = flashcl_attention_forward(ctx, NULL, d, 0, NULL,
-                                                      NULL);
+}
+
+/* O and LSE from the library's forward, as a training step has them. */
+static void run_forward(setup *s)
+{
+    flashcl_context *ctx = shared_context();
+    flashcl_status status = flashcl_attention_forward(ctx, NULL, &s->desc, 0,
+                                                      NULL, NULL);
     ck_assert_msg(status == FLASHCL_SUCCESS, "forward: %s: %s",
                   flashcl_status_string(status),
                   flashcl_context_last_error(ctx));
+}
+
+static void make_setup(setup *s, const bwd_case *c, uint64_t seed)
+{
+    make_inputs(s, c, seed);
+    run_forward(s);
 }
 
 static void free_setup(setup *s)
@@ -304,13 +318,19 @@ static grads oracle_grads_of(const setup *s, flashcl_dtype rounding)
     oracle_problem p;
     double *d_o;
     oracle_of(s, &p, &d_o);
+    if (s->cu_q)
+        p.batch = 1; /* packed: one batch entry of the totals' rows */
     grads g = {
         malloc(count4(c, c->heads_q, c->seqlen_q, c->head_dim) * 8),
         malloc(count4(c, c->heads_kv, c->seqlen_k, c->head_dim) * 8),
         malloc(count4(c, c->heads_kv, c->seqlen_k, dim_v(c)) * 8),
         c->sinks ? malloc((size_t)c->heads_q * 8) : NULL};
     oracle_grads og = {g.dq, g.dk, g.dv, g.d_sinks};
-    ck_assert_int_eq(oracle_backward(&p, d_o, rounding, &og), 0);
+    ck_assert_int_eq(
+        s->cu_q ? oracle_backward_varlen(&p, (size_t)s->desc.batch, s->cu_q,
+                                         s->cu_k, d_o, rounding, &og)
+                : oracle_backward(&p, d_o, rounding, &og),
+        0);
     free(d_o);
     return g;
 }
@@ -369,6 +389,8 @@ static void describe(const bwd_case *c, char *text, size_t cap)
              c->alibi, c->bias, c->mask, c->sinks);
 }
 
+static void check_setup(setup *s_in, const char *text);
+
 static void check_gradients(const bwd_case *c, uint64_t seed)
 {
     flashcl_device_info info;
@@ -380,6 +402,15 @@ static void check_gradients(const bwd_case *c, uint64_t seed)
     describe(c, text, sizeof text);
     setup s;
     make_setup(&s, c, seed);
+    check_setup(&s, text);
+}
+
+/* Runs the backward of a set-up call and checks it against the oracle;
+ * frees the setup. */
+static void check_setup(setup *s_in, const char *text)
+{
+    setup s = *s_in;
+    const bwd_case *c = s.c;
     const flashcl_status status = run_backward(&s);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
@@ -620,6 +651,212 @@ START_TEST(test_host_call)
 }
 END_TEST
 
+/* ---- varlen (cu_seqlens) -------------------------------------------- */
+
+/* Four sequences of unequal lengths, both sides packed: query lengths 37,
+ * 0, 70, 9 and key lengths 53, 20, 45, 0, so one sequence has no rows
+ * (its keys get dK = dV = 0) and one no keys (its rows get dQ = 0), and
+ * the sequences are longer and shorter than their keys (both causal
+ * alignments then differ). The packed totals are the cases' seqlen_q and
+ * seqlen_k, batch 1 in the buffers. */
+enum { VARLEN_BATCH = 4, VARLEN_MAX_Q = 70, VARLEN_MAX_K = 53 };
+static const int varlen_cu_q[VARLEN_BATCH + 1] = {0, 37, 37, 107, 116};
+static const int varlen_cu_k[VARLEN_BATCH + 1] = {0, 53, 73, 118, 118};
+
+static const bwd_case varlen_cases[] = {
+    {F32, 1, 4, 2, 116, 118, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, BNHD},
+    {F32, 1, 2, 2, 116, 118, 32, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, BHND},
+    {F32, 1, 4, 1, 116, 118, 64, 32, 0, 0, 1, 20, 7, 0, 0, 0, 0, 0, 0, 0,
+     BNHD},
+    {F16, 1, 4, 2, 116, 118, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, BNHD},
+    {F16, 1, 2, 1, 116, 118, 32, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, BNHD},
+};
+
+static cl_mem int_buffer(const int *values, size_t count)
+{
+    flashcl_context *ctx = shared_context();
+    cl_mem mem = create_buffer(flashcl_context_cl_context(ctx),
+                               count * sizeof *values);
+    write_buffer(flashcl_context_queue(ctx), mem, values,
+                 count * sizeof *values);
+    return mem;
+}
+
+static void set_varlen(setup *s, cl_mem cu_q, cl_mem cu_k)
+{
+    s->desc.batch = VARLEN_BATCH;
+    s->desc.cu_seqlens_q.buffer = cu_q;
+    s->desc.cu_seqlens_k.buffer = cu_k;
+    s->desc.max_seqlen_q = VARLEN_MAX_Q;
+    s->desc.max_seqlen_k = VARLEN_MAX_K;
+    s->cu_q = varlen_cu_q;
+    s->cu_k = varlen_cu_k;
+}
+
+START_TEST(test_varlen)
+{
+    const bwd_case *c = &varlen_cases[_i];
+    char text[256], what[200];
+    describe(c, what, sizeof what);
+    snprintf(text, sizeof text, "varlen %s", what);
+    cl_mem cu_q = int_buffer(varlen_cu_q, VARLEN_BATCH + 1);
+    cl_mem cu_k = int_buffer(varlen_cu_k, VARLEN_BATCH + 1);
+    setup s;
+    make_inputs(&s, c, 500 + (uint64_t)_i);
+    set_varlen(&s, cu_q, cu_k);
+    run_forward(&s);
+    check_setup(&s, text);
+    clReleaseMemObject(cu_q);
+    clReleaseMemObject(cu_k);
+}
+END_TEST
+
+/* Prefix sums the device clamps (include/flashcl.h: decreasing, past
+ * the total, negative) or a cu_seqlens buffer too small: the backward
+ * gives the forward's status, and writes nothing past its views. */
+START_TEST(test_varlen_bad_prefix_sums)
+{
+    static const int decreasing[VARLEN_BATCH + 1] = {0, 40, 20, 116, 116};
+    static const int outside[VARLEN_BATCH + 1] = {-3, 37, 37, 500, 116};
+    const struct {
+        const char *name;
+        const int *cu_q;
+        size_t count;
+    } spoils[] = {
+        {"decreasing", decreasing, VARLEN_BATCH + 1},
+        {"outside the total", outside, VARLEN_BATCH + 1},
+        {"buffer too small", varlen_cu_q, VARLEN_BATCH},
+    };
+    flashcl_context *ctx = shared_context();
+    cl_mem cu_k = int_buffer(varlen_cu_k, VARLEN_BATCH + 1);
+    for (size_t n = 0; n < LENGTH(spoils); ++n) {
+        cl_mem cu_q = int_buffer(spoils[n].cu_q, spoils[n].count);
+        setup s;
+        make_inputs(&s, &varlen_cases[0], 600 + n);
+        set_varlen(&s, cu_q, cu_k);
+        const flashcl_status forward = flashcl_attention_forward(
+            ctx, NULL, &s.desc, 0, NULL, NULL);
+        const flashcl_status backward = run_backward(&s);
+        ck_assert_msg(backward == forward,
+                      "%s: the backward gave %s (%s), the forward %s",
+                      spoils[n].name, flashcl_status_string(backward),
+                      flashcl_context_last_error(ctx),
+                      flashcl_status_string(forward));
+        if (backward == FLASHCL_SUCCESS) {
+            check_tail(&s.d_q, "d_q");
+            check_tail(&s.d_k, "d_k");
+            check_tail(&s.d_v, "d_v");
+        }
+        free_setup(&s);
+        clReleaseMemObject(cu_q);
+    }
+    clReleaseMemObject(cu_k);
+}
+END_TEST
+
+/* ---- the plan: describe, FLASHCL_PATH ------------------------------- */
+
+/* flashcl_describe_backward reports the plan the backward runs, and
+ * refuses what the backward refuses, with the same status and message. */
+START_TEST(test_describe)
+{
+    const bwd_case c = cases[6]; /* sinks: the fourth kernel */
+    flashcl_context *ctx = shared_context();
+    setup s;
+    make_setup(&s, &c, 41);
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_SUCCESS);
+    const char *backend = getenv("FLASHCL_BACKEND");
+    if (backend && !strcmp(backend, "reference")) {
+        ck_assert_str_eq(info.path, "reference");
+    } else {
+        ck_assert_str_eq(info.path, "portable");
+        ck_assert_str_eq(info.kernel_file, "flash_bwd.cl");
+        ck_assert_int_eq(info.head_dim_padded, 64);
+        ck_assert(info.work_group_size > 0 && info.block_n > 0);
+        char wanted[64];
+        snprintf(wanted, sizeof wanted, "-DFLASHCL_BWD_TILE=%d",
+                 info.block_n);
+        ck_assert_msg(strstr(info.build_options, wanted), "%s",
+                      info.build_options);
+        ck_assert_msg(strstr(info.reason, "flashcl_bwd_dsinks"), "%s",
+                      info.reason);
+        ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, NULL, &info),
+                         FLASHCL_SUCCESS);
+        ck_assert_msg(!strstr(info.reason, "flashcl_bwd_dsinks"), "%s",
+                      info.reason);
+    }
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, NULL),
+                     FLASHCL_ERROR_NULL_ARGUMENT);
+    cl_mem spare = create_buffer(flashcl_context_cl_context(ctx), 16);
+    const flashcl_attention_desc good = s.desc;
+    for (int refused = 0; refused < 2; ++refused) {
+        s.desc = good;
+        if (refused)
+            s.desc.cache_seqlens.buffer = spare;
+        else
+            s.desc.num_splits = 2;
+        char message[512];
+        const flashcl_status run = flashcl_attention_backward(
+            ctx, NULL, &s.desc, &s.bwd, 0, NULL, NULL);
+        snprintf(message, sizeof message, "%s",
+                 flashcl_context_last_error(ctx));
+        ck_assert_int_eq(run, FLASHCL_ERROR_UNSUPPORTED);
+        ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd,
+                                                   &info),
+                         run);
+        ck_assert_str_eq(flashcl_context_last_error(ctx), message);
+    }
+    s.desc = good;
+    clReleaseMemObject(spare);
+    free_setup(&s);
+}
+END_TEST
+
+/* FLASHCL_PATH naming no path is refused as the forward refuses it,
+ * writing nothing; a path without a backward of its own (nv_mma) runs the
+ * portable backward: the same bits as without the variable. */
+START_TEST(test_forced_path)
+{
+    const bwd_case c = cases[0];
+    flashcl_context *ctx = shared_context();
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    setup s;
+    make_setup(&s, &c, 43);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);
+    unsigned char *plain = malloc(s.d_q.bytes);
+    memcpy(plain, s.d_q.host, s.d_q.bytes);
+    setenv("FLASHCL_PATH", "no-such-path", 1);
+    const flashcl_status refused = run_backward(&s);
+    const char *message = flashcl_context_last_error(ctx);
+    ck_assert_msg(refused == FLASHCL_ERROR_INVALID_VALUE, "got %s (%s)",
+                  flashcl_status_string(refused), message);
+    ck_assert_msg(strstr(message, "FLASHCL_PATH=\"no-such-path\"") &&
+                      strstr(message, "portable"),
+                  "%s", message);
+    CL_CHECK(clFinish(queue));
+    ck_assert(buffer_is_poisoned(queue, s.d_q.mem, s.d_q.bytes + TAIL));
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    setenv("FLASHCL_PATH", "nv_mma", 1);
+    ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);
+    ck_assert_msg(memcmp(plain, s.d_q.host, s.d_q.bytes) == 0,
+                  "FLASHCL_PATH=nv_mma changed the gradients");
+    ck_assert_int_eq(flashcl_describe_backward(ctx, &s.desc, &s.bwd, &info),
+                     FLASHCL_SUCCESS);
+    const char *backend = getenv("FLASHCL_BACKEND");
+    if (!backend || strcmp(backend, "reference") != 0) {
+        ck_assert_str_eq(info.path, "portable");
+        ck_assert_msg(strstr(info.skipped, "nv_mma"), "%s", info.skipped);
+    }
+    unsetenv("FLASHCL_PATH");
+    free(plain);
+    free_setup(&s);
+}
+END_TEST
+
 /* ---- bad input ------------------------------------------------------ */
 
 typedef void (*spoil_fn)(setup *s, cl_mem spare);
@@ -810,10 +1047,20 @@ int main(void)
         {test_empty_sides, 0},
         {test_reference_chunks, 0},
     };
+    const test_entry plan[] = {
+        {test_describe, 0},
+        {test_forced_path, 0},
+    };
+    const test_entry varlen[] = {
+        {test_varlen, (int)LENGTH(varlen_cases)},
+        {test_varlen_bad_prefix_sums, 0},
+    };
     const test_entry determinism[] = {{test_deterministic, 0}};
     const test_group groups[] = {
         {"gradients", 300, NULL, NULL, gradients, LENGTH(gradients)},
         {"determinism", 300, NULL, NULL, determinism, LENGTH(determinism)},
+        {"varlen", 300, NULL, NULL, varlen, LENGTH(varlen)},
+        {"plan", 300, NULL, NULL, plan, LENGTH(plan)},
     };
     const int status = run_groups("backward", groups, LENGTH(groups));
     release_shared_context();

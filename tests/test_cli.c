@@ -988,6 +988,11 @@ START_TEST(run_backward_reports_errors_and_time)
     ck_assert(json_number_of(r.out, "dq_error") > 0);
     ck_assert(json_number_of(r.out, "backward_median_ms") > 0);
     ck_assert(json_number_of(r.out, "backward_first_call_ms") > 0);
+    char path[32];
+    ck_assert(json_string_of(r.out, "backward_path", path, sizeof path));
+    ck_assert_str_eq(path, "portable");
+    ck_assert(json_number_of(r.out, "backward_work_group") > 0);
+    ck_assert(json_number_of(r.out, "backward_tile_rows") > 0);
     ck_assert_int_eq(json_bool_of(r.out, "pass"), 1);
     tool_free(&r);
     r = tool(NULL, args);
@@ -995,6 +1000,7 @@ START_TEST(run_backward_reports_errors_and_time)
     ck_assert_ptr_nonnull(strstr(r.out, "backward: max |dQ - ref|"));
     ck_assert_ptr_nonnull(strstr(r.out, "backward time: "));
     ck_assert_ptr_nonnull(strstr(r.out, "(device, events, median of 2)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "backward plan: portable, "));
     ck_assert_ptr_nonnull(strstr(r.out, "\nPASS\n"));
     tool_free(&r);
     /* without --backward no gradient is reported */
@@ -1121,6 +1127,41 @@ START_TEST(bench_small_sweep)
     ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
     expect_json(r.out, "reference_scratch_bytes");
     ck_assert_ptr_nonnull(strstr(r.out, "\"speedup\": "));
+    tool_free(&r);
+}
+END_TEST
+
+/* `bench --backward`: the backward's device time, TFLOP/s and its ratio
+ * to the forward in each row (JSON, CSV and the table); without the flag
+ * the rows have no backward fields. */
+START_TEST(bench_backward_smoke)
+{
+    const char *point = "bench --backward --seqlen 64 --tokens 64 "
+                        "--hidden 64 --reps 1 --warmup 0 --backend fused "
+                        "--no-progress";
+    char args[256];
+    snprintf(args, sizeof args, "%s --json", point);
+    tool_result r = tool(NULL, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    const char *keys[] = {"fused_bwd_ms", "fused_bwd_tflops",
+                          "fused_bwd_fwd_ratio"};
+    for (size_t i = 0; i < LENGTH(keys); ++i)
+        ck_assert_msg(json_number_of(r.out, keys[i]) > 0, "%s: %s", keys[i],
+                      clip(r.out));
+    tool_free(&r);
+    snprintf(args, sizeof args, "%s --csv", point);
+    r = tool(NULL, args);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    ck_assert_ptr_nonnull(strstr(r.out, "fused_bwd_tflops"));
+    tool_free(&r);
+    r = tool(NULL, point);
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    ck_assert_ptr_nonnull(strstr(r.out, "fused bwd TFLOP/s"));
+    tool_free(&r);
+    r = tool(NULL, "bench --seqlen 64 --tokens 64 --hidden 64 --reps 1 "
+                   "--warmup 0 --backend fused --no-progress --json");
+    ck_assert_msg(r.status == 0, "exit %d: %s", r.status, clip(r.err));
+    ck_assert_ptr_null(strstr(r.out, "_bwd_"));
     tool_free(&r);
 }
 END_TEST
@@ -1500,8 +1541,10 @@ int main(int argc, char **argv)
         {bench_csv_has_the_json_columns, 0}, {info_default_is_short, 0},
         {run_refuses_bad_settings, 0}, {run_prints_path_and_tiles, 0},
         {tune_numbers_what_runs, 0}};
+    const test_entry backward[] = {{bench_backward_smoke, 0}};
     const test_group groups[] = {
         {"parsing", 300, NULL, NULL, parsing, LENGTH(parsing)},
-        {"commands", 600, NULL, NULL, commands, LENGTH(commands)}};
+        {"commands", 600, NULL, NULL, commands, LENGTH(commands)},
+        {"backward", 300, NULL, NULL, backward, LENGTH(backward)}};
     return run_groups("flashcl CLI", groups, LENGTH(groups));
 }

@@ -765,6 +765,32 @@ START_TEST(backward_plans_for_an_h200)
 }
 END_TEST
 
+/* The matrix instructions describe reports come from the path of the
+ * device's vendor (kernel_path.offer), by what was probed. */
+START_TEST(matrix_offer_by_vendor)
+{
+    char offer[160];
+    device_caps caps = h200(ctx);
+    paths_matrix_offer(&caps, offer, sizeof offer);
+    ck_assert_str_eq(offer, "sm_90: mma.sync m16n8k16 (fp16/bf16), wgmma "
+                            "only via sm_90a PTX");
+    caps.nv_cc_major = 7;
+    paths_matrix_offer(&caps, offer, sizeof offer);
+    ck_assert_str_eq(offer, "sm_70: mma.sync m8n8k4 (fp16)");
+    caps.klass = DEVICE_CLASS_GPU_AMD;
+    snprintf(caps.amd_gfx, sizeof caps.amd_gfx, "gfx1100");
+    paths_matrix_offer(&caps, offer, sizeof offer);
+    ck_assert_str_eq(offer, "gfx1100: WMMA wave32 (amd_mfma path)");
+    caps.klass = DEVICE_CLASS_GPU_INTEL;
+    caps.has_subgroups = true;
+    paths_matrix_offer(&caps, offer, sizeof offer);
+    ck_assert_str_eq(offer, "subgroups (matrix extensions not probed yet)");
+    caps.klass = DEVICE_CLASS_CPU;
+    paths_matrix_offer(&caps, offer, sizeof offer);
+    ck_assert_str_eq(offer, "none");
+}
+END_TEST
+
 int main(void)
 {
     if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {
@@ -781,6 +807,7 @@ int main(void)
     tcase_add_test(tc, preprocess_can_fail);
     tcase_add_test(tc, plan_error_fails_the_build);
     tcase_add_test(tc, first_refusal_stands);
+    tcase_add_test(tc, matrix_offer_by_vendor);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

@@ -377,6 +377,30 @@ START_TEST(force_tiles_api)
 }
 END_TEST
 
+/* The public path list: the names FLASHCL_PATH and the tuner take, in
+ * the order the library tries them, portable last, NULL on either side;
+ * each one known to flashcl_context_force_tiles. */
+START_TEST(path_names_listed)
+{
+    flashcl_context *ctx = shared_context();
+    ck_assert_ptr_null(flashcl_path_name(-1));
+    int n = 0;
+    while (flashcl_path_name(n)) {
+        const char *name = flashcl_path_name(n);
+        ck_assert_int_eq(flashcl_context_force_tiles(ctx, name, ""),
+                         FLASHCL_SUCCESS);
+        for (int i = 0; i < n; ++i)
+            ck_assert_str_ne(flashcl_path_name(i), name);
+        ck_assert_int_lt(++n, 64);
+    }
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, NULL, NULL),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_ge(n, 2);
+    ck_assert_str_eq(flashcl_path_name(n - 1), "portable");
+    ck_assert_str_eq(flashcl_path_name(0), "nv_wgmma");
+}
+END_TEST
+
 /* The split_kv path (issues 11 and 15): its tunables; on each of its
  * kernels (FLASHCL_SPLIT_KERNEL: the row kernel is the CPUs' own) a legal
  * set plans as given and matches the float64 oracle, and sets the kernel
@@ -510,6 +534,7 @@ int main(int argc, char **argv)
         {env_tiles_win_over_file, 0},
         {tuning_off_switch, 0},
         {force_tiles_api, 0},
+        {path_names_listed, 0},
         {split_kv_tunables, (int)LENGTH(split_sets)},
         {tuner_decode_on_split_kv, 0}};
     const int status = run_tests("tune", 300, NULL, NULL, tests,

@@ -61,100 +61,32 @@
 
 #include "nv_mma.clh"
 
-/* ---------------------------------------------------------------- tunables */
-#ifndef FLASHCL_HEAD_DIM
-#define FLASHCL_HEAD_DIM 128
-#endif
-#ifndef FLASHCL_DTYPE
-#define FLASHCL_DTYPE 1
-#endif
-#ifndef FLASHCL_NV_VARLEN
-#define FLASHCL_NV_VARLEN 0
-#endif
-#ifndef FLASHCL_NV_VARLEN_TOP_LEFT
-#define FLASHCL_NV_VARLEN_TOP_LEFT 0
-#endif
-#ifndef FLASHCL_NV_SEQ_FIRST
-#define FLASHCL_NV_SEQ_FIRST 0 /* 1: grid (batch, heads, query blocks) */
-#endif
+/* The switches' defaults and ranges: flash_fwd_mma_switches.clh. */
+#include "flash_fwd_mma_defaults.clh"
 #if FLASHCL_NV_SEQ_FIRST != 0 && !(FLASHCL_NV_SEQ_FIRST == 1 && FLASHCL_NV_VARLEN)
 #error "flash_fwd_mma: FLASHCL_NV_SEQ_FIRST is 0, or 1 with FLASHCL_NV_VARLEN"
 #endif
 #if FLASHCL_NV_VARLEN && (FLASHCL_BIAS || FLASHCL_MASK)
 #error "flash_fwd_mma: packed batches (FLASHCL_NV_VARLEN) take no bias or mask"
 #endif
-#ifndef FLASHCL_CAUSAL
-#define FLASHCL_CAUSAL 0
-#endif
-#ifndef FLASHCL_WG_SIZE
-#define FLASHCL_WG_SIZE 256
-#endif
-#ifndef FLASHCL_BLOCK_M
-#define FLASHCL_BLOCK_M 128
-#endif
-#ifndef FLASHCL_BLOCK_N
-#define FLASHCL_BLOCK_N 64
-#endif
-/* 0: the fast pass, exponent 2^(fma(s, c, -m*c)); it marks blocks whose
+/* FLASHCL_NV_FIXUP 0: the fast pass, exponent 2^(fma(s, c, -m*c)); it marks blocks whose
  * rows had |m*c| >= 2^12 (where the rounding of m*c starts to show in P)
  * or a non-finite row sum with a NaN in O[row][0]. 1: the fix-up pass run
  * after it: marked blocks are recomputed with 2^((s - m) * c), exact
  * whatever the magnitude (bf16 inputs of magnitude 1e5 gave NaN in the
  * fast pass alone); the others return at once. A guard inside the fast
  * loop cost 6-13% on the H200 (bench/results/h200-2026-12-01-checks.md). */
-#ifndef FLASHCL_NV_FIXUP
-#define FLASHCL_NV_FIXUP 0
-#endif
-#if FLASHCL_NV_FIXUP != 0 && FLASHCL_NV_FIXUP != 1
-#error "flash_fwd_mma: FLASHCL_NV_FIXUP must be 0 or 1"
-#endif
 /* FLASHCL_NV_QREG: k16 slices of Q (out of HEAD_DIM/16) held in registers;
  * the rest stays in local memory and is re-read by ldmatrix for every key
  * tile. Fewer registers let a warp own 32 rows (halving K/V local-memory
  * traffic per mma) at D = 128. FLASHCL_NV_STAGES: 1 or 2 K/V buffers.
  * Both default below, once the tile sizes are known. */
-
-#ifndef FLASHCL_HEAD_DIM_V
-#define FLASHCL_HEAD_DIM_V FLASHCL_HEAD_DIM
-#endif
-/* Real head dims (default: the padded ones). */
-#ifndef FLASHCL_NV_DQ
-#define FLASHCL_NV_DQ FLASHCL_HEAD_DIM
-#endif
-#ifndef FLASHCL_NV_DV
-#define FLASHCL_NV_DV FLASHCL_HEAD_DIM_V
-#endif
-/* 1: scale the scores before the softmax (any scale sign); on whenever a
- * variant modifies scores. */
-#ifndef FLASHCL_NV_PRESCALE
-#define FLASHCL_NV_PRESCALE 0
-#endif
-#ifndef FLASHCL_WINDOW_LEFT
-#define FLASHCL_WINDOW_LEFT 0
-#endif
-#if FLASHCL_HEAD_DIM % 16 != 0 || FLASHCL_HEAD_DIM < 16 ||                     \
-    FLASHCL_HEAD_DIM > 256
-#error "flash_fwd_mma: FLASHCL_HEAD_DIM must be a multiple of 16 in 16..256"
-#endif
-#if FLASHCL_HEAD_DIM_V % 16 != 0 || FLASHCL_HEAD_DIM_V < 16 ||                 \
-    FLASHCL_HEAD_DIM_V > 256
-#error "flash_fwd_mma: FLASHCL_HEAD_DIM_V must be a multiple of 16 in 16..256"
-#endif
 #if FLASHCL_NV_DQ > FLASHCL_HEAD_DIM || FLASHCL_NV_DQ + 16 <= FLASHCL_HEAD_DIM
 #error "flash_fwd_mma: FLASHCL_HEAD_DIM must be FLASHCL_NV_DQ rounded up to 16"
 #endif
 #if FLASHCL_NV_DV > FLASHCL_HEAD_DIM_V ||                                      \
     FLASHCL_NV_DV + 16 <= FLASHCL_HEAD_DIM_V
 #error "flash_fwd_mma: FLASHCL_HEAD_DIM_V must be FLASHCL_NV_DV rounded up to 16"
-#endif
-#if FLASHCL_NV_PRESCALE != 0 && FLASHCL_NV_PRESCALE != 1
-#error "flash_fwd_mma: FLASHCL_NV_PRESCALE must be 0 or 1"
-#endif
-#if FLASHCL_WINDOW_LEFT != 0 && FLASHCL_WINDOW_LEFT != 1
-#error "flash_fwd_mma: FLASHCL_WINDOW_LEFT must be 0 or 1"
-#endif
-#if FLASHCL_DTYPE != 0 && FLASHCL_DTYPE != 1 && FLASHCL_DTYPE != 2
-#error "flash_fwd_mma: FLASHCL_DTYPE must be 0 (fp32 as TF32), 1 (fp16) or 2 (bf16)"
 #endif
 /* fp32 storage reaches this kernel only when the caller allowed TF32: Q
  * and P are rounded to TF32 (cvt.rna), K and V enter the mma as stored (it
@@ -178,26 +110,14 @@ typedef float real_t;
 #define FLASHCL_SCORE_KEY_T int /* seqlen_q/k are ints on this path */
 #define FLASHCL_HALF_BITS_TO_FLOAT(bits) nv_half_bits_to_float(bits)
 #include "kernel_args.clh"
-#if FLASHCL_CAUSAL != 0 && FLASHCL_CAUSAL != 1
-#error "flash_fwd_mma: FLASHCL_CAUSAL must be 0 or 1"
-#endif
-#if FLASHCL_WG_SIZE % 32 != 0 || FLASHCL_WG_SIZE < 32 || FLASHCL_WG_SIZE > 512
-#error "flash_fwd_mma: FLASHCL_WG_SIZE must be a multiple of 32 in 32..512"
-#endif
 #define NV_WARPS (FLASHCL_WG_SIZE / 32)
 #if FLASHCL_BLOCK_M != NV_WARPS * 16 && FLASHCL_BLOCK_M != NV_WARPS * 32
 #error "flash_fwd_mma: FLASHCL_BLOCK_M must be 16 or 32 rows per warp"
 #endif
-#if FLASHCL_BLOCK_N % 16 != 0 || FLASHCL_BLOCK_N < 16 || FLASHCL_BLOCK_N > 256
-#error "flash_fwd_mma: FLASHCL_BLOCK_N must be a multiple of 16 in 16..256"
-#endif
 
 /* Local memory per work-group that NVIDIA's OpenCL allows (a hard limit:
  * CL_DEVICE_LOCAL_MEM_SIZE, 48 KiB on every NVIDIA GPU seen so far; see
- * ../shared/notes/opencl-on-h200.md). The one place the figure is written. */
-#ifndef FLASHCL_LOCAL_MEM_BYTES
-#define FLASHCL_LOCAL_MEM_BYTES 49152
-#endif
+ * ../shared/notes/opencl-on-h200.md); its default is in the switch list. */
 #define NV_LOCAL_LIMIT FLASHCL_LOCAL_MEM_BYTES
 #define NV_D FLASHCL_HEAD_DIM    /* padded Q/K head dim */
 #define NV_DVP FLASHCL_HEAD_DIM_V /* padded V/O head dim */
@@ -230,12 +150,6 @@ typedef float real_t;
  * contiguous run of 2 * NV_NT elements, read with vector loads
  * (FLASHCL_NV_EXTRAS_VEC) instead of NV_NT pair loads. On by default
  * with bias or mask; the host may turn it off for comparisons. */
-#ifndef FLASHCL_NV_KEY_PERM
-#define FLASHCL_NV_KEY_PERM NV_EXTRAS
-#endif
-#if FLASHCL_NV_KEY_PERM != 0 && FLASHCL_NV_KEY_PERM != 1
-#error "flash_fwd_mma: FLASHCL_NV_KEY_PERM must be 0 or 1"
-#endif
 /* Key of S column (n8 tile n, element e) of this lane in the tile at n0,
  * and the tile row where key r of the tile is stored. */
 #if FLASHCL_NV_KEY_PERM
@@ -250,21 +164,9 @@ typedef float real_t;
  * contiguous (key stride 1) and every row start is aligned to a lane's
  * run of keys (16 bytes at most), so a full tile's terms load as vectors
  * through per-row pointers set up before the key loop. Needs the key
- * permutation. */
-#ifndef FLASHCL_NV_EXTRAS_VEC
-#define FLASHCL_NV_EXTRAS_VEC 0
-#endif
-#if FLASHCL_NV_EXTRAS_VEC != 0 && FLASHCL_NV_EXTRAS_VEC != 1
-#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_VEC must be 0 or 1"
-#endif
-/* FLASHCL_NV_EXTRAS_AHEAD 1: the vector runs are loaded one key tile
- * ahead of their use; 0: at the start of their tile, before its Q K^T. */
-#ifndef FLASHCL_NV_EXTRAS_AHEAD
-#define FLASHCL_NV_EXTRAS_AHEAD 1
-#endif
-#if FLASHCL_NV_EXTRAS_AHEAD != 0 && FLASHCL_NV_EXTRAS_AHEAD != 1
-#error "flash_fwd_mma: FLASHCL_NV_EXTRAS_AHEAD must be 0 or 1"
-#endif
+ * permutation. FLASHCL_NV_EXTRAS_AHEAD 1: the vector runs are loaded one
+ * key tile ahead of their use; 0: at the start of their tile, before its
+ * Q K^T. */
 #if FLASHCL_NV_EXTRAS_VEC && !(FLASHCL_NV_KEY_PERM && NV_EXTRAS)
 #error "flash_fwd_mma: FLASHCL_NV_EXTRAS_VEC needs bias or mask and FLASHCL_NV_KEY_PERM"
 #endif
@@ -272,12 +174,6 @@ typedef float real_t;
  * over query blocks, so that the blocks running at once share query rows
  * across heads: a bias or mask broadcast over heads is then read from
  * HBM about once and from L2 after (set by the host for such tensors). */
-#ifndef FLASHCL_NV_HEADS_FIRST
-#define FLASHCL_NV_HEADS_FIRST 0
-#endif
-#if FLASHCL_NV_HEADS_FIRST != 0 && FLASHCL_NV_HEADS_FIRST != 1
-#error "flash_fwd_mma: FLASHCL_NV_HEADS_FIRST must be 0 or 1"
-#endif
 /* Defaults measured on the H200 (bench/results/): all of Q in registers
  * when a warp owns 16 rows, D <= 64 with BLOCK_N <= 64, or D <= 96; with 32 rows
  * per warp at D = 128, O alone takes 128 registers, so only 6 of Q's 8

@@ -20,7 +20,8 @@ names (:func:`flash_attn_func`, :func:`flash_attn_varlen_func`,
 from . import _lib
 from ._attention import attention
 from ._backward import attention_backward
-from ._inference import attention_kvcache, attention_varlen
+from ._inference import (attention_kvcache, attention_varlen,
+                         attention_varlen_backward)
 from ._combine import combine_partials
 from ._flash_attn import (flash_attn_func, flash_attn_varlen_func,
                           flash_attn_with_kvcache)
@@ -49,6 +50,7 @@ def library_version() -> str:
 
 __all__ = [
     "attention", "attention_backward", "attention_kvcache", "attention_varlen",
+    "attention_varlen_backward",
     "combine_partials",
     "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
     "devices", "Device", "Status", "Error", "library_path", "library_source",

@@ -269,7 +269,9 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
                        backend="auto", out=None, wait_for=None,
                        return_event=False, softmax_scale=None,
                        window_size=None, nondeterministic=False,
-                       return_dsinks=False):
+                       return_dsinks=False, cu_seqlens_q=None,
+                       cu_seqlens_k=None, max_seqlen_q=None,
+                       max_seqlen_k=None):
     """Gradients of :func:`attention`: ``(dq, dk, dv)``, or ``(dq, dk, dv,
     dsinks)`` with ``return_dsinks``.
 
@@ -298,7 +300,28 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
     pyopencl.Event last in the result. Raises a :class:`flashcl.Error`
     subclass carrying the status and the library's message; on an error
     nothing is written.
+
+    cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k: the gradients
+    of :func:`attention_varlen` instead (packed ``[total, heads, dim]``
+    arrays, lse ``[heads_q, total_q]``), through
+    :func:`attention_varlen_backward`; bias, mask and layout are not taken
+    there.
     """
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        if bias is not None or mask is not None or layout != "bnhd":
+            raise InvalidValueError(
+                "cu_seqlens: bias, mask and layout are not taken with a "
+                "packed (varlen) batch (attention_varlen's keywords)")
+        from ._inference import attention_varlen_backward
+        return attention_varlen_backward(
+            q, k, v, o, lse, do, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+            max_seqlen_k, causal=causal, causal_align=causal_align,
+            scale=scale, window=window, softcap=softcap,
+            alibi_slopes=alibi_slopes, sinks=sinks, device=device,
+            backend=backend, out=out, wait_for=wait_for,
+            return_event=return_event, softmax_scale=softmax_scale,
+            window_size=window_size, nondeterministic=nondeterministic,
+            return_dsinks=return_dsinks)
     scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options(layout, causal, causal_align, scale, window, softcap,
                     backend)

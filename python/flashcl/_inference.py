@@ -515,3 +515,112 @@ def _variant_views_into(desc, shape, alibi_slopes, sinks, call, bias=None,
                         mask=None):
     _apply_views(desc, _variant_views(shape, alibi_slopes, bias, mask, sinks,
                                       call.to_buffer))
+
+
+def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q,
+                              cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                              causal=False, causal_align="bottom_right",
+                              scale=None, window=None, softcap=0.0,
+                              alibi_slopes=None, sinks=None, device=None,
+                              backend="auto", out=None, wait_for=None,
+                              return_event=False, softmax_scale=None,
+                              window_size=None, nondeterministic=False,
+                              return_dsinks=False):
+    """Gradients of :func:`attention_varlen`: ``(dq, dk, dv[, dsinks])``
+    with q's, k's and v's packed shapes (``[total, heads, dim]``). o and
+    lse are the forward's outputs (lse float32 ``[heads_q, total_q]``), do
+    o's gradient; the prefix sums, max lengths and every keyword must be
+    the forward's. :func:`attention_backward` with ``cu_seqlens_q=`` calls
+    this. Rows outside every sequence are not written."""
+    from ._backward import _flag
+
+    scale, window = _fa2_names(scale, softmax_scale, window, window_size)
+    opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
+                    backend)
+    want_dsinks = bool(_flag("return_dsinks", return_dsinks))
+    nondet = _flag("nondeterministic", nondeterministic)
+    cl_mode, (q, k, v, o, lse, do) = _inputs(wait_for, q, k, v, o, lse, do)
+    tq, hq, d = _dims("q", q, 3, "[total_q, heads_q, head_dim]")
+    tk, hkv, dk = _dims("k", k, 3, "[total_k, heads_kv, head_dim]")
+    tv, hv, dv = _dims("v", v, 3, "[total_k, heads_kv, head_dim_v]")
+    _same("head_dim", [("q", d), ("k", dk)])
+    _same("rows", [("k", tk), ("v", tv)])
+    _same("heads", [("k", hkv), ("v", hv)])
+    dtype, code = _dtype_of([("q", q), ("k", k), ("v", v), ("o", o),
+                             ("do", do)])
+    for name, x, shape in (("o", o, (tq, hq, dv)), ("do", do, (tq, hq, dv)),
+                           ("lse", lse, (hq, tq))):
+        got = _dims(name, x, len(shape), str(list(shape)))
+        if got != shape:
+            raise InvalidDimensionError(
+                f"{name} has shape {got}, expected {shape}")
+    if not cl_mode:
+        lse = np.asarray(lse, np.float32)
+    cq = tuple(int(s) for s in np.shape(cu_seqlens_q))
+    if len(cq) != 1 or cq[0] < 1:
+        raise InvalidDimensionError(
+            f"cu_seqlens_q has shape {cq}: expected [batch + 1]")
+    b = cq[0] - 1
+    for name, x in (("max_seqlen_q", max_seqlen_q),
+                    ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
+            raise InvalidValueError(f"{name} = {x!r}: expected an integer")
+    desc, shape = _base_desc(code, opts, b, hq, hkv, tq, tk, d, dv, 0)
+    names = ["dq", "dk", "dv"] + (["dsinks"] if want_dsinks else [])
+    if out is not None and (not isinstance(out, (tuple, list)) or
+                            len(out) != len(names)):
+        raise InvalidValueError(f"out: expected a tuple ({', '.join(names)})")
+    outs = list(out) if out is not None else [None] * len(names)
+
+    def packed(st):  # [rows, heads, dim] -> (batch, head, seq, dim)
+        return (0, st[1], st[0], st[2])
+
+    call = _Call(cl_mode, device, q)
+    try:
+        desc.q = call.tensor("q", q, packed)
+        desc.k = call.tensor("k", k, packed)
+        desc.v = call.tensor("v", v, packed)
+        desc.o = call.tensor("o", o, packed)
+        # stride_dim 1: a single-element LSE's zero strides are not "packed"
+        desc.lse = call.tensor("lse", lse, lambda st: (0, st[0], st[1], 1))
+        desc.cu_seqlens_q = call.lengths("cu_seqlens_q", cu_seqlens_q,
+                                         (b + 1,))
+        desc.cu_seqlens_k = call.lengths("cu_seqlens_k", cu_seqlens_k,
+                                         (b + 1,))
+        desc.max_seqlen_q = int(max_seqlen_q)
+        desc.max_seqlen_k = int(max_seqlen_k)
+        _variant_views_into(desc, shape, alibi_slopes, sinks, call)
+        bwd = _lib.BackwardDesc()
+        bwd.struct_size = ctypes.sizeof(_lib.BackwardDesc)
+        bwd.d_o = call.tensor("do", do, packed)
+        grads = []
+        for i, (name, shp) in enumerate(zip(names, ((tq, hq, d),
+                                                    (tk, hkv, d),
+                                                    (tk, hkv, dv), (hq,)))):
+            arr, t = call.output(name, shp, np.float32 if name == "dsinks"
+                                 else dtype, outs[i])
+            st = _element_strides(name, arr)
+            if name == "dsinks":
+                t.stride_head = st[0] or 1
+            else:
+                t.stride_batch, t.stride_head, t.stride_seq, \
+                    t.stride_dim = packed(st)
+            grads.append((arr, t))
+        bwd.d_q, bwd.d_k, bwd.d_v = (t for _, t in grads[:3])
+        if want_dsinks:
+            bwd.d_sinks = grads[3][1]
+        bwd.nondeterministic = nondet
+        call.events.extend(wait_for or [])
+
+        def enqueue(handle, queue, desc_p, n, wait, event):
+            return _lib.attention_backward(handle, queue, desc_p,
+                                           ctypes.byref(bwd), n, wait, event)
+
+        event = call.run(desc, enqueue)
+    finally:
+        call.release()
+    result = tuple(arr for arr, _ in grads)
+    if event is not None:
+        for arr in result:
+            arr.add_event(event)
+    return result + ((event,) if return_event else ())

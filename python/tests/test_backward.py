@@ -219,3 +219,52 @@ def test_pyopencl_matches_host(cl_queue, rng):
     for h, g in zip(host, got):
         assert isinstance(g, cla.Array)
         np.testing.assert_array_equal(g.get(), h)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference"])
+def test_varlen_matches_each_sequence(device, rng, backend):
+    """A packed batch's gradients are each sequence's own: lengths of 0
+    on either side included (zero gradients there), GQA, causal, sinks
+    (d_sinks sums over the sequences)."""
+    len_q, len_k = [5, 0, 17, 9], [11, 4, 13, 0]
+    cu_q = np.concatenate([[0], np.cumsum(len_q)]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum(len_k)]).astype(np.int32)
+    hq, hk, d = 4, 2, 32
+    q = randn(rng, (cu_q[-1], hq, d), "float32")
+    k = randn(rng, (cu_k[-1], hk, d), "float32")
+    v = randn(rng, (cu_k[-1], hk, d), "float32")
+    do = randn(rng, (cu_q[-1], hq, d), "float32")
+    sinks = rng.standard_normal(hq).astype(np.float32)
+    kw = dict(causal=True, sinks=sinks, backend=backend)
+    lens = dict(max_seqlen_q=max(len_q), max_seqlen_k=max(len_k))
+    o, lse = flashcl.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True,
+                                      **lens, **kw)
+    dq, dk, dv, dsinks = flashcl.attention_backward(
+        q, k, v, o, lse, do, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+        return_dsinks=True, **lens, **kw)
+    want_dsinks = np.zeros(hq)
+    for b in range(len(len_q)):
+        rows = slice(cu_q[b], cu_q[b + 1])
+        keys = slice(cu_k[b], cu_k[b + 1])
+        if len_q[b] == 0 or len_k[b] == 0:  # no row, or rows see no key
+            assert not np.any(dq[rows]) and not np.any(dk[keys])
+            assert not np.any(dv[keys])
+            continue
+        ref = reference_grads(q[None, rows], k[None, keys], v[None, keys],
+                              do[None, rows], causal=True, sinks=sinks)
+        for name, g, r in zip(("dq", "dk", "dv"), (dq, dk, dv), ref):
+            part = g[rows] if name == "dq" else g[keys]
+            _check(part, r[0], TOL["float32"], f"sequence {b} {name}")
+        want_dsinks += ref[3]
+    _check(dsinks, want_dsinks, TOL["float32"], "dsinks")
+
+
+def test_varlen_refuses_bias(device, rng):
+    cu = np.array([0, 3], np.int32)
+    x = randn(rng, (3, 2, 8), "float32")
+    lse = np.zeros((2, 3), np.float32)
+    with pytest.raises(flashcl.InvalidValueError):
+        flashcl.attention_backward(x, x, x, x, lse, x, cu_seqlens_q=cu,
+                                   cu_seqlens_k=cu, max_seqlen_q=3,
+                                   max_seqlen_k=3, bias=np.zeros((1, 2, 3, 3),
+                                                                 np.float32))

@@ -7,10 +7,13 @@
 #include "paths/nv_mma_bwd.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
+#include "paths/switches.h"
 #include "portable/flash_bwd_args.clh"
+#include "portable/flash_bwd_switches.clh"
 #include "reference/reference.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The resolved backward descriptor. */
@@ -43,9 +46,15 @@ static flashcl_status check_bwd_desc(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-/* Forward features the backward cannot serve (yet), named. */
+/* Forward features the backward cannot serve (yet), named, and a
+ * FLASHCL_PATH the forward refuses too. A known path without a backward of
+ * its own runs the portable backward. */
 static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
 {
+    char unknown_path[256];
+    if (forced_path_unknown(unknown_path, sizeof unknown_path))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s",
+                         unknown_path);
     const char *what = NULL;
     if (p->infer.append)
         what = "an append (k_new/v_new)";
@@ -53,14 +62,19 @@ static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
         what = "paged KV (block_table)";
     else if (p->infer.kv == KV_CACHE)
         what = "a KV cache (cache_seqlens)";
-    else if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
-        what = "varlen (cu_seqlens_q/k)";
+    else if (p->infer.status.present)
+        what = "infer_status (the forward's clamp counters)";
     else if (p->infer.num_splits > 1)
         what = "num_splits > 1";
     if (what)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward does not support %s; see "
                          "docs/backward.md", what);
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status require_lse(flashcl_context *ctx, const problem *p)
+{
     if (!p->lse.present)
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
                          "desc.lse.buffer is NULL: the backward reads the "
@@ -73,9 +87,11 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
                                         const flashcl_backward_desc *bwd,
                                         bwd_views *out)
 {
-    const uint64_t b = (uint64_t)p->batch, hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->seqlen_q,
-                   nk = (uint64_t)p->seqlen_k, d = (uint64_t)p->head_dim,
+    /* The forward's extents: a packed (varlen) side is [1, total rows]. */
+    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
+                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
+                   bk = (uint64_t)p->kv_extent[0],
+                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
                    dv = (uint64_t)p->head_dim_v;
     const size_t e = p->elem_size;
     const flashcl_layout layout = p->layout;
@@ -89,9 +105,9 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
          &out->d_o, true},
         {&bwd->d_q, {"d_q", {b, hq, nq, d}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_q, true},
-        {&bwd->d_k, {"d_k", {b, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
+        {&bwd->d_k, {"d_k", {bk, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_k, true},
-        {&bwd->d_v, {"d_v", {b, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
+        {&bwd->d_v, {"d_v", {bk, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
          &out->d_v, true},
         {&bwd->d_sinks,
          {"d_sinks", {1, hq, 1, 1}, sizeof(float), layout,
@@ -153,6 +169,7 @@ static flashcl_status check_outputs(flashcl_context *ctx, const problem *p,
 #define FLASHCL_HTYPE_REAL_BUF cl_mem
 #define FLASHCL_HTYPE_INT cl_int
 #define FLASHCL_HTYPE_LONG cl_long
+#define FLASHCL_HTYPE_INT_IN cl_mem
 
 typedef struct bwd_args {
     FLASHCL_BWD_ARGS(FLASHCL_HOST_FIELD)
@@ -210,6 +227,17 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->diag = p->diag;
     a->window_left = p->left;
     a->window_right = p->right;
+    const inference *packed = &p->infer;
+    a->cu_q = packed->varlen_q ? packed->cu_q.given : ctx->dummy;
+    a->cu_k = packed->kv == KV_VARLEN ? packed->cu_k.given : ctx->dummy;
+    const uint64_t len_base[4] = {packed->cu_q.base, packed->cu_k.base, 0, 0};
+    const uint64_t len_stride[4] = {packed->cu_q.stride[0],
+                                    packed->cu_k.stride[0], 0, 0};
+    a->len_base = ulong4_of(len_base);
+    a->len_stride = ulong4_of(len_stride);
+    a->total_q = (cl_int)packed->total_q;
+    a->total_k = (cl_int)packed->total_k;
+    a->top_left = packed->top_left ? 1 : 0;
 }
 
 static cl_int set_real_arg(cl_kernel k, cl_uint i, const double *v, bool fp64)
@@ -225,6 +253,7 @@ static cl_int set_real_arg(cl_kernel k, cl_uint i, const double *v, bool fp64)
 #define SET_FLOAT_OUT(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_FLOAT_IN(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_REAL_BUF(k, i, v, fp64) SET_MEM_(k, i, v)
+#define SET_INT_IN(k, i, v, fp64) SET_MEM_(k, i, v)
 #define SET_INT(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_int), v)
 #define SET_LONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_long), v)
 #define SET_ULONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong), v)
@@ -247,61 +276,113 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
     return err;
 }
 
-/* Work-group size and tile rows of the backward kernels on this device;
- * nv.chosen: dK/dV and dQ run on the tensor-core kernels (nv_mma_bwd.h). */
+/* The backward kernels' switch values on this device
+ * (cl/portable/flash_bwd_switches.clh). */
 typedef struct bwd_plan {
-    int wg, tile, dim_padded, dim_v_padded;
-    nv_bwd_plan nv;
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_FIELD)
+    nv_bwd_plan nv; /* nv.chosen: dK/dV and dQ on the tensor-core kernels */
 } bwd_plan;
 
-static int padded_dim(int64_t dim)
+static int padded_dim(int64_t dim, int vec)
 {
-    return (int)((dim + 7) / 8 * 8);
+    const int step = vec > 8 ? vec : 8;
+    return (int)((dim + step - 1) / step * step);
 }
 
-static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
-                              const bwd_views *w)
+static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
 {
-    bwd_plan plan = {64, 32, padded_dim(p->head_dim),
-                     padded_dim(p->head_dim_v), {0}};
-    const tensor_view *const grads[4] = {&w->d_o, &w->d_q, &w->d_k,
-                                         &w->d_v};
+    /* dK/dV's tiles: Q and dO, each transposed and row-major, LSE, Delta. */
+    return (size_t)plan->BWD_TILE *
+           (size_t)(2 * (plan->HEAD_DIM + plan->HEAD_DIM_V) + 2) * real_size;
+}
+
+/* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
+ * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
+ * L1 cache), 512 work-items, which share the tile loads (docs/
+ * experiments.md, "Portable backward"); other devices: float4 over 16-row
+ * tiles and 64 work-items, to keep the private arrays small (untuned). */
+/* w: the call's views (NULL when describing without them: dO taken to
+ * have O's layout, as its rules say). */
+static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
+                               const bwd_views *w)
+{
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
+    const size_t real_size = fp64 ? 8 : 4;
+    int vec = cpu ? portable_vector_width(&ctx->caps) : 4;
+    if (fp64 && vec > 2)
+        vec /= 2;
+    bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
+                     padded_dim(p->head_dim_v, vec), cpu ? 512 : 64,
+                     cpu ? 2 * vec : 16, vec,
+                     p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
+                         p->v.stride[3] == 1 &&
+                         (w ? w->d_o : p->o).stride[3] == 1,
+                     p->infer.varlen_q ? 1 : 0,
+                     p->infer.kv == KV_VARLEN ? 1 : 0, {0}};
+    const tensor_view *const grads[4] = {w ? &w->d_o : NULL,
+                                         w ? &w->d_q : NULL,
+                                         w ? &w->d_k : NULL,
+                                         w ? &w->d_v : NULL};
     nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
-    while (plan.wg > 1 && (size_t)plan.wg > ctx->caps.max_work_group)
-        plan.wg /= 2;
-    /* The two tiles in half the local memory, at most. */
-    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
-    while (plan.tile > 1 &&
-           (size_t)plan.tile * (size_t)(plan.dim_padded + plan.dim_v_padded +
-                                        2) * real_size >
-               ctx->caps.local_mem / 2)
-        plan.tile /= 2;
+    while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
+        plan.BWD_WG /= 2;
+    /* PoCL runs padding work-items in full: no more than the longer side. */
+    const int64_t longer = p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k;
+    while (cpu && plan.BWD_WG > 16 && plan.BWD_WG / 2 >= longer)
+        plan.BWD_WG /= 2;
+    /* In half the local memory at most; the tile stays a multiple of the
+     * vector (the padded dims are multiples of 8 or 16, so of any smaller
+     * vector). */
+    while (plan.BWD_VEC > 2 &&
+           bwd_local_bytes(&plan, real_size) > ctx->caps.local_mem / 2) {
+        if (plan.BWD_TILE > plan.BWD_VEC)
+            plan.BWD_TILE /= 2;
+        else
+            plan.BWD_TILE = plan.BWD_VEC /= 2;
+    }
     return plan;
 }
+
+/* The kernels' build options for the plan, every switch of the list
+ * checked against its legal values; false (and `why`) when one is
+ * illegal or the options do not fit. */
+static bool plan_options(const problem *p, const bwd_plan *plan,
+                         char *options, size_t cap, char *why,
+                         size_t why_cap)
+{
+    const bwd_plan *values = plan; /* SWITCH_EMIT's names */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    options_buf buf = options_begin(options, cap), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+    if (found.name)
+        snprintf(why, why_cap, "the backward planned %s = %d, outside its "
+                 "legal values (cl/portable/flash_bwd_switches.clh)",
+                 found.name, found.value);
+    else if (buf.overflow)
+        snprintf(why, why_cap, "the backward kernels' build options do not "
+                 "fit %zu bytes", cap);
+    return !found.name && !buf.overflow;
+}
+
+static const char *const bwd_kernel_names[] = {
+    "flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
+    "flashcl_bwd_dsinks"};
 
 static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                                     const bwd_plan *plan,
                                     compiled_program **program)
 {
-    char options[1024];
-    options_buf out = options_begin(options, sizeof options);
-    options_add(&out,
-                "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_BWD_WG=%d "
-                "-DFLASHCL_BWD_TILE=%d",
-                verbose_enabled() ? "" : " -w", (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->wg, plan->tile);
-    variants_add_defines(p, &out);
-    if (out.overflow)
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the backward kernels' build options do not fit "
-                         "%zu bytes",
-                         sizeof options);
+    char options[1024], why[160];
+    if (!plan_options(p, plan, options, sizeof options, why, sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     const program_request request = {
         "flash_bwd.cl",
         options,
-        {"flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
-         "flashcl_bwd_dsinks"},
+        {bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
+         bwd_kernel_names[3]},
         4};
     return program_cache_get(ctx, &request, program, NULL);
 }
@@ -363,7 +444,7 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     const size_t b = (size_t)p->batch, hq = (size_t)p->heads_q,
                  hkv = (size_t)p->heads_kv, nq = (size_t)p->seqlen_q,
                  nk = (size_t)p->seqlen_k;
-    const int wg = plan->wg, nv_wg = plan->nv.warps * 32,
+    const int wg = plan->BWD_WG, nv_wg = plan->nv.warps * 32,
               nv_rows = plan->nv.warps * 16;
     launch_step steps[4];
     int count = 0;
@@ -467,6 +548,8 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
         status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
     if (status == FLASHCL_SUCCESS)
         status = refuse_features(ctx, &p);
+    if (status == FLASHCL_SUCCESS)
+        status = require_lse(ctx, &p);
     bwd_views w;
     if (status == FLASHCL_SUCCESS)
         status = resolve_bwd_views(ctx, &p, bwd, &w);
@@ -479,6 +562,88 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
                               event_wait_list, event);
     return run_backward(ctx, queue, &p, &w, num_events_in_wait_list,
                         event_wait_list, event);
+}
+
+/* ---- describing the plan -------------------------------------------- */
+
+/* The plan run_backward runs for p, in the forward's describe fields. */
+static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
+                                    bool want_sinks,
+                                    flashcl_variant_info *info)
+{
+    memset(info, 0, sizeof *info);
+    variants_describe(p->variants, info->variants, sizeof info->variants);
+    info->num_splits = 1;
+    if (p->backend == FLASHCL_BACKEND_REFERENCE) {
+        snprintf(info->path, sizeof info->path, "reference");
+        snprintf(info->kernel_file, sizeof info->kernel_file,
+                 "reference_attention.cl");
+        snprintf(info->reason, sizeof info->reason,
+                 "the reference backend: CLBlast GEMMs and ref_bwd_ds per "
+                 "KV head and query-row chunk under the scratch limit");
+        return FLASHCL_SUCCESS;
+    }
+    const bwd_plan plan = plan_backward(ctx, p, NULL);
+    if (plan.nv.chosen)
+        return nv_mma_bwd_describe(&ctx->caps, p, &plan.nv, info)
+                   ? FLASHCL_SUCCESS
+                   : set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                               "the tensor-core backward's build options "
+                               "do not fit");
+    char why[160];
+    if (!plan_options(p, &plan, info->build_options,
+                      sizeof info->build_options, why, sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
+    snprintf(info->path, sizeof info->path, "portable");
+    snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
+    info->head_dim_padded = plan.HEAD_DIM;
+    info->block_m = plan.BWD_WG;
+    info->block_n = plan.BWD_TILE;
+    info->work_group_size = plan.BWD_WG;
+    info->vector_width = plan.BWD_VEC;
+    snprintf(info->reason, sizeof info->reason,
+             "%s, %s, %s%s%s: one work-item per row or key, tiles of %d "
+             "rows in local memory, vectors of %d",
+             bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
+             want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
+             plan.BWD_TILE, plan.BWD_VEC);
+    const char *forced = getenv("FLASHCL_PATH");
+    if (forced && *forced && strcmp(forced, "portable") != 0 &&
+        strcmp(forced, "nv_mma") != 0 && strcmp(forced, "nv_wgmma") != 0)
+        snprintf(info->skipped, sizeof info->skipped,
+                 "%s: FLASHCL_PATH=%s has no backward of its own", forced,
+                 forced);
+    else
+        snprintf(info->skipped, sizeof info->skipped, "%s",
+                 plan.nv.why_not);
+    return FLASHCL_SUCCESS;
+}
+
+flashcl_status flashcl_describe_backward(flashcl_context *ctx,
+                                         const flashcl_attention_desc *desc,
+                                         const flashcl_backward_desc *bwd,
+                                         flashcl_variant_info *info)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    if (!info)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
+    flashcl_status status =
+        bwd ? check_bwd_desc(ctx, bwd) : FLASHCL_SUCCESS;
+    problem p;
+    if (status == FLASHCL_SUCCESS)
+        status = problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
+    if (status == FLASHCL_SUCCESS)
+        status = refuse_features(ctx, &p);
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    const bool want_sinks = bwd && bwd->d_sinks.buffer;
+    if (want_sinks && !variant_active(&p, VARIANT_SINKS))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "bwd.d_sinks is set but desc.sinks is not: there is "
+                         "no sink logit to differentiate");
+    return describe_plan(ctx, &p, want_sinks, info);
 }
 
 /* ---- host-memory convenience --------------------------------------- */

@@ -12,55 +12,6 @@ static void copy_text(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src);
 }
 
-/* Matrix instructions the device offers, by what was probed (vendor id,
- * extensions, NVIDIA compute capability, AMD gfx name), never by device
- * name. Which of them flashcl uses is the paths' to say (paths_summary). */
-static void matrix_offers(const device_caps *caps, char *offer,
-                          size_t offer_cap)
-{
-    if (caps->klass == DEVICE_CLASS_GPU_NVIDIA) {
-        unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
-        if (cc >= 90)
-            snprintf(offer, offer_cap,
-                     "sm_%u: mma.sync m16n8k16 (fp16/bf16), wgmma only via "
-                     "sm_90a PTX",
-                     cc);
-        else if (cc >= 80)
-            snprintf(offer, offer_cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16)",
-                     cc);
-        else if (cc >= 70)
-            snprintf(offer, offer_cap, "sm_%u: mma.sync m8n8k4 (fp16)", cc);
-        else
-            snprintf(offer, offer_cap, "%s",
-                     cc ? "none (compute capability < 7.0)"
-                        : "unknown (no cl_nv_device_attribute_query)");
-    } else if (caps->klass == DEVICE_CLASS_GPU_AMD) {
-        const char *gfx = caps->amd_gfx;
-        if (!strncmp(gfx, "gfx90a", 6) || !strncmp(gfx, "gfx94", 5))
-            snprintf(offer, offer_cap, "%s: MFMA 16x16x16 (amd_mfma path)",
-                     gfx);
-        else if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx95", 5))
-            snprintf(offer, offer_cap, "%s: MFMA (not used by flashcl yet)",
-                     gfx);
-        else if (!strncmp(gfx, "gfx11", 5))
-            snprintf(offer, offer_cap, "%s: WMMA wave32 (amd_mfma path)", gfx);
-        else if (!strncmp(gfx, "gfx12", 5))
-            snprintf(offer, offer_cap,
-                     "%s: WMMA wave32, gfx12 layouts (amd_mfma path)", gfx);
-        else
-            snprintf(offer, offer_cap, "%s",
-                     *gfx ? "none known for this gfx"
-                          : "unknown (no cl_amd_device_attribute_query)");
-    } else if (caps->klass == DEVICE_CLASS_GPU_INTEL) {
-        copy_text(offer, offer_cap,
-                  caps->has_subgroups
-                      ? "subgroups (matrix extensions not probed yet)"
-                      : "none");
-    } else {
-        copy_text(offer, offer_cap, "none");
-    }
-}
-
 flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
                                            flashcl_device_info *info)
 {
@@ -91,7 +42,7 @@ flashcl_status flashcl_context_device_info(const flashcl_context *ctx,
     info->has_subgroups = caps->has_subgroups;
     info->nv_compute_capability = caps->nv_cc_major * 10 + caps->nv_cc_minor;
     copy_text(info->amd_gfx, sizeof info->amd_gfx, caps->amd_gfx);
-    matrix_offers(caps, info->matrix_path, sizeof info->matrix_path);
+    paths_matrix_offer(caps, info->matrix_path, sizeof info->matrix_path);
     paths_summary(caps, info->flashcl_path, sizeof info->flashcl_path);
     tuning_device_key(caps, info->tuning_vendor, sizeof info->tuning_vendor,
                       info->tuning_arch, sizeof info->tuning_arch,
@@ -141,10 +92,10 @@ flashcl_status flashcl_describe_variant(flashcl_context *ctx,
     copy_text(info->tuning, sizeof info->tuning, plan.tuning);
     variants_describe(p.variants, info->variants, sizeof info->variants);
     copy_text(info->build_options, sizeof info->build_options, plan.options);
-    info->num_splits = plan.split_kernel ? plan.splits : 1;
+    info->num_splits = plan.split.service ? plan.split.parts : 1;
     /* partial O and LSE, and the fused merge's counts */
-    info->split_scratch_bytes =
-        (size_t)plan.scratch_bytes + plan.split_counters * sizeof(int32_t);
+    info->split_scratch_bytes = (size_t)plan.split.scratch_bytes +
+                                plan.split.counters * sizeof(int32_t);
     return FLASHCL_SUCCESS;
 }
 
@@ -185,6 +136,12 @@ flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
     memcpy(ctx->forced_tiles, spec, sizeof spec);
     pthread_mutex_unlock(&ctx->cache_lock);
     return FLASHCL_SUCCESS;
+}
+
+const char *flashcl_path_name(int index)
+{
+    const kernel_path *path = index < 0 ? NULL : path_at((size_t)index);
+    return path ? path->name : NULL;
 }
 
 flashcl_status flashcl_path_tunable(const char *path, int index,

@@ -1,7 +1,6 @@
 /* Context lifetime: own device/queue or wrap the caller's queue. */
 #include "core/core.h"
 #include "core/scratch.h"
-#include "reference/reference.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,7 +126,8 @@ void flashcl_context_release(flashcl_context *ctx)
         return;
     forget_context_errors(ctx);
     program_cache_release(ctx);
-    reference_state_release(ctx);
+    if (ctx->backend_state && ctx->backend_state_release)
+        ctx->backend_state_release(ctx->backend_state);
     context_scratch_release(ctx, true);
     if (ctx->dummy)
         clReleaseMemObject(ctx->dummy);
@@ -176,6 +176,22 @@ bool parse_byte_count(const char *text, size_t *out)
     return true;
 }
 
+flashcl_status scratch_cap_from(flashcl_context *ctx, size_t set_value,
+                                const char *env_name, size_t fallback,
+                                size_t *bytes)
+{
+    const char *env = set_value ? NULL : getenv(env_name);
+    *bytes = set_value ? set_value : fallback;
+    if (!env || !*env)
+        return FLASHCL_SUCCESS;
+    if (!parse_byte_count(env, bytes))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "environment variable %s = \"%.64s\" is not a "
+                         "positive byte count (e.g. 268435456 or 256M)",
+                         env_name, env);
+    return FLASHCL_SUCCESS;
+}
+
 #define SPLIT_SCRATCH_ENV "FLASHCL_SPLIT_SCRATCH_LIMIT"
 #define SPLIT_SCRATCH_DEFAULT ((size_t)256 << 20)
 
@@ -184,24 +200,13 @@ flashcl_status split_scratch_cap(flashcl_context *ctx, size_t *bytes)
     pthread_mutex_lock(&ctx->cache_lock);
     const size_t set_value = ctx->split_limit;
     pthread_mutex_unlock(&ctx->cache_lock);
-    if (set_value) {
-        *bytes = set_value;
-        return FLASHCL_SUCCESS;
-    }
-    const char *env = getenv(SPLIT_SCRATCH_ENV);
-    if (env && *env) {
-        if (!parse_byte_count(env, bytes))
-            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                             "environment variable %s = \"%.64s\" is not a "
-                             "positive byte count (e.g. 268435456 or 256M)",
-                             SPLIT_SCRATCH_ENV, env);
-        return FLASHCL_SUCCESS;
-    }
     const uint64_t quarter = ctx->caps.max_alloc ? ctx->caps.max_alloc / 4
                                                  : SPLIT_SCRATCH_DEFAULT;
-    *bytes = quarter < SPLIT_SCRATCH_DEFAULT ? (size_t)quarter
-                                             : SPLIT_SCRATCH_DEFAULT;
-    return FLASHCL_SUCCESS;
+    return scratch_cap_from(ctx, set_value, SPLIT_SCRATCH_ENV,
+                            quarter < SPLIT_SCRATCH_DEFAULT
+                                ? (size_t)quarter
+                                : SPLIT_SCRATCH_DEFAULT,
+                            bytes);
 }
 
 flashcl_status flashcl_context_set_split_scratch_limit(flashcl_context *ctx,

@@ -174,9 +174,11 @@ struct flashcl_context {
     pthread_cond_t cache_changed; /* a compile finished */
     compiled_program *programs;
     cl_mem dummy; /* 16-byte buffer for absent tensor arguments */
-    /* Reference backend's scratch; created on first use under cache_lock
-     * (src/reference/reference.c). */
-    struct reference_state *reference;
+    /* A backend's own per-context state (the reference backend's
+     * scratch), created on first use under cache_lock, and the hook that
+     * frees it at context release: core names no backend. */
+    void *backend_state;
+    void (*backend_state_release)(void *state);
     /* Split-KV scratch (src/paths/split_kv.c) and the wgmma path's packed
      * mask (src/paths/mask_bits.c), core/scratch.h's sets, created on
      * first use under cache_lock; their cap from
@@ -196,6 +198,13 @@ const char *context_forced_tiles(flashcl_context *ctx, char *buf, size_t cap);
 /* "268435456", "256M", "1G", "512k": a positive byte count with an
  * optional binary suffix. */
 bool parse_byte_count(const char *text, size_t *out);
+/* A scratch cap in bytes: `set_value` when non-zero, else the
+ * environment variable `env_name` when set (FLASHCL_ERROR_INVALID_VALUE,
+ * with a message naming it, when it is not a byte count), else
+ * `fallback`. */
+flashcl_status scratch_cap_from(flashcl_context *ctx, size_t set_value,
+                                const char *env_name, size_t fallback,
+                                size_t *bytes);
 
 /* The split-KV scratch cap the next call uses: the setter's value, else
  * FLASHCL_SPLIT_SCRATCH_LIMIT, else 256 MiB capped at a quarter of the

@@ -169,7 +169,7 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
     }
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_AMD_MFMA);
+    const uint32_t missing = variants_unsupported(p, amd_mfma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -287,11 +287,36 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* AMD's matrix instructions by gfx name (cl_amd_device_attribute_query),
+ * never by device name. */
+static bool offer(const device_caps *caps, char *out, size_t cap)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_AMD)
+        return false;
+    const char *gfx = caps->amd_gfx;
+    if (!strncmp(gfx, "gfx90a", 6) || !strncmp(gfx, "gfx94", 5))
+        snprintf(out, cap, "%s: MFMA 16x16x16 (amd_mfma path)", gfx);
+    else if (!strncmp(gfx, "gfx90", 5) || !strncmp(gfx, "gfx95", 5))
+        snprintf(out, cap, "%s: MFMA (not used by flashcl yet)", gfx);
+    else if (!strncmp(gfx, "gfx11", 5))
+        snprintf(out, cap, "%s: WMMA wave32 (amd_mfma path)", gfx);
+    else if (!strncmp(gfx, "gfx12", 5))
+        snprintf(out, cap, "%s: WMMA wave32, gfx12 layouts (amd_mfma path)",
+                 gfx);
+    else
+        snprintf(out, cap, "%s",
+                 *gfx ? "none known for this gfx"
+                      : "unknown (no cl_amd_device_attribute_query)");
+    return true;
+}
+
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables,
+ * offer */
 const kernel_path amd_mfma_path = {
-    "amd_mfma", PATH_BIT_AMD_MFMA,
+    "amd_mfma", VARIANTS_ALL,
     "AMD matrix-core kernel for fp16/bf16, MFMA wave64 on gfx90a/gfx94x, "
     "WMMA wave32 on gfx11xx/gfx12xx (head dims up to 256, every variant; "
     "FLASHCL_AMD_MATRIX=0 turns it off)",
     serves, amd_mfma_can_run, amd_mfma_plan, launch_forward_kernel,
-    amd_mfma_tunables, sizeof amd_mfma_tunables / sizeof amd_mfma_tunables[0]};
+    amd_mfma_tunables, sizeof amd_mfma_tunables / sizeof amd_mfma_tunables[0],
+    offer};

@@ -4,9 +4,11 @@
  * storage, the head dims of its tile table, contiguous 16-byte-aligned
  * rows, and the variants the table marks for it. */
 #include "core/dev_env.h"
-#include "paths/path.h"
+#include "paths/nv_common.h"
 #include "paths/nv_mma_tiles.h"
+#include "paths/switches.h"
 #include "paths/tuning.h"
+#include "nvidia/flash_fwd_mma_switches.clh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,7 +151,7 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         p->dtype != FLASHCL_DTYPE_FP32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32)");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_MMA);
+    const uint32_t missing = variants_unsupported(p, nv_mma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -232,31 +234,70 @@ static bool extras_vector(const problem *p, extras_kind kind, int block_n)
     return vec;
 }
 
-/* Kernel switches for bias and mask; returns whether the grid runs heads
- * first (plan_extras_heads_first). */
-static bool extras_options(const problem *p, const kernel_plan *plan,
-                           options_buf *out)
+typedef struct nv_mma_switches {
+    FLASHCL_NV_MMA_SWITCHES(SWITCH_FIELD)
+} nv_mma_switches;
+
+/* The switches for bias and mask (the kernel's defaults without them). */
+static void extras_switches(const problem *p, const kernel_plan *plan,
+                            nv_mma_switches *values)
 {
     const int bias = variant_value(p, VARIANT_BIAS);
     const bool mask = variant_active(p, VARIANT_MASK);
+    values->NV_EXTRAS_AHEAD = 1;
     if (!bias && !mask)
-        return false;
+        return;
     const extras_kind kind = extras_mode();
-    const bool vec = extras_vector(p, kind, plan->block_n);
     /* Loading a tile ahead hides the latency but holds two tiles of terms
      * in registers. bf16 D=128 N=4096 on the H200 (2026-12-02,
      * bench/results/h200-2026-12-02-extras.md): a mask gains from it
      * (269 against 257 TFLOP/s non-causal), and bias with a mask (189
      * against 167); a bias alone loses (201 against 218: its fp32 terms
      * take 16 more registers a row). */
-    const bool ahead = kind == EXTRAS_VEC_AHEAD ||
-                       (kind == EXTRAS_VEC && mask);
-    const bool heads_first = plan_extras_heads_first(p);
-    options_add(out,
-                " -DFLASHCL_NV_KEY_PERM=%d -DFLASHCL_NV_EXTRAS_VEC=%d"
-                " -DFLASHCL_NV_HEADS_FIRST=%d -DFLASHCL_NV_EXTRAS_AHEAD=%d",
-                kind != EXTRAS_PAIRS, vec, heads_first, ahead);
-    return heads_first;
+    values->NV_EXTRAS_AHEAD = kind == EXTRAS_VEC_AHEAD ||
+                              (kind == EXTRAS_VEC && mask);
+    values->NV_KEY_PERM = kind != EXTRAS_PAIRS;
+    values->NV_EXTRAS_VEC = extras_vector(p, kind, plan->block_n);
+    values->NV_HEADS_FIRST = plan_extras_heads_first(p);
+}
+
+/* Every switch of the kernel's list for this plan (the fix-up pass's
+ * aside: NV_FIXUP 0). */
+static nv_mma_switches plan_switches(const device_caps *caps,
+                                     const problem *p,
+                                     const kernel_plan *plan)
+{
+    const bool varlen = p->infer.varlen_q;
+    nv_mma_switches values = {
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        .WG_SIZE = plan->wg_size,
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .NV_MMA = 1,
+        .NV_SM = (int)(caps->nv_cc_major * 10 + caps->nv_cc_minor),
+        .NV_DQ = (int)p->head_dim,
+        .NV_DV = (int)p->head_dim_v,
+        /* the row max is taken before scaling only for scale > 0 */
+        .NV_PRESCALE = !(p->scale > 0),
+        .LOCAL_MEM_BYTES = caps->local_mem ? (int)caps->local_mem : 49152,
+        .NV_VARLEN = varlen,
+        .NV_VARLEN_TOP_LEFT = varlen && p->infer.top_left,
+        .NV_SEQ_FIRST = plan_varlen_seq_first(p)};
+    extras_switches(p, plan, &values);
+    return values;
+}
+
+/* The kernel's options: the compiler flags, every switch of its list,
+ * then the variants'. */
+static void nv_mma_emit(const problem *p, const nv_mma_switches *values,
+                        options_buf *out, switch_fault *fault)
+{
+    plan_compiler_flags(out);
+    FLASHCL_NV_MMA_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
 }
 
 static void nv_mma_plan(const device_caps *caps, const problem *p,
@@ -302,34 +343,23 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     plan->vec = 0;
     if (tile != &tuned)
         snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
+    nv_mma_switches values = plan_switches(caps, p, plan);
     options_buf out = options_begin(plan->options, sizeof plan->options);
-    plan_base_options_add(p, plan, &out);
-    options_add(&out,
-             " -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_SM=%u%u -DFLASHCL_NV_DQ=%d "
-             "-DFLASHCL_NV_DV=%d%s",
-             caps->nv_cc_major, caps->nv_cc_minor, (int)p->head_dim,
-             (int)p->head_dim_v,
-             /* the row max is taken before scaling only for scale > 0 */
-             p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1");
-    if (caps->local_mem) /* else the kernel's default */
-        options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                    (unsigned long long)caps->local_mem);
-    variants_add_defines(p, &out);
-    const bool heads_first = extras_options(p, plan, &out);
-    const bool seq_first = plan_varlen_options_add(p, &out);
-    plan_options_done(plan, &out, (switch_fault){NULL, 0});
+    switch_fault fault = {NULL, 0};
+    nv_mma_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
-    memcpy(plan->extra_options, plan->options, sizeof plan->extra_options);
+    values.NV_FIXUP = 1;
     options_buf fixup =
-        options_continue(plan->extra_options, sizeof plan->extra_options);
-    options_add(&fixup, " -DFLASHCL_NV_FIXUP=1");
-    plan_options_done(plan, &fixup, (switch_fault){NULL, 0});
+        options_begin(plan->extra_options, sizeof plan->extra_options);
+    nv_mma_emit(p, &values, &fixup, &fault);
+    plan_options_done(plan, &fixup, fault);
     plan_row_blocks(p, plan);
-    if (heads_first)
+    if (values.NV_HEADS_FIRST)
         plan_heads_first_grid(p, plan);
-    if (seq_first) /* sequences fastest, query blocks last */
+    if (values.NV_SEQ_FIRST) /* sequences fastest, query blocks last */
         plan_seq_first_grid(p, plan);
 }
 
@@ -356,12 +386,36 @@ static flashcl_status nv_mma_launch(flashcl_context *ctx,
                                       trailing, num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* NVIDIA's matrix instructions by compute capability (read through
+ * cl_nv_device_attribute_query), never by device name. */
+static bool offer(const device_caps *caps, char *out, size_t cap)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
+        return false;
+    const unsigned cc = caps->nv_cc_major * 10 + caps->nv_cc_minor;
+    if (cc >= 90)
+        snprintf(out, cap,
+                 "sm_%u: mma.sync m16n8k16 (fp16/bf16), wgmma only via "
+                 "sm_90a PTX",
+                 cc);
+    else if (cc >= 80)
+        snprintf(out, cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16)", cc);
+    else if (cc >= 70)
+        snprintf(out, cap, "sm_%u: mma.sync m8n8k4 (fp16)", cc);
+    else
+        snprintf(out, cap, "%s",
+                 cc ? "none (compute capability < 7.0)"
+                    : "unknown (no cl_nv_device_attribute_query)");
+    return true;
+}
+
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables,
+ * offer */
 const kernel_path nv_mma_path = {
-    "nv_mma", PATH_BIT_NV_MMA,
+    "nv_mma", VARIANTS_ALL,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
     "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
     "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "
     "128)",
     serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch, nv_mma_tunables,
-    sizeof nv_mma_tunables / sizeof nv_mma_tunables[0]};
+    sizeof nv_mma_tunables / sizeof nv_mma_tunables[0], offer};

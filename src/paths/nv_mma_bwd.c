@@ -197,3 +197,21 @@ void nv_mma_bwd_log(const nv_bwd_plan *plan)
         fprintf(stderr, "flashcl: backward on portable (%s)\n",
                 plan->why_not);
 }
+
+bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, flashcl_variant_info *info)
+{
+    snprintf(info->path, sizeof info->path, "nv_mma");
+    snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd_mma.cl");
+    info->head_dim_padded = plan->dim_padded;
+    info->block_m = plan->warps * 16;
+    info->block_n = plan->rows;
+    info->work_group_size = plan->warps * 32;
+    snprintf(info->reason, sizeof info->reason,
+             "flashcl_bwd_delta (portable), flashcl_bwd_dkdv and "
+             "flashcl_bwd_dq on mma.sync: %d keys or rows a work-group, %d "
+             "query rows a dK/dV step, %d keys a dQ step (%s)",
+             plan->warps * 16, plan->rows, plan->keys, plan->reason);
+    return nv_mma_bwd_options(caps, p, plan, info->build_options,
+                              sizeof info->build_options);
+}

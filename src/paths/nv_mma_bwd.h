@@ -33,6 +33,11 @@ flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
                                   const nv_bwd_plan *plan,
                                   compiled_program **program);
 
+/* flashcl_describe_backward's fields for the chosen plan; false when its
+ * build options do not fit. */
+bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, flashcl_variant_info *info);
+
 /* With FLASHCL_VERBOSE: which kernels the backward runs, and why. */
 void nv_mma_bwd_log(const nv_bwd_plan *plan);
 

@@ -16,14 +16,15 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
-#include "paths/path.h"
+#include "paths/nv_common.h"
 #include "paths/mask_bits.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
+#include "paths/switches.h"
 #include "paths/tuning.h"
+#include "nvidia/wgmma/wgmma_switches.clh"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,7 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_NV_WGMMA);
+    const uint32_t missing = variants_unsupported(p, nv_wgmma_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -407,86 +408,73 @@ static wgmma_schedule resolve_schedule(const device_caps *caps,
     return s;
 }
 
-/* Appends to the plan's options; false, with the plan refused, when
- * they would not fit (a truncated list would build another kernel and
- * key the caches wrongly). */
-static bool options_append(kernel_plan *plan, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static bool options_append(kernel_plan *plan, const char *fmt, ...)
+typedef struct wgmma_switches {
+    FLASHCL_NV_WGMMA_SWITCHES(SWITCH_FIELD)
+} wgmma_switches;
+
+/* Every switch of the kernel's list for a resolved schedule (the plan's
+ * tiles set). */
+static wgmma_switches schedule_switches(const device_caps *caps,
+                                        const problem *p,
+                                        const wgmma_schedule *s,
+                                        const kernel_plan *plan)
 {
-    options_buf out = options_continue(plan->options, sizeof plan->options);
-    va_list args;
-    va_start(args, fmt);
-    options_vadd(&out, fmt, args);
-    va_end(args);
-    if (!out.overflow)
-        return true;
-    plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                "internal limit: the nv_wgmma kernel's -D options exceed "
-                "%zu bytes",
-                sizeof plan->options - 1);
-    return false;
+    const bool varlen = p->infer.varlen_q;
+    return (wgmma_switches){
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .WG_SIZE = plan->wg_size,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        /* the row max is taken before scaling only for scale > 0 */
+        .NV_PRESCALE = !(p->scale > 0),
+        .LOCAL_MEM_BYTES = (int)s->mem,
+        .NV_WGMMA = 1,
+        .NV_SM = (int)(caps->nv_cc_major * 10 + caps->nv_cc_minor),
+        .NV_MMA = 1,
+        .NV_WGMMA_MASK_BITS = s->bits && !s->xstage,
+        .NV_DQ = (int)p->head_dim,
+        .NV_DV = (int)p->head_dim_v,
+        .NV_WGMMA_RING = s->cfg.ring,
+        .NV_WGMMA_XSTAGE = s->xstage,
+        .NV_WGMMA_PERSIST = s->cfg.persist,
+        /* (the persistent grid keeps its own order) */
+        .NV_HEADS_FIRST = !s->cfg.persist && plan_extras_heads_first(p),
+        .NV_VARLEN = varlen,
+        .NV_VARLEN_TOP_LEFT = varlen && p->infer.top_left,
+        .NV_SEQ_FIRST = plan_varlen_seq_first(p)};
 }
 
-/* The helpers that write the options themselves (plan_base_options, the
- * variants' and packed batches' defines) truncate silently: a list that
- * reaches the buffer's end is taken as truncated. */
-static bool options_fit(kernel_plan *plan)
+/* " -DFLASHCL_<name>=<value>" for every switch of the list. */
+static void wgmma_emit(const wgmma_switches *values, options_buf *out,
+                       switch_fault *fault)
 {
-    if (strlen(plan->options) < sizeof plan->options - 1)
-        return true;
-    plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                "internal limit: the nv_wgmma kernel's -D options fill all "
-                "%zu bytes",
-                sizeof plan->options - 1);
-    return false;
+    FLASHCL_NV_WGMMA_SWITCHES(SWITCH_EMIT)
 }
 
-/* The kernel's -D options of a resolved schedule: the base options, the
- * schedule's, the variants', the packed batch's and the grid's order.
- * False (the plan refused) when they do not fit. */
+/* The kernel's -D options of a resolved schedule: the compiler flags,
+ * every switch of its list, the two it leaves optional (the register
+ * split, the local memory the PTX patch grows), then the variants'.
+ * False (the plan refused) when they do not fit or a value is illegal. */
 static bool schedule_options(const device_caps *caps, const problem *p,
-                             const wgmma_schedule *s, bool *heads_first,
-                             bool *seq_first, kernel_plan *plan)
+                             const wgmma_schedule *s,
+                             const wgmma_switches *values, kernel_plan *plan)
 {
-    plan_base_options(p, plan, plan->options, sizeof plan->options);
-    char schedule[160];
-    if (!nv_wgmma_defines(&s->cfg, schedule, sizeof schedule)) {
-        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                    "internal limit: the nv_wgmma schedule's -D options "
-                    "exceed %zu bytes",
-                    sizeof schedule - 1);
-        return false;
-    }
+    options_buf out = options_begin(plan->options, sizeof plan->options);
+    switch_fault fault = {NULL, 0};
+    plan_compiler_flags(&out);
+    wgmma_emit(values, &out, &fault);
+    options_add(&out, " -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+                nv_wgmma_regs(&s->cfg));
     const uint64_t device_mem = caps->local_mem ? caps->local_mem : 49152;
-    if (!options_append(plan,
-                        " -DFLASHCL_NV_WGMMA=1 -DFLASHCL_NV_SM=%u%u "
-                        "-DFLASHCL_NV_DQ=%d -DFLASHCL_NV_DV=%d%s "
-                        "-DFLASHCL_LOCAL_MEM_BYTES=%llu%s",
-                        caps->nv_cc_major, caps->nv_cc_minor,
-                        (int)p->head_dim, (int)p->head_dim_v,
-                        p->scale > 0 ? "" : " -DFLASHCL_NV_PRESCALE=1",
-                        (unsigned long long)s->mem, schedule) ||
-        (s->mem > device_mem && /* the PTX patch grows .shared */
-         !options_append(plan, " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
-                         (unsigned long long)device_mem)))
-        return false;
-    variants_append_defines(p, plan->options, sizeof plan->options);
-    if ((s->xstage || s->bits) &&
-        !options_append(plan, "%s",
-                        s->xstage ? " -DFLASHCL_NV_WGMMA_XSTAGE=1"
-                                  : " -DFLASHCL_NV_WGMMA_MASK_BITS=1"))
-        return false;
-    *seq_first = plan_varlen_options(p, plan->options, sizeof plan->options);
-    /* (the persistent grid keeps its own order) */
-    *heads_first = !s->cfg.persist && plan_extras_heads_first(p);
-    if (*heads_first &&
-        !options_append(plan, " -DFLASHCL_NV_HEADS_FIRST=1"))
-        return false;
-    return options_fit(plan);
+    if (s->mem > device_mem) /* the PTX patch grows .shared */
+        options_add(&out, " -DFLASHCL_NV_WGMMA_DECLARED_SMEM=%llu",
+                    (unsigned long long)device_mem);
+    variants_add_defines(p, &out);
+    plan_options_done(plan, &out, fault);
+    return !plan->refused[0];
 }
 
 static void nv_wgmma_plan(const device_caps *caps, const problem *p,
@@ -514,8 +502,8 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
              : s.chosen.forced ? "forced candidate"
                                : plan->tuning,
              note);
-    bool heads_first = false, seq_first = false;
-    if (!schedule_options(caps, p, &s, &heads_first, &seq_first, plan))
+    const wgmma_switches values = schedule_switches(caps, p, &s, plan);
+    if (!schedule_options(caps, p, &s, &values, plan))
         return;
     plan->patch = patch_ptx;
     plan->patch_kind = SM90A_PATCH_KIND;
@@ -525,9 +513,9 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
         mask_bits_plan(p, plan);
     if (s.cfg.persist)
         persistent_grid(caps, p, plan);
-    if (heads_first)
+    if (values.NV_HEADS_FIRST)
         plan_heads_first_grid(p, plan);
-    if (seq_first) /* sequences fastest, query blocks last */
+    if (values.NV_SEQ_FIRST) /* sequences fastest, query blocks last */
         plan_seq_first_grid(p, plan);
 }
 
@@ -590,9 +578,9 @@ static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
                                       num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path nv_wgmma_path = {
-    "nv_wgmma", PATH_BIT_NV_WGMMA,
+    "nv_wgmma", VARIANTS_ALL,
     "Hopper wgmma kernel for fp16/bf16 (head dims D and D_v that are "
     "multiples of 8 up to 256, every variant; sm_90a through a PTX patch, "
     "up to 224 KiB of local memory, a producer warpgroup; the default on "
@@ -601,4 +589,5 @@ const kernel_path nv_wgmma_path = {
     "packs a mask into bits)",
     serves, nv_wgmma_can_run, nv_wgmma_plan, nv_wgmma_launch,
     nv_wgmma_tunables,
-    sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0]};
+    sizeof nv_wgmma_tunables / sizeof nv_wgmma_tunables[0],
+    NULL /* the device's offer: nv_mma's */};

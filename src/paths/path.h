@@ -75,18 +75,21 @@ struct kernel_plan {
     /* The tuner's candidate for this path (flashcl_context_force_tiles),
      * set by choose_plan before plan(); NULL otherwise. */
     const char *forced_tiles;
-    /* Split-KV (src/paths/split_kv.c): the portable path's inference
-     * kernels run this plan; `splits` parts per key range (1: none) and
-     * the context scratch they need. */
-    bool split_kernel;
-    int splits;
-    uint64_t scratch_bytes;
-    /* The attention kernel merges its own partials (the last work-group
-     * of a query tile; FLASHCL_SPLIT_FUSED): no combine kernel runs, and
-     * `split_counters` int32 counts in the context's scratch, zero between
-     * calls, say which work-group is last. */
-    bool split_fused;
-    size_t split_counters;
+    /* The split-KV service's own part of a plan it made (split_kv.h;
+     * describe reads it too). */
+    struct split_plan_state {
+        /* the service planned this call (the portable path launches it
+         * through the service then) */
+        bool service;
+        int parts; /* per key range (1: none) */
+        uint64_t scratch_bytes; /* the context scratch the parts need */
+        /* The attention kernel merges its own partials (the last
+         * work-group of a query tile; FLASHCL_SPLIT_FUSED): no combine
+         * kernel runs, and `counters` int32 counts in the context's
+         * scratch, zero between calls, say which work-group is last. */
+        bool fused;
+        size_t counters;
+    } split;
     /* A persistent grid (the wgmma path's FLASHCL_NV_WGMMA_PERSIST): the
      * work-groups loop over (query block, head, batch), and the kernel
      * takes heads_q and batch after the forward list
@@ -105,7 +108,9 @@ struct kernel_plan {
 
 struct kernel_path {
     const char *name; /* "portable", "nv_mma" */
-    unsigned bit;     /* PATH_BIT_* as the variant table names it */
+    /* The variants it computes (1u << VARIANT_*; VARIANTS_ALL): a new
+     * variant or path edits no other path's entry. */
+    uint32_t variants;
     /* What the path uses on a device it serves, for `flashcl info`. */
     const char *summary;
     /* Whether the path serves this device at all (some problems). */
@@ -122,6 +127,11 @@ struct kernel_path {
      * path's tile table. */
     const tunable *tunables;
     size_t tunable_count;
+    /* The matrix instructions a device of its vendor offers, by what was
+     * probed (for describe's matrix_path), into `offer`; false, writing
+     * nothing, for another vendor's device. NULL: the path has none to
+     * name. */
+    bool (*offer)(const device_caps *caps, char *offer, size_t cap);
 };
 
 extern const kernel_path portable_path;
@@ -148,7 +158,14 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
 bool forced_path_unknown(char *why, size_t cap);
 /* The path called `name` (NULL: none). */
 const kernel_path *find_path(const char *name);
+/* The ordered path list: its length, and its i-th path (NULL past the
+ * end). */
+size_t paths_count(void);
+const kernel_path *path_at(size_t i);
 
+/* The matrix instructions the device offers, from the first path that
+ * names its vendor's ("none" otherwise). */
+void paths_matrix_offer(const device_caps *caps, char *offer, size_t cap);
 /* "<summary>; ...; portable kernel otherwise" for a device. */
 void paths_summary(const device_caps *caps, char *buf, size_t cap);
 
@@ -227,49 +244,12 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
-/* Whether the grid runs heads first: with a bias or mask shared by every
- * head, the blocks in flight then read the same rows, from L2 after the
- * first. FLASHCL_NV_GRID=blocks|heads forces the order (both NVIDIA
- * kernels, for comparisons). False without a bias or mask. */
-bool plan_extras_heads_first(const problem *p);
-/* After plan_row_blocks: dimension 0 over heads, 1 over query blocks. */
-void plan_heads_first_grid(const problem *p, kernel_plan *plan);
-
-/* Why a decode-like call should run on the split-KV kernels rather than
- * a dense tensor-core kernel (NVIDIA's, unforced), or NULL: fewer than 4
- * work-groups per compute unit while the split-KV plan would split it, or
- * at most 16 rows per KV head for the split-KV tensor-core kernel. */
-const char *plan_decode_split_reason(const device_caps *caps,
-                                     const problem *p);
-/* A packed batch (varlen) the NVIDIA forward kernels compute: packed
- * queries and keys (FlashAttention's varlen call), no cache, split, bias
- * or mask. The split-KV kernels keep the rest. */
-bool plan_varlen_dense(const problem *p);
-/* The packed batch's options (-DFLASHCL_NV_VARLEN=1, its diagonal, and
- * sequences first in the grid for a causal band: FLASHCL_NV_SEQ_FIRST;
- * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;
- * true when sequences go first. */
-bool plan_varlen_options(const problem *p, char *buf, size_t cap);
-/* The same, appended to a checked buffer. */
-bool plan_varlen_options_add(const problem *p, options_buf *out);
-/* After plan_row_blocks, with sequences first: dimension 0 over the
- * sequences, 2 over query blocks. */
-void plan_seq_first_grid(const problem *p, kernel_plan *plan);
-/* The packed batch's arguments after the forward list
- * (FLASHCL_VARLEN_ARGS of cl/common/kernel_args.clh), for a launch. */
-typedef struct varlen_args {
-    cl_mem cu_q, cu_k;
-    cl_ulong4 len_base, len_stride;
-    cl_int total_q, total_k;
-} varlen_args;
-void varlen_args_fill(const problem *p, varlen_args *a);
-cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values);
-
-/* The portable path's head-dim padding (16, or 32 above 128) and vector
- * width (the device's preferred float width, 4..16). */
+/* The portable kernels' head-dim padding (16, or 32 above 128) and vector
+ * width (the device's preferred float width, 4..16), which the split-KV
+ * kernels share (launch.c). */
 int portable_padded_head_dim(int64_t head_dim);
 int portable_vector_width(const device_caps *caps);
-/* Whether the compensated sums pay on this device (portable.c says why). */
+/* Whether the compensated sums pay on this device (launch.c says why). */
 bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 /* The portable kernel's switch values (cl/portable/flash_fwd_switches.clh)
  * and its options emitter: the compiler flags, every switch of the list,
@@ -280,21 +260,6 @@ typedef struct portable_switches {
 void portable_emit(const problem *p, const portable_switches *values,
                    options_buf *out, switch_fault *fault);
 
-/* ---- split-KV (split_kv.c): a path, and the portable path's fallback - */
-
-/* Parts the key range of `p` is cut into on this device: desc's forced
- * count, else 1 when the work fills the device, else enough to fill it
- * (the tile table's fewest keys a part, within the scratch cap). */
-int split_kv_splits(const device_caps *caps, const problem *p);
-/* A decode the tensor-core split kernel takes (NVIDIA, 16-bit, at most 16
- * packed rows per KV head): faster there than on nv_mma even unsplit. */
-bool split_kv_tensor_decode(const device_caps *caps, const problem *p);
-/* The problem needs or wants the split-KV kernels (inference features,
- * more than one part, or a tensor-core decode). */
-bool split_kv_wanted(const device_caps *caps, const problem *p);
-void split_kv_plan(const device_caps *caps, const problem *p,
-                   kernel_plan *plan);
-path_launch_fn split_kv_launch;
 
 /* Sets the variant arguments (cl/common/variants.clh) starting at *index,
  * advancing it; shared with the reference backend. */

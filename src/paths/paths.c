@@ -74,6 +74,13 @@ bool forced_path_unknown(char *why, size_t cap)
     return true;
 }
 
+size_t paths_count(void) { return sizeof paths / sizeof paths[0]; }
+
+const kernel_path *path_at(size_t i)
+{
+    return i < paths_count() ? paths[i] : NULL;
+}
+
 const kernel_path *find_path(const char *name)
 {
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; ++i)
@@ -139,6 +146,14 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         plan->refused[0] = '\0'; /* the user's setting outranks the path's */
         plan_refuse(plan, FLASHCL_ERROR_INVALID_VALUE, "%s", why);
     }
+}
+
+void paths_matrix_offer(const device_caps *caps, char *offer, size_t cap)
+{
+    for (size_t i = 0; i < paths_count(); ++i)
+        if (paths[i]->offer && paths[i]->offer(caps, offer, cap))
+            return;
+    snprintf(offer, cap, "none");
 }
 
 void paths_summary(const device_caps *caps, char *buf, size_t cap)

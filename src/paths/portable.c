@@ -1,9 +1,10 @@
 /* The portable path: cl/portable/flash_fwd.cl, 1, 2 or 4 query rows per
  * work-item, any device, every dtype and variant. It is the last path of
  * the list and never refuses a problem: what needs the split-KV kernels
- * (src/paths/split_kv.c, the path before it) it plans with them, for
- * FLASHCL_PATH naming another path. */
+ * it plans through the split-KV service (split_kv.h), for FLASHCL_PATH
+ * naming another path. */
 #include "paths/path.h"
+#include "paths/split_kv.h"
 #include "paths/portable_tiles.h"
 #include "paths/tuning.h"
 
@@ -22,14 +23,6 @@ static bool portable_can_run(const device_caps *caps, const problem *p,
     return true;
 }
 
-/* Padded head dims keep the number of compiled variants small while
- * wasting at most 15 (31 above 128) lanes of work per row. */
-int portable_padded_head_dim(int64_t head_dim)
-{
-    int step = head_dim <= 128 ? 16 : 32;
-    return (int)((head_dim + step - 1) / step * step);
-}
-
 static const portable_tile *lookup(const device_caps *caps, int head_dim)
 {
     const bool cpu = caps->klass == DEVICE_CLASS_CPU;
@@ -39,19 +32,6 @@ static const portable_tile *lookup(const device_caps *caps, int head_dim)
             head_dim <= portable_tiles[i].max_head_dim)
             return &portable_tiles[i];
     return &portable_tiles[n - 1];
-}
-
-/* Vectors as wide as the device prefers for floats (16 on AVX-512, 8 on
- * AVX2 under PoCL): wider ones change the calling convention there, and
- * PoCL warns about it on every compile. */
-int portable_vector_width(const device_caps *caps)
-{
-    unsigned width = caps->preferred_vector_float ? caps->preferred_vector_float
-                                                  : caps->native_vector_float;
-    int vec = 4;
-    while (vec < 16 && (unsigned)vec * 2 <= width)
-        vec *= 2;
-    return vec;
 }
 
 static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
@@ -275,18 +255,6 @@ static bool override_tiles(const device_caps *caps, const problem *p,
     return false;
 }
 
-/* The compensated row sum and accumulator (cl/portable/flash_fwd.cl) keep
- * fp32 error at unit roundoff for any seqlen_k; they need a second
- * accumulator array. On the H200 that cost nothing at D_v <= 64 and made
- * D_v = 128 3.1x slower (fp32, B=8 H=16 N=2048: 114 vs 37 ms; the two
- * 128-float arrays spill), so GPUs take plain sums above 64 (error grows
- * with seqlen_k there: 2e-5 at 1M keys, 6.6e-5 at 4M, for evenly spread
- * attention). CPUs (PoCL: within noise) always compensate. */
-bool portable_compensated(const device_caps *caps, int head_dim_v_padded)
-{
-    return caps->klass == DEVICE_CLASS_CPU || head_dim_v_padded <= 64;
-}
-
 static bool compensated(const device_caps *caps, const kernel_plan *plan)
 {
     return portable_compensated(caps, plan->head_dim_v_padded);
@@ -304,7 +272,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     if (split_kv_wanted(caps, p)) {
-        split_kv_plan(caps, p, plan);
+        split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
     plan->source = "flash_fwd.cl";
@@ -386,13 +354,14 @@ static flashcl_status portable_launch(flashcl_context *ctx,
                                       const cl_event *wait_list,
                                       cl_event *event)
 {
-    return (plan->split_kernel ? split_kv_launch : launch_forward_kernel)(
+    return (plan->split.service ? split_kv_launch : launch_forward_kernel)(
         ctx, queue, p, plan, programs, num_wait, wait_list, event);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path portable_path = {
-    "portable", PATH_BIT_PORTABLE,
+    "portable", VARIANTS_ALL,
     "portable kernel (fp32 FMA; fp64 for fp64 storage)",
     serves_every_device, portable_can_run, portable_plan, portable_launch,
-    portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0]};
+    portable_tunables, sizeof portable_tunables / sizeof portable_tunables[0],
+    NULL};

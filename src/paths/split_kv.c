@@ -1,17 +1,20 @@
-/* Split-KV ("flash-decoding") and the inference features, a kernel path
- * of its own: cl/inference/flash_split.cl's append, attention and merge
- * kernels, and the context-owned scratch the merge reads.
+/* Split-KV ("flash-decoding") and the inference features: the service of
+ * split_kv.h (cl/inference/flash_split.cl's append, attention and merge
+ * kernels, and the context-owned scratch the merge reads), and the
+ * split_kv path that runs it on its own.
  *
  * The path runs a problem with KV-cache or varlen fields (only these
  * kernels read them), or one whose (sequence, KV head, query tile)
  * work-groups are too few for the device and whose key range is long
- * enough to cut (split_kv_splits). The portable path keeps the same
- * kernels as its fallback (FLASHCL_PATH naming another path). */
+ * enough to cut (split_kv_splits). The portable path plans through the
+ * service as its fallback (FLASHCL_PATH naming another path). */
 #include "core/dev_env.h"
 #include "core/scratch.h"
-#include "paths/path.h"
+#include "paths/split_kv.h"
 #include "paths/split_kv_tiles.h"
+#include "paths/switches.h"
 #include "paths/tuning.h"
+#include "inference/flash_split_switches.clh"
 #include "inference/split_args.clh"
 
 #include <stdio.h>
@@ -701,42 +704,63 @@ static int mma_prefetch(const split_shape *s)
     return s->mma_stages > 0 ? 0 : steps;
 }
 
-static void append_options(const device_caps *caps, const problem *p,
-                           const split_shape *s, kernel_plan *plan,
-                           options_buf *out)
+typedef struct split_switches {
+    FLASHCL_SPLIT_SWITCHES(SWITCH_FIELD)
+} split_switches;
+
+/* The kernels' switches of this plan; a switch the chosen kernel does not
+ * read keeps its default. */
+static split_switches plan_switches(const device_caps *caps,
+                                    const problem *p, const split_shape *s,
+                                    const kernel_plan *plan)
 {
     const inference *in = &p->infer;
-    options_add(out,
-             " -DFLASHCL_VEC=%d -DFLASHCL_SPLIT=%d -DFLASHCL_Q_VARLEN=%d "
-             "-DFLASHCL_KV_MODE=%d -DFLASHCL_BATCH_IDX=%d -DFLASHCL_APPEND=%d "
-             "-DFLASHCL_COMPENSATED=%d -DFLASHCL_SPLIT_WIDE=%d "
-             "-DFLASHCL_SPLIT_VLOAD=%d -DFLASHCL_SPLIT_CP_ASYNC=%d "
-             "-DFLASHCL_SPLIT_LANES=%d -DFLASHCL_SPLIT_UNROLL=%d "
-             "-DFLASHCL_SPLIT_SHFL=%d -DFLASHCL_SPLIT_PREFETCH=%d "
-             "-DFLASHCL_SPLIT_MMA=%d -DFLASHCL_SPLIT_MMA_STAGES=%d "
-             "-DFLASHCL_NV_EMULATE=%d -DFLASHCL_SPLIT_FUSED=%d",
-             plan->vec, plan->splits > 1, in->varlen_q ? 1 : 0, (int)in->kv,
-             in->batch_idx ? 1 : 0, in->append ? 1 : 0,
-             !s->tile.wide && !s->tile.lanes && !s->mma_warps &&
-                     portable_compensated(caps, plan->head_dim_v_padded)
-                 ? 1
-                 : 0,
-             s->tile.wide ? 1 : 0, s->vload ? 1 : 0,
-             s->cp_async ? 1 : 0, s->lanes, s->lanes ? s->unroll : 1,
-             s->shfl ? 1 : 0, s->lanes && s->tile.prefetch ? 1 : 0,
-             s->mma_warps, s->mma_stages,
-             s->mma_warps && caps->klass != DEVICE_CLASS_GPU_NVIDIA ? 1 : 0,
-             plan->split_fused ? 1 : 0);
+    const bool mma = s->mma_warps > 0;
     /* FLASHCL_SPLIT_MMA_HALVES=2: the tensor-core kernel keeps rows
      * g + 8 of its m16 tile even when they hold no packed row (the
      * registers it frees otherwise; comparisons). */
     const char *halves = dev_getenv("FLASHCL_SPLIT_MMA_HALVES");
-    if (s->mma_warps && halves && !strcmp(halves, "2"))
-        options_add(out, " -DFLASHCL_SPLIT_MMA_HALVES=2");
-    if (s->mma_warps)
-        options_add(out,
-                    " -DFLASHCL_SPLIT_MMA_LOAD=%d -DFLASHCL_SPLIT_MMA_PREFETCH=%d",
-                    mma_load_kind(p, plan->splits), mma_prefetch(s));
+    return (split_switches){
+        .DTYPE = (int)p->dtype,
+        .CAUSAL = p->right >= 0,
+        .HEAD_DIM = plan->head_dim_padded,
+        .HEAD_DIM_V = plan->head_dim_v_padded,
+        .BLOCK_M = plan->block_m,
+        .BLOCK_N = plan->block_n,
+        .WG_SIZE = plan->wg_size,
+        .VEC = plan->vec,
+        .SPLIT = plan->split.parts > 1,
+        .Q_VARLEN = in->varlen_q ? 1 : 0,
+        .KV_MODE = (int)in->kv,
+        .BATCH_IDX = in->batch_idx ? 1 : 0,
+        .APPEND = in->append ? 1 : 0,
+        .COMPENSATED = !s->tile.wide && !s->tile.lanes && !mma &&
+                       portable_compensated(caps, plan->head_dim_v_padded),
+        .SPLIT_WIDE = s->tile.wide != 0,
+        .SPLIT_LANES = s->lanes,
+        .SPLIT_MMA = s->mma_warps,
+        .SPLIT_UNROLL = s->lanes ? s->unroll : 1,
+        .SPLIT_SHFL = s->shfl,
+        .SPLIT_VLOAD = s->vload,
+        .SPLIT_PREFETCH = s->lanes && s->tile.prefetch ? 1 : 0,
+        .SPLIT_CP_ASYNC = s->cp_async,
+        .SPLIT_MMA_STAGES = s->mma_stages,
+        .SPLIT_MMA_PREFETCH = mma ? mma_prefetch(s) : 0,
+        .SPLIT_MMA_HALVES =
+            (mma && halves && !strcmp(halves, "2")) || plan->block_m > 8 ? 2
+                                                                         : 1,
+        .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->split.parts) : 1,
+        .SPLIT_FUSED = plan->split.fused,
+        .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
+}
+
+/* The kernels' options: the compiler flags, every switch of the list,
+ * then the variants'. */
+static void split_emit(const problem *p, const split_switches *values,
+                       options_buf *out, switch_fault *fault)
+{
+    plan_compiler_flags(out);
+    FLASHCL_SPLIT_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
 }
 
@@ -758,14 +782,11 @@ static bool fused_merge(int splits)
 }
 
 void split_kv_plan(const device_caps *caps, const problem *p,
-                   kernel_plan *plan)
+                   kernel_plan *plan, const char *forced)
 {
-    /* the portable path's fallback plans here with its own forced set */
-    const char *forced =
-        plan->path == &split_kv_path ? plan->forced_tiles : NULL;
     const split_shape s =
         shape_of(caps, p, forced, plan->tuning, sizeof plan->tuning);
-    plan->split_kernel = true;
+    plan->split.service = true;
     plan->source = "flash_split.cl";
     plan->kernel_names[0] = "flashcl_split_fwd";
     plan->kernel_names[1] = "flashcl_split_combine";
@@ -779,30 +800,32 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         s.tile.wide || s.tile.lanes || s.mma_warps ? s.wg_size : s.block_m;
     plan->block_n = s.block_n;
     plan->vec = s.vec;
-    plan->splits = p->infer.num_splits > 0 ? p->infer.num_splits
-                                           : auto_splits(caps, p, &s);
-    plan->scratch_bytes = inference_scratch_bytes(p, plan->splits, s.dv);
-    plan->split_fused = s.mma_warps > 0 && fused_merge(plan->splits);
-    plan->split_counters = plan->split_fused
-                               ? (size_t)s.m_blocks * (size_t)p->heads_kv *
-                                     (size_t)p->batch
-                               : 0;
-    snprintf(plan->reason, sizeof plan->reason,
-             "%s; %d split%s (%s%s), %lld query head%s per work-group",
-             s.tile.measured, plan->splits, plan->splits == 1 ? "" : "s",
-             p->infer.num_splits > 0 ? "forced by num_splits"
-                                     : "from compute units and shape",
-             plan->split_fused ? ", merged by the last work-group" : "",
-             (long long)problem_group_size(p),
-             p->heads_q == p->heads_kv ? "" : "s");
+    plan->split.parts = p->infer.num_splits > 0 ? p->infer.num_splits
+                                                : auto_splits(caps, p, &s);
+    plan->split.scratch_bytes =
+        inference_scratch_bytes(p, plan->split.parts, s.dv);
+    plan->split.fused = s.mma_warps > 0 && fused_merge(plan->split.parts);
+    plan->split.counters =
+        plan->split.fused
+            ? (size_t)s.m_blocks * (size_t)p->heads_kv * (size_t)p->batch
+            : 0;
+    snprintf(
+        plan->reason, sizeof plan->reason,
+        "%s; %d split%s (%s%s), %lld query head%s per work-group",
+        s.tile.measured, plan->split.parts, plan->split.parts == 1 ? "" : "s",
+        p->infer.num_splits > 0 ? "forced by num_splits"
+                                : "from compute units and shape",
+        plan->split.fused ? ", merged by the last work-group" : "",
+        (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
+    const split_switches values = plan_switches(caps, p, &s, plan);
     options_buf out = options_begin(plan->options, sizeof plan->options);
-    plan_base_options_add(p, plan, &out);
-    append_options(caps, p, &s, plan, &out);
-    plan_options_done(plan, &out, (switch_fault){NULL, 0});
+    switch_fault fault = {NULL, 0};
+    split_emit(p, &values, &out, &fault);
+    plan_options_done(plan, &out, fault);
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;
-    plan->global[1] = (size_t)p->heads_kv * (size_t)plan->splits;
+    plan->global[1] = (size_t)p->heads_kv * (size_t)plan->split.parts;
     plan->global[2] = (size_t)p->batch;
 }
 
@@ -852,14 +875,6 @@ typedef struct split_args {
     FLASHCL_SPLIT_ARGS(FLASHCL_HOST_FIELD)
 } split_args;
 
-static cl_ulong4 ulong4_of(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
-}
-
 static cl_mem mem_or(const tensor_view *v, cl_mem dummy)
 {
     return v->present ? v->given : dummy;
@@ -877,7 +892,7 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->split_count = scratch && scratch->buffer[SCRATCH_COUNTS]
                          ? scratch->buffer[SCRATCH_COUNTS]
                          : dummy;
-    a->num_splits = plan->splits;
+    a->num_splits = plan->split.parts;
     a->cu_q = mem_or(&in->cu_q, dummy);
     a->cu_k = mem_or(&in->cu_k, dummy);
     a->seqlens = mem_or(&in->seqlens, dummy);
@@ -890,8 +905,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
         base[i] = lens[i]->present ? lens[i]->base : 0;
         stride[i] = lens[i]->present ? lens[i]->stride[0] : 0;
     }
-    a->len_base = ulong4_of(base);
-    a->len_stride = ulong4_of(stride);
+    a->len_base = ulong4_from(base);
+    a->len_stride = ulong4_from(stride);
     a->table_base = in->table.present ? in->table.base : 0;
     a->table_stride = in->table.present ? in->table.stride[0] : 0;
     a->total_q = (cl_int)in->total_q;
@@ -904,8 +919,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->v_cache = p->v.given;
     a->k_new = mem_or(&in->k_new, dummy);
     a->v_new = mem_or(&in->v_new, dummy);
-    a->k_new_stride = ulong4_of(in->k_new.stride);
-    a->v_new_stride = ulong4_of(in->v_new.stride);
+    a->k_new_stride = ulong4_from(in->k_new.stride);
+    a->v_new_stride = ulong4_from(in->v_new.stride);
     a->k_new_base = in->k_new.base;
     a->v_new_base = in->v_new.base;
     a->seqlen_new = (cl_int)in->seqlen_new;
@@ -1006,7 +1021,7 @@ static flashcl_status enqueue_steps(flashcl_context *ctx,
                      prev ? 1 : num_wait, prev ? &prev : wait_list, &fwd);
     if (prev)
         clReleaseEvent(prev);
-    if (st != FLASHCL_SUCCESS || plan->splits <= 1 || plan->split_fused) {
+    if (st != FLASHCL_SUCCESS || plan->split.parts <= 1 || plan->split.fused) {
         *last = fwd;
         return st;
     }
@@ -1029,7 +1044,7 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
                                cl_event *event)
 {
     scratch_set *state = NULL;
-    const bool split = plan->splits > 1;
+    const bool split = plan->split.parts > 1;
     flashcl_status st = split ? scratch_get(ctx, &ctx->split, SPLIT_WHAT,
                                             &state)
                               : FLASHCL_SUCCESS;
@@ -1038,11 +1053,12 @@ flashcl_status split_kv_launch(flashcl_context *ctx, cl_command_queue queue,
     scratch_waits waits = {wait_list, num_wait, {NULL}, NULL};
     if (split) {
         pthread_mutex_lock(&state->lock);
-        const size_t rows = (size_t)(plan->scratch_bytes /
-                                     ((uint64_t)plan->head_dim_v_padded + 1) / 4);
+        const size_t rows =
+            (size_t)(plan->split.scratch_bytes /
+                     ((uint64_t)plan->head_dim_v_padded + 1) / 4);
         const size_t bytes[SCRATCH_BUFFERS] = {
             rows * (size_t)plan->head_dim_v_padded * 4, rows * 4,
-            plan->split_counters * 4};
+            plan->split.counters * 4};
         unsigned fresh = 0;
         st = scratch_grow(ctx, state, bytes, &fresh, SPLIT_WHAT);
         if (st == FLASHCL_SUCCESS && (fresh & (1u << SCRATCH_COUNTS)))
@@ -1083,7 +1099,7 @@ static bool split_serves(const device_caps *caps)
 static bool split_can_run(const device_caps *caps, const problem *p,
                           bool forced, char *why, size_t cap)
 {
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_SPLIT_KV);
+    const uint32_t missing = variants_unsupported(p, split_kv_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -1097,10 +1113,19 @@ static bool split_can_run(const device_caps *caps, const problem *p,
     return false;
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* The path's own plan: the service with the path's forced candidate (a
+ * portable fallback plans with the table's tiles). */
+static void split_path_plan(const device_caps *caps, const problem *p,
+                            kernel_plan *plan)
+{
+    split_kv_plan(caps, p, plan, plan->forced_tiles);
+}
+
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path split_kv_path = {
-    "split_kv", PATH_BIT_SPLIT_KV,
+    "split_kv", VARIANTS_ALL,
     "split-KV kernels (decodes too few to fill the device, KV caches, "
     "varlen and paged KV)",
-    split_serves, split_can_run, split_kv_plan, split_kv_launch,
-    split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0]};
+    split_serves, split_can_run, split_path_plan, split_kv_launch,
+    split_kv_tunables, sizeof split_kv_tunables / sizeof split_kv_tunables[0],
+    NULL};

@@ -137,7 +137,7 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
     }
     if (size_refused(caps, why, cap))
         return false;
-    const uint32_t missing = variants_unsupported(p, PATH_BIT_SUBGROUP);
+    const uint32_t missing = variants_unsupported(p, subgroup_path.variants);
     if (missing) {
         char names[160];
         variants_describe(missing, names, sizeof names);
@@ -351,9 +351,22 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
     plan_row_blocks(p, plan);
 }
 
-/* name, bit, summary, serves_device, can_run, plan, launch, tunables */
+/* Intel GPUs: subgroups (their matrix extensions are not probed yet). */
+static bool offer(const device_caps *caps, char *out, size_t cap)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_INTEL)
+        return false;
+    snprintf(out, cap, "%s",
+             caps->has_subgroups
+                 ? "subgroups (matrix extensions not probed yet)"
+                 : "none");
+    return true;
+}
+
+/* name, variants, summary, serves_device, can_run, plan, launch, tunables,
+ * offer */
 const kernel_path subgroup_path = {
-    "subgroup", PATH_BIT_SUBGROUP,
+    "subgroup", VARIANTS_ALL,
     "subgroup kernel (a subgroup per 1-4 query rows, of size 16 where "
     "offered, else the largest up to 32, or FLASHCL_SUBGROUP_SIZE; "
     "sub_group_reduce_max/add, shuffles, fp32 block reads with "
@@ -361,4 +374,5 @@ const kernel_path subgroup_path = {
     "FLASHCL_PATH=subgroup until measured faster than the portable kernel "
     "on a device)",
     serves, subgroup_can_run, subgroup_plan, launch_forward_kernel,
-    subgroup_tunables, sizeof subgroup_tunables / sizeof subgroup_tunables[0]};
+    subgroup_tunables, sizeof subgroup_tunables / sizeof subgroup_tunables[0],
+    offer};

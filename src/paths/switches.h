@@ -23,6 +23,9 @@ typedef struct switch_fault {
 #define SWITCH_LEGAL_MULTIPLE(step, lo, hi)                                    \
     (value >= (lo) && value <= (hi) && value % (step) == 0)
 #define SWITCH_LEGAL_BOOL (value == 0 || value == 1)
+#define SWITCH_LEGAL_ONE_OF2(a, b) (value == (a) || value == (b))
+#define SWITCH_LEGAL_ONE_OF3(a, b, c)                                          \
+    (value == (a) || value == (b) || value == (c))
 #define SWITCH_LEGAL_ONE_OF4(a, b, c, d)                                       \
     (value == (a) || value == (b) || value == (c) || value == (d))
 

@@ -602,3 +602,11 @@ bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align)
             return false;
     return true;
 }
+
+cl_ulong4 ulong4_from(const uint64_t v[4])
+{
+    cl_ulong4 out;
+    for (int i = 0; i < 4; ++i)
+        out.s[i] = v[i];
+    return out;
+}

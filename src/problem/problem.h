@@ -21,6 +21,9 @@ typedef struct tensor_view {
     uint64_t first_byte, end_byte; /* byte range in `root` (end exclusive) */
 } tensor_view;
 
+/* A view's four sizes or strides as the kernels' ulong4 argument. */
+cl_ulong4 ulong4_from(const uint64_t v[4]);
+
 /* The variants' kernel arguments (cl/common/variants.clh), on the host. */
 typedef struct variant_args {
 #define FLASHCL_HOST_FIELD(kind, name) FLASHCL_HTYPE_##kind name;

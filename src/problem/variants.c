@@ -287,24 +287,18 @@ static int no_apply(const flashcl_attention_desc *d, const tensor_view *view,
 static const variant_entry table[] = {
     [VARIANT_WINDOW] = {.name = "window",
      .fields = "window, window_left, window_right",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_WINDOW_LEFT",
      .check = window_check,
      .active = window_active,
      .apply = window_apply},
     [VARIANT_TOP_LEFT] = {.name = "top-left causal",
      .fields = "causal_align",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      /* no define: the diagonal is a kernel argument, so a top-left call
       * shares the bottom-right call's binary */
      .active = top_left_active,
      .apply = top_left_apply},
     [VARIANT_ALIBI] = {.name = "alibi",
      .fields = "alibi_slopes",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_ALIBI",
      .active = alibi_active,
      .tensor = alibi_tensor,
@@ -312,8 +306,6 @@ static const variant_entry table[] = {
      .apply = alibi_apply},
     [VARIANT_BIAS] = {.name = "bias",
      .fields = "bias, bias_dtype",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_BIAS",
      .check = bias_check,
      .active = bias_active,
@@ -322,8 +314,6 @@ static const variant_entry table[] = {
      .apply = bias_apply},
     [VARIANT_MASK] = {.name = "mask",
      .fields = "mask",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_MASK",
      .active = mask_active,
      .tensor = mask_tensor,
@@ -331,16 +321,12 @@ static const variant_entry table[] = {
      .apply = mask_apply},
     [VARIANT_SOFTCAP] = {.name = "softcap",
      .fields = "softcap",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SOFTCAP",
      .check = softcap_check,
      .active = softcap_active,
      .apply = softcap_apply},
     [VARIANT_SINKS] = {.name = "sinks",
      .fields = "sinks",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_NV_WGMMA |
-              PATH_BIT_SUBGROUP | PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV,
      .define = "FLASHCL_SINKS",
      .active = sinks_active,
      .tensor = sinks_tensor,
@@ -348,8 +334,6 @@ static const variant_entry table[] = {
      .apply = sinks_apply},
     [VARIANT_HEAD_DIM_V] = {.name = "head_dim_v",
      .fields = "head_dim_v",
-     .paths = PATH_BIT_PORTABLE | PATH_BIT_NV_MMA | PATH_BIT_SUBGROUP |
-              PATH_BIT_AMD_MFMA | PATH_BIT_SPLIT_KV | PATH_BIT_NV_WGMMA,
      .active = head_dim_v_active,
      .apply = no_apply},
 };
@@ -423,13 +407,9 @@ flashcl_status variants_resolve(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-uint32_t variants_unsupported(const problem *p, unsigned path_bits)
+uint32_t variants_unsupported(const problem *p, uint32_t computes)
 {
-    uint32_t missing = 0;
-    for (size_t i = 0; i < variant_count(); ++i)
-        if ((p->variants & (1u << i)) && !(table[i].paths & path_bits))
-            missing |= 1u << i;
-    return missing;
+    return p->variants & VARIANTS_ALL & ~computes;
 }
 
 void variants_add_defines(const problem *p, options_buf *out)

@@ -2,8 +2,8 @@
  * causal, ALiBi, bias, mask, softcap, sinks, D_v != D) is one entry in
  * src/problem/variants.c. The entry says which descriptor fields it reads,
  * how they are checked, the tensor it brings, what it writes into the
- * problem and the kernel arguments, its -D switch, and which kernel paths
- * compute it. Validation, the build options (hence the program cache key),
+ * problem and the kernel arguments, and its -D switch; each kernel path
+ * declares the variants it computes (kernel_path.variants). Validation, the build options (hence the program cache key),
  * the reference backend, path eligibility and describe all read the table.
  *
  * Adding a variant: an entry here, its arguments and score code in
@@ -17,14 +17,9 @@
 #include "problem/variant_ids.h"
 #include "core/options_buf.h"
 
-/* Kernel paths, as the table names them (src/paths/path.h owns the paths
- * themselves). */
-#define PATH_BIT_PORTABLE 1u
-#define PATH_BIT_NV_MMA 2u
-#define PATH_BIT_SUBGROUP 4u
-#define PATH_BIT_AMD_MFMA 8u
-#define PATH_BIT_NV_WGMMA 16u
-#define PATH_BIT_SPLIT_KV 32u
+/* Every variant (1u << VARIANT_*): what a kernel path that computes all
+ * of them declares (kernel_path.variants in src/paths/path.h). */
+#define VARIANTS_ALL ((1u << VARIANT_COUNT) - 1u)
 
 /* What all-zero strides mean for a tensor (problem.c). */
 typedef enum stride_rule {
@@ -53,9 +48,6 @@ flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
 typedef struct variant_entry {
     const char *name;   /* as describe prints it */
     const char *fields; /* the descriptor fields it reads */
-    /* Paths that compute it (PATH_BIT_*); the reference backend computes
-     * every variant. */
-    unsigned paths;
     /* -D switch its kernels read (value from `apply`), or NULL. */
     const char *define;
     /* Checks its fields before anything is resolved; NULL: none. */
@@ -84,8 +76,9 @@ flashcl_status variants_resolve(flashcl_context *ctx,
                                 const flashcl_attention_desc *desc,
                                 problem *p);
 
-/* Variants of `p` that no path in `path_bits` computes (0: all covered). */
-uint32_t variants_unsupported(const problem *p, unsigned path_bits);
+/* Variants of `p` outside `computes` (a path's kernel_path.variants; 0:
+ * all covered). */
+uint32_t variants_unsupported(const problem *p, uint32_t computes);
 
 /* Whether variant `id` is active in `p` (a path whose tiles depend on a
  * variant asks this). */

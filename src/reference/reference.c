@@ -99,11 +99,13 @@ typedef struct ref_shape {
 
 /* ---- state ---------------------------------------------------------- */
 
+static void release_state(void *opaque);
+
 static flashcl_status get_state(flashcl_context *ctx, reference_state **out)
 {
     /* The cache lock already serialises lazy per-context setup. */
     pthread_mutex_lock(&ctx->cache_lock);
-    if (!ctx->reference) {
+    if (!ctx->backend_state) {
         reference_state *state = calloc(1, sizeof *state);
         if (state) {
             pthread_mutex_init(&state->lock, NULL);
@@ -111,10 +113,11 @@ static flashcl_status get_state(flashcl_context *ctx, reference_state **out)
             while (ctx->caps.max_work_group && wg > ctx->caps.max_work_group)
                 wg /= 2;
             state->wg_size = (int)wg;
-            ctx->reference = state;
+            ctx->backend_state = state;
+            ctx->backend_state_release = release_state;
         }
     }
-    *out = ctx->reference;
+    *out = ctx->backend_state;
     pthread_mutex_unlock(&ctx->cache_lock);
     if (!*out)
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
@@ -138,15 +141,13 @@ static void free_scratch(reference_state *state)
     state->busy = NULL;
 }
 
-void reference_state_release(flashcl_context *ctx)
+/* The context's release hook (core.h's backend_state_release). */
+static void release_state(void *opaque)
 {
-    reference_state *state = ctx->reference;
-    if (!state)
-        return;
+    reference_state *state = opaque;
     free_scratch(state);
     pthread_mutex_destroy(&state->lock);
     free(state);
-    ctx->reference = NULL;
     /* CLBlast's program cache is process-wide and also serves other users
      * of CLBlast in the process, so it is left alone (flashcl.h says how
      * to clear it). */
@@ -159,23 +160,11 @@ void reference_state_release(flashcl_context *ctx)
 static flashcl_status scratch_limit(flashcl_context *ctx, size_t set_value,
                                     size_t *limit)
 {
-    if (set_value) {
-        *limit = set_value;
-        return FLASHCL_SUCCESS;
-    }
-    const char *env = getenv(REF_SCRATCH_ENV);
-    if (env && *env) {
-        if (!parse_byte_count(env, limit))
-            return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                             "environment variable %s = \"%s\" is not a "
-                             "positive byte count (e.g. 268435456 or 256M)",
-                             REF_SCRATCH_ENV, env);
-        return FLASHCL_SUCCESS;
-    }
-    uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
-                                             : (uint64_t)128 << 20;
-    *limit = (size_t)(max_alloc / REF_DEFAULT_LIMIT_DIVISOR);
-    return FLASHCL_SUCCESS;
+    const uint64_t max_alloc = ctx->caps.max_alloc ? ctx->caps.max_alloc
+                                                   : (uint64_t)128 << 20;
+    return scratch_cap_from(ctx, set_value, REF_SCRATCH_ENV,
+                            (size_t)(max_alloc / REF_DEFAULT_LIMIT_DIVISOR),
+                            limit);
 }
 
 /* ---- planning ------------------------------------------------------- */
@@ -414,14 +403,6 @@ static cl_int set_arg_list(cl_kernel kernel, const kernel_arg *args,
     for (cl_uint i = 0; i < count && err == CL_SUCCESS; ++i)
         err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
     return err;
-}
-
-static cl_ulong4 ulong4_from(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
 }
 
 /* Packs rows [row0, row0 + rows) of every chunk head of one input. */
@@ -853,7 +834,7 @@ flashcl_status flashcl_context_release_scratch(flashcl_context *ctx)
         return FLASHCL_ERROR_NULL_ARGUMENT;
     begin_call(ctx);
     pthread_mutex_lock(&ctx->cache_lock); /* guards the lazy creation */
-    reference_state *state = ctx->reference;
+    reference_state *state = ctx->backend_state;
     pthread_mutex_unlock(&ctx->cache_lock);
     context_scratch_release(ctx, false);
     if (!state)

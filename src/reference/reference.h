@@ -22,6 +22,23 @@ flashcl_status launch_reference_inference(flashcl_context *ctx,
                                           const cl_event *wait_list,
                                           cl_event *event);
 
+/* The varlen prefix sums (cu_seqlens_q/k, NULL where absent) read back
+ * with blocking reads on `queue`; the caller frees them. */
+flashcl_status reference_read_prefix_sums(flashcl_context *ctx,
+                                          cl_command_queue queue,
+                                          const problem *p, int **cu_q,
+                                          int **cu_k);
+
+/* Sequence b of a varlen problem as a dense batch-1 problem (the forward's
+ * clamps), its views moved to the sequence's rows; query_views (dO, dQ)
+ * and key_views (dK, dV) are moved the same way. */
+problem reference_varlen_sequence(const problem *p, const int *cu_q,
+                                  const int *cu_k, int b,
+                                  tensor_view *const *query_views,
+                                  size_t query_count,
+                                  tensor_view *const *key_views,
+                                  size_t key_count);
+
 /* The backward's output views (src/api/backward.c resolved them). */
 typedef struct reference_bwd_views {
     const tensor_view *d_o, *d_q, *d_k, *d_v, *d_sinks;
@@ -43,8 +60,5 @@ flashcl_status launch_reference_backward(flashcl_context *ctx,
 flashcl_status reference_kernel_options(flashcl_context *ctx,
                                         const problem *p, int wg_size,
                                         char *text, size_t cap);
-
-/* Free the backend's scratch (context release). */
-void reference_state_release(flashcl_context *ctx);
 
 #endif /* FLASHCL_REFERENCE_H */

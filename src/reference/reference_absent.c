@@ -31,8 +31,6 @@ flashcl_status launch_reference_backward(flashcl_context *ctx,
     return absent(ctx);
 }
 
-void reference_state_release(flashcl_context *ctx) { (void)ctx; }
-
 flashcl_status flashcl_context_set_scratch_limit(flashcl_context *ctx,
                                                  size_t bytes)
 {

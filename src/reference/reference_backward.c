@@ -23,6 +23,7 @@
 
 #include <clblast_c.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum {
@@ -307,7 +308,7 @@ static flashcl_status run_rows(const bwd_run *r, cl_long b, cl_long h,
     status = keys ? chunk_gemms(r, (size_t)rows, true) : FLASHCL_SUCCESS;
     if (status != FLASHCL_SUCCESS)
         return status;
-    /* Without keys dQ stays the zeros it was filled with. */
+    /* Without keys dQ stays the zeros run_kv_head filled it with. */
     err = store(r, r->mem[BWD_DQ], r->w->d_q, row0, rows, d, b, h, 1.0);
     if (err == CL_SUCCESS && r->w->d_sinks->present)
         err = enqueue_dsinks(r, rows, (cl_int)h, 0);
@@ -335,6 +336,10 @@ static flashcl_status run_kv_head(const bwd_run *r, cl_long b, cl_long kv,
     cl_int err = zero(r, BWD_DK, (size_t)nk * (size_t)d, elem);
     if (err == CL_SUCCESS)
         err = zero(r, BWD_DV, (size_t)nk * (size_t)dv, elem);
+    /* Without keys dQ is stored from this slot untouched; a varlen call's
+     * earlier sequences have used it. */
+    if (err == CL_SUCCESS && nk == 0)
+        err = zero(r, BWD_DQ, (size_t)r->rows_per_chunk * (size_t)d, elem);
     if (err == CL_SUCCESS && nk > 0)
         err = pack(r, &p->k, r->mem[BWD_K], 0, nk, d, bh_first, group);
     if (err == CL_SUCCESS && nk > 0)
@@ -383,14 +388,47 @@ static flashcl_status get_kernels(bwd_run *r)
     return FLASHCL_SUCCESS;
 }
 
+/* Sequence b of a varlen problem, as a dense batch-1 problem on views
+ * moved to its rows (reference_infer.c reads it as the forward does). */
+static flashcl_status run_sequence(bwd_run *r, const int *cu_q,
+                                   const int *cu_k, int b, size_t elem)
+{
+    const problem *p = r->p;
+    const reference_bwd_views *w = r->w;
+    tensor_view d_o = *w->d_o, d_q = *w->d_q, d_k = *w->d_k, d_v = *w->d_v;
+    tensor_view *query_views[2] = {&d_o, &d_q}, *key_views[2] = {&d_k, &d_v};
+    const problem sp = reference_varlen_sequence(p, cu_q, cu_k, b,
+                                                 query_views, 2, key_views, 2);
+    const reference_bwd_views sw = {&d_o, &d_q, &d_k, &d_v, w->d_sinks};
+    r->p = &sp;
+    r->w = &sw;
+    flashcl_status status = FLASHCL_SUCCESS;
+    for (cl_long kv = 0; kv < p->heads_kv && status == FLASHCL_SUCCESS; ++kv)
+        status = run_kv_head(r, 0, kv, elem);
+    r->p = p;
+    r->w = w;
+    return status;
+}
+
 static flashcl_status run_all(bwd_run *r, size_t elem)
 {
     const problem *p = r->p;
     flashcl_status status = alloc_scratch(r, elem);
-    for (cl_long b = 0; b < p->batch && status == FLASHCL_SUCCESS; ++b)
+    const bool varlen = p->infer.varlen_q || p->infer.kv == KV_VARLEN;
+    int *cu_q = NULL, *cu_k = NULL;
+    if (status == FLASHCL_SUCCESS && varlen)
+        status = reference_read_prefix_sums(r->ctx, r->queue, p, &cu_q, &cu_k);
+    for (cl_long b = 0; b < p->batch && status == FLASHCL_SUCCESS; ++b) {
+        if (varlen) {
+            status = run_sequence(r, cu_q, cu_k, (int)b, elem);
+            continue;
+        }
         for (cl_long kv = 0; kv < p->heads_kv && status == FLASHCL_SUCCESS;
              ++kv)
             status = run_kv_head(r, b, kv, elem);
+    }
+    free(cu_q);
+    free(cu_k);
     if (status == FLASHCL_SUCCESS && r->w->d_sinks->present) {
         const cl_int err = enqueue_dsinks(r, 0, 0, 1);
         if (err != CL_SUCCESS)

@@ -282,6 +282,27 @@ static void shift(tensor_view *t, uint64_t elems)
     t->base += elems;
 }
 
+/* A query-side view (q, o, lse, dO, dQ) moved to sequence b's rows. */
+static void move_query_view(const problem *p, const seq *s, int b,
+                            tensor_view *t)
+{
+    shift(t, p->infer.varlen_q ? (uint64_t)s->q0 * t->stride[2]
+                               : (uint64_t)b * t->stride[0]);
+    t->size[0] = 1;
+    t->size[2] = (uint64_t)s->nq;
+}
+
+/* A key-side view (k, v, dK, dV) moved to sequence b's keys. */
+static void move_key_view(const problem *p, const seq *s, tensor_view *t)
+{
+    if (p->infer.kv == KV_VARLEN)
+        shift(t, (uint64_t)s->k0 * t->stride[2]);
+    else if (p->infer.kv != KV_PAGED)
+        shift(t, (uint64_t)(s->row > 0 ? s->row : 0) * t->stride[0]);
+    t->size[0] = 1;
+    t->size[2] = (uint64_t)s->nk;
+}
+
 /* The dense problem of sequence b: views moved to its rows. */
 static problem sequence_problem(const problem *p, const seq *s, int b)
 {
@@ -292,27 +313,51 @@ static problem sequence_problem(const problem *p, const seq *s, int b)
     sp.seqlen_k = s->nk;
     sp.diag = aligned_diag(p->infer.top_left, s->nq, s->nk);
     tensor_view *qs[3] = {&sp.q, &sp.o, &sp.lse};
-    for (int i = 0; i < 3; ++i) {
-        shift(qs[i], p->infer.varlen_q ? (uint64_t)s->q0 * qs[i]->stride[2]
-                                       : (uint64_t)b * qs[i]->stride[0]);
-        qs[i]->size[0] = 1;
-        qs[i]->size[2] = (uint64_t)s->nq;
-    }
-    tensor_view *ks[2] = {&sp.k, &sp.v};
-    for (int i = 0; i < 2; ++i) {
-        if (p->infer.kv == KV_VARLEN)
-            shift(ks[i], (uint64_t)s->k0 * ks[i]->stride[2]);
-        else if (p->infer.kv != KV_PAGED)
-            shift(ks[i], (uint64_t)(s->row > 0 ? s->row : 0) * ks[i]->stride[0]);
-        ks[i]->size[0] = 1;
-        ks[i]->size[2] = (uint64_t)s->nk;
-    }
+    for (int i = 0; i < 3; ++i)
+        move_query_view(p, s, b, qs[i]);
+    move_key_view(p, s, &sp.k);
+    move_key_view(p, s, &sp.v);
     /* Score tensors are [batch, heads, max_q, max_k]: move to row b. */
     sp.vargs.bias_base += (cl_ulong)b * p->vargs.bias_stride.s[0];
     sp.vargs.mask_base += (cl_ulong)b * p->vargs.mask_stride.s[0];
     sp.vargs.alibi_base += (cl_ulong)b * p->vargs.alibi_stride.s[0];
     sp.empty = s->nq == 0;
     return sp;
+}
+
+flashcl_status reference_read_prefix_sums(flashcl_context *ctx,
+                                          cl_command_queue queue,
+                                          const problem *p, int **cu_q,
+                                          int **cu_k)
+{
+    const size_t b = (size_t)p->batch;
+    flashcl_status st =
+        read_ints(ctx, queue, &p->infer.cu_q, b + 1, 1, cu_q);
+    if (st == FLASHCL_SUCCESS)
+        st = read_ints(ctx, queue, &p->infer.cu_k, b + 1, 1, cu_k);
+    else
+        *cu_k = NULL;
+    if (st != FLASHCL_SUCCESS) {
+        free(*cu_q), free(*cu_k);
+        *cu_q = *cu_k = NULL;
+    }
+    return st;
+}
+
+problem reference_varlen_sequence(const problem *p, const int *cu_q,
+                                  const int *cu_k, int b,
+                                  tensor_view *const *query_views,
+                                  size_t query_count,
+                                  tensor_view *const *key_views,
+                                  size_t key_count)
+{
+    const host_arrays a = {(int *)cu_q, (int *)cu_k, NULL, NULL, NULL};
+    const seq s = sequence_of(p, &a, b);
+    for (size_t i = 0; i < query_count; ++i)
+        move_query_view(p, &s, b, query_views[i]);
+    for (size_t i = 0; i < key_count; ++i)
+        move_key_view(p, &s, key_views[i]);
+    return sequence_problem(p, &s, b);
 }
 
 static void packed_view(tensor_view *t, cl_mem buffer, const problem *p,

@@ -1,0 +1,141 @@
+/* The NVIDIA tensor-core paths' shared planning and arguments
+ * (nv_common.h). */
+#include "core/dev_env.h"
+#include "paths/nv_common.h"
+#include "paths/split_kv.h"
+
+#include <string.h>
+
+bool plan_extras_heads_first(const problem *p)
+{
+    const bool bias = variant_active(p, VARIANT_BIAS);
+    const bool mask = variant_active(p, VARIANT_MASK);
+    if (!bias && !mask)
+        return false;
+    const char *grid = dev_getenv("FLASHCL_NV_GRID");
+    if (grid && !strcmp(grid, "blocks"))
+        return false;
+    if (grid && !strcmp(grid, "heads"))
+        return true;
+    return p->heads_q > 1 && (!bias || p->vargs.bias_stride.s[1] == 0) &&
+           (!mask || p->vargs.mask_stride.s[1] == 0);
+}
+
+void plan_heads_first_grid(const problem *p, kernel_plan *plan)
+{
+    const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
+    plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
+    plan->global[1] = blocks;
+}
+
+const char *plan_decode_split_reason(const device_caps *caps,
+                                     const problem *p)
+{
+    /* Measured on the H200 (2026-12-01, bf16 D = 128, bench/results/
+     * h200-2026-12-01-decode.md), on the mma.sync kernel: B = 1 / 8 with
+     * 32 query heads (32 and 256 work-groups) ran 5.9x / 1.6x faster
+     * split, B = 32 (1024 work-groups) 1.35x faster on the dense kernel;
+     * and any decode of at most 16 packed rows per KV head the tensor-core
+     * split kernel takes (split_kv.c's split_kv_tensor_decode: B = 32 MHA
+     * 1.12x faster there). The wgmma kernel's blocks of 128-192 rows leave
+     * a decode as idle as mma.sync's, so the rule is the same for it. */
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    if ((uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
+        split_kv_splits(caps, p) > 1)
+        return "decode with too few work-groups for the device: the "
+               "split-KV kernels run it";
+    if (split_kv_tensor_decode(caps, p))
+        return "decode of at most 16 rows per KV head: the split-KV "
+               "tensor-core kernel runs it";
+    return NULL;
+}
+
+bool plan_varlen_dense(const problem *p)
+{
+    const inference *in = &p->infer;
+    /* the status counters are written by a split-KV kernel */
+    return in->varlen_q && in->kv == KV_VARLEN && !in->append &&
+           !in->status.present && in->num_splits <= 1 &&
+           !variant_active(p, VARIANT_BIAS) &&
+           !variant_active(p, VARIANT_MASK);
+}
+
+bool plan_varlen_options(const problem *p, char *buf, size_t cap)
+{
+    options_buf out = options_continue(buf, cap);
+    const bool seq_first = plan_varlen_options_add(p, &out);
+    options_pad_overflow(&out);
+    return seq_first;
+}
+
+bool plan_varlen_seq_first(const problem *p)
+{
+    if (!p->infer.varlen_q)
+        return false;
+    /* With a causal band, sequences fastest in the grid. bf16 D = 128, 16
+     * heads, lengths 512-4096, on the mma.sync kernel
+     * (bench/results/h200-2026-12-02-decode.md, runs 2 and 3): causal
+     * 0.5824 ms against 0.6326 blocks first, non-causal 1.0588 against
+     * 0.9923 (there every block of a sequence costs the same, and the
+     * blocks-first order keeps a sequence's K and V in the L2). */
+    bool seq_first = p->right >= 0;
+    /* FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order (comparisons) */
+    const char *grid = dev_getenv("FLASHCL_NV_VARLEN_GRID");
+    if (grid && !strcmp(grid, "seqs"))
+        seq_first = true;
+    else if (grid && !strcmp(grid, "blocks"))
+        seq_first = false;
+    return seq_first;
+}
+
+bool plan_varlen_options_add(const problem *p, options_buf *out)
+{
+    if (!p->infer.varlen_q)
+        return false;
+    const bool seq_first = plan_varlen_seq_first(p);
+    options_add(out,
+                " -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_VARLEN_TOP_LEFT=%d "
+                "-DFLASHCL_NV_SEQ_FIRST=%d",
+                p->infer.top_left ? 1 : 0, seq_first ? 1 : 0);
+    return seq_first;
+}
+
+void plan_seq_first_grid(const problem *p, kernel_plan *plan)
+{
+    const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
+    plan->global[0] = (size_t)p->batch * (size_t)plan->wg_size;
+    plan->global[2] = blocks;
+}
+
+/* The list's fields, in its order, are those of varlen_args (path.h);
+ * the kernel argument kinds' host types for the set below. */
+#define FLASHCL_HTYPE_INT_IN cl_mem
+#define FLASHCL_HTYPE_ULONG4 cl_ulong4
+#define FLASHCL_HTYPE_INT cl_int
+typedef struct varlen_list {
+    FLASHCL_VARLEN_ARGS(FLASHCL_HOST_FIELD)
+} varlen_list;
+_Static_assert(sizeof(varlen_list) == sizeof(varlen_args),
+               "varlen_args (path.h) must match FLASHCL_VARLEN_ARGS");
+
+void varlen_args_fill(const problem *p, varlen_args *a)
+{
+    const inference *in = &p->infer;
+    memset(a, 0, sizeof *a);
+    a->cu_q = in->cu_q.given;
+    a->cu_k = in->cu_k.given;
+    a->len_base.s[0] = in->cu_q.base;
+    a->len_base.s[1] = in->cu_k.base;
+    a->len_stride.s[0] = in->cu_q.stride[0];
+    a->len_stride.s[1] = in->cu_k.stride[0];
+    a->total_q = (cl_int)in->total_q;
+    a->total_k = (cl_int)in->total_k;
+}
+
+cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values)
+{
+    const varlen_args *a = values;
+    cl_int err = CL_SUCCESS;
+    FLASHCL_VARLEN_ARGS(FLASHCL_SET_TRAILING_ARG)
+    return err;
+}

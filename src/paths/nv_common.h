@@ -1,0 +1,51 @@
+/* What the two NVIDIA tensor-core paths (nv_mma.c, nv_wgmma.c) share and
+ * no other path uses: the heads-first and sequences-first grids, the
+ * decode rule that sends small decodes to the split-KV service, and the
+ * packed (varlen) batch's options and arguments. */
+#ifndef FLASHCL_NV_COMMON_H
+#define FLASHCL_NV_COMMON_H
+
+#include "paths/path.h"
+
+/* Whether the grid runs heads first: with a bias or mask shared by every
+ * head, the blocks in flight then read the same rows, from L2 after the
+ * first. FLASHCL_NV_GRID=blocks|heads forces the order (both NVIDIA
+ * kernels, for comparisons). False without a bias or mask. */
+bool plan_extras_heads_first(const problem *p);
+/* After plan_row_blocks: dimension 0 over heads, 1 over query blocks. */
+void plan_heads_first_grid(const problem *p, kernel_plan *plan);
+
+/* Why a decode-like call should run on the split-KV kernels rather than
+ * a dense tensor-core kernel (NVIDIA's, unforced), or NULL: fewer than 4
+ * work-groups per compute unit while the split-KV plan would split it, or
+ * at most 16 rows per KV head for the split-KV tensor-core kernel. */
+const char *plan_decode_split_reason(const device_caps *caps,
+                                     const problem *p);
+/* A packed batch (varlen) the NVIDIA forward kernels compute: packed
+ * queries and keys (FlashAttention's varlen call), no cache, split, bias
+ * or mask. The split-KV kernels keep the rest. */
+bool plan_varlen_dense(const problem *p);
+/* The packed batch's options (-DFLASHCL_NV_VARLEN=1, its diagonal, and
+ * sequences first in the grid for a causal band: FLASHCL_NV_SEQ_FIRST;
+ * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;
+ * true when sequences go first. */
+bool plan_varlen_options(const problem *p, char *buf, size_t cap);
+/* The same, appended to a checked buffer. */
+bool plan_varlen_options_add(const problem *p, options_buf *out);
+/* Whether a packed batch runs sequences first in the grid (false when
+ * the batch is not packed). */
+bool plan_varlen_seq_first(const problem *p);
+/* After plan_row_blocks, with sequences first: dimension 0 over the
+ * sequences, 2 over query blocks. */
+void plan_seq_first_grid(const problem *p, kernel_plan *plan);
+/* The packed batch's arguments after the forward list
+ * (FLASHCL_VARLEN_ARGS of cl/common/kernel_args.clh), for a launch. */
+typedef struct varlen_args {
+    cl_mem cu_q, cu_k;
+    cl_ulong4 len_base, len_stride;
+    cl_int total_q, total_k;
+} varlen_args;
+void varlen_args_fill(const problem *p, varlen_args *a);
+cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values);
+
+#endif
