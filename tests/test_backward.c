@@ -415,6 +415,13 @@ static void check_setup(setup *s_in, const char *text)
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
                   flashcl_context_last_error(shared_context()));
+    if (s.desc.backend != FLASHCL_BACKEND_REFERENCE) { /* as the forward */
+        flashcl_variant_info info;
+        ck_assert_int_eq(flashcl_describe_backward(shared_context(), &s.desc,
+                                                   &s.bwd, &info),
+                         FLASHCL_SUCCESS);
+        expect_path_info(&info, c->dtype, text);
+    }
     grads exact = oracle_grads_of(&s, FLASHCL_DTYPE_FP64);
     const bool low = c->dtype == F16 || c->dtype == B16;
     grads ref_low = {NULL, NULL, NULL, NULL};
