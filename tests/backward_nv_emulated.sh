@@ -15,6 +15,8 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export FLASHCL_NV_EMULATE=1 FLASHCL_PATH=nv_mma FLASHCL_VERBOSE=1
 export CK_RUN_CASE=gradients
+# each 16-bit case must run on it (test_common.c's expect_path_info)
+export FLASHCL_EXPECT_PATH=nv_mma:fp16,bf16
 export FLASHCL_TEST_BWD_CASES="${FLASHCL_TEST_BWD_CASES:-12}"
 status=0
 "$bin" >"$log" 2>&1 || status=$?
