@@ -36,6 +36,9 @@ LISTS = [
     ("cl/nvidia/wgmma/wgmma_switches.clh", "FLASHCL_NV_WGMMA_SWITCHES",
      "cl/nvidia/wgmma/wgmma_defaults.clh", "cl/nvidia/flash_fwd_wgmma.cl",
      "nv_wgmma"),
+    ("cl/nvidia/flash_bwd_mma_switches.clh", "FLASHCL_NV_BWD_SWITCHES",
+     "cl/nvidia/flash_bwd_mma_defaults.clh", "cl/nvidia/flash_bwd_mma.cl",
+     "nv_mma backward"),
 ]
 
 DOCS = "docs/switches.md"

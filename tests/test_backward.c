@@ -415,6 +415,13 @@ static void check_setup(setup *s_in, const char *text)
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: %s: %s", text,
                   flashcl_status_string(status),
                   flashcl_context_last_error(shared_context()));
+    if (s.desc.backend != FLASHCL_BACKEND_REFERENCE) { /* as the forward */
+        flashcl_variant_info info;
+        ck_assert_int_eq(flashcl_describe_backward(shared_context(), &s.desc,
+                                                   &s.bwd, &info),
+                         FLASHCL_SUCCESS);
+        expect_path_info(&info, c->dtype, text);
+    }
     grads exact = oracle_grads_of(&s, FLASHCL_DTYPE_FP64);
     const bool low = c->dtype == F16 || c->dtype == B16;
     grads ref_low = {NULL, NULL, NULL, NULL};
@@ -490,9 +497,29 @@ static void check_setup(setup *s_in, const char *text)
     free_setup(&s);
 }
 
+/* FLASHCL_TEST_BWD_CASES="i,j,...": only those cases (the emulated
+ * tensor-core run, whose kernels compile slowly, takes the 16-bit ones). */
+static bool case_selected(int index)
+{
+    const char *list = getenv("FLASHCL_TEST_BWD_CASES");
+    if (!list || !*list)
+        return true;
+    for (const char *at = list; *at;) {
+        char *end;
+        const long value = strtol(at, &end, 10);
+        if (end == at)
+            return false;
+        if (value == index)
+            return true;
+        at = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
 START_TEST(test_gradients)
 {
-    check_gradients(&cases[_i], 1000 + (uint64_t)_i);
+    if (case_selected(_i))
+        check_gradients(&cases[_i], 1000 + (uint64_t)_i);
 }
 END_TEST
 
@@ -542,7 +569,13 @@ END_TEST
  * fixed order). */
 START_TEST(test_deterministic)
 {
-    const bwd_case c = cases[6]; /* its programs are compiled already */
+    /* case 6: its programs are compiled already; FLASHCL_TEST_BWD_DET_CASE
+     * picks another (a 16-bit one for the tensor-core kernels) */
+    const char *pick = getenv("FLASHCL_TEST_BWD_DET_CASE");
+    const int index = pick ? atoi(pick) : 6;
+    ck_assert_int_ge(index, 0);
+    ck_assert_int_lt(index, (int)LENGTH(cases));
+    const bwd_case c = cases[index];
     setup s;
     make_setup(&s, &c, 77);
     ck_assert_int_eq(run_backward(&s), FLASHCL_SUCCESS);

@@ -158,10 +158,6 @@ void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
     const char *spec = expected_spec();
     if (!spec || desc->backend == FLASHCL_BACKEND_REFERENCE)
         return;
-    char want[32];
-    const char *colon = strchr(spec, ':');
-    snprintf(want, sizeof want, "%.*s",
-             (int)(colon ? (size_t)(colon - spec) : strlen(spec)), spec);
     /* Views without buffers: `ctx` need not own the call's buffers. */
     flashcl_attention_desc views = *desc;
     views.q.buffer = views.k.buffer = views.v.buffer = NULL;
@@ -170,13 +166,27 @@ void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
     flashcl_status status = flashcl_describe_variant(ctx, &views, &info);
     ck_assert_msg(status == FLASHCL_SUCCESS, "%s: describe: %s", what,
                   clip(flashcl_context_last_error(ctx)));
+    expect_path_info(&info, desc->dtype, what);
+}
+
+void expect_path_info(const flashcl_variant_info *described,
+                      flashcl_dtype dtype, const char *what)
+{
+    const char *spec = expected_spec();
+    if (!spec)
+        return;
+    char want[32];
+    const char *colon = strchr(spec, ':');
+    snprintf(want, sizeof want, "%.*s",
+             (int)(colon ? (size_t)(colon - spec) : strlen(spec)), spec);
+    const flashcl_variant_info info = *described;
     fprintf(stderr, "  [path %s] %s\n", info.path, what);
     if (strcmp(info.path, want) == 0) {
         ++expect_noted;
         ++expect_on_path;
         return;
     }
-    if ((colon && !strstr(colon + 1, oracle_dtype_name(desc->dtype))) ||
+    if ((colon && !strstr(colon + 1, oracle_dtype_name(dtype))) ||
         reason_excepted(info.skipped, want))
         return;
     ++expect_noted;

@@ -69,6 +69,11 @@ const char *clip(const char *text);
 void expect_path_check(flashcl_context *ctx, const flashcl_attention_desc *desc,
                        const char *what);
 
+/* expect_path_check's verdict on a call already described (the backward:
+ * flashcl_describe_backward) of storage `dtype`. */
+void expect_path_info(const flashcl_variant_info *info, flashcl_dtype dtype,
+                      const char *what);
+
 /* Runs a Check suite without forking (one process shares one context, so
  * each kernel variant is compiled once) and returns the exit status. */
 int run_suite(Suite *suite);

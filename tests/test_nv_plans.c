@@ -9,6 +9,7 @@
  * rules are the kernel's side of every host rule). Nothing is launched. */
 #include "core/core.h"
 #include "paths/path.h"
+#include "paths/nv_mma_bwd.h"
 #include "problem/problem.h"
 #include "kernel_preprocess.h"
 
@@ -678,6 +679,92 @@ START_TEST(first_refusal_stands)
 }
 END_TEST
 
+/* The backward's choice of its tensor-core kernels (nv_mma_bwd_plan) on
+ * an H200: chosen for the 16-bit problems it covers, every variant; the
+ * portable kernels otherwise (fp32, D > 128, FLASHCL_PATH=portable); and
+ * the chosen plan's -D options preprocess against flash_bwd_mma.cl (its
+ * local-memory #errors are the kernel's side of tiles_fit). */
+typedef struct bwd_plan_case {
+    plan_case fwd; /* the descriptor (its path field unused) */
+    const char *force; /* FLASHCL_PATH */
+    bool chosen;
+    int rows, keys;    /* when chosen */
+} bwd_plan_case;
+
+#define BWD_CASE(name, d, dv, causal, dtype, wl, cap, alibi, bias, mask)      \
+    {name, d, dv, causal, 0, dtype, wl, wl == -2 ? -2 : 0, cap, alibi, bias,   \
+     mask, 0, 0, 0, 0, NULL, NULL, "", {NULL}, {NULL}, NULL}
+static const bwd_plan_case bwd_cases[] = {
+    {BWD_CASE("bf16 D64", 64, 64, 0, FLASHCL_DTYPE_BF16, -2, 0, 0, 0, 0),
+     NULL, true, 32, 32},
+    {BWD_CASE("fp16 D128 causal", 128, 128, 1, FLASHCL_DTYPE_FP16, -2, 0, 0, 0,
+              0),
+     NULL, true, 16, 32},
+    {BWD_CASE("bf16 D128 all modifiers", 128, 128, 0, FLASHCL_DTYPE_BF16, -2,
+              30.0f, 1, 1, 1),
+     NULL, true, 16, 16},
+    {BWD_CASE("fp16 D40 Dv72 window", 40, 72, 0, FLASHCL_DTYPE_FP16, 64, 0, 0,
+              0, 0),
+     NULL, true, 32, 32},
+    {BWD_CASE("fp16 D64 forced nv_mma", 64, 64, 1, FLASHCL_DTYPE_FP16, -2, 0, 0,
+              0, 0),
+     "nv_mma", true, 32, 32},
+    {BWD_CASE("fp16 D64 FLASHCL_PATH=portable", 64, 64, 0, FLASHCL_DTYPE_FP16,
+              -2, 0, 0, 0, 0),
+     "portable", false, 0, 0},
+    {BWD_CASE("fp32", 64, 64, 0, FLASHCL_DTYPE_FP32, -2, 0, 0, 0, 0), NULL,
+     false, 0, 0},
+    {BWD_CASE("bf16 D192", 192, 192, 0, FLASHCL_DTYPE_BF16, -2, 0, 0, 0, 0),
+     NULL, false, 0, 0},
+};
+
+START_TEST(backward_plans_for_an_h200)
+{
+    const bwd_plan_case *c = &bwd_cases[_i];
+    const device_caps caps = h200(ctx);
+    cl_mem owned[5];
+    flashcl_attention_desc d =
+        desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
+    if (c->force)
+        setenv("FLASHCL_PATH", c->force, 1);
+    problem p;
+    const flashcl_status st =
+        problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
+    nv_bwd_plan plan;
+    if (st == FLASHCL_SUCCESS)
+        nv_mma_bwd_plan(&caps, &p, NULL, &plan);
+    unsetenv("FLASHCL_PATH");
+    for (int i = 0; i < 5; ++i)
+        if (owned[i])
+            clReleaseMemObject(owned[i]);
+    ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %.300s", c->fwd.name,
+                  flashcl_context_last_error(ctx));
+    printf("backward %-36s %s %s\n", c->fwd.name,
+           plan.chosen ? "nv_mma" : "portable", plan.why_not);
+    ck_assert_msg(plan.chosen == c->chosen, "%s: chosen %d (%s)",
+                  c->fwd.name, plan.chosen, plan.why_not);
+    if (!c->chosen)
+        return;
+    ck_assert_int_eq(plan.rows, c->rows);
+    ck_assert_int_eq(plan.keys, c->keys);
+    char options[1024];
+    ck_assert(nv_mma_bwd_options(&caps, &p, &plan, options, sizeof options));
+    ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) == 0,
+                  "%s: flash_bwd_mma.cl rejects %s", c->fwd.name, options);
+    /* one more query row a dK/dV step than chosen: the kernel refuses it
+     * where the host's tiles_fit would (the local-memory rule agrees) */
+    nv_bwd_plan wider = plan;
+    wider.rows = plan.rows + 16;
+    if (wider.rows <= 64 && plan.dim_padded == 128) {
+        ck_assert(nv_mma_bwd_options(&caps, &p, &wider, options,
+                                     sizeof options));
+        ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, true) != 0,
+                      "%s: %d rows accepted beyond local memory",
+                      c->fwd.name, wider.rows);
+    }
+}
+END_TEST
+
 /* The matrix instructions describe reports come from the path of the
  * device's vendor (kernel_path.offer), by what was probed. */
 START_TEST(matrix_offer_by_vendor)
@@ -715,6 +802,8 @@ int main(void)
     TCase *tc = tcase_create("nv_plans");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
+    tcase_add_loop_test(tc, backward_plans_for_an_h200, 0,
+                        (int)LENGTH(bwd_cases));
     tcase_add_test(tc, preprocess_can_fail);
     tcase_add_test(tc, plan_error_fails_the_build);
     tcase_add_test(tc, first_refusal_stands);

@@ -4,6 +4,7 @@
  * sinks, d_sinks, each waiting for the one before. */
 #include "api/api.h"
 #include "paths/path.h"
+#include "paths/nv_mma_bwd.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "paths/switches.h"
@@ -279,6 +280,7 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
  * (cl/portable/flash_bwd_switches.clh). */
 typedef struct bwd_plan {
     FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_FIELD)
+    nv_bwd_plan nv; /* nv.chosen: dK/dV and dQ on the tensor-core kernels */
 } bwd_plan;
 
 static int padded_dim(int64_t dim, int vec)
@@ -318,7 +320,12 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                          (w ? w->d_o : p->o).stride[3] == 1,
                      p->right >= 0 ? 1 : 0,
                      p->infer.varlen_q ? 1 : 0,
-                     p->infer.kv == KV_VARLEN ? 1 : 0};
+                     p->infer.kv == KV_VARLEN ? 1 : 0, {0}};
+    const tensor_view *const grads[4] = {w ? &w->d_o : NULL,
+                                         w ? &w->d_q : NULL,
+                                         w ? &w->d_k : NULL,
+                                         w ? &w->d_v : NULL};
+    nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
@@ -381,19 +388,23 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
     return program_cache_get(ctx, &request, program, NULL);
 }
 
-/* One kernel over (rows, heads, batch), rows padded to the work-group. */
+/* One kernel of `program` over (rows, heads, batch): work-groups of wg
+ * work-items, each owning per_group rows. */
 typedef struct launch_step {
     int kernel;
     size_t rows, heads, batch;
+    compiled_program *program;
+    int wg, per_group;
 } launch_step;
 
 static flashcl_status enqueue_step(flashcl_context *ctx,
                                    cl_command_queue queue,
-                                   compiled_program *program,
                                    const launch_step *step, const bwd_args *a,
-                                   const problem *p, int wg, cl_uint num_wait,
+                                   const problem *p, cl_uint num_wait,
                                    const cl_event *wait, cl_event *done)
 {
+    compiled_program *program = step->program;
+    const int wg = step->wg;
     cl_kernel kernel = program->kernels[step->kernel];
     size_t group = 0;
     cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device,
@@ -405,7 +416,8 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
                          "backward kernel %d runs at most %zu work-items a "
                          "group here, fewer than its %zu",
                          step->kernel, group, local);
-    const size_t global[3] = {(step->rows + local - 1) / local * local,
+    const size_t per_group = (size_t)step->per_group;
+    const size_t global[3] = {(step->rows + per_group - 1) / per_group * local,
                               step->heads, step->batch};
     const size_t local_size[3] = {local, 1, 1};
     pthread_mutex_lock(&program->launch_lock);
@@ -423,24 +435,36 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
 }
 
 static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
-                                  compiled_program *program, const problem *p,
-                                  const bwd_args *a, int wg, bool want_sinks,
+                                  compiled_program *program,
+                                  compiled_program *nv_program,
+                                  const problem *p, const bwd_plan *plan,
+                                  const bwd_args *a, bool want_sinks,
                                   cl_uint num_wait, const cl_event *wait_list,
                                   cl_event *event)
 {
     const size_t b = (size_t)p->batch, hq = (size_t)p->heads_q,
                  hkv = (size_t)p->heads_kv, nq = (size_t)p->seqlen_q,
                  nk = (size_t)p->seqlen_k;
+    const int wg = plan->BWD_WG, nv_wg = plan->nv.warps * 32,
+              nv_rows = plan->nv.warps * 16;
     launch_step steps[4];
     int count = 0;
     if (nq) /* dK/dV and dQ read Delta */
-        steps[count++] = (launch_step){KERNEL_DELTA, nq, hq, b};
+        steps[count++] =
+            (launch_step){KERNEL_DELTA, nq, hq, b, program, wg, wg};
     if (nk)
-        steps[count++] = (launch_step){KERNEL_DKDV, nk, hkv, b};
+        steps[count++] =
+            nv_program
+                ? (launch_step){0, nk, hkv, b, nv_program, nv_wg, nv_rows}
+                : (launch_step){KERNEL_DKDV, nk, hkv, b, program, wg, wg};
     if (nq)
-        steps[count++] = (launch_step){KERNEL_DQ, nq, hq, b};
+        steps[count++] =
+            nv_program
+                ? (launch_step){1, nq, hq, b, nv_program, nv_wg, nv_rows}
+                : (launch_step){KERNEL_DQ, nq, hq, b, program, wg, wg};
     if (want_sinks)
-        steps[count++] = (launch_step){KERNEL_DSINKS, hq, 1, 1};
+        steps[count++] =
+            (launch_step){KERNEL_DSINKS, hq, 1, 1, program, wg, wg};
     if (count == 0)
         return api_empty_call(ctx, queue, num_wait, wait_list, event);
     /* Each step waits for the one before, so an out-of-order queue keeps
@@ -450,7 +474,7 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     for (int s = 0; s < count && status == FLASHCL_SUCCESS; ++s) {
         const bool last = s == count - 1;
         cl_event done = NULL;
-        status = enqueue_step(ctx, queue, program, &steps[s], a, p, wg,
+        status = enqueue_step(ctx, queue, &steps[s], a, p,
                               s == 0 ? num_wait : 1,
                               s == 0 ? wait_list : &previous,
                               last && !event ? NULL : &done);
@@ -479,6 +503,10 @@ static flashcl_status run_backward(flashcl_context *ctx,
     compiled_program *program = NULL;
     const bwd_plan plan = plan_backward(ctx, p, w);
     flashcl_status status = build_program(ctx, p, &plan, &program);
+    compiled_program *nv_program = NULL;
+    nv_mma_bwd_log(&plan.nv);
+    if (status == FLASHCL_SUCCESS && plan.nv.chosen)
+        status = nv_mma_bwd_program(ctx, p, &plan.nv, &nv_program);
     if (status != FLASHCL_SUCCESS)
         return status;
     const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
@@ -494,7 +522,7 @@ static flashcl_status run_backward(flashcl_context *ctx,
                          rows * real_size, cl_error_name(err));
     bwd_args a;
     fill_args(ctx, p, w, delta, &a);
-    status = enqueue_all(ctx, queue, program, p, &a, plan.BWD_WG,
+    status = enqueue_all(ctx, queue, program, nv_program, p, &plan, &a,
                          w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
@@ -557,6 +585,12 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
         return FLASHCL_SUCCESS;
     }
     const bwd_plan plan = plan_backward(ctx, p, NULL);
+    if (plan.nv.chosen)
+        return nv_mma_bwd_describe(&ctx->caps, p, &plan.nv, info)
+                   ? FLASHCL_SUCCESS
+                   : set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                               "the tensor-core backward's build options "
+                               "do not fit");
     char why[160];
     if (!plan_options(p, &plan, info->build_options,
                       sizeof info->build_options, why, sizeof why))
@@ -575,10 +609,14 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
              plan.BWD_TILE, plan.BWD_VEC);
     const char *forced = getenv("FLASHCL_PATH");
-    if (forced && *forced && strcmp(forced, "portable") != 0)
+    if (forced && *forced && strcmp(forced, "portable") != 0 &&
+        strcmp(forced, "nv_mma") != 0 && strcmp(forced, "nv_wgmma") != 0)
         snprintf(info->skipped, sizeof info->skipped,
                  "%s: FLASHCL_PATH=%s has no backward of its own", forced,
                  forced);
+    else
+        snprintf(info->skipped, sizeof info->skipped, "%s",
+                 plan.nv.why_not);
     return FLASHCL_SUCCESS;
 }
 

@@ -1,0 +1,217 @@
+/* The backward's tensor-core kernels (cl/nvidia/flash_bwd_mma.cl): when
+ * they run, and their tiles. The portable program still brings Delta and
+ * d_sinks (src/api/backward.c). */
+#include "paths/nv_mma_bwd.h"
+#include "core/dev_env.h"
+#include "core/options_buf.h"
+#include "problem/variants.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
+
+/* FLASHCL_NV_EMULATE=1 (tests): the kernels' PTX emulated with sub-group
+ * shuffles of 32 (cl/nvidia/nv_mma.clh) on a device that has them, such
+ * as Intel's CPU runtime, so that CI runs their lane logic. */
+static bool emulated(const device_caps *caps)
+{
+    const char *env = dev_getenv("FLASHCL_NV_EMULATE");
+    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
+        !caps->has_reqd_subgroup_size)
+        return false;
+    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
+        if (caps->subgroup_sizes[i] == 32)
+            return true;
+    return false;
+}
+
+/* Local memory of each kernel (flash_bwd_mma.cl's #error checks). */
+static uint64_t dkdv_bytes(const nv_bwd_plan *t)
+{
+    const uint64_t pitches = (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
+    return 2 * (uint64_t)(t->warps * 16) * pitches +
+           2 * (uint64_t)t->rows * pitches + 8 * (uint64_t)t->rows;
+}
+
+static uint64_t dq_bytes(const nv_bwd_plan *t)
+{
+    return 2 * (uint64_t)t->keys *
+           (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
+}
+
+static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
+{
+    const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
+    return t->warps >= 1 && t->warps <= 8 && t->rows >= 16 &&
+           t->rows <= 64 && t->rows % 16 == 0 && t->keys >= 16 &&
+           t->keys <= 64 && t->keys % 16 == 0 &&
+           (!caps->max_work_group ||
+            (size_t)t->warps * 32 <= caps->max_work_group) &&
+           dkdv_bytes(t) <= limit && dq_bytes(t) <= limit;
+}
+
+/* The default tiles: 4 warps (64 keys, 64 rows a work-group); the dK/dV
+ * kernel's query step as large as local memory allows up to 32 rows (its
+ * K and V block takes most of it at D = 128); 32 keys a dQ step (its Q
+ * and dO fragments take 64 registers at D = 128; ptxas: 254 registers,
+ * no spills). FLASHCL_NVB_TILE=warps,rows,keys overrides them when
+ * legal (experiments). */
+static bool modifies_scores(const problem *p)
+{
+    return variant_active(p, VARIANT_SOFTCAP) ||
+           variant_active(p, VARIANT_ALIBI) ||
+           variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK);
+}
+
+static void choose_tiles(const device_caps *caps, const problem *p,
+                         nv_bwd_plan *t)
+{
+    t->warps = 4;
+    /* dQ at D = 128 with every score modifier on: 32 keys spilled (ptxas
+     * sm_90: 12 bytes), 16 did not */
+    t->keys = t->dim_padded > 64 && modifies_scores(p) ? 16 : 32;
+    t->rows = 32;
+    t->reason = "default: 4 warps, 32 query rows a dK/dV step";
+    if (!tiles_fit(caps, t)) {
+        t->rows = 16;
+        t->reason = "default: 4 warps, 16 query rows a dK/dV step (32 "
+                    "exceed local memory)";
+    }
+    const char *text = dev_getenv("FLASHCL_NVB_TILE");
+    nv_bwd_plan forced = *t;
+    if (text && sscanf(text, "%d,%d,%d", &forced.warps, &forced.rows,
+                       &forced.keys) == 3 &&
+        tiles_fit(caps, &forced)) {
+        forced.reason = "FLASHCL_NVB_TILE";
+        *t = forced;
+    }
+}
+
+static bool rows_aligned(const problem *p, const tensor_view *const grads[4])
+{
+    const tensor_view *views[3] = {&p->q, &p->k, &p->v};
+    for (int i = 0; i < 3; ++i)
+        if (!view_rows_aligned(views[i], p->elem_size, 16))
+            return false;
+    for (int i = 0; i < 4; ++i)
+        if (grads && grads[i] && grads[i]->present &&
+            !view_rows_aligned(grads[i], p->elem_size, 16))
+            return false;
+    return true;
+}
+
+/* Why the tensor-core backward does not run p here, or NULL. */
+static const char *refusal(const device_caps *caps, const problem *p,
+                           const tensor_view *const grads[4])
+{
+    const char *only = dev_getenv("FLASHCL_PORTABLE_ONLY");
+    const char *force = getenv("FLASHCL_PATH");
+    if (only && *only && strcmp(only, "0") != 0)
+        return "FLASHCL_PORTABLE_ONLY is set";
+    if (force && *force && strcmp(force, "nv_mma") != 0 &&
+        strcmp(force, "nv_wgmma") != 0)
+        return "FLASHCL_PATH names another path";
+    if (!(caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8) &&
+        !emulated(caps))
+        return "not an NVIDIA GPU of compute capability >= 8.0";
+    if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
+        return "packed batches (varlen) run on the portable kernels";
+    if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
+        return "fp16/bf16 storage only";
+    if (round16(p->head_dim) > 128 || round16(p->head_dim_v) > 128)
+        return "head dims up to 128 only (its dK and dV accumulators and "
+               "K/V block in 48 KiB of local memory)";
+    if (!rows_aligned(p, grads))
+        return "needs contiguous, 16-byte-aligned rows in q, k, v, d_o, "
+               "d_q, d_k and d_v";
+    return NULL;
+}
+
+void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
+                     const tensor_view *const grads[4], nv_bwd_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    plan->dim_padded = round16(p->head_dim);
+    plan->dim_v_padded = round16(p->head_dim_v);
+    const char *why = refusal(caps, p, grads);
+    if (!why) {
+        choose_tiles(caps, p, plan);
+        if (!tiles_fit(caps, plan))
+            why = "its smallest tiles exceed this device's local memory or "
+                  "work-group size";
+    }
+    if (why) {
+        snprintf(plan->why_not, sizeof plan->why_not, "nv_mma: %s", why);
+        return;
+    }
+    plan->chosen = true;
+}
+
+bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
+                        const nv_bwd_plan *plan, char *options, size_t cap)
+{
+    options_buf out = options_begin(options, cap);
+    options_add(&out,
+                "-cl-std=CL1.2%s -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_EMULATE=%d "
+                "-DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
+                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_NVB_WARPS=%d "
+                "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d",
+                verbose_enabled() ? "" : " -w",
+                caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
+                plan->dim_padded, plan->dim_v_padded, plan->warps,
+                plan->rows, plan->keys);
+    if (caps->local_mem)
+        options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
+                    (unsigned long long)caps->local_mem);
+    variants_add_defines(p, &out);
+    return !out.overflow;
+}
+
+flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
+                                  const nv_bwd_plan *plan,
+                                  compiled_program **program)
+{
+    char options[1024];
+    if (!nv_mma_bwd_options(&ctx->caps, p, plan, options, sizeof options))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "the tensor-core backward's build options do not "
+                         "fit %zu bytes",
+                         sizeof options);
+    const program_request request = {
+        "flash_bwd_mma.cl", options, {"flashcl_bwd_dkdv", "flashcl_bwd_dq"},
+        2};
+    return program_cache_get(ctx, &request, program, NULL);
+}
+
+void nv_mma_bwd_log(const nv_bwd_plan *plan)
+{
+    if (!verbose_enabled())
+        return;
+    if (plan->chosen)
+        fprintf(stderr, "flashcl: backward dK/dV and dQ on nv_mma (%d warps, "
+                        "%d rows, %d keys: %s)\n",
+                plan->warps, plan->rows, plan->keys, plan->reason);
+    else
+        fprintf(stderr, "flashcl: backward on portable (%s)\n",
+                plan->why_not);
+}
+
+bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, flashcl_variant_info *info)
+{
+    snprintf(info->path, sizeof info->path, "nv_mma");
+    snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd_mma.cl");
+    info->head_dim_padded = plan->dim_padded;
+    info->block_m = plan->warps * 16;
+    info->block_n = plan->rows;
+    info->work_group_size = plan->warps * 32;
+    snprintf(info->reason, sizeof info->reason,
+             "flashcl_bwd_delta (portable), flashcl_bwd_dkdv and "
+             "flashcl_bwd_dq on mma.sync: %d keys or rows a work-group, %d "
+             "query rows a dK/dV step, %d keys a dQ step (%s)",
+             plan->warps * 16, plan->rows, plan->keys, plan->reason);
+    return nv_mma_bwd_options(caps, p, plan, info->build_options,
+                              sizeof info->build_options);
+}

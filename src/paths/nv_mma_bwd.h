@@ -1,0 +1,44 @@
+/* The backward's dK/dV and dQ kernels on NVIDIA tensor cores
+ * (cl/nvidia/flash_bwd_mma.cl), chosen by src/api/backward.c's plan. */
+#ifndef FLASHCL_NV_MMA_BWD_H
+#define FLASHCL_NV_MMA_BWD_H
+
+#include "core/core.h"
+#include "problem/problem.h"
+
+typedef struct nv_bwd_plan {
+    bool chosen;
+    int warps;      /* per work-group; 16 keys (dK/dV) or rows (dQ) each */
+    int rows;       /* query rows per step of the dK/dV kernel */
+    int keys;       /* keys per step of the dQ kernel */
+    int dim_padded, dim_v_padded; /* head dims rounded up to 16 */
+    const char *reason; /* why these tiles */
+    char why_not[256];  /* when not chosen: why ("" when never tried) */
+} nv_bwd_plan;
+
+/* Whether the tensor-core backward runs `p` on this device with the
+ * gradient views `grads` (d_o, d_q, d_k, d_v; NULL entries are not
+ * checked), and its tiles. FLASHCL_PATH naming another path than nv_mma
+ * or nv_wgmma, or FLASHCL_PORTABLE_ONLY, keeps it off. */
+void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
+                     const tensor_view *const grads[4], nv_bwd_plan *plan);
+
+/* Its build options into options[cap]; false when they do not fit. */
+bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
+                        const nv_bwd_plan *plan, char *options, size_t cap);
+
+/* The program holding flashcl_bwd_dkdv (kernel 0) and flashcl_bwd_dq
+ * (kernel 1), built for `plan`. */
+flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
+                                  const nv_bwd_plan *plan,
+                                  compiled_program **program);
+
+/* flashcl_describe_backward's fields for the chosen plan; false when its
+ * build options do not fit. */
+bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, flashcl_variant_info *info);
+
+/* With FLASHCL_VERBOSE: which kernels the backward runs, and why. */
+void nv_mma_bwd_log(const nv_bwd_plan *plan);
+
+#endif

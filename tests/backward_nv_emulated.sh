@@ -1,0 +1,29 @@
+#!/bin/sh
+# test_backward on the tensor-core backward (cl/nvidia/flash_bwd_mma.cl)
+# without an NVIDIA GPU: its PTX emulated with sub-group shuffles of 32 on
+# Intel's CPU runtime (FLASHCL_NV_EMULATE, cl/nvidia/nv_mma.clh), forced by
+# FLASHCL_PATH=nv_mma. Each 16-bit case compiles an emulated kernel, slowly,
+# so only some run (FLASHCL_TEST_BWD_CASES, default 12: bf16, a window,
+# GQA, BHND, D 64; 9,10,12,13 adds fp16 D 128 GQA, fp16 causal softcap
+# MQA and bf16 ALiBi with sinks); the suite's other gradient tests run too. Fails when the kernels never ran (FLASHCL_VERBOSE's line).
+#   tests/backward_nv_emulated.sh TEST_BACKWARD_BINARY SOURCE_DIR
+set -eu
+bin=$1
+root=$2
+eval "$("$root/scripts/intel_cpu_runtime.sh")"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export FLASHCL_NV_EMULATE=1 FLASHCL_PATH=nv_mma FLASHCL_VERBOSE=1
+export CK_RUN_CASE=gradients
+# each 16-bit case must run on it (test_common.c's expect_path_info)
+export FLASHCL_EXPECT_PATH=nv_mma:fp16,bf16
+export FLASHCL_TEST_BWD_CASES="${FLASHCL_TEST_BWD_CASES:-12}"
+status=0
+"$bin" >"$log" 2>&1 || status=$?
+grep -E "^[0-9]+%|:F:|:E:" "$log" || true
+if ! grep -q "backward dK/dV and dQ on nv_mma" "$log"; then
+  echo "backward_nv_emulated: the tensor-core backward never ran"
+  cat "$log"
+  exit 1
+fi
+exit "$status"
