@@ -501,12 +501,18 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                          wait_list, event);
     }
     compiled_program *program = NULL;
-    const bwd_plan plan = plan_backward(ctx, p, w);
+    bwd_plan plan = plan_backward(ctx, p, w);
     flashcl_status status = build_program(ctx, p, &plan, &program);
     compiled_program *nv_program = NULL;
-    nv_mma_bwd_log(&plan.nv);
-    if (status == FLASHCL_SUCCESS && plan.nv.chosen)
+    if (status == FLASHCL_SUCCESS && plan.nv.chosen) {
         status = nv_mma_bwd_program(ctx, p, &plan.nv, &nv_program);
+        if (status == FLASHCL_ERROR_BUILD_FAILED) {
+            /* recorded: the portable backward from now on */
+            plan = plan_backward(ctx, p, w);
+            status = FLASHCL_SUCCESS;
+        }
+    }
+    nv_mma_bwd_log(&plan.nv);
     if (status != FLASHCL_SUCCESS)
         return status;
     const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;

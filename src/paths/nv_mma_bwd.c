@@ -9,6 +9,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+
+/* A driver that cannot build the kernels (their inline PTX is new to it)
+ * gets the portable backward from then on, as nv_wgmma falls back: the
+ * device whose build failed, and why. */
+static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
+static char failed_device[768]; /* "" while nothing failed */
+static char failure[120];
+
+static void device_id(const device_caps *caps, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
+             caps->driver_version);
+}
+
+/* The recorded failure on this device into why (NULL when none). */
+static const char *build_failed_here(const device_caps *caps, char *why,
+                                     size_t cap)
+{
+    char id[768];
+    device_id(caps, id, sizeof id);
+    pthread_mutex_lock(&failure_lock);
+    const bool failed = failed_device[0] && !strcmp(failed_device, id);
+    if (failed)
+        snprintf(why, cap, "its kernels failed to build on this driver (%s)",
+                 failure);
+    pthread_mutex_unlock(&failure_lock);
+    return failed ? why : NULL;
+}
 
 static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
 
@@ -104,7 +133,8 @@ static bool rows_aligned(const problem *p, const tensor_view *const grads[4])
 
 /* Why the tensor-core backward does not run p here, or NULL. */
 static const char *refusal(const device_caps *caps, const problem *p,
-                           const tensor_view *const grads[4])
+                           const tensor_view *const grads[4], char *why,
+                           size_t why_cap)
 {
     const char *only = dev_getenv("FLASHCL_PORTABLE_ONLY");
     const char *force = getenv("FLASHCL_PATH");
@@ -126,7 +156,7 @@ static const char *refusal(const device_caps *caps, const problem *p,
     if (!rows_aligned(p, grads))
         return "needs contiguous, 16-byte-aligned rows in q, k, v, d_o, "
                "d_q, d_k and d_v";
-    return NULL;
+    return build_failed_here(caps, why, why_cap);
 }
 
 void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
@@ -135,7 +165,8 @@ void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
     memset(plan, 0, sizeof *plan);
     plan->dim_padded = round16(p->head_dim);
     plan->dim_v_padded = round16(p->head_dim_v);
-    const char *why = refusal(caps, p, grads);
+    char failed[200];
+    const char *why = refusal(caps, p, grads, failed, sizeof failed);
     if (!why) {
         choose_tiles(caps, p, plan);
         if (!tiles_fit(caps, plan))
@@ -182,7 +213,23 @@ flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
     const program_request request = {
         "flash_bwd_mma.cl", options, {"flashcl_bwd_dkdv", "flashcl_bwd_dq"},
         2};
-    return program_cache_get(ctx, &request, program, NULL);
+    const flashcl_status status =
+        program_cache_get(ctx, &request, program, NULL);
+    if (status == FLASHCL_ERROR_BUILD_FAILED) {
+        char id[768];
+        device_id(&ctx->caps, id, sizeof id);
+        const char *log = flashcl_context_last_error(ctx);
+        pthread_mutex_lock(&failure_lock);
+        snprintf(failed_device, sizeof failed_device, "%s", id);
+        snprintf(failure, sizeof failure, "%.*s", (int)strcspn(log, "\n"),
+                 log);
+        pthread_mutex_unlock(&failure_lock);
+        if (verbose_enabled())
+            fprintf(stderr, "flashcl: the tensor-core backward could not be "
+                            "built, the portable backward runs instead: %s\n",
+                    log);
+    }
+    return status;
 }
 
 void nv_mma_bwd_log(const nv_bwd_plan *plan)
