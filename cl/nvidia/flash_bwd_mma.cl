@@ -38,6 +38,7 @@
 #if FLASHCL_NV_MMA
 
 #include "nv_mma.clh"
+#include "band.clh"
 
 #define STORAGE_T ushort
 typedef float real_t;
@@ -190,13 +191,6 @@ inline void store_pair(__global ushort *dst, ulong at, int col, int width,
         dst[at + col] = (ushort)bits;
 }
 
-inline bool sees(long i, long j, long diag, long window_left,
-                 long window_right)
-{
-    return (window_left < 0 || j >= i + diag - window_left) &&
-           (window_right < 0 || j <= i + diag + window_right);
-}
-
 /* P and dS of one score: p = exp(score - lse) where visible, else 0;
  * returns dS = P (dP - Delta) times softcap's 1 - tanh^2. */
 inline float grad_score(float *p, float s, float d_p, float lse_i,
@@ -244,12 +238,10 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     for (int n = 0; n < DVP / 8; ++n)
         dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0;
     /* The query rows that see any key of the block. */
-    const long j1 = min(j0 + BLOCK, (long)seqlen_k) - 1;
-    const long row_lo =
-        window_right < 0 ? 0 : max(0L, j0 - diag - window_right);
-    const long row_hi = window_left < 0
-                            ? seqlen_q - 1
-                            : min((long)seqlen_q - 1, j1 - diag + window_left);
+    const band_range rows =
+        band_rows(j0, min(j0 + BLOCK, (long)seqlen_k) - 1, diag, window_left,
+                  window_right, seqlen_q);
+    const long row_lo = rows.begin, row_hi = rows.end - 1;
     for (int member = 0; member < group_size; ++member) {
         const int h = hk * group_size + member;
         for (long r0 = row_lo; r0 <= row_hi; r0 += ROWS) {
@@ -307,10 +299,9 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                     const long j = j0 + warp * 16 + g + (e >= 2 ? 8 : 0);
                     const int il = n * 8 + 2 * t + (e & 1);
                     const long i = r0 + il;
-                    const bool visible = j < seqlen_k &&
-                                         lse_s[il] != -INFINITY &&
-                                         sees(i, j, diag, window_left,
-                                              window_right);
+                    const bool visible = lse_s[il] != -INFINITY &&
+                                         band_visible(j, i, diag, window_left,
+                                                      window_right, seqlen_k);
                     float p;
                     d_p[n][e] = grad_score(
                         &p, s[n][e], d_p[n][e], lse_s[il], delta_s[il],
@@ -415,12 +406,10 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     for (int n = 0; n < DQK / 8; ++n)
         dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0;
     /* The keys any row of the block sees. */
-    const long i1 = min(i0 + BLOCK, (long)seqlen_q) - 1;
-    const long key_lo =
-        window_left < 0 ? 0 : max(0L, i0 + diag - window_left);
-    const long key_hi = window_right < 0
-                            ? seqlen_k - 1
-                            : min((long)seqlen_k - 1, i1 + diag + window_right);
+    const band_range keys =
+        band_keys(i0, min(i0 + BLOCK, (long)seqlen_q) - 1, diag, window_left,
+                  window_right, seqlen_k);
+    const long key_lo = keys.begin, key_hi = keys.end - 1;
     for (long n0 = key_lo; n0 <= key_hi; n0 += KEYS) {
         barrier(CLK_LOCAL_MEM_FENCE);
         load_tile(k_s, PQ, KEYS, DQK, k, in_base.s1, k_stride, b, hk, n0,
@@ -461,8 +450,8 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                 const long j = n0 + n * 8 + 2 * t + (e & 1);
                 const bool visible = j <= key_hi &&
                                      row_lse[side] != -INFINITY &&
-                                     sees(i, j, diag, window_left,
-                                          window_right);
+                                     band_visible(j, i, diag, window_left,
+                                                  window_right, seqlen_k);
                 float p;
                 s[n][e] = grad_score(
                     &p, s[n][e], d_p[n][e], row_lse[side], row_delta[side],

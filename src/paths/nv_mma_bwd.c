@@ -188,11 +188,12 @@ bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
                 "-cl-std=CL1.2%s -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_EMULATE=%d "
                 "-DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
                 "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_NVB_WARPS=%d "
-                "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d",
+                "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d "
+                "-DFLASHCL_CAUSAL=%d",
                 verbose_enabled() ? "" : " -w",
                 caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
                 plan->dim_padded, plan->dim_v_padded, plan->warps,
-                plan->rows, plan->keys);
+                plan->rows, plan->keys, p->right >= 0 ? 1 : 0);
     if (caps->local_mem)
         options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
                     (unsigned long long)caps->local_mem);
