@@ -52,6 +52,18 @@
  * Host guarantees on this path: stride_dim == 1, every row start 16-byte
  * aligned (seq/head/batch strides and base offsets multiples of 8
  * elements), fp16 or bf16 storage.
+ *
+ * Its parts, one file a role (cl/nvidia/mma/; the last four are
+ * fragments of the kernel's body, included where they run, so that the
+ * compiled kernel is the one written inline: scripts/nv_kernel_check.sh's
+ * NV_PTX_DUMP compares the PTX):
+ *   mma_knobs.clh        every -D switch, the tile geometry, local memory
+ *   mma_loads.clh        cp.async copies of K/V/Q rows, Q words
+ *   mma_scores.clh       the softmax step, bias/mask fetches, score pass
+ *   mma_q_setup.clh      Q fragments, score rows, zeroed accumulators
+ *   mma_tile_scores.clh  S = Q K^T, band mask, online softmax of a tile
+ *   mma_tile_pv.clh      O += P V of a tile
+ *   mma_epilogue.clh     O and LSE written, rows marked for the fix-up
  */
 #ifndef FLASHCL_NV_MMA
 #define FLASHCL_NV_MMA 0
