@@ -16,6 +16,9 @@
 # (bench/run_gpu.sh).
 #
 #   scripts/nv_kernel_check.sh        # about 15 s
+#   NV_PTX_DUMP=DIR scripts/nv_kernel_check.sh  # also saves each PTX as
+#     DIR/NN.ptx (NN the configuration's number), to cmp two trees' PTX
+#     after code motion
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in clang-15 llc-15; do
@@ -28,7 +31,7 @@ failed=0 built=0
 # ptx_of FILE OPTIONS: the kernel's PTX in $tmp/k.ptx
 ptx_of() {
   clang-15 -x cl -cl-std=CL1.2 -Xclang -finclude-default-header \
-    -cl-ext=+cl_khr_fp16 -Icl/common -Icl/nvidia -Icl/nvidia/wgmma -Icl/inference $2 \
+    -cl-ext=+cl_khr_fp16 -Icl/common -Icl/nvidia -Icl/nvidia/mma -Icl/nvidia/wgmma -Icl/inference $2 \
     -target nvptx64-nvidia-nvcl -O2 -emit-llvm -c "$1" -o "$tmp/k.bc" 2>"$tmp/err" &&
     llc-15 -O2 -march=nvptx64 -mcpu=sm_80 "$tmp/k.bc" -o "$tmp/k.ptx" 2>>"$tmp/err"
 }
@@ -41,6 +44,7 @@ check() {
   if ! ptx_of "$file" "$opts"; then
     echo "FAIL $label: does not compile"; head -5 "$tmp/err"; failed=1; return
   fi
+  [ -z "${NV_PTX_DUMP-}" ] || cp "$tmp/k.ptx" "$NV_PTX_DUMP/$(printf %02d "$built").ptx"
   local want
   for want in "${CHECK_BASE-mma\.sync}" "$@"; do
     if [ "${want#!}" != "$want" ]; then

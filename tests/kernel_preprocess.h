@@ -25,10 +25,11 @@ static inline int preprocess_kernel(const char *file, const char *defines,
         snprintf(path, sizeof path, "%s/common/%s", FLASHCL_SOURCE_CL_DIR,
                  file);
     snprintf(cmd, sizeof cmd, "'%s' -E -P -x c -I'%s/nvidia' "
-             "-I'%s/nvidia/wgmma' -I'%s/common' -I'%s/portable' %s '%s' "
-             "-o /dev/null%s",
+             "-I'%s/nvidia/mma' -I'%s/nvidia/wgmma' -I'%s/common' "
+             "-I'%s/portable' %s '%s' -o /dev/null%s",
              FLASHCL_TEST_CC, FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR,
-             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR, defines, path,
+             FLASHCL_SOURCE_CL_DIR, FLASHCL_SOURCE_CL_DIR,
+             FLASHCL_SOURCE_CL_DIR, defines, path,
              quiet ? " 2>/dev/null" : "");
     const int raw = system(cmd);
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
