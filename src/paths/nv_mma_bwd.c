@@ -4,7 +4,9 @@
 #include "paths/nv_mma_bwd.h"
 #include "core/dev_env.h"
 #include "core/options_buf.h"
+#include "paths/switches.h"
 #include "problem/variants.h"
+#include "nvidia/flash_bwd_mma_switches.clh"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,36 +182,62 @@ void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
     plan->chosen = true;
 }
 
+/* The kernels' switch values (cl/nvidia/flash_bwd_mma_switches.clh). */
+typedef struct nv_bwd_switches {
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_FIELD)
+} nv_bwd_switches;
+
+/* The kernel checks its tiles against this; beyond 1 MiB (its legal
+ * range) no tile it takes comes near the limit. */
+static int local_mem_switch(const device_caps *caps)
+{
+    if (!caps->local_mem)
+        return 49152;
+    return caps->local_mem > 1048576 ? 1048576 : (int)caps->local_mem;
+}
+
+/* The build options, every switch of the list checked against its legal
+ * values; false (and `why`) when one is illegal or they do not fit. */
+static bool emit_options(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, char *options, size_t cap,
+                         char *why, size_t why_cap)
+{
+    const nv_bwd_switches switches = {
+        1, caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
+        plan->dim_padded, plan->dim_v_padded, plan->warps, plan->rows,
+        plan->keys, local_mem_switch(caps)};
+    const nv_bwd_switches *values = &switches; /* SWITCH_EMIT's names */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    options_buf buf = options_begin(options, cap), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+    if (found.name)
+        snprintf(why, why_cap, "the tensor-core backward planned %s = %d, "
+                 "outside its legal values "
+                 "(cl/nvidia/flash_bwd_mma_switches.clh)",
+                 found.name, found.value);
+    else if (buf.overflow)
+        snprintf(why, why_cap, "the tensor-core backward's build options do "
+                 "not fit %zu bytes", cap);
+    return !found.name && !buf.overflow;
+}
+
 bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
                         const nv_bwd_plan *plan, char *options, size_t cap)
 {
-    options_buf out = options_begin(options, cap);
-    options_add(&out,
-                "-cl-std=CL1.2%s -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_EMULATE=%d "
-                "-DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_NVB_WARPS=%d "
-                "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d",
-                verbose_enabled() ? "" : " -w",
-                caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->warps,
-                plan->rows, plan->keys);
-    if (caps->local_mem)
-        options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                    (unsigned long long)caps->local_mem);
-    variants_add_defines(p, &out);
-    return !out.overflow;
+    char why[160];
+    return emit_options(caps, p, plan, options, cap, why, sizeof why);
 }
 
 flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
                                   const nv_bwd_plan *plan,
                                   compiled_program **program)
 {
-    char options[1024];
-    if (!nv_mma_bwd_options(&ctx->caps, p, plan, options, sizeof options))
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the tensor-core backward's build options do not "
-                         "fit %zu bytes",
-                         sizeof options);
+    char options[1024], why[160];
+    if (!emit_options(&ctx->caps, p, plan, options, sizeof options, why,
+                      sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     const program_request request = {
         "flash_bwd_mma.cl", options, {"flashcl_bwd_dkdv", "flashcl_bwd_dq"},
         2};
