@@ -358,14 +358,7 @@ static bool plan_options(const problem *p, const bwd_plan *plan,
     options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
     FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
-    if (found.name)
-        snprintf(why, why_cap, "the backward planned %s = %d, outside its "
-                 "legal values (cl/portable/flash_bwd_switches.clh)",
-                 found.name, found.value);
-    else if (buf.overflow)
-        snprintf(why, why_cap, "the backward kernels' build options do not "
-                 "fit %zu bytes", cap);
-    return !found.name && !buf.overflow;
+    return options_fault_why(out, found, "portable backward", why, why_cap);
 }
 
 static const char *const bwd_kernel_names[] = {

@@ -4,6 +4,7 @@
 #include "paths/nv_mma_bwd.h"
 #include "core/dev_env.h"
 #include "core/options_buf.h"
+#include "paths/path.h"
 #include "paths/switches.h"
 #include "problem/variants.h"
 #include "nvidia/flash_bwd_mma_switches.clh"
@@ -212,15 +213,8 @@ static bool emit_options(const device_caps *caps, const problem *p,
     options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
     FLASHCL_NV_BWD_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
-    if (found.name)
-        snprintf(why, why_cap, "the tensor-core backward planned %s = %d, "
-                 "outside its legal values "
-                 "(cl/nvidia/flash_bwd_mma_switches.clh)",
-                 found.name, found.value);
-    else if (buf.overflow)
-        snprintf(why, why_cap, "the tensor-core backward's build options do "
-                 "not fit %zu bytes", cap);
-    return !found.name && !buf.overflow;
+    return options_fault_why(out, found, "tensor-core backward", why,
+                             why_cap);
 }
 
 bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
