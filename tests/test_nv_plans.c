@@ -683,7 +683,8 @@ END_TEST
  * an H200: chosen for the 16-bit problems it covers, every variant; the
  * portable kernels otherwise (fp32, D > 128, FLASHCL_PATH=portable); and
  * the chosen plan's -D options preprocess against flash_bwd_mma.cl (its
- * local-memory #errors are the kernel's side of tiles_fit). */
+ * local-memory #errors are the kernel's side of tiles_fit), and an illegal
+ * switch value gets none. */
 typedef struct bwd_plan_case {
     plan_case fwd; /* the descriptor (its path field unused) */
     const char *force; /* FLASHCL_PATH */
@@ -751,6 +752,12 @@ START_TEST(backward_plans_for_an_h200)
     ck_assert(nv_mma_bwd_options(&caps, &p, &plan, options, sizeof options));
     ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) == 0,
                   "%s: flash_bwd_mma.cl rejects %s", c->fwd.name, options);
+    /* a plan outside the switch list's legal values (rows a multiple of
+     * 16) gets no options rather than a kernel that refuses to build */
+    nv_bwd_plan illegal = plan;
+    illegal.rows = 24;
+    ck_assert(!nv_mma_bwd_options(&caps, &p, &illegal, options,
+                                  sizeof options));
     /* one more query row a dK/dV step than chosen: the kernel refuses it
      * where the host's tiles_fit would (the local-memory rule agrees) */
     nv_bwd_plan wider = plan;

@@ -4,7 +4,9 @@
 
 #include "core/core.h"
 
-/* The wait list matches its count, and `*queue` belongs to the context
+/* An enqueueing call's start: a context (FLASHCL_ERROR_NULL_ARGUMENT
+ * without one, nothing recorded), its error cleared (begin_call), the
+ * wait list matching its count, and `*queue` belonging to the context
  * (NULL: replaced by the context's queue). */
 flashcl_status api_begin_enqueue(flashcl_context *ctx, cl_command_queue *queue,
                                  cl_uint num_wait, const cl_event *wait_list);

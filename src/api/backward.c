@@ -177,14 +177,6 @@ typedef struct bwd_args {
 
 enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS };
 
-static cl_ulong4 ulong4_of(const uint64_t v[4])
-{
-    cl_ulong4 out;
-    for (int i = 0; i < 4; ++i)
-        out.s[i] = v[i];
-    return out;
-}
-
 static void fill_args(flashcl_context *ctx, const problem *p,
                       const bwd_views *w, cl_mem delta, bwd_args *a)
 {
@@ -199,20 +191,20 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->d_k = w->d_k.given;
     a->d_v = w->d_v.given;
     a->d_sinks = w->d_sinks.present ? w->d_sinks.given : ctx->dummy;
-    a->q_stride = ulong4_of(p->q.stride);
-    a->k_stride = ulong4_of(p->k.stride);
-    a->v_stride = ulong4_of(p->v.stride);
-    a->o_stride = ulong4_of(p->o.stride);
-    a->d_o_stride = ulong4_of(w->d_o.stride);
-    a->lse_stride = ulong4_of(p->lse.stride);
-    a->d_q_stride = ulong4_of(w->d_q.stride);
-    a->d_k_stride = ulong4_of(w->d_k.stride);
-    a->d_v_stride = ulong4_of(w->d_v.stride);
+    a->q_stride = ulong4_from(p->q.stride);
+    a->k_stride = ulong4_from(p->k.stride);
+    a->v_stride = ulong4_from(p->v.stride);
+    a->o_stride = ulong4_from(p->o.stride);
+    a->d_o_stride = ulong4_from(w->d_o.stride);
+    a->lse_stride = ulong4_from(p->lse.stride);
+    a->d_q_stride = ulong4_from(w->d_q.stride);
+    a->d_k_stride = ulong4_from(w->d_k.stride);
+    a->d_v_stride = ulong4_from(w->d_v.stride);
     const uint64_t in[4] = {p->q.base, p->k.base, p->v.base, p->o.base};
     const uint64_t out[4] = {w->d_o.base, w->d_q.base, w->d_k.base,
                              w->d_v.base};
-    a->in_base = ulong4_of(in);
-    a->out_base = ulong4_of(out);
+    a->in_base = ulong4_from(in);
+    a->out_base = ulong4_from(out);
     a->lse_base = p->lse.base;
     a->d_sinks_base = w->d_sinks.present ? w->d_sinks.base : 0;
     a->d_sinks_stride = w->d_sinks.present ? w->d_sinks.stride[1] : 0;
@@ -233,8 +225,8 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     const uint64_t len_base[4] = {packed->cu_q.base, packed->cu_k.base, 0, 0};
     const uint64_t len_stride[4] = {packed->cu_q.stride[0],
                                     packed->cu_k.stride[0], 0, 0};
-    a->len_base = ulong4_of(len_base);
-    a->len_stride = ulong4_of(len_stride);
+    a->len_base = ulong4_from(len_base);
+    a->len_stride = ulong4_from(len_stride);
     a->total_q = (cl_int)packed->total_q;
     a->total_k = (cl_int)packed->total_k;
     a->top_left = packed->top_left ? 1 : 0;
@@ -358,14 +350,7 @@ static bool plan_options(const problem *p, const bwd_plan *plan,
     options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
     FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_EMIT)
     variants_add_defines(p, out);
-    if (found.name)
-        snprintf(why, why_cap, "the backward planned %s = %d, outside its "
-                 "legal values (cl/portable/flash_bwd_switches.clh)",
-                 found.name, found.value);
-    else if (buf.overflow)
-        snprintf(why, why_cap, "the backward kernels' build options do not "
-                 "fit %zu bytes", cap);
-    return !found.name && !buf.overflow;
+    return options_fault_why(out, found, "portable backward", why, why_cap);
 }
 
 static const char *const bwd_kernel_names[] = {
@@ -543,9 +528,6 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
                                           const cl_event *event_wait_list,
                                           cl_event *event)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
     flashcl_status status = api_begin_enqueue(
         ctx, &queue, num_events_in_wait_list, event_wait_list);
     if (status == FLASHCL_SUCCESS)

@@ -56,9 +56,6 @@ flashcl_status flashcl_combine_partials(flashcl_context *ctx,
                                         const cl_event *wait_list,
                                         cl_event *event)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
     flashcl_status status = api_begin_enqueue(ctx, &queue, num_wait, wait_list);
     combine_problem p;
     if (status == FLASHCL_SUCCESS)

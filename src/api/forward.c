@@ -31,6 +31,9 @@ flashcl_status api_begin_enqueue(flashcl_context *ctx,
                                  cl_command_queue *queue, cl_uint num_wait,
                                  const cl_event *wait_list)
 {
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
     if ((num_wait > 0) != (wait_list != NULL))
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "num_events_in_wait_list = %u does not match "
@@ -82,9 +85,6 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
                                          const cl_event *event_wait_list,
                                          cl_event *event)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
     flashcl_status status = api_begin_enqueue(
         ctx, &queue, num_events_in_wait_list, event_wait_list);
     if (status != FLASHCL_SUCCESS)

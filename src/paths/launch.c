@@ -174,20 +174,27 @@ flashcl_status plan_refusal(flashcl_context *ctx, const kernel_plan *plan)
     return set_error(ctx, plan->refused_status, "%s", plan->refused);
 }
 
+bool options_fault_why(const options_buf *out, switch_fault fault,
+                       const char *who, char *why, size_t why_cap)
+{
+    if (out->overflow)
+        snprintf(why, why_cap, "internal limit: the %s's kernel build "
+                 "options need more than %zu bytes", who, out->cap - 1);
+    else if (fault.name)
+        snprintf(why, why_cap, "internal error: the %s planned %s=%d, "
+                 "outside the values its kernel accepts (docs/switches.md)",
+                 who, fault.name, fault.value);
+    return !out->overflow && !fault.name;
+}
+
 void plan_options_done(kernel_plan *plan, const options_buf *out,
                        switch_fault fault)
 {
-    const char *path = plan->path ? plan->path->name : "chosen";
-    if (out->overflow)
-        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                    "internal limit: the %s path's kernel build options need "
-                    "more than %zu bytes",
-                    path, out->cap - 1);
-    else if (fault.name)
-        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                    "internal error: the %s path planned %s=%d, outside the "
-                    "values its kernel accepts (docs/switches.md)",
-                    path, fault.name, fault.value);
+    char who[64], why[256];
+    snprintf(who, sizeof who, "%s path",
+             plan->path ? plan->path->name : "chosen");
+    if (!options_fault_why(out, fault, who, why, sizeof why))
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
 }
 
 program_request plan_request(const kernel_plan *plan, int which)

@@ -4,7 +4,52 @@
 #include "paths/nv_common.h"
 #include "paths/split_kv.h"
 
+#include <stdio.h>
 #include <string.h>
+
+static void device_key(const device_caps *caps, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
+             caps->driver_version);
+}
+
+void driver_failure_note(driver_failure *f, const device_caps *caps,
+                         const char *why)
+{
+    char key[sizeof f->device];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&f->lock);
+    snprintf(f->device, sizeof f->device, "%s", key);
+    /* the first line: the build log, if any, follows it */
+    snprintf(f->reason, sizeof f->reason, "%.*s", (int)strcspn(why, "\n"),
+             why);
+    pthread_mutex_unlock(&f->lock);
+}
+
+bool driver_failure_here(driver_failure *f, const device_caps *caps,
+                         char *reason, size_t cap)
+{
+    char key[sizeof f->device];
+    device_key(caps, key, sizeof key);
+    pthread_mutex_lock(&f->lock);
+    const bool failed = f->device[0] && !strcmp(f->device, key);
+    if (failed)
+        snprintf(reason, cap, "%s", f->reason);
+    pthread_mutex_unlock(&f->lock);
+    return failed;
+}
+
+bool nv_emulated(const device_caps *caps)
+{
+    const char *env = dev_getenv("FLASHCL_NV_EMULATE");
+    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
+        !caps->has_reqd_subgroup_size)
+        return false;
+    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
+        if (caps->subgroup_sizes[i] == 32)
+            return true;
+    return false;
+}
 
 bool plan_extras_heads_first(const problem *p)
 {

@@ -1,11 +1,37 @@
 /* What the two NVIDIA tensor-core paths (nv_mma.c, nv_wgmma.c) share and
  * no other path uses: the heads-first and sequences-first grids, the
- * decode rule that sends small decodes to the split-KV service, and the
- * packed (varlen) batch's options and arguments. */
+ * decode rule that sends small decodes to the split-KV service, the
+ * packed (varlen) batch's options and arguments, and the emulation that
+ * tests the kernels' lane logic off NVIDIA. */
 #ifndef FLASHCL_NV_COMMON_H
 #define FLASHCL_NV_COMMON_H
 
 #include "paths/path.h"
+
+/* FLASHCL_NV_EMULATE=1 (tests): the tensor-core kernels' PTX emulated
+ * with sub-group shuffles of 32 (cl/nvidia/nv_mma.clh) on a device that
+ * has them, such as Intel's CPU runtime, so that CI runs their lane
+ * logic (the split-KV mma kernel, the tensor-core backward). */
+bool nv_emulated(const device_caps *caps);
+
+/* A kernel route that failed to build on a device and driver, recorded
+ * process-wide so that later plans there take the fallback at once (a
+ * driver too old for the route's PTX). Initialise with
+ * DRIVER_FAILURE_INIT. */
+typedef struct driver_failure {
+    pthread_mutex_t lock;
+    char device[1024]; /* platform|device|driver; "" while nothing failed */
+    char reason[256];  /* the first line of the build's error */
+} driver_failure;
+#define DRIVER_FAILURE_INIT {PTHREAD_MUTEX_INITIALIZER, "", ""}
+/* Records that the route failed on caps' device, for `why` (its first
+ * line is kept). */
+void driver_failure_note(driver_failure *f, const device_caps *caps,
+                         const char *why);
+/* The recorded reason into reason[cap] when the route failed on caps'
+ * device; false otherwise. */
+bool driver_failure_here(driver_failure *f, const device_caps *caps,
+                         char *reason, size_t cap);
 
 /* Whether the grid runs heads first: with a bias or mask shared by every
  * head, the blocks in flight then read the same rows, from L2 after the

@@ -4,57 +4,34 @@
 #include "paths/nv_mma_bwd.h"
 #include "core/dev_env.h"
 #include "core/options_buf.h"
+#include "paths/nv_common.h"
+#include "paths/path.h"
+#include "paths/switches.h"
 #include "problem/variants.h"
+#include "nvidia/flash_bwd_mma_switches.clh"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 
 /* A driver that cannot build the kernels (their inline PTX is new to it)
  * gets the portable backward from then on, as nv_wgmma falls back: the
  * device whose build failed, and why. */
-static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char failed_device[768]; /* "" while nothing failed */
-static char failure[120];
-
-static void device_id(const device_caps *caps, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
-             caps->driver_version);
-}
+static driver_failure build_failure = DRIVER_FAILURE_INIT;
 
 /* The recorded failure on this device into why (NULL when none). */
 static const char *build_failed_here(const device_caps *caps, char *why,
                                      size_t cap)
 {
-    char id[768];
-    device_id(caps, id, sizeof id);
-    pthread_mutex_lock(&failure_lock);
-    const bool failed = failed_device[0] && !strcmp(failed_device, id);
-    if (failed)
-        snprintf(why, cap, "its kernels failed to build on this driver (%s)",
-                 failure);
-    pthread_mutex_unlock(&failure_lock);
-    return failed ? why : NULL;
+    char reason[sizeof build_failure.reason];
+    if (!driver_failure_here(&build_failure, caps, reason, sizeof reason))
+        return NULL;
+    snprintf(why, cap, "its kernels failed to build on this driver (%.119s)",
+             reason);
+    return why;
 }
 
 static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
-
-/* FLASHCL_NV_EMULATE=1 (tests): the kernels' PTX emulated with sub-group
- * shuffles of 32 (cl/nvidia/nv_mma.clh) on a device that has them, such
- * as Intel's CPU runtime, so that CI runs their lane logic. */
-static bool emulated(const device_caps *caps)
-{
-    const char *env = dev_getenv("FLASHCL_NV_EMULATE");
-    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
-        !caps->has_reqd_subgroup_size)
-        return false;
-    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
-        if (caps->subgroup_sizes[i] == 32)
-            return true;
-    return false;
-}
 
 /* Local memory of each kernel (flash_bwd_mma.cl's #error checks). */
 static uint64_t dkdv_bytes(const nv_bwd_plan *t)
@@ -144,7 +121,7 @@ static const char *refusal(const device_caps *caps, const problem *p,
         strcmp(force, "nv_wgmma") != 0)
         return "FLASHCL_PATH names another path";
     if (!(caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8) &&
-        !emulated(caps))
+        !nv_emulated(caps))
         return "not an NVIDIA GPU of compute capability >= 8.0";
     if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
         return "packed batches (varlen) run on the portable kernels";
@@ -180,51 +157,70 @@ void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
     plan->chosen = true;
 }
 
+/* The kernels' switch values (cl/nvidia/flash_bwd_mma_switches.clh). */
+typedef struct nv_bwd_switches {
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_FIELD)
+} nv_bwd_switches;
+
+/* The kernel checks its tiles against this; beyond 1 MiB (its legal
+ * range) no tile it takes comes near the limit. */
+static int local_mem_switch(const device_caps *caps)
+{
+    if (!caps->local_mem)
+        return 49152;
+    return caps->local_mem > 1048576 ? 1048576 : (int)caps->local_mem;
+}
+
+/* The build options, every switch of the list checked against its legal
+ * values; false (and `why`) when one is illegal or they do not fit. */
+static bool emit_options(const device_caps *caps, const problem *p,
+                         const nv_bwd_plan *plan, char *options, size_t cap,
+                         char *why, size_t why_cap)
+{
+    const nv_bwd_switches switches = {
+        .NV_MMA = 1,
+        .NV_EMULATE = caps->klass != DEVICE_CLASS_GPU_NVIDIA,
+        .CAUSAL = p->right >= 0,
+        .DTYPE = (int)p->dtype,
+        .HEAD_DIM = plan->dim_padded,
+        .HEAD_DIM_V = plan->dim_v_padded,
+        .NVB_WARPS = plan->warps,
+        .NVB_ROWS = plan->rows,
+        .NVB_KEYS = plan->keys,
+        .LOCAL_MEM_BYTES = local_mem_switch(caps)};
+    const nv_bwd_switches *values = &switches; /* SWITCH_EMIT's names */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    options_buf buf = options_begin(options, cap), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_EMIT)
+    variants_add_defines(p, out);
+    return options_fault_why(out, found, "tensor-core backward", why,
+                             why_cap);
+}
+
 bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
                         const nv_bwd_plan *plan, char *options, size_t cap)
 {
-    options_buf out = options_begin(options, cap);
-    options_add(&out,
-                "-cl-std=CL1.2%s -DFLASHCL_NV_MMA=1 -DFLASHCL_NV_EMULATE=%d "
-                "-DFLASHCL_DTYPE=%d -DFLASHCL_HEAD_DIM=%d "
-                "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_NVB_WARPS=%d "
-                "-DFLASHCL_NVB_ROWS=%d -DFLASHCL_NVB_KEYS=%d "
-                "-DFLASHCL_CAUSAL=%d",
-                verbose_enabled() ? "" : " -w",
-                caps->klass != DEVICE_CLASS_GPU_NVIDIA, (int)p->dtype,
-                plan->dim_padded, plan->dim_v_padded, plan->warps,
-                plan->rows, plan->keys, p->right >= 0 ? 1 : 0);
-    if (caps->local_mem)
-        options_add(&out, " -DFLASHCL_LOCAL_MEM_BYTES=%llu",
-                    (unsigned long long)caps->local_mem);
-    variants_add_defines(p, &out);
-    return !out.overflow;
+    char why[160];
+    return emit_options(caps, p, plan, options, cap, why, sizeof why);
 }
 
 flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
                                   const nv_bwd_plan *plan,
                                   compiled_program **program)
 {
-    char options[1024];
-    if (!nv_mma_bwd_options(&ctx->caps, p, plan, options, sizeof options))
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "the tensor-core backward's build options do not "
-                         "fit %zu bytes",
-                         sizeof options);
+    char options[1024], why[160];
+    if (!emit_options(&ctx->caps, p, plan, options, sizeof options, why,
+                      sizeof why))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "%s", why);
     const program_request request = {
         "flash_bwd_mma.cl", options, {"flashcl_bwd_dkdv", "flashcl_bwd_dq"},
         2};
     const flashcl_status status =
         program_cache_get(ctx, &request, program, NULL);
     if (status == FLASHCL_ERROR_BUILD_FAILED) {
-        char id[768];
-        device_id(&ctx->caps, id, sizeof id);
         const char *log = flashcl_context_last_error(ctx);
-        pthread_mutex_lock(&failure_lock);
-        snprintf(failed_device, sizeof failed_device, "%s", id);
-        snprintf(failure, sizeof failure, "%.*s", (int)strcspn(log, "\n"),
-                 log);
-        pthread_mutex_unlock(&failure_lock);
+        driver_failure_note(&build_failure, &ctx->caps, log);
         if (verbose_enabled())
             fprintf(stderr, "flashcl: the tensor-core backward could not be "
                             "built, the portable backward runs instead: %s\n",

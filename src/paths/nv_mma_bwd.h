@@ -23,7 +23,9 @@ typedef struct nv_bwd_plan {
 void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
                      const tensor_view *const grads[4], nv_bwd_plan *plan);
 
-/* Its build options into options[cap]; false when they do not fit. */
+/* Its build options into options[cap], every switch checked against
+ * cl/nvidia/flash_bwd_mma_switches.clh; false when one is illegal or they
+ * do not fit. */
 bool nv_mma_bwd_options(const device_caps *caps, const problem *p,
                         const nv_bwd_plan *plan, char *options, size_t cap);
 

@@ -24,7 +24,6 @@
 #include "paths/tuning.h"
 #include "nvidia/wgmma/wgmma_switches.clh"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,39 +100,22 @@ static bool variants_measured(const problem *p)
 }
 
 /* ---- the route's failure, per device and driver, process-wide -------- */
-static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char failed_device[1024]; /* "" while nothing failed */
-static char failure[256];
-
-static void device_key(const device_caps *caps, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s|%s|%s", caps->platform_name, caps->name,
-             caps->driver_version);
-}
+static driver_failure route_failure = DRIVER_FAILURE_INIT;
 
 /* Copies the recorded reason into why; false when nothing failed here. */
 static bool route_failed(const device_caps *caps, char *why, size_t cap)
 {
-    char key[1024];
-    device_key(caps, key, sizeof key);
-    pthread_mutex_lock(&failure_lock);
-    const bool failed = failed_device[0] && !strcmp(failed_device, key);
-    if (failed)
-        snprintf(why, cap, "the sm_90a PTX route failed on this driver "
-                           "(%s); the mma.sync kernel runs instead", failure);
-    pthread_mutex_unlock(&failure_lock);
-    return failed;
+    char reason[sizeof route_failure.reason];
+    if (!driver_failure_here(&route_failure, caps, reason, sizeof reason))
+        return false;
+    snprintf(why, cap, "the sm_90a PTX route failed on this driver "
+                       "(%s); the mma.sync kernel runs instead", reason);
+    return true;
 }
 
 static void note_build_failed(const device_caps *caps, const char *why)
 {
-    char key[1024];
-    device_key(caps, key, sizeof key);
-    pthread_mutex_lock(&failure_lock);
-    snprintf(failed_device, sizeof failed_device, "%s", key);
-    /* the first line: the build log, if any, follows it */
-    snprintf(failure, sizeof failure, "%.*s", (int)strcspn(why, "\n"), why);
-    pthread_mutex_unlock(&failure_lock);
+    driver_failure_note(&route_failure, caps, why);
     if (verbose_enabled())
         fprintf(stderr, "flashcl: nv_wgmma could not be built, the mma.sync "
                         "kernel runs instead: %s\n", why);

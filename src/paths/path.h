@@ -185,6 +185,11 @@ void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
 /* FLASHCL_SUCCESS when the plan may run; else its refusal, set as the
  * context's error. */
 flashcl_status plan_refusal(flashcl_context *ctx, const kernel_plan *plan);
+/* Whether options in `out` are whole and every switch legal; if not,
+ * false and why, naming `who` ("nv_mma path", "backward"). */
+bool options_fault_why(const options_buf *out, switch_fault fault,
+                       const char *who, char *why, size_t why_cap);
+
 /* Refuses the plan (FLASHCL_ERROR_UNSUPPORTED) when its options
  * overflowed `out` or a switch was planned outside its legal values:
  * either would build another binary than the one planned, and a cut

@@ -10,6 +10,7 @@
  * service as its fallback (FLASHCL_PATH naming another path). */
 #include "core/dev_env.h"
 #include "core/scratch.h"
+#include "paths/nv_common.h"
 #include "paths/split_kv.h"
 #include "paths/split_kv_tiles.h"
 #include "paths/switches.h"
@@ -24,22 +25,6 @@
 /* ---- tiles and split count ------------------------------------------- */
 
 static bool rows_aligned16(const problem *p);
-
-/* FLASHCL_NV_EMULATE=1 (tests): the tensor-core kernel's PTX emulated with
- * sub-group shuffles (nv_mma.clh) on a device with cl_intel_subgroups and
- * sub-groups of 32, such as Intel's CPU runtime, where
- * FLASHCL_SPLIT_KERNEL=mma then runs it. */
-static bool nv_emulated(const device_caps *caps)
-{
-    const char *env = dev_getenv("FLASHCL_NV_EMULATE");
-    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
-        !caps->has_reqd_subgroup_size)
-        return false;
-    for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
-        if (caps->subgroup_sizes[i] == 32)
-            return true;
-    return false;
-}
 
 /* Whether the tensor-core kernel (split_mma.clh) serves the problem:
  * NVIDIA with mma.sync bf16 (sm_80+), or its emulation, 16-bit storage,
