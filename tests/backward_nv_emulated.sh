@@ -27,7 +27,10 @@ if ! grep -q "backward dK/dV and dQ on nv_mma" "$log"; then
   cat "$log"
   exit 1
 fi
-[ "$status" = 0 ] || exit "$status"
+if [ "$status" != 0 ]; then
+  tail -30 "$log" # a sanitizer's report, or the checks' failures
+  exit "$status"
+fi
 
 # A driver that cannot build the kernels (their inline PTX new to it):
 # the call falls back to the portable backward, correct, and says so.
@@ -43,4 +46,5 @@ if ! grep -q "tensor-core backward could not be built, the portable backward run
   tail -40 "$log"
   exit 1
 fi
+[ "$status" = 0 ] || tail -30 "$log"
 exit "$status"
