@@ -69,6 +69,29 @@ static cl_int create_run(flashcl_context *ctx, const problem *p,
     return err;
 }
 
+/* The forward (bwd NULL) or the backward of desc, its device time from a
+ * marker before it to its event. */
+static flashcl_status timed_call(flashcl_context *ctx,
+                                 const flashcl_attention_desc *desc,
+                                 const flashcl_backward_desc *bwd,
+                                 double *device_ms)
+{
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    cl_event before = NULL, done = NULL;
+    if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
+        before = NULL;
+    flashcl_status status =
+        bwd ? flashcl_attention_backward(ctx, NULL, desc, bwd, 0, NULL, &done)
+            : flashcl_attention_forward(ctx, NULL, desc, 0, NULL, &done);
+    clFinish(queue);
+    *device_ms = before && done ? timing_interval_ms(before, done) : -1;
+    if (before)
+        clReleaseEvent(before);
+    if (done)
+        clReleaseEvent(done);
+    return status;
+}
+
 static flashcl_status one_backward(flashcl_context *ctx, const problem *p,
                                    const backward_run *b,
                                    flashcl_backend backend, double *device_ms)
@@ -79,19 +102,7 @@ static flashcl_status one_backward(flashcl_context *ctx, const problem *p,
     bwd.d_q.buffer = b->mem[BWD_DQ];
     bwd.d_k.buffer = b->mem[BWD_DK];
     bwd.d_v.buffer = b->mem[BWD_DV];
-    cl_command_queue queue = flashcl_context_queue(ctx);
-    cl_event before = NULL, done = NULL;
-    if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
-        before = NULL;
-    flashcl_status status =
-        flashcl_attention_backward(ctx, NULL, &desc, &bwd, 0, NULL, &done);
-    clFinish(queue);
-    *device_ms = before && done ? timing_interval_ms(before, done) : -1;
-    if (before)
-        clReleaseEvent(before);
-    if (done)
-        clReleaseEvent(done);
-    return status;
+    return timed_call(ctx, &desc, &bwd, device_ms);
 }
 
 /* Max |device - oracle| / max |oracle| of one gradient: the device's is
@@ -238,19 +249,7 @@ static flashcl_status one_forward_timed(flashcl_context *ctx,
                                         double *device_ms)
 {
     const flashcl_attention_desc desc = problem_desc(p, backend);
-    cl_command_queue queue = flashcl_context_queue(ctx);
-    cl_event before = NULL, done = NULL;
-    if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
-        before = NULL;
-    flashcl_status status =
-        flashcl_attention_forward(ctx, NULL, &desc, 0, NULL, &done);
-    clFinish(queue);
-    *device_ms = before && done ? timing_interval_ms(before, done) : -1;
-    if (before)
-        clReleaseEvent(before);
-    if (done)
-        clReleaseEvent(done);
-    return status;
+    return timed_call(ctx, &desc, NULL, device_ms);
 }
 
 /* Median of `reps` samples of one timed call after `warmup` untimed. */

@@ -437,6 +437,20 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
     return _finish(o, lse, event, return_lse, return_event)
 
 
+
+def _varlen_batch(cu_seqlens_q, max_seqlen_q, max_seqlen_k):
+    """The sequence count of a packed call, its maxima checked as integers
+    (the forward's and the backward's varlen entry points)."""
+    cq = tuple(int(s) for s in np.shape(cu_seqlens_q))
+    if len(cq) != 1 or cq[0] < 1:
+        raise InvalidDimensionError(
+            f"cu_seqlens_q has shape {cq}: expected [batch + 1]")
+    for name, x in (("max_seqlen_q", max_seqlen_q),
+                    ("max_seqlen_k", max_seqlen_k)):
+        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
+            raise InvalidValueError(f"{name} = {x!r}: expected an integer")
+    return cq[0] - 1
+
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                      max_seqlen_k, *, num_splits=0, causal=False,
                      causal_align="bottom_right", scale=None, window=None,
@@ -470,15 +484,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     _same("rows", [("k", tk), ("v", tv)])
     _same("heads", [("k", hkv), ("v", hv)])
     dtype, code = _dtype_of([("q", q), ("k", k), ("v", v)])
-    cq = tuple(int(s) for s in np.shape(cu_seqlens_q))
-    if len(cq) != 1 or cq[0] < 1:
-        raise InvalidDimensionError(
-            f"cu_seqlens_q has shape {cq}: expected [batch + 1]")
-    b = cq[0] - 1
-    for name, x in (("max_seqlen_q", max_seqlen_q),
-                    ("max_seqlen_k", max_seqlen_k)):
-        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
-            raise InvalidValueError(f"{name} = {x!r}: expected an integer")
+    b = _varlen_batch(cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     desc, shape = _base_desc(code, opts, b, hq, hkv, tq, tk, d, dv,
                              num_splits)
 
@@ -556,15 +562,7 @@ def attention_varlen_backward(q, k, v, o, lse, do, cu_seqlens_q,
                 f"{name} has shape {got}, expected {shape}")
     if not cl_mode:
         lse = np.asarray(lse, np.float32)
-    cq = tuple(int(s) for s in np.shape(cu_seqlens_q))
-    if len(cq) != 1 or cq[0] < 1:
-        raise InvalidDimensionError(
-            f"cu_seqlens_q has shape {cq}: expected [batch + 1]")
-    b = cq[0] - 1
-    for name, x in (("max_seqlen_q", max_seqlen_q),
-                    ("max_seqlen_k", max_seqlen_k)):
-        if not isinstance(x, (int, np.integer)) or isinstance(x, bool):
-            raise InvalidValueError(f"{name} = {x!r}: expected an integer")
+    b = _varlen_batch(cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     desc, shape = _base_desc(code, opts, b, hq, hkv, tq, tk, d, dv, 0)
     names = ["dq", "dk", "dv"] + (["dsinks"] if want_dsinks else [])
     if out is not None and (not isinstance(out, (tuple, list)) or
