@@ -822,8 +822,9 @@ START_TEST(test_describe)
 END_TEST
 
 /* FLASHCL_PATH naming no path is refused as the forward refuses it,
- * writing nothing; a path without a backward of its own (nv_mma) runs the
- * portable backward: the same bits as without the variable. */
+ * writing nothing; FLASHCL_PATH=nv_mma, whose tensor-core backward does
+ * not run here (no NVIDIA GPU), leaves the portable backward: the same bits
+ * as without the variable. */
 START_TEST(test_forced_path)
 {
     const bwd_case c = cases[0];

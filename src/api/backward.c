@@ -596,15 +596,7 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
              bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
              plan.BWD_TILE, plan.BWD_VEC);
-    const char *forced = getenv("FLASHCL_PATH");
-    if (forced && *forced && strcmp(forced, "portable") != 0 &&
-        strcmp(forced, "nv_mma") != 0 && strcmp(forced, "nv_wgmma") != 0)
-        snprintf(info->skipped, sizeof info->skipped,
-                 "%s: FLASHCL_PATH=%s has no backward of its own", forced,
-                 forced);
-    else
-        snprintf(info->skipped, sizeof info->skipped, "%s",
-                 plan.nv.why_not);
+    snprintf(info->skipped, sizeof info->skipped, "%s", plan.nv.why_not);
     return FLASHCL_SUCCESS;
 }
 

@@ -117,9 +117,14 @@ static const char *refusal(const device_caps *caps, const problem *p,
     const char *force = getenv("FLASHCL_PATH");
     if (only && *only && strcmp(only, "0") != 0)
         return "FLASHCL_PORTABLE_ONLY is set";
+    if (force && *force && !strcmp(force, "portable"))
+        return "FLASHCL_PATH=portable";
     if (force && *force && strcmp(force, "nv_mma") != 0 &&
-        strcmp(force, "nv_wgmma") != 0)
-        return "FLASHCL_PATH names another path";
+        strcmp(force, "nv_wgmma") != 0) {
+        snprintf(why, why_cap, "FLASHCL_PATH=%s has no backward of its own",
+                 force);
+        return why;
+    }
     if (!(caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8) &&
         !nv_emulated(caps))
         return "not an NVIDIA GPU of compute capability >= 8.0";
