@@ -170,14 +170,8 @@ inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
         return;
     }
 #endif
-    for (int idx = get_local_id(0); idx < BN * D; idx += WG) {
-        int j = idx / D, d = idx % D;
-        int key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim)
-            value = load_elem(k, elem_offset(head_base, stride, key, d));
-        k_t[d * BN + j] = value;
-    }
+    fwd_load_rows(k_t, true, D, BN, WG, k, head_base, stride, n0, seqlen_k,
+                  head_dim);
 }
 
 /* v_tile[j * DV + d] = v[n0 + j, d]; zero past the keys and head_dim_v. */
@@ -196,14 +190,8 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
         return;
     }
 #endif
-    for (int idx = get_local_id(0); idx < BN * DV; idx += WG) {
-        int j = idx / DV, d = idx % DV;
-        int key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim_v)
-            value = load_elem(v, elem_offset(head_base, stride, key, d));
-        v_tile[j * DV + d] = value;
-    }
+    fwd_load_rows(v_tile, false, DV, BN, WG, v, head_base, stride, n0,
+                  seqlen_k, head_dim_v);
 }
 
 /* Masks, the variants' score pass and the online-softmax step for one row
