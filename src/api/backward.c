@@ -480,10 +480,10 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                    const cl_event *wait_list, cl_event *event)
 {
     if (p->backend == FLASHCL_BACKEND_REFERENCE) {
-        const reference_bwd_views views = {&w->d_o, &w->d_q, &w->d_k,
-                                           &w->d_v, &w->d_sinks};
-        return launch_reference_backward(ctx, queue, p, &views, num_wait,
-                                         wait_list, event);
+        const reference_bwd_call call = {
+            queue,    p, {&w->d_o, &w->d_q, &w->d_k, &w->d_v, &w->d_sinks},
+            num_wait, wait_list, event};
+        return launch_reference_backward(ctx, &call);
     }
     compiled_program *program = NULL;
     bwd_plan plan = plan_backward(ctx, p, w);
@@ -605,13 +605,11 @@ flashcl_status flashcl_describe_backward(flashcl_context *ctx,
                                          const flashcl_backward_desc *bwd,
                                          flashcl_variant_info *info)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!info)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
-    flashcl_status status =
-        bwd ? check_bwd_desc(ctx, bwd) : FLASHCL_SUCCESS;
+    flashcl_status status = begin_call_out(ctx, info, "info");
+    if (status != FLASHCL_SUCCESS)
+        return status;
+    if (bwd)
+        status = check_bwd_desc(ctx, bwd);
     problem p;
     if (status == FLASHCL_SUCCESS)
         status = problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);

@@ -169,13 +169,8 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
     }
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, amd_mfma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, amd_mfma_path.variants, why, cap))
         return false;
-    }
     const amd_tile *tile = lookup(kind, p);
     if (!tile)
         return refuse(why, cap, "head dims above 256");

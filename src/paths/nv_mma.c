@@ -151,13 +151,8 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         p->dtype != FLASHCL_DTYPE_FP32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32)");
-    const uint32_t missing = variants_unsupported(p, nv_mma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, nv_mma_path.variants, why, cap))
         return false;
-    }
     if (tf32(p) && tile_dim(p) > 128)
         return refuse(why, cap, "TF32 runs head dims up to 128 (fp32 rows "
                                 "of 256 leave too few registers and local "

@@ -179,13 +179,8 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, nv_wgmma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, nv_wgmma_path.variants, why, cap))
         return false;
-    }
     if (p->head_dim % 8 || p->head_dim > 256 || p->head_dim_v % 8 ||
         p->head_dim_v > 256)
         return refuse(why, cap, "wgmma kernel: head dims (D and D_v) that "

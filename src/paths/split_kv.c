@@ -1084,13 +1084,8 @@ static bool split_serves(const device_caps *caps)
 static bool split_can_run(const device_caps *caps, const problem *p,
                           bool forced, char *why, size_t cap)
 {
-    const uint32_t missing = variants_unsupported(p, split_kv_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, split_kv_path.variants, why, cap))
         return false;
-    }
     if (forced || split_kv_wanted(caps, p))
         return true;
     snprintf(why, cap, "no KV cache or varlen fields, and the work-groups "

@@ -137,13 +137,8 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
     }
     if (size_refused(caps, why, cap))
         return false;
-    const uint32_t missing = variants_unsupported(p, subgroup_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, subgroup_path.variants, why, cap))
         return false;
-    }
     kernel_plan tiles;
     memset(&tiles, 0, sizeof tiles);
     if (!plan_tiles(caps, p, &tiles)) {

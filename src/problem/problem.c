@@ -557,13 +557,9 @@ flashcl_status problem_begin_call(flashcl_context *ctx,
                                   problem_mode mode, const void *out,
                                   const char *out_name, problem *p)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (out_name && !out)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s is NULL",
-                         out_name);
-    return problem_from_desc(ctx, desc, mode, p);
+    flashcl_status status = begin_call_out(ctx, out, out_name);
+    return status == FLASHCL_SUCCESS ? problem_from_desc(ctx, desc, mode, p)
+                                     : status;
 }
 
 void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,

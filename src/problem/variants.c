@@ -407,9 +407,16 @@ flashcl_status variants_resolve(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-uint32_t variants_unsupported(const problem *p, uint32_t computes)
+bool variants_refused(const problem *p, uint32_t computes, char *why,
+                      size_t cap)
 {
-    return p->variants & VARIANTS_ALL & ~computes;
+    const uint32_t missing = p->variants & VARIANTS_ALL & ~computes;
+    if (!missing)
+        return false;
+    char names[160];
+    variants_describe(missing, names, sizeof names);
+    snprintf(why, cap, "does not compute %s", names);
+    return true;
 }
 
 void variants_add_defines(const problem *p, options_buf *out)

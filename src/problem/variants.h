@@ -76,9 +76,11 @@ flashcl_status variants_resolve(flashcl_context *ctx,
                                 const flashcl_attention_desc *desc,
                                 problem *p);
 
-/* Variants of `p` outside `computes` (a path's kernel_path.variants; 0:
- * all covered). */
-uint32_t variants_unsupported(const problem *p, uint32_t computes);
+/* Whether `p` has variants outside `computes` (a path's
+ * kernel_path.variants); if so, why[0 .. cap) names them ("does not
+ * compute window, softcap"). */
+bool variants_refused(const problem *p, uint32_t computes, char *why,
+                      size_t cap);
 
 /* Whether variant `id` is active in `p` (a path whose tiles depend on a
  * variant asks this). */
