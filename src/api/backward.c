@@ -520,6 +520,21 @@ static flashcl_status run_backward(flashcl_context *ctx,
     return status;
 }
 
+/* The backward's problem from `desc` for `mode`, once `bwd` is checked
+ * (describing may leave it NULL: then only the forward's outputs count). */
+static flashcl_status backward_problem(flashcl_context *ctx,
+                                       const flashcl_attention_desc *desc,
+                                       const flashcl_backward_desc *bwd,
+                                       problem_mode mode, problem *p)
+{
+    flashcl_status status = bwd || mode == PROBLEM_FOR_LAUNCH
+                                ? check_bwd_desc(ctx, bwd)
+                                : FLASHCL_SUCCESS;
+    if (status == FLASHCL_SUCCESS)
+        status = problem_from_desc(ctx, desc, mode, p);
+    return status == FLASHCL_SUCCESS ? refuse_features(ctx, p) : status;
+}
+
 flashcl_status flashcl_attention_backward(flashcl_context *ctx,
                                           cl_command_queue queue,
                                           const flashcl_attention_desc *desc,
@@ -530,13 +545,9 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
 {
     flashcl_status status = api_begin_enqueue(
         ctx, &queue, num_events_in_wait_list, event_wait_list);
-    if (status == FLASHCL_SUCCESS)
-        status = check_bwd_desc(ctx, bwd);
     problem p;
     if (status == FLASHCL_SUCCESS)
-        status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
-    if (status == FLASHCL_SUCCESS)
-        status = refuse_features(ctx, &p);
+        status = backward_problem(ctx, desc, bwd, PROBLEM_FOR_LAUNCH, &p);
     if (status == FLASHCL_SUCCESS)
         status = require_lse(ctx, &p);
     bwd_views w;
@@ -608,13 +619,8 @@ flashcl_status flashcl_describe_backward(flashcl_context *ctx,
     flashcl_status status = begin_call_out(ctx, info, "info");
     if (status != FLASHCL_SUCCESS)
         return status;
-    if (bwd)
-        status = check_bwd_desc(ctx, bwd);
     problem p;
-    if (status == FLASHCL_SUCCESS)
-        status = problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
-    if (status == FLASHCL_SUCCESS)
-        status = refuse_features(ctx, &p);
+    status = backward_problem(ctx, desc, bwd, PROBLEM_FOR_PLANNING, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
     const bool want_sinks = bwd && bwd->d_sinks.buffer;

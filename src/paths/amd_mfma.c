@@ -237,15 +237,7 @@ typedef struct amd_switches {
     FLASHCL_AMD_SWITCHES(SWITCH_FIELD)
 } amd_switches;
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void amd_emit(const problem *p, const amd_switches *values,
-                     options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_AMD_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(amd_emit, amd_switches, FLASHCL_AMD_SWITCHES);
 
 static void amd_mfma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)

@@ -285,15 +285,8 @@ static nv_mma_switches plan_switches(const device_caps *caps,
     return values;
 }
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void nv_mma_emit(const problem *p, const nv_mma_switches *values,
-                        options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_NV_MMA_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(nv_mma_emit, nv_mma_switches,
+                           FLASHCL_NV_MMA_SWITCHES);
 
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)

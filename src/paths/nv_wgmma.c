@@ -519,14 +519,8 @@ typedef struct persist_args {
     FLASHCL_PERSIST_ARGS(FLASHCL_HOST_FIELD)
 } persist_args;
 
-static cl_int set_persist_args(cl_kernel kernel, cl_uint index,
-                               const void *values)
-{
-    const persist_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_PERSIST_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+static FLASHCL_TRAILING_ARGS_SETTER(set_persist_args, persist_args,
+                                    FLASHCL_PERSIST_ARGS);
 
 static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
                                       cl_command_queue queue,

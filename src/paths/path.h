@@ -178,6 +178,20 @@ void plan_base_options_add(const problem *p, const kernel_plan *plan,
                            options_buf *out);
 /* The compiler flags every kernel's options start with (-cl-std, ...). */
 void plan_compiler_flags(options_buf *out);
+/* A path's options emitter `emit` for its switch list LIST (values in a
+ * `type` of the list's SWITCH_FIELDs): the compiler flags, every switch
+ * of the list (the first illegal value into *fault), then the variants'.
+ * It ends with emit's prototype, so that a use ends with a semicolon. */
+#define SWITCH_PATH_EMITTER(emit, type, LIST)                                  \
+    void emit(const problem *p, const type *values, options_buf *out,          \
+              switch_fault *fault)                                             \
+    {                                                                          \
+        plan_compiler_flags(out);                                              \
+        LIST(SWITCH_EMIT)                                                      \
+        variants_add_defines(p, out);                                          \
+    }                                                                          \
+    void emit(const problem *p, const type *values, options_buf *out,          \
+              switch_fault *fault)
 /* Refuses the plan with `status` and a printf message, unless it is
  * refused already (the first reason is the one the user acts on). */
 void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
@@ -211,6 +225,19 @@ typedef struct trailing_args {
 #define FLASHCL_SET_TRAILING_ARG(kind, name)                                   \
     if (err == CL_SUCCESS)                                                     \
         err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
+
+/* A trailing_args `set` named `setter` over the argument list LIST, its
+ * values a `type` (the list's FLASHCL_HOST_FIELDs). It ends with the
+ * setter's prototype, so that a use ends with a semicolon. */
+#define FLASHCL_TRAILING_ARGS_SETTER(setter, type, LIST)                       \
+    cl_int setter(cl_kernel kernel, cl_uint index, const void *values)         \
+    {                                                                          \
+        const type *a = values;                                                \
+        cl_int err = CL_SUCCESS;                                               \
+        LIST(FLASHCL_SET_TRAILING_ARG)                                         \
+        return err;                                                            \
+    }                                                                          \
+    cl_int setter(cl_kernel kernel, cl_uint index, const void *values)
 
 /* Sets the forward list of cl/common/kernel_args.clh, then `trailing`
  * (NULL: nothing more), on kernel `which` of the program and enqueues it

@@ -260,13 +260,8 @@ static bool compensated(const device_caps *caps, const kernel_plan *plan)
     return portable_compensated(caps, plan->head_dim_v_padded);
 }
 
-void portable_emit(const problem *p, const portable_switches *values,
-                   options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_PORTABLE_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+SWITCH_PATH_EMITTER(portable_emit, portable_switches,
+                    FLASHCL_PORTABLE_SWITCHES);
 
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)

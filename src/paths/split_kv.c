@@ -739,15 +739,7 @@ static split_switches plan_switches(const device_caps *caps,
         .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
 }
 
-/* The kernels' options: the compiler flags, every switch of the list,
- * then the variants'. */
-static void split_emit(const problem *p, const split_switches *values,
-                       options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_SPLIT_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(split_emit, split_switches, FLASHCL_SPLIT_SWITCHES);
 
 /* Whether the tensor-core kernel merges its own partials (FLASHCL_SPLIT_
  * FUSED in split_store.clh) rather than the combine kernel after it: at
@@ -913,14 +905,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->status_base = in->status.present ? in->status.base : 0;
 }
 
-static cl_int set_split_args(cl_kernel kernel, cl_uint index,
-                             const void *values)
-{
-    const split_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_SPLIT_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+static FLASHCL_TRAILING_ARGS_SETTER(set_split_args, split_args,
+                                    FLASHCL_SPLIT_ARGS);
 
 static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
                               compiled_program *program, int which,

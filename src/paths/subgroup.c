@@ -302,15 +302,8 @@ typedef struct subgroup_switches {
     FLASHCL_SUBGROUP_SWITCHES(SWITCH_FIELD)
 } subgroup_switches;
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void subgroup_emit(const problem *p, const subgroup_switches *values,
-                          options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_SUBGROUP_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(subgroup_emit, subgroup_switches,
+                           FLASHCL_SUBGROUP_SWITCHES);
 
 static void subgroup_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
