@@ -267,10 +267,8 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
                                  .BLOCK_M = plan->block_m,
                                  .BLOCK_N = plan->block_n,
                                  .WG_SIZE = plan->wg_size};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    amd_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, amd_emit,
+                      &values);
     plan_row_blocks(p, plan);
 }
 

@@ -187,6 +187,16 @@ bool options_fault_why(const options_buf *out, switch_fault fault,
     return !out->overflow && !fault.name;
 }
 
+void plan_emit_options(kernel_plan *plan, char *buf, size_t cap,
+                       const problem *p, switch_emitter *emit,
+                       const void *values)
+{
+    options_buf out = options_begin(buf, cap);
+    switch_fault fault = {NULL, 0};
+    emit(p, values, &out, &fault);
+    plan_options_done(plan, &out, fault);
+}
+
 void plan_options_done(kernel_plan *plan, const options_buf *out,
                        switch_fault fault)
 {

@@ -332,18 +332,14 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     if (tile != &tuned)
         snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
     nv_mma_switches values = plan_switches(caps, p, plan);
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    nv_mma_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, nv_mma_emit,
+                      &values);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
     values.NV_FIXUP = 1;
-    options_buf fixup =
-        options_begin(plan->extra_options, sizeof plan->extra_options);
-    nv_mma_emit(p, &values, &fixup, &fault);
-    plan_options_done(plan, &fixup, fault);
+    plan_emit_options(plan, plan->extra_options, sizeof plan->extra_options, p,
+                      nv_mma_emit, &values);
     plan_row_blocks(p, plan);
     if (values.NV_HEADS_FIRST)
         plan_heads_first_grid(p, plan);

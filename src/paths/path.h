@@ -178,20 +178,31 @@ void plan_base_options_add(const problem *p, const kernel_plan *plan,
                            options_buf *out);
 /* The compiler flags every kernel's options start with (-cl-std, ...). */
 void plan_compiler_flags(options_buf *out);
-/* A path's options emitter `emit` for its switch list LIST (values in a
- * `type` of the list's SWITCH_FIELDs): the compiler flags, every switch
- * of the list (the first illegal value into *fault), then the variants'.
- * It ends with emit's prototype, so that a use ends with a semicolon. */
+/* A path's options emitter: the compiler flags, every switch of its list
+ * from `values` (the list's struct; the first illegal value into *fault),
+ * then the variants'. */
+typedef void switch_emitter(const problem *p, const void *values,
+                            options_buf *out, switch_fault *fault);
+
+/* The switch_emitter `emit` for the switch list LIST (values in a `type`
+ * of the list's SWITCH_FIELDs). It ends with emit's prototype, so that a
+ * use ends with a semicolon. */
 #define SWITCH_PATH_EMITTER(emit, type, LIST)                                  \
-    void emit(const problem *p, const type *values, options_buf *out,          \
+    void emit(const problem *p, const void *switches, options_buf *out,        \
               switch_fault *fault)                                             \
     {                                                                          \
+        const type *values = switches;                                         \
         plan_compiler_flags(out);                                              \
         LIST(SWITCH_EMIT)                                                      \
         variants_add_defines(p, out);                                          \
     }                                                                          \
-    void emit(const problem *p, const type *values, options_buf *out,          \
-              switch_fault *fault)
+    switch_emitter emit
+
+/* `emit`'s options from `values` into buf[0 .. cap) (plan->options or
+ * plan->extra_options), the plan refused as plan_options_done says. */
+void plan_emit_options(kernel_plan *plan, char *buf, size_t cap,
+                       const problem *p, switch_emitter *emit,
+                       const void *values);
 /* Refuses the plan with `status` and a printf message, unless it is
  * refused already (the first reason is the one the user acts on). */
 void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
@@ -289,9 +300,7 @@ bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 typedef struct portable_switches {
     FLASHCL_PORTABLE_SWITCHES(SWITCH_FIELD)
 } portable_switches;
-void portable_emit(const problem *p, const portable_switches *values,
-                   options_buf *out, switch_fault *fault);
-
+switch_emitter portable_emit;
 
 /* Sets the variant arguments (cl/common/variants.clh) starting at *index,
  * advancing it; shared with the reference backend. */

@@ -326,10 +326,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
                           p->v.stride[3] == 1 && p->o.stride[3] == 1,
         .COMPENSATED = compensated(caps, plan),
         .DEBUG_CORRUPT = corrupt};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    portable_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p,
+                      portable_emit, &values);
     plan_row_blocks(p, plan);
 }
 

@@ -795,10 +795,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         plan->split.fused ? ", merged by the last work-group" : "",
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
     const split_switches values = plan_switches(caps, p, &s, plan);
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    split_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,
+                      &values);
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;

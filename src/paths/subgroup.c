@@ -332,10 +332,8 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
         .SG_BLOCK_READ = blocks,
         .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                           p->v.stride[3] == 1 && p->o.stride[3] == 1};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    subgroup_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p,
+                      subgroup_emit, &values);
     plan_row_blocks(p, plan);
 }
 
