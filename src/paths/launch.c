@@ -376,6 +376,19 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
                            wait_list, event);
 }
 
+size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
+                       const device_caps *caps, int head_dim)
+{
+    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
+    for (size_t i = 0; i < count; ++i) {
+        const tile_reach *row =
+            (const tile_reach *)((const char *)first + i * stride);
+        if (row->cpu == cpu && head_dim <= row->max_head_dim)
+            return i;
+    }
+    return count - 1;
+}
+
 void plan_row_blocks(const problem *p, kernel_plan *plan)
 {
     const size_t blocks =

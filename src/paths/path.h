@@ -287,6 +287,11 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
+/* The index of the first of `count` tile rows (`stride` bytes apart from
+ * `first`, each starting with a tile_reach) for this device and padded
+ * head dim; the last row when none is. */
+size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
+                       const device_caps *caps, int head_dim);
 /* The portable kernels' head-dim padding (16, or 32 above 128) and vector
  * width (the device's preferred float width, 4..16), which the split-KV
  * kernels share (launch.c). */

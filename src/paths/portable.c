@@ -25,13 +25,9 @@ static bool portable_can_run(const device_caps *caps, const problem *p,
 
 static const portable_tile *lookup(const device_caps *caps, int head_dim)
 {
-    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
     const size_t n = sizeof portable_tiles / sizeof portable_tiles[0];
-    for (size_t i = 0; i < n; ++i)
-        if (portable_tiles[i].cpu == cpu &&
-            head_dim <= portable_tiles[i].max_head_dim)
-            return &portable_tiles[i];
-    return &portable_tiles[n - 1];
+    return &portable_tiles[tile_reach_find(
+        &portable_tiles[0].reach, n, sizeof portable_tiles[0], caps, head_dim)];
 }
 
 static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
@@ -67,7 +63,7 @@ static const char *measured_elsewhere(const device_caps *caps,
                                       const portable_tile *tile)
 {
     char vendor[32], arch[32], device[128];
-    if (!tile->cpu)
+    if (!tile->reach.cpu)
         return "";
     tuning_device_key(caps, vendor, sizeof vendor, arch, sizeof arch, device,
                       sizeof device);
@@ -279,7 +275,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
     plan->block_m = tile->block_m;
     plan->block_n = tile->block_n;
     plan->vec = tile->vec ? tile->vec : portable_vector_width(caps);
-    if (tile->cpu) /* PoCL runs padding rows in full */
+    if (tile->reach.cpu) /* PoCL runs padding rows in full */
         while (plan->block_m > 16 && plan->block_m / 2 >= p->seqlen_q)
             plan->block_m /= 2;
     fit_local_memory(caps, p, plan);

@@ -153,13 +153,9 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
 
 static const subgroup_tile *lookup(const device_caps *caps, int head_dim)
 {
-    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
     const size_t n = sizeof subgroup_tiles / sizeof subgroup_tiles[0];
-    for (size_t i = 0; i < n; ++i)
-        if (subgroup_tiles[i].cpu == cpu &&
-            head_dim <= subgroup_tiles[i].max_head_dim)
-            return &subgroup_tiles[i];
-    return &subgroup_tiles[n - 1];
+    return &subgroup_tiles[tile_reach_find(
+        &subgroup_tiles[0].reach, n, sizeof subgroup_tiles[0], caps, head_dim)];
 }
 
 static int round_up(int64_t value, int step)
