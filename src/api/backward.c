@@ -636,78 +636,41 @@ flashcl_status flashcl_describe_backward(flashcl_context *ctx,
 enum { HOST_Q, HOST_K, HOST_V, HOST_O, HOST_LSE, HOST_DO, HOST_DQ, HOST_DK,
        HOST_DV, HOST_DSINKS, HOST_COUNT };
 
-static void release_all(cl_mem *mems)
+/* The host call's buffers: the inputs `in` copied, the outputs (d_sinks
+ * only when asked for) as large as what they differentiate. */
+static void host_sizes(const problem *p, const void *const in[HOST_DO + 1],
+                       bool want_sinks, host_mem *m)
 {
-    for (int i = 0; i < HOST_COUNT; ++i)
-        if (mems[i])
-            clReleaseMemObject(mems[i]);
-}
-
-/* Device copies of the host arrays (inputs) and room for the outputs. */
-static flashcl_status make_host_mems(flashcl_context *ctx, const problem *p,
-                                     const void *const in[HOST_DO + 1],
-                                     bool want_sinks, cl_mem *mems,
-                                     size_t *bytes)
-{
-    problem_packed_bytes(p, &bytes[HOST_Q], &bytes[HOST_K], &bytes[HOST_V],
-                         &bytes[HOST_O], &bytes[HOST_LSE]);
-    bytes[HOST_DO] = bytes[HOST_O];
-    bytes[HOST_DQ] = bytes[HOST_Q];
-    bytes[HOST_DK] = bytes[HOST_K];
-    bytes[HOST_DV] = bytes[HOST_V];
-    bytes[HOST_DSINKS] = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
-    cl_int err = CL_SUCCESS;
-    for (int i = 0; i < HOST_COUNT && err == CL_SUCCESS; ++i) {
-        if (i == HOST_DSINKS && !want_sinks)
-            continue;
-        const bool input = i <= HOST_DO && bytes[i];
-        /* An empty view still needs a buffer; OpenCL's cannot be empty. */
-        mems[i] = clCreateBuffer(
-            ctx->cl_ctx,
-            input ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
-            bytes[i] ? bytes[i] : 16, input ? (void *)in[i] : NULL, &err);
-    }
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                         "allocating device buffers for the host call: %s",
-                         cl_error_name(err));
-    return FLASHCL_SUCCESS;
-}
-
-static flashcl_status read_outputs(flashcl_context *ctx, const cl_mem *mems,
-                                   const size_t *bytes, void *const out[4])
-{
-    cl_int err = clFinish(ctx->queue);
-    for (int i = HOST_DQ; i < HOST_COUNT && err == CL_SUCCESS; ++i)
-        if (out[i - HOST_DQ] && bytes[i])
-            err = clEnqueueReadBuffer(ctx->queue, mems[i], CL_TRUE, 0,
-                                      bytes[i], out[i - HOST_DQ], 0, NULL,
-                                      NULL);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OPENCL,
-                         "running or reading back the host call: %s",
-                         cl_error_name(err));
-    return FLASHCL_SUCCESS;
+    problem_packed_bytes(p, &m[HOST_Q].bytes, &m[HOST_K].bytes,
+                         &m[HOST_V].bytes, &m[HOST_O].bytes,
+                         &m[HOST_LSE].bytes);
+    m[HOST_DO].bytes = m[HOST_O].bytes;
+    m[HOST_DQ].bytes = m[HOST_Q].bytes;
+    m[HOST_DK].bytes = m[HOST_K].bytes;
+    m[HOST_DV].bytes = m[HOST_V].bytes;
+    m[HOST_DSINKS].bytes = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
+    m[HOST_DSINKS].skip = !want_sinks;
+    for (int i = 0; i <= HOST_DO; ++i)
+        m[i].copy_from = in[i];
 }
 
 static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
                                             const void *const in[HOST_DO + 1],
                                             void *const out[4])
 {
-    cl_mem mems[HOST_COUNT] = {NULL};
-    size_t bytes[HOST_COUNT];
-    flashcl_status status =
-        make_host_mems(ctx, p, in, out[3] != NULL, mems, bytes);
+    host_mem m[HOST_COUNT] = {{0}};
+    host_sizes(p, in, out[3] != NULL, m);
+    flashcl_status status = host_mems_make(ctx, m, HOST_COUNT);
     if (status == FLASHCL_SUCCESS)
-        status = problem_bind_packed(ctx, p, mems[HOST_Q], mems[HOST_K],
-                                     mems[HOST_V], mems[HOST_O],
-                                     mems[HOST_LSE]);
+        status =
+            problem_bind_packed(ctx, p, m[HOST_Q].mem, m[HOST_K].mem,
+                                m[HOST_V].mem, m[HOST_O].mem, m[HOST_LSE].mem);
     flashcl_backward_desc bwd = FLASHCL_BACKWARD_DESC_INIT;
-    bwd.d_o.buffer = mems[HOST_DO];
-    bwd.d_q.buffer = mems[HOST_DQ];
-    bwd.d_k.buffer = mems[HOST_DK];
-    bwd.d_v.buffer = mems[HOST_DV];
-    bwd.d_sinks.buffer = mems[HOST_DSINKS];
+    bwd.d_o.buffer = m[HOST_DO].mem;
+    bwd.d_q.buffer = m[HOST_DQ].mem;
+    bwd.d_k.buffer = m[HOST_DK].mem;
+    bwd.d_v.buffer = m[HOST_DV].mem;
+    bwd.d_sinks.buffer = m[HOST_DSINKS].mem;
     bwd_views w;
     if (status == FLASHCL_SUCCESS)
         status = resolve_bwd_views(ctx, p, &bwd, &w);
@@ -716,8 +679,8 @@ static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
     if (status == FLASHCL_SUCCESS)
         status = run_backward(ctx, ctx->queue, p, &w, 0, NULL, NULL);
     if (status == FLASHCL_SUCCESS)
-        status = read_outputs(ctx, mems, bytes, out);
-    release_all(mems);
+        status = host_mems_read(ctx, &m[HOST_DQ], out, 4);
+    host_mems_release(m, HOST_COUNT);
     return status;
 }
 
