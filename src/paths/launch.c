@@ -3,6 +3,7 @@
  * the one-kernel launch, and compile-then-launch for a call. The NVIDIA
  * paths' own helpers are in nv_common.c. */
 #include "paths/path.h"
+#include "problem/arg_setters.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -50,45 +51,6 @@ static void fill_base_args(flashcl_context *ctx, const problem *p,
     a->diag = p->diag;
     a->window_left = p->left;
     a->window_right = p->right;
-}
-
-/* One setter per kind; REAL is float, or double in fp64 kernels. */
-static cl_int set_mem(cl_kernel k, cl_uint i, const cl_mem *v)
-{
-    return clSetKernelArg(k, i, sizeof *v, v);
-}
-
-static cl_int set_real(cl_kernel k, cl_uint i, const double *v, bool fp64)
-{
-    const float f = (float)*v;
-    return fp64 ? clSetKernelArg(k, i, sizeof *v, v)
-                : clSetKernelArg(k, i, sizeof f, &f);
-}
-
-#define SET_STORAGE_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_STORAGE_OUT(k, i, v, fp64) set_mem(k, i, v)
-#define SET_FLOAT_OUT(k, i, v, fp64) set_mem(k, i, v)
-#define SET_FLOAT_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_UCHAR_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_BIAS_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_INT(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_int), v)
-#define SET_LONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_long), v)
-#define SET_ULONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong), v)
-#define SET_ULONG4(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong4), v)
-#define SET_REAL(k, i, v, fp64) set_real(k, i, v, fp64)
-
-#define SET_ONE(kind, name)                                                    \
-    if (err == CL_SUCCESS)                                                     \
-        err = SET_##kind(kernel, *index, &a->name, fp64);                      \
-    ++*index;
-
-cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
-                        const variant_args *a, bool fp64)
-{
-    cl_int err = CL_SUCCESS;
-    (void)fp64;
-    FLASHCL_VARIANT_ARGS(SET_ONE)
-    return err;
 }
 
 static cl_int set_base_args(cl_kernel kernel, cl_uint *index,

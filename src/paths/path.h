@@ -307,11 +307,6 @@ typedef struct portable_switches {
 } portable_switches;
 switch_emitter portable_emit;
 
-/* Sets the variant arguments (cl/common/variants.clh) starting at *index,
- * advancing it; shared with the reference backend. */
-cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
-                        const variant_args *a, bool fp64);
-
 /* Compile (or find) and launch: what the fused backend does per call. */
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,
                          const problem *p, cl_uint num_wait,

@@ -101,4 +101,9 @@ void variants_add_defines(const problem *p, options_buf *out);
 /* "window, softcap" for the variants in `mask` ("" for none). */
 void variants_describe(uint32_t mask, char *buf, size_t cap);
 
+/* Sets the variant arguments (cl/common/variants.clh) starting at *index,
+ * advancing it: for the fused paths and the reference backend alike. */
+cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
+                        const variant_args *a, bool fp64);
+
 #endif /* FLASHCL_VARIANTS_H */

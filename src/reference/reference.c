@@ -27,7 +27,6 @@
  * the scratch (the `busy` event), so calls on different queues never share
  * scratch at the same time and no call has to block on the host. */
 #include "core/scratch.h"
-#include "paths/path.h"
 #include "problem/variants.h"
 #include "reference/reference.h"
 

@@ -17,7 +17,6 @@
  * why). Scratch is O(rows * seqlen_k) and cut into row chunks under the
  * context's scratch limit; it lives for one call (OpenCL frees it once
  * the commands that use it are done). */
-#include "paths/path.h"
 #include "problem/variants.h"
 #include "reference/reference.h"
 
