@@ -6,6 +6,7 @@
 #include "core/dev_env.h"
 #include "paths/nv_common.h"
 #include "paths/nv_mma_tiles.h"
+#include "paths/split_kv.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
 #include "nvidia/flash_fwd_mma_switches.clh"
@@ -134,13 +135,13 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                                 "8.0");
     /* What this kernel cannot compute goes to the split-KV kernels: a
      * forced split, KV cache, varlen or paged KV; so do the decodes
-     * plan_decode_split_reason names. */
+     * split_kv_decode_reason names. */
     if ((p->infer.needs_split_kernel && !plan_varlen_dense(p)) ||
         p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run "
                                 "it");
-    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    const char *decode = forced ? NULL : split_kv_decode_reason(caps, p);
     if (decode)
         return refuse(why, cap, decode);
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)

@@ -16,10 +16,11 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
-#include "paths/nv_common.h"
 #include "paths/mask_bits.h"
+#include "paths/nv_common.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
+#include "paths/split_kv.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
 #include "nvidia/wgmma/wgmma_switches.clh"
@@ -174,7 +175,7 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run it");
     /* decodes (dense or packed) go where the mma.sync path sends them */
-    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    const char *decode = forced ? NULL : split_kv_decode_reason(caps, p);
     if (decode)
         return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
