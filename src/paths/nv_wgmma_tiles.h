@@ -87,9 +87,6 @@ uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
  * Legal in, legal out. */
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem);
-/* Its schedule's -D options (the tiles go through plan_base_options);
- * false when they do not fit `cap`. */
-bool nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
 typedef struct nv_wgmma_tile {
     int head_dim; /* 64, 128 or 256: the tiles' width */
