@@ -338,6 +338,22 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
                            wait_list, event);
 }
 
+size_t plan_local_mem(const device_caps *caps)
+{
+    return caps->local_mem ? (size_t)caps->local_mem : 32768;
+}
+
+bool plan_local_mem_fits(const device_caps *caps, size_t need, char *why,
+                         size_t cap)
+{
+    const size_t limit = plan_local_mem(caps);
+    if (need <= limit)
+        return true;
+    snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
+             "device has %zu", need, limit);
+    return false;
+}
+
 size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
                        const device_caps *caps, int head_dim)
 {

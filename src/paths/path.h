@@ -287,6 +287,13 @@ path_launch_fn launch_forward_kernel;
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
+/* The local memory a kernel's tiles may take: the device's, or 32 KiB
+ * (OpenCL's minimum) where it reports none. */
+size_t plan_local_mem(const device_caps *caps);
+/* Whether tiles of `need` bytes of local memory fit the device's; if
+ * not, why[0 .. cap) says so. */
+bool plan_local_mem_fits(const device_caps *caps, size_t need, char *why,
+                         size_t cap);
 /* The index of the first of `count` tile rows (`stride` bytes apart from
  * `first`, each starting with a tile_reach) for this device and padded
  * head dim; the last row when none is. */

@@ -46,7 +46,7 @@ static void fit_local_memory(const device_caps *caps, const problem *p,
                              kernel_plan *plan)
 {
     const int min_tile = plan->vec > 8 ? plan->vec : 8;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (local_bytes(plan, p->dtype) > limit &&
            (plan->block_m > min_tile || plan->block_n > min_tile)) {
         if (plan->block_m >= plan->block_n && plan->block_m > min_tile)
@@ -133,7 +133,6 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
                         const kernel_plan *plan, char *why, size_t cap)
 {
     const int m = plan->block_m, n = plan->block_n, vec = plan->vec;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
     if (vec != 2 && vec != 4 && vec != 8 && vec != 16)
         snprintf(why, cap, "vec %d is not 2, 4, 8 or 16", vec);
     else if (n % vec || n > 256)
@@ -152,11 +151,9 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
               m / plan->wg_size != 4))
         snprintf(why, cap, "wg %d is not block_m %d divided by 1, 2 or 4 "
                  "(query rows per work-item)", plan->wg_size, m);
-    else if (local_bytes(plan, p->dtype) > limit)
-        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
-                 "device has %zu", local_bytes(plan, p->dtype), limit);
     else
-        return true;
+        return plan_local_mem_fits(caps, local_bytes(plan, p->dtype), why,
+                                   cap);
     return false;
 }
 

@@ -252,7 +252,7 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     s.vec = 4;
     s.shfl = caps->klass == DEVICE_CLASS_GPU_NVIDIA && s.wg_size % 32 == 0;
     s.vload = rows_aligned16(p);
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (lanes_local_bytes(&s, p->dtype) > limit && s.block_m > 1)
         s.block_m /= 2;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
@@ -287,7 +287,7 @@ static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
     s.mma_stages = tile->mma_stages;
     s.d = (int)p->head_dim;
     s.dv = (int)p->head_dim_v;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (mma_local_bytes(s.mma_warps, s.mma_stages, s.block_m, s.d, s.dv) >
                limit &&
            (s.mma_stages > 0 || s.mma_warps > 1)) {
@@ -329,7 +329,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     if (p->infer.kv == KV_PAGED && !s.tile.wide)
         while (p->infer.page_size % s.block_n != 0)
             s.block_n /= 2;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     s.vload = s.tile.wide && rows_in_chunks(p);
     s.cp_async = wide_cp_async(caps, p, s.vload);
     while (local_bytes(s.tile.wide, s.cp_async ? 2 : 1, s.block_m,

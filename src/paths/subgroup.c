@@ -178,7 +178,7 @@ static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
 static bool fit_device(const device_caps *caps, const problem *p, int sg,
                        int *rows, int *subgroups, kernel_plan *plan)
 {
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
     while ((size_t)(*subgroups * sg) > max_wg && *subgroups > 1)
         *subgroups /= 2;
@@ -238,7 +238,6 @@ static bool legal_tiles(const device_caps *caps, const problem *p, int sg,
                         int rows, int subgroups, const kernel_plan *plan,
                         char *why, size_t cap)
 {
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
     const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
     if (rows != 1 && rows != 2 && rows != 4 && rows != 8)
         snprintf(why, cap, "rows %d is not 1, 2, 4 or 8", rows);
@@ -249,11 +248,9 @@ static bool legal_tiles(const device_caps *caps, const problem *p, int sg,
     else if (plan->block_n < sg || plan->block_n % sg || plan->block_n > 256)
         snprintf(why, cap, "block_n %d is not a multiple of the subgroup "
                  "size %d up to 256", plan->block_n, sg);
-    else if (local_bytes(plan, p->dtype) > limit)
-        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
-                 "device has %zu", local_bytes(plan, p->dtype), limit);
     else
-        return true;
+        return plan_local_mem_fits(caps, local_bytes(plan, p->dtype), why,
+                                   cap);
     return false;
 }
 
