@@ -246,9 +246,7 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     amd_tile tuned;
     const amd_tile *tile = tuned_tile(caps, kind, p, plan, lookup(kind, p),
                                       &tuned);
-    plan->source = "flash_fwd_amd.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_amd.cl");
     plan->head_dim_padded = pad16(p->head_dim);
     plan->head_dim_v_padded = pad16(p->head_dim_v);
     plan->block_m = tile->block_m;

@@ -367,6 +367,13 @@ size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
     return count - 1;
 }
 
+void plan_forward_kernel(kernel_plan *plan, const char *source)
+{
+    plan->source = source;
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
+}
+
 void plan_row_blocks(const problem *p, kernel_plan *plan)
 {
     const size_t blocks =

@@ -321,9 +321,7 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
                           "registers)";
         tile = &narrowed;
     }
-    plan->source = "flash_fwd_mma.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_mma.cl");
     plan->head_dim_padded = round16(p->head_dim);
     plan->head_dim_v_padded = round16(p->head_dim_v);
     plan->block_m = tile->block_m;

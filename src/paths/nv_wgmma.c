@@ -459,9 +459,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const wgmma_schedule s = resolve_schedule(caps, p, plan);
-    plan->source = "flash_fwd_wgmma.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_wgmma.cl");
     plan->head_dim_padded = tile_dim(p);
     plan->head_dim_v_padded = tile_dim(p);
     plan->block_m = 64 * s.cfg.warpgroups;

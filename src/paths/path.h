@@ -284,6 +284,9 @@ flashcl_status enqueue_forward_then_extra(
  * `launch`. */
 path_launch_fn launch_forward_kernel;
 
+/* The plan's program: the forward kernel (flashcl_attention_fwd) of the
+ * kernel file `source`, alone. */
+void plan_forward_kernel(kernel_plan *plan, const char *source);
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);

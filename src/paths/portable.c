@@ -263,9 +263,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
         split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
-    plan->source = "flash_fwd.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd.cl");
     plan->head_dim_padded = portable_padded_head_dim(p->head_dim);
     plan->head_dim_v_padded = portable_padded_head_dim(p->head_dim_v);
     const portable_tile *tile = lookup(caps, plan->head_dim_padded);

@@ -302,9 +302,7 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const int sg = (int)chosen_size(caps);
-    plan->source = "flash_fwd_sg.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_sg.cl");
     plan_tiles(caps, p, plan); /* can_run checked that they fit */
     tuned_tiles(caps, p, sg, plan);
     const int rows = plan->block_m / (plan->wg_size / sg);
