@@ -32,13 +32,10 @@ void flashcl_backward_desc_init(flashcl_backward_desc *desc)
 static flashcl_status check_bwd_desc(flashcl_context *ctx,
                                      const flashcl_backward_desc *bwd)
 {
-    if (!bwd)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bwd is NULL");
-    if (bwd->struct_size != sizeof *bwd)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "bwd.struct_size = %zu, expected %zu: initialise "
-                         "the descriptor with FLASHCL_BACKWARD_DESC_INIT",
-                         bwd->struct_size, sizeof *bwd);
+    const flashcl_status status = problem_check_desc_header(
+        ctx, bwd, sizeof *bwd, "bwd", "FLASHCL_BACKWARD_DESC_INIT");
+    if (status != FLASHCL_SUCCESS)
+        return status;
     if (bwd->nondeterministic != 0 && bwd->nondeterministic != 1)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "bwd.nondeterministic = %d: must be 0 or 1",
