@@ -478,8 +478,12 @@ static flashcl_status run_backward(flashcl_context *ctx,
 {
     if (p->backend == FLASHCL_BACKEND_REFERENCE) {
         const reference_bwd_call call = {
-            queue,    p, {&w->d_o, &w->d_q, &w->d_k, &w->d_v, &w->d_sinks},
-            num_wait, wait_list, event};
+            .queue = queue,
+            .p = p,
+            .views = {&w->d_o, &w->d_q, &w->d_k, &w->d_v, &w->d_sinks},
+            .num_wait = num_wait,
+            .wait_list = wait_list,
+            .event = event};
         return launch_reference_backward(ctx, &call);
     }
     compiled_program *program = NULL;
