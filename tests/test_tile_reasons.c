@@ -1,8 +1,8 @@
 /* The tile tables' reasons are short IDs into docs/experiments.md, not
  * measurement prose compiled into the library (issue 47): every entry of
- * the portable, mma.sync, split-KV, subgroup and AMD tables names an ID
- * that the experiments log lists in its "Tile table entries" table, and
- * no reason is longer than an ID needs. No device. */
+ * the portable, mma.sync, wgmma, split-KV, subgroup and AMD tables names
+ * an ID that the experiments log lists in its "Tile table entries" table,
+ * and no reason is longer than an ID needs. No device. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 
 #include "paths/amd_mfma_tiles.h"
 #include "paths/nv_mma_tiles.h"
+#include "paths/nv_wgmma_tiles.h"
 #include "paths/portable_tiles.h"
 #include "paths/split_kv_tiles.h"
 #include "paths/subgroup_tiles.h"
@@ -73,6 +74,8 @@ START_TEST(every_reason_is_a_listed_id)
         check_reason(log, "portable_tiles", i, portable_tiles[i].measured);
     for (size_t i = 0; i < COUNT(nv_tiles); i++)
         check_reason(log, "nv_tiles", i, nv_tiles[i].reason);
+    for (size_t i = 0; i < COUNT(nv_wgmma_tiles); i++)
+        check_reason(log, "nv_wgmma_tiles", i, nv_wgmma_tiles[i].reason);
     for (size_t i = 0; i < COUNT(split_tiles); i++)
         check_reason(log, "split_tiles", i, split_tiles[i].measured);
     for (size_t i = 0; i < COUNT(subgroup_tiles); i++)
@@ -92,6 +95,7 @@ START_TEST(ids_are_distinct)
         all[n++] = table[i].field;
     ADD(portable_tiles, measured)
     ADD(nv_tiles, reason)
+    ADD(nv_wgmma_tiles, reason)
     ADD(split_tiles, measured)
     ADD(subgroup_tiles, measured)
     ADD(amd_tiles, reason)

@@ -8,7 +8,7 @@
  * C preprocessor with the options the path passes
  * (cl/nvidia/flash_fwd_wgmma.cl's #error rules run there): a set the host
  * accepts must preprocess cleanly, one the host refuses for a kernel rule
- * must hit an #error. The schedule's options never truncate. The compile
+ * must hit an #error. The compile
  * of the extremes for sm_90a is scripts/wgmma_isa_check.sh tunables
  * (clang + ptxas, not in CI), which reads `test_wgmma_tunables --list`.
  */
@@ -185,19 +185,19 @@ static int each_set(void (*fn)(const nv_wgmma_cfg *, int d, void *),
     }
 }
 
-/* The options the path passes for a set (plan_base_options' tiles, the
- * schedule's defines, the local memory), as -D flags. */
+/* The options the path passes for a set (its switches' tiles, schedule
+ * and local memory, and the register split from nv_wgmma_regs, as
+ * nv_wgmma.c's schedule_options emits them), as -D flags. */
 static void options(const nv_wgmma_cfg *c, int d, int dtype, int causal,
                     char *buf, size_t cap)
 {
-    char schedule[160];
-    ck_assert(nv_wgmma_defines(c, schedule, sizeof schedule));
     snprintf(buf, cap, "-DFLASHCL_NV_WGMMA=1 -DFLASHCL_HEAD_DIM=%d "
              "-DFLASHCL_HEAD_DIM_V=%d -DFLASHCL_DTYPE=%d -DFLASHCL_CAUSAL=%d "
              "-DFLASHCL_WG_SIZE=%d -DFLASHCL_BLOCK_M=%d -DFLASHCL_BLOCK_N=%d "
-             "-DFLASHCL_LOCAL_MEM_BYTES=%u%s", d, d, dtype, causal,
-             nv_wgmma_threads(c), 64 * c->warpgroups, c->block_n, mem_for(d),
-             schedule);
+             "-DFLASHCL_LOCAL_MEM_BYTES=%u -DFLASHCL_NV_WGMMA_RING=%d "
+             "-DFLASHCL_NV_WGMMA_PERSIST=%d -DFLASHCL_NV_WGMMA_MAXNREG=%d",
+             d, d, dtype, causal, nv_wgmma_threads(c), 64 * c->warpgroups,
+             c->block_n, mem_for(d), c->ring, c->persist, nv_wgmma_regs(c));
 }
 
 static int preprocess(const char *opts)
@@ -353,26 +353,6 @@ START_TEST(persistent_grid_rules)
 }
 END_TEST
 
-/* The schedule's options fail rather than truncate: a short buffer gets
- * false and a terminated prefix, a long enough one the whole list. */
-START_TEST(defines_never_truncate)
-{
-    const nv_wgmma_cfg c = {3, 64, 8, 1};
-    char small[24], whole[160];
-    memset(small, 'x', sizeof small);
-    ck_assert(!nv_wgmma_defines(&c, small, sizeof small));
-    ck_assert_uint_lt(strlen(small), sizeof small);
-    ck_assert(nv_wgmma_defines(&c, whole, sizeof whole));
-    ck_assert_str_eq(whole, " -DFLASHCL_NV_WGMMA_RING=8 "
-                            "-DFLASHCL_NV_WGMMA_MAXNREG=128 "
-                            "-DFLASHCL_NV_WGMMA_PERSIST=1");
-    /* exactly the list's length plus its NUL fits, one byte less not */
-    const size_t need = strlen(whole) + 1;
-    ck_assert(nv_wgmma_defines(&c, whole, need));
-    ck_assert(!nv_wgmma_defines(&c, whole, need - 1));
-}
-END_TEST
-
 /* --list: every legal set, "D<TAB>params<TAB>options", for
  * scripts/wgmma_isa_check.sh tunables. */
 static void list_one(const nv_wgmma_cfg *c, int d, void *arg)
@@ -398,8 +378,7 @@ int main(int argc, char **argv)
                                 {host_rules_match_the_kernel, 0},
                                 {padded_head_dims, 0},
                                 {variant_tiles, 0},
-                                {persistent_grid_rules, 0},
-                                {defines_never_truncate, 0}};
+                                {persistent_grid_rules, 0}};
     return run_tests("wgmma_tunables", 120, NULL, NULL, tests,
                      LENGTH(tests));
 }

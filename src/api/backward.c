@@ -32,13 +32,10 @@ void flashcl_backward_desc_init(flashcl_backward_desc *desc)
 static flashcl_status check_bwd_desc(flashcl_context *ctx,
                                      const flashcl_backward_desc *bwd)
 {
-    if (!bwd)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bwd is NULL");
-    if (bwd->struct_size != sizeof *bwd)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "bwd.struct_size = %zu, expected %zu: initialise "
-                         "the descriptor with FLASHCL_BACKWARD_DESC_INIT",
-                         bwd->struct_size, sizeof *bwd);
+    const flashcl_status status = problem_check_desc_header(
+        ctx, bwd, sizeof *bwd, "bwd", "FLASHCL_BACKWARD_DESC_INIT");
+    if (status != FLASHCL_SUCCESS)
+        return status;
     if (bwd->nondeterministic != 0 && bwd->nondeterministic != 1)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "bwd.nondeterministic = %d: must be 0 or 1",
@@ -480,10 +477,14 @@ static flashcl_status run_backward(flashcl_context *ctx,
                                    const cl_event *wait_list, cl_event *event)
 {
     if (p->backend == FLASHCL_BACKEND_REFERENCE) {
-        const reference_bwd_views views = {&w->d_o, &w->d_q, &w->d_k,
-                                           &w->d_v, &w->d_sinks};
-        return launch_reference_backward(ctx, queue, p, &views, num_wait,
-                                         wait_list, event);
+        const reference_bwd_call call = {
+            .queue = queue,
+            .p = p,
+            .views = {&w->d_o, &w->d_q, &w->d_k, &w->d_v, &w->d_sinks},
+            .num_wait = num_wait,
+            .wait_list = wait_list,
+            .event = event};
+        return launch_reference_backward(ctx, &call);
     }
     compiled_program *program = NULL;
     bwd_plan plan = plan_backward(ctx, p, w);
@@ -520,6 +521,21 @@ static flashcl_status run_backward(flashcl_context *ctx,
     return status;
 }
 
+/* The backward's problem from `desc` for `mode`, once `bwd` is checked
+ * (describing may leave it NULL: then only the forward's outputs count). */
+static flashcl_status backward_problem(flashcl_context *ctx,
+                                       const flashcl_attention_desc *desc,
+                                       const flashcl_backward_desc *bwd,
+                                       problem_mode mode, problem *p)
+{
+    flashcl_status status = bwd || mode == PROBLEM_FOR_LAUNCH
+                                ? check_bwd_desc(ctx, bwd)
+                                : FLASHCL_SUCCESS;
+    if (status == FLASHCL_SUCCESS)
+        status = problem_from_desc(ctx, desc, mode, p);
+    return status == FLASHCL_SUCCESS ? refuse_features(ctx, p) : status;
+}
+
 flashcl_status flashcl_attention_backward(flashcl_context *ctx,
                                           cl_command_queue queue,
                                           const flashcl_attention_desc *desc,
@@ -530,13 +546,9 @@ flashcl_status flashcl_attention_backward(flashcl_context *ctx,
 {
     flashcl_status status = api_begin_enqueue(
         ctx, &queue, num_events_in_wait_list, event_wait_list);
-    if (status == FLASHCL_SUCCESS)
-        status = check_bwd_desc(ctx, bwd);
     problem p;
     if (status == FLASHCL_SUCCESS)
-        status = problem_from_desc(ctx, desc, PROBLEM_FOR_LAUNCH, &p);
-    if (status == FLASHCL_SUCCESS)
-        status = refuse_features(ctx, &p);
+        status = backward_problem(ctx, desc, bwd, PROBLEM_FOR_LAUNCH, &p);
     if (status == FLASHCL_SUCCESS)
         status = require_lse(ctx, &p);
     bwd_views w;
@@ -605,18 +617,11 @@ flashcl_status flashcl_describe_backward(flashcl_context *ctx,
                                          const flashcl_backward_desc *bwd,
                                          flashcl_variant_info *info)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!info)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "info is NULL");
-    flashcl_status status =
-        bwd ? check_bwd_desc(ctx, bwd) : FLASHCL_SUCCESS;
+    flashcl_status status = begin_call_out(ctx, info, "info");
+    if (status != FLASHCL_SUCCESS)
+        return status;
     problem p;
-    if (status == FLASHCL_SUCCESS)
-        status = problem_from_desc(ctx, desc, PROBLEM_FOR_PLANNING, &p);
-    if (status == FLASHCL_SUCCESS)
-        status = refuse_features(ctx, &p);
+    status = backward_problem(ctx, desc, bwd, PROBLEM_FOR_PLANNING, &p);
     if (status != FLASHCL_SUCCESS)
         return status;
     const bool want_sinks = bwd && bwd->d_sinks.buffer;
@@ -632,78 +637,41 @@ flashcl_status flashcl_describe_backward(flashcl_context *ctx,
 enum { HOST_Q, HOST_K, HOST_V, HOST_O, HOST_LSE, HOST_DO, HOST_DQ, HOST_DK,
        HOST_DV, HOST_DSINKS, HOST_COUNT };
 
-static void release_all(cl_mem *mems)
+/* The host call's buffers: the inputs `in` copied, the outputs (d_sinks
+ * only when asked for) as large as what they differentiate. */
+static void host_sizes(const problem *p, const void *const in[HOST_DO + 1],
+                       bool want_sinks, host_mem *m)
 {
-    for (int i = 0; i < HOST_COUNT; ++i)
-        if (mems[i])
-            clReleaseMemObject(mems[i]);
-}
-
-/* Device copies of the host arrays (inputs) and room for the outputs. */
-static flashcl_status make_host_mems(flashcl_context *ctx, const problem *p,
-                                     const void *const in[HOST_DO + 1],
-                                     bool want_sinks, cl_mem *mems,
-                                     size_t *bytes)
-{
-    problem_packed_bytes(p, &bytes[HOST_Q], &bytes[HOST_K], &bytes[HOST_V],
-                         &bytes[HOST_O], &bytes[HOST_LSE]);
-    bytes[HOST_DO] = bytes[HOST_O];
-    bytes[HOST_DQ] = bytes[HOST_Q];
-    bytes[HOST_DK] = bytes[HOST_K];
-    bytes[HOST_DV] = bytes[HOST_V];
-    bytes[HOST_DSINKS] = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
-    cl_int err = CL_SUCCESS;
-    for (int i = 0; i < HOST_COUNT && err == CL_SUCCESS; ++i) {
-        if (i == HOST_DSINKS && !want_sinks)
-            continue;
-        const bool input = i <= HOST_DO && bytes[i];
-        /* An empty view still needs a buffer; OpenCL's cannot be empty. */
-        mems[i] = clCreateBuffer(
-            ctx->cl_ctx,
-            input ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
-            bytes[i] ? bytes[i] : 16, input ? (void *)in[i] : NULL, &err);
-    }
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
-                         "allocating device buffers for the host call: %s",
-                         cl_error_name(err));
-    return FLASHCL_SUCCESS;
-}
-
-static flashcl_status read_outputs(flashcl_context *ctx, const cl_mem *mems,
-                                   const size_t *bytes, void *const out[4])
-{
-    cl_int err = clFinish(ctx->queue);
-    for (int i = HOST_DQ; i < HOST_COUNT && err == CL_SUCCESS; ++i)
-        if (out[i - HOST_DQ] && bytes[i])
-            err = clEnqueueReadBuffer(ctx->queue, mems[i], CL_TRUE, 0,
-                                      bytes[i], out[i - HOST_DQ], 0, NULL,
-                                      NULL);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, FLASHCL_ERROR_OPENCL,
-                         "running or reading back the host call: %s",
-                         cl_error_name(err));
-    return FLASHCL_SUCCESS;
+    problem_packed_bytes(p, &m[HOST_Q].bytes, &m[HOST_K].bytes,
+                         &m[HOST_V].bytes, &m[HOST_O].bytes,
+                         &m[HOST_LSE].bytes);
+    m[HOST_DO].bytes = m[HOST_O].bytes;
+    m[HOST_DQ].bytes = m[HOST_Q].bytes;
+    m[HOST_DK].bytes = m[HOST_K].bytes;
+    m[HOST_DV].bytes = m[HOST_V].bytes;
+    m[HOST_DSINKS].bytes = want_sinks ? (size_t)p->heads_q * sizeof(float) : 0;
+    m[HOST_DSINKS].skip = !want_sinks;
+    for (int i = 0; i <= HOST_DO; ++i)
+        m[i].copy_from = in[i];
 }
 
 static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
                                             const void *const in[HOST_DO + 1],
                                             void *const out[4])
 {
-    cl_mem mems[HOST_COUNT] = {NULL};
-    size_t bytes[HOST_COUNT];
-    flashcl_status status =
-        make_host_mems(ctx, p, in, out[3] != NULL, mems, bytes);
+    host_mem m[HOST_COUNT] = {{0}};
+    host_sizes(p, in, out[3] != NULL, m);
+    flashcl_status status = host_mems_make(ctx, m, HOST_COUNT);
     if (status == FLASHCL_SUCCESS)
-        status = problem_bind_packed(ctx, p, mems[HOST_Q], mems[HOST_K],
-                                     mems[HOST_V], mems[HOST_O],
-                                     mems[HOST_LSE]);
+        status =
+            problem_bind_packed(ctx, p, m[HOST_Q].mem, m[HOST_K].mem,
+                                m[HOST_V].mem, m[HOST_O].mem, m[HOST_LSE].mem);
     flashcl_backward_desc bwd = FLASHCL_BACKWARD_DESC_INIT;
-    bwd.d_o.buffer = mems[HOST_DO];
-    bwd.d_q.buffer = mems[HOST_DQ];
-    bwd.d_k.buffer = mems[HOST_DK];
-    bwd.d_v.buffer = mems[HOST_DV];
-    bwd.d_sinks.buffer = mems[HOST_DSINKS];
+    bwd.d_o.buffer = m[HOST_DO].mem;
+    bwd.d_q.buffer = m[HOST_DQ].mem;
+    bwd.d_k.buffer = m[HOST_DK].mem;
+    bwd.d_v.buffer = m[HOST_DV].mem;
+    bwd.d_sinks.buffer = m[HOST_DSINKS].mem;
     bwd_views w;
     if (status == FLASHCL_SUCCESS)
         status = resolve_bwd_views(ctx, p, &bwd, &w);
@@ -712,8 +680,8 @@ static flashcl_status backward_host_checked(flashcl_context *ctx, problem *p,
     if (status == FLASHCL_SUCCESS)
         status = run_backward(ctx, ctx->queue, p, &w, 0, NULL, NULL);
     if (status == FLASHCL_SUCCESS)
-        status = read_outputs(ctx, mems, bytes, out);
-    release_all(mems);
+        status = host_mems_read(ctx, &m[HOST_DQ], out, 4);
+    host_mems_release(m, HOST_COUNT);
     return status;
 }
 

@@ -99,47 +99,20 @@ flashcl_status flashcl_attention_forward(flashcl_context *ctx,
 
 /* ---- host-memory convenience --------------------------------------- */
 
-typedef struct host_buffers {
-    cl_mem q, k, v, o, lse;
-} host_buffers;
-
-static void release_host_buffers(host_buffers *b)
+flashcl_status host_mems_make(flashcl_context *ctx, host_mem *mems,
+                              size_t count)
 {
-    cl_mem all[5] = {b->q, b->k, b->v, b->o, b->lse};
-    for (int i = 0; i < 5; ++i)
-        if (all[i])
-            clReleaseMemObject(all[i]);
-}
-
-static cl_mem make_buffer(flashcl_context *ctx, size_t bytes, const void *init,
-                          cl_int *err)
-{
-    /* A view may be empty (seqlen_k = 0); OpenCL buffers cannot be. */
-    size_t size = bytes ? bytes : 16;
-    cl_mem_flags flags = init && bytes ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR
-                                       : CL_MEM_READ_WRITE;
-    return clCreateBuffer(ctx->cl_ctx, flags, size,
-                          init && bytes ? (void *)init : NULL, err);
-}
-
-static flashcl_status make_host_buffers(flashcl_context *ctx,
-                                        const problem *p, const void *q,
-                                        const void *k, const void *v,
-                                        bool want_lse, host_buffers *b)
-{
-    size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes;
-    problem_packed_bytes(p, &q_bytes, &k_bytes, &v_bytes, &o_bytes,
-                         &lse_bytes);
     cl_int err = CL_SUCCESS;
-    b->q = make_buffer(ctx, q_bytes, q, &err);
-    if (err == CL_SUCCESS)
-        b->k = make_buffer(ctx, k_bytes, k, &err);
-    if (err == CL_SUCCESS)
-        b->v = make_buffer(ctx, v_bytes, v, &err);
-    if (err == CL_SUCCESS)
-        b->o = make_buffer(ctx, o_bytes, NULL, &err);
-    if (err == CL_SUCCESS && want_lse)
-        b->lse = make_buffer(ctx, lse_bytes, NULL, &err);
+    for (size_t i = 0; i < count && err == CL_SUCCESS; ++i) {
+        if (mems[i].skip)
+            continue;
+        const bool input = mems[i].copy_from && mems[i].bytes;
+        mems[i].mem = clCreateBuffer(
+            ctx->cl_ctx,
+            input ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
+            mems[i].bytes ? mems[i].bytes : 16,
+            input ? (void *)mems[i].copy_from : NULL, &err);
+    }
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
                          "allocating device buffers for the host call: %s",
@@ -147,24 +120,26 @@ static flashcl_status make_host_buffers(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-static flashcl_status read_back(flashcl_context *ctx, const problem *p,
-                                const host_buffers *b, void *o, float *lse)
+flashcl_status host_mems_read(flashcl_context *ctx, const host_mem *mems,
+                              void *const *out, size_t count)
 {
-    size_t q_bytes, k_bytes, v_bytes, o_bytes, lse_bytes;
-    problem_packed_bytes(p, &q_bytes, &k_bytes, &v_bytes, &o_bytes,
-                         &lse_bytes);
     cl_int err = clFinish(ctx->queue);
-    if (err == CL_SUCCESS)
-        err = clEnqueueReadBuffer(ctx->queue, b->o, CL_TRUE, 0, o_bytes, o, 0,
-                                  NULL, NULL);
-    if (err == CL_SUCCESS && lse)
-        err = clEnqueueReadBuffer(ctx->queue, b->lse, CL_TRUE, 0, lse_bytes,
-                                  lse, 0, NULL, NULL);
+    for (size_t i = 0; i < count && err == CL_SUCCESS; ++i)
+        if (out[i] && mems[i].bytes)
+            err = clEnqueueReadBuffer(ctx->queue, mems[i].mem, CL_TRUE, 0,
+                                      mems[i].bytes, out[i], 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return set_error(ctx, FLASHCL_ERROR_OPENCL,
                          "running or reading back the host call: %s",
                          cl_error_name(err));
     return FLASHCL_SUCCESS;
+}
+
+void host_mems_release(host_mem *mems, size_t count)
+{
+    for (size_t i = 0; i < count; ++i)
+        if (mems[i].mem)
+            clReleaseMemObject(mems[i].mem);
 }
 
 flashcl_status flashcl_attention_forward_host(flashcl_context *ctx,
@@ -184,14 +159,23 @@ flashcl_status flashcl_attention_forward_host(flashcl_context *ctx,
                          !q ? "q" : !k ? "k" : !v ? "v" : "o");
     if (p.empty)
         return FLASHCL_SUCCESS;
-    host_buffers b = {0};
-    status = make_host_buffers(ctx, &p, q, k, v, lse != NULL, &b);
+    enum { Q, K, V, O, LSE, COUNT };
+    host_mem m[COUNT] = {{.copy_from = q},
+                         {.copy_from = k},
+                         {.copy_from = v},
+                         {0},
+                         {.skip = !lse}};
+    problem_packed_bytes(&p, &m[Q].bytes, &m[K].bytes, &m[V].bytes, &m[O].bytes,
+                         &m[LSE].bytes);
+    status = host_mems_make(ctx, m, COUNT);
     if (status == FLASHCL_SUCCESS)
-        status = problem_bind_packed(ctx, &p, b.q, b.k, b.v, b.o, b.lse);
+        status = problem_bind_packed(ctx, &p, m[Q].mem, m[K].mem, m[V].mem,
+                                     m[O].mem, m[LSE].mem);
     if (status == FLASHCL_SUCCESS)
         status = run_problem(ctx, ctx->queue, &p, 0, NULL, NULL);
+    void *const out[2] = {o, lse};
     if (status == FLASHCL_SUCCESS)
-        status = read_back(ctx, &p, &b, o, lse);
-    release_host_buffers(&b);
+        status = host_mems_read(ctx, &m[O], out, 2);
+    host_mems_release(m, COUNT);
     return status;
 }

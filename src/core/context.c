@@ -232,10 +232,8 @@ const char *context_forced_tiles(flashcl_context *ctx, char *buf, size_t cap)
 flashcl_status flashcl_context_get_split_scratch_limit(flashcl_context *ctx,
                                                        size_t *bytes)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!bytes)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    flashcl_status status = begin_call_out(ctx, bytes, "bytes");
+    if (status != FLASHCL_SUCCESS)
+        return status;
     return split_scratch_cap(ctx, bytes);
 }

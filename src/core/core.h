@@ -86,6 +86,12 @@ flashcl_status set_error(flashcl_context *ctx, flashcl_status status,
 flashcl_status set_build_error(flashcl_context *ctx, const char *what,
                                char *log);
 void begin_call(const flashcl_context *ctx);
+/* The start of a public call that writes through `out` (named out_name;
+ * NULL name: nothing to check): FLASHCL_ERROR_NULL_ARGUMENT for a NULL
+ * ctx (nowhere to record why) or a NULL `out` (recorded); else
+ * begin_call's. */
+flashcl_status begin_call_out(flashcl_context *ctx, const void *out,
+                              const char *out_name);
 /* A note in this thread's last-error text for a call that still succeeds
  * (a setting that was ignored, and why); the next call clears it. */
 void note_for_call(const char *fmt, ...)

@@ -100,6 +100,18 @@ void begin_call(const flashcl_context *ctx)
         reset(diag, ctx);
 }
 
+flashcl_status begin_call_out(flashcl_context *ctx, const void *out,
+                              const char *out_name)
+{
+    if (!ctx)
+        return FLASHCL_ERROR_NULL_ARGUMENT;
+    begin_call(ctx);
+    if (out_name && !out)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s is NULL",
+                         out_name);
+    return FLASHCL_SUCCESS;
+}
+
 void note_for_call(const char *fmt, ...)
 {
     thread_diag *diag = this_thread(false);

@@ -169,13 +169,8 @@ static bool amd_mfma_can_run(const device_caps *caps, const problem *p,
     }
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, amd_mfma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, amd_mfma_path.variants, why, cap))
         return false;
-    }
     const amd_tile *tile = lookup(kind, p);
     if (!tile)
         return refuse(why, cap, "head dims above 256");
@@ -242,15 +237,7 @@ typedef struct amd_switches {
     FLASHCL_AMD_SWITCHES(SWITCH_FIELD)
 } amd_switches;
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void amd_emit(const problem *p, const amd_switches *values,
-                     options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_AMD_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(amd_emit, amd_switches, FLASHCL_AMD_SWITCHES);
 
 static void amd_mfma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
@@ -259,9 +246,7 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
     amd_tile tuned;
     const amd_tile *tile = tuned_tile(caps, kind, p, plan, lookup(kind, p),
                                       &tuned);
-    plan->source = "flash_fwd_amd.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_amd.cl");
     plan->head_dim_padded = pad16(p->head_dim);
     plan->head_dim_v_padded = pad16(p->head_dim_v);
     plan->block_m = tile->block_m;
@@ -280,10 +265,8 @@ static void amd_mfma_plan(const device_caps *caps, const problem *p,
                                  .BLOCK_M = plan->block_m,
                                  .BLOCK_N = plan->block_n,
                                  .WG_SIZE = plan->wg_size};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    amd_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, amd_emit,
+                      &values);
     plan_row_blocks(p, plan);
 }
 

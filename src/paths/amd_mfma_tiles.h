@@ -24,18 +24,12 @@ typedef struct amd_tile {
 } amd_tile;
 
 static const amd_tile amd_tiles[] = {
-    {0, 64, 64, 64,
-     TILE_REASON("amd_mfma.mfma-d64")},
-    {0, 128, 64, 32,
-     TILE_REASON("amd_mfma.mfma-d128")},
-    {0, 256, 32, 32,
-     TILE_REASON("amd_mfma.mfma-d256")},
-    {1, 64, 64, 32,
-     TILE_REASON("amd_mfma.wmma-d64")},
-    {1, 128, 64, 16,
-     TILE_REASON("amd_mfma.wmma-d128")},
-    {1, 256, 32, 32,
-     TILE_REASON("amd_mfma.wmma-d256")},
+    {0, 64, 64, 64, TILE_REASON("amd_mfma.mfma-d64")},
+    {0, 128, 64, 32, TILE_REASON("amd_mfma.mfma-d128")},
+    {0, 256, 32, 32, TILE_REASON("amd_mfma.mfma-d256")},
+    {1, 64, 64, 32, TILE_REASON("amd_mfma.wmma-d64")},
+    {1, 128, 64, 16, TILE_REASON("amd_mfma.wmma-d128")},
+    {1, 256, 32, 32, TILE_REASON("amd_mfma.wmma-d256")},
 };
 
 #endif /* FLASHCL_AMD_MFMA_TILES_H */

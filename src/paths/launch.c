@@ -3,6 +3,7 @@
  * the one-kernel launch, and compile-then-launch for a call. The NVIDIA
  * paths' own helpers are in nv_common.c. */
 #include "paths/path.h"
+#include "problem/arg_setters.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -50,45 +51,6 @@ static void fill_base_args(flashcl_context *ctx, const problem *p,
     a->diag = p->diag;
     a->window_left = p->left;
     a->window_right = p->right;
-}
-
-/* One setter per kind; REAL is float, or double in fp64 kernels. */
-static cl_int set_mem(cl_kernel k, cl_uint i, const cl_mem *v)
-{
-    return clSetKernelArg(k, i, sizeof *v, v);
-}
-
-static cl_int set_real(cl_kernel k, cl_uint i, const double *v, bool fp64)
-{
-    const float f = (float)*v;
-    return fp64 ? clSetKernelArg(k, i, sizeof *v, v)
-                : clSetKernelArg(k, i, sizeof f, &f);
-}
-
-#define SET_STORAGE_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_STORAGE_OUT(k, i, v, fp64) set_mem(k, i, v)
-#define SET_FLOAT_OUT(k, i, v, fp64) set_mem(k, i, v)
-#define SET_FLOAT_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_UCHAR_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_BIAS_IN(k, i, v, fp64) set_mem(k, i, v)
-#define SET_INT(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_int), v)
-#define SET_LONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_long), v)
-#define SET_ULONG(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong), v)
-#define SET_ULONG4(k, i, v, fp64) clSetKernelArg(k, i, sizeof(cl_ulong4), v)
-#define SET_REAL(k, i, v, fp64) set_real(k, i, v, fp64)
-
-#define SET_ONE(kind, name)                                                    \
-    if (err == CL_SUCCESS)                                                     \
-        err = SET_##kind(kernel, *index, &a->name, fp64);                      \
-    ++*index;
-
-cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
-                        const variant_args *a, bool fp64)
-{
-    cl_int err = CL_SUCCESS;
-    (void)fp64;
-    FLASHCL_VARIANT_ARGS(SET_ONE)
-    return err;
 }
 
 static cl_int set_base_args(cl_kernel kernel, cl_uint *index,
@@ -185,6 +147,16 @@ bool options_fault_why(const options_buf *out, switch_fault fault,
                  "outside the values its kernel accepts (docs/switches.md)",
                  who, fault.name, fault.value);
     return !out->overflow && !fault.name;
+}
+
+void plan_emit_options(kernel_plan *plan, char *buf, size_t cap,
+                       const problem *p, switch_emitter *emit,
+                       const void *values)
+{
+    options_buf out = options_begin(buf, cap);
+    switch_fault fault = {NULL, 0};
+    emit(p, values, &out, &fault);
+    plan_options_done(plan, &out, fault);
 }
 
 void plan_options_done(kernel_plan *plan, const options_buf *out,
@@ -364,6 +336,42 @@ flashcl_status launch_forward_kernel(flashcl_context *ctx,
 {
     return enqueue_forward(ctx, queue, p, plan, programs[0], NULL, num_wait,
                            wait_list, event);
+}
+
+size_t plan_local_mem(const device_caps *caps)
+{
+    return caps->local_mem ? (size_t)caps->local_mem : 32768;
+}
+
+bool plan_local_mem_fits(const device_caps *caps, size_t need, char *why,
+                         size_t cap)
+{
+    const size_t limit = plan_local_mem(caps);
+    if (need <= limit)
+        return true;
+    snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
+             "device has %zu", need, limit);
+    return false;
+}
+
+size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
+                       const device_caps *caps, int head_dim)
+{
+    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
+    for (size_t i = 0; i < count; ++i) {
+        const tile_reach *row =
+            (const tile_reach *)((const char *)first + i * stride);
+        if (row->cpu == cpu && head_dim <= row->max_head_dim)
+            return i;
+    }
+    return count - 1;
+}
+
+void plan_forward_kernel(kernel_plan *plan, const char *source)
+{
+    plan->source = source;
+    plan->kernel_names[0] = "flashcl_attention_fwd";
+    plan->kernel_count = 1;
 }
 
 void plan_row_blocks(const problem *p, kernel_plan *plan)

@@ -55,14 +55,8 @@ typedef struct pack_args {
     FLASHCL_MASK_BITS_ARGS(FLASHCL_HOST_FIELD)
 } pack_args;
 
-static cl_int set_pack_args(cl_kernel kernel, cl_uint index,
-                            const void *values)
-{
-    const pack_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_MASK_BITS_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+static FLASHCL_TRAILING_ARGS_SETTER(set_pack_args, pack_args,
+                                    FLASHCL_MASK_BITS_ARGS);
 
 void mask_bits_view(const mask_bits_layout *l, const problem *p,
                     cl_mem words, variant_args *v)

@@ -2,7 +2,6 @@
  * (nv_common.h). */
 #include "core/dev_env.h"
 #include "paths/nv_common.h"
-#include "paths/split_kv.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,28 +70,6 @@ void plan_heads_first_grid(const problem *p, kernel_plan *plan)
     const size_t blocks = plan->global[0] / (size_t)plan->wg_size;
     plan->global[0] = (size_t)p->heads_q * (size_t)plan->wg_size;
     plan->global[1] = blocks;
-}
-
-const char *plan_decode_split_reason(const device_caps *caps,
-                                     const problem *p)
-{
-    /* Measured on the H200 (2026-12-01, bf16 D = 128, bench/results/
-     * h200-2026-12-01-decode.md), on the mma.sync kernel: B = 1 / 8 with
-     * 32 query heads (32 and 256 work-groups) ran 5.9x / 1.6x faster
-     * split, B = 32 (1024 work-groups) 1.35x faster on the dense kernel;
-     * and any decode of at most 16 packed rows per KV head the tensor-core
-     * split kernel takes (split_kv.c's split_kv_tensor_decode: B = 32 MHA
-     * 1.12x faster there). The wgmma kernel's blocks of 128-192 rows leave
-     * a decode as idle as mma.sync's, so the rule is the same for it. */
-    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
-    if ((uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
-        split_kv_splits(caps, p) > 1)
-        return "decode with too few work-groups for the device: the "
-               "split-KV kernels run it";
-    if (split_kv_tensor_decode(caps, p))
-        return "decode of at most 16 rows per KV head: the split-KV "
-               "tensor-core kernel runs it";
-    return NULL;
 }
 
 bool plan_varlen_options(const problem *p, char *buf, size_t cap)

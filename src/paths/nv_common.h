@@ -42,12 +42,6 @@ bool plan_extras_heads_first(const problem *p);
 /* After plan_row_blocks: dimension 0 over heads, 1 over query blocks. */
 void plan_heads_first_grid(const problem *p, kernel_plan *plan);
 
-/* Why a decode-like call should run on the split-KV kernels rather than
- * a dense tensor-core kernel (NVIDIA's, unforced), or NULL: fewer than 4
- * work-groups per compute unit while the split-KV plan would split it, or
- * at most 16 rows per KV head for the split-KV tensor-core kernel. */
-const char *plan_decode_split_reason(const device_caps *caps,
-                                     const problem *p);
 /* The packed batch's options (-DFLASHCL_NV_VARLEN=1, its diagonal, and
  * sequences first in the grid for a causal band: FLASHCL_NV_SEQ_FIRST;
  * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;

@@ -6,6 +6,7 @@
 #include "core/dev_env.h"
 #include "paths/nv_common.h"
 #include "paths/nv_mma_tiles.h"
+#include "paths/split_kv.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
 #include "nvidia/flash_fwd_mma_switches.clh"
@@ -134,13 +135,13 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
                                 "8.0");
     /* What this kernel cannot compute goes to the split-KV kernels: a
      * forced split, KV cache, varlen or paged KV; so do the decodes
-     * plan_decode_split_reason names. */
+     * split_kv_decode_reason names. */
     if ((p->infer.needs_split_kernel && !plan_varlen_dense(p)) ||
         p->infer.num_splits > 1)
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run "
                                 "it");
-    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    const char *decode = forced ? NULL : split_kv_decode_reason(caps, p);
     if (decode)
         return refuse(why, cap, decode);
     if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
@@ -151,13 +152,8 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
         p->dtype != FLASHCL_DTYPE_FP32)
         return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
                                 "allow_tf32)");
-    const uint32_t missing = variants_unsupported(p, nv_mma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, nv_mma_path.variants, why, cap))
         return false;
-    }
     if (tf32(p) && tile_dim(p) > 128)
         return refuse(why, cap, "TF32 runs head dims up to 128 (fp32 rows "
                                 "of 256 leave too few registers and local "
@@ -290,15 +286,8 @@ static nv_mma_switches plan_switches(const device_caps *caps,
     return values;
 }
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void nv_mma_emit(const problem *p, const nv_mma_switches *values,
-                        options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_NV_MMA_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(nv_mma_emit, nv_mma_switches,
+                           FLASHCL_NV_MMA_SWITCHES);
 
 static void nv_mma_plan(const device_caps *caps, const problem *p,
                         kernel_plan *plan)
@@ -332,9 +321,7 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
                           "registers)";
         tile = &narrowed;
     }
-    plan->source = "flash_fwd_mma.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_mma.cl");
     plan->head_dim_padded = round16(p->head_dim);
     plan->head_dim_v_padded = round16(p->head_dim_v);
     plan->block_m = tile->block_m;
@@ -344,18 +331,14 @@ static void nv_mma_plan(const device_caps *caps, const problem *p,
     if (tile != &tuned)
         snprintf(plan->reason, sizeof plan->reason, "%s", tile->reason);
     nv_mma_switches values = plan_switches(caps, p, plan);
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    nv_mma_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, nv_mma_emit,
+                      &values);
     /* The fix-up pass: the same kernel with the exact exponent, which
      * redoes only the blocks the first pass marked (see the kernel). */
     plan->extra_source = plan->source;
     values.NV_FIXUP = 1;
-    options_buf fixup =
-        options_begin(plan->extra_options, sizeof plan->extra_options);
-    nv_mma_emit(p, &values, &fixup, &fault);
-    plan_options_done(plan, &fixup, fault);
+    plan_emit_options(plan, plan->extra_options, sizeof plan->extra_options, p,
+                      nv_mma_emit, &values);
     plan_row_blocks(p, plan);
     if (values.NV_HEADS_FIRST)
         plan_heads_first_grid(p, plan);

@@ -32,29 +32,19 @@ typedef struct nv_tile {
 
 static const nv_tile nv_tiles[] = {
     {32, -1, 0, 128, 64, 4, TILE_REASON("nv_mma.d32")},
-    {64, 0, 0, 128, 64, 4,
-     TILE_REASON("nv_mma.d64")},
-    {64, 1, 0, 128, 64, 4,
-     TILE_REASON("nv_mma.d64-causal")},
-    {80, -1, 0, 128, 32, 4,
-     TILE_REASON("nv_mma.d80")},
-    {96, -1, 0, 128, 32, 4,
-     TILE_REASON("nv_mma.d96")},
-    {128, -1, 0, 128, 32, 4,
-     TILE_REASON("nv_mma.d128")},
-    {160, -1, 0, 64, 32, 4,
-     TILE_REASON("nv_mma.d160")},
-    {192, -1, 0, 64, 32, 4,
-     TILE_REASON("nv_mma.d192")},
-    {256, -1, 0, 64, 32, 4,
-     TILE_REASON("nv_mma.d256")},
+    {64, 0, 0, 128, 64, 4, TILE_REASON("nv_mma.d64")},
+    {64, 1, 0, 128, 64, 4, TILE_REASON("nv_mma.d64-causal")},
+    {80, -1, 0, 128, 32, 4, TILE_REASON("nv_mma.d80")},
+    {96, -1, 0, 128, 32, 4, TILE_REASON("nv_mma.d96")},
+    {128, -1, 0, 128, 32, 4, TILE_REASON("nv_mma.d128")},
+    {160, -1, 0, 64, 32, 4, TILE_REASON("nv_mma.d160")},
+    {192, -1, 0, 64, 32, 4, TILE_REASON("nv_mma.d192")},
+    {256, -1, 0, 64, 32, 4, TILE_REASON("nv_mma.d256")},
     /* TF32 (fp32 storage, allow_tf32): 4-byte rows double the local
      * memory of a tile, and Q's fragments take twice the registers (sweep
      * of 2026-12-01, docs/experiments.md). */
-    {64, -1, 1, 128, 32, 4,
-     TILE_REASON("nv_mma.tf32-d64")},
-    {128, -1, 1, 64, 32, 4,
-     TILE_REASON("nv_mma.tf32-d128")},
+    {64, -1, 1, 128, 32, 4, TILE_REASON("nv_mma.tf32-d64")},
+    {128, -1, 1, 64, 32, 4, TILE_REASON("nv_mma.tf32-d128")},
 };
 
 #endif /* FLASHCL_NV_MMA_TILES_H */

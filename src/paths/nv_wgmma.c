@@ -16,10 +16,11 @@
  * variants_measured: every variant but a mask, and a bias only in the
  * 128-column tiles; D_v != D: see
  * tile_dim), else only with FLASHCL_PATH=nv_wgmma. */
-#include "paths/nv_common.h"
 #include "paths/mask_bits.h"
+#include "paths/nv_common.h"
 #include "paths/nv_wgmma_tiles.h"
 #include "paths/sm90a_patch.h"
+#include "paths/split_kv.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
 #include "nvidia/wgmma/wgmma_switches.clh"
@@ -174,18 +175,13 @@ static bool nv_wgmma_can_run(const device_caps *caps, const problem *p,
         return refuse(why, cap, "split-KV, KV cache, or varlen with a cache, "
                                 "bias or mask: the split-KV kernels run it");
     /* decodes (dense or packed) go where the mma.sync path sends them */
-    const char *decode = forced ? NULL : plan_decode_split_reason(caps, p);
+    const char *decode = forced ? NULL : split_kv_decode_reason(caps, p);
     if (decode)
         return refuse(why, cap, decode);
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
         return refuse(why, cap, "wgmma kernel: fp16/bf16 storage only");
-    const uint32_t missing = variants_unsupported(p, nv_wgmma_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, nv_wgmma_path.variants, why, cap))
         return false;
-    }
     if (p->head_dim % 8 || p->head_dim > 256 || p->head_dim_v % 8 ||
         p->head_dim_v > 256)
         return refuse(why, cap, "wgmma kernel: head dims (D and D_v) that "
@@ -463,9 +459,7 @@ static void nv_wgmma_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const wgmma_schedule s = resolve_schedule(caps, p, plan);
-    plan->source = "flash_fwd_wgmma.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_wgmma.cl");
     plan->head_dim_padded = tile_dim(p);
     plan->head_dim_v_padded = tile_dim(p);
     plan->block_m = 64 * s.cfg.warpgroups;
@@ -524,14 +518,8 @@ typedef struct persist_args {
     FLASHCL_PERSIST_ARGS(FLASHCL_HOST_FIELD)
 } persist_args;
 
-static cl_int set_persist_args(cl_kernel kernel, cl_uint index,
-                               const void *values)
-{
-    const persist_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_PERSIST_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+static FLASHCL_TRAILING_ARGS_SETTER(set_persist_args, persist_args,
+                                    FLASHCL_PERSIST_ARGS);
 
 static flashcl_status nv_wgmma_launch(flashcl_context *ctx,
                                       cl_command_queue queue,

@@ -108,13 +108,3 @@ void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
     if (fit >= 2) /* else the ring stays as it was */
         c->ring = fit < 8 ? (int)fit : 8;
 }
-
-bool nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap)
-{
-    const int n = snprintf(buf, cap,
-                           " -DFLASHCL_NV_WGMMA_RING=%d "
-                           "-DFLASHCL_NV_WGMMA_MAXNREG=%d%s",
-                           c->ring, nv_wgmma_regs(c),
-                           c->persist ? " -DFLASHCL_NV_WGMMA_PERSIST=1" : "");
-    return n >= 0 && (size_t)n < cap;
-}

@@ -87,9 +87,6 @@ uint64_t nv_wgmma_ring_fit(const nv_wgmma_cfg *c, int head_dim,
  * Legal in, legal out. */
 void nv_wgmma_narrow_for_extras(nv_wgmma_cfg *c, int head_dim,
                                 uint64_t local_mem);
-/* Its schedule's -D options (the tiles go through plan_base_options);
- * false when they do not fit `cap`. */
-bool nv_wgmma_defines(const nv_wgmma_cfg *c, char *buf, size_t cap);
 
 typedef struct nv_wgmma_tile {
     int head_dim; /* 64, 128 or 256: the tiles' width */
@@ -127,89 +124,24 @@ static const nv_wgmma_tile nv_wgmma_tiles[] = {
      * band_up_to, persist_band, persist_causal_rows. Where an entry's
      * persistent grid was measured: its reason, else 512 keys as below
      * (nv_wgmma.c says where that was measured). */
-    {128, 0, -1, 3, 64, 8, 229456,
-     "softcap in the 128-column tiles: a producer warpgroup feeds 3 x 64 "
-     "rows through a ring of 8 swizzled 64-key tiles, setmaxnreg 32/160 (a "
-     "third consumer hides more of the second MUFU op a score): bf16 D = "
-     "128 N = 4096 436.4 / 362.9 TFLOP/s non-causal / causal against 413.7 "
-     "/ 360.7 on the 2-consumer entry, with window 1024 and sinks 413.2 / "
-     "304.5 against 384.3 / 298.6 (H200, 2026-12-03 v8); causal calls "
-     "from 1025 rows, as the padded dims'",
+    {128, 0, -1, 3, 64, 8, 229456, TILE_REASON("nv_wgmma.softcap-3wg"),
      1u << VARIANT_SOFTCAP, 1025, 0, 512, 0},
-    {128, 80, -1, 3, 128, 5, 229456,
-     "D <= 80 in the 128-column tiles: as D = 64, a producer warpgroup "
-     "feeds 3 x 64 rows through a ring of 5 swizzled 128-key tiles, "
-     "setmaxnreg 32/160 (ptxas spills 32 bytes): fp16 D = 80 N = 2048 / "
-     "8192 434.2 / 500.6 TFLOP/s non-causal, 319.5 / 428.9 causal, 1.07-1.23x "
-     "the 2-consumer entry (361.7 / 405.6, 297.7 / 385.9) and 1.00-1.11x "
-     "64-key tiles on 3 consumers (H200, 2026-12-03 v8); causal N = 1024 "
-     "0.97-0.98x the 2-consumer entry, so causal calls take it from 1025 "
-     "rows",
-     0, 1025, 0, 512, 0},
-    {128, 112, -1, 3, 64, 8, 229456,
-     "81 <= D <= 112 in the 128-column tiles: a producer warpgroup feeds 3 "
-     "x 64 rows through a ring of 8 swizzled 64-key tiles (128-key ones "
-     "spill 132-232 bytes on 3 consumers), setmaxnreg 32/160: fp16 N = 2048 "
-     "/ 8192, non-causal / causal, D = 96 443.5 / 510.6, 331.3 / 424.1 "
-     "TFLOP/s (1.00-1.15x the 2-consumer entry), D = 112 459.9 / 536.9, "
-     "346.3 / 449.0 (1.01-1.06x) (H200, 2026-12-03 v8); at D = 128 the "
-     "same schedule measured 0.97-1.03x its entry; causal N = 1024 "
-     "0.95-0.96x the 2-consumer entry (D = 96, 112), so causal calls take "
-     "it from 1025 rows",
-     0, 1025, 0, 512, 0},
-    {64, 0, -1, 3, 64, 8, 229456,
-     "a band of at most 512 keys: 64-key tiles, a ring of 8, 3 x 64 rows "
-     "(each consumer warpgroup runs only the tiles of its own rows' band: "
-     "a 128-key tile wastes more of it): bf16 causal N = 4096 / 16384, "
-     "window 128 119.3 / 123.2 TFLOP/s against 100.4 / 106.9 on the "
-     "128-key entry, with sinks 114.6 / 120.5 against 99.4 / 105.1, "
-     "window 512 233.0 / 245.4 against 222.2 / 238.7, window 1024 "
-     "0.97x (H200, 2026-12-04 s13)",
-     0, 0, 512, 512, 0},
-    {64, 0, -1, 3, 128, 4, 131072,
-     "a producer warpgroup feeds 3 x 64 rows through a ring of 4 swizzled "
-     "128-key K/V tiles, setmaxnreg 32/160 (the softmax limits D = 64: a "
-     "third consumer hides more of it under the others' wgmma): fp16 N = "
-     "8192 469.7 / 410.5 TFLOP/s non-causal / causal (H200, 2026-12-02; 2 "
-     "consumers 394.8 / 353.3; 3 with 64-key tiles 415.0 / 360.2); causal "
-     "calls of at most 1024 rows on the persistent grid: fp16 N = 1024 "
-     "226.9 against 220.4 TFLOP/s at D = 64, 167.5 against 156.6 at D = "
-     "40 (non-causal it measured 0.96-0.97x) (H200, 2026-12-04 s13)",
-     0, 0, 0, 512, 1024},
-    {128, 0, -1, 2, 64, 8, 229456,
-     "a band of at most 128 keys in the 128-column tiles: 64-key tiles, "
-     "a ring of 8, 2 x 64 rows: bf16 D = 128 causal N = 4096 / 16384, "
-     "window 128 134.5 / 135.3 TFLOP/s against 128.5 / 131.6 on the "
-     "128-key entry, with sinks 129.5 / 130.8 against 123.7 / 127.6; "
-     "window 512 0.96-0.97x, so wider bands keep 128-key tiles (H200, "
-     "2026-12-04 s13)",
-     0, 0, 128, 512, 0},
-    {128, 0, -1, 2, 128, 3, 131072,
-     "a producer warpgroup feeds 2 x 64 rows through a ring of 3 swizzled "
-     "128-key K/V tiles, setmaxnreg 40/232: fp16 N = 8192 529.9 / 469.4 "
-     "TFLOP/s non-causal / causal (H200, 2026-12-02; 64-key tiles, ring 7: "
-     "485.1 / 409.6; nv_mma 355.9 / 305.1); the persistent grid for causal "
-     "calls of at most 1024 rows: fp16 N = 1024 1.02-1.05x at D = 80-128 "
-     "(306.1 against 299.9 TFLOP/s at D = 128; non-causal 0.95-0.97x), "
-     "and for bands of up to 1024 keys: bf16 causal window 1024 367.4 / "
-     "381.7 against 353.0 / 361.8 at N = 4096 / 16384 (H200, 2026-12-04 "
-     "s13)",
-     0, 0, 0, 1024, 1024},
+    {128, 80, -1, 3, 128, 5, 229456, TILE_REASON("nv_wgmma.d80-3wg"), 0, 1025,
+     0, 512, 0},
+    {128, 112, -1, 3, 64, 8, 229456, TILE_REASON("nv_wgmma.d112-3wg"), 0, 1025,
+     0, 512, 0},
+    {64, 0, -1, 3, 64, 8, 229456, TILE_REASON("nv_wgmma.d64-band512"), 0, 0,
+     512, 512, 0},
+    {64, 0, -1, 3, 128, 4, 131072, TILE_REASON("nv_wgmma.d64-3wg"), 0, 0, 0,
+     512, 1024},
+    {128, 0, -1, 2, 64, 8, 229456, TILE_REASON("nv_wgmma.d128-band128"), 0, 0,
+     128, 512, 0},
+    {128, 0, -1, 2, 128, 3, 131072, TILE_REASON("nv_wgmma.d128-2wg"), 0, 0, 0,
+     1024, 1024},
     {256, NV_WGMMA_QSMEM_3WG_DIMS, -1, 3, 64, 4, 229456,
-     "D 129..160 in the 256-column tiles: a producer warpgroup feeds 3 x "
-     "64 rows through a ring of 4 swizzled 64-key tiles beside their 96 "
-     "KiB of Q, setmaxnreg 32/160 (O of 160 columns fits, 176 spills): bf16 "
-     "N = 2048 / 8192 non-causal D = 160 507.1 / 587.8 TFLOP/s, causal "
-     "387.2 / 498.7, 1.07-1.15x the 2-consumer entry, D = 144 1.08-1.13x "
-     "(H200, 2026-12-03 v9); causal N = 1024 0.99-1.01x, so causal calls "
-     "take it from 1025 rows",
-     0, 1025, 0, 512, 0},
-    {256, 0, -1, 2, 64, 5, 229456,
-     "Q (64 KiB) in local memory as the A operand of S, a producer "
-     "warpgroup feeds 2 x 64 rows through a ring of 5 swizzled 64-key K/V "
-     "tiles in 224 KiB, setmaxnreg 40/232, P V as m64n256k16: fp16 N = "
-     "8192 619.6 / 530.9 TFLOP/s non-causal / causal, 2.4x / 2.2x nv_mma "
-     "(H200, 2026-12-02)", 0, 0, 0, 512, 0},
+     TILE_REASON("nv_wgmma.d160-3wg"), 0, 1025, 0, 512, 0},
+    {256, 0, -1, 2, 64, 5, 229456, TILE_REASON("nv_wgmma.d256-2wg"), 0, 0, 0,
+     512, 0},
 };
 
 #endif /* FLASHCL_NV_WGMMA_TILES_H */

@@ -178,6 +178,31 @@ void plan_base_options_add(const problem *p, const kernel_plan *plan,
                            options_buf *out);
 /* The compiler flags every kernel's options start with (-cl-std, ...). */
 void plan_compiler_flags(options_buf *out);
+/* A path's options emitter: the compiler flags, every switch of its list
+ * from `values` (the list's struct; the first illegal value into *fault),
+ * then the variants'. */
+typedef void switch_emitter(const problem *p, const void *values,
+                            options_buf *out, switch_fault *fault);
+
+/* The switch_emitter `emit` for the switch list LIST (values in a `type`
+ * of the list's SWITCH_FIELDs). It ends with emit's prototype, so that a
+ * use ends with a semicolon. */
+#define SWITCH_PATH_EMITTER(emit, type, LIST)                                  \
+    void emit(const problem *p, const void *switches, options_buf *out,        \
+              switch_fault *fault)                                             \
+    {                                                                          \
+        const type *values = switches;                                         \
+        plan_compiler_flags(out);                                              \
+        LIST(SWITCH_EMIT)                                                      \
+        variants_add_defines(p, out);                                          \
+    }                                                                          \
+    switch_emitter emit
+
+/* `emit`'s options from `values` into buf[0 .. cap) (plan->options or
+ * plan->extra_options), the plan refused as plan_options_done says. */
+void plan_emit_options(kernel_plan *plan, char *buf, size_t cap,
+                       const problem *p, switch_emitter *emit,
+                       const void *values);
 /* Refuses the plan with `status` and a printf message, unless it is
  * refused already (the first reason is the one the user acts on). */
 void plan_refuse(kernel_plan *plan, flashcl_status status, const char *format,
@@ -211,6 +236,19 @@ typedef struct trailing_args {
 #define FLASHCL_SET_TRAILING_ARG(kind, name)                                   \
     if (err == CL_SUCCESS)                                                     \
         err = clSetKernelArg(kernel, index++, sizeof a->name, &a->name);
+
+/* A trailing_args `set` named `setter` over the argument list LIST, its
+ * values a `type` (the list's FLASHCL_HOST_FIELDs). It ends with the
+ * setter's prototype, so that a use ends with a semicolon. */
+#define FLASHCL_TRAILING_ARGS_SETTER(setter, type, LIST)                       \
+    cl_int setter(cl_kernel kernel, cl_uint index, const void *values)         \
+    {                                                                          \
+        const type *a = values;                                                \
+        cl_int err = CL_SUCCESS;                                               \
+        LIST(FLASHCL_SET_TRAILING_ARG)                                         \
+        return err;                                                            \
+    }                                                                          \
+    cl_int setter(cl_kernel kernel, cl_uint index, const void *values)
 
 /* Sets the forward list of cl/common/kernel_args.clh, then `trailing`
  * (NULL: nothing more), on kernel `which` of the program and enqueues it
@@ -246,9 +284,24 @@ flashcl_status enqueue_forward_then_extra(
  * `launch`. */
 path_launch_fn launch_forward_kernel;
 
+/* The plan's program: the forward kernel (flashcl_attention_fwd) of the
+ * kernel file `source`, alone. */
+void plan_forward_kernel(kernel_plan *plan, const char *source);
 /* The NDRange of the one-kernel paths: blocks of plan->block_m query rows
  * by heads by batch, plan->wg_size work-items per group. */
 void plan_row_blocks(const problem *p, kernel_plan *plan);
+/* The local memory a kernel's tiles may take: the device's, or 32 KiB
+ * (OpenCL's minimum) where it reports none. */
+size_t plan_local_mem(const device_caps *caps);
+/* Whether tiles of `need` bytes of local memory fit the device's; if
+ * not, why[0 .. cap) says so. */
+bool plan_local_mem_fits(const device_caps *caps, size_t need, char *why,
+                         size_t cap);
+/* The index of the first of `count` tile rows (`stride` bytes apart from
+ * `first`, each starting with a tile_reach) for this device and padded
+ * head dim; the last row when none is. */
+size_t tile_reach_find(const tile_reach *first, size_t count, size_t stride,
+                       const device_caps *caps, int head_dim);
 /* The portable kernels' head-dim padding (16, or 32 above 128) and vector
  * width (the device's preferred float width, 4..16), which the split-KV
  * kernels share (launch.c). */
@@ -262,14 +315,7 @@ bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 typedef struct portable_switches {
     FLASHCL_PORTABLE_SWITCHES(SWITCH_FIELD)
 } portable_switches;
-void portable_emit(const problem *p, const portable_switches *values,
-                   options_buf *out, switch_fault *fault);
-
-
-/* Sets the variant arguments (cl/common/variants.clh) starting at *index,
- * advancing it; shared with the reference backend. */
-cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
-                        const variant_args *a, bool fp64);
+switch_emitter portable_emit;
 
 /* Compile (or find) and launch: what the fused backend does per call. */
 flashcl_status run_fused(flashcl_context *ctx, cl_command_queue queue,

@@ -26,13 +26,9 @@ static bool portable_can_run(const device_caps *caps, const problem *p,
 
 static const portable_tile *lookup(const device_caps *caps, int head_dim)
 {
-    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
     const size_t n = sizeof portable_tiles / sizeof portable_tiles[0];
-    for (size_t i = 0; i < n; ++i)
-        if (portable_tiles[i].cpu == cpu &&
-            head_dim <= portable_tiles[i].max_head_dim)
-            return &portable_tiles[i];
-    return &portable_tiles[n - 1];
+    return &portable_tiles[tile_reach_find(
+        &portable_tiles[0].reach, n, sizeof portable_tiles[0], caps, head_dim)];
 }
 
 static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
@@ -51,7 +47,7 @@ static void fit_local_memory(const device_caps *caps, const problem *p,
                              kernel_plan *plan)
 {
     const int min_tile = plan->vec > 8 ? plan->vec : 8;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (local_bytes(plan, p->dtype) > limit &&
            (plan->block_m > min_tile || plan->block_n > min_tile)) {
         if (plan->block_m >= plan->block_n && plan->block_m > min_tile)
@@ -68,7 +64,7 @@ static const char *measured_elsewhere(const device_caps *caps,
                                       const portable_tile *tile)
 {
     char vendor[32], arch[32], device[128];
-    if (!tile->cpu)
+    if (!tile->reach.cpu)
         return "";
     tuning_device_key(caps, vendor, sizeof vendor, arch, sizeof arch, device,
                       sizeof device);
@@ -138,7 +134,6 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
                         const kernel_plan *plan, char *why, size_t cap)
 {
     const int m = plan->block_m, n = plan->block_n, vec = plan->vec;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
     if (vec != 2 && vec != 4 && vec != 8 && vec != 16)
         snprintf(why, cap, "vec %d is not 2, 4, 8 or 16", vec);
     else if (n % vec || n > 256)
@@ -157,11 +152,9 @@ static bool legal_tiles(const device_caps *caps, const problem *p,
               m / plan->wg_size != 4))
         snprintf(why, cap, "wg %d is not block_m %d divided by 1, 2 or 4 "
                  "(query rows per work-item)", plan->wg_size, m);
-    else if (local_bytes(plan, p->dtype) > limit)
-        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
-                 "device has %zu", local_bytes(plan, p->dtype), limit);
     else
-        return true;
+        return plan_local_mem_fits(caps, local_bytes(plan, p->dtype), why,
+                                   cap);
     return false;
 }
 
@@ -261,13 +254,8 @@ static bool compensated(const device_caps *caps, const kernel_plan *plan)
     return portable_compensated(caps, plan->head_dim_v_padded);
 }
 
-void portable_emit(const problem *p, const portable_switches *values,
-                   options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_PORTABLE_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+SWITCH_PATH_EMITTER(portable_emit, portable_switches,
+                    FLASHCL_PORTABLE_SWITCHES);
 
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
@@ -277,16 +265,14 @@ static void portable_plan(const device_caps *caps, const problem *p,
         split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
-    plan->source = "flash_fwd.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd.cl");
     plan->head_dim_padded = portable_padded_head_dim(p->head_dim);
     plan->head_dim_v_padded = portable_padded_head_dim(p->head_dim_v);
     const portable_tile *tile = lookup(caps, plan->head_dim_padded);
     plan->block_m = tile->block_m;
     plan->block_n = tile->block_n;
     plan->vec = tile->vec ? tile->vec : portable_vector_width(caps);
-    if (tile->cpu) /* PoCL runs padding rows in full */
+    if (tile->reach.cpu) /* PoCL runs padding rows in full */
         while (plan->block_m > 16 && plan->block_m / 2 >= p->seqlen_q)
             plan->block_m /= 2;
     fit_local_memory(caps, p, plan);
@@ -334,10 +320,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
         .COMPENSATED = compensated(caps, plan),
         .DEBUG_CORRUPT = corrupt,
         .VARLEN = !varlen ? 0 : p->infer.top_left ? 2 : 1};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    portable_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p,
+                      portable_emit, &values);
     plan_row_blocks(p, plan);
 }
 

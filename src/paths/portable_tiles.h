@@ -16,8 +16,7 @@ static const tunable portable_tunables[] = {
 };
 
 typedef struct portable_tile {
-    bool cpu;         /* CPU devices, else GPUs and accelerators */
-    int max_head_dim; /* applies to padded D up to this */
+    tile_reach reach;
     int block_m, block_n;
     int vec;          /* 0: the device's preferred float vector width */
     int rows;         /* query rows per work-item: 1, 2 or 4 */
@@ -30,12 +29,9 @@ typedef struct portable_tile {
  * 128x128 48/63, 256x128 47/65. PoCL runs padding rows in full, so short
  * queries get smaller row blocks (portable.c). */
 static const portable_tile portable_tiles[] = {
-    {true, 64, 512, 64, 0, 2,
-     TILE_REASON("portable.cpu-d64")},
-    {true, 256, 128, 128, 0, 1,
-     TILE_REASON("portable.cpu-d256")},
-    {false, 256, 64, 32, 4, 1,
-     TILE_REASON("portable.gpu")},
+    {{true, 64}, 512, 64, 0, 2, TILE_REASON("portable.cpu-d64")},
+    {{true, 256}, 128, 128, 0, 1, TILE_REASON("portable.cpu-d256")},
+    {{false, 256}, 64, 32, 4, 1, TILE_REASON("portable.gpu")},
 };
 
 #endif /* FLASHCL_PORTABLE_TILES_H */

@@ -253,7 +253,7 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     s.vec = 4;
     s.shfl = caps->klass == DEVICE_CLASS_GPU_NVIDIA && s.wg_size % 32 == 0;
     s.vload = rows_aligned16(p);
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (lanes_local_bytes(&s, p->dtype) > limit && s.block_m > 1)
         s.block_m /= 2;
     s.m_blocks = (p->seqlen_q * group + s.block_m - 1) / s.block_m;
@@ -288,7 +288,7 @@ static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
     s.mma_stages = tile->mma_stages;
     s.d = (int)p->head_dim;
     s.dv = (int)p->head_dim_v;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     while (mma_local_bytes(s.mma_warps, s.mma_stages, s.block_m, s.d, s.dv) >
                limit &&
            (s.mma_stages > 0 || s.mma_warps > 1)) {
@@ -330,7 +330,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     if (p->infer.kv == KV_PAGED && !s.tile.wide)
         while (p->infer.page_size % s.block_n != 0)
             s.block_n /= 2;
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     s.vload = s.tile.wide && rows_in_chunks(p);
     s.cp_async = wide_cp_async(caps, p, s.vload);
     while (local_bytes(s.tile.wide, s.cp_async ? 2 : 1, s.block_m,
@@ -642,6 +642,27 @@ bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
            p->seqlen_q * problem_group_size(p) <= 16;
 }
 
+const char *split_kv_decode_reason(const device_caps *caps, const problem *p)
+{
+    /* Measured on the H200 (2026-12-01, bf16 D = 128, bench/results/
+     * h200-2026-12-01-decode.md), on the mma.sync kernel: B = 1 / 8 with
+     * 32 query heads (32 and 256 work-groups) ran 5.9x / 1.6x faster
+     * split, B = 32 (1024 work-groups) 1.35x faster on the dense kernel;
+     * and any decode of at most 16 packed rows per KV head the tensor-core
+     * split kernel takes (split_kv_tensor_decode: B = 32 MHA
+     * 1.12x faster there). The wgmma kernel's blocks of 128-192 rows leave
+     * a decode as idle as mma.sync's, so the rule is the same for it. */
+    const uint64_t cus = caps->compute_units ? caps->compute_units : 1;
+    if ((uint64_t)p->batch * (uint64_t)p->heads_q < 4 * cus &&
+        split_kv_splits(caps, p) > 1)
+        return "decode with too few work-groups for the device: the "
+               "split-KV kernels run it";
+    if (split_kv_tensor_decode(caps, p))
+        return "decode of at most 16 rows per KV head: the split-KV "
+               "tensor-core kernel runs it";
+    return NULL;
+}
+
 bool split_kv_wanted(const device_caps *caps, const problem *p)
 {
     return p->infer.needs_split_kernel || split_kv_splits(caps, p) > 1 ||
@@ -740,15 +761,7 @@ static split_switches plan_switches(const device_caps *caps,
         .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
 }
 
-/* The kernels' options: the compiler flags, every switch of the list,
- * then the variants'. */
-static void split_emit(const problem *p, const split_switches *values,
-                       options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_SPLIT_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(split_emit, split_switches, FLASHCL_SPLIT_SWITCHES);
 
 /* Whether the tensor-core kernel merges its own partials (FLASHCL_SPLIT_
  * FUSED in split_store.clh) rather than the combine kernel after it: at
@@ -804,10 +817,8 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         plan->split.fused ? ", merged by the last work-group" : "",
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
     const split_switches values = plan_switches(caps, p, &s, plan);
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    split_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,
+                      &values);
     plan->local[0] = (size_t)plan->wg_size;
     plan->local[1] = plan->local[2] = 1;
     plan->global[0] = (size_t)s.m_blocks * (size_t)plan->wg_size;
@@ -914,14 +925,8 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->status_base = in->status.present ? in->status.base : 0;
 }
 
-static cl_int set_split_args(cl_kernel kernel, cl_uint index,
-                             const void *values)
-{
-    const split_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_SPLIT_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+static FLASHCL_TRAILING_ARGS_SETTER(set_split_args, split_args,
+                                    FLASHCL_SPLIT_ARGS);
 
 static flashcl_status enqueue(flashcl_context *ctx, cl_command_queue queue,
                               compiled_program *program, int which,
@@ -1085,13 +1090,8 @@ static bool split_serves(const device_caps *caps)
 static bool split_can_run(const device_caps *caps, const problem *p,
                           bool forced, char *why, size_t cap)
 {
-    const uint32_t missing = variants_unsupported(p, split_kv_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, split_kv_path.variants, why, cap))
         return false;
-    }
     if (forced)
         return true;
     if (plan_varlen_prefill(caps, p)) {

@@ -17,6 +17,11 @@ int split_kv_splits(const device_caps *caps, const problem *p);
 /* A decode the tensor-core split kernel takes (NVIDIA, 16-bit, at most 16
  * packed rows per KV head): faster there than on nv_mma even unsplit. */
 bool split_kv_tensor_decode(const device_caps *caps, const problem *p);
+/* Why a decode-like call should run on the split-KV kernels rather than
+ * a dense tensor-core kernel (NVIDIA's, unforced), or NULL: fewer than 4
+ * work-groups per compute unit while the split-KV plan would split it, or
+ * at most 16 rows per KV head for the split-KV tensor-core kernel. */
+const char *split_kv_decode_reason(const device_caps *caps, const problem *p);
 /* The problem needs or wants the split-KV kernels (inference features,
  * more than one part, or a tensor-core decode). */
 bool split_kv_wanted(const device_caps *caps, const problem *p);

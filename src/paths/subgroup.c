@@ -137,13 +137,8 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
     }
     if (size_refused(caps, why, cap))
         return false;
-    const uint32_t missing = variants_unsupported(p, subgroup_path.variants);
-    if (missing) {
-        char names[160];
-        variants_describe(missing, names, sizeof names);
-        snprintf(why, cap, "does not compute %s", names);
+    if (variants_refused(p, subgroup_path.variants, why, cap))
         return false;
-    }
     kernel_plan tiles;
     memset(&tiles, 0, sizeof tiles);
     if (!plan_tiles(caps, p, &tiles)) {
@@ -158,13 +153,9 @@ static bool subgroup_can_run(const device_caps *caps, const problem *p,
 
 static const subgroup_tile *lookup(const device_caps *caps, int head_dim)
 {
-    const bool cpu = caps->klass == DEVICE_CLASS_CPU;
     const size_t n = sizeof subgroup_tiles / sizeof subgroup_tiles[0];
-    for (size_t i = 0; i < n; ++i)
-        if (subgroup_tiles[i].cpu == cpu &&
-            head_dim <= subgroup_tiles[i].max_head_dim)
-            return &subgroup_tiles[i];
-    return &subgroup_tiles[n - 1];
+    return &subgroup_tiles[tile_reach_find(
+        &subgroup_tiles[0].reach, n, sizeof subgroup_tiles[0], caps, head_dim)];
 }
 
 static int round_up(int64_t value, int step)
@@ -187,7 +178,7 @@ static size_t local_bytes(const kernel_plan *plan, flashcl_dtype dtype)
 static bool fit_device(const device_caps *caps, const problem *p, int sg,
                        int *rows, int *subgroups, kernel_plan *plan)
 {
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
+    const size_t limit = plan_local_mem(caps);
     const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
     while ((size_t)(*subgroups * sg) > max_wg && *subgroups > 1)
         *subgroups /= 2;
@@ -247,7 +238,6 @@ static bool legal_tiles(const device_caps *caps, const problem *p, int sg,
                         int rows, int subgroups, const kernel_plan *plan,
                         char *why, size_t cap)
 {
-    const size_t limit = caps->local_mem ? (size_t)caps->local_mem : 32768;
     const size_t max_wg = caps->max_work_group ? caps->max_work_group : 256;
     if (rows != 1 && rows != 2 && rows != 4 && rows != 8)
         snprintf(why, cap, "rows %d is not 1, 2, 4 or 8", rows);
@@ -258,11 +248,9 @@ static bool legal_tiles(const device_caps *caps, const problem *p, int sg,
     else if (plan->block_n < sg || plan->block_n % sg || plan->block_n > 256)
         snprintf(why, cap, "block_n %d is not a multiple of the subgroup "
                  "size %d up to 256", plan->block_n, sg);
-    else if (local_bytes(plan, p->dtype) > limit)
-        snprintf(why, cap, "the tiles need %zu bytes of local memory, the "
-                 "device has %zu", local_bytes(plan, p->dtype), limit);
     else
-        return true;
+        return plan_local_mem_fits(caps, local_bytes(plan, p->dtype), why,
+                                   cap);
     return false;
 }
 
@@ -307,23 +295,14 @@ typedef struct subgroup_switches {
     FLASHCL_SUBGROUP_SWITCHES(SWITCH_FIELD)
 } subgroup_switches;
 
-/* The kernel's options: the compiler flags, every switch of its list,
- * then the variants'. */
-static void subgroup_emit(const problem *p, const subgroup_switches *values,
-                          options_buf *out, switch_fault *fault)
-{
-    plan_compiler_flags(out);
-    FLASHCL_SUBGROUP_SWITCHES(SWITCH_EMIT)
-    variants_add_defines(p, out);
-}
+static SWITCH_PATH_EMITTER(subgroup_emit, subgroup_switches,
+                           FLASHCL_SUBGROUP_SWITCHES);
 
 static void subgroup_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
     const int sg = (int)chosen_size(caps);
-    plan->source = "flash_fwd_sg.cl";
-    plan->kernel_names[0] = "flashcl_attention_fwd";
-    plan->kernel_count = 1;
+    plan_forward_kernel(plan, "flash_fwd_sg.cl");
     plan_tiles(caps, p, plan); /* can_run checked that they fit */
     tuned_tiles(caps, p, sg, plan);
     const int rows = plan->block_m / (plan->wg_size / sg);
@@ -344,10 +323,8 @@ static void subgroup_plan(const device_caps *caps, const problem *p,
         .SG_BLOCK_READ = blocks,
         .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                           p->v.stride[3] == 1 && p->o.stride[3] == 1};
-    options_buf out = options_begin(plan->options, sizeof plan->options);
-    switch_fault fault = {NULL, 0};
-    subgroup_emit(p, &values, &out, &fault);
-    plan_options_done(plan, &out, fault);
+    plan_emit_options(plan, plan->options, sizeof plan->options, p,
+                      subgroup_emit, &values);
     plan_row_blocks(p, plan);
 }
 

@@ -16,8 +16,7 @@ static const tunable subgroup_tunables[] = {
 };
 
 typedef struct subgroup_tile {
-    bool cpu;         /* CPU devices, else GPUs and accelerators */
-    int max_head_dim; /* applies to padded D up to this */
+    tile_reach reach;
     int rows;         /* query rows per subgroup (FLASHCL_SG_ROWS) */
     int subgroups;    /* subgroups per work-group */
     int block_n;      /* keys per tile (at least the subgroup size) */
@@ -38,12 +37,9 @@ typedef struct subgroup_tile {
  * (the code grows with rows x keys / 16 AVX-512 lanes: test_variants at
  * subgroup 32 took 53 s of CPU time with 128 keys, 109 s with 256). */
 static const subgroup_tile subgroup_tiles[] = {
-    {true, 256, 4, 8, 128,
-     TILE_REASON("subgroup.cpu")},
-    {false, 128, 2, 4, 64,
-     TILE_REASON("subgroup.gpu-d128")},
-    {false, 256, 1, 4, 32,
-     TILE_REASON("subgroup.gpu-d256")},
+    {{true, 256}, 4, 8, 128, TILE_REASON("subgroup.cpu")},
+    {{false, 128}, 2, 4, 64, TILE_REASON("subgroup.gpu-d128")},
+    {{false, 256}, 1, 4, 32, TILE_REASON("subgroup.gpu-d256")},
 };
 
 #endif /* FLASHCL_SUBGROUP_TILES_H */

@@ -7,6 +7,8 @@
 #ifndef FLASHCL_TUNABLE_H
 #define FLASHCL_TUNABLE_H
 
+#include <stdbool.h>
+
 #define TUNABLE_MAX_VALUES 8
 
 typedef struct tunable {
@@ -19,6 +21,14 @@ static inline int tunable_count(const tunable *t)
 {
     return t->count < TUNABLE_MAX_VALUES ? t->count : TUNABLE_MAX_VALUES;
 }
+
+/* Where a row of a portable-style tile table applies: CPUs or other
+ * devices, padded head dims up to max_head_dim. Such a table starts each
+ * row with it and ends with the row for what no row before it took. */
+typedef struct tile_reach {
+    bool cpu; /* CPU devices, else GPUs and accelerators */
+    int max_head_dim;
+} tile_reach;
 
 /* A tile table entry's reason: a short ID, not prose compiled into the
  * library. What was measured for it (figures, alternatives, where) is in

@@ -49,10 +49,4 @@ void varlen_args_fill(const problem *p, varlen_args *a)
     a->total_k = (cl_int)in->total_k;
 }
 
-cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values)
-{
-    const varlen_args *a = values;
-    cl_int err = CL_SUCCESS;
-    FLASHCL_VARLEN_ARGS(FLASHCL_SET_TRAILING_ARG)
-    return err;
-}
+FLASHCL_TRAILING_ARGS_SETTER(varlen_args_set, varlen_args, FLASHCL_VARLEN_ARGS);

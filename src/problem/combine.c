@@ -9,19 +9,6 @@
 
 #define COMBINE_MAX_DIM INT32_MAX /* the kernel indexes with int */
 
-static flashcl_status check_header(flashcl_context *ctx,
-                                   const flashcl_combine_desc *d)
-{
-    if (!d)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "desc is NULL");
-    if (d->struct_size != sizeof *d)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "desc.struct_size = %zu, expected %zu: initialise "
-                         "the descriptor with FLASHCL_COMBINE_DESC_INIT",
-                         d->struct_size, sizeof *d);
-    return FLASHCL_SUCCESS;
-}
-
 static flashcl_status check_sizes(flashcl_context *ctx,
                                   const flashcl_combine_desc *d)
 {
@@ -130,7 +117,8 @@ flashcl_status combine_problem_from_desc(flashcl_context *ctx,
                                          combine_problem *p)
 {
     memset(p, 0, sizeof *p);
-    flashcl_status status = check_header(ctx, d);
+    flashcl_status status = problem_check_desc_header(
+        ctx, d, sizeof *d, "desc", "FLASHCL_COMBINE_DESC_INIT");
     if (status == FLASHCL_SUCCESS)
         status = check_sizes(ctx, d);
     if (status != FLASHCL_SUCCESS)

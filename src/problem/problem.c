@@ -552,18 +552,29 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
     return status;
 }
 
+flashcl_status problem_check_desc_header(flashcl_context *ctx,
+                                         const void *desc, size_t expected,
+                                         const char *name, const char *init)
+{
+    if (!desc)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s is NULL", name);
+    const size_t size = *(const size_t *)desc;
+    if (size != expected)
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "%s.struct_size = %zu, expected %zu: initialise the "
+                         "descriptor with %s",
+                         name, size, expected, init);
+    return FLASHCL_SUCCESS;
+}
+
 flashcl_status problem_begin_call(flashcl_context *ctx,
                                   const flashcl_attention_desc *desc,
                                   problem_mode mode, const void *out,
                                   const char *out_name, problem *p)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (out_name && !out)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "%s is NULL",
-                         out_name);
-    return problem_from_desc(ctx, desc, mode, p);
+    flashcl_status status = begin_call_out(ctx, out, out_name);
+    return status == FLASHCL_SUCCESS ? problem_from_desc(ctx, desc, mode, p)
+                                     : status;
 }
 
 void problem_packed_bytes(const problem *p, size_t *q, size_t *k, size_t *v,

@@ -117,6 +117,14 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
                                  const flashcl_attention_desc *desc,
                                  problem_mode mode, problem *p);
 
+/* The header of a fixed-size descriptor `desc` (its first field is its
+ * struct_size): FLASHCL_ERROR_NULL_ARGUMENT when it is NULL,
+ * FLASHCL_ERROR_INVALID_VALUE when the caller compiled another size than
+ * `expected` (`name` the argument, `init` the initialiser that sets it). */
+flashcl_status problem_check_desc_header(flashcl_context *ctx,
+                                         const void *desc, size_t expected,
+                                         const char *name, const char *init);
+
 /* The start of a public call that takes a descriptor: NULL ctx, this
  * thread's diagnostics cleared, the required output pointer `out` (named
  * `out_name`; NULL name: none required), then problem_from_desc. */

@@ -2,6 +2,7 @@
  * docs/architecture.md for how to add one). Each entry's functions sit just
  * above it. */
 #include "problem/variants.h"
+#include "problem/arg_setters.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -407,9 +408,16 @@ flashcl_status variants_resolve(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-uint32_t variants_unsupported(const problem *p, uint32_t computes)
+bool variants_refused(const problem *p, uint32_t computes, char *why,
+                      size_t cap)
 {
-    return p->variants & VARIANTS_ALL & ~computes;
+    const uint32_t missing = p->variants & VARIANTS_ALL & ~computes;
+    if (!missing)
+        return false;
+    char names[160];
+    variants_describe(missing, names, sizeof names);
+    snprintf(why, cap, "does not compute %s", names);
+    return true;
 }
 
 void variants_add_defines(const problem *p, options_buf *out)
@@ -442,4 +450,12 @@ void variants_describe(uint32_t mask, char *buf, size_t cap)
             return;
         len += (size_t)n;
     }
+}
+
+cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
+                        const variant_args *a, bool fp64)
+{
+    cl_int err = CL_SUCCESS;
+    FLASHCL_VARIANT_ARGS(SET_ONE)
+    return err;
 }

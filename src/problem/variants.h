@@ -76,9 +76,11 @@ flashcl_status variants_resolve(flashcl_context *ctx,
                                 const flashcl_attention_desc *desc,
                                 problem *p);
 
-/* Variants of `p` outside `computes` (a path's kernel_path.variants; 0:
- * all covered). */
-uint32_t variants_unsupported(const problem *p, uint32_t computes);
+/* Whether `p` has variants outside `computes` (a path's
+ * kernel_path.variants); if so, why[0 .. cap) names them ("does not
+ * compute window, softcap"). */
+bool variants_refused(const problem *p, uint32_t computes, char *why,
+                      size_t cap);
 
 /* Whether variant `id` is active in `p` (a path whose tiles depend on a
  * variant asks this). */
@@ -98,5 +100,10 @@ void variants_add_defines(const problem *p, options_buf *out);
 
 /* "window, softcap" for the variants in `mask` ("" for none). */
 void variants_describe(uint32_t mask, char *buf, size_t cap);
+
+/* Sets the variant arguments (cl/common/variants.clh) starting at *index,
+ * advancing it: for the fused paths and the reference backend alike. */
+cl_int set_variant_args(cl_kernel kernel, cl_uint *index,
+                        const variant_args *a, bool fp64);
 
 #endif /* FLASHCL_VARIANTS_H */

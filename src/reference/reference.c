@@ -27,7 +27,6 @@
  * the scratch (the `busy` event), so calls on different queues never share
  * scratch at the same time and no call has to block on the host. */
 #include "core/scratch.h"
-#include "paths/path.h"
 #include "problem/variants.h"
 #include "reference/reference.h"
 
@@ -643,8 +642,8 @@ static flashcl_status run_chunk(flashcl_context *ctx, const chunk *c)
 
 /* ---- the call ------------------------------------------------------- */
 
-static flashcl_status check_in_order(flashcl_context *ctx,
-                                     cl_command_queue queue)
+flashcl_status reference_check_in_order(flashcl_context *ctx,
+                                        cl_command_queue queue)
 {
     cl_command_queue_properties props = 0;
     cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props,
@@ -780,7 +779,7 @@ flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
                                 const problem *p, cl_uint num_wait,
                                 const cl_event *wait_list, cl_event *event)
 {
-    flashcl_status status = check_in_order(ctx, queue);
+    flashcl_status status = reference_check_in_order(ctx, queue);
     reference_state *state = NULL;
     if (status == FLASHCL_SUCCESS)
         status = get_state(ctx, &state);
@@ -813,13 +812,11 @@ flashcl_status flashcl_context_set_scratch_limit(flashcl_context *ctx,
 flashcl_status flashcl_context_get_scratch_limit(flashcl_context *ctx,
                                                  size_t *bytes)
 {
-    if (!ctx)
-        return FLASHCL_ERROR_NULL_ARGUMENT;
-    begin_call(ctx);
-    if (!bytes)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT, "bytes is NULL");
+    flashcl_status status = begin_call_out(ctx, bytes, "bytes");
+    if (status != FLASHCL_SUCCESS)
+        return status;
     reference_state *state;
-    flashcl_status status = get_state(ctx, &state);
+    status = get_state(ctx, &state);
     if (status != FLASHCL_SUCCESS)
         return status;
     pthread_mutex_lock(&state->lock);

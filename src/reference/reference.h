@@ -44,15 +44,27 @@ typedef struct reference_bwd_views {
     const tensor_view *d_o, *d_q, *d_k, *d_v, *d_sinks;
 } reference_bwd_views;
 
+/* A backward call on the unfused path: the problem and its outputs on
+ * the caller's queue after its wait list; `event` (may be NULL) its
+ * last command's. */
+typedef struct reference_bwd_call {
+    cl_command_queue queue;
+    const problem *p;
+    reference_bwd_views views;
+    cl_uint num_wait;
+    const cl_event *wait_list;
+    cl_event *event;
+} reference_bwd_call;
+
 /* Enqueue a checked, non-empty, dense backward on the unfused path
  * (reference_backward.c). */
 flashcl_status launch_reference_backward(flashcl_context *ctx,
-                                         cl_command_queue queue,
-                                         const problem *p,
-                                         const reference_bwd_views *w,
-                                         cl_uint num_wait,
-                                         const cl_event *wait_list,
-                                         cl_event *event);
+                                         const reference_bwd_call *call);
+
+/* FLASHCL_ERROR_UNSUPPORTED unless `queue` runs its commands in order
+ * (CLBlast chains its kernels by queue order). */
+flashcl_status reference_check_in_order(flashcl_context *ctx,
+                                        cl_command_queue queue);
 
 /* The reference kernels' build options (dtype, work-group size, the
  * variants' switches) in text[0 .. cap), for the forward's and the

@@ -19,15 +19,9 @@ flashcl_status launch_reference(flashcl_context *ctx, cl_command_queue queue,
 }
 
 flashcl_status launch_reference_backward(flashcl_context *ctx,
-                                         cl_command_queue queue,
-                                         const problem *p,
-                                         const reference_bwd_views *w,
-                                         cl_uint num_wait,
-                                         const cl_event *wait_list,
-                                         cl_event *event)
+                                         const reference_bwd_call *call)
 {
-    (void)queue, (void)p, (void)w, (void)num_wait, (void)wait_list;
-    (void)event;
+    (void)call;
     return absent(ctx);
 }
 

@@ -17,7 +17,6 @@
  * why). Scratch is O(rows * seqlen_k) and cut into row chunks under the
  * context's scratch limit; it lives for one call (OpenCL frees it once
  * the commands that use it are done). */
-#include "paths/path.h"
 #include "problem/variants.h"
 #include "reference/reference.h"
 
@@ -438,33 +437,25 @@ static flashcl_status run_all(bwd_run *r, size_t elem)
 }
 
 flashcl_status launch_reference_backward(flashcl_context *ctx,
-                                         cl_command_queue queue,
-                                         const problem *p,
-                                         const reference_bwd_views *w,
-                                         cl_uint num_wait,
-                                         const cl_event *wait_list,
-                                         cl_event *event)
+                                         const reference_bwd_call *call)
 {
-    cl_command_queue_properties props = 0;
-    cl_int err = clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES,
-                                       sizeof props, &props, NULL);
-    if (err != CL_SUCCESS)
-        return bwd_cl_failed(ctx, "querying the queue's properties", err);
-    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
-                         "queue: the reference backend needs an in-order "
-                         "queue (CLBlast chains its kernels by queue order)");
+    const problem *p = call->p;
+    cl_command_queue queue = call->queue;
+    flashcl_status status = reference_check_in_order(ctx, queue);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     const size_t elem =
         p->dtype == FLASHCL_DTYPE_FP64 ? sizeof(double) : sizeof(float);
-    bwd_run r = {ctx, queue, p, w, NULL, NULL, NULL, NULL, NULL, {NULL}, 0};
-    flashcl_status status = plan_rows(ctx, p, elem, &r.rows_per_chunk);
+    bwd_run r = {.ctx = ctx, .queue = queue, .p = p, .w = &call->views};
+    status = plan_rows(ctx, p, elem, &r.rows_per_chunk);
     if (status == FLASHCL_SUCCESS)
         status = get_kernels(&r);
     if (status != FLASHCL_SUCCESS)
         return status; /* nothing enqueued yet */
-    err = num_wait ? clEnqueueBarrierWithWaitList(queue, num_wait, wait_list,
-                                                  NULL)
-                   : CL_SUCCESS;
+    cl_int err = call->num_wait
+                     ? clEnqueueBarrierWithWaitList(queue, call->num_wait,
+                                                    call->wait_list, NULL)
+                     : CL_SUCCESS;
     if (err != CL_SUCCESS)
         return bwd_cl_failed(ctx, "enqueueing the entry barrier", err);
     /* Every buffer belongs to this call; only the cached kernels (their
@@ -475,8 +466,8 @@ flashcl_status launch_reference_backward(flashcl_context *ctx,
     for (int i = 0; i < BWD_COUNT; ++i)
         if (r.mem[i])
             clReleaseMemObject(r.mem[i]);
-    if (status == FLASHCL_SUCCESS && event) {
-        err = clEnqueueMarkerWithWaitList(queue, 0, NULL, event);
+    if (status == FLASHCL_SUCCESS && call->event) {
+        err = clEnqueueMarkerWithWaitList(queue, 0, NULL, call->event);
         if (err != CL_SUCCESS)
             status = bwd_cl_failed(ctx, "enqueueing the exit marker", err);
     }
