@@ -71,26 +71,21 @@ class _Options:
                 f"(FlashAttention's, the default), 'top_left' (SDPA's "
                 f"is_causal) or 'absolute' (with positions)")
         self.causal_align = _ALIGN[causal_align]
-        self.positions = _positions(positions)
+        self.positions = _int_pair(
+            (0, 0) if positions is None else positions,
+            f"positions = {positions!r}: expected (q_position, k_position) "
+            f"integers, the first query row's and first key's positions in "
+            f"the whole sequence (with causal_align='absolute')")
         if scale is not None:
             if not isinstance(scale, numbers.Real) or isinstance(scale, bool):
                 raise InvalidValueError(f"scale = {scale!r}: expected a real "
                                         f"number or None (1/sqrt(head_dim))")
             scale = float(scale)
         self.scale = scale
-        if window is None:
-            window = (-1, -1)
-        try:
-            left, right = window
-            ok = all(isinstance(w, numbers.Integral) and not isinstance(w, bool)
-                     for w in (left, right))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise InvalidValueError(
-                f"window = {window!r}: expected (left, right) integers, -1 "
-                f"for unbounded; (-1, -1) means no window")
-        self.window = (int(left), int(right))
+        self.window = _int_pair(
+            (-1, -1) if window is None else window,
+            f"window = {window!r}: expected (left, right) integers, -1 for "
+            f"unbounded; (-1, -1) means no window")
         if not isinstance(softcap, numbers.Real) or isinstance(softcap, bool):
             raise InvalidValueError(f"softcap = {softcap!r}: expected a real "
                                     f"number (0: off)")
@@ -118,23 +113,17 @@ class _Options:
         d.softcap = self.softcap
 
 
-def _positions(positions):
-    """(q_position, k_position) as ints; None is (0, 0). The library
-    refuses positions under an alignment other than 'absolute'."""
-    if positions is None:
-        return (0, 0)
+def _int_pair(value, complaint):
+    """value as a pair of ints (bools refused), else InvalidValueError."""
     try:
-        q0, k0 = positions
-        ok = all(isinstance(p, numbers.Integral) and not isinstance(p, bool)
-                 for p in (q0, k0))
+        a, b = value
+        ok = all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                 for x in (a, b))
     except (TypeError, ValueError):
         ok = False
     if not ok:
-        raise InvalidValueError(
-            f"positions = {positions!r}: expected (q_position, k_position) "
-            f"integers, the first query row's and first key's positions in "
-            f"the whole sequence (with causal_align='absolute')")
-    return (int(q0), int(k0))
+        raise InvalidValueError(complaint)
+    return (int(a), int(b))
 
 
 def _bhsd(name, shape, layout):
