@@ -33,9 +33,11 @@ packages=(gcc make cmake pkg-config ocl-icd-opencl-dev opencl-c-headers
 # gfx90a with clang-15 and gfx942/gfx1100/gfx1200 with clang-19;
 # scripts/nv_kernel_check.sh the NVIDIA kernels to PTX with clang-15);
 # oclgrind (scripts/oclgrind_check.sh: the backward's kernels on a
-# simulated device that reports out-of-bounds accesses and data races).
+# simulated device that reports out-of-bounds accesses and data races);
+# libopenmpi-dev and openmpi-bin (libflashcl_mpi, built when CMake finds
+# MPI, and its test under mpirun).
 test_packages=(check g++ python3 python3-venv clang-15 llvm-15 clang-19
-               llvm-19 rocm-device-libs oclgrind)
+               llvm-19 rocm-device-libs oclgrind libopenmpi-dev openmpi-bin)
 print=0
 for arg in "$@"; do
   case "$arg" in

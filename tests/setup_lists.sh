@@ -17,7 +17,7 @@ done
 # the test-only tools: the AMD/NVIDIA ISA checks, the C and C++ suites,
 # the Python step's venv
 for pkg in clang-15 llvm-15 clang-19 llvm-19 rocm-device-libs python3-venv \
-           check g++ oclgrind; do
+           check g++ oclgrind libopenmpi-dev openmpi-bin; do
   has "$main" "$pkg" && { echo "main list has the test-only $pkg" >&2; failed=1; }
   has "$test" "$pkg" || { echo "--test list lacks $pkg" >&2; failed=1; }
 done

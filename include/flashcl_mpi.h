@@ -1,0 +1,93 @@
+/* flashcl_mpi: one long sequence's attention across MPI ranks (context
+ * parallelism), each rank holding a shard of the queries, keys and values
+ * on its own OpenCL device. An optional library (libflashcl_mpi), built
+ * when CMake finds MPI; libflashcl itself never needs MPI.
+ *
+ * Every rank calls the same function with its own shard: collective over
+ * `comm`. Buffers travel through host memory. The result equals the
+ * single-device call on the whole sequence, to the dtype's rounding, and
+ * is bitwise repeatable at a fixed rank count (every rank merges its
+ * partial results in a fixed order).
+ *
+ * Self-attention over one sequence of seqlen_total rows (queries and keys
+ * alike), split into equal shards: rank r holds rows [r n, (r + 1) n) with
+ * FLASHCL_CP_CONTIGUOUS, n = seqlen_total / ranks, or two chunks of n / 2
+ * rows, chunk r and chunk 2 ranks - 1 - r, with FLASHCL_CP_ZIGZAG (the
+ * load-balanced layout for causal calls: every rank does the same work);
+ * flashcl_cp_shard_rows says which rows a rank holds. */
+#ifndef FLASHCL_MPI_H
+#define FLASHCL_MPI_H
+
+#include <mpi.h>
+
+#include "flashcl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How the keys and values reach every rank. */
+typedef enum flashcl_cp_mode {
+    /** Ring: each step sends the K/V block in hand to the next rank and
+     *  receives the previous rank's (non-blocking, during the step's
+     *  attention); fp32 partial results merged by flashcl_combine_partials.
+     *  fp32 storage only for now. */
+    FLASHCL_CP_RING = 0,
+    /** All-gather: every rank gathers the whole K and V, then one call per
+     *  local query chunk (for GQA, where K/V are small). Every dtype. */
+    FLASHCL_CP_ALLGATHER = 1
+} flashcl_cp_mode;
+
+/** Which rows a rank's shard holds. */
+typedef enum flashcl_cp_layout {
+    FLASHCL_CP_CONTIGUOUS = 0,
+    FLASHCL_CP_ZIGZAG = 1
+} flashcl_cp_layout;
+
+/** The distribution of a context-parallel call. */
+typedef struct flashcl_cp_desc {
+    size_t struct_size; /* sizeof(flashcl_cp_desc) */
+    flashcl_cp_mode mode;
+    flashcl_cp_layout layout;
+    int64_t seqlen_total; /* rows of the whole sequence: ranks * shard rows */
+} flashcl_cp_desc;
+
+#define FLASHCL_CP_DESC_INIT {sizeof(flashcl_cp_desc), FLASHCL_CP_RING, \
+                              FLASHCL_CP_CONTIGUOUS, 0}
+
+/** Attention over the whole sequence for this rank's query rows: `local`
+ *  is an ordinary forward descriptor of the shard (batch, heads, head
+ *  dims, dtype, variants; q, k, v, o and optional lse views of seqlen_q =
+ *  seqlen_k = shard rows, packed in FLASHCL_LAYOUT_BNHD), computed on
+ *  `ctx` and `queue` (NULL: the context's queue), blocking until done.
+ *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
+ *  whole sequence (bottom-right alignment, which is top-left here).
+ *  Not yet: bias and mask tensors, the inference fields, strided views,
+ *  16-bit storage in ring mode (FLASHCL_ERROR_UNSUPPORTED).
+ *
+ *  Collective: every rank returns the same status class. A rank whose
+ *  own check or call fails makes every rank fail (the others with
+ *  FLASHCL_ERROR_INVALID_VALUE naming that rank), and shards that disagree
+ *  in shape or options fail on every rank; nothing is written then.
+ *  flashcl_cp_last_error() has the message. */
+flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
+                                            flashcl_context *ctx,
+                                            cl_command_queue queue,
+                                            const flashcl_attention_desc *local,
+                                            const flashcl_cp_desc *cp);
+
+/** The rows of the whole sequence that shard `rank` of `ranks` holds, in
+ *  the shard's order: first[0] .. first[0] + count - 1, then (zig-zag)
+ *  first[1] .. first[1] + count - 1. Returns the number of chunks (1 or 2),
+ *  0 when seqlen_total does not split evenly. */
+int flashcl_cp_shard_rows(const flashcl_cp_desc *cp, int rank, int ranks,
+                          int64_t first[2], int64_t *count);
+
+/** This thread's message for the last failed flashcl_cp_* call. */
+const char *flashcl_cp_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FLASHCL_MPI_H */

@@ -1,0 +1,624 @@
+/* Context parallelism over MPI (include/flashcl_mpi.h). Built on the
+ * public API alone: each rank stages K/V through host memory, computes one
+ * dense flashcl call per (query chunk, key chunk) with the chunks'
+ * absolute positions (FLASHCL_CAUSAL_ABSOLUTE), and merges its partial
+ * results with flashcl_combine_partials in a fixed order. */
+#include "flashcl_mpi.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char last_error[512];
+
+const char *flashcl_cp_last_error(void)
+{
+    return last_error;
+}
+
+static flashcl_status fail(flashcl_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(last_error, sizeof last_error, format, args);
+    va_end(args);
+    return status;
+}
+
+int flashcl_cp_shard_rows(const flashcl_cp_desc *cp, int rank, int ranks,
+                          int64_t first[2], int64_t *count)
+{
+    if (!cp || ranks < 1 || rank < 0 || rank >= ranks ||
+        cp->seqlen_total <= 0 || cp->seqlen_total % ranks != 0)
+        return 0;
+    const int64_t n = cp->seqlen_total / ranks;
+    if (cp->layout != FLASHCL_CP_ZIGZAG) {
+        first[0] = rank * n;
+        first[1] = 0;
+        *count = n;
+        return 1;
+    }
+    if (n % 2 != 0)
+        return 0;
+    *count = n / 2;
+    first[0] = rank * *count;
+    first[1] = (2 * (int64_t)ranks - 1 - rank) * *count;
+    return 2;
+}
+
+/* ---- the shard ------------------------------------------------------- */
+
+/* What one rank holds, resolved from its descriptor. */
+typedef struct shard {
+    int rank, ranks, chunks;
+    int64_t first[2], rows; /* chunk positions and rows per chunk */
+    int64_t batch, heads_q, heads_kv, dim, dim_v, n; /* n: shard rows */
+    size_t elem, k_bytes, v_bytes;
+} shard;
+
+static size_t dtype_bytes(flashcl_dtype dtype)
+{
+    switch (dtype) {
+    case FLASHCL_DTYPE_FP32: return 4;
+    case FLASHCL_DTYPE_FP16:
+    case FLASHCL_DTYPE_BF16: return 2;
+    case FLASHCL_DTYPE_FP64: return 8;
+    default: return 0;
+    }
+}
+
+static bool packed(const flashcl_tensor *t)
+{
+    return !t->stride_batch && !t->stride_head && !t->stride_seq &&
+           !t->stride_dim;
+}
+
+static flashcl_status check_tensors(const flashcl_attention_desc *d)
+{
+    if (!d->q.buffer || !d->k.buffer || !d->v.buffer || !d->o.buffer)
+        return fail(FLASHCL_ERROR_NULL_ARGUMENT, "q, k, v and o need buffers");
+    const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o, &d->lse};
+    for (size_t i = 0; i < 5; ++i)
+        if (!packed(views[i]))
+            return fail(FLASHCL_ERROR_UNSUPPORTED,
+                        "strided q, k, v, o or lse views: the shards must be "
+                        "packed (not yet strided)");
+    if (d->layout != FLASHCL_LAYOUT_BNHD)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "layout bhnd: shards are [batch, seq, heads, dim] (not "
+                    "yet bhnd)");
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status check_options(const flashcl_attention_desc *d,
+                                    const flashcl_cp_desc *cp)
+{
+    if (d->bias.buffer || d->mask.buffer)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "bias or mask tensors: not yet across ranks");
+    if (d->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT || d->q_position ||
+        d->k_position)
+        return fail(FLASHCL_ERROR_INVALID_VALUE,
+                    "causal_align / q_position / k_position: the shards' "
+                    "positions come from the layout; leave them 0");
+    if (d->num_splits > 1 || d->cache_seqlens.buffer ||
+        d->cu_seqlens_q.buffer || d->cu_seqlens_k.buffer ||
+        d->block_table.buffer || d->seqlen_new || d->infer_status.buffer)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "inference fields (KV cache, varlen, num_splits > 1): "
+                    "not across ranks");
+    if (cp->mode == FLASHCL_CP_RING && d->dtype != FLASHCL_DTYPE_FP32)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "ring mode merges fp32 partial outputs: fp32 storage "
+                    "only for now (FLASHCL_CP_ALLGATHER takes every dtype)");
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
+                                   const char *name)
+{
+    size_t size = 0;
+    if (clGetMemObjectInfo(t->buffer, CL_MEM_SIZE, sizeof size, &size,
+                           NULL) != CL_SUCCESS)
+        return fail(FLASHCL_ERROR_INVALID_VALUE, "%s.buffer is no cl_mem",
+                    name);
+    if (t->offset > size || size - t->offset < bytes)
+        return fail(FLASHCL_ERROR_OUT_OF_BOUNDS,
+                    "%s: %zu bytes from offset %zu pass its buffer's %zu",
+                    name, bytes, t->offset, size);
+    return FLASHCL_SUCCESS;
+}
+
+static flashcl_status resolve_shard(const flashcl_attention_desc *d,
+                                    const flashcl_cp_desc *cp, int rank,
+                                    int ranks, shard *s)
+{
+    if (!d || !cp)
+        return fail(FLASHCL_ERROR_NULL_ARGUMENT, "local or cp is NULL");
+    if (cp->struct_size != sizeof *cp)
+        return fail(FLASHCL_ERROR_INVALID_VALUE,
+                    "cp.struct_size = %zu, expected %zu (FLASHCL_CP_DESC_INIT)",
+                    cp->struct_size, sizeof *cp);
+    if ((cp->mode != FLASHCL_CP_RING && cp->mode != FLASHCL_CP_ALLGATHER) ||
+        (cp->layout != FLASHCL_CP_CONTIGUOUS &&
+         cp->layout != FLASHCL_CP_ZIGZAG))
+        return fail(FLASHCL_ERROR_INVALID_VALUE,
+                    "cp.mode = %d or cp.layout = %d is not a known value",
+                    (int)cp->mode, (int)cp->layout);
+    memset(s, 0, sizeof *s);
+    s->rank = rank;
+    s->ranks = ranks;
+    s->chunks = flashcl_cp_shard_rows(cp, rank, ranks, s->first, &s->rows);
+    if (s->chunks == 0)
+        return fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                    "cp.seqlen_total = %lld does not split into %d equal "
+                    "shards (of an even number of rows for zig-zag)",
+                    (long long)cp->seqlen_total, ranks);
+    s->n = s->rows * s->chunks;
+    if (d->seqlen_q != s->n || d->seqlen_k != s->n)
+        return fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                    "seqlen_q = %lld, seqlen_k = %lld: rank %d's shard holds "
+                    "%lld rows of the %lld",
+                    (long long)d->seqlen_q, (long long)d->seqlen_k, rank,
+                    (long long)s->n, (long long)cp->seqlen_total);
+    s->elem = dtype_bytes(d->dtype);
+    if (s->elem == 0 || d->batch <= 0 || d->heads_q <= 0 || d->head_dim <= 0)
+        return fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                    "batch, heads_q, head_dim and dtype must describe a "
+                    "non-empty shard");
+    s->batch = d->batch;
+    s->heads_q = d->heads_q;
+    s->heads_kv = d->heads_kv ? d->heads_kv : d->heads_q;
+    s->dim = d->head_dim;
+    s->dim_v = d->head_dim_v ? d->head_dim_v : d->head_dim;
+    const size_t rows = (size_t)s->batch * (size_t)s->n * s->elem;
+    s->k_bytes = rows * (size_t)(s->heads_kv * s->dim);
+    s->v_bytes = rows * (size_t)(s->heads_kv * s->dim_v);
+    flashcl_status st = check_tensors(d);
+    if (st == FLASHCL_SUCCESS)
+        st = check_options(d, cp);
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&d->k, s->k_bytes, "k");
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&d->v, s->v_bytes, "v");
+    if (st == FLASHCL_SUCCESS && s->k_bytes + s->v_bytes > (size_t)INT32_MAX)
+        st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                  "a shard's K and V hold %zu bytes: MPI counts stop at 2 "
+                  "GiB (not yet larger shards)",
+                  s->k_bytes + s->v_bytes);
+    return st;
+}
+
+/* ---- agreement ------------------------------------------------------- */
+
+/* Every rank's verdict, so that no rank waits on one that gave up: the
+ * first failing rank's number on every rank, or -1. */
+static int first_failure(MPI_Comm comm, flashcl_status mine, int rank)
+{
+    int bad = mine != FLASHCL_SUCCESS ? rank : INT32_MAX, first = INT32_MAX;
+    MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, comm);
+    return first == INT32_MAX ? -1 : first;
+}
+
+static flashcl_status verdict(MPI_Comm comm, flashcl_status mine, int rank,
+                              const char *what)
+{
+    const int first = first_failure(comm, mine, rank);
+    if (first < 0)
+        return FLASHCL_SUCCESS;
+    if (mine != FLASHCL_SUCCESS)
+        return mine;
+    return fail(FLASHCL_ERROR_INVALID_VALUE,
+                "rank %d failed %s: nothing was computed here", first, what);
+}
+
+static int64_t float_bits(float value)
+{
+    int32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+/* The shards must describe one call: the same shape and options. */
+static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
+                                const flashcl_cp_desc *cp)
+{
+    static const char *const names[] = {
+        "batch", "heads_q", "heads_kv", "head_dim", "head_dim_v", "dtype",
+        "seqlen_q", "causal", "window", "window_left", "window_right",
+        "scale", "explicit_scale", "softcap", "alibi_slopes", "sinks",
+        "cp.mode", "cp.layout", "cp.seqlen_total", "allow_tf32"};
+    enum { FIELDS = sizeof names / sizeof names[0] };
+    const int64_t mine[FIELDS] = {
+        d->batch, d->heads_q, d->heads_kv ? d->heads_kv : d->heads_q,
+        d->head_dim, d->head_dim_v ? d->head_dim_v : d->head_dim, d->dtype,
+        d->seqlen_q, d->causal != 0, d->window != 0, d->window_left,
+        d->window_right, float_bits(d->scale), d->explicit_scale != 0,
+        float_bits(d->softcap), d->alibi_slopes.buffer != NULL,
+        d->sinks.buffer != NULL, cp->mode, cp->layout, cp->seqlen_total,
+        d->allow_tf32 != 0};
+    int64_t lo[FIELDS], hi[FIELDS];
+    MPI_Allreduce(mine, lo, FIELDS, MPI_INT64_T, MPI_MIN, comm);
+    MPI_Allreduce(mine, hi, FIELDS, MPI_INT64_T, MPI_MAX, comm);
+    for (int i = 0; i < FIELDS; ++i)
+        if (lo[i] != hi[i])
+            return fail(FLASHCL_ERROR_INVALID_VALUE,
+                        "the shards disagree: %s differs across ranks (%lld "
+                        "to %lld)",
+                        names[i], (long long)lo[i], (long long)hi[i]);
+    return FLASHCL_SUCCESS;
+}
+
+/* ---- one chunk pair -------------------------------------------------- */
+
+/* A [batch, rows, heads, dim] view of `rows` rows from row `row0` of a
+ * [batch, n, heads, dim] tensor (element size elem) at `offset`. */
+static flashcl_tensor rows_view(cl_mem buffer, size_t offset, int64_t row0,
+                                int64_t n, int64_t heads, int64_t dim,
+                                size_t elem)
+{
+    flashcl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = buffer;
+    t.offset = offset + (size_t)(row0 * heads * dim) * elem;
+    t.stride_batch = (size_t)(n * heads * dim);
+    t.stride_seq = (size_t)(heads * dim);
+    t.stride_head = (size_t)dim;
+    t.stride_dim = 1;
+    return t;
+}
+
+/* An LSE view [batch, heads, rows] of rows from row0 of [batch, heads, n]. */
+static flashcl_tensor lse_view(cl_mem buffer, size_t offset, int64_t row0,
+                               int64_t n, int64_t heads)
+{
+    flashcl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = buffer;
+    t.offset = offset + (size_t)row0 * sizeof(float);
+    t.stride_batch = (size_t)(heads * n);
+    t.stride_head = (size_t)n;
+    t.stride_seq = 1;
+    return t;
+}
+
+/* Whether any query of the chunk at q0 sees a key of the chunk at k0
+ * (both of `rows` rows) through the causal band and the window. */
+static bool chunk_sees_keys(const flashcl_attention_desc *d, int64_t q0,
+                            int64_t k0, int64_t rows)
+{
+    int64_t right = d->window && d->window_right >= 0 ? d->window_right : -1;
+    if (d->causal && right != 0)
+        right = 0;
+    const int64_t left = d->window && d->window_left >= 0 ? d->window_left
+                                                          : -1;
+    if (right >= 0 && k0 > q0 + rows - 1 + right)
+        return false;
+    if (left >= 0 && k0 + rows - 1 < q0 - left)
+        return false;
+    return true;
+}
+
+/* The local descriptor turned into the call of query chunk qc (rows
+ * from row q_row of the shard) against keys at position k_position. */
+static flashcl_attention_desc chunk_call(const flashcl_attention_desc *d,
+                                         const shard *s, int qc,
+                                         int64_t seqlen_k, int64_t k_position)
+{
+    flashcl_attention_desc c = *d;
+    c.seqlen_q = s->rows;
+    c.seqlen_k = seqlen_k;
+    c.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
+    c.q_position = s->first[qc];
+    c.k_position = k_position;
+    c.q = rows_view(d->q.buffer, d->q.offset, qc * s->rows, s->n, s->heads_q,
+                    s->dim, s->elem);
+    return c;
+}
+
+/* ---- ring ------------------------------------------------------------ */
+
+typedef struct ring_buffers {
+    unsigned char *host[2]; /* K then V of a shard, in flight or in hand */
+    cl_mem kv, o_parts, lse_parts;
+    size_t o_slot, lse_slot; /* bytes per partial */
+} ring_buffers;
+
+static void ring_release(ring_buffers *b)
+{
+    free(b->host[0]);
+    free(b->host[1]);
+    cl_mem all[] = {b->kv, b->o_parts, b->lse_parts};
+    for (size_t i = 0; i < 3; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
+
+static flashcl_status ring_allocate(flashcl_context *ctx, const shard *s,
+                                    ring_buffers *b)
+{
+    memset(b, 0, sizeof *b);
+    const size_t kv = s->k_bytes + s->v_bytes;
+    const int partials = s->ranks * s->chunks;
+    b->o_slot = (size_t)(s->batch * s->n * s->heads_q * s->dim_v) * 4;
+    b->lse_slot = (size_t)(s->batch * s->heads_q * s->n) * 4;
+    b->host[0] = malloc(kv);
+    b->host[1] = malloc(kv);
+    cl_context cl = flashcl_context_cl_context(ctx);
+    cl_int err = CL_SUCCESS, e2 = CL_SUCCESS, e3 = CL_SUCCESS;
+    b->kv = clCreateBuffer(cl, CL_MEM_READ_WRITE, kv, NULL, &err);
+    b->o_parts = clCreateBuffer(cl, CL_MEM_READ_WRITE,
+                                b->o_slot * (size_t)partials, NULL, &e2);
+    b->lse_parts = clCreateBuffer(cl, CL_MEM_READ_WRITE,
+                                  b->lse_slot * (size_t)partials, NULL, &e3);
+    if (!b->host[0] || !b->host[1] || err || e2 || e3)
+        return fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                    "ring buffers: %zu bytes of K/V twice on the host, %d "
+                    "partial outputs on the device",
+                    kv, partials);
+    return FLASHCL_SUCCESS;
+}
+
+/* The partials of one step: this rank's query chunks against the K/V
+ * block of rank `source`, into slots source_step * chunks + kc. The
+ * sinks join one partial per row only (the first), so that the merge
+ * counts them once. */
+static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
+                                const flashcl_attention_desc *d,
+                                const flashcl_cp_desc *cp, const shard *s,
+                                const ring_buffers *b, int step, int source)
+{
+    int64_t k_first[2], k_rows;
+    const int k_chunks =
+        flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
+    const float minus_inf = -INFINITY;
+    for (int kc = 0; kc < k_chunks; ++kc) {
+        const int slot = step * s->chunks + kc;
+        if (clEnqueueFillBuffer(queue, b->lse_parts, &minus_inf,
+                                sizeof minus_inf, b->lse_slot * (size_t)slot,
+                                b->lse_slot, 0, NULL, NULL) != CL_SUCCESS)
+            return fail(FLASHCL_ERROR_OPENCL, "filling a partial LSE failed");
+        for (int qc = 0; qc < s->chunks; ++qc) {
+            const bool first = slot == 0;
+            if (!first && !chunk_sees_keys(d, s->first[qc], k_first[kc],
+                                           s->rows))
+                continue;
+            flashcl_attention_desc c =
+                chunk_call(d, s, qc, s->rows, k_first[kc]);
+            c.k = rows_view(b->kv, 0, kc * s->rows, s->n, s->heads_kv,
+                            s->dim, s->elem);
+            c.v = rows_view(b->kv, s->k_bytes, kc * s->rows, s->n,
+                            s->heads_kv, s->dim_v, s->elem);
+            c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
+                            qc * s->rows, s->n, s->heads_q, s->dim_v, 4);
+            c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
+                             qc * s->rows, s->n, s->heads_q);
+            if (!first)
+                memset(&c.sinks, 0, sizeof c.sinks);
+            const flashcl_status st =
+                flashcl_attention_forward(ctx, queue, &c, 0, NULL, NULL);
+            if (st != FLASHCL_SUCCESS)
+                return fail(st, "rank %d, step %d: %s", s->rank, step,
+                            flashcl_context_last_error(ctx));
+        }
+    }
+    return clFinish(queue) == CL_SUCCESS
+               ? FLASHCL_SUCCESS
+               : fail(FLASHCL_ERROR_OPENCL, "a step's attention failed");
+}
+
+/* The P = ranks * chunks partials merged into the shard's O and LSE. */
+static flashcl_status ring_merge(flashcl_context *ctx, cl_command_queue queue,
+                                 const flashcl_attention_desc *d,
+                                 const shard *s, const ring_buffers *b)
+{
+    flashcl_combine_desc m = FLASHCL_COMBINE_DESC_INIT;
+    m.num_partials = (int64_t)s->ranks * s->chunks;
+    m.batch = s->batch;
+    m.heads = s->heads_q;
+    m.seqlen_q = s->n;
+    m.head_dim_v = s->dim_v;
+    m.dtype = d->dtype;
+    m.layout = FLASHCL_LAYOUT_BNHD;
+    m.o_partial = rows_view(b->o_parts, 0, 0, s->n, s->heads_q, s->dim_v, 4);
+    m.o_partial_stride = b->o_slot / 4;
+    m.lse_partial = lse_view(b->lse_parts, 0, 0, s->n, s->heads_q);
+    m.lse_partial_stride = b->lse_slot / 4;
+    m.o = d->o;
+    m.lse = d->lse;
+    flashcl_status st = flashcl_combine_partials(ctx, queue, &m, 0, NULL, NULL);
+    if (st != FLASHCL_SUCCESS)
+        return fail(st, "merging the partials: %s",
+                    flashcl_context_last_error(ctx));
+    return clFinish(queue) == CL_SUCCESS
+               ? FLASHCL_SUCCESS
+               : fail(FLASHCL_ERROR_OPENCL, "merging the partials failed");
+}
+
+/* Step t computes with the block of rank (rank - t) while the block moves
+ * on to the next rank; every rank takes part in every exchange whatever
+ * its own calls returned, so that none waits on one that failed. */
+static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
+                                   cl_command_queue queue,
+                                   const flashcl_attention_desc *d,
+                                   const flashcl_cp_desc *cp, const shard *s)
+{
+    ring_buffers b;
+    flashcl_status st = ring_allocate(ctx, s, &b);
+    const size_t kv = s->k_bytes + s->v_bytes;
+    if (st == FLASHCL_SUCCESS &&
+        (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
+                             s->k_bytes, b.host[0], 0, NULL,
+                             NULL) != CL_SUCCESS ||
+         clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
+                             s->v_bytes, b.host[0] + s->k_bytes, 0, NULL,
+                             NULL) != CL_SUCCESS))
+        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    st = verdict(comm, st, s->rank, "to set up its ring buffers");
+    if (st == FLASHCL_SUCCESS) {
+        const int next = (s->rank + 1) % s->ranks;
+        const int prev = (s->rank + s->ranks - 1) % s->ranks;
+        for (int step = 0; step < s->ranks; ++step) {
+            const int hand = step % 2;
+            MPI_Request moves[2];
+            int moving = 0;
+            if (step + 1 < s->ranks) {
+                MPI_Isend(b.host[hand], (int)kv, MPI_BYTE, next, step, comm,
+                          &moves[moving++]);
+                MPI_Irecv(b.host[1 - hand], (int)kv, MPI_BYTE, prev, step,
+                          comm, &moves[moving++]);
+            }
+            if (st == FLASHCL_SUCCESS &&
+                clEnqueueWriteBuffer(queue, b.kv, CL_TRUE, 0, kv,
+                                     b.host[hand], 0, NULL,
+                                     NULL) != CL_SUCCESS)
+                st = fail(FLASHCL_ERROR_OPENCL,
+                          "uploading a K/V block failed");
+            if (st == FLASHCL_SUCCESS)
+                st = ring_step(ctx, queue, d, cp, s, &b, step,
+                               (s->rank + s->ranks - step) % s->ranks);
+            MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
+        }
+        st = verdict(comm, st, s->rank, "a ring step");
+        if (st == FLASHCL_SUCCESS)
+            st = ring_merge(ctx, queue, d, s, &b);
+    }
+    ring_release(&b);
+    return st;
+}
+
+/* ---- all-gather ------------------------------------------------------ */
+
+/* Shard `source`'s K (or V) rows, [batch, n, heads, dim] as gathered,
+ * copied to their positions in the whole [batch, N, heads, dim]. */
+static void place_rows(unsigned char *whole, const unsigned char *block,
+                       const flashcl_cp_desc *cp, const shard *s, int source,
+                       size_t row_bytes)
+{
+    int64_t first[2], rows;
+    const int chunks = flashcl_cp_shard_rows(cp, source, s->ranks, first,
+                                             &rows);
+    const int64_t total = cp->seqlen_total;
+    for (int c = 0; c < chunks; ++c)
+        for (int64_t b = 0; b < s->batch; ++b)
+            memcpy(whole + (size_t)(b * total + first[c]) * row_bytes,
+                   block + (size_t)(b * s->n + c * rows) * row_bytes,
+                   (size_t)rows * row_bytes);
+}
+
+static cl_mem upload(flashcl_context *ctx, cl_command_queue queue,
+                     const void *bytes, size_t size)
+{
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx),
+                              CL_MEM_READ_ONLY, size, NULL, &err);
+    if (err == CL_SUCCESS &&
+        clEnqueueWriteBuffer(queue, m, CL_TRUE, 0, size, bytes, 0, NULL,
+                             NULL) != CL_SUCCESS) {
+        clReleaseMemObject(m);
+        m = NULL;
+    }
+    return err == CL_SUCCESS ? m : NULL;
+}
+
+/* Each rank's K and V gathered on every rank, laid out as the whole
+ * sequence's, then one call per local query chunk over all keys. */
+static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
+                                        cl_command_queue queue,
+                                        const flashcl_attention_desc *d,
+                                        const flashcl_cp_desc *cp,
+                                        const shard *s)
+{
+    const size_t kv = s->k_bytes + s->v_bytes;
+    const size_t k_row = (size_t)(s->heads_kv * s->dim) * s->elem;
+    const size_t v_row = (size_t)(s->heads_kv * s->dim_v) * s->elem;
+    const size_t k_whole = s->k_bytes * (size_t)s->ranks;
+    unsigned char *mine = malloc(kv);
+    unsigned char *gathered = malloc(kv * (size_t)s->ranks);
+    unsigned char *whole = malloc(kv * (size_t)s->ranks);
+    flashcl_status st = FLASHCL_SUCCESS;
+    if (!mine || !gathered || !whole)
+        st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                  "%zu bytes of gathered K/V on the host",
+                  kv * (size_t)s->ranks);
+    else if (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
+                                 s->k_bytes, mine, 0, NULL,
+                                 NULL) != CL_SUCCESS ||
+             clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
+                                 s->v_bytes, mine + s->k_bytes, 0, NULL,
+                                 NULL) != CL_SUCCESS)
+        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    st = verdict(comm, st, s->rank, "to read its K/V");
+    cl_mem k = NULL, v = NULL;
+    if (st == FLASHCL_SUCCESS) {
+        MPI_Allgather(mine, (int)kv, MPI_BYTE, gathered, (int)kv, MPI_BYTE,
+                      comm);
+        for (int r = 0; r < s->ranks; ++r) {
+            const unsigned char *block = gathered + kv * (size_t)r;
+            place_rows(whole, block, cp, s, r, k_row);
+            place_rows(whole + k_whole, block + s->k_bytes, cp, s, r, v_row);
+        }
+        k = upload(ctx, queue, whole, k_whole);
+        v = upload(ctx, queue, whole + k_whole, s->v_bytes * (size_t)s->ranks);
+        if (!k || !v)
+            st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                      "the whole K/V on the device");
+    }
+    for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
+        flashcl_attention_desc c = chunk_call(d, s, qc, cp->seqlen_total, 0);
+        memset(&c.k, 0, sizeof c.k);
+        memset(&c.v, 0, sizeof c.v);
+        c.k.buffer = k;
+        c.v.buffer = v;
+        c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n,
+                        s->heads_q, s->dim_v, s->elem);
+        if (d->lse.buffer)
+            c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
+                             s->heads_q);
+        st = flashcl_attention_forward(ctx, queue, &c, 0, NULL, NULL);
+        if (st != FLASHCL_SUCCESS)
+            st = fail(st, "rank %d, query chunk %d: %s", s->rank, qc,
+                      flashcl_context_last_error(ctx));
+    }
+    if (st == FLASHCL_SUCCESS && clFinish(queue) != CL_SUCCESS)
+        st = fail(FLASHCL_ERROR_OPENCL, "the shard's attention failed");
+    if (k)
+        clReleaseMemObject(k);
+    if (v)
+        clReleaseMemObject(v);
+    free(mine);
+    free(gathered);
+    free(whole);
+    return st;
+}
+
+/* ---- the call -------------------------------------------------------- */
+
+flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
+                                            flashcl_context *ctx,
+                                            cl_command_queue queue,
+                                            const flashcl_attention_desc *local,
+                                            const flashcl_cp_desc *cp)
+{
+    int rank = 0, ranks = 1;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+        MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
+        return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
+    shard s;
+    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, &s)
+                            : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
+    st = verdict(comm, st, rank, "its own checks");
+    if (st == FLASHCL_SUCCESS)
+        st = same_call(comm, local, cp);
+    if (st != FLASHCL_SUCCESS)
+        return st;
+    if (!queue)
+        queue = flashcl_context_queue(ctx);
+    st = cp->mode == FLASHCL_CP_RING
+             ? ring_forward(comm, ctx, queue, local, cp, &s)
+             : allgather_forward(comm, ctx, queue, local, cp, &s);
+    return verdict(comm, st, rank, "its part of the call");
+}

@@ -1,0 +1,337 @@
+/*
+ * libflashcl_mpi under mpirun (tests/CMakeLists.txt runs it on 1 to 4
+ * ranks). Every rank makes the same whole inputs from one seed, computes
+ * the whole call on its own device (the single-device result, which knows
+ * nothing of shards), then its shard through flashcl_cp_attention_forward,
+ * and compares its rows: ring and all-gather, contiguous and zig-zag,
+ * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16. A second
+ * call must give the same bits. Then the faults: shards that disagree, a
+ * rank whose own call fails, an unsupported request: every rank returns
+ * an error and writes nothing, none hangs (ctest's timeout bounds it).
+ * Rank 0 prints "N passed, N failed".
+ */
+#include "flashcl_mpi.h"
+#include "oracle.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 96
+#define BATCH 2
+#define HQ 2
+#define HKV 1
+#define DIM 32
+
+typedef struct cp_case {
+    const char *name;
+    flashcl_dtype dtype;
+    int causal, window, left, right, alibi, sinks;
+    float softcap;
+} cp_case;
+
+static const cp_case cases[] = {
+    {"causal", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0},
+    {"window 20/3", FLASHCL_DTYPE_FP32, 0, 1, 20, 3, 0, 0, 0},
+    {"causal + ALiBi + sinks", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 1, 1, 0},
+    {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f},
+    {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0},
+    {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0},
+};
+
+static int rank, ranks, failures, passes;
+static flashcl_context *ctx;
+
+static void check(int ok, const char *what, const char *detail)
+{
+    if (ok) {
+        ++passes;
+        return;
+    }
+    ++failures;
+    fprintf(stderr, "rank %d: FAIL %s: %s\n", rank, what, detail);
+}
+
+static cl_mem device_copy(const void *bytes, size_t size)
+{
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx),
+                              CL_MEM_READ_WRITE, size, NULL, &err);
+    if (err != CL_SUCCESS) {
+        fprintf(stderr, "rank %d: clCreateBuffer failed\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (bytes)
+        clEnqueueWriteBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, size,
+                             bytes, 0, NULL, NULL);
+    return m;
+}
+
+static void poison(cl_mem m, size_t size)
+{
+    const unsigned char pattern = 0xFF;
+    clEnqueueFillBuffer(flashcl_context_queue(ctx), m, &pattern, 1, 0, size, 0,
+                        NULL, NULL);
+    clFinish(flashcl_context_queue(ctx));
+}
+
+static void *read_back(cl_mem m, size_t size)
+{
+    void *bytes = malloc(size);
+    clEnqueueReadBuffer(flashcl_context_queue(ctx), m, CL_TRUE, 0, size, bytes,
+                        0, NULL, NULL);
+    return bytes;
+}
+
+/* Whole [BATCH, N, heads, dim] inputs in `dtype`, the same on every rank. */
+static void *random_tensor(flashcl_dtype dtype, int heads, uint64_t seed)
+{
+    const size_t count = (size_t)BATCH * N * heads * DIM;
+    void *bytes = malloc(count * oracle_dtype_size(dtype));
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < count; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(state >> 11) / 9007199254740992.0;
+        oracle_store(bytes, i, dtype, 2.0 * u - 1.0);
+    }
+    return bytes;
+}
+
+/* The shard's rows of a whole [BATCH, N, heads, DIM] tensor, in order. */
+static void *shard_of(const void *whole, const flashcl_cp_desc *cp, int heads,
+                      size_t elem)
+{
+    int64_t first[2], rows;
+    const int chunks = flashcl_cp_shard_rows(cp, rank, ranks, first, &rows);
+    const size_t row = (size_t)heads * DIM * elem, n = (size_t)rows * chunks;
+    unsigned char *out = malloc((size_t)BATCH * n * row);
+    for (int b = 0; b < BATCH; ++b)
+        for (int c = 0; c < chunks; ++c)
+            memcpy(out + ((size_t)b * n + (size_t)c * rows) * row,
+                   (const unsigned char *)whole +
+                       ((size_t)b * N + (size_t)first[c]) * row,
+                   (size_t)rows * row);
+    return out;
+}
+
+static flashcl_attention_desc call_desc(const cp_case *c, int64_t rows)
+{
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.batch = BATCH;
+    d.heads_q = HQ;
+    d.heads_kv = HKV;
+    d.head_dim = DIM;
+    d.seqlen_q = d.seqlen_k = rows;
+    d.dtype = c->dtype;
+    d.causal = c->causal;
+    d.window = c->window;
+    d.window_left = c->window ? c->left : 0;
+    d.window_right = c->window ? c->right : 0;
+    d.softcap = c->softcap;
+    return d;
+}
+
+typedef struct inputs {
+    void *q, *k, *v;
+    cl_mem slopes, sinks;
+} inputs;
+
+/* The single-device result's rows of this shard. */
+static void *whole_rows(const cp_case *c, const inputs *in,
+                        const flashcl_cp_desc *cp)
+{
+    const size_t elem = oracle_dtype_size(c->dtype);
+    const size_t o_bytes = (size_t)BATCH * N * HQ * DIM * elem;
+    flashcl_attention_desc d = call_desc(c, N);
+    d.q.buffer = device_copy(in->q, (size_t)BATCH * N * HQ * DIM * elem);
+    d.k.buffer = device_copy(in->k, (size_t)BATCH * N * HKV * DIM * elem);
+    d.v.buffer = device_copy(in->v, (size_t)BATCH * N * HKV * DIM * elem);
+    d.o.buffer = device_copy(NULL, o_bytes);
+    d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
+    d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL) !=
+        FLASHCL_SUCCESS) {
+        fprintf(stderr, "rank %d: the whole call failed: %s\n", rank,
+                flashcl_context_last_error(ctx));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    void *o = read_back(d.o.buffer, o_bytes);
+    void *mine = shard_of(o, cp, HQ, elem);
+    cl_mem all[] = {d.q.buffer, d.k.buffer, d.v.buffer, d.o.buffer};
+    for (int i = 0; i < 4; ++i)
+        clReleaseMemObject(all[i]);
+    free(o);
+    return mine;
+}
+
+/* The shard's call: its descriptor over device copies of its rows. */
+static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
+                                         const flashcl_cp_desc *cp,
+                                         size_t *o_bytes)
+{
+    const size_t elem = oracle_dtype_size(c->dtype);
+    const int64_t n = cp->seqlen_total / ranks;
+    flashcl_attention_desc d = call_desc(c, n);
+    void *q = shard_of(in->q, cp, HQ, elem), *k = shard_of(in->k, cp, HKV, elem),
+         *v = shard_of(in->v, cp, HKV, elem);
+    *o_bytes = (size_t)BATCH * n * HQ * DIM * elem;
+    d.q.buffer = device_copy(q, *o_bytes);
+    d.k.buffer = device_copy(k, (size_t)BATCH * n * HKV * DIM * elem);
+    d.v.buffer = device_copy(v, (size_t)BATCH * n * HKV * DIM * elem);
+    d.o.buffer = device_copy(NULL, *o_bytes);
+    d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
+    d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    free(q);
+    free(k);
+    free(v);
+    return d;
+}
+
+static void release_desc(flashcl_attention_desc *d)
+{
+    cl_mem all[] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
+    for (int i = 0; i < 4; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
+
+static double tolerance(flashcl_dtype dtype)
+{
+    return dtype == FLASHCL_DTYPE_FP32 ? 2e-5
+           : dtype == FLASHCL_DTYPE_FP16 ? 2e-3
+                                         : 1.6e-2;
+}
+
+static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
+                     flashcl_cp_layout layout)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s, %s, %s, %d ranks", c->name,
+             mode == FLASHCL_CP_RING ? "ring" : "all-gather",
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
+    flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
+    cp.mode = mode;
+    cp.layout = layout;
+    cp.seqlen_total = N;
+    void *want = whole_rows(c, in, &cp);
+    size_t o_bytes;
+    flashcl_attention_desc d = shard_desc(c, in, &cp, &o_bytes);
+    void *runs[2] = {NULL, NULL};
+    for (int r = 0; r < 2; ++r) {
+        poison(d.o.buffer, o_bytes);
+        const flashcl_status st =
+            flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, &d, &cp);
+        check(st == FLASHCL_SUCCESS, what, flashcl_cp_last_error());
+        runs[r] = read_back(d.o.buffer, o_bytes);
+    }
+    const size_t elem = oracle_dtype_size(c->dtype), count = o_bytes / elem;
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+        const double got = oracle_load(runs[0], i, c->dtype);
+        const double ref = oracle_load(want, i, c->dtype);
+        const double err = fabs(got - ref) / fmax(1.0, fabs(ref));
+        worst = isnan(err) ? INFINITY : fmax(worst, err);
+    }
+    char detail[96];
+    snprintf(detail, sizeof detail, "max error %.3g against the whole call",
+             worst);
+    check(worst <= tolerance(c->dtype), what, detail);
+    check(memcmp(runs[0], runs[1], o_bytes) == 0, what,
+          "two calls gave different bits");
+    free(runs[0]);
+    free(runs[1]);
+    free(want);
+    release_desc(&d);
+}
+
+/* A fault on some ranks: every rank must fail and keep its O poisoned. */
+static void expect_all_fail(const char *what, flashcl_attention_desc *d,
+                            const flashcl_cp_desc *cp, size_t o_bytes)
+{
+    poison(d->o.buffer, o_bytes);
+    const flashcl_status st =
+        flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp);
+    char detail[640];
+    snprintf(detail, sizeof detail, "status %s (%s)", flashcl_status_string(st),
+             flashcl_cp_last_error());
+    check(st != FLASHCL_SUCCESS && *flashcl_cp_last_error(), what, detail);
+    unsigned char *o = read_back(d->o.buffer, o_bytes);
+    size_t written = 0;
+    for (size_t i = 0; i < o_bytes; ++i)
+        written += o[i] != 0xFF;
+    check(written == 0, what, "O was written");
+    free(o);
+}
+
+static void run_faults(const inputs *in)
+{
+    const cp_case *c = &cases[0];
+    flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
+    cp.seqlen_total = N;
+    size_t o_bytes;
+    flashcl_attention_desc d = shard_desc(c, in, &cp, &o_bytes);
+    const flashcl_attention_desc good = d;
+    if (ranks > 1) {
+        if (rank == 1)
+            d.causal = 0; /* one rank asks for another call */
+        expect_all_fail("shards that disagree (causal on some ranks)", &d,
+                        &cp, o_bytes);
+    }
+    d = good;
+    if (rank == ranks - 1)
+        d.q.buffer = NULL; /* the last rank's own check fails */
+    expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes);
+    d = good;
+    d.dtype = FLASHCL_DTYPE_FP16; /* ring of 16-bit storage: not yet */
+    expect_all_fail("fp16 in ring mode", &d, &cp, o_bytes);
+    d = good;
+    cp.seqlen_total = N + 1;
+    expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes);
+    release_desc(&d);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {
+        fprintf(stderr, "rank %d: no OpenCL device: %s\n", rank,
+                flashcl_last_create_error());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const float slopes[HQ] = {0.25f, 0.0625f}, sinks[HQ] = {0.5f, -1.0f};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const cp_case *c = &cases[i];
+        inputs in = {random_tensor(c->dtype, HQ, 3 * i),
+                     random_tensor(c->dtype, HKV, 3 * i + 1),
+                     random_tensor(c->dtype, HKV, 3 * i + 2),
+                     device_copy(slopes, sizeof slopes),
+                     device_copy(sinks, sizeof sinks)};
+        for (int layout = 0; layout < 2; ++layout)
+            for (int mode = 0; mode < 2; ++mode)
+                if (mode == FLASHCL_CP_ALLGATHER ||
+                    c->dtype == FLASHCL_DTYPE_FP32)
+                    run_case(c, &in, (flashcl_cp_mode)mode,
+                             (flashcl_cp_layout)layout);
+        if (i == 0)
+            run_faults(&in);
+        free(in.q);
+        free(in.k);
+        free(in.v);
+        clReleaseMemObject(in.slopes);
+        clReleaseMemObject(in.sinks);
+    }
+    int totals[2] = {passes, failures}, sums[2];
+    MPI_Reduce(totals, sums, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("cp on %d ranks: %d passed, %d failed\n", ranks, sums[0],
+               sums[1]);
+    flashcl_context_release(ctx);
+    int any = failures, all = 0;
+    MPI_Allreduce(&any, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
