@@ -453,6 +453,7 @@ static const char *const warning_kernel_headers[][2] = {
     {"common", "variants.clh"},
     {"common", "band.clh"},
     {"common", "fwd_block.clh"},
+    {"common", "packed_span.clh"},
     {"portable", "flash_fwd_defaults.clh"},
 };
 enum { WARNING_KERNEL_HEADERS = sizeof warning_kernel_headers /

@@ -489,9 +489,11 @@ typedef struct infer_case {
     int bad_row_index;   /* cache_batch_idx of sequence 0 out of range */
     int bad_page;        /* one page of sequence 0 out of range */
     int reference;       /* also on the reference backend */
-    int dense_path;      /* a packed batch the dense tensor-core kernels
-                            compute on NVIDIA (FLASHCL_EXPECT_PATH=nv_wgmma
-                            or nv_mma checks that it ran there) */
+    int dense_path;      /* a packed batch the dense kernels compute: the
+                            portable one, or the tensor-core ones on NVIDIA
+                            (FLASHCL_EXPECT_PATH=nv_wgmma or nv_mma checks
+                            that it ran there); never the split-KV kernels,
+                            which padding the batch would beat */
 } infer_case;
 
 /* Everything one case has on the host and the device. */
@@ -924,8 +926,12 @@ static void run_infer_case(const infer_case *c, uint64_t seed)
         ck_assert_msg(info.num_splits == want_splits,
                       "%s: describe says %d splits, want %d", c->name,
                       info.num_splits, want_splits);
-    if (c->dense_path)
+    if (c->dense_path) {
+        ck_assert_msg(strcmp(info.kernel_file, "flash_split.cl") != 0,
+                      "%s: a packed prefill planned on the split-KV kernels "
+                      "(%s)", c->name, info.path);
         expect_path_check(ctx, &d, c->name);
+    }
     flashcl_status st = flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL);
     ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %s (%s)", c->name,
                   flashcl_status_string(st), clip(flashcl_context_last_error(ctx)));
@@ -1015,7 +1021,8 @@ static const infer_case infer_cases[] = {
     {.name = "varlen q and k causal", .dtype = FLASHCL_DTYPE_FP32, .batch = 4,
      .hq = 2, .hkv = 1, .d = 32, .dv = 32, .varlen_q = 1,
      .qlens = {1, 147, 512, 1023}, .kv = K_VARLEN,
-     .lens = {1, 147, 512, 1023}, .causal = 1, .reference = 1},
+     .lens = {1, 147, 512, 1023}, .causal = 1, .reference = 1,
+     .dense_path = 1},
     {.name = "varlen q and k split3 gqa4", .dtype = FLASHCL_DTYPE_FP16,
      .batch = 4, .hq = 4, .hkv = 1, .d = 16, .dv = 16, .varlen_q = 1,
      .qlens = {1023, 1, 512, 147}, .kv = K_VARLEN,
@@ -1131,6 +1138,15 @@ static const infer_case infer_cases[] = {
      .lens = {250, 40, 300}, .window = 1, .window_left = 70,
      .window_right = 20, .softcap = 2.0f, .sinks = 1, .alibi = 1,
      .dense_path = 1},
+    {.name = "varlen fp64 d24 window gqa2", .dtype = FLASHCL_DTYPE_FP64,
+     .batch = 3, .hq = 4, .hkv = 2, .d = 24, .dv = 24, .varlen_q = 1,
+     .qlens = {70, 3, 131}, .kv = K_VARLEN, .lens = {90, 3, 100},
+     .window = 1, .window_left = 30, .window_right = 5, .dense_path = 1},
+    {.name = "varlen fp32 d64 dv48 non-causal sinks",
+     .dtype = FLASHCL_DTYPE_FP32, .batch = 3, .hq = 2, .hkv = 1, .d = 64,
+     .dv = 48, .varlen_q = 1, .qlens = {257, 65, 1}, .kv = K_VARLEN,
+     .lens = {100, 300, 64}, .sinks = 1,
+     .reference = 1, .dense_path = 1},
     {.name = "nv varlen fp16 d40 non-causal, a sequence without keys",
      .dtype = FLASHCL_DTYPE_FP16, .batch = 4, .hq = 2, .hkv = 2, .d = 40,
      .dv = 40, .varlen_q = 1, .qlens = {129, 64, 1, 20}, .kv = K_VARLEN,

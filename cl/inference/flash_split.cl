@@ -361,6 +361,25 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
     return true;
 }
 
+/* acc scaled by `correction`, then P V of the tile added, P = exp2(scores
+ * - new_max); returns `sum` plus P, added key by key (the plain
+ * accumulators, or the compensated kernel's low parts). */
+inline real_t add_tile_pv(vec_t acc[DV_VECS], real_t sum, real_t correction,
+                          const real_t scores[BN], real_t new_max,
+                          __local const real_t *v_tile)
+{
+    for (int c = 0; c < DV_VECS; ++c)
+        acc[c] *= correction;
+    for (int j = 0; j < BN; ++j) {
+        const real_t prob = exp2(scores[j] - new_max);
+        sum += prob;
+        __local const real_t *v_row = v_tile + j * DV;
+        for (int c = 0; c < DV_VECS; ++c)
+            acc[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc[c]);
+    }
+    return sum;
+}
+
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
 {
@@ -471,16 +490,8 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
         /* The tile goes into the low parts, then each pair is
          * renormalised once per tile (cl/portable/flash_fwd.cl). */
         row_sum *= correction;
-        real_t tile_sum = 0;
-        for (int c = 0; c < DV_VECS; ++c)
-            acc_lo[c] *= correction;
-        for (int j = 0; j < BN; ++j) {
-            const real_t prob = exp2(scores[j] - new_max);
-            tile_sum += prob;
-            __local const real_t *v_row = v_tile + j * DV;
-            for (int c = 0; c < DV_VECS; ++c)
-                acc_lo[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc_lo[c]);
-        }
+        const real_t tile_sum =
+            add_tile_pv(acc_lo, 0, correction, scores, new_max, v_tile);
         sum_lo = sum_lo * correction + tile_sum;
         TWO_SUM(real_t, row_sum, sum_lo);
         for (int c = 0; c < DV_VECS; ++c) {
@@ -489,16 +500,8 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
             acc[c] = hi;
         }
 #else
-        row_sum *= correction;
-        for (int c = 0; c < DV_VECS; ++c)
-            acc[c] *= correction;
-        for (int j = 0; j < BN; ++j) {
-            const real_t prob = exp2(scores[j] - new_max);
-            row_sum += prob;
-            __local const real_t *v_row = v_tile + j * DV;
-            for (int c = 0; c < DV_VECS; ++c)
-                acc[c] = fma((vec_t)(prob), vload_vec(c, v_row), acc[c]);
-        }
+        row_sum = add_tile_pv(acc, row_sum * correction, correction, scores,
+                              new_max, v_tile);
 #endif
     }
     if (!row_ok)

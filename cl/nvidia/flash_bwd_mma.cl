@@ -148,6 +148,32 @@ inline void frag_a_of(uint a[4], const float lo[4], const float hi[4])
     a[3] = PACK(hi[2], hi[3]);
 }
 
+/* ACC[n] += A B for the n8 tiles n < TILES, B[k][n] = TILE[n][K0 + k]
+ * (frag_b_nk2: k contiguous), in a kernel that names its lane g, t. A
+ * macro: as a function like mma_tiles_kn it compiled to other PTX. */
+#define MMA_TILES_NK(ACC, TILES, A, TILE, PITCH, K0)                           \
+    _Pragma("unroll") for (int n = 0; n < (TILES); n += 2) {                   \
+        uint bf[4];                                                            \
+        frag_b_nk2(bf, TILE, PITCH, n * 8, K0, g, t);                          \
+        MMA((ACC)[n], A, bf);                                                  \
+        MMA((ACC)[n + 1], A, bf + 2);                                          \
+    }
+
+/* acc[n] += a B for the n8 tiles n < tiles, B[k][n] = tile[k0 + k][n]
+ * (frag_b_kn2: n contiguous). */
+inline void mma_tiles_kn(float acc[][4], int tiles, const uint a[4],
+                         __local const ushort *tile, int pitch, int k0, int g,
+                         int t)
+{
+#pragma unroll
+    for (int n = 0; n < tiles; n += 2) {
+        uint bf[4];
+        frag_b_kn2(bf, tile, pitch, k0, n * 8, g, t);
+        MMA(acc[n], a, bf);
+        MMA(acc[n + 1], a, bf + 2);
+    }
+}
+
 /* Rows [r0, r0 + rows) of one head into a local tile of `cols` (padded)
  * columns, zero past row `end` (exclusive) and past column `width`. */
 inline void load_tile(__local ushort *dst, int pitch, int rows, int cols,
@@ -272,25 +298,13 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
             for (int kk = 0; kk < DQK / 16; ++kk) {
                 uint a[4];
                 frag_a_ld(a, k_s, PQ, warp * 16, kk * 16, g, t);
-#pragma unroll
-                for (int n = 0; n < ROWS / 8; n += 2) {
-                    uint bq[4];
-                    frag_b_nk2(bq, q_s, PQ, n * 8, kk * 16, g, t);
-                    MMA(s[n], a, bq);
-                    MMA(s[n + 1], a, bq + 2);
-                }
+                MMA_TILES_NK(s, ROWS / 8, a, q_s, PQ, kk * 16)
             }
 #pragma unroll
             for (int kk = 0; kk < DVP / 16; ++kk) {
                 uint a[4];
                 frag_a_ld(a, v_s, PV, warp * 16, kk * 16, g, t);
-#pragma unroll
-                for (int n = 0; n < ROWS / 8; n += 2) {
-                    uint bd[4];
-                    frag_b_nk2(bd, do_s, PV, n * 8, kk * 16, g, t);
-                    MMA(d_p[n], a, bd);
-                    MMA(d_p[n + 1], a, bd + 2);
-                }
+                MMA_TILES_NK(d_p, ROWS / 8, a, do_s, PV, kk * 16)
             }
 #pragma unroll
             for (int n = 0; n < ROWS / 8; ++n)
@@ -316,20 +330,8 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 uint a_p[4], a_ds[4];
                 frag_a_of(a_p, s[2 * ks], s[2 * ks + 1]);
                 frag_a_of(a_ds, d_p[2 * ks], d_p[2 * ks + 1]);
-#pragma unroll
-                for (int n = 0; n < DVP / 8; n += 2) {
-                    uint bd[4];
-                    frag_b_kn2(bd, do_s, PV, ks * 16, n * 8, g, t);
-                    MMA(dv[n], a_p, bd);
-                    MMA(dv[n + 1], a_p, bd + 2);
-                }
-#pragma unroll
-                for (int n = 0; n < DQK / 8; n += 2) {
-                    uint bq[4];
-                    frag_b_kn2(bq, q_s, PQ, ks * 16, n * 8, g, t);
-                    MMA(dk[n], a_ds, bq);
-                    MMA(dk[n + 1], a_ds, bq + 2);
-                }
+                mma_tiles_kn(dv, DVP / 8, a_p, do_s, PV, ks * 16, g, t);
+                mma_tiles_kn(dk, DQK / 8, a_ds, q_s, PQ, ks * 16, g, t);
             }
         }
     }
@@ -425,22 +427,10 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                 s[n][e] = d_p[n][e] = 0;
 #pragma unroll
         for (int kk = 0; kk < DQK / 16; ++kk)
-#pragma unroll
-            for (int n = 0; n < KEYS / 8; n += 2) {
-                uint bk[4];
-                frag_b_nk2(bk, k_s, PQ, n * 8, kk * 16, g, t);
-                MMA(s[n], qf[kk], bk);
-                MMA(s[n + 1], qf[kk], bk + 2);
-            }
+            MMA_TILES_NK(s, KEYS / 8, qf[kk], k_s, PQ, kk * 16)
 #pragma unroll
         for (int kk = 0; kk < DVP / 16; ++kk)
-#pragma unroll
-            for (int n = 0; n < KEYS / 8; n += 2) {
-                uint bv[4];
-                frag_b_nk2(bv, v_s, PV, n * 8, kk * 16, g, t);
-                MMA(d_p[n], of[kk], bv);
-                MMA(d_p[n + 1], of[kk], bv + 2);
-            }
+            MMA_TILES_NK(d_p, KEYS / 8, of[kk], v_s, PV, kk * 16)
 #pragma unroll
         for (int n = 0; n < KEYS / 8; ++n)
 #pragma unroll
@@ -464,13 +454,7 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         for (int ks = 0; ks < KEYS / 16; ++ks) {
             uint a_ds[4];
             frag_a_of(a_ds, s[2 * ks], s[2 * ks + 1]);
-#pragma unroll
-            for (int n = 0; n < DQK / 8; n += 2) {
-                uint bk[4];
-                frag_b_kn2(bk, k_s, PQ, ks * 16, n * 8, g, t);
-                MMA(dq[n], a_ds, bk);
-                MMA(dq[n + 1], a_ds, bk + 2);
-            }
+            mma_tiles_kn(dq, DQK / 8, a_ds, k_s, PQ, ks * 16, g, t);
         }
     }
 #pragma unroll

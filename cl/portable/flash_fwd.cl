@@ -170,14 +170,8 @@ inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
         return;
     }
 #endif
-    for (int idx = get_local_id(0); idx < BN * D; idx += WG) {
-        int j = idx / D, d = idx % D;
-        int key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim)
-            value = load_elem(k, elem_offset(head_base, stride, key, d));
-        k_t[d * BN + j] = value;
-    }
+    fwd_load_rows(k_t, true, D, BN, WG, k, head_base, stride, n0, seqlen_k,
+                  head_dim);
 }
 
 /* v_tile[j * DV + d] = v[n0 + j, d]; zero past the keys and head_dim_v. */
@@ -196,14 +190,8 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
         return;
     }
 #endif
-    for (int idx = get_local_id(0); idx < BN * DV; idx += WG) {
-        int j = idx / DV, d = idx % DV;
-        int key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim_v)
-            value = load_elem(v, elem_offset(head_base, stride, key, d));
-        v_tile[j * DV + d] = value;
-    }
+    fwd_load_rows(v_tile, false, DV, BN, WG, v, head_base, stride, n0,
+                  seqlen_k, head_dim_v);
 }
 
 /* Masks, the variants' score pass and the online-softmax step for one row
@@ -262,8 +250,58 @@ inline real_t softmax_tile_row(real_t *scores, real_t *row_max,
     return correction;
 }
 
+/* Packed batches (FLASHCL_VARLEN, FlashAttention's varlen): grid batch b
+ * is sequence b, with the rows and keys its prefix sums give (read on the
+ * device and clamped, packed_span.clh), its own diagonal and its own
+ * offsets into the packed tensors; its blocks past its rows return at
+ * once. Without it, the grid's batch is the tensors' batch. */
+#if FLASHCL_VARLEN
+#include "packed_span.clh"
+#define PORTABLE_VARLEN_PARAMS FLASHCL_VARLEN_ARGS(FLASHCL_KPARAM)
+#else
+#define PORTABLE_VARLEN_PARAMS
+#endif
+
+typedef struct fwd_sequence {
+    int batch;     /* the tensors' batch index (0 in a packed batch) */
+    int nq, nk;    /* its query rows and keys */
+    long diag;     /* its band's diagonal */
+    ulong q0, k0;  /* its first row and key in the tensors */
+} fwd_sequence;
+
+#if FLASHCL_VARLEN
+#define FWD_SEQUENCE(b)                                                        \
+    fwd_sequence_of(b, seqlen_q, seqlen_k, diag, cu_q, cu_k, len_base,       \
+                    len_stride, total_q, total_k)
+inline fwd_sequence fwd_sequence_of(int b, int seqlen_q, int seqlen_k,
+                                    long diag, __global const int *cu_q,
+                                    __global const int *cu_k, ulong4 len_base,
+                                    ulong4 len_stride, int total_q,
+                                    int total_k)
+{
+    const packed_span rows = packed_span_of(cu_q, len_base.s0, len_stride.s0,
+                                            b, total_q, seqlen_q);
+    const packed_span keys = packed_span_of(cu_k, len_base.s1, len_stride.s1,
+                                            b, total_k, seqlen_k);
+    (void)diag;
+    const fwd_sequence s = {0, rows.count, keys.count,
+                            aligned_diag(FLASHCL_VARLEN == 2, rows.count,
+                                         keys.count),
+                            rows.first, keys.first};
+    return s;
+}
+#else
+#define FWD_SEQUENCE(b) fwd_sequence_of(b, seqlen_q, seqlen_k, diag)
+inline fwd_sequence fwd_sequence_of(int b, int seqlen_q, int seqlen_k,
+                                    long diag)
+{
+    const fwd_sequence s = {b, seqlen_q, seqlen_k, diag, 0, 0};
+    return s;
+}
+#endif
+
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
-flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
+flashcl_attention_fwd(FLASHCL_FWD_PARAMS PORTABLE_VARLEN_PARAMS)
 {
     /* The query tile's space is reused to stage the output. */
     __local vec_t q_t_vecs[BM * D_STAGE / VEC];
@@ -276,25 +314,36 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     const int lid = get_local_id(0);
     const int block = fwd_query_block();
     const int head = get_group_id(1);
-    const int batch = get_group_id(2);
+    const int sequence = get_group_id(2);
+    const fwd_sequence seq = FWD_SEQUENCE(sequence);
+    const int batch = seq.batch, nq = seq.nq, nk = seq.nk;
+    const long band_diag = seq.diag;
     const int kv_head = head / group_size;
     const int row0 = block * BM;
-    const int row_last = min(seqlen_q, row0 + BM) - 1;
+#if FLASHCL_VARLEN
+    if (row0 >= nq)
+        return; /* uniform: the block is past this sequence's rows */
+#endif
+    const int row_last = min(nq, row0 + BM) - 1;
 
-    const ulong q_head = fwd_head_base(base.s0, q_stride, batch, head);
-    const ulong k_head = fwd_head_base(base.s1, k_stride, batch, kv_head);
-    const ulong v_head = fwd_head_base(base.s2, v_stride, batch, kv_head);
-    const ulong o_head = fwd_head_base(base.s3, o_stride, batch, head);
+    const ulong q_head = fwd_head_base(base.s0 + seq.q0 * q_stride.s2,
+                                       q_stride, batch, head);
+    const ulong k_head = fwd_head_base(base.s1 + seq.k0 * k_stride.s2,
+                                       k_stride, batch, kv_head);
+    const ulong v_head = fwd_head_base(base.s2 + seq.k0 * v_stride.s2,
+                                       v_stride, batch, kv_head);
+    const ulong o_head = fwd_head_base(base.s3 + seq.q0 * o_stride.s2,
+                                       o_stride, batch, head);
 
     /* This work-item's rows: row0 + i * WG + lid, so that the work-items
      * of a group read consecutive words of the transposed query tile. */
     score_row extras[ROWS];
 #pragma unroll
     for (int i = 0; i < ROWS; ++i)
-        extras[i] = score_row_init(batch, head, row0 + i * WG + lid, diag,
-                                   REAL_LOG2E FLASHCL_VARIANT_NAMES);
+        extras[i] = score_row_init(sequence, head, row0 + i * WG + lid,
+                                   band_diag, REAL_LOG2E FLASHCL_VARIANT_NAMES);
 
-    load_query_tile(q_t, q, q_head, q_stride, row0, seqlen_q, head_dim,
+    load_query_tile(q_t, q, q_head, q_stride, row0, nq, head_dim,
                     scale_log2);
 
     /* Output accumulator and row sum; with FLASHCL_COMPENSATED each is the
@@ -324,12 +373,12 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     }
 
     /* Only tiles that intersect the rows' visible band. */
-    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, diag, window_left,
-                                          window_right, seqlen_k, BN);
+    const fwd_tiles tiles = fwd_key_tiles(row0, row_last, band_diag,
+                                          window_left, window_right, nk, BN);
     for (int n0 = tiles.begin; n0 < tiles.end; n0 += BN) {
         barrier(CLK_LOCAL_MEM_FENCE); /* previous tile fully consumed */
-        load_key_tile(k_t, k, k_head, k_stride, n0, seqlen_k, head_dim);
-        load_value_tile(v_tile, v, v_head, v_stride, n0, seqlen_k, head_dim_v);
+        load_key_tile(k_t, k, k_head, k_stride, n0, nk, head_dim);
+        load_value_tile(v_tile, v, v_head, v_stride, n0, nk, head_dim_v);
         barrier(CLK_LOCAL_MEM_FENCE);
 
         /* Each K vector read feeds the FMAs of all ROWS rows. */
@@ -360,18 +409,17 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
 
         /* Band edges inside this tile: keys outside [lo, hi] are masked. */
         const bool crosses_band =
-            band_tile_crosses(n0, BN, row0, row_last, diag, window_left,
-                              window_right, seqlen_k);
+            band_tile_crosses(n0, BN, row0, row_last, band_diag, window_left,
+                              window_right, nk);
 #pragma unroll
         for (int i = 0; i < ROWS; ++i) {
-            const long hi = band_row_hi(extras[i].diag_row, window_right,
-                                        seqlen_k);
+            const long hi = band_row_hi(extras[i].diag_row, window_right, nk);
             const long lo = band_row_lo(extras[i].diag_row, window_left);
             real_t tile_sum;
             const real_t correction = softmax_tile_row(
                 scores[i], &row_max[i], &tile_sum, &extras[i], n0,
-                row0 + i * WG + lid, crosses_band, hi, lo, seqlen_q,
-                seqlen_k FLASHCL_VARIANT_NAMES);
+                row0 + i * WG + lid, crosses_band, hi, lo, nq,
+                nk FLASHCL_VARIANT_NAMES);
 #if FLASHCL_COMPENSATED
             /* The tile goes into the low parts (rescaled like the high
              * parts), then each pair is renormalised once per tile. */
@@ -453,15 +501,16 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS)
     for (int idx = lid; idx < BM * DV; idx += WG) {
         int r = idx / DV, d = idx % DV;
         int out_row = row0 + r;
-        if (out_row < seqlen_q && d < head_dim_v)
+        if (out_row < nq && d < head_dim_v)
             store_elem(o, elem_offset(o_head, o_stride, out_row, d),
                        q_t[r * DV + d]);
     }
 #pragma unroll
     for (int i = 0; i < ROWS; ++i) {
         const int row = row0 + i * WG + lid;
-        if (write_lse && row < seqlen_q) {
-            const ulong at = lse_base + batch * lse_stride.s0 +
+        if (write_lse && row < nq) {
+            const ulong at = lse_base + seq.q0 * lse_stride.s2 +
+                             batch * lse_stride.s0 +
                              head * lse_stride.s1 +
                              (ulong)row * lse_stride.s2;
             lse[at] = row_sum[i] > 0

@@ -158,13 +158,8 @@ inline void load_key_tile(__local real_t *k_t, __global const STORAGE_T *k,
 #if FLASHCL_SG_BLOCK_READ
     load_rows_block(k_t, true, D, k, head_base, stride, n0, seqlen_k, head_dim);
 #else
-    for (int idx = get_local_id(0); idx < BN * D; idx += WG) {
-        const int j = idx / D, d = idx % D, key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim)
-            value = load_elem(k, elem_offset(head_base, stride, key, d));
-        k_t[d * BN + j] = value;
-    }
+    fwd_load_rows(k_t, true, D, BN, WG, k, head_base, stride, n0, seqlen_k,
+                  head_dim);
 #endif
 }
 
@@ -177,13 +172,8 @@ inline void load_value_tile(__local real_t *v_tile, __global const STORAGE_T *v,
     load_rows_block(v_tile, false, DV, v, head_base, stride, n0, seqlen_k,
                     head_dim_v);
 #else
-    for (int idx = get_local_id(0); idx < BN * DV; idx += WG) {
-        const int j = idx / DV, d = idx % DV, key = n0 + j;
-        real_t value = 0;
-        if (key < seqlen_k && d < head_dim_v)
-            value = load_elem(v, elem_offset(head_base, stride, key, d));
-        v_tile[idx] = value;
-    }
+    fwd_load_rows(v_tile, false, DV, BN, WG, v, head_base, stride, n0,
+                  seqlen_k, head_dim_v);
 #endif
 }
 

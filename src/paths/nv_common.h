@@ -7,6 +7,7 @@
 #define FLASHCL_NV_COMMON_H
 
 #include "paths/path.h"
+#include "paths/varlen.h"
 
 /* FLASHCL_NV_EMULATE=1 (tests): the tensor-core kernels' PTX emulated
  * with sub-group shuffles of 32 (cl/nvidia/nv_mma.clh) on a device that
@@ -41,10 +42,6 @@ bool plan_extras_heads_first(const problem *p);
 /* After plan_row_blocks: dimension 0 over heads, 1 over query blocks. */
 void plan_heads_first_grid(const problem *p, kernel_plan *plan);
 
-/* A packed batch (varlen) the NVIDIA forward kernels compute: packed
- * queries and keys (FlashAttention's varlen call), no cache, split, bias
- * or mask. The split-KV kernels keep the rest. */
-bool plan_varlen_dense(const problem *p);
 /* The packed batch's options (-DFLASHCL_NV_VARLEN=1, its diagonal, and
  * sequences first in the grid for a causal band: FLASHCL_NV_SEQ_FIRST;
  * FLASHCL_NV_VARLEN_GRID=seqs|blocks forces the order) appended to buf;
@@ -58,14 +55,4 @@ bool plan_varlen_seq_first(const problem *p);
 /* After plan_row_blocks, with sequences first: dimension 0 over the
  * sequences, 2 over query blocks. */
 void plan_seq_first_grid(const problem *p, kernel_plan *plan);
-/* The packed batch's arguments after the forward list
- * (FLASHCL_VARLEN_ARGS of cl/common/kernel_args.clh), for a launch. */
-typedef struct varlen_args {
-    cl_mem cu_q, cu_k;
-    cl_ulong4 len_base, len_stride;
-    cl_int total_q, total_k;
-} varlen_args;
-void varlen_args_fill(const problem *p, varlen_args *a);
-cl_int varlen_args_set(cl_kernel kernel, cl_uint index, const void *values);
-
 #endif

@@ -6,6 +6,7 @@
 #include "paths/path.h"
 #include "paths/split_kv.h"
 #include "paths/portable_tiles.h"
+#include "paths/varlen.h"
 #include "paths/tuning.h"
 
 #include <stdio.h>
@@ -259,7 +260,8 @@ SWITCH_PATH_EMITTER(portable_emit, portable_switches,
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
-    if (split_kv_wanted(caps, p)) {
+    const bool varlen = plan_varlen_prefill(caps, p);
+    if (!varlen && split_kv_wanted(caps, p)) {
         split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
@@ -316,7 +318,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
         .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                           p->v.stride[3] == 1 && p->o.stride[3] == 1,
         .COMPENSATED = compensated(caps, plan),
-        .DEBUG_CORRUPT = corrupt};
+        .DEBUG_CORRUPT = corrupt,
+        .VARLEN = !varlen ? 0 : p->infer.top_left ? 2 : 1};
     plan_emit_options(plan, plan->options, sizeof plan->options, p,
                       portable_emit, &values);
     plan_row_blocks(p, plan);
@@ -328,7 +331,8 @@ static bool serves_every_device(const device_caps *caps)
     return true;
 }
 
-/* The one-kernel launch, or the split-KV kernels' own. */
+/* The one-kernel launch (a packed batch's prefix sums after the forward
+ * list), or the split-KV kernels' own. */
 static flashcl_status portable_launch(flashcl_context *ctx,
                                       cl_command_queue queue,
                                       const problem *p,
@@ -338,8 +342,17 @@ static flashcl_status portable_launch(flashcl_context *ctx,
                                       const cl_event *wait_list,
                                       cl_event *event)
 {
-    return (plan->split.service ? split_kv_launch : launch_forward_kernel)(
-        ctx, queue, p, plan, programs, num_wait, wait_list, event);
+    if (plan->split.service)
+        return split_kv_launch(ctx, queue, p, plan, programs, num_wait,
+                               wait_list, event);
+    if (!p->infer.varlen_q)
+        return launch_forward_kernel(ctx, queue, p, plan, programs, num_wait,
+                                     wait_list, event);
+    varlen_args packed;
+    varlen_args_fill(p, &packed);
+    const trailing_args packed_args = {varlen_args_set, &packed};
+    return enqueue_forward(ctx, queue, p, plan, programs[0], &packed_args,
+                           num_wait, wait_list, event);
 }
 
 /* name, variants, summary, serves_device, can_run, plan, launch, tunables */

@@ -15,6 +15,7 @@
 #include "paths/split_kv_tiles.h"
 #include "paths/switches.h"
 #include "paths/tuning.h"
+#include "paths/varlen.h"
 #include "inference/flash_split_switches.clh"
 #include "inference/split_args.clh"
 
@@ -1091,7 +1092,14 @@ static bool split_can_run(const device_caps *caps, const problem *p,
 {
     if (variants_refused(p, split_kv_path.variants, why, cap))
         return false;
-    if (forced || split_kv_wanted(caps, p))
+    if (forced)
+        return true;
+    if (plan_varlen_prefill(caps, p)) {
+        snprintf(why, cap, "a packed prefill: the dense kernel runs it as "
+                 "it runs the padded call");
+        return false;
+    }
+    if (split_kv_wanted(caps, p))
         return true;
     snprintf(why, cap, "no KV cache or varlen fields, and the work-groups "
              "fill the device without cutting the keys");
