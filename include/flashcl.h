@@ -192,7 +192,14 @@ typedef enum flashcl_causal_align {
      *  >= 2.1; the default). */
     FLASHCL_CAUSAL_BOTTOM_RIGHT = 0,
     /** Query i sees key j iff j <= i (PyTorch's is_causal). */
-    FLASHCL_CAUSAL_TOP_LEFT = 1
+    FLASHCL_CAUSAL_TOP_LEFT = 1,
+    /** Query i sees key j iff k_position + j <= q_position + i: the
+     *  positions of the descriptor's first query row and first key in a
+     *  longer sequence, so that a chunk of queries against a chunk of keys
+     *  (context parallelism, ring attention) masks, and ALiBi measures
+     *  distance, as the whole call would. Dense calls only: not with the
+     *  inference fields (KV cache, varlen, num_splits > 1). */
+    FLASHCL_CAUSAL_ABSOLUTE = 2
 } flashcl_causal_align;
 
 /** Which implementation computes the call. */
@@ -270,8 +277,9 @@ typedef struct flashcl_attention_desc {
     flashcl_tensor lse;
 
     /* ---- variants (all off when zero) -------------------------------
-     * The diagonal: diag = seqlen_k - seqlen_q (bottom-right) or 0
-     * (top-left). Scores are s = scale * q.k, then softcap, then ALiBi and
+     * The diagonal: diag = seqlen_k - seqlen_q (bottom-right), 0
+     * (top-left) or q_position - k_position (absolute). Scores are
+     * s = scale * q.k, then softcap, then ALiBi and
      * bias are added, then causal/window/boolean masks remove keys. */
 
     /** Non-zero: sliding window. Query i sees key j iff
@@ -415,6 +423,13 @@ typedef struct flashcl_attention_desc {
      *  kernels. Must not overlap any other tensor. NULL: not wanted.
      *  docs/inference-checks.md says what each counter counts. */
     flashcl_tensor infer_status;
+
+    /** With causal_align = FLASHCL_CAUSAL_ABSOLUTE: the position of query
+     *  row 0 and of key 0 in the whole sequence, each in [0,
+     *  FLASHCL_MAX_POSITION]; the diagonal is then diag = q_position -
+     *  k_position. Must be 0 under the other alignments (never ignored).
+     *  Since 0.3. */
+    int64_t q_position, k_position;
 } flashcl_attention_desc;
 
 /** The counters of flashcl_attention_desc.infer_status, each a number of
@@ -444,6 +459,9 @@ enum flashcl_infer_status_index {
 /** Largest |scale| and softcap accepted: scale * log2(e), which the kernels
  *  fold into one multiply, stays finite in fp32 with room to spare. */
 #define FLASHCL_MAX_SCALE 1e30f
+/** Largest q_position / k_position (2^30 - 1): the diagonal they make stays
+ *  inside the kernels' 32-bit row arithmetic. */
+#define FLASHCL_MAX_POSITION 1073741823
 /** Smallest softcap accepted (besides 0, off): softcap * log2(e) stays a
  *  normal fp32 number, so no device flushes it to zero. */
 #define FLASHCL_MIN_SOFTCAP 1e-30f

@@ -261,6 +261,8 @@ int oracle_problem_from_desc(const flashcl_attention_desc *d,
     p->scale = oracle_desc_scale(d);
     p->causal = d->causal;
     p->causal_align = d->causal_align;
+    p->q_position = d->q_position;
+    p->k_position = d->k_position;
     p->window = d->window;
     p->window_left = d->window_left;
     p->window_right = d->window_right;
@@ -448,13 +450,14 @@ void oracle_release(oracle *o)
 /* ---- one row ------------------------------------------------------- */
 
 /* Keys [*lo, *hi] of row i inside the causal/window band; *lo > *hi when
- * none. diag = seqlen_k - seqlen_q (bottom-right) or 0 (top-left); causal
+ * none. diag = seqlen_k - seqlen_q (bottom-right), 0 (top-left) or
+ * q_position - k_position (absolute); causal
  * caps the right side at the diagonal. Written to avoid overflow for any
  * window bound the API accepts. */
 static void band(const oracle_problem *p, int64_t i, int64_t diag,
                  int64_t *lo, int64_t *hi)
 {
-    const int64_t centre = i + diag; /* in [-seqlen_q, seqlen_k] */
+    const int64_t centre = i + diag;
     *lo = 0;
     *hi = (int64_t)p->seqlen_k - 1;
     if (p->causal && centre < *hi)
@@ -469,6 +472,8 @@ static void band(const oracle_problem *p, int64_t i, int64_t diag,
 
 static int64_t diagonal(const oracle_problem *p)
 {
+    if (p->causal_align == FLASHCL_CAUSAL_ABSOLUTE)
+        return p->q_position - p->k_position;
     return p->causal_align == FLASHCL_CAUSAL_TOP_LEFT
                ? 0
                : (int64_t)p->seqlen_k - (int64_t)p->seqlen_q;

@@ -62,6 +62,7 @@ typedef struct oracle_problem {
     double scale; /* used as given, 0 and negative included */
     int causal;
     flashcl_causal_align causal_align;
+    int64_t q_position, k_position; /* FLASHCL_CAUSAL_ABSOLUTE's */
     int window; /* 0: window_left/right ignored */
     int64_t window_left, window_right; /* -1: unbounded */
     double softcap;                    /* 0: off */

@@ -42,8 +42,11 @@ typedef struct bwd_case {
 #define BHND FLASHCL_LAYOUT_BHND
 #define BNHD FLASHCL_LAYOUT_BNHD
 
-/* dtype, B, Hq, Hkv, Nq, Nk, D, Dv, causal, top-left, window, left, right,
- * scale, softcap, explicit, alibi, bias, mask, sinks, layout */
+/* dtype, B, Hq, Hkv, Nq, Nk, D, Dv, causal, top-left (2: absolute
+ * positions, below), window, left, right, scale, softcap, explicit, alibi,
+ * bias, mask, sinks, layout */
+#define ABSOLUTE_Q_POSITION 301 /* diag 81, against Nk - Nq = 90 or 148 */
+#define ABSOLUTE_K_POSITION 220
 static const bwd_case cases[] = {
     {F32, 1, 2, 2, 113, 203, 64, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, BNHD},
     {F32, 1, 4, 2, 108, 256, 59, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, BNHD},
@@ -60,6 +63,8 @@ static const bwd_case cases[] = {
     {B16, 1, 4, 2, 108, 256, 64, 0, 1, 0, 1, 30, 0, 0, 0, 0, 0, 0, 0, 0, BHND},
     {B16, 1, 2, 1, 113, 203, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, BNHD},
     {F64, 1, 4, 2, 113, 203, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, BNHD},
+    {F32, 1, 2, 1, 108, 256, 64, 0, 1, 2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, BNHD},
+    {F16, 1, 4, 2, 113, 203, 64, 0, 0, 2, 1, 40, 3, 0, 0, 0, 0, 0, 0, 0, BNHD},
 };
 
 /* One device tensor and its host bytes. */
@@ -211,8 +216,13 @@ static void make_inputs(setup *s, const bwd_case *c, uint64_t seed)
     d->scale = c->scale;
     d->explicit_scale = c->explicit_scale;
     d->causal = c->causal;
-    d->causal_align =
-        c->top_left ? FLASHCL_CAUSAL_TOP_LEFT : FLASHCL_CAUSAL_BOTTOM_RIGHT;
+    d->causal_align = c->top_left == 1   ? FLASHCL_CAUSAL_TOP_LEFT
+                      : c->top_left == 2 ? FLASHCL_CAUSAL_ABSOLUTE
+                                         : FLASHCL_CAUSAL_BOTTOM_RIGHT;
+    if (c->top_left == 2) { /* a chunk of a longer sequence */
+        d->q_position = ABSOLUTE_Q_POSITION;
+        d->k_position = ABSOLUTE_K_POSITION;
+    }
     d->window = c->window;
     d->window_left = c->left;
     d->window_right = c->right;

@@ -720,6 +720,37 @@ START_TEST(test_window_bounds_without_window)
 }
 END_TEST
 
+/* Absolute positions: never ignored, bounded, and refused where the
+ * kernels align each sequence themselves (split-KV; varlen in
+ * test_variants_diagonal.c). */
+START_TEST(test_absolute_positions)
+{
+    flashcl_attention_desc d = valid;
+    d.q_position = 5;
+    expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "q_position, bottom-right",
+                 "q_position|causal_align");
+    const int64_t bad[][2] = {{-1, 0}, {0, -3}, {FLASHCL_MAX_POSITION + 1LL, 0},
+                              {0, INT64_MAX}};
+    for (size_t i = 0; i < LENGTH(bad); i++) {
+        d = valid;
+        d.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
+        d.q_position = bad[i][0];
+        d.k_position = bad[i][1];
+        expect_error(&d, FLASHCL_ERROR_INVALID_VALUE, "positions out of range",
+                     bad[i][0] ? "q_position" : "k_position");
+    }
+    d = valid;
+    d.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
+    d.causal = 1;
+    d.q_position = FLASHCL_MAX_POSITION;
+    d.k_position = 7;
+    expect_success(&d, "absolute positions at the limit");
+    d.num_splits = 2;
+    expect_error(&d, FLASHCL_ERROR_UNSUPPORTED, "absolute positions, split",
+                 "num_splits|FLASHCL_CAUSAL_ABSOLUTE");
+}
+END_TEST
+
 /* O or LSE views whose distinct elements share bytes made the result
  * depend on write order. */
 START_TEST(test_self_overlapping_outputs)
@@ -799,6 +830,7 @@ int main(void)
         {test_output_aliases_input, 0}, {test_shared_buffer_ranges, 0},
         {test_sub_buffer_aliasing, 0}, {test_context_usable_after_errors, 0},
         {test_bad_softcap, 0}, {test_window_bounds_without_window, 0},
+        {test_absolute_positions, 0},
         {test_self_overlapping_outputs, 0}, {test_struct_size_zero, 0},
         {test_struct_size_newer_caller, 0}};
     return run_tests("errors", 0, setup, teardown, tests, LENGTH(tests));

@@ -7,7 +7,10 @@
  * combined, under both alignments, with Nq < Nk and Nq > Nk, on every route
  * a call can take here: the fused kernel the library picks, the reference
  * backend, the split-KV kernels (num_splits = 2), and a varlen batch on
- * both backends (the diagonal per sequence). Each result is checked
+ * both backends (the diagonal per sequence). The third alignment,
+ * absolute positions (diag = q_position - k_position, context
+ * parallelism's chunks), runs on the dense routes; the split-KV and varlen
+ * routes refuse it (FLASHCL_ERROR_UNSUPPORTED) and write nothing. Each result is checked
  * against the float64 oracle (support/oracle.h), which applies the
  * header's rule; outputs are poisoned first and rows outside the call
  * must stay poisoned.
@@ -15,6 +18,7 @@
 #include "test_common.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +56,12 @@ typedef struct sequence {
 
 static const sequence seqs[] = {{4, 9}, {37, 13}, {21, 70}};
 #define SEQS (int)(sizeof seqs / sizeof seqs[0])
+
+/* Absolute positions of each sequence's first row and key: diag 8 (5
+ * bottom-right), -30 (rows before every key: causal rows see nothing) and
+ * 90 (past the last key). */
+static const int64_t q_positions[SEQS] = {20, 0, 100};
+static const int64_t k_positions[SEQS] = {12, 30, 10};
 
 typedef enum route {
     DENSE_FUSED,
@@ -165,6 +175,10 @@ static flashcl_attention_desc base_desc(const diag_data *d,
 static flashcl_attention_desc dense_desc(const diag_data *d, int s,
                                          flashcl_attention_desc desc)
 {
+    if (desc.causal_align == FLASHCL_CAUSAL_ABSOLUTE) {
+        desc.q_position = q_positions[s];
+        desc.k_position = k_positions[s];
+    }
     const size_t q_row = HEADS_Q * DIM, k_row = HEADS_KV * DIM;
     desc.batch = 1;
     desc.seqlen_q = seqs[s].nq;
@@ -208,6 +222,10 @@ static void oracle_of(const diag_data *d, int s, const diag_variant *var,
     p.scale = 1.0 / sqrt((double)DIM);
     p.causal = var->causal;
     p.causal_align = align;
+    if (align == FLASHCL_CAUSAL_ABSOLUTE) {
+        p.q_position = q_positions[s];
+        p.k_position = k_positions[s];
+    }
     p.window = var->window;
     p.window_left = var->left;
     p.window_right = var->right;
@@ -292,7 +310,15 @@ static void check_untouched(const diag_data *d, int first, int last,
     }
 }
 
-/* Runs `desc` (sequences [first, last)) and checks them. */
+/* Absolute positions on the split-KV or varlen routes: not yet. */
+static bool refused_route(const flashcl_attention_desc *desc)
+{
+    return desc->causal_align == FLASHCL_CAUSAL_ABSOLUTE &&
+           (desc->num_splits > 1 || desc->cu_seqlens_q.buffer != NULL);
+}
+
+/* Runs `desc` (sequences [first, last)) and checks them; a refused route
+ * must leave every row poisoned. */
 static void run_and_check(const diag_data *d, flashcl_attention_desc *desc,
                           int first, int last, const diag_variant *var,
                           flashcl_causal_align align, const char *what)
@@ -303,8 +329,9 @@ static void run_and_check(const diag_data *d, flashcl_attention_desc *desc,
     poison_buffer(queue, d->lse_buf, d->lse_count * sizeof(float));
     const flashcl_status st =
         flashcl_attention_forward(ctx, NULL, desc, 0, NULL, NULL);
-    ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %s: %s", what,
-                  flashcl_status_string(st),
+    const bool refused = refused_route(desc);
+    ck_assert_msg(st == (refused ? FLASHCL_ERROR_UNSUPPORTED : FLASHCL_SUCCESS),
+                  "%s: %s: %s", what, flashcl_status_string(st),
                   clip(flashcl_context_last_error(ctx)));
     float *o = malloc(d->o_count * sizeof *o);
     float *lse = malloc(d->lse_count * sizeof *lse);
@@ -313,8 +340,10 @@ static void run_and_check(const diag_data *d, flashcl_attention_desc *desc,
     read_buffer(queue, d->o_buf, o, d->o_count * sizeof *o);
     read_buffer(queue, d->lse_buf, lse, d->lse_count * sizeof *lse);
     double worst = 0;
-    for (int s = first; s < last; ++s)
+    for (int s = first; s < last && !refused; ++s)
         check_sequence(d, s, var, align, o, lse, what, &worst);
+    if (refused) /* nothing written */
+        first = last = 0;
     uint32_t *o_bits = malloc(d->o_count * sizeof *o_bits);
     uint32_t *lse_bits = malloc(d->lse_count * sizeof *lse_bits);
     ck_assert_ptr_nonnull(o_bits);
@@ -331,8 +360,9 @@ static void run_and_check(const diag_data *d, flashcl_attention_desc *desc,
 static void run_route(const diag_data *d, route r, const diag_variant *var,
                       flashcl_causal_align align)
 {
-    const char *align_name =
-        align == FLASHCL_CAUSAL_TOP_LEFT ? "top-left" : "bottom-right";
+    const char *align_name = align == FLASHCL_CAUSAL_TOP_LEFT   ? "top-left"
+                             : align == FLASHCL_CAUSAL_ABSOLUTE ? "absolute"
+                                                                : "bottom-right";
     char what[200];
     snprintf(what, sizeof what, "%s, %s, %s", var->name, align_name,
              route_names[r]);
@@ -341,6 +371,10 @@ static void run_route(const diag_data *d, route r, const diag_variant *var,
         base.backend = FLASHCL_BACKEND_REFERENCE;
     if (r == VARLEN_FUSED || r == VARLEN_REFERENCE) {
         flashcl_attention_desc desc = varlen_desc(d, base);
+        if (align == FLASHCL_CAUSAL_ABSOLUTE) {
+            desc.q_position = q_positions[0];
+            desc.k_position = k_positions[0];
+        }
         run_and_check(d, &desc, 0, SEQS, var, align, what);
         return;
     }
@@ -354,9 +388,11 @@ static void run_route(const diag_data *d, route r, const diag_variant *var,
 
 START_TEST(diagonal_on_every_route)
 {
-    const diag_variant *var = &variants[_i / 2];
-    const flashcl_causal_align align =
-        _i % 2 ? FLASHCL_CAUSAL_TOP_LEFT : FLASHCL_CAUSAL_BOTTOM_RIGHT;
+    static const flashcl_causal_align aligns[] = {
+        FLASHCL_CAUSAL_BOTTOM_RIGHT, FLASHCL_CAUSAL_TOP_LEFT,
+        FLASHCL_CAUSAL_ABSOLUTE};
+    const diag_variant *var = &variants[_i / 3];
+    const flashcl_causal_align align = aligns[_i % 3];
     diag_data d;
     data_build(&d);
     for (int r = 0; r < ROUTES; ++r)
@@ -368,7 +404,7 @@ END_TEST
 int main(void)
 {
     const test_entry tests[] = {
-        {diagonal_on_every_route, 2 * (int)LENGTH(variants)}};
+        {diagonal_on_every_route, 3 * (int)LENGTH(variants)}};
     return run_tests("variants_diagonal", 300, NULL, NULL, tests,
                      LENGTH(tests));
 }

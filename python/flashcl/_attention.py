@@ -19,7 +19,8 @@ _LAYOUTS = {"bnhd": _lib.LAYOUT_BNHD, "bhnd": _lib.LAYOUT_BHND}
 _AXES = {"bnhd": (0, 2, 1, 3), "bhnd": (0, 1, 2, 3)}
 _ORDER = {"bnhd": "[batch, seq, heads, dim]", "bhnd": "[batch, heads, seq, dim]"}
 _ALIGN = {"bottom_right": _lib.CAUSAL_BOTTOM_RIGHT,
-          "top_left": _lib.CAUSAL_TOP_LEFT}
+          "top_left": _lib.CAUSAL_TOP_LEFT,
+          "absolute": _lib.CAUSAL_ABSOLUTE}
 _BACKENDS = {"auto": _lib.BACKEND_AUTO, "fused": _lib.BACKEND_FUSED,
              "reference": _lib.BACKEND_REFERENCE}
 
@@ -53,10 +54,10 @@ def _is_cl(x):
 
 class _Options:
     __slots__ = ("layout", "causal", "causal_align", "scale", "window",
-                 "softcap", "backend")
+                 "softcap", "backend", "positions")
 
     def __init__(self, layout, causal, causal_align, scale, window, softcap,
-                 backend):
+                 backend, positions=None):
         if layout not in _LAYOUTS:
             raise InvalidLayoutError(
                 f"layout = {layout!r}: expected 'bnhd' ([batch, seq, heads, "
@@ -67,28 +68,24 @@ class _Options:
         if causal_align not in _ALIGN:
             raise InvalidValueError(
                 f"causal_align = {causal_align!r}: expected 'bottom_right' "
-                f"(FlashAttention's, the default) or 'top_left' (SDPA's "
-                f"is_causal)")
+                f"(FlashAttention's, the default), 'top_left' (SDPA's "
+                f"is_causal) or 'absolute' (with positions)")
         self.causal_align = _ALIGN[causal_align]
+        self.positions = _int_pair(
+            (0, 0) if positions is None else positions,
+            f"positions = {positions!r}: expected (q_position, k_position) "
+            f"integers, the first query row's and first key's positions in "
+            f"the whole sequence (with causal_align='absolute')")
         if scale is not None:
             if not isinstance(scale, numbers.Real) or isinstance(scale, bool):
                 raise InvalidValueError(f"scale = {scale!r}: expected a real "
                                         f"number or None (1/sqrt(head_dim))")
             scale = float(scale)
         self.scale = scale
-        if window is None:
-            window = (-1, -1)
-        try:
-            left, right = window
-            ok = all(isinstance(w, numbers.Integral) and not isinstance(w, bool)
-                     for w in (left, right))
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise InvalidValueError(
-                f"window = {window!r}: expected (left, right) integers, -1 "
-                f"for unbounded; (-1, -1) means no window")
-        self.window = (int(left), int(right))
+        self.window = _int_pair(
+            (-1, -1) if window is None else window,
+            f"window = {window!r}: expected (left, right) integers, -1 for "
+            f"unbounded; (-1, -1) means no window")
         if not isinstance(softcap, numbers.Real) or isinstance(softcap, bool):
             raise InvalidValueError(f"softcap = {softcap!r}: expected a real "
                                     f"number (0: off)")
@@ -108,11 +105,25 @@ class _Options:
             d.explicit_scale = 1
         d.causal = int(self.causal)
         d.causal_align = self.causal_align
+        d.q_position, d.k_position = self.positions
         d.backend = self.backend
         if self.window != (-1, -1):
             d.window = 1
             d.window_left, d.window_right = self.window
         d.softcap = self.softcap
+
+
+def _int_pair(value, complaint):
+    """value as a pair of ints (bools refused), else InvalidValueError."""
+    try:
+        a, b = value
+        ok = all(isinstance(x, numbers.Integral) and not isinstance(x, bool)
+                 for x in (a, b))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise InvalidValueError(complaint)
+    return (int(a), int(b))
 
 
 def _bhsd(name, shape, layout):
@@ -500,7 +511,7 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
               bias=None, mask=None, sinks=None, return_lse=False,
               layout="bnhd", device=None, backend="auto", out=None,
               wait_for=None, return_event=False, softmax_scale=None,
-              window_size=None):
+              window_size=None, positions=None):
     """Fused attention ``softmax(scale * q @ k^T + variants) @ v``.
 
     q: ``[batch, seqlen_q, heads_q, head_dim]``, k: ``[batch, seqlen_k,
@@ -520,7 +531,13 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
 
     causal: mask keys after the diagonal; ``causal_align="bottom_right"``
     (FlashAttention >= 2.1: query i sees key j iff j <= i + seqlen_k -
-    seqlen_q) or ``"top_left"`` (SDPA's is_causal: j <= i).
+    seqlen_q) or ``"top_left"`` (SDPA's is_causal: j <= i), or
+    ``"absolute"`` with ``positions=(q_position, k_position)``, the first
+    query row's and first key's positions in a longer sequence: j is
+    visible iff k_position + j <= q_position + i, so that a chunk of
+    queries against a chunk of keys (context parallelism) masks as the
+    whole call would; its LSE then merges the chunks with
+    :func:`combine_partials`.
     scale: None means 1/sqrt(head_dim); any other value is used as given
     (0.0 means exactly zero: uniform weights).
     window: (left, right) sliding window around the diagonal, -1 unbounded;
@@ -549,7 +566,7 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
     """
     scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options(layout, causal, causal_align, scale, window, softcap,
-                    backend)
+                    backend, positions)
     extras = (alibi_slopes, bias, mask, sinks)
     if _is_cl(q):
         o, lse, event = _device(q, k, v, opts, extras, device, out,

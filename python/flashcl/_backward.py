@@ -271,14 +271,15 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
                        window_size=None, nondeterministic=False,
                        return_dsinks=False, cu_seqlens_q=None,
                        cu_seqlens_k=None, max_seqlen_q=None,
-                       max_seqlen_k=None):
+                       max_seqlen_k=None, positions=None):
     """Gradients of :func:`attention`: ``(dq, dk, dv)``, or ``(dq, dk, dv,
     dsinks)`` with ``return_dsinks``.
 
     q, k, v and every keyword that shapes the function (causal,
     causal_align, scale/softmax_scale, window/window_size, softcap,
     alibi_slopes, bias, mask, sinks, layout) must be those of the forward
-    call; o and lse are its outputs (``attention(..., return_lse=True)``,
+    call, and so must positions (with ``causal_align="absolute"``); o and
+    lse are its outputs (``attention(..., return_lse=True)``,
     or any O and LSE of the same function, such as ones merged by
     :func:`combine_partials`) and do is the loss's gradient with respect to
     o (o's shape and dtype). lse is float32 ``[batch, heads_q, seqlen_q]``
@@ -308,6 +309,10 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
     there.
     """
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
+        if positions is not None:
+            raise InvalidValueError(
+                "positions with cu_seqlens: absolute positions serve dense "
+                "calls only (not yet packed batches)")
         if bias is not None or mask is not None or layout != "bnhd":
             raise InvalidValueError(
                 "cu_seqlens: bias, mask and layout are not taken with a "
@@ -324,7 +329,7 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
             return_dsinks=return_dsinks)
     scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options(layout, causal, causal_align, scale, window, softcap,
-                    backend)
+                    backend, positions)
     extras = (alibi_slopes, bias, mask, sinks)
     want_dsinks = bool(_flag("return_dsinks", return_dsinks))
     nondet = _flag("nondeterministic", nondeterministic)

@@ -50,7 +50,7 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (struct_size first since 0.2, infer_status last since 0.3)"""
+    """flashcl_attention_desc (struct_size first since 0.2, q_position and k_position last since 0.3)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
@@ -98,6 +98,8 @@ class AttentionDesc(Structure):
         ("page_size", c_int64),
         ("max_pages", c_int64),
         ("infer_status", Tensor),
+        ("q_position", c_int64),
+        ("k_position", c_int64),
     ]
 
 
@@ -169,7 +171,7 @@ class DeviceInfo(Structure):
 # enum values (include/flashcl.h)
 DTYPE_FP32, DTYPE_FP16, DTYPE_BF16, DTYPE_FP64 = 0, 1, 2, 3
 LAYOUT_BNHD, LAYOUT_BHND = 0, 1
-CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT = 0, 1
+CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT, CAUSAL_ABSOLUTE = 0, 1, 2
 BACKEND_AUTO, BACKEND_FUSED, BACKEND_REFERENCE = 0, 1, 2
 # AttentionDesc.infer_status: int32 [INFER_STATUS_COUNT] counters
 (INFER_STATUS_APPENDS_DROPPED, INFER_STATUS_PAGES_SKIPPED,

@@ -9,7 +9,8 @@ include/flashcl.h and the README's "Semantics":
     window (i + diag - left <= j <= i + diag + right) are removed
     o = softmax_j(s) @ v, lse = log(sum_j exp(s) [+ exp(sink[h])])
 
-diag = seqlen_k - seqlen_q (bottom_right) or 0 (top_left). A row that sees
+diag = seqlen_k - seqlen_q (bottom_right), 0 (top_left) or q_position -
+k_position (absolute, positions=(q_position, k_position)). A row that sees
 no key: o = 0, lse = -inf (= sink with sinks).
 """
 import numpy as np
@@ -27,7 +28,7 @@ def from_bhnd(x, layout):
 def attention_ref(q, k, v, *, layout="bnhd", causal=False,
                   causal_align="bottom_right", scale=None, window=(-1, -1),
                   softcap=0.0, alibi_slopes=None, bias=None, mask=None,
-                  sinks=None):
+                  sinks=None, positions=(0, 0)):
     q, k, v = (to_bhnd(x, layout) for x in (q, k, v))
     b, hq, nq, d = q.shape
     hkv, nk = k.shape[1], k.shape[2]
@@ -39,7 +40,8 @@ def attention_ref(q, k, v, *, layout="bnhd", causal=False,
     s = scale * np.einsum("bhid,bhjd->bhij", q, k)
     if softcap > 0:
         s = softcap * np.tanh(s / softcap)
-    diag = nk - nq if causal_align == "bottom_right" else 0
+    diag = {"bottom_right": nk - nq, "top_left": 0,
+            "absolute": positions[0] - positions[1]}[causal_align]
     i = np.arange(nq)[:, None]
     j = np.arange(nk)[None, :]
     if alibi_slopes is not None:

@@ -20,9 +20,10 @@ def _bnhd(x):
 
 
 def reference_grads(q, k, v, do, *, causal=False, window=(-1, -1),
-                    softcap=0.0, sinks=None, scale=None):
-    """float64 (dq, dk, dv, dsinks) of attention (bnhd, bottom-right causal
-    alignment), from the definition: P = softmax(s'), O = P V."""
+                    softcap=0.0, sinks=None, scale=None, diag=None):
+    """float64 (dq, dk, dv, dsinks) of attention (bnhd; the diagonal
+    bottom-right unless given), from the definition: P = softmax(s'),
+    O = P V."""
     q, k, v, do = (_bhnd(x) for x in (q, k, v, do))
     b, hq, nq, d = q.shape
     hk, nk = k.shape[1], k.shape[2]
@@ -33,7 +34,7 @@ def reference_grads(q, k, v, do, *, causal=False, window=(-1, -1),
     if softcap > 0:
         t = np.tanh(s / softcap)
         s = softcap * t
-    i = np.arange(nq)[:, None] + (nk - nq)
+    i = np.arange(nq)[:, None] + (nk - nq if diag is None else diag)
     j = np.arange(nk)[None, :]
     keep = np.ones((nq, nk), bool)
     if causal:

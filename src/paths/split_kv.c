@@ -625,6 +625,8 @@ static int auto_splits(const device_caps *caps, const problem *p,
 
 int split_kv_splits(const device_caps *caps, const problem *p)
 {
+    if (variant_active(p, VARIANT_POSITIONS))
+        return 1; /* its kernels align each sequence themselves */
     if (p->infer.num_splits > 0)
         return p->infer.num_splits;
     const split_shape s = shape_of(caps, p, NULL, NULL, 0);
@@ -639,6 +641,7 @@ bool split_kv_tensor_decode(const device_caps *caps, const problem *p)
 {
     const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
     return (!forced || strcmp(forced, "mma") == 0) && mma_fits(caps, p) &&
+           !variant_active(p, VARIANT_POSITIONS) &&
            p->seqlen_q * problem_group_size(p) <= 16;
 }
 
@@ -1116,7 +1119,7 @@ static void split_path_plan(const device_caps *caps, const problem *p,
 
 /* name, variants, summary, serves_device, can_run, plan, launch, tunables */
 const kernel_path split_kv_path = {
-    "split_kv", VARIANTS_ALL,
+    "split_kv", VARIANTS_ALL & ~(1u << VARIANT_POSITIONS),
     "split-KV kernels (decodes too few to fill the device, KV caches, "
     "varlen and paged KV)",
     split_serves, split_can_run, split_path_plan, split_kv_launch,

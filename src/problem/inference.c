@@ -62,6 +62,15 @@ static flashcl_status check_orphans(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "in-place append (seqlen_new) with cu_seqlens_q: "
                          "append takes dense [batch, seqlen_new] rows");
+    /* Each sequence of these calls gets its own diagonal on the device;
+     * the split-KV kernels have no absolute one yet. */
+    if (d->causal_align == FLASHCL_CAUSAL_ABSOLUTE &&
+        (cache || has(&d->cu_seqlens_q) || has(&d->cu_seqlens_k) ||
+         d->num_splits > 1))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "causal_align = FLASHCL_CAUSAL_ABSOLUTE with a KV "
+                         "cache, cu_seqlens or num_splits > 1: absolute "
+                         "positions serve dense calls only (not yet these)");
     return FLASHCL_SUCCESS;
 }
 
@@ -188,8 +197,10 @@ static void resolve_shapes(const flashcl_attention_desc *d, problem *p)
         p->kv_extent[0] = in->kv_batch;
         p->kv_extent[1] = in->page_size;
     }
-    /* dense kernels only */
-    p->diag = aligned_diag(in->top_left, p->seqlen_q, p->seqlen_k);
+    /* dense kernels only (absolute positions come with no inference
+     * field: problem.c's diagonal stands) */
+    if (d->causal_align != FLASHCL_CAUSAL_ABSOLUTE)
+        p->diag = aligned_diag(in->top_left, p->seqlen_q, p->seqlen_k);
 }
 
 /* The split-KV kernels pack the query heads of a KV head into rows (row

@@ -126,7 +126,8 @@ static flashcl_status check_enums(flashcl_context *ctx,
                          "dtype fp64 needs cl_khr_fp64, which %s lacks",
                          ctx->caps.name);
     if (desc->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT &&
-        desc->causal_align != FLASHCL_CAUSAL_TOP_LEFT)
+        desc->causal_align != FLASHCL_CAUSAL_TOP_LEFT &&
+        desc->causal_align != FLASHCL_CAUSAL_ABSOLUTE)
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "causal_align = %d is not a flashcl_causal_align",
                          (int)desc->causal_align);
@@ -461,8 +462,10 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
                    ? (double)desc->scale
                    : 1.0 / sqrt((double)desc->head_dim);
     p->empty = p->batch == 0 || p->heads_q == 0 || p->seqlen_q == 0;
-    p->diag = aligned_diag(desc->causal_align == FLASHCL_CAUSAL_TOP_LEFT,
-                           p->seqlen_q, p->seqlen_k);
+    p->diag = desc->causal_align == FLASHCL_CAUSAL_ABSOLUTE
+                  ? desc->q_position - desc->k_position
+                  : aligned_diag(desc->causal_align == FLASHCL_CAUSAL_TOP_LEFT,
+                                 p->seqlen_q, p->seqlen_k);
     p->left = -1;
     p->right = p->causal ? 0 : -1;
     p->q_extent[0] = p->kv_extent[0] = p->batch;

@@ -17,6 +17,7 @@ typedef enum variant_id {
     VARIANT_SOFTCAP,
     VARIANT_SINKS,
     VARIANT_HEAD_DIM_V,
+    VARIANT_POSITIONS,
     VARIANT_COUNT
 } variant_id;
 

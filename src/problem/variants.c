@@ -21,7 +21,8 @@ static cl_ulong4 ulong4_of(const uint64_t v[4])
  * kernels' i + diag +- bound inside 64-bit (and int) arithmetic. */
 static int64_t clamp_bound(int64_t bound, const problem *p)
 {
-    const int64_t reach = p->seqlen_q + p->seqlen_k + 1;
+    const int64_t reach = p->seqlen_q + p->seqlen_k + 1 +
+                          (p->diag < 0 ? -p->diag : p->diag);
     return bound > reach ? reach : bound;
 }
 
@@ -87,6 +88,40 @@ static int top_left_apply(const flashcl_attention_desc *d,
     (void)view;
     p->diag = 0;
     return 1;
+}
+
+/* ---- absolute positions ---------------------------------------------- */
+
+static flashcl_status positions_check(flashcl_context *ctx,
+                                      const flashcl_attention_desc *d)
+{
+    const bool absolute = d->causal_align == FLASHCL_CAUSAL_ABSOLUTE;
+    if (!absolute && (d->q_position != 0 || d->k_position != 0))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "q_position = %lld, k_position = %lld but "
+                         "causal_align is not FLASHCL_CAUSAL_ABSOLUTE (the "
+                         "positions are never ignored)",
+                         (long long)d->q_position, (long long)d->k_position);
+    if (absolute && (d->q_position < 0 || d->k_position < 0 ||
+                     d->q_position > FLASHCL_MAX_POSITION ||
+                     d->k_position > FLASHCL_MAX_POSITION))
+        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
+                         "q_position = %lld, k_position = %lld: each must "
+                         "be in [0, FLASHCL_MAX_POSITION = %d]",
+                         (long long)d->q_position, (long long)d->k_position,
+                         FLASHCL_MAX_POSITION);
+    return FLASHCL_SUCCESS;
+}
+
+/* The base problem's diagonal is already q_position - k_position
+ * (problem.c); the entry names the variant, so that a path without it
+ * (split-KV: its kernels align each sequence themselves) refuses it. */
+static bool positions_active(const flashcl_attention_desc *d,
+                             const problem *p)
+{
+    const bool reads_diagonal =
+        p->causal || d->window || d->alibi_slopes.buffer != NULL;
+    return d->causal_align == FLASHCL_CAUSAL_ABSOLUTE && reads_diagonal;
 }
 
 /* ---- ALiBi ----------------------------------------------------------- */
@@ -336,6 +371,12 @@ static const variant_entry table[] = {
     [VARIANT_HEAD_DIM_V] = {.name = "head_dim_v",
      .fields = "head_dim_v",
      .active = head_dim_v_active,
+     .apply = no_apply},
+    [VARIANT_POSITIONS] = {.name = "absolute positions",
+     .fields = "causal_align, q_position, k_position",
+     /* no define: the diagonal is a kernel argument */
+     .check = positions_check,
+     .active = positions_active,
      .apply = no_apply},
 };
 
