@@ -110,6 +110,19 @@ static flashcl_status check_scale(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+/* FLASHCL_ERROR_INVALID_VALUE naming `field` when its `value` is none of
+ * the `count` values of `legal` (the enum `type`'s). */
+static flashcl_status check_enum_value(flashcl_context *ctx, const char *field,
+                                       int value, const int *legal,
+                                       size_t count, const char *type)
+{
+    for (size_t i = 0; i < count; ++i)
+        if (value == legal[i])
+            return FLASHCL_SUCCESS;
+    return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE, "%s = %d is not a %s",
+                     field, value, type);
+}
+
 static flashcl_status check_enums(flashcl_context *ctx,
                                   const flashcl_attention_desc *desc)
 {
@@ -125,19 +138,18 @@ static flashcl_status check_enums(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "dtype fp64 needs cl_khr_fp64, which %s lacks",
                          ctx->caps.name);
-    if (desc->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT &&
-        desc->causal_align != FLASHCL_CAUSAL_TOP_LEFT &&
-        desc->causal_align != FLASHCL_CAUSAL_ABSOLUTE)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "causal_align = %d is not a flashcl_causal_align",
-                         (int)desc->causal_align);
-    if (desc->backend != FLASHCL_BACKEND_AUTO &&
-        desc->backend != FLASHCL_BACKEND_FUSED &&
-        desc->backend != FLASHCL_BACKEND_REFERENCE)
-        return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
-                         "backend = %d is not a flashcl_backend",
-                         (int)desc->backend);
-    return check_scale(ctx, desc);
+    static const int aligns[] = {FLASHCL_CAUSAL_BOTTOM_RIGHT,
+                                 FLASHCL_CAUSAL_TOP_LEFT,
+                                 FLASHCL_CAUSAL_ABSOLUTE};
+    static const int backends[] = {FLASHCL_BACKEND_AUTO, FLASHCL_BACKEND_FUSED,
+                                   FLASHCL_BACKEND_REFERENCE};
+    flashcl_status status =
+        check_enum_value(ctx, "causal_align", (int)desc->causal_align, aligns,
+                         3, "flashcl_causal_align");
+    if (status == FLASHCL_SUCCESS)
+        status = check_enum_value(ctx, "backend", (int)desc->backend, backends,
+                                  3, "flashcl_backend");
+    return status == FLASHCL_SUCCESS ? check_scale(ctx, desc) : status;
 }
 
 /* desc->backend, else FLASHCL_BACKEND (auto | fused | reference), else
