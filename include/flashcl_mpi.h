@@ -76,6 +76,21 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
                                             const flashcl_attention_desc *local,
                                             const flashcl_cp_desc *cp);
 
+/** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
+ *  with its o and lse (the forward's outputs, lse required); `bwd` names
+ *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
+ *  and v). FLASHCL_CP_ALLGATHER mode and fp32 storage for now: every rank
+ *  gathers K and V, computes its query rows' dQ and their dK/dV
+ *  contributions over every key, and each rank's dK/dV rows are the sum of
+ *  the ranks' contributions in rank order, so the result is bitwise
+ *  repeatable at a fixed rank count. Not yet: ring mode, 16-bit storage,
+ *  d_sinks (FLASHCL_ERROR_UNSUPPORTED). Collective, with the forward's
+ *  failure rules. */
+flashcl_status flashcl_cp_attention_backward(
+    MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
+    const flashcl_cp_desc *cp);
+
 /** The rows of the whole sequence that shard `rank` of `ranks` holds, in
  *  the shard's order: first[0] .. first[0] + count - 1, then (zig-zag)
  *  first[1] .. first[1] + count - 1. Returns the number of chunks (1 or 2),

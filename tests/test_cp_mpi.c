@@ -4,8 +4,9 @@
  * the whole call on its own device (the single-device result, which knows
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
- * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16. A second
- * call must give the same bits. Then the faults: shards that disagree, a
+ * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16; and the
+ * backward (all-gather, fp32) against the single-device backward. A
+ * second call must give the same bits. Then the faults: shards that disagree, a
  * rank whose own call fails, an unsupported request: every rank returns
  * an error and writes nothing, none hangs (ctest's timeout bounds it).
  * Rank 0 prints "N passed, N failed".
@@ -246,6 +247,120 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
     release_desc(&d);
 }
 
+/* ---- backward --------------------------------------------------------- */
+
+typedef struct grads {
+    void *dq, *dk, *dv; /* host, in the shard's (or the whole's) rows */
+} grads;
+
+/* Forward then backward of `d` (its q, k, v, o set) with d_o = dout, on one
+ * device (cp NULL) or across the ranks. */
+static grads backward_of(flashcl_attention_desc *d, const void *dout,
+                         int64_t rows, const flashcl_cp_desc *cp)
+{
+    const size_t q_bytes = (size_t)BATCH * rows * HQ * DIM * 4;
+    const size_t k_bytes = (size_t)BATCH * rows * HKV * DIM * 4;
+    d->lse.buffer = device_copy(NULL, (size_t)BATCH * HQ * rows * 4);
+    flashcl_backward_desc b = FLASHCL_BACKWARD_DESC_INIT;
+    b.d_o.buffer = device_copy(dout, q_bytes);
+    b.d_q.buffer = device_copy(NULL, q_bytes);
+    b.d_k.buffer = device_copy(NULL, k_bytes);
+    b.d_v.buffer = device_copy(NULL, k_bytes);
+    poison(b.d_q.buffer, q_bytes);
+    poison(b.d_k.buffer, k_bytes);
+    poison(b.d_v.buffer, k_bytes);
+    flashcl_status st =
+        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp)
+           : flashcl_attention_forward(ctx, NULL, d, 0, NULL, NULL);
+    if (st == FLASHCL_SUCCESS)
+        st = cp ? flashcl_cp_attention_backward(MPI_COMM_WORLD, ctx, NULL, d,
+                                                &b, cp)
+                : flashcl_attention_backward(ctx, NULL, d, &b, 0, NULL, NULL);
+    check(st == FLASHCL_SUCCESS, cp ? "backward across ranks" : "backward",
+          cp ? flashcl_cp_last_error() : flashcl_context_last_error(ctx));
+    grads g = {read_back(b.d_q.buffer, q_bytes),
+               read_back(b.d_k.buffer, k_bytes),
+               read_back(b.d_v.buffer, k_bytes)};
+    cl_mem all[] = {d->lse.buffer, b.d_o.buffer, b.d_q.buffer, b.d_k.buffer,
+                    b.d_v.buffer};
+    for (int i = 0; i < 5; ++i)
+        clReleaseMemObject(all[i]);
+    d->lse.buffer = NULL;
+    return g;
+}
+
+static void release_grads(grads *g)
+{
+    free(g->dq);
+    free(g->dk);
+    free(g->dv);
+}
+
+/* max |got - want| / max |want| of one gradient */
+static double relative_error(const float *got, const float *want, size_t n)
+{
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < n; ++i) {
+        err = fmax(err, isnan(got[i]) ? INFINITY : fabs(got[i] - want[i]));
+        scale = fmax(scale, fabs(want[i]));
+    }
+    return err / fmax(scale, 1e-30);
+}
+
+static void run_backward_case(const cp_case *c, const inputs *in,
+                              flashcl_cp_layout layout)
+{
+    char what[160];
+    snprintf(what, sizeof what, "backward, %s, all-gather, %s, %d ranks",
+             c->name, layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
+             ranks);
+    flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
+    cp.mode = FLASHCL_CP_ALLGATHER;
+    cp.layout = layout;
+    cp.seqlen_total = N;
+    void *dout = random_tensor(c->dtype, HQ, 99);
+    flashcl_attention_desc whole = call_desc(c, N);
+    whole.q.buffer = device_copy(in->q, (size_t)BATCH * N * HQ * DIM * 4);
+    whole.k.buffer = device_copy(in->k, (size_t)BATCH * N * HKV * DIM * 4);
+    whole.v.buffer = device_copy(in->v, (size_t)BATCH * N * HKV * DIM * 4);
+    whole.o.buffer = device_copy(NULL, (size_t)BATCH * N * HQ * DIM * 4);
+    whole.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
+    whole.sinks.buffer = c->sinks ? in->sinks : NULL;
+    grads all = backward_of(&whole, dout, N, NULL);
+    grads want = {shard_of(all.dq, &cp, HQ, 4), shard_of(all.dk, &cp, HKV, 4),
+                  shard_of(all.dv, &cp, HKV, 4)};
+    size_t o_bytes;
+    flashcl_attention_desc d = shard_desc(c, in, &cp, &o_bytes);
+    void *my_dout = shard_of(dout, &cp, HQ, 4);
+    const int64_t n = N / ranks;
+    grads got[2];
+    for (int r = 0; r < 2; ++r)
+        got[r] = backward_of(&d, my_dout, n, &cp);
+    const size_t nq = (size_t)BATCH * n * HQ * DIM,
+                 nk = (size_t)BATCH * n * HKV * DIM;
+    const double errs[3] = {relative_error(got[0].dq, want.dq, nq),
+                            relative_error(got[0].dk, want.dk, nk),
+                            relative_error(got[0].dv, want.dv, nk)};
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "dQ %.3g, dK %.3g, dV %.3g of max |grad| from the whole call",
+             errs[0], errs[1], errs[2]);
+    check(errs[0] <= 1e-5 && errs[1] <= 1e-5 && errs[2] <= 1e-5, what,
+          detail);
+    check(!memcmp(got[0].dq, got[1].dq, nq * 4) &&
+              !memcmp(got[0].dk, got[1].dk, nk * 4) &&
+              !memcmp(got[0].dv, got[1].dv, nk * 4),
+          what, "two calls gave different bits");
+    release_grads(&got[0]);
+    release_grads(&got[1]);
+    release_grads(&want);
+    release_grads(&all);
+    release_desc(&whole);
+    release_desc(&d);
+    free(dout);
+    free(my_dout);
+}
+
 /* A fault on some ranks: every rank must fail and keep its O poisoned. */
 static void expect_all_fail(const char *what, flashcl_attention_desc *d,
                             const flashcl_cp_desc *cp, size_t o_bytes)
@@ -316,6 +431,9 @@ int main(int argc, char **argv)
                     c->dtype == FLASHCL_DTYPE_FP32)
                     run_case(c, &in, (flashcl_cp_mode)mode,
                              (flashcl_cp_layout)layout);
+        if (c->dtype == FLASHCL_DTYPE_FP32)
+            for (int layout = 0; layout < 2; ++layout)
+                run_backward_case(c, &in, (flashcl_cp_layout)layout);
         if (i == 0)
             run_faults(&in);
         free(in.q);

@@ -524,13 +524,13 @@ static cl_mem upload(flashcl_context *ctx, cl_command_queue queue,
     return err == CL_SUCCESS ? m : NULL;
 }
 
-/* Each rank's K and V gathered on every rank, laid out as the whole
- * sequence's, then one call per local query chunk over all keys. */
-static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
-                                        cl_command_queue queue,
-                                        const flashcl_attention_desc *d,
-                                        const flashcl_cp_desc *cp,
-                                        const shard *s)
+/* Each rank's K and V gathered on every rank and laid out as the whole
+ * sequence's, on the device in *k and *v. Collective. */
+static flashcl_status gather_whole_kv(MPI_Comm comm, flashcl_context *ctx,
+                                      cl_command_queue queue,
+                                      const flashcl_attention_desc *d,
+                                      const flashcl_cp_desc *cp,
+                                      const shard *s, cl_mem *k, cl_mem *v)
 {
     const size_t kv = s->k_bytes + s->v_bytes;
     const size_t k_row = (size_t)(s->heads_kv * s->dim) * s->elem;
@@ -540,6 +540,7 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
     unsigned char *gathered = malloc(kv * (size_t)s->ranks);
     unsigned char *whole = malloc(kv * (size_t)s->ranks);
     flashcl_status st = FLASHCL_SUCCESS;
+    *k = *v = NULL;
     if (!mine || !gathered || !whole)
         st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                   "%zu bytes of gathered K/V on the host",
@@ -552,7 +553,6 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
                                  NULL) != CL_SUCCESS)
         st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
     st = verdict(comm, st, s->rank, "to read its K/V");
-    cl_mem k = NULL, v = NULL;
     if (st == FLASHCL_SUCCESS) {
         MPI_Allgather(mine, (int)kv, MPI_BYTE, gathered, (int)kv, MPI_BYTE,
                       comm);
@@ -561,23 +561,58 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
             place_rows(whole, block, cp, s, r, k_row);
             place_rows(whole + k_whole, block + s->k_bytes, cp, s, r, v_row);
         }
-        k = upload(ctx, queue, whole, k_whole);
-        v = upload(ctx, queue, whole + k_whole, s->v_bytes * (size_t)s->ranks);
-        if (!k || !v)
+        *k = upload(ctx, queue, whole, k_whole);
+        *v = upload(ctx, queue, whole + k_whole,
+                    s->v_bytes * (size_t)s->ranks);
+        if (!*k || !*v)
             st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                       "the whole K/V on the device");
     }
+    free(mine);
+    free(gathered);
+    free(whole);
+    return st;
+}
+
+static void release_kv(cl_mem k, cl_mem v)
+{
+    if (k)
+        clReleaseMemObject(k);
+    if (v)
+        clReleaseMemObject(v);
+}
+
+/* Query chunk qc's call over the whole gathered K and V. */
+static flashcl_attention_desc whole_keys_call(const flashcl_attention_desc *d,
+                                              const flashcl_cp_desc *cp,
+                                              const shard *s, int qc,
+                                              cl_mem k, cl_mem v)
+{
+    flashcl_attention_desc c = chunk_call(d, s, qc, cp->seqlen_total, 0);
+    memset(&c.k, 0, sizeof c.k);
+    memset(&c.v, 0, sizeof c.v);
+    c.k.buffer = k;
+    c.v.buffer = v;
+    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
+                    s->dim_v, s->elem);
+    if (d->lse.buffer)
+        c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
+                         s->heads_q);
+    return c;
+}
+
+/* The whole K and V on every rank, then one call per local query chunk
+ * over all keys. */
+static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
+                                        cl_command_queue queue,
+                                        const flashcl_attention_desc *d,
+                                        const flashcl_cp_desc *cp,
+                                        const shard *s)
+{
+    cl_mem k, v;
+    flashcl_status st = gather_whole_kv(comm, ctx, queue, d, cp, s, &k, &v);
     for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
-        flashcl_attention_desc c = chunk_call(d, s, qc, cp->seqlen_total, 0);
-        memset(&c.k, 0, sizeof c.k);
-        memset(&c.v, 0, sizeof c.v);
-        c.k.buffer = k;
-        c.v.buffer = v;
-        c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n,
-                        s->heads_q, s->dim_v, s->elem);
-        if (d->lse.buffer)
-            c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
-                             s->heads_q);
+        flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
         st = flashcl_attention_forward(ctx, queue, &c, 0, NULL, NULL);
         if (st != FLASHCL_SUCCESS)
             st = fail(st, "rank %d, query chunk %d: %s", s->rank, qc,
@@ -585,14 +620,200 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
     }
     if (st == FLASHCL_SUCCESS && clFinish(queue) != CL_SUCCESS)
         st = fail(FLASHCL_ERROR_OPENCL, "the shard's attention failed");
-    if (k)
-        clReleaseMemObject(k);
-    if (v)
-        clReleaseMemObject(v);
-    free(mine);
-    free(gathered);
-    free(whole);
+    release_kv(k, v);
     return st;
+}
+
+/* ---- backward (all-gather) ------------------------------------------ */
+
+static flashcl_status check_backward(const flashcl_attention_desc *d,
+                                     const flashcl_backward_desc *g,
+                                     const flashcl_cp_desc *cp,
+                                     const shard *s)
+{
+    if (!g)
+        return fail(FLASHCL_ERROR_NULL_ARGUMENT, "bwd is NULL");
+    if (g->struct_size != sizeof *g)
+        return fail(FLASHCL_ERROR_INVALID_VALUE,
+                    "bwd.struct_size = %zu, expected %zu", g->struct_size,
+                    sizeof *g);
+    if (cp->mode != FLASHCL_CP_ALLGATHER)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "the backward across ranks runs in FLASHCL_CP_ALLGATHER "
+                    "mode (not yet ring)");
+    if (d->dtype != FLASHCL_DTYPE_FP32)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "the backward across ranks sums fp32 dK/dV partials: "
+                    "fp32 storage only for now");
+    if (!d->lse.buffer || !g->d_o.buffer || !g->d_q.buffer ||
+        !g->d_k.buffer || !g->d_v.buffer)
+        return fail(FLASHCL_ERROR_NULL_ARGUMENT,
+                    "lse (the forward's), d_o, d_q, d_k and d_v need buffers");
+    const flashcl_tensor *views[] = {&g->d_o, &g->d_q, &g->d_k, &g->d_v};
+    for (size_t i = 0; i < 4; ++i)
+        if (!packed(views[i]))
+            return fail(FLASHCL_ERROR_UNSUPPORTED,
+                        "strided d_o, d_q, d_k or d_v: not yet");
+    if (g->d_sinks.buffer)
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "d_sinks across ranks: not yet");
+    flashcl_status st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
+    return st == FLASHCL_SUCCESS ? buffer_holds(&g->d_v, s->v_bytes, "d_v")
+                                 : st;
+}
+
+/* The backward of each local query chunk over the whole K and V: dQ of
+ * its rows straight into d_q, and its dK/dV over every key summed on the
+ * host, chunk after chunk, into whole[] (dK then dV, fp32). */
+static flashcl_status local_gradients(flashcl_context *ctx,
+                                      cl_command_queue queue,
+                                      const flashcl_attention_desc *d,
+                                      const flashcl_backward_desc *g,
+                                      const flashcl_cp_desc *cp,
+                                      const shard *s, cl_mem k, cl_mem v,
+                                      float *whole)
+{
+    const size_t k_floats = s->k_bytes / 4 * (size_t)s->ranks;
+    const size_t floats = (s->k_bytes + s->v_bytes) / 4 * (size_t)s->ranks;
+    cl_int e1 = CL_SUCCESS, e2 = CL_SUCCESS;
+    cl_context cl = flashcl_context_cl_context(ctx);
+    cl_mem part_k = clCreateBuffer(cl, CL_MEM_READ_WRITE, k_floats * 4, NULL,
+                                   &e1);
+    cl_mem part_v = clCreateBuffer(cl, CL_MEM_READ_WRITE,
+                                   (floats - k_floats) * 4, NULL, &e2);
+    float *part = malloc(floats * sizeof *part);
+    flashcl_status st = e1 || e2 || !part
+                            ? fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                                   "whole dK/dV partials")
+                            : FLASHCL_SUCCESS;
+    memset(whole, 0, floats * sizeof *whole);
+    for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
+        flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
+        flashcl_backward_desc b = *g;
+        b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
+                          s->heads_q, s->dim_v, 4);
+        b.d_q = rows_view(g->d_q.buffer, g->d_q.offset, qc * s->rows, s->n,
+                          s->heads_q, s->dim, 4);
+        memset(&b.d_k, 0, sizeof b.d_k);
+        memset(&b.d_v, 0, sizeof b.d_v);
+        b.d_k.buffer = part_k;
+        b.d_v.buffer = part_v;
+        st = flashcl_attention_backward(ctx, queue, &c, &b, 0, NULL, NULL);
+        if (st != FLASHCL_SUCCESS) {
+            st = fail(st, "rank %d, query chunk %d: %s", s->rank, qc,
+                      flashcl_context_last_error(ctx));
+            break;
+        }
+        if (clEnqueueReadBuffer(queue, part_k, CL_TRUE, 0, k_floats * 4, part,
+                                0, NULL, NULL) != CL_SUCCESS ||
+            clEnqueueReadBuffer(queue, part_v, CL_TRUE, 0,
+                                (floats - k_floats) * 4, part + k_floats, 0,
+                                NULL, NULL) != CL_SUCCESS)
+            st = fail(FLASHCL_ERROR_OPENCL, "reading dK/dV partials failed");
+        for (size_t i = 0; i < floats && st == FLASHCL_SUCCESS; ++i)
+            whole[i] += part[i];
+    }
+    release_kv(part_k, part_v);
+    free(part);
+    return st;
+}
+
+/* This shard's rows of a whole [batch, N, heads, dim] fp32 tensor, each
+ * the sum over the ranks' contributions in rank order. */
+static void own_rows(float *out, const float *gathered, size_t stride,
+                     const flashcl_cp_desc *cp, const shard *s, size_t row)
+{
+    const int64_t total = cp->seqlen_total;
+    for (int c = 0; c < s->chunks; ++c)
+        for (int64_t b = 0; b < s->batch; ++b) {
+            float *to = out + (size_t)(b * s->n + c * s->rows) * row;
+            const size_t from = (size_t)(b * total + s->first[c]) * row;
+            for (size_t i = 0; i < (size_t)s->rows * row; ++i) {
+                float sum = 0;
+                for (int r = 0; r < s->ranks; ++r)
+                    sum += gathered[stride * (size_t)r + from + i];
+                to[i] = sum;
+            }
+        }
+}
+
+/* The ranks' dK/dV partials gathered, and this shard's rows summed in
+ * rank order into d_k and d_v: the same bits on every call. */
+static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
+                                       const flashcl_backward_desc *g,
+                                       const flashcl_cp_desc *cp,
+                                       const shard *s, const float *whole)
+{
+    const size_t floats = (s->k_bytes + s->v_bytes) / 4 * (size_t)s->ranks;
+    const size_t k_floats = s->k_bytes / 4 * (size_t)s->ranks;
+    float *gathered = malloc(floats * sizeof *gathered * (size_t)s->ranks);
+    float *mine = malloc(s->k_bytes + s->v_bytes);
+    const int ok = gathered && mine;
+    int all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    flashcl_status st = FLASHCL_SUCCESS;
+    if (!all_ok) {
+        st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                  "gathering the ranks' dK/dV partials");
+    } else if (floats * 4 > (size_t)INT32_MAX) {
+        st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                  "dK/dV partials over 2 GiB: not yet");
+    } else {
+        MPI_Allgather(whole, (int)(floats * 4), MPI_BYTE, gathered,
+                      (int)(floats * 4), MPI_BYTE, comm);
+        own_rows(mine, gathered, floats, cp, s,
+                 (size_t)(s->heads_kv * s->dim));
+        own_rows(mine + s->k_bytes / 4, gathered + k_floats, floats, cp, s,
+                 (size_t)(s->heads_kv * s->dim_v));
+        if (clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
+                                 s->k_bytes, mine, 0, NULL,
+                                 NULL) != CL_SUCCESS ||
+            clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
+                                 s->v_bytes, mine + s->k_bytes / 4, 0, NULL,
+                                 NULL) != CL_SUCCESS)
+            st = fail(FLASHCL_ERROR_OPENCL, "writing dK/dV failed");
+    }
+    free(gathered);
+    free(mine);
+    return st;
+}
+
+flashcl_status flashcl_cp_attention_backward(
+    MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
+    const flashcl_cp_desc *cp)
+{
+    int rank = 0, ranks = 1;
+    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
+        MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
+        return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
+    shard s;
+    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, &s)
+                            : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
+    if (st == FLASHCL_SUCCESS)
+        st = check_backward(local, bwd, cp, &s);
+    st = verdict(comm, st, rank, "its own checks");
+    if (st == FLASHCL_SUCCESS)
+        st = same_call(comm, local, cp);
+    if (st != FLASHCL_SUCCESS)
+        return st;
+    if (!queue)
+        queue = flashcl_context_queue(ctx);
+    cl_mem k, v;
+    st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
+    float *whole = NULL;
+    if (st == FLASHCL_SUCCESS) {
+        whole = malloc((s.k_bytes + s.v_bytes) * (size_t)ranks);
+        st = whole ? local_gradients(ctx, queue, local, bwd, cp, &s, k, v,
+                                     whole)
+                   : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "whole dK/dV");
+        st = verdict(comm, st, rank, "its gradients");
+        if (st == FLASHCL_SUCCESS)
+            st = reduce_gradients(comm, queue, bwd, cp, &s, whole);
+    }
+    release_kv(k, v);
+    free(whole);
+    return verdict(comm, st, rank, "its part of the backward");
 }
 
 /* ---- the call -------------------------------------------------------- */
