@@ -111,6 +111,17 @@ intel_start=$SECONDS
     fi
   done
   echo "subgroup kernel on Intel's runtime: $((SECONDS - sg_start)) s"
+
+  # Context parallelism across two OpenCL implementations in one job: rank
+  # 0 on PoCL, rank 1 on Intel's runtime (both platforms visible), each
+  # against its own single-device result (tests/test_cp_mpi.c).
+  if [ -x build-test/tests/test_cp_mpi ]; then
+    eval "$(scripts/intel_cpu_runtime.sh --all)"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FLASHCL_CACHE=0 \
+      timeout 600 mpirun --oversubscribe -np 1 -x FLASHCL_DEVICE=pocl \
+      build-test/tests/test_cp_mpi : -np 1 -x FLASHCL_DEVICE=intel \
+      build-test/tests/test_cp_mpi
+  fi
 )
 echo "Intel OpenCL step: $((SECONDS - intel_start)) s"
 

@@ -417,6 +417,10 @@ int main(int argc, char **argv)
                 flashcl_last_create_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
+    char device[256] = "";
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
+                    device, NULL);
+    printf("rank %d of %d on %s\n", rank, ranks, device);
     const float slopes[HQ] = {0.25f, 0.0625f}, sinks[HQ] = {0.5f, -1.0f};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const cp_case *c = &cases[i];
