@@ -1,0 +1,183 @@
+"""Context parallelism with mpi4py: one sequence's attention across MPI
+ranks, each holding a shard of its rows (docs/context-parallel.md).
+
+The same algorithm as libflashcl_mpi, on this package's calls: each
+(query chunk, key chunk) pair is one :func:`flashcl.attention` call with
+the chunks' absolute positions (``causal_align="absolute"``), and a query
+chunk's partials are merged by :func:`flashcl.combine_partials` in a fixed
+order, so the result equals the single-device call on the whole sequence
+to the dtype's rounding and repeats bitwise at a fixed rank count. K and V
+travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
+``import flashcl`` does not.
+
+    from mpi4py import MPI
+    import flashcl.cp
+    q, k, v = (flashcl.cp.shard(x, MPI.COMM_WORLD, layout="zigzag")
+               for x in (q_whole, k_whole, v_whole))
+    o = flashcl.cp.attention(MPI.COMM_WORLD, q, k, v, causal=True,
+                             layout="zigzag")
+    o_whole = flashcl.cp.unshard(o, MPI.COMM_WORLD, layout="zigzag")
+"""
+import numpy as np
+from mpi4py import MPI  # noqa: F401  (the communicators' type)
+
+from ._attention import attention as _attention
+from ._combine import combine_partials
+from ._errors import InvalidDimensionError, InvalidValueError
+
+__all__ = ["attention", "shard", "shard_rows", "unshard"]
+
+_LAYOUTS = ("contiguous", "zigzag")
+_MODES = ("ring", "allgather")
+
+
+def shard_rows(seqlen_total, rank, ranks, layout="contiguous"):
+    """The rows of the whole sequence that shard `rank` of `ranks` holds, in
+    the shard's order: a list of (first, count) chunks; ``"zigzag"`` gives
+    chunk `rank` and chunk ``2 ranks - 1 - rank`` of ``n / 2`` rows (every
+    rank the same causal work)."""
+    if layout not in _LAYOUTS:
+        raise InvalidValueError(f"layout = {layout!r}: expected one of "
+                                f"{_LAYOUTS}")
+    n, rest = divmod(int(seqlen_total), ranks)
+    if rest or n <= 0 or (layout == "zigzag" and n % 2):
+        raise InvalidDimensionError(
+            f"seqlen_total = {seqlen_total} does not split into {ranks} equal "
+            f"shards (of an even number of rows for zigzag)")
+    if layout == "contiguous":
+        return [(rank * n, n)]
+    half = n // 2
+    return [(rank * half, half), ((2 * ranks - 1 - rank) * half, half)]
+
+
+def shard(x, comm, *, layout="contiguous", axis=1):
+    """This rank's rows (along `axis`, the sequence axis of a ``[batch,
+    seq, heads, dim]`` array) of a whole array."""
+    chunks = shard_rows(x.shape[axis], comm.rank, comm.size, layout)
+    return np.concatenate([np.take(x, np.arange(f, f + c), axis=axis)
+                           for f, c in chunks], axis=axis)
+
+
+def unshard(x, comm, *, layout="contiguous", axis=1):
+    """The whole array from every rank's shard (an all-gather)."""
+    parts = comm.allgather(np.ascontiguousarray(x))
+    total = x.shape[axis] * comm.size
+    shape = list(x.shape)
+    shape[axis] = total
+    whole = np.empty(shape, x.dtype)
+    for rank, part in enumerate(parts):
+        at = 0
+        for first, count in shard_rows(total, rank, comm.size, layout):
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(first, first + count)
+            src = [slice(None)] * x.ndim
+            src[axis] = slice(at, at + count)
+            whole[tuple(index)] = part[tuple(src)]
+            at += count
+    return whole
+
+
+def _sees_keys(causal, window, q0, k0, rows):
+    """Whether some query of the chunk at q0 sees a key of the chunk at k0
+    through the causal band and the window."""
+    left, right = window if window is not None else (-1, -1)
+    if causal and right != 0:
+        right = 0
+    if right >= 0 and k0 > q0 + rows - 1 + right:
+        return False
+    if left >= 0 and k0 + rows - 1 < q0 - left:
+        return False
+    return True
+
+
+def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
+              causal=False, window=None, softcap=0.0, alibi_slopes=None,
+              sinks=None, scale=None, return_lse=False, device=None,
+              backend="auto"):
+    """Attention over the whole sequence for this rank's query rows.
+
+    q, k, v: this rank's shard, NumPy ``[batch, rows, heads, dim]``
+    (:func:`shard` makes it), the same shape on every rank; self-attention
+    over one sequence of ``rows * comm.size`` rows. mode: ``"ring"`` (each
+    step computes against the K/V block in hand while it moves on to the
+    next rank) or ``"allgather"`` (every rank gathers the whole K and V:
+    the choice when they are small, as with GQA). layout: how the rows were
+    sharded (``"contiguous"`` or ``"zigzag"``). causal, window, softcap,
+    alibi_slopes, sinks and scale mean what they mean for the whole
+    sequence. Returns o (``q``'s dtype), or (o, lse) with return_lse, lse
+    float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
+    collective).
+    """
+    if mode not in _MODES:
+        raise InvalidValueError(f"mode = {mode!r}: expected one of {_MODES}")
+    q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+    shapes = comm.allgather((q.shape, k.shape, v.shape, str(q.dtype)))
+    if any(s != shapes[0] for s in shapes):
+        raise InvalidValueError(
+            f"the shards disagree in shape or dtype across ranks: {shapes}")
+    rows = q.shape[1]
+    total = rows * comm.size
+    mine = shard_rows(total, comm.rank, comm.size, layout)
+    kw = dict(causal=causal, window=window, softcap=softcap,
+              alibi_slopes=alibi_slopes, scale=scale, device=device,
+              backend=backend, causal_align="absolute", return_lse=True)
+    at = [sum(c for _, c in mine[:i]) for i in range(len(mine))]
+    if mode == "allgather":
+        kv = comm.allgather((k, v))
+        k_all = np.concatenate(_placed(kv, 0, total, comm.size, layout),
+                               axis=1)
+        v_all = np.concatenate(_placed(kv, 1, total, comm.size, layout),
+                               axis=1)
+        outs = [_attention(q[:, a:a + c], k_all, v_all, positions=(f, 0),
+                           sinks=sinks, **kw)
+                for (f, c), a in zip(mine, at)]
+    else:
+        outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, kw)
+    o = np.concatenate([x[0] for x in outs], axis=1)
+    lse = np.concatenate([x[1] for x in outs], axis=2)
+    return (o, lse) if return_lse else o
+
+
+def _placed(kv, which, total, ranks, layout):
+    """K (which = 0) or V (1) of every rank, as the whole sequence's chunks
+    in position order."""
+    chunks = []
+    for rank, block in enumerate(kv):
+        at = 0
+        for first, count in shard_rows(total, rank, ranks, layout):
+            chunks.append((first, block[which][:, at:at + count]))
+            at += count
+    return [c for _, c in sorted(chunks, key=lambda fc: fc[0])]
+
+
+def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
+    """Step t: this rank's query chunks against the block of rank (rank -
+    t), while the block moves on to the next rank; the partials merged in
+    step order. The sinks join one partial per row (the first)."""
+    parts = [[] for _ in mine]
+    block = (k, v)
+    nxt, prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    for step in range(comm.size):
+        source = (comm.rank - step) % comm.size
+        if step + 1 < comm.size:
+            request = comm.isend(block, dest=nxt, tag=step)
+        theirs = shard_rows(total, source, comm.size, layout)
+        k_at = [sum(c for _, c in theirs[:i]) for i in range(len(theirs))]
+        for qi, ((qf, qc), qa) in enumerate(zip(mine, at)):
+            for (kf, kc), ka in zip(theirs, k_at):
+                first = step == 0 and ka == 0
+                if not first and not _sees_keys(kw["causal"], kw["window"],
+                                                qf, kf, qc):
+                    continue
+                parts[qi].append(_attention(
+                    q[:, qa:qa + qc], block[0][:, ka:ka + kc],
+                    block[1][:, ka:ka + kc], positions=(qf, kf),
+                    sinks=sinks if first else None, **kw))
+        if step + 1 < comm.size:
+            block = comm.recv(source=prev, tag=step)
+            request.wait()
+    dtype = q.dtype
+    return [combine_partials([o for o, _ in p],
+                             [lse for _, lse in p], dtype=dtype,
+                             return_lse=True, device=kw["device"])
+            for p in parts]

@@ -1,0 +1,41 @@
+"""flashcl.cp (mpi4py): one rank in this process (COMM_SELF), then 3 ranks
+under mpirun (cp_ranks.py), each against the single-device call."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import flashcl
+import flashcl.cp as cp
+from conftest import randn
+
+
+@pytest.mark.parametrize("mode", ["ring", "allgather"])
+@pytest.mark.parametrize("kw", [dict(causal=True), dict(window=(8, 2))])
+def test_one_rank_is_the_whole_call(rng, device, mode, kw):
+    q, k, v = (randn(rng, (1, 32, 2, 16)) for _ in range(3))
+    whole = flashcl.attention(q, k, v, device=device, **kw)
+    got = cp.attention(MPI.COMM_SELF, q, k, v, mode=mode, device=device, **kw)
+    np.testing.assert_allclose(got, whole, rtol=2e-5, atol=2e-5)
+
+
+def test_zigzag_rows():
+    assert cp.shard_rows(16, 1, 4, "zigzag") == [(2, 2), (12, 2)]
+    with pytest.raises(flashcl.InvalidDimensionError):
+        cp.shard_rows(18, 0, 4, "zigzag")
+
+
+def test_three_ranks():
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", POCL_MAX_PTHREAD_COUNT="1")
+    script = Path(__file__).with_name("cp_ranks.py")
+    run = subprocess.run(["mpirun", "-np", "3", "--oversubscribe",
+                          sys.executable, str(script)],
+                         capture_output=True, text=True, env=env, timeout=600,
+                         cwd=Path(__file__).parent)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "0 failed" in run.stdout, run.stdout
