@@ -391,16 +391,8 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
     __local real_t *v_tile = (__local real_t *)v_tile_vecs;
 
     const int lid = get_local_id(0);
-    const int b = get_group_id(2);
-    const int kv_heads = get_num_groups(1) / num_splits;
-    const int split = get_group_id(1) / kv_heads;
-    const int kv_head = get_group_id(1) % kv_heads;
-    const seq_info s = sequence(b FLASHCL_FWD_ARGS(FLASHCL_KNAME)
-                                    FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
-    const int g_size = group_size;
-    const int t0 = get_group_id(0) * BM;
-    if (t0 >= s.nq * g_size)
-        return; /* the whole tile is past this sequence's queries */
+    /* declares b, kv_heads, split, kv_head, s, g_size, t0 */
+#include "split_group.clh"
     const int t = t0 + lid;
     const int i = t / g_size;
     const int head = kv_head * g_size + t % g_size;
