@@ -778,25 +778,37 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
     return st;
 }
 
-flashcl_status flashcl_cp_attention_backward(
-    MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
-    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
-    const flashcl_cp_desc *cp)
+/* Every rank's own checks (the backward's too for a backward), then
+ * whether all passed and the shards describe one call: collective, the
+ * same verdict class on every rank. */
+static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
+                                 const flashcl_attention_desc *local,
+                                 const flashcl_backward_desc *bwd,
+                                 bool backward, const flashcl_cp_desc *cp,
+                                 shard *s)
 {
     int rank = 0, ranks = 1;
     if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
         MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
         return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
-    shard s;
-    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, &s)
+    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, s)
                             : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
-    if (st == FLASHCL_SUCCESS)
-        st = check_backward(local, bwd, cp, &s);
+    if (st == FLASHCL_SUCCESS && backward)
+        st = check_backward(local, bwd, cp, s);
     st = verdict(comm, st, rank, "its own checks");
-    if (st == FLASHCL_SUCCESS)
-        st = same_call(comm, local, cp);
+    return st == FLASHCL_SUCCESS ? same_call(comm, local, cp) : st;
+}
+
+flashcl_status flashcl_cp_attention_backward(
+    MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
+    const flashcl_cp_desc *cp)
+{
+    shard s;
+    flashcl_status st = begin_call(comm, ctx, local, bwd, true, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const int rank = s.rank, ranks = s.ranks;
     if (!queue)
         queue = flashcl_context_queue(ctx);
     cl_mem k, v;
@@ -824,18 +836,11 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
                                             const flashcl_attention_desc *local,
                                             const flashcl_cp_desc *cp)
 {
-    int rank = 0, ranks = 1;
-    if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
-        MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
-        return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
     shard s;
-    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, &s)
-                            : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
-    st = verdict(comm, st, rank, "its own checks");
-    if (st == FLASHCL_SUCCESS)
-        st = same_call(comm, local, cp);
+    flashcl_status st = begin_call(comm, ctx, local, NULL, false, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const int rank = s.rank;
     if (!queue)
         queue = flashcl_context_queue(ctx);
     st = cp->mode == FLASHCL_CP_RING
