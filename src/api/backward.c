@@ -308,8 +308,8 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
     if (fp64 && vec > 2)
         vec /= 2;
     bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
-                     padded_dim(p->head_dim_v, vec), cpu ? 128 : 64, cpu ? 4 : 1,
-                     cpu ? 2 * vec : 16, vec,
+                     padded_dim(p->head_dim_v, vec), cpu ? 128 : 64,
+                     cpu ? 4 : 1, cpu ? 2 * vec : 16, vec,
                      p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                          p->v.stride[3] == 1 &&
                          (w ? w->d_o : p->o).stride[3] == 1,
@@ -321,9 +321,6 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                                          w ? &w->d_k : NULL,
                                          w ? &w->d_v : NULL};
     nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
-    if (getenv("BWDEXP_ROWS")) plan.BWD_ROWS = atoi(getenv("BWDEXP_ROWS"));
-    if (getenv("BWDEXP_WG")) plan.BWD_WG = atoi(getenv("BWDEXP_WG"));
-    if (getenv("BWDEXP_TILE")) plan.BWD_TILE = atoi(getenv("BWDEXP_TILE"));
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
@@ -595,16 +592,16 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
     snprintf(info->path, sizeof info->path, "portable");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
     info->head_dim_padded = plan.HEAD_DIM;
-    info->block_m = plan.BWD_WG;
+    info->block_m = plan.BWD_WG * plan.BWD_ROWS;
     info->block_n = plan.BWD_TILE;
     info->work_group_size = plan.BWD_WG;
     info->vector_width = plan.BWD_VEC;
     snprintf(info->reason, sizeof info->reason,
-             "%s, %s, %s%s%s: one work-item per row or key, tiles of %d "
+             "%s, %s, %s%s%s: %d rows or keys per work-item, tiles of %d "
              "rows in local memory, vectors of %d",
              bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
-             plan.BWD_TILE, plan.BWD_VEC);
+             plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC);
     snprintf(info->skipped, sizeof info->skipped, "%s", plan.nv.why_not);
     return FLASHCL_SUCCESS;
 }
