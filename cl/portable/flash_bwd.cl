@@ -430,6 +430,19 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     }
 }
 
+/* LSE and Delta of own row m of the dQ pass (+inf for a row that sees no
+ * key: P = 0 there), read again at each tile: kept in private arrays
+ * across the tile loop, they came out wrong for ROWS > 1 under Intel's
+ * CPU runtime (dQ off by 10-100 %; PoCL was right). */
+#define ROW_TERMS(m, row_lse, row_delta)                                       \
+    do {                                                                       \
+        const long row_ = min(i0 + lid * ROWS + (m), sq.nq - 1);               \
+        const real_t stored_ =                                                 \
+            lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + row_)];         \
+        row_lse = stored_ == -INFINITY ? INFINITY : stored_;                   \
+        row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row_];         \
+    } while (0)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
 {
@@ -444,7 +457,6 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     if (i0 >= sq.nq) /* the whole group: past its sequence's rows */
         return;
     real_t q_own[ROWS * DQK], g_own[ROWS * DVP];
-    real_t row_lse[ROWS], row_delta[ROWS];
     long mine_lo[ROWS], mine_hi[ROWS];
 #if FLASHCL_NEEDS_SCORE_PASS
     score_row sr[ROWS];
@@ -455,11 +467,6 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                      sq.q0 + row, head_dim, DQK);
         load_own_row(g_own + m * DVP, d_o, out_base.s0, d_o_stride, sq.qb, h,
                      sq.q0 + row, head_dim_v, DVP);
-        const real_t stored_lse =
-            lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + row)];
-        /* +inf for a row that sees no key: P = 0 there. */
-        row_lse[m] = stored_lse == -INFINITY ? INFINITY : stored_lse;
-        row_delta[m] = delta[((ulong)b * heads_q + h) * seqlen_q + row];
         mine_lo[m] = band_row_lo(row + sq.diag, window_left);
         mine_hi[m] = band_row_hi(row + sq.diag, window_right, sq.nk);
 #if FLASHCL_NEEDS_SCORE_PASS
@@ -490,22 +497,30 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
             vstore_vec(s[x] * scale, x, s_c);
             vstore_vec(d_p[x], x, d_p_c);
         }
-        for (int m = 0; m < ROWS; ++m)
+        for (int m = 0; m < ROWS; ++m) {
+            real_t row_lse, row_delta;
+            ROW_TERMS(m, row_lse, row_delta);
             for (int c = 0; c < TILE; ++c) {
                 const int x = m * TILE + c;
                 real_t d_cap;
                 const real_t p =
                     probability(&sr[m], min(n0 + c, sq.nk - 1), s_c[x],
-                                row_lse[m], &d_cap FLASHCL_VARIANT_NAMES);
-                d_s_c[x] = p * (d_p_c[x] - row_delta[m]) * d_cap;
+                                row_lse, &d_cap FLASHCL_VARIANT_NAMES);
+                d_s_c[x] = p * (d_p_c[x] - row_delta) * d_cap;
             }
+        }
 #else
 #pragma unroll
-        for (int x = 0; x < ROWS * TILE_VECS; ++x) {
-            const int m = x / TILE_VECS;
-            const vec_t p =
-                exp(fma(s[x], (vec_t)(scale), (vec_t)(-row_lse[m])));
-            vstore_vec(p * (d_p[x] - (vec_t)(row_delta[m])), x, d_s_c);
+        for (int m = 0; m < ROWS; ++m) {
+            real_t row_lse, row_delta;
+            ROW_TERMS(m, row_lse, row_delta);
+#pragma unroll
+            for (int t = 0; t < TILE_VECS; ++t) {
+                const int x = m * TILE_VECS + t;
+                const vec_t p =
+                    exp(fma(s[x], (vec_t)(scale), (vec_t)(-row_lse)));
+                vstore_vec(p * (d_p[x] - (vec_t)(row_delta)), x, d_s_c);
+            }
         }
 #endif
         /* The band's edges and the last tile's padding keys. */
