@@ -3,13 +3,14 @@
  *
  * Four kernels, enqueued in this order by src/api/backward.c:
  *   flashcl_bwd_delta   Delta_i = rowsum(dO * O), one work-item per row;
- *   flashcl_bwd_dkdv    one work-item per key j of a KV head: loops over
- *                       the query heads of its group, then over the rows
- *                       that see j (in local-memory tiles), recomputing
+ *   flashcl_bwd_dkdv    one work-item per BWD_ROWS keys j of a KV head:
+ *                       loops over the query heads of its group, then
+ *                       over the rows that see j (in local-memory tiles),
+ *                       recomputing
  *                       P_ij = exp(s_ij - LSE_i);
  *                       dV_j = sum P dO, dK_j = scale * sum dS q;
- *   flashcl_bwd_dq      one work-item per query row: loops over the keys
- *                       it sees; dQ_i = scale * sum dS k;
+ *   flashcl_bwd_dq      one work-item per BWD_ROWS query rows: loops over
+ *                       the keys they see; dQ_i = scale * sum dS k;
  *                       (how the two are shaped for speed: "Tiles" below)
  *   flashcl_bwd_dsinks  one work-item per head: -sum_{b,i} P_sink Delta.
  * with dS = P (dP - Delta) times softcap's 1 - tanh^2. Each output element
@@ -118,8 +119,8 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
 /* Tiles: the other side's rows (query rows for dK/dV, keys for dQ) are
  * staged through local memory TILE at a time, zero-padded to DQK / DVP
  * columns, transposed ([d][row]) for the products that make a score and
- * row-major ([row][d]) for the accumulations. A work-item owns one key
- * (dK/dV) or one query row (dQ), whose rows stay private.
+ * row-major ([row][d]) for the accumulations. A work-item owns ROWS keys
+ * (dK/dV) or query rows (dQ), whose rows stay private.
  *
  * Shaped like the forward (flash_fwd.cl), which PoCL runs at several
  * times the speed of dot products: a tile's scores are vectors over the
