@@ -3,13 +3,14 @@
  *
  * Four kernels, enqueued in this order by src/api/backward.c:
  *   flashcl_bwd_delta   Delta_i = rowsum(dO * O), one work-item per row;
- *   flashcl_bwd_dkdv    one work-item per key j of a KV head: loops over
- *                       the query heads of its group, then over the rows
- *                       that see j (in local-memory tiles), recomputing
+ *   flashcl_bwd_dkdv    one work-item per BWD_ROWS keys j of a KV head:
+ *                       loops over the query heads of its group, then
+ *                       over the rows that see j (in local-memory tiles),
+ *                       recomputing
  *                       P_ij = exp(s_ij - LSE_i);
  *                       dV_j = sum P dO, dK_j = scale * sum dS q;
- *   flashcl_bwd_dq      one work-item per query row: loops over the keys
- *                       it sees; dQ_i = scale * sum dS k;
+ *   flashcl_bwd_dq      one work-item per BWD_ROWS query rows: loops over
+ *                       the keys they see; dQ_i = scale * sum dS k;
  *                       (how the two are shaped for speed: "Tiles" below)
  *   flashcl_bwd_dsinks  one work-item per head: -sum_{b,i} P_sink Delta.
  * with dS = P (dP - Delta) times softcap's 1 - tanh^2. Each output element
@@ -118,8 +119,8 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
 /* Tiles: the other side's rows (query rows for dK/dV, keys for dQ) are
  * staged through local memory TILE at a time, zero-padded to DQK / DVP
  * columns, transposed ([d][row]) for the products that make a score and
- * row-major ([row][d]) for the accumulations. A work-item owns one key
- * (dK/dV) or one query row (dQ), whose rows stay private.
+ * row-major ([row][d]) for the accumulations. A work-item owns ROWS keys
+ * (dK/dV) or query rows (dQ), whose rows stay private.
  *
  * Shaped like the forward (flash_fwd.cl), which PoCL runs at several
  * times the speed of dot products: a tile's scores are vectors over the
@@ -213,109 +214,114 @@ inline void store_own_row(__global STORAGE_T *dst, ulong base, ulong4 stride,
 /* An FMA's result is ready 4 cycles later on current x86 cores, which
  * start two a cycle: a chain of dependent FMAs runs at 1/8 of the peak.
  * The loops below so keep at least 8 independent sums (at D = 64 and
- * 16-wide vectors: two vectors of a tile, two products, two halves of
- * the sum, or two weights); each sum still adds in a fixed order. */
+ * 16-wide vectors: two vectors of a tile, two products, and two own rows
+ * or, with one own row, two halves of the sum: PARTS); each sum still
+ * adds in a fixed order. A work-item owns ROWS keys or query rows: each
+ * tile vector it loads from local memory serves ROWS FMAs, which the
+ * loads (two a cycle, as the FMAs) had bounded at one FMA each
+ * (docs/experiments.md, "Portable backward"). */
+#define ROWS FLASHCL_BWD_ROWS
+#define PARTS (ROWS == 1 ? 2 : 1)
 
-/* s[t] = sum_d a_own[d] * a_by_dim[d][t-th vector of the tile] and d_p
- * likewise from b: the two products that make a tile's scores, the sums
- * over even and odd d kept apart until the end. */
+/* s[m][t] = sum_d a_own[m][d] * a_by_dim[d][t-th vector of the tile] and
+ * d_p likewise from b, for each own row m (a_own: ROWS rows of DQK, b_own:
+ * ROWS rows of DVP; s, d_p: [ROWS][TILE_VECS]): the two products that make
+ * a tile's scores. */
 inline void tile_scores(vec_t *s, vec_t *d_p, const real_t *a_own,
                         __local const real_t *a_by_dim, const real_t *b_own,
                         __local const real_t *b_by_dim)
 {
-    vec_t s0[TILE_VECS], s1[TILE_VECS], p0[TILE_VECS], p1[TILE_VECS];
+    vec_t s_part[PARTS][ROWS * TILE_VECS], p_part[PARTS][ROWS * TILE_VECS];
 #pragma unroll
-    for (int t = 0; t < TILE_VECS; ++t)
-        s0[t] = s1[t] = p0[t] = p1[t] = (vec_t)(0);
+    for (int e = 0; e < PARTS; ++e)
+#pragma unroll
+        for (int x = 0; x < ROWS * TILE_VECS; ++x)
+            s_part[e][x] = p_part[e][x] = (vec_t)(0);
     /* The padded dims are multiples of the vector width (2 or more). */
     const int both = DQK < DVP ? DQK : DVP;
-    for (int d = 0; d < both; d += 2) {
-        const vec_t a0 = (vec_t)(a_own[d]), a1 = (vec_t)(a_own[d + 1]);
-        const vec_t b0 = (vec_t)(b_own[d]), b1 = (vec_t)(b_own[d + 1]);
+    for (int d = 0; d < both; d += PARTS) {
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t) {
-            s0[t] = fma(a0, vload_vec(t, a_by_dim + d * TILE), s0[t]);
-            s1[t] = fma(a1, vload_vec(t, a_by_dim + (d + 1) * TILE), s1[t]);
-            p0[t] = fma(b0, vload_vec(t, b_by_dim + d * TILE), p0[t]);
-            p1[t] = fma(b1, vload_vec(t, b_by_dim + (d + 1) * TILE), p1[t]);
-        }
+        for (int e = 0; e < PARTS; ++e)
+#pragma unroll
+            for (int t = 0; t < TILE_VECS; ++t) {
+                const vec_t a = vload_vec(t, a_by_dim + (d + e) * TILE);
+                const vec_t g = vload_vec(t, b_by_dim + (d + e) * TILE);
+#pragma unroll
+                for (int m = 0; m < ROWS; ++m) {
+                    const int x = m * TILE_VECS + t;
+                    s_part[e][x] =
+                        fma((vec_t)(a_own[m * DQK + d + e]), a, s_part[e][x]);
+                    p_part[e][x] =
+                        fma((vec_t)(b_own[m * DVP + d + e]), g, p_part[e][x]);
+                }
+            }
     }
-    for (int d = both; d < DQK; d += 2) {
-        const vec_t a0 = (vec_t)(a_own[d]), a1 = (vec_t)(a_own[d + 1]);
+    for (int d = both; d < DQK; d += PARTS) {
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t) {
-            s0[t] = fma(a0, vload_vec(t, a_by_dim + d * TILE), s0[t]);
-            s1[t] = fma(a1, vload_vec(t, a_by_dim + (d + 1) * TILE), s1[t]);
-        }
+        for (int e = 0; e < PARTS; ++e)
+#pragma unroll
+            for (int t = 0; t < TILE_VECS; ++t) {
+                const vec_t a = vload_vec(t, a_by_dim + (d + e) * TILE);
+#pragma unroll
+                for (int m = 0; m < ROWS; ++m) {
+                    const int x = m * TILE_VECS + t;
+                    s_part[e][x] =
+                        fma((vec_t)(a_own[m * DQK + d + e]), a, s_part[e][x]);
+                }
+            }
     }
-    for (int d = both; d < DVP; d += 2) {
-        const vec_t b0 = (vec_t)(b_own[d]), b1 = (vec_t)(b_own[d + 1]);
+    for (int d = both; d < DVP; d += PARTS) {
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t) {
-            p0[t] = fma(b0, vload_vec(t, b_by_dim + d * TILE), p0[t]);
-            p1[t] = fma(b1, vload_vec(t, b_by_dim + (d + 1) * TILE), p1[t]);
-        }
+        for (int e = 0; e < PARTS; ++e)
+#pragma unroll
+            for (int t = 0; t < TILE_VECS; ++t) {
+                const vec_t g = vload_vec(t, b_by_dim + (d + e) * TILE);
+#pragma unroll
+                for (int m = 0; m < ROWS; ++m) {
+                    const int x = m * TILE_VECS + t;
+                    p_part[e][x] =
+                        fma((vec_t)(b_own[m * DVP + d + e]), g, p_part[e][x]);
+                }
+            }
     }
 #pragma unroll
-    for (int t = 0; t < TILE_VECS; ++t) {
-        s[t] = s0[t] + s1[t];
-        d_p[t] = p0[t] + p1[t];
+    for (int x = 0; x < ROWS * TILE_VECS; ++x) {
+        s[x] = PARTS == 1 ? s_part[0][x] : s_part[0][x] + s_part[PARTS - 1][x];
+        d_p[x] =
+            PARTS == 1 ? p_part[0][x] : p_part[0][x] + p_part[PARTS - 1][x];
     }
 }
 
-/* acc_a[c] += sum_r w_a[r] * a_by_row[r][c-th vector] (a: D_v wide) and
- * acc_b likewise (b: D wide), r in order, in one loop. The sums are
- * copied to fully unrolled local arrays: PoCL keeps private arrays that
- * live across barriers in memory (flash_fwd.cl's note). */
-inline void accumulate_two(vec_t *acc_a, const real_t *w_a,
-                           __local const real_t *a_by_row, vec_t *acc_b,
-                           const real_t *w_b, __local const real_t *b_by_row)
-{
-    vec_t sum_a[DVP / VEC], sum_b[DQK / VEC];
-#pragma unroll
-    for (int c = 0; c < DVP / VEC; ++c)
-        sum_a[c] = acc_a[c];
-#pragma unroll
-    for (int c = 0; c < DQK / VEC; ++c)
-        sum_b[c] = acc_b[c];
-    for (int r = 0; r < TILE; ++r) {
-        const vec_t x = (vec_t)(w_a[r]), y = (vec_t)(w_b[r]);
-#pragma unroll
-        for (int c = 0; c < DVP / VEC; ++c)
-            sum_a[c] = fma(x, vload_vec(c, a_by_row + r * DVP), sum_a[c]);
-#pragma unroll
-        for (int c = 0; c < DQK / VEC; ++c)
-            sum_b[c] = fma(y, vload_vec(c, b_by_row + r * DQK), sum_b[c]);
+/* acc[m][c] += sum_r w[m][r] * by_row[r][c-th vector] for each own row m
+ * (acc: [ROWS][COLS / VEC], w: [ROWS][TILE], by_row: [TILE][COLS]), r in
+ * order within each of the PARTS sums. One function per width, so that
+ * COLS is a constant: PoCL keeps these functions as calls, and the sums
+ * must be fully unrolled to stay in registers (private arrays that live
+ * across barriers stay in memory: flash_fwd.cl's note). */
+#define DEFINE_ACCUMULATE(name, COLS)                                          \
+    inline void name(vec_t *acc, const real_t *w,                              \
+                     __local const real_t *by_row)                             \
+    {                                                                          \
+        vec_t part[PARTS][ROWS * (COLS / VEC)];                                \
+        _Pragma("unroll") for (int e = 0; e < PARTS; ++e)                      \
+            _Pragma("unroll") for (int x = 0; x < ROWS * (COLS / VEC); ++x)    \
+                part[e][x] = (vec_t)(0);                                       \
+        for (int r = 0; r < TILE; r += PARTS) {                                \
+            _Pragma("unroll") for (int e = 0; e < PARTS; ++e)                  \
+                _Pragma("unroll") for (int c = 0; c < COLS / VEC; ++c) {       \
+                const vec_t row = vload_vec(c, by_row + (r + e) * COLS);       \
+                _Pragma("unroll") for (int m = 0; m < ROWS; ++m)               \
+                    part[e][m * (COLS / VEC) + c] =                            \
+                        fma((vec_t)(w[m * TILE + r + e]), row,                 \
+                            part[e][m * (COLS / VEC) + c]);                    \
+            }                                                                  \
+        }                                                                      \
+        _Pragma("unroll") for (int x = 0; x < ROWS * (COLS / VEC); ++x)        \
+            acc[x] += PARTS == 1 ? part[0][x]                                  \
+                                 : part[0][x] + part[PARTS - 1][x];            \
     }
-#pragma unroll
-    for (int c = 0; c < DVP / VEC; ++c)
-        acc_a[c] = sum_a[c];
-#pragma unroll
-    for (int c = 0; c < DQK / VEC; ++c)
-        acc_b[c] = sum_b[c];
-}
-
-/* acc[c] += sum_r w[r] * by_row[r][c-th vector] (D wide): the even rows'
- * and the odd rows' terms in two sums, added to acc at the end. */
-inline void accumulate_one(vec_t *acc, const real_t *w,
-                           __local const real_t *by_row)
-{
-    vec_t even[DQK / VEC], odd[DQK / VEC];
-#pragma unroll
-    for (int c = 0; c < DQK / VEC; ++c)
-        even[c] = odd[c] = (vec_t)(0);
-    for (int r = 0; r < TILE; r += 2) {
-        const vec_t x = (vec_t)(w[r]), y = (vec_t)(w[r + 1]);
-#pragma unroll
-        for (int c = 0; c < DQK / VEC; ++c) {
-            even[c] = fma(x, vload_vec(c, by_row + r * DQK), even[c]);
-            odd[c] = fma(y, vload_vec(c, by_row + (r + 1) * DQK), odd[c]);
-        }
-    }
-#pragma unroll
-    for (int c = 0; c < DQK / VEC; ++c)
-        acc[c] += even[c] + odd[c];
-}
+DEFINE_ACCUMULATE(accumulate_dqk, DQK)
+DEFINE_ACCUMULATE(accumulate_dvp, DVP)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
@@ -326,30 +332,34 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     __local real_t lse_t[TILE], delta_t[TILE];
     const int lid = get_local_id(0), hk = get_group_id(1),
               b = get_group_id(2);
-    const long j0 = (long)get_group_id(0) * WG, j = j0 + lid;
+    /* The group's keys j0 + [0, WG * ROWS), a work-item's ROWS adjacent. */
+    const long j0 = (long)get_group_id(0) * (WG * ROWS);
     const bwd_seq sq = BWD_SEQUENCE(b);
     if (j0 >= sq.nk) /* the whole group: past its sequence's keys */
         return;
-    const bool key_valid = j < sq.nk;
-    const long key = min(j, sq.nk - 1);
-    real_t k_own[DQK], v_own[DVP];
-    load_own_row(k_own, k, in_base.s1, k_stride, sq.kb, hk, sq.k0 + key,
-                 head_dim, DQK);
-    load_own_row(v_own, v, in_base.s2, v_stride, sq.kb, hk, sq.k0 + key,
-                 head_dim_v, DVP);
-    vec_t acc_k[DQK / VEC], acc_v[DVP / VEC];
-    for (int c = 0; c < DQK / VEC; ++c)
+    real_t k_own[ROWS * DQK], v_own[ROWS * DVP];
+    long key[ROWS], mine_lo[ROWS], mine_hi[ROWS];
+    for (int m = 0; m < ROWS; ++m) {
+        key[m] = min(j0 + lid * ROWS + m, sq.nk - 1);
+        load_own_row(k_own + m * DQK, k, in_base.s1, k_stride, sq.kb, hk,
+                     sq.k0 + key[m], head_dim, DQK);
+        load_own_row(v_own + m * DVP, v, in_base.s2, v_stride, sq.kb, hk,
+                     sq.k0 + key[m], head_dim_v, DVP);
+        const band_range mine = band_rows(key[m], key[m], sq.diag,
+                                          window_left, window_right, sq.nq);
+        mine_lo[m] = mine.begin;
+        mine_hi[m] = mine.end - 1;
+    }
+    vec_t acc_k[ROWS * DQK / VEC], acc_v[ROWS * DVP / VEC];
+    for (int c = 0; c < ROWS * DQK / VEC; ++c)
         acc_k[c] = (vec_t)(0);
-    for (int c = 0; c < DVP / VEC; ++c)
+    for (int c = 0; c < ROWS * DVP / VEC; ++c)
         acc_v[c] = (vec_t)(0);
-    /* Rows that see any key of this group, then per key. */
+    /* Rows that see any key of this group. */
     const band_range rows =
-        band_rows(j0, min(j0 + WG, sq.nk) - 1, sq.diag, window_left,
+        band_rows(j0, min(j0 + WG * ROWS, sq.nk) - 1, sq.diag, window_left,
                   window_right, sq.nq);
-    const band_range mine =
-        band_rows(key, key, sq.diag, window_left, window_right, sq.nq);
     const long row_lo = rows.begin, row_hi = rows.end - 1;
-    const long mine_lo = mine.begin, mine_hi = mine.end - 1;
     for (int g = 0; g < group_size; ++g) {
         const int h = hk * group_size + g;
         for (long r0 = row_lo; r0 <= row_hi; r0 += TILE) {
@@ -368,49 +378,71 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                     live ? delta[((ulong)b * heads_q + h) * seqlen_q + i] : 0;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            vec_t s[TILE_VECS], d_p[TILE_VECS];
+            vec_t s[ROWS * TILE_VECS], d_p[ROWS * TILE_VECS];
             tile_scores(s, d_p, k_own, q_by_dim, v_own, g_by_dim);
-            real_t p_r[TILE], d_s_r[TILE];
+            real_t p_r[ROWS * TILE], d_s_r[ROWS * TILE];
 #if FLASHCL_NEEDS_SCORE_PASS
-            real_t s_r[TILE], d_p_r[TILE];
+            real_t s_r[ROWS * TILE], d_p_r[ROWS * TILE];
 #pragma unroll
-            for (int t = 0; t < TILE_VECS; ++t) {
-                vstore_vec(s[t] * scale, t, s_r);
-                vstore_vec(d_p[t], t, d_p_r);
+            for (int x = 0; x < ROWS * TILE_VECS; ++x) {
+                vstore_vec(s[x] * scale, x, s_r);
+                vstore_vec(d_p[x], x, d_p_r);
             }
             for (int r = 0; r < TILE; ++r) {
                 const score_row sr =
                     score_row_init(b, h, min(r0 + r, sq.nq - 1), sq.diag,
                                    1 FLASHCL_VARIANT_NAMES);
-                real_t d_cap;
-                p_r[r] = probability(&sr, key, s_r[r], lse_t[r],
-                                     &d_cap FLASHCL_VARIANT_NAMES);
-                d_s_r[r] = p_r[r] * (d_p_r[r] - delta_t[r]) * d_cap;
+                for (int m = 0; m < ROWS; ++m) {
+                    const int x = m * TILE + r;
+                    real_t d_cap;
+                    p_r[x] = probability(&sr, key[m], s_r[x], lse_t[r],
+                                         &d_cap FLASHCL_VARIANT_NAMES);
+                    d_s_r[x] = p_r[x] * (d_p_r[x] - delta_t[r]) * d_cap;
+                }
             }
 #else
 #pragma unroll
-            for (int t = 0; t < TILE_VECS; ++t) {
+            for (int x = 0; x < ROWS * TILE_VECS; ++x) {
+                const int t = x % TILE_VECS;
                 const vec_t p =
-                    exp(fma(s[t], (vec_t)(scale), -vload_vec(t, lse_t)));
-                vstore_vec(p, t, p_r);
-                vstore_vec(p * (d_p[t] - vload_vec(t, delta_t)), t, d_s_r);
+                    exp(fma(s[x], (vec_t)(scale), -vload_vec(t, lse_t)));
+                vstore_vec(p, x, p_r);
+                vstore_vec(p * (d_p[x] - vload_vec(t, delta_t)), x, d_s_r);
             }
 #endif
             /* The band's edges (causal, window) inside this tile. */
-            if (r0 < mine_lo || r0 + TILE - 1 > mine_hi)
-                for (int r = 0; r < TILE; ++r)
-                    if (r0 + r < mine_lo || r0 + r > mine_hi)
-                        p_r[r] = d_s_r[r] = 0;
-            accumulate_two(acc_v, p_r, g_by_row, acc_k, d_s_r, q_by_row);
+            for (int m = 0; m < ROWS; ++m)
+                if (r0 < mine_lo[m] || r0 + TILE - 1 > mine_hi[m])
+                    for (int r = 0; r < TILE; ++r)
+                        if (r0 + r < mine_lo[m] || r0 + r > mine_hi[m])
+                            p_r[m * TILE + r] = d_s_r[m * TILE + r] = 0;
+            accumulate_dvp(acc_v, p_r, g_by_row);
+            accumulate_dqk(acc_k, d_s_r, q_by_row);
         }
     }
-    if (!key_valid)
-        return;
-    store_own_row(d_k, out_base.s2, d_k_stride, sq.kb, hk, sq.k0 + j, head_dim,
-                  acc_k, scale);
-    store_own_row(d_v, out_base.s3, d_v_stride, sq.kb, hk, sq.k0 + j,
-                  head_dim_v, acc_v, 1);
+    for (int m = 0; m < ROWS; ++m) {
+        const long j = j0 + lid * ROWS + m;
+        if (j >= sq.nk)
+            break;
+        store_own_row(d_k, out_base.s2, d_k_stride, sq.kb, hk, sq.k0 + j,
+                      head_dim, acc_k + m * (DQK / VEC), scale);
+        store_own_row(d_v, out_base.s3, d_v_stride, sq.kb, hk, sq.k0 + j,
+                      head_dim_v, acc_v + m * (DVP / VEC), 1);
+    }
 }
+
+/* LSE and Delta of own row m of the dQ pass (+inf for a row that sees no
+ * key: P = 0 there), read again at each tile: kept in private arrays
+ * across the tile loop, they came out wrong for ROWS > 1 under Intel's
+ * CPU runtime (dQ off by 10-100 %; PoCL was right). */
+#define ROW_TERMS(m, row_lse, row_delta)                                       \
+    do {                                                                       \
+        const long row_ = min(i0 + lid * ROWS + (m), sq.nq - 1);               \
+        const real_t stored_ =                                                 \
+            lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + row_)];         \
+        row_lse = stored_ == -INFINITY ? INFINITY : stored_;                   \
+        row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row_];         \
+    } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
@@ -420,35 +452,35 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const int lid = get_local_id(0), h = get_group_id(1),
               b = get_group_id(2);
     const int hk = h / group_size;
-    const long i0 = (long)get_group_id(0) * WG, i = i0 + lid;
+    /* The group's rows i0 + [0, WG * ROWS), a work-item's ROWS adjacent. */
+    const long i0 = (long)get_group_id(0) * (WG * ROWS);
     const bwd_seq sq = BWD_SEQUENCE(b);
     if (i0 >= sq.nq) /* the whole group: past its sequence's rows */
         return;
-    const bool row_valid = i < sq.nq;
-    const long row = min(i, sq.nq - 1);
-    real_t q_own[DQK], g_own[DVP];
-    load_own_row(q_own, q, in_base.s0, q_stride, sq.qb, h, sq.q0 + row,
-                 head_dim, DQK);
-    load_own_row(g_own, d_o, out_base.s0, d_o_stride, sq.qb, h, sq.q0 + row,
-                 head_dim_v, DVP);
-    vec_t acc[DQK / VEC];
-    for (int c = 0; c < DQK / VEC; ++c)
-        acc[c] = (vec_t)(0);
-    const real_t stored_lse =
-        lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + row)];
-    /* +inf for a row that sees no key: P = 0 there. */
-    const real_t row_lse = stored_lse == -INFINITY ? INFINITY : stored_lse;
-    const real_t row_delta = delta[((ulong)b * heads_q + h) * seqlen_q + row];
+    real_t q_own[ROWS * DQK], g_own[ROWS * DVP];
+    long mine_lo[ROWS], mine_hi[ROWS];
 #if FLASHCL_NEEDS_SCORE_PASS
-    const score_row sr =
-        score_row_init(b, h, row, sq.diag, 1 FLASHCL_VARIANT_NAMES);
+    score_row sr[ROWS];
 #endif
+    for (int m = 0; m < ROWS; ++m) {
+        const long row = min(i0 + lid * ROWS + m, sq.nq - 1);
+        load_own_row(q_own + m * DQK, q, in_base.s0, q_stride, sq.qb, h,
+                     sq.q0 + row, head_dim, DQK);
+        load_own_row(g_own + m * DVP, d_o, out_base.s0, d_o_stride, sq.qb, h,
+                     sq.q0 + row, head_dim_v, DVP);
+        mine_lo[m] = band_row_lo(row + sq.diag, window_left);
+        mine_hi[m] = band_row_hi(row + sq.diag, window_right, sq.nk);
+#if FLASHCL_NEEDS_SCORE_PASS
+        sr[m] = score_row_init(b, h, row, sq.diag, 1 FLASHCL_VARIANT_NAMES);
+#endif
+    }
+    vec_t acc[ROWS * DQK / VEC];
+    for (int c = 0; c < ROWS * DQK / VEC; ++c)
+        acc[c] = (vec_t)(0);
     const band_range keys =
-        band_keys(i0, min(i0 + WG, sq.nq) - 1, sq.diag, window_left,
+        band_keys(i0, min(i0 + WG * ROWS, sq.nq) - 1, sq.diag, window_left,
                   window_right, sq.nk);
     const long key_lo = keys.begin, key_hi = keys.end - 1;
-    const long mine_lo = band_row_lo(row + sq.diag, window_left);
-    const long mine_hi = band_row_hi(row + sq.diag, window_right, sq.nk);
     for (long n0 = key_lo; n0 <= key_hi; n0 += TILE) {
         barrier(CLK_LOCAL_MEM_FENCE);
         load_tile(k_by_dim, k_by_row, true, k, in_base.s1, k_stride, sq.kb,
@@ -456,42 +488,58 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         load_tile(v_by_dim, v_by_dim, false, v, in_base.s2, v_stride, sq.kb,
                   hk, sq.k0 + n0, sq.k0 + key_hi, head_dim_v, DVP);
         barrier(CLK_LOCAL_MEM_FENCE);
-        vec_t s[TILE_VECS], d_p[TILE_VECS];
+        vec_t s[ROWS * TILE_VECS], d_p[ROWS * TILE_VECS];
         tile_scores(s, d_p, q_own, k_by_dim, g_own, v_by_dim);
-        real_t d_s_c[TILE];
+        real_t d_s_c[ROWS * TILE];
 #if FLASHCL_NEEDS_SCORE_PASS
-        real_t s_c[TILE], d_p_c[TILE];
+        real_t s_c[ROWS * TILE], d_p_c[ROWS * TILE];
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t) {
-            vstore_vec(s[t] * scale, t, s_c);
-            vstore_vec(d_p[t], t, d_p_c);
+        for (int x = 0; x < ROWS * TILE_VECS; ++x) {
+            vstore_vec(s[x] * scale, x, s_c);
+            vstore_vec(d_p[x], x, d_p_c);
         }
-        for (int c = 0; c < TILE; ++c) {
-            real_t d_cap;
-            const real_t p =
-                probability(&sr, min(n0 + c, sq.nk - 1), s_c[c],
-                            row_lse, &d_cap FLASHCL_VARIANT_NAMES);
-            d_s_c[c] = p * (d_p_c[c] - row_delta) * d_cap;
+        for (int m = 0; m < ROWS; ++m) {
+            real_t row_lse, row_delta;
+            ROW_TERMS(m, row_lse, row_delta);
+            for (int c = 0; c < TILE; ++c) {
+                const int x = m * TILE + c;
+                real_t d_cap;
+                const real_t p =
+                    probability(&sr[m], min(n0 + c, sq.nk - 1), s_c[x],
+                                row_lse, &d_cap FLASHCL_VARIANT_NAMES);
+                d_s_c[x] = p * (d_p_c[x] - row_delta) * d_cap;
+            }
         }
 #else
 #pragma unroll
-        for (int t = 0; t < TILE_VECS; ++t) {
-            const vec_t p = exp(fma(s[t], (vec_t)(scale), (vec_t)(-row_lse)));
-            vstore_vec(p * (d_p[t] - (vec_t)(row_delta)), t, d_s_c);
+        for (int m = 0; m < ROWS; ++m) {
+            real_t row_lse, row_delta;
+            ROW_TERMS(m, row_lse, row_delta);
+#pragma unroll
+            for (int t = 0; t < TILE_VECS; ++t) {
+                const int x = m * TILE_VECS + t;
+                const vec_t p =
+                    exp(fma(s[x], (vec_t)(scale), (vec_t)(-row_lse)));
+                vstore_vec(p * (d_p[x] - (vec_t)(row_delta)), x, d_s_c);
+            }
         }
 #endif
         /* The band's edges and the last tile's padding keys. */
-        if (band_outside(n0, mine_lo, mine_hi) ||
-            band_outside(n0 + TILE - 1, mine_lo, mine_hi))
-            for (int c = 0; c < TILE; ++c)
-                if (band_outside(n0 + c, mine_lo, mine_hi))
-                    d_s_c[c] = 0;
-        accumulate_one(acc, d_s_c, k_by_row);
+        for (int m = 0; m < ROWS; ++m)
+            if (band_outside(n0, mine_lo[m], mine_hi[m]) ||
+                band_outside(n0 + TILE - 1, mine_lo[m], mine_hi[m]))
+                for (int c = 0; c < TILE; ++c)
+                    if (band_outside(n0 + c, mine_lo[m], mine_hi[m]))
+                        d_s_c[m * TILE + c] = 0;
+        accumulate_dqk(acc, d_s_c, k_by_row);
     }
-    if (!row_valid)
-        return;
-    store_own_row(d_q, out_base.s1, d_q_stride, sq.qb, h, sq.q0 + i, head_dim,
-                  acc, scale);
+    for (int m = 0; m < ROWS; ++m) {
+        const long i = i0 + lid * ROWS + m;
+        if (i >= sq.nq)
+            break;
+        store_own_row(d_q, out_base.s1, d_q_stride, sq.qb, h, sq.q0 + i,
+                      head_dim, acc + m * (DQK / VEC), scale);
+    }
 }
 
 __kernel void flashcl_bwd_dsinks(FLASHCL_BWD_PARAMS)

@@ -287,9 +287,12 @@ static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
 
 /* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
  * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
- * L1 cache), 512 work-items, which share the tile loads (docs/
- * experiments.md, "Portable backward"); other devices: float4 over 16-row
- * tiles and 64 work-items, to keep the private arrays small (untuned). */
+ * L1 cache), 128 work-items of 4 keys or rows each: 512 share the tile
+ * loads, and each tile vector loaded serves 4 FMAs (docs/experiments.md,
+ * "Portable backward"; PoCL keeps every work-item's private arrays on one
+ * thread's stack, which 1024 rows a group overflowed at ROWS 2); other
+ * devices: float4 over 16-row tiles and 64 work-items of one row, to keep
+ * the private arrays small (untuned). */
 /* w: the call's views (NULL when describing without them: dO taken to
  * have O's layout, as its rules say). */
 static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
@@ -302,8 +305,8 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
     if (fp64 && vec > 2)
         vec /= 2;
     bwd_plan plan = {(int)p->dtype, padded_dim(p->head_dim, vec),
-                     padded_dim(p->head_dim_v, vec), cpu ? 512 : 64,
-                     cpu ? 2 * vec : 16, vec,
+                     padded_dim(p->head_dim_v, vec), cpu ? 128 : 64,
+                     cpu ? 4 : 1, cpu ? 2 * vec : 16, vec,
                      p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                          p->v.stride[3] == 1 &&
                          (w ? w->d_o : p->o).stride[3] == 1,
@@ -319,7 +322,8 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
     const int64_t longer = p->seqlen_q > p->seqlen_k ? p->seqlen_q : p->seqlen_k;
-    while (cpu && plan.BWD_WG > 16 && plan.BWD_WG / 2 >= longer)
+    while (cpu && plan.BWD_WG > 16 &&
+           plan.BWD_WG / 2 * plan.BWD_ROWS >= longer)
         plan.BWD_WG /= 2;
     /* In half the local memory at most; the tile stays a multiple of the
      * vector (the padded dims are multiples of 8 or 16, so of any smaller
@@ -438,12 +442,14 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
         steps[count++] =
             nv_program
                 ? (launch_step){0, nk, hkv, b, nv_program, nv_wg, nv_rows}
-                : (launch_step){KERNEL_DKDV, nk, hkv, b, program, wg, wg};
+                : (launch_step){KERNEL_DKDV, nk, hkv, b, program, wg,
+                                wg * plan->BWD_ROWS};
     if (nq)
         steps[count++] =
             nv_program
                 ? (launch_step){1, nq, hq, b, nv_program, nv_wg, nv_rows}
-                : (launch_step){KERNEL_DQ, nq, hq, b, program, wg, wg};
+                : (launch_step){KERNEL_DQ, nq, hq, b, program, wg,
+                                wg * plan->BWD_ROWS};
     if (want_sinks)
         steps[count++] =
             (launch_step){KERNEL_DSINKS, hq, 1, 1, program, wg, wg};
@@ -598,16 +604,16 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
     snprintf(info->path, sizeof info->path, "portable");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd.cl");
     info->head_dim_padded = plan.HEAD_DIM;
-    info->block_m = plan.BWD_WG;
+    info->block_m = plan.BWD_WG * plan.BWD_ROWS;
     info->block_n = plan.BWD_TILE;
     info->work_group_size = plan.BWD_WG;
     info->vector_width = plan.BWD_VEC;
     snprintf(info->reason, sizeof info->reason,
-             "%s, %s, %s%s%s: one work-item per row or key, tiles of %d "
+             "%s, %s, %s%s%s: %d rows or keys per work-item, tiles of %d "
              "rows in local memory, vectors of %d",
              bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
-             plan.BWD_TILE, plan.BWD_VEC);
+             plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC);
     snprintf(info->skipped, sizeof info->skipped, "%s", plan.nv.why_not);
     return FLASHCL_SUCCESS;
 }
