@@ -19,7 +19,7 @@ step test_nv 110 env FLASHCL_PATH=nv_mma FLASHCL_VERBOSE=1 CK_RUN_CASE=gradients
   "$build/tests/test_backward"
 step det_nv 25 env FLASHCL_PATH=nv_mma FLASHCL_VERBOSE=1 FLASHCL_TEST_BWD_DET_CASE=12 \
   CK_RUN_CASE=determinism "$build/tests/test_backward"
-step bench 70 "$build/flashcl-bench" --backward --dtype bf16 --head-dim "$dims" \
+step bench 70 env FLASHCL_PATH=nv_mma "$build/flashcl-bench" --backward --dtype bf16 --head-dim "$dims" \
   --seqlen "$seqlens" --causal both --csv "$out/flashcl.csv"
 step torch 70 python3 bench/torch_sdpa_peers.py --backward --csv "$out/torch.csv" \
   --dtype bf16 --head-dim "$dims" --seqlen "$seqlens" --math-max 0 --reps 10
