@@ -70,10 +70,14 @@ static size_t dtype_bytes(flashcl_dtype dtype)
     }
 }
 
-static bool packed(const flashcl_tensor *t)
+/* Whether every view has all strides zero (packed in the layout). */
+static bool all_packed(const flashcl_tensor *const *views, size_t count)
 {
-    return !t->stride_batch && !t->stride_head && !t->stride_seq &&
-           !t->stride_dim;
+    for (size_t i = 0; i < count; ++i)
+        if (views[i]->stride_batch || views[i]->stride_head ||
+            views[i]->stride_seq || views[i]->stride_dim)
+            return false;
+    return true;
 }
 
 static flashcl_status check_tensors(const flashcl_attention_desc *d)
@@ -81,11 +85,10 @@ static flashcl_status check_tensors(const flashcl_attention_desc *d)
     if (!d->q.buffer || !d->k.buffer || !d->v.buffer || !d->o.buffer)
         return fail(FLASHCL_ERROR_NULL_ARGUMENT, "q, k, v and o need buffers");
     const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o, &d->lse};
-    for (size_t i = 0; i < 5; ++i)
-        if (!packed(views[i]))
-            return fail(FLASHCL_ERROR_UNSUPPORTED,
-                        "strided q, k, v, o or lse views: the shards must be "
-                        "packed (not yet strided)");
+    if (!all_packed(views, 5))
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "strided q, k, v, o or lse views: the shards must be "
+                    "packed (not yet strided)");
     if (d->layout != FLASHCL_LAYOUT_BNHD)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "layout bhnd: shards are [batch, seq, heads, dim] (not "
@@ -363,13 +366,16 @@ static flashcl_status ring_allocate(flashcl_context *ctx, const shard *s,
 }
 
 /* The partials of one step: this rank's query chunks against the K/V
- * block of rank `source`, into slots source_step * chunks + kc. The
- * sinks join one partial per row only (the first), so that the merge
- * counts them once. */
+ * block of rank `source` (packed, at k_block and v_block), into slots
+ * step * chunks + kc. The sinks join one partial per row only (the
+ * first), so that the merge counts them once. */
 static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
                                 const flashcl_attention_desc *d,
                                 const flashcl_cp_desc *cp, const shard *s,
-                                const ring_buffers *b, int step, int source)
+                                const ring_buffers *b,
+                                const flashcl_tensor *k_block,
+                                const flashcl_tensor *v_block, int step,
+                                int source)
 {
     int64_t k_first[2], k_rows;
     const int k_chunks =
@@ -388,10 +394,10 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
                 continue;
             flashcl_attention_desc c =
                 chunk_call(d, s, qc, s->rows, k_first[kc]);
-            c.k = rows_view(b->kv, 0, kc * s->rows, s->n, s->heads_kv,
-                            s->dim, s->elem);
-            c.v = rows_view(b->kv, s->k_bytes, kc * s->rows, s->n,
-                            s->heads_kv, s->dim_v, s->elem);
+            c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows,
+                            s->n, s->heads_kv, s->dim, s->elem);
+            c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows,
+                            s->n, s->heads_kv, s->dim_v, s->elem);
             c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
                             qc * s->rows, s->n, s->heads_q, s->dim_v, 4);
             c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
@@ -461,6 +467,11 @@ static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % s->ranks;
         const int prev = (s->rank + s->ranks - 1) % s->ranks;
+        flashcl_tensor received_k, received_v;
+        memset(&received_k, 0, sizeof received_k);
+        memset(&received_v, 0, sizeof received_v);
+        received_k.buffer = received_v.buffer = b.kv;
+        received_v.offset = s->k_bytes;
         for (int step = 0; step < s->ranks; ++step) {
             const int hand = step % 2;
             MPI_Request moves[2];
@@ -471,14 +482,18 @@ static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
                 MPI_Irecv(b.host[1 - hand], (int)kv, MPI_BYTE, prev, step,
                           comm, &moves[moving++]);
             }
-            if (st == FLASHCL_SUCCESS &&
+            /* step 0 computes on the shard's own K and V in place; later
+             * steps on the block received, uploaded */
+            if (st == FLASHCL_SUCCESS && step > 0 &&
                 clEnqueueWriteBuffer(queue, b.kv, CL_TRUE, 0, kv,
                                      b.host[hand], 0, NULL,
                                      NULL) != CL_SUCCESS)
                 st = fail(FLASHCL_ERROR_OPENCL,
                           "uploading a K/V block failed");
             if (st == FLASHCL_SUCCESS)
-                st = ring_step(ctx, queue, d, cp, s, &b, step,
+                st = ring_step(ctx, queue, d, cp, s, &b,
+                               step ? &received_k : &d->k,
+                               step ? &received_v : &d->v, step,
                                (s->rank + s->ranks - step) % s->ranks);
             MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
         }
@@ -650,10 +665,9 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_NULL_ARGUMENT,
                     "lse (the forward's), d_o, d_q, d_k and d_v need buffers");
     const flashcl_tensor *views[] = {&g->d_o, &g->d_q, &g->d_k, &g->d_v};
-    for (size_t i = 0; i < 4; ++i)
-        if (!packed(views[i]))
-            return fail(FLASHCL_ERROR_UNSUPPORTED,
-                        "strided d_o, d_q, d_k or d_v: not yet");
+    if (!all_packed(views, 4))
+        return fail(FLASHCL_ERROR_UNSUPPORTED,
+                    "strided d_o, d_q, d_k or d_v: not yet");
     if (g->d_sinks.buffer)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "d_sinks across ranks: not yet");
