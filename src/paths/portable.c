@@ -260,8 +260,7 @@ SWITCH_PATH_EMITTER(portable_emit, portable_switches,
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
-    const bool varlen = plan_varlen_prefill(caps, p);
-    if (!varlen && split_kv_wanted(caps, p)) {
+    if (split_kv_wanted(caps, p)) {
         split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
@@ -319,7 +318,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
                           p->v.stride[3] == 1 && p->o.stride[3] == 1,
         .COMPENSATED = compensated(caps, plan),
         .DEBUG_CORRUPT = corrupt,
-        .VARLEN = !varlen ? 0 : p->infer.top_left ? 2 : 1};
+        /* a packed batch here is a prefill split_kv_wanted left dense */
+        .VARLEN = !p->infer.varlen_q ? 0 : p->infer.top_left ? 2 : 1};
     plan_emit_options(plan, plan->options, sizeof plan->options, p,
                       portable_emit, &values);
     plan_row_blocks(p, plan);

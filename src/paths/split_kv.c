@@ -668,6 +668,8 @@ const char *split_kv_decode_reason(const device_caps *caps, const problem *p)
 
 bool split_kv_wanted(const device_caps *caps, const problem *p)
 {
+    if (plan_varlen_prefill(caps, p))
+        return false; /* the dense kernel runs it as the padded call */
     return p->infer.needs_split_kernel || split_kv_splits(caps, p) > 1 ||
            split_kv_tensor_decode(caps, p);
 }
@@ -1095,17 +1097,14 @@ static bool split_can_run(const device_caps *caps, const problem *p,
 {
     if (variants_refused(p, split_kv_path.variants, why, cap))
         return false;
-    if (forced)
+    if (forced || split_kv_wanted(caps, p))
         return true;
-    if (plan_varlen_prefill(caps, p)) {
-        snprintf(why, cap, "a packed prefill: the dense kernel runs it as "
-                 "it runs the padded call");
-        return false;
-    }
-    if (split_kv_wanted(caps, p))
-        return true;
-    snprintf(why, cap, "no KV cache or varlen fields, and the work-groups "
-             "fill the device without cutting the keys");
+    snprintf(why, cap, "%s",
+             plan_varlen_prefill(caps, p)
+                 ? "a packed prefill: the dense kernel runs it as it runs "
+                   "the padded call"
+                 : "no KV cache or varlen fields, and the work-groups fill "
+                   "the device without cutting the keys");
     return false;
 }
 

@@ -23,7 +23,8 @@ bool split_kv_tensor_decode(const device_caps *caps, const problem *p);
  * at most 16 rows per KV head for the split-KV tensor-core kernel. */
 const char *split_kv_decode_reason(const device_caps *caps, const problem *p);
 /* The problem needs or wants the split-KV kernels (inference features,
- * more than one part, or a tensor-core decode). */
+ * more than one part, or a tensor-core decode), but for a packed prefill
+ * that a dense kernel computes (varlen.h's plan_varlen_prefill). */
 bool split_kv_wanted(const device_caps *caps, const problem *p);
 /* Plans `p` on the split-KV kernels into `plan` (plan->path is the
  * caller's); `forced_tiles` is a forced tuning candidate's parameters
