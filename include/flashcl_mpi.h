@@ -79,11 +79,14 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
 /** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
  *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
- *  and v). FLASHCL_CP_ALLGATHER mode and fp32 storage for now: every rank
- *  gathers K and V, computes its query rows' dQ and their dK/dV
- *  contributions over every key, and each rank's dK/dV rows are the sum of
- *  the ranks' contributions in rank order, so the result is bitwise
- *  repeatable at a fixed rank count. Not yet: ring mode, 16-bit storage,
+ *  and v). fp32 storage for now. FLASHCL_CP_RING: each step computes the
+ *  shard's backward against the K/V block in hand, and the block's dK/dV
+ *  sum travels around the ring with it, taking each rank's contribution,
+ *  back to its owner. FLASHCL_CP_ALLGATHER: every rank gathers K and V,
+ *  computes its query rows' dQ and their dK/dV contributions over every
+ *  key, and each rank's dK/dV rows are the sum of the ranks'
+ *  contributions in rank order. Either way the result is bitwise
+ *  repeatable at a fixed rank count. Not yet: 16-bit storage,
  *  d_sinks (FLASHCL_ERROR_UNSUPPORTED). Collective, with the forward's
  *  failure rules. */
 flashcl_status flashcl_cp_attention_backward(

@@ -5,7 +5,7 @@
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
  * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16; and the
- * backward (all-gather, fp32) against the single-device backward. A
+ * backward (ring and all-gather, fp32) against the single-device backward. A
  * second call must give the same bits. Then the faults: shards that disagree, a
  * rank whose own call fails, an unsupported request: every rank returns
  * an error and writes nothing, none hangs (ctest's timeout bounds it).
@@ -308,14 +308,14 @@ static double relative_error(const float *got, const float *want, size_t n)
 }
 
 static void run_backward_case(const cp_case *c, const inputs *in,
-                              flashcl_cp_layout layout)
+                              flashcl_cp_mode mode, flashcl_cp_layout layout)
 {
     char what[160];
-    snprintf(what, sizeof what, "backward, %s, all-gather, %s, %d ranks",
-             c->name, layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
-             ranks);
+    snprintf(what, sizeof what, "backward, %s, %s, %s, %d ranks", c->name,
+             mode == FLASHCL_CP_RING ? "ring" : "all-gather",
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
     flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
-    cp.mode = FLASHCL_CP_ALLGATHER;
+    cp.mode = mode;
     cp.layout = layout;
     cp.seqlen_total = N;
     void *dout = random_tensor(c->dtype, HQ, 99);
@@ -437,7 +437,9 @@ int main(int argc, char **argv)
                              (flashcl_cp_layout)layout);
         if (c->dtype == FLASHCL_DTYPE_FP32)
             for (int layout = 0; layout < 2; ++layout)
-                run_backward_case(c, &in, (flashcl_cp_layout)layout);
+                for (int mode = 0; mode < 2; ++mode)
+                    run_backward_case(c, &in, (flashcl_cp_mode)mode,
+                                      (flashcl_cp_layout)layout);
         if (i == 0)
             run_faults(&in);
         free(in.q);

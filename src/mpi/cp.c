@@ -639,11 +639,10 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
     return st;
 }
 
-/* ---- backward (all-gather) ------------------------------------------ */
+/* ---- backward: checks, all-gather ----------------------------------- */
 
 static flashcl_status check_backward(const flashcl_attention_desc *d,
                                      const flashcl_backward_desc *g,
-                                     const flashcl_cp_desc *cp,
                                      const shard *s)
 {
     if (!g)
@@ -652,10 +651,6 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_INVALID_VALUE,
                     "bwd.struct_size = %zu, expected %zu", g->struct_size,
                     sizeof *g);
-    if (cp->mode != FLASHCL_CP_ALLGATHER)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "the backward across ranks runs in FLASHCL_CP_ALLGATHER "
-                    "mode (not yet ring)");
     if (d->dtype != FLASHCL_DTYPE_FP32)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "the backward across ranks sums fp32 dK/dV partials: "
@@ -792,6 +787,243 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
     return st;
 }
 
+/* ---- backward (ring) ------------------------------------------------- */
+
+/* The ring backward's buffers: K/V blocks as the forward's ring moves
+ * them, and beside them the dK/dV sums of the block in hand, which
+ * follow it around the ring and reach its owner one step after the
+ * last. */
+typedef struct ring_grads {
+    unsigned char *kv[2]; /* K then V: the block in hand, the next one */
+    float *sum[2];        /* dK then dV of a block: in hand, arriving */
+    float *mine;          /* this rank's contribution to the block in hand */
+    float *dq;            /* the shard's dQ, summed over the steps */
+    float *part;          /* one call's dQ, dK, dV read back */
+    cl_mem kv_dev, part_q, part_k, part_v;
+} ring_grads;
+
+static void ring_grads_release(ring_grads *r)
+{
+    void *host[] = {r->kv[0], r->kv[1], r->sum[0], r->sum[1],
+                    r->mine,  r->dq,    r->part};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; ++i)
+        free(host[i]);
+    cl_mem dev[] = {r->kv_dev, r->part_q, r->part_k, r->part_v};
+    for (size_t i = 0; i < 4; ++i)
+        if (dev[i])
+            clReleaseMemObject(dev[i]);
+}
+
+static flashcl_status ring_grads_allocate(flashcl_context *ctx,
+                                          const shard *s, ring_grads *r)
+{
+    memset(r, 0, sizeof *r);
+    const size_t kv = s->k_bytes + s->v_bytes; /* fp32: also dK + dV */
+    const size_t q_chunk = (size_t)(s->batch * s->rows * s->heads_q * s->dim);
+    const size_t k_chunk = (size_t)(s->batch * s->rows * s->heads_kv * s->dim);
+    const size_t v_chunk =
+        (size_t)(s->batch * s->rows * s->heads_kv * s->dim_v);
+    for (int i = 0; i < 2; ++i) {
+        r->kv[i] = malloc(kv);
+        r->sum[i] = malloc(kv);
+    }
+    r->mine = calloc(kv / 4, sizeof(float));
+    r->dq = calloc(q_chunk * (size_t)s->chunks, sizeof(float));
+    r->part = malloc((q_chunk + k_chunk + v_chunk) * sizeof(float));
+    cl_context cl = flashcl_context_cl_context(ctx);
+    cl_int e[4];
+    r->kv_dev = clCreateBuffer(cl, CL_MEM_READ_WRITE, kv, NULL, &e[0]);
+    r->part_q = clCreateBuffer(cl, CL_MEM_READ_WRITE, q_chunk * 4, NULL, &e[1]);
+    r->part_k = clCreateBuffer(cl, CL_MEM_READ_WRITE, k_chunk * 4, NULL, &e[2]);
+    r->part_v = clCreateBuffer(cl, CL_MEM_READ_WRITE, v_chunk * 4, NULL, &e[3]);
+    const bool host_ok = r->kv[0] && r->kv[1] && r->sum[0] && r->sum[1] &&
+                         r->mine && r->dq && r->part;
+    if (!host_ok || e[0] || e[1] || e[2] || e[3])
+        return fail(FLASHCL_ERROR_OUT_OF_MEMORY,
+                    "ring backward buffers: K/V and dK/dV blocks of %zu "
+                    "bytes, twice each, on the host",
+                    kv);
+    return FLASHCL_SUCCESS;
+}
+
+/* part (a [batch, rows, heads * dim] chunk) added to rows of chunk c of
+ * a [batch, n, heads * dim] shard-shaped sum. */
+static void add_chunk(float *sum, const float *part, const shard *s, int c,
+                      size_t row)
+{
+    for (int64_t b = 0; b < s->batch; ++b) {
+        float *to = sum + (size_t)(b * s->n + c * s->rows) * row;
+        const float *from = part + (size_t)(b * s->rows) * row;
+        for (size_t i = 0; i < (size_t)s->rows * row; ++i)
+            to[i] += from[i];
+    }
+}
+
+/* The backward of query chunk qc against key chunk kc of the block in
+ * hand (of rank `source`, at k_block/v_block): its dQ rows added to
+ * r->dq, its dK/dV rows to r->mine. */
+static flashcl_status ring_chunk_gradients(
+    flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *d, const flashcl_backward_desc *g,
+    const shard *s, ring_grads *r, const flashcl_tensor *k_block,
+    const flashcl_tensor *v_block, int qc, int kc, int64_t k_position)
+{
+    flashcl_attention_desc c = chunk_call(d, s, qc, s->rows, k_position);
+    c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows, s->n,
+                    s->heads_kv, s->dim, 4);
+    c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows, s->n,
+                    s->heads_kv, s->dim_v, 4);
+    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
+                    s->dim_v, 4);
+    c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
+                     s->heads_q);
+    flashcl_backward_desc b = *g;
+    b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
+                      s->heads_q, s->dim_v, 4);
+    b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, 4);
+    b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, 4);
+    b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, 4);
+    const flashcl_status st =
+        flashcl_attention_backward(ctx, queue, &c, &b, 0, NULL, NULL);
+    if (st != FLASHCL_SUCCESS)
+        return fail(st, "rank %d, query chunk %d, key chunk %d: %s", s->rank,
+                    qc, kc, flashcl_context_last_error(ctx));
+    const size_t q_row = (size_t)(s->heads_q * s->dim);
+    const size_t k_row = (size_t)(s->heads_kv * s->dim);
+    const size_t v_row = (size_t)(s->heads_kv * s->dim_v);
+    const size_t rows = (size_t)(s->batch * s->rows);
+    float *pq = r->part, *pk = pq + rows * q_row, *pv = pk + rows * k_row;
+    if (clEnqueueReadBuffer(queue, r->part_q, CL_TRUE, 0, rows * q_row * 4,
+                            pq, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(queue, r->part_k, CL_TRUE, 0, rows * k_row * 4,
+                            pk, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(queue, r->part_v, CL_TRUE, 0, rows * v_row * 4,
+                            pv, 0, NULL, NULL) != CL_SUCCESS)
+        return fail(FLASHCL_ERROR_OPENCL, "reading a step's gradients failed");
+    add_chunk(r->dq, pq, s, qc, q_row);
+    add_chunk(r->mine, pk, s, kc, k_row);
+    add_chunk(r->mine + s->k_bytes / 4, pv, s, kc, v_row);
+    return FLASHCL_SUCCESS;
+}
+
+/* This rank's contribution to the dK/dV of rank `source`'s block, into
+ * r->mine, and to its own dQ: every pair of chunks that sees keys, in a
+ * fixed order. */
+static flashcl_status ring_step_gradients(
+    flashcl_context *ctx, cl_command_queue queue,
+    const flashcl_attention_desc *d, const flashcl_backward_desc *g,
+    const flashcl_cp_desc *cp, const shard *s, ring_grads *r,
+    const flashcl_tensor *k_block, const flashcl_tensor *v_block, int source)
+{
+    int64_t k_first[2], k_rows;
+    const int k_chunks =
+        flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
+    memset(r->mine, 0, s->k_bytes + s->v_bytes);
+    flashcl_status st = FLASHCL_SUCCESS;
+    for (int kc = 0; kc < k_chunks && st == FLASHCL_SUCCESS; ++kc)
+        for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc)
+            if (chunk_sees_keys(d, s->first[qc], k_first[kc], s->rows))
+                st = ring_chunk_gradients(ctx, queue, d, g, s, r, k_block,
+                                          v_block, qc, kc, k_first[kc]);
+    return st;
+}
+
+/* The shard's dQ and its own block's dK/dV, summed around the ring,
+ * written to the outputs (once every rank has succeeded). */
+static flashcl_status ring_write_gradients(cl_command_queue queue,
+                                           const flashcl_backward_desc *g,
+                                           const shard *s, const float *dq,
+                                           const float *dkv)
+{
+    const size_t q_bytes =
+        (size_t)(s->batch * s->n * s->heads_q * s->dim) * 4;
+    if (clEnqueueWriteBuffer(queue, g->d_q.buffer, CL_TRUE, g->d_q.offset,
+                             q_bytes, dq, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
+                             s->k_bytes, dkv, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
+                             s->v_bytes, dkv + s->k_bytes / 4, 0, NULL,
+                             NULL) != CL_SUCCESS)
+        return fail(FLASHCL_ERROR_OPENCL, "writing dQ, dK, dV failed");
+    return FLASHCL_SUCCESS;
+}
+
+/* Step t works on the K/V block of rank (rank - t), as the forward's
+ * ring, while the block moves on; the block's dK/dV sum arrives from
+ * the previous rank during the step (it worked on the block at step
+ * t - 1), takes this rank's contribution and moves on. After the last
+ * step each sum reaches the block's owner: every contribution added in
+ * ring order, so the result is bitwise repeatable. Every rank takes part
+ * in every exchange whatever its own calls returned. */
+static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
+                                    cl_command_queue queue,
+                                    const flashcl_attention_desc *d,
+                                    const flashcl_backward_desc *g,
+                                    const flashcl_cp_desc *cp, const shard *s)
+{
+    ring_grads r;
+    flashcl_status st = ring_grads_allocate(ctx, s, &r);
+    const size_t kv = s->k_bytes + s->v_bytes;
+    const int R = s->ranks;
+    if (st == FLASHCL_SUCCESS &&
+        (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
+                             s->k_bytes, r.kv[0], 0, NULL, NULL) != CL_SUCCESS ||
+         clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
+                             s->v_bytes, r.kv[0] + s->k_bytes, 0, NULL,
+                             NULL) != CL_SUCCESS))
+        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    st = verdict(comm, st, s->rank, "to set up its ring buffers");
+    if (st == FLASHCL_SUCCESS) {
+        const int next = (s->rank + 1) % R, prev = (s->rank + R - 1) % R;
+        flashcl_tensor held_k, held_v;
+        memset(&held_k, 0, sizeof held_k);
+        memset(&held_v, 0, sizeof held_v);
+        held_k.buffer = held_v.buffer = r.kv_dev;
+        held_v.offset = s->k_bytes;
+        MPI_Request sum_sent = MPI_REQUEST_NULL, sum_due = MPI_REQUEST_NULL;
+        for (int step = 0; step < R; ++step) {
+            const int hand = step % 2;
+            MPI_Request moves[2];
+            int moving = 0;
+            if (step + 1 < R) {
+                MPI_Isend(r.kv[hand], (int)kv, MPI_BYTE, next, step, comm,
+                          &moves[moving++]);
+                MPI_Irecv(r.kv[1 - hand], (int)kv, MPI_BYTE, prev, step, comm,
+                          &moves[moving++]);
+            }
+            if (st == FLASHCL_SUCCESS && step > 0 &&
+                clEnqueueWriteBuffer(queue, r.kv_dev, CL_TRUE, 0, kv,
+                                     r.kv[hand], 0, NULL, NULL) != CL_SUCCESS)
+                st = fail(FLASHCL_ERROR_OPENCL, "uploading a K/V block failed");
+            if (st == FLASHCL_SUCCESS)
+                st = ring_step_gradients(ctx, queue, d, g, cp, s, &r,
+                                         step ? &held_k : &d->k,
+                                         step ? &held_v : &d->v,
+                                         (s->rank + R - step) % R);
+            float *sum = r.sum[hand];
+            MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
+            if (step == 0)
+                memcpy(sum, r.mine, kv);
+            else
+                for (size_t i = 0; i < kv / 4; ++i)
+                    sum[i] += r.mine[i];
+            /* the other sum buffer is still on its way to the next rank */
+            MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
+            MPI_Isend(sum, (int)kv, MPI_BYTE, next, R + step, comm, &sum_sent);
+            MPI_Irecv(r.sum[1 - hand], (int)kv, MPI_BYTE, prev, R + step, comm,
+                      &sum_due);
+            MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
+        }
+        MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
+        MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
+        st = verdict(comm, st, s->rank, "a ring step");
+        if (st == FLASHCL_SUCCESS)
+            st = ring_write_gradients(queue, g, s, r.dq, r.sum[R % 2]);
+    }
+    ring_grads_release(&r);
+    return st;
+}
+
 /* Every rank's own checks (the backward's too for a backward), then
  * whether all passed and the shards describe one call: collective, the
  * same verdict class on every rank. */
@@ -808,7 +1040,7 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, s)
                             : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
     if (st == FLASHCL_SUCCESS && backward)
-        st = check_backward(local, bwd, cp, s);
+        st = check_backward(local, bwd, s);
     st = verdict(comm, st, rank, "its own checks");
     return st == FLASHCL_SUCCESS ? same_call(comm, local, cp) : st;
 }
@@ -825,6 +1057,9 @@ flashcl_status flashcl_cp_attention_backward(
     const int rank = s.rank, ranks = s.ranks;
     if (!queue)
         queue = flashcl_context_queue(ctx);
+    if (cp->mode == FLASHCL_CP_RING)
+        return verdict(comm, ring_backward(comm, ctx, queue, local, bwd, cp, &s),
+                       rank, "its part of the backward");
     cl_mem k, v;
     st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
     float *whole = NULL;
