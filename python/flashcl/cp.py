@@ -17,15 +17,20 @@ travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
     o = flashcl.cp.attention(MPI.COMM_WORLD, q, k, v, causal=True,
                              layout="zigzag")
     o_whole = flashcl.cp.unshard(o, MPI.COMM_WORLD, layout="zigzag")
+
+:func:`attention_backward` gives the shard's gradients from the forward's
+o and lse, in both modes, summed in float32 in a fixed order.
 """
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
 
 from ._attention import attention as _attention
+from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
 from ._errors import InvalidDimensionError, InvalidValueError
 
-__all__ = ["attention", "shard", "shard_rows", "unshard"]
+__all__ = ["attention", "attention_backward", "shard", "shard_rows",
+           "unshard"]
 
 _LAYOUTS = ("contiguous", "zigzag")
 _MODES = ("ring", "allgather")
@@ -77,15 +82,17 @@ def unshard(x, comm, *, layout="contiguous", axis=1):
     return whole
 
 
-def _sees_keys(causal, window, q0, k0, rows):
-    """Whether some query of the chunk at q0 sees a key of the chunk at k0
-    through the causal band and the window."""
+def _sees_keys(causal, window, q0, k0, rows, k_rows=None):
+    """Whether some query of the chunk at q0 (of `rows` rows) sees a key of
+    the chunk at k0 (of k_rows rows, default `rows`) through the causal
+    band and the window."""
+    k_rows = rows if k_rows is None else k_rows
     left, right = window if window is not None else (-1, -1)
     if causal and right != 0:
         right = 0
     if right >= 0 and k0 > q0 + rows - 1 + right:
         return False
-    if left >= 0 and k0 + rows - 1 < q0 - left:
+    if left >= 0 and k0 + k_rows - 1 < q0 - left:
         return False
     return True
 
@@ -108,13 +115,9 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
     collective).
     """
-    if mode not in _MODES:
-        raise InvalidValueError(f"mode = {mode!r}: expected one of {_MODES}")
+    _check_mode(mode)
     q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
-    shapes = comm.allgather((q.shape, k.shape, v.shape, str(q.dtype)))
-    if any(s != shapes[0] for s in shapes):
-        raise InvalidValueError(
-            f"the shards disagree in shape or dtype across ranks: {shapes}")
+    _agree(comm, q, k, v)
     rows = q.shape[1]
     total = rows * comm.size
     mine = shard_rows(total, comm.rank, comm.size, layout)
@@ -136,6 +139,20 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     o = np.concatenate([x[0] for x in outs], axis=1)
     lse = np.concatenate([x[1] for x in outs], axis=2)
     return (o, lse) if return_lse else o
+
+
+def _check_mode(mode):
+    if mode not in _MODES:
+        raise InvalidValueError(f"mode = {mode!r}: expected one of {_MODES}")
+
+
+def _agree(comm, *arrays):
+    """The shards' shapes and dtypes must be the same on every rank."""
+    mine = tuple((x.shape, str(x.dtype)) for x in arrays)
+    shapes = comm.allgather(mine)
+    if any(s != shapes[0] for s in shapes):
+        raise InvalidValueError(
+            f"the shards disagree in shape or dtype across ranks: {shapes}")
 
 
 def _placed(kv, which, total, ranks, layout):
@@ -181,3 +198,106 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
                              [lse for _, lse in p], dtype=dtype,
                              return_lse=True, device=kw["device"])
             for p in parts]
+
+
+def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
+                       layout="contiguous", causal=False, window=None,
+                       softcap=0.0, alibi_slopes=None, sinks=None, scale=None,
+                       device=None, backend="auto"):
+    """Gradients of :func:`attention` for this rank's shard: ``(dq, dk,
+    dv)`` with q's, k's and v's shapes and dtype.
+
+    q, k, v and the keywords are those of the forward call; o and lse are
+    its outputs (``attention(..., return_lse=True)``) and do is the loss's
+    gradient with respect to o. Each pair of chunks is one
+    :func:`flashcl.attention_backward` call with the whole rows' o and lse;
+    the sums are float32, in a fixed order. ``"ring"``: each K/V block
+    travels around the ring with the sum of its dK/dV, which takes every
+    rank's contribution and returns to the block's owner. ``"allgather"``:
+    every rank gathers K and V, and each rank's dK/dV rows are the sum of
+    every rank's contributions in rank order. Bitwise repeatable at a fixed
+    rank count. Collective. The sinks' gradient is not computed.
+    """
+    _check_mode(mode)
+    q, k, v, o, do = (np.ascontiguousarray(x) for x in (q, k, v, o, do))
+    lse = np.ascontiguousarray(lse, np.float32)
+    _agree(comm, q, k, v, o, lse, do)
+    total = q.shape[1] * comm.size
+    mine = shard_rows(total, comm.rank, comm.size, layout)
+    at = [sum(c for _, c in mine[:i]) for i in range(len(mine))]
+    kw = dict(causal=causal, window=window, softcap=softcap,
+              alibi_slopes=alibi_slopes, sinks=sinks, scale=scale,
+              device=device, backend=backend, causal_align="absolute")
+
+    def pair(qi, block, kf, ka, kc):
+        """One query chunk's gradients against key rows [ka, ka + kc) of a
+        K/V block, whose first row is kf of the whole sequence."""
+        (qf, qc), qa = mine[qi], at[qi]
+        return _attention_backward(
+            q[:, qa:qa + qc], block[0][:, ka:ka + kc],
+            block[1][:, ka:ka + kc], o[:, qa:qa + qc], lse[:, :, qa:qa + qc],
+            do[:, qa:qa + qc], positions=(qf, kf), **kw)
+
+    step = _ring_backward if mode == "ring" else _allgather_backward
+    dq, dk, dv = step(comm, q, k, v, mine, at, total, layout, kw, pair)
+    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+
+
+def _block_gradients(q, block, mine, at, theirs, kw, pair):
+    """This rank's query chunks against a block laid out as `theirs`
+    (chunks of the whole sequence): dQ per query chunk and the block's dK
+    and dV, float32, every pair of chunks that sees keys in a fixed
+    order."""
+    dq = np.zeros(q.shape, np.float32)
+    dk = np.zeros(block[0].shape, np.float32)
+    dv = np.zeros(block[1].shape, np.float32)
+    k_at = [sum(c for _, c in theirs[:i]) for i in range(len(theirs))]
+    for qi, ((qf, qc), qa) in enumerate(zip(mine, at)):
+        for (kf, kc), ka in zip(theirs, k_at):
+            if not _sees_keys(kw["causal"], kw["window"], qf, kf, qc, kc):
+                continue
+            gq, gk, gv = pair(qi, block, kf, ka, kc)
+            dq[:, qa:qa + qc] += gq
+            dk[:, ka:ka + kc] += gk
+            dv[:, ka:ka + kc] += gv
+    return dq, dk, dv
+
+
+def _ring_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
+    """Step t: the block of rank (rank - t) with the sum of its dK/dV so
+    far; this rank's contribution is added and both move on. One step
+    after the last, each sum reaches the block's owner."""
+    nxt, prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
+    dq = np.zeros(q.shape, np.float32)
+    block, sums = (k, v), None
+    for step in range(comm.size):
+        source = (comm.rank - step) % comm.size
+        theirs = shard_rows(total, source, comm.size, layout)
+        gq, gk, gv = _block_gradients(q, block, mine, at, theirs, kw, pair)
+        dq += gq
+        sums = (gk, gv) if sums is None else (sums[0] + gk, sums[1] + gv)
+        if step + 1 < comm.size:
+            block, sums = comm.sendrecv((block, sums), dest=nxt, sendtag=step,
+                                        source=prev, recvtag=step)
+    dk, dv = comm.sendrecv(sums, dest=nxt, sendtag=comm.size, source=prev,
+                           recvtag=comm.size)
+    return dq, dk, dv
+
+
+def _allgather_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
+    """Every rank's contributions to the whole sequence's dK/dV, gathered;
+    each rank sums its own rows in rank order."""
+    kv = comm.allgather((k, v))
+    whole = (np.concatenate(_placed(kv, 0, total, comm.size, layout), axis=1),
+             np.concatenate(_placed(kv, 1, total, comm.size, layout), axis=1))
+    dq, dk_all, dv_all = _block_gradients(q, whole, mine, at,
+                                          [(0, total)], kw, pair)
+    sums = comm.allgather((dk_all, dv_all))
+    own = [np.concatenate([s[which][:, f:f + c] for f, c in mine], axis=1)
+           for s in sums for which in (0, 1)]
+    dk = np.zeros(k.shape, np.float32)
+    dv = np.zeros(v.shape, np.float32)
+    for r in range(comm.size):
+        dk += own[2 * r]
+        dv += own[2 * r + 1]
+    return dq, dk, dv

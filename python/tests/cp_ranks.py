@@ -1,6 +1,7 @@
 """Run under mpirun by test_cp.py: every rank makes the whole inputs from
 one seed, computes the single-device call, then its shard through
-flashcl.cp.attention, and compares its rows (and a second call's bits).
+flashcl.cp.attention, and compares its rows (and a second call's bits);
+then the same for flashcl.cp.attention_backward.
 Exits non-zero on any rank's failure; rank 0 prints the counts."""
 import sys
 
@@ -44,6 +45,31 @@ for dtype in (np.float32, np.float16):
                 if not np.array_equal(cp.unshard(got, comm, layout=layout)
                                       .shape, whole.shape):
                     failures.append(f"{name}: unshard shape")
+# the backward: the shard's gradients against the single-device backward's
+# rows, fp32 (the sums are float32 whatever the dtype), twice the same bits
+GTOL = 2e-5
+for kw in cases[:3]:
+    q, k, v, do = (rng.standard_normal((2, N, h, D)).astype(np.float32)
+                   for h in (H, HKV, HKV, H))
+    o, lse = flashcl.attention(q, k, v, return_lse=True, **kw)
+    want = flashcl.attention_backward(q, k, v, o, lse, do, **kw)
+    for layout in ("contiguous", "zigzag"):
+        mine = [cp.shard(x, comm, layout=layout) for x in (q, k, v, o, do)]
+        my_lse = cp.shard(lse, comm, layout=layout, axis=2)
+        for mode in ("ring", "allgather"):
+            args = (comm, *mine[:4], my_lse, mine[4])
+            got = cp.attention_backward(*args, mode=mode, layout=layout, **kw)
+            again = cp.attention_backward(*args, mode=mode, layout=layout,
+                                          **kw)
+            name = f"backward {kw} {layout} {mode}"
+            checks += 2
+            for g, w, what in zip(got, want, ("dq", "dk", "dv")):
+                w = cp.shard(w, comm, layout=layout)
+                err = np.abs(g.astype(np.float64) - w).max()
+                if not err <= GTOL * max(1.0, np.abs(w).max()):
+                    failures.append(f"{name}: {what} max error {err:.3g}")
+            if any(a.tobytes() != b.tobytes() for a, b in zip(got, again)):
+                failures.append(f"{name}: two calls gave other bits")
 for f in failures:
     print(f"rank {comm.rank}: FAIL {f}", file=sys.stderr)
 total_failed = comm.allreduce(len(failures))

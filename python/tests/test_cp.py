@@ -23,6 +23,19 @@ def test_one_rank_is_the_whole_call(rng, device, mode, kw):
     np.testing.assert_allclose(got, whole, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("mode", ["ring", "allgather"])
+@pytest.mark.parametrize("kw", [dict(causal=True), dict(window=(8, 2))])
+def test_one_rank_backward_is_the_whole_call(rng, device, mode, kw):
+    q, k, v, do = (randn(rng, (1, 32, 2, 16)) for _ in range(4))
+    o, lse = flashcl.attention(q, k, v, device=device, return_lse=True, **kw)
+    whole = flashcl.attention_backward(q, k, v, o, lse, do, device=device,
+                                       **kw)
+    got = cp.attention_backward(MPI.COMM_SELF, q, k, v, o, lse, do,
+                                mode=mode, device=device, **kw)
+    for g, w in zip(got, whole):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
 def test_zigzag_rows():
     assert cp.shard_rows(16, 1, 4, "zigzag") == [(2, 2), (12, 2)]
     with pytest.raises(flashcl.InvalidDimensionError):
