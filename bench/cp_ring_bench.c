@@ -5,24 +5,26 @@
  *   mpirun -np R flashcl-cp-bench [seqlen_total] [heads] [head_dim]
  *                                 [causal] [reps]
  *
- * Four timings per rank, interleaved, each the median of `reps` calls
+ * Five timings per rank, interleaved, each the median of `reps` calls
  * after one warm-up, every call started together (MPI_Barrier) and timed on the
  * host (MPI_Wtime: the ring blocks until its result is in host-visible
  * memory, so the host clock is the one that sees the exchange):
  *   ring      the call itself (fp32, zig-zag shards when causal);
  *   compute   what the ring computes, without the exchange: each step's
  *             upload of a K/V block and its chunk calls, as the ring
- *             makes them (the final merge, one combine call, left out);
+ *             makes them;
  *   lockstep  the same with a barrier after each step: the ring's
  *             exchange makes each step wait for the previous rank, so
  *             lockstep - compute is what that waiting costs when the
  *             ranks' steps take unequal time (a shared machine);
+ *   merge     the ring's final flashcl_combine_partials of its
+ *             ranks * chunks partials;
  *   exchange  the ring's sends and receives alone (ranks - 1 steps of one
  *             K/V block each way).
  * Rank 0 prints the slowest rank's figures (the ring waits for it),
- * exposed = ring - compute (what the ring costs beyond its attention:
- * the exchange it did not hide, and its own work: reading the shard's
- * K/V, the partials' buffers, the agreement and the merge), and
+ * exposed = ring - compute - merge (what the ring costs beyond its
+ * attention and merge: the exchange it did not hide, and its own work:
+ * reading the shard's K/V, the partials' buffers, the agreement), and
  * overlap = 1 - exposed / exchange: 1 when the exchange hides entirely,
  * 0 when the ring costs the whole exchange on top of the compute
  * (negative when its own work costs more than the exchange). */
@@ -41,6 +43,7 @@ typedef struct setup {
     flashcl_cp_desc cp;
     flashcl_attention_desc shard;
     cl_mem kv_block, o_part, lse_part;
+    cl_mem o_parts, lse_parts; /* the merge's ranks * chunks partials */
 } setup;
 
 static flashcl_context *ctx;
@@ -189,6 +192,9 @@ static setup make_setup(int64_t total, int64_t heads, int64_t dim, int causal)
     s.kv_block = device_buffer(s.kv_bytes);
     s.o_part = device_buffer(tensor);
     s.lse_part = device_buffer((size_t)(s.n * heads) * 4);
+    const size_t parts = (size_t)s.ranks * (size_t)s.chunks;
+    s.o_parts = device_buffer(tensor * parts);
+    s.lse_parts = device_buffer((size_t)(s.n * heads) * 4 * parts);
     return s;
 }
 
@@ -205,7 +211,7 @@ static double once(const setup *s, timed_fn fn, void *arg)
 /* The timings interleaved rep by rep, so that a shared machine's
  * drift falls on all three alike: the medians of this rank, the slowest
  * rank's on rank 0, in ms. */
-enum { TIMINGS = 4 };
+enum { TIMINGS = 5 };
 
 static void time_all(const setup *s, int reps, const timed_fn fn[TIMINGS],
                      void *const arg[TIMINGS], double slowest[TIMINGS])
@@ -239,6 +245,31 @@ static void run_lockstep(const setup *s, void *arg)
     compute_alone(s, ((void **)arg)[0], true);
 }
 
+/* the ring's final merge: ranks * chunks partials of the shard's rows */
+static void run_merge(const setup *s, void *arg)
+{
+    (void)arg;
+    const flashcl_attention_desc *d = &s->shard;
+    flashcl_combine_desc m = FLASHCL_COMBINE_DESC_INIT;
+    m.num_partials = (int64_t)s->ranks * s->chunks;
+    m.batch = 1;
+    m.heads = d->heads_q;
+    m.seqlen_q = s->n;
+    m.head_dim_v = d->head_dim;
+    m.o_partial.buffer = s->o_parts;
+    m.o_partial_stride = (size_t)(s->n * d->heads_q * d->head_dim);
+    m.lse_partial.buffer = s->lse_parts;
+    m.lse_partial_stride = (size_t)(s->n * d->heads_q);
+    m.o = d->o;
+    if (flashcl_combine_partials(ctx, NULL, &m, 0, NULL, NULL) !=
+            FLASHCL_SUCCESS ||
+        clFinish(flashcl_context_queue(ctx)) != CL_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", s->rank,
+                flashcl_context_last_error(ctx));
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+}
+
 static void run_exchange(const setup *s, void *arg)
 {
     exchange_alone(s, (void **)arg);
@@ -259,31 +290,34 @@ int main(int argc, char **argv)
     setup s = make_setup(total, heads, dim, causal);
     void *blocks[2] = {calloc(1, s.kv_bytes), calloc(1, s.kv_bytes)};
     const timed_fn fn[TIMINGS] = {run_ring, run_compute, run_lockstep,
-                                  run_exchange};
-    void *const arg[TIMINGS] = {NULL, blocks, blocks, blocks};
+                                  run_merge, run_exchange};
+    void *const arg[TIMINGS] = {NULL, blocks, blocks, NULL, blocks};
     double ms[TIMINGS];
     time_all(&s, reps, fn, arg, ms);
     const double ring = ms[0], compute = ms[1], lockstep = ms[2],
-                 exchange = ms[3];
+                 merge = ms[3], exchange = ms[4];
     if (s.rank == 0) {
         char device[128] = "";
         clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME,
                         sizeof device, device, NULL);
         printf("ranks,seqlen_total,heads,head_dim,causal,block_MiB,ring_ms,"
-               "compute_ms,lockstep_ms,exchange_ms,exposed_ms,exchange_share,"
+               "compute_ms,lockstep_ms,merge_ms,exchange_ms,exposed_ms,"
+               "exchange_share,"
                "overlap,device\n");
-        const double exposed = ring - compute;
+        const double exposed = ring - compute - merge;
         const double overlap = exchange > 0 ? 1 - exposed / exchange : 0;
-        printf("%d,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,"
-               "%s\n",
+        printf("%d,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,"
+               "%.2f,%s\n",
                s.ranks, (long long)total, (long long)heads, (long long)dim,
                causal, (double)s.kv_bytes / 1048576.0, ring, compute,
-               lockstep, exchange, exposed, exchange / ring, overlap, device);
+               lockstep, merge, exchange, exposed, exchange / ring, overlap,
+               device);
     }
     free(blocks[0]);
     free(blocks[1]);
     cl_mem all[] = {s.shard.q.buffer, s.shard.k.buffer, s.shard.v.buffer,
-                    s.shard.o.buffer, s.kv_block, s.o_part, s.lse_part};
+                    s.shard.o.buffer, s.kv_block, s.o_part, s.lse_part,
+                    s.o_parts, s.lse_parts};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
         clReleaseMemObject(all[i]);
     flashcl_context_release(ctx);
