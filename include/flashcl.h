@@ -928,6 +928,12 @@ typedef struct flashcl_combine_desc {
      *  wanted; packed [batch, heads, seqlen_q] for zero strides). */
     flashcl_tensor o;
     flashcl_tensor lse;
+    /** Storage type of o_partial: FLASHCL_DTYPE_FP32 (0, the default),
+     *  FP16 or BF16, as a 16-bit forward writes its own O (the steps of
+     *  ring attention in 16-bit storage); element sizes and strides then
+     *  count 2-byte elements. The merge still sums in fp32; lse_partial
+     *  stays fp32. */
+    flashcl_dtype partial_dtype;
 } flashcl_combine_desc;
 
 #ifdef __cplusplus /* as FLASHCL_ATTENTION_DESC_INIT */

@@ -30,8 +30,9 @@ extern "C" {
 typedef enum flashcl_cp_mode {
     /** Ring: each step sends the K/V block in hand to the next rank and
      *  receives the previous rank's (non-blocking, during the step's
-     *  attention); fp32 partial results merged by flashcl_combine_partials.
-     *  fp32 storage only for now. */
+     *  attention); the partial results (in the storage type, summed in
+     *  fp32) merged by flashcl_combine_partials. fp32, fp16 and bf16
+     *  storage (not fp64). */
     FLASHCL_CP_RING = 0,
     /** All-gather: every rank gathers the whole K and V, then one call per
      *  local query chunk (for GQA, where K/V are small). Every dtype. */
@@ -63,7 +64,7 @@ typedef struct flashcl_cp_desc {
  *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
  *  whole sequence (bottom-right alignment, which is top-left here).
  *  Not yet: bias and mask tensors, the inference fields, strided views,
- *  16-bit storage in ring mode (FLASHCL_ERROR_UNSUPPORTED).
+ *  fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED).
  *
  *  Collective: every rank returns the same status class. A rank whose
  *  own check or call fails makes every rank fail (the others with

@@ -229,7 +229,8 @@ static void seq_oracle(const seq_problem *s, double *o, double *lse)
 
 /* P partials of B x H x Nq rows over disjoint key ranges of one dense
  * problem, computed by the oracle (fp32 on the device, as a split kernel or
- * another device would hand them over), merged on the device and compared
+ * another device would hand them over, or 16-bit, as a 16-bit forward writes
+ * its O), merged on the device and compared
  * with the oracle of all the keys. Range p of a row is empty when the
  * split points say so, and row (0, 0, 0) sees no key at all in any
  * partial: its partials are LSE = -inf with O = NaN. */
@@ -238,13 +239,16 @@ typedef struct combine_case {
     size_t batch, heads, nq, nk, dv;
     flashcl_dtype dtype;
     size_t pad; /* extra elements between partials (strided input) */
+    flashcl_dtype partial_dtype; /* 16-bit: as a 16-bit forward writes O */
 } combine_case;
 
 static const combine_case combine_cases[] = {
-    {2, 2, 3, 5, 100, 16, FLASHCL_DTYPE_FP32, 0},
-    {7, 1, 2, 3, 130, 40, FLASHCL_DTYPE_FP32, 13},
-    {7, 2, 1, 4, 64, 8, FLASHCL_DTYPE_FP16, 0},
-    {2, 1, 4, 2, 33, 24, FLASHCL_DTYPE_BF16, 5},
+    {2, 2, 3, 5, 100, 16, FLASHCL_DTYPE_FP32, 0, FLASHCL_DTYPE_FP32},
+    {7, 1, 2, 3, 130, 40, FLASHCL_DTYPE_FP32, 13, FLASHCL_DTYPE_FP32},
+    {7, 2, 1, 4, 64, 8, FLASHCL_DTYPE_FP16, 0, FLASHCL_DTYPE_FP32},
+    {2, 1, 4, 2, 33, 24, FLASHCL_DTYPE_BF16, 5, FLASHCL_DTYPE_FP32},
+    {5, 2, 2, 5, 90, 16, FLASHCL_DTYPE_FP16, 7, FLASHCL_DTYPE_FP16},
+    {3, 1, 3, 4, 70, 24, FLASHCL_DTYPE_BF16, 0, FLASHCL_DTYPE_BF16},
 };
 
 START_TEST(combine_matches_unsplit)
@@ -272,7 +276,8 @@ START_TEST(combine_matches_unsplit)
         cut[2] = cut[1];
     const size_t part_o = rows * c->dv + c->pad, part_l = rows + c->pad;
     hbuf op, lp, o, lse;
-    hbuf_alloc(&op, part_o * (size_t)c->parts, 4);
+    hbuf_alloc(&op, part_o * (size_t)c->parts,
+               oracle_dtype_size(c->partial_dtype));
     hbuf_alloc(&lp, part_l * (size_t)c->parts, 4);
     double *ref_o = calloc(rows * c->dv, sizeof *ref_o);
     double *ref_lse = calloc(rows, sizeof *ref_lse);
@@ -305,14 +310,14 @@ START_TEST(combine_matches_unsplit)
             for (size_t h = 0; h < c->heads; ++h)
                 for (size_t i = 0; i < c->nq; ++i) {
                     const size_t row = (b * c->heads + h) * c->nq + i;
-                    float *po = (float *)op.bytes + (size_t)p * part_o +
-                                row * c->dv;
+                    const size_t po = (size_t)p * part_o + row * c->dv;
                     float *pl = (float *)lp.bytes + (size_t)p * part_l + row;
                     *pl = (float)tmp_lse[h * c->nq + i];
                     for (size_t e = 0; e < c->dv; ++e)
-                        po[e] = *pl == -INFINITY
-                                    ? NAN
-                                    : (float)tmp_o[(h * c->nq + i) * c->dv + e];
+                        oracle_store(op.bytes, po + e, c->partial_dtype,
+                                     *pl == -INFINITY
+                                         ? NAN
+                                         : tmp_o[(h * c->nq + i) * c->dv + e]);
                 }
         }
     }
@@ -320,7 +325,8 @@ START_TEST(combine_matches_unsplit)
     for (int p = 0; p < c->parts; ++p) {
         ((float *)lp.bytes)[(size_t)p * part_l] = -INFINITY;
         for (size_t e = 0; e < c->dv; ++e)
-            ((float *)op.bytes)[(size_t)p * part_o + e] = NAN;
+            oracle_store(op.bytes, (size_t)p * part_o + e, c->partial_dtype,
+                         NAN);
     }
     for (size_t e = 0; e < c->dv; ++e)
         ref_o[e] = 0;
@@ -337,6 +343,7 @@ START_TEST(combine_matches_unsplit)
     desc.seqlen_q = (int64_t)c->nq;
     desc.head_dim_v = (int64_t)c->dv;
     desc.dtype = c->dtype;
+    desc.partial_dtype = c->partial_dtype;
     desc.layout = FLASHCL_LAYOUT_BHND;
     desc.o_partial = tensor_of(&op);
     desc.o_partial_stride = c->pad ? part_o : 0;
@@ -394,7 +401,7 @@ START_TEST(combine_bad_arguments)
         const char *what;
         flashcl_combine_desc d;
         flashcl_status want;
-    } bad[16];
+    } bad[20];
     int n = 0;
 #define BAD(text, status, edit)                                                \
     do {                                                                       \
@@ -412,6 +419,8 @@ START_TEST(combine_bad_arguments)
     BAD("head_dim_v < 0", FLASHCL_ERROR_INVALID_DIMENSION, d->head_dim_v = -2);
     BAD("dtype", FLASHCL_ERROR_DTYPE_UNSUPPORTED, d->dtype = (flashcl_dtype)9);
     BAD("layout", FLASHCL_ERROR_INVALID_LAYOUT, d->layout = (flashcl_layout)7);
+    BAD("partial_dtype fp64", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+        d->partial_dtype = FLASHCL_DTYPE_FP64);
     BAD("o_partial NULL", FLASHCL_ERROR_NULL_ARGUMENT,
         d->o_partial.buffer = NULL);
     BAD("lse_partial NULL", FLASHCL_ERROR_NULL_ARGUMENT,

@@ -4,11 +4,34 @@
  * recomputes its row's max and weights, which costs P exponentials per
  * element but needs no local memory or second pass; P is small (splits,
  * devices, prefix chunks). */
+#include "combine_defaults.clh"
 #include "flashcl_common.clh"
 #include "combine.clh"
 
+/* The partials' storage: fp32, or the O a 16-bit forward writes (ring
+ * attention's steps), widened here so the merge still sums in fp32. */
+#if FLASHCL_PARTIAL_DTYPE == 0
+#define PARTIAL_T float
+inline float load_partial(__global const float *base, ulong index)
+{
+    return base[index];
+}
+#elif FLASHCL_PARTIAL_DTYPE == 1
+#define PARTIAL_T ushort
+inline float load_partial(__global const ushort *base, ulong index)
+{
+    return vload_half(0, (__global const half *)(base + index));
+}
+#else
+#define PARTIAL_T ushort
+inline float load_partial(__global const ushort *base, ulong index)
+{
+    return bf16_bits_to_float(base[index]);
+}
+#endif
+
 __kernel void flashcl_combine(
-    __global const float *o_part, const ulong4 op_stride, const ulong op_base,
+    __global const PARTIAL_T *o_part, const ulong4 op_stride, const ulong op_base,
     const ulong op_step, __global const float *lse_part,
     const ulong4 lp_stride, const ulong lp_base, const ulong lp_step,
     __global STORAGE_T *o, const ulong4 o_stride, const ulong o_base,
@@ -34,7 +57,7 @@ __kernel void flashcl_combine(
             const float w = combine_weight(lse_part[lrow + (ulong)p * lp_step], m);
             if (w != 0) {
                 sum += w;
-                acc += w * o_part[orow + (ulong)p * op_step];
+                acc += w * load_partial(o_part, orow + (ulong)p * op_step);
             }
         }
     store_elem(o, o_base + b * o_stride.s0 + h * o_stride.s1 +

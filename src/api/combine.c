@@ -1,8 +1,12 @@
 /* flashcl_combine_partials: checked by src/problem/combine.c, computed by
  * cl/inference/combine.cl. */
 #include "api/api.h"
+#include "inference/combine_switches.clh"
+#include "paths/path.h"
+#include "paths/switches.h"
 #include "problem/problem.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 static cl_ulong4 ulong4_of(const uint64_t v[4])
@@ -49,6 +53,28 @@ static cl_int set_combine_args(flashcl_context *ctx, cl_kernel k,
     return err;
 }
 
+typedef struct combine_switches {
+    FLASHCL_COMBINE_SWITCHES(SWITCH_FIELD)
+} combine_switches;
+
+/* The kernel's options, every switch of its list checked; false with the
+ * reason in `options` when one is illegal (a checker bug). */
+static bool combine_options(const combine_problem *p, char *options,
+                            size_t cap)
+{
+    const combine_switches plan = {(int)p->dtype, (int)p->partial_dtype};
+    const combine_switches *values = &plan; /* SWITCH_EMIT's names */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    options_buf buf = options_begin(options, cap), *out = &buf;
+    options_add(out, "-cl-std=CL1.2%s", verbose_enabled() ? "" : " -w");
+    FLASHCL_COMBINE_SWITCHES(SWITCH_EMIT)
+    char why[96];
+    if (options_fault_why(out, found, "combine", why, sizeof why))
+        return true;
+    snprintf(options, cap, "%s", why);
+    return false;
+}
+
 flashcl_status flashcl_combine_partials(flashcl_context *ctx,
                                         cl_command_queue queue,
                                         const flashcl_combine_desc *desc,
@@ -65,8 +91,9 @@ flashcl_status flashcl_combine_partials(flashcl_context *ctx,
     if (p.empty)
         return api_empty_call(ctx, queue, num_wait, wait_list, event);
     char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2%s -DFLASHCL_DTYPE=%d",
-             verbose_enabled() ? "" : " -w", (int)p.dtype);
+    if (!combine_options(&p, options, sizeof options))
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED, "combine: %s",
+                         options);
     const program_request request = {"combine.cl", options,
                                      {"flashcl_combine"}, 1};
     compiled_program *program;

@@ -113,10 +113,10 @@ static flashcl_status check_options(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "inference fields (KV cache, varlen, num_splits > 1): "
                     "not across ranks");
-    if (cp->mode == FLASHCL_CP_RING && d->dtype != FLASHCL_DTYPE_FP32)
+    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "ring mode merges fp32 partial outputs: fp32 storage "
-                    "only for now (FLASHCL_CP_ALLGATHER takes every dtype)");
+                    "ring mode merges fp32, fp16 or bf16 partial outputs: "
+                    "not fp64 storage (FLASHCL_CP_ALLGATHER takes it)");
     return FLASHCL_SUCCESS;
 }
 
@@ -346,7 +346,7 @@ static flashcl_status ring_allocate(flashcl_context *ctx, const shard *s,
     memset(b, 0, sizeof *b);
     const size_t kv = s->k_bytes + s->v_bytes;
     const int partials = s->ranks * s->chunks;
-    b->o_slot = (size_t)(s->batch * s->n * s->heads_q * s->dim_v) * 4;
+    b->o_slot = (size_t)(s->batch * s->n * s->heads_q * s->dim_v) * s->elem;
     b->lse_slot = (size_t)(s->batch * s->heads_q * s->n) * 4;
     b->host[0] = malloc(kv);
     b->host[1] = malloc(kv);
@@ -399,7 +399,7 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
             c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows,
                             s->n, s->heads_kv, s->dim_v, s->elem);
             c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
-                            qc * s->rows, s->n, s->heads_q, s->dim_v, 4);
+                            qc * s->rows, s->n, s->heads_q, s->dim_v, s->elem);
             c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
                              qc * s->rows, s->n, s->heads_q);
             if (!first)
@@ -427,10 +427,11 @@ static flashcl_status ring_merge(flashcl_context *ctx, cl_command_queue queue,
     m.heads = s->heads_q;
     m.seqlen_q = s->n;
     m.head_dim_v = s->dim_v;
-    m.dtype = d->dtype;
+    m.dtype = m.partial_dtype = d->dtype;
     m.layout = FLASHCL_LAYOUT_BNHD;
-    m.o_partial = rows_view(b->o_parts, 0, 0, s->n, s->heads_q, s->dim_v, 4);
-    m.o_partial_stride = b->o_slot / 4;
+    m.o_partial =
+        rows_view(b->o_parts, 0, 0, s->n, s->heads_q, s->dim_v, s->elem);
+    m.o_partial_stride = b->o_slot / s->elem;
     m.lse_partial = lse_view(b->lse_parts, 0, 0, s->n, s->heads_q);
     m.lse_partial_stride = b->lse_slot / 4;
     m.o = d->o;

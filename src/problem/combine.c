@@ -42,6 +42,12 @@ static flashcl_status check_sizes(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "dtype fp64 needs cl_khr_fp64, which %s lacks",
                          ctx->caps.name);
+    if (d->partial_dtype != FLASHCL_DTYPE_FP32 &&
+        d->partial_dtype != FLASHCL_DTYPE_FP16 &&
+        d->partial_dtype != FLASHCL_DTYPE_BF16)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "partial_dtype = %d: partials are fp32, fp16 or bf16",
+                         (int)d->partial_dtype);
     if (d->layout != FLASHCL_LAYOUT_BNHD && d->layout != FLASHCL_LAYOUT_BHND)
         return set_error(ctx, FLASHCL_ERROR_INVALID_LAYOUT,
                          "layout = %d is not a flashcl_layout", (int)d->layout);
@@ -63,14 +69,14 @@ static flashcl_status resolve_partials(flashcl_context *ctx,
         return status;
     const uint64_t shift_elems = step * (uint64_t)(parts - 1);
     if (step && (shift_elems / step != (uint64_t)(parts - 1) ||
-                 shift_elems > (UINT64_MAX - t->offset) / 4))
+                 shift_elems > (UINT64_MAX - t->offset) / shape->elem_size))
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_BOUNDS,
                          "%s: %lld partials of stride %llu overflow 64-bit "
                          "addressing",
                          shape->name, (long long)parts,
                          (unsigned long long)step);
     flashcl_tensor last = *t;
-    last.offset += (size_t)(shift_elems * 4);
+    last.offset += (size_t)(shift_elems * shape->elem_size);
     if (!t->stride_batch && !t->stride_head && !t->stride_seq &&
         !t->stride_dim) { /* keep partial 0's packed strides */
         last.stride_batch = (size_t)view->stride[0];
@@ -129,12 +135,14 @@ flashcl_status combine_problem_from_desc(flashcl_context *ctx,
     p->seqlen_q = d->seqlen_q;
     p->head_dim_v = d->head_dim_v;
     p->dtype = d->dtype;
+    p->partial_dtype = d->partial_dtype;
     p->empty = !p->batch || !p->heads || !p->seqlen_q || !p->head_dim_v;
     const uint64_t b = (uint64_t)p->batch, h = (uint64_t)p->heads,
                    n = (uint64_t)p->seqlen_q, dv = (uint64_t)p->head_dim_v;
     p->o_part_step = d->o_partial_stride ? d->o_partial_stride : b * h * n * dv;
     p->lse_part_step = d->lse_partial_stride ? d->lse_partial_stride : b * h * n;
-    const view_shape o_part = {"o_partial", {b, h, n, dv}, sizeof(float),
+    const view_shape o_part = {"o_partial", {b, h, n, dv},
+                               dtype_size(d->partial_dtype),
                                FLASHCL_LAYOUT_BHND, STRIDES_PACKED_LAYOUT};
     const view_shape lse_part = {"lse_partial", {b, h, n, 1}, sizeof(float),
                                  FLASHCL_LAYOUT_BHND, STRIDES_PACKED_LSE};

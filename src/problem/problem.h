@@ -193,7 +193,7 @@ uint64_t inference_scratch_bytes(const problem *p, int splits, int dv_padded);
 
 typedef struct combine_problem {
     int64_t parts, batch, heads, seqlen_q, head_dim_v;
-    flashcl_dtype dtype;
+    flashcl_dtype dtype, partial_dtype;
     /* Views of partial 0; partial p starts p * *_step elements later. */
     tensor_view o_part, lse_part, o, lse;
     uint64_t o_part_step, lse_part_step;
