@@ -24,19 +24,22 @@ def _out_dtype(dtype):
     return dt, code
 
 
-def _partials_fp32(name, x, cl_mode):
-    """The library reads fp32 partials: NumPy ones of another float dtype
-    are converted (the upload copies them anyway); PyOpenCL ones are used
-    in place, so they must be float32 already."""
+def _partials_fp32(name, x, cl_mode, sixteen_bit=False):
+    """The library reads fp32 partials, and o_partial also in float16 or
+    bfloat16 (sixteen_bit): NumPy ones of another float dtype are converted
+    (the upload copies them anyway); PyOpenCL ones are used in place, so
+    they must have a dtype the library reads."""
     dt = np.dtype(x.dtype)
-    if dt == np.float32:
+    code = _dtype_code(dt)
+    if dt == np.float32 or (sixteen_bit and code in (1, 2)):
         return x
-    if cl_mode or _dtype_code(dt) is None:
+    if cl_mode or code is None:
+        kinds = "fp32, fp16 or bf16" if sixteen_bit else "fp32"
         converted = "" if cl_mode else (
-            "; NumPy float16, bfloat16 and float64 partials are converted")
+            "; NumPy partials of another float dtype are converted")
         raise DtypeUnsupportedError(
-            f"{name} has dtype {dt}: expected float32 (the library reads "
-            f"fp32 partials{converted})")
+            f"{name} has dtype {dt}: the library reads {kinds} "
+            f"partials{converted}")
     return x.astype(np.float32)
 
 
@@ -55,6 +58,8 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
     (``layout="bnhd"``) or ``[P, batch, heads, seqlen_q, head_dim_v]``
     (``"bhnd"``); lse_partial: float32 ``[P, batch, heads, seqlen_q]``,
     natural logarithms as :func:`attention` returns them (return_lse=True).
+    o_partial may also be float16 or bfloat16 (as a 16-bit
+    :func:`attention` returns o; the merge still sums in float32).
     NumPy partials may be a list of P arrays, and of another float dtype
     (converted to float32); PyOpenCL ones are used in place (any strides).
     A partial whose row saw no key (lse = -inf) weighs nothing; a row with
@@ -81,7 +86,7 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
         raise InvalidDimensionError(
             f"lse_partial has shape {lse_shape}, expected [P, batch, heads, "
             f"seqlen_q] = {[p, b, h, n]} (from o_partial)")
-    o_part = _partials_fp32("o_partial", o_part, cl_mode)
+    o_part = _partials_fp32("o_partial", o_part, cl_mode, sixteen_bit=True)
     lse_part = _partials_fp32("lse_partial", lse_part, cl_mode)
     out_dt, code = _out_dtype(dtype)
 
@@ -90,6 +95,7 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
     desc.num_partials, desc.batch, desc.heads = p, b, h
     desc.seqlen_q, desc.head_dim_v = n, dv
     desc.dtype, desc.layout = code, _LAYOUTS[layout]
+    desc.partial_dtype = _dtype_code(np.dtype(o_part.dtype))
 
     steps = {}
 

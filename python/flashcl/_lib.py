@@ -133,6 +133,7 @@ class CombineDesc(Structure):
         ("lse_partial_stride", c_size_t),
         ("o", Tensor),
         ("lse", Tensor),
+        ("partial_dtype", c_int),
     ]
 
 

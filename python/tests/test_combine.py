@@ -57,6 +57,23 @@ def test_formula(rng, dtype, layout, device):
     assert rel_err(lse, want_lse) < 1e-6
 
 
+@pytest.mark.parametrize("partial", ["float16", "bfloat16"])
+def test_sixteen_bit_partials(rng, partial, device):
+    """16-bit partials (as a 16-bit attention returns o) read as they are:
+    the result is the formula over the rounded partials, not over fp32
+    ones read as 16-bit bits."""
+    p, b, h, n, d = 4, 1, 2, 7, 24
+    o_part, lse_part = random_partials(rng, p, b, h, n, d)
+    o_part = o_part.transpose(0, 1, 3, 2, 4).astype(dtype_of(partial))
+    want_o, want_lse = combine_ref(o_part.astype(np.float64).transpose(
+        0, 1, 3, 2, 4), lse_part)
+    out = np.full((b, n, h, d), np.nan, np.float32)
+    o, lse = flashcl.combine_partials(o_part, lse_part, out=out,
+                                      return_lse=True, device=device)
+    assert rel_err(o, want_o.transpose(0, 2, 1, 3)) < 2e-6
+    assert rel_err(lse, want_lse) < 1e-6
+
+
 def test_merges_attention_over_key_chunks(rng):
     """Attention over keys [0, 40) and [40, 100), merged, is attention over
     all 100 keys (the partials as a list of NumPy arrays)."""
