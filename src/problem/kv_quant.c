@@ -172,17 +172,18 @@ static flashcl_status resolve_side(flashcl_context *ctx, const char *side_name,
         return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
                          "%s.buffer is NULL: %s_storage %s needs its scales",
                          scale_name, side_name, storage_name(side->type));
+    if (side->type == FLASHCL_KV_INT4 && !zero->buffer &&
+        mode == PROBLEM_FOR_LAUNCH)
+        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
+                         "%s.buffer is NULL: %s_storage int4 needs its zero "
+                         "points",
+                         zero_name, side_name);
     const view_shape shape = scale_shape(scale_name, side, per_head, p);
     flashcl_status st = resolve_view(ctx, scale, &shape, mode, true,
                                      &side->scale);
     zero_unit_strides(&side->scale);
     if (st != FLASHCL_SUCCESS || side->type != FLASHCL_KV_INT4)
         return st;
-    if (!zero->buffer && mode == PROBLEM_FOR_LAUNCH)
-        return set_error(ctx, FLASHCL_ERROR_NULL_ARGUMENT,
-                         "%s.buffer is NULL: %s_storage int4 needs its zero "
-                         "points",
-                         zero_name, side_name);
     view_shape zshape = shape;
     zshape.name = zero_name;
     st = resolve_view(ctx, zero, &zshape, mode, true, &side->zero);
