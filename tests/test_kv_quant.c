@@ -400,7 +400,7 @@ static int keys_of(const setup *s, int b)
 /* O [batch, seqlen_q, heads_q, dv] and LSE [batch, heads_q, seqlen_q] in
  * float64 over the cache as the kernel must read it (`truth`: the values
  * before quantization instead). */
-static void oracle(const setup *s, int truth, double *o, double *lse)
+static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
 {
     const kvq_case *c = s->c;
     const int group = c->heads_q / c->heads_kv;
@@ -580,7 +580,7 @@ static double run_kvq(const kvq_case *c, int outlier)
     ck_assert(o_dev && lse_dev && o_ref && o_true && lse_ref);
     read_buffer(queue, s.o_mem, o_dev, s.o_count * dtype_bytes(c->dtype));
     read_buffer(queue, s.lse_mem, lse_dev, s.lse_count * 4);
-    oracle(&s, 0, o_ref, lse_ref);
+    kvq_oracle(&s, 0, o_ref, lse_ref);
     double max_ref = 0, max_true = 0, max_err_true = 0;
     for (size_t i = 0; i < s.o_count; ++i)
         max_ref = fmax(max_ref, fabs(o_ref[i]));
@@ -601,7 +601,7 @@ static double run_kvq(const kvq_case *c, int outlier)
                               1e-4 * fmax(1, fabs(lse_ref[i])),
                       "%s: LSE[%zu] = %.7g, oracle %.7g", c->name, i,
                       (double)lse_dev[i], lse_ref[i]);
-    oracle(&s, 1, o_true, lse_ref);
+    kvq_oracle(&s, 1, o_true, lse_ref);
     for (size_t i = 0; i < s.o_count; ++i) {
         max_true = fmax(max_true, fabs(o_true[i]));
         max_err_true =
@@ -711,9 +711,13 @@ static void break_desc(int i, setup *s, cl_mem small, cl_mem *extra)
     case 6:
         d->k_zero.buffer = s->k.scale_mem;
         break;
-    case 7:
+    case 7: /* V in the dtype, its buffer big enough, the scale kept */
         d->v_storage = FLASHCL_KV_SAME;
-        break;
+        *extra = create_buffer(flashcl_context_cl_context(shared_context()),
+                               s->v.rows * s->v.slots * s->v.heads *
+                                   s->v.dim * dtype_bytes(s->c->dtype));
+        d->v.buffer = *extra;
+        return;
     case 8:
         d->k_scale_per_head = 1;
         break;
