@@ -389,6 +389,23 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                 FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
 #endif
     const int rows = min(BN, s->nk - n0);
+#if FLASHCL_K_QUANT && D % 4 == 0
+    for (int idx = get_local_id(0); idx < BN * D / 4; idx += BM) {
+        const int j = idx / (D / 4), d = idx % (D / 4) * 4;
+        const float4 quad =
+            j < rows && d < head_dim
+                ? kv_quad(FLASHCL_K_QUANT, true, k, k0 + (ulong)j * k_stride.s2,
+                          k_stride.s3, d, head_dim, k_scale,
+                          ks + (ulong)j * k_scale_stride.s2, k_scale_stride.s3,
+                          k_zero, kz + (ulong)j * k_zero_stride.s2,
+                          k_zero_stride.s3)
+                : (float4)(0);
+        k_t[d * BN + j] = quad.s0;
+        k_t[(d + 1) * BN + j] = quad.s1;
+        k_t[(d + 2) * BN + j] = quad.s2;
+        k_t[(d + 3) * BN + j] = quad.s3;
+    }
+#else
     for (int idx = get_local_id(0); idx < BN * D; idx += BM) {
         const int j = idx / D, d = idx % D;
         k_t[d * BN + j] =
@@ -400,6 +417,22 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                           kz + (ulong)j * k_zero_stride.s2, k_zero_stride.s3)
                 : 0;
     }
+#endif
+#if FLASHCL_V_QUANT && DV % 4 == 0
+    for (int idx = get_local_id(0); idx < BN * DV / 4; idx += BM) {
+        const int j = idx / (DV / 4), d = idx % (DV / 4) * 4;
+        const float4 quad =
+            j < rows && d < head_dim_v
+                ? kv_quad(FLASHCL_V_QUANT, false, v,
+                          v0 + (ulong)j * v_stride.s2, v_stride.s3, d,
+                          head_dim_v, v_scale,
+                          vs + (ulong)j * v_scale_stride.s2, v_scale_stride.s3,
+                          v_zero, vz + (ulong)j * v_zero_stride.s2,
+                          v_zero_stride.s3)
+                : (float4)(0);
+        vstore4(quad, 0, v_tile + j * DV + d);
+    }
+#else
     for (int idx = get_local_id(0); idx < BN * DV; idx += BM) {
         const int j = idx / DV, d = idx % DV;
         v_tile[j * DV + d] =
@@ -411,6 +444,7 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                           vz + (ulong)j * v_zero_stride.s2, v_zero_stride.s3)
                 : 0;
     }
+#endif
     return true;
 }
 
