@@ -46,7 +46,9 @@ typedef struct kvq_case {
     int sinks;
     int append;      /* seqlen_new */
     int num_splits;
-    int bad_scales;  /* a NaN K scale and an infinite V scale */
+    int bad_scales;  /* 1: a NaN K scale and an infinite V scale; 2: every
+                        byte of the cache random (all fp8 codes, NaN and
+                        infinities included) */
 } kvq_case;
 
 static const kvq_case cases[] = {
@@ -72,6 +74,10 @@ static const kvq_case cases[] = {
      FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 1, 0, 0},
     {"int8 dense decode, NaN K / inf V scales", INT8, INT8, 0, 0, 1, 8, 2,
      64, 64, FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 1},
+    {"e4m3 K e5m2 V paged, every code", E4M3, E5M2, 1, 0, 1, 8, 2, 64, 64,
+     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 2},
+    {"e5m2 K int8 V dense, head dims 18 and 22", E5M2, INT8, 0, 0, 2, 2, 1,
+     18, 22, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 1, 0, 2},
 };
 
 static const int cache_lens[BATCH] = {37, 50};
@@ -291,7 +297,14 @@ static void make_setup(setup *s, const kvq_case *c, uint64_t seed,
               (size_t)c->heads_kv, c->per_head, c->dtype, &r, outlier);
     side_make(&s->v, c->v_type, (size_t)c->head_dim_v, s->kv_rows, s->slots,
               (size_t)c->heads_kv, c->per_head, c->dtype, &r, outlier);
-    if (c->bad_scales) { /* key 5 of sequence 0 and key 7 of sequence 1 */
+    if (c->bad_scales == 2) {
+        unsigned char *bytes[2] = {s->k.bytes, s->v.bytes};
+        const size_t counts[2] = {s->k.byte_count, s->v.byte_count};
+        for (int t = 0; t < 2; ++t)
+            for (size_t i = 0; i < counts[t]; ++i)
+                bytes[t][i] = (unsigned char)(rng_next(&r) >> 56);
+    }
+    if (c->bad_scales == 1) { /* key 5 of sequence 0, key 7 of sequence 1 */
         size_t row, slot;
         key_slot(s, 0, 5, &row, &slot);
         s->k.scales[row_index(&s->k, row, slot, 0)] = NAN;
