@@ -59,6 +59,9 @@
 #if (FLASHCL_K_QUANT || FLASHCL_V_QUANT) && (FLASHCL_SPLIT_LANES || FLASHCL_SPLIT_WIDE || FLASHCL_SPLIT_MMA)
 #error "a quantized K/V cache is read by the row kernel alone (the host plans it)"
 #endif
+#if (FLASHCL_K_QUANT && FLASHCL_HEAD_DIM % 4) || (FLASHCL_V_QUANT && FLASHCL_HEAD_DIM_V % 4)
+#error "quantized rows are read four values at a time: pad the head dims to 4"
+#endif
 #if FLASHCL_APPEND && FLASHCL_KV_MODE < 2
 #error "FLASHCL_APPEND needs a KV cache (FLASHCL_KV_MODE 2 or 3)"
 #endif
@@ -389,7 +392,7 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                 FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
 #endif
     const int rows = min(BN, s->nk - n0);
-#if FLASHCL_K_QUANT && D % 4 == 0
+#if FLASHCL_K_QUANT
     for (int idx = get_local_id(0); idx < BN * D / 4; idx += BM) {
         const int j = idx / (D / 4), d = idx % (D / 4) * 4;
         const float4 quad =
@@ -410,15 +413,12 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
         const int j = idx / D, d = idx % D;
         k_t[d * BN + j] =
             j < rows && d < head_dim
-                ? kv_elem(FLASHCL_K_QUANT, true, k,
-                          k0 + (ulong)j * k_stride.s2, k_stride.s3, d,
-                          k_scale, ks + (ulong)j * k_scale_stride.s2,
-                          k_scale_stride.s3, k_zero,
-                          kz + (ulong)j * k_zero_stride.s2, k_zero_stride.s3)
+                ? load_elem(k, k0 + (ulong)j * k_stride.s2 +
+                                   (ulong)d * k_stride.s3)
                 : 0;
     }
 #endif
-#if FLASHCL_V_QUANT && DV % 4 == 0
+#if FLASHCL_V_QUANT
     for (int idx = get_local_id(0); idx < BN * DV / 4; idx += BM) {
         const int j = idx / (DV / 4), d = idx % (DV / 4) * 4;
         const float4 quad =
@@ -437,11 +437,8 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
         const int j = idx / DV, d = idx % DV;
         v_tile[j * DV + d] =
             j < rows && d < head_dim_v
-                ? kv_elem(FLASHCL_V_QUANT, false, v,
-                          v0 + (ulong)j * v_stride.s2, v_stride.s3, d,
-                          v_scale, vs + (ulong)j * v_scale_stride.s2,
-                          v_scale_stride.s3, v_zero,
-                          vz + (ulong)j * v_zero_stride.s2, v_zero_stride.s3)
+                ? load_elem(v, v0 + (ulong)j * v_stride.s2 +
+                                   (ulong)d * v_stride.s3)
                 : 0;
     }
 #endif
