@@ -50,41 +50,46 @@ typedef struct kvq_case {
                         byte of the cache random (all fp8 codes, NaN and
                         infinities included); 3: fp8 subnormal codes only,
                         with scales that make them count */
+    int varlen_q;    /* packed queries (cu_seqlens_q): varlen_rows each */
 } kvq_case;
 
 static const kvq_case cases[] = {
     {"e4m3 dense decode GQA4", E4M3, E4M3, 0, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 0},
+     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"e5m2 paged decode per-head", E5M2, E5M2, 1, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 0},
+     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 0, 0},
     {"int8 dense decode GQA4", INT8, INT8, 0, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 0},
+     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"int4 paged decode, 3 splits", INT4, INT4, 1, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 3, 0},
+     FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 3, 0, 0},
     {"int8 K int4 V, batch_idx, prefill 5 causal", INT8, INT4, 0, 1, 5, 4,
-     2, 64, 32, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 0, 0, 0},
+     2, 64, 32, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 0, 0, 0, 0},
     {"int4 K int8 V paged prefill 4, window, softcap", INT4, INT8, 1, 0, 4,
-     4, 1, 32, 64, FLASHCL_DTYPE_FP32, 0, 1, 20, 30.0f, 0, 0, 0, 0},
+     4, 1, 32, 64, FLASHCL_DTYPE_FP32, 0, 1, 20, 30.0f, 0, 0, 0, 0, 0},
     {"e4m3 K fp16 V, fp16, sinks", E4M3, 0, 0, 0, 1, 4, 4, 64, 64,
-     FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 1, 0, 0, 0},
+     FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 1, 0, 0, 0, 0},
     {"int8 dense append 3 causal", INT8, INT8, 0, 0, 3, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 3, 0, 0},
+     FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 3, 0, 0, 0},
     {"int4 paged append 2 causal bf16", INT4, INT4, 1, 0, 2, 4, 2, 64, 64,
-     FLASHCL_DTYPE_BF16, 0, 1, 0, 0, 0, 2, 0, 0},
+     FLASHCL_DTYPE_BF16, 0, 1, 0, 0, 0, 2, 0, 0, 0},
     {"e4m3 K e5m2 V paged append 1", E4M3, E5M2, 1, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 1, 0, 0},
+     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 1, 0, 0, 0},
     {"int8 dense decode, NaN K / inf V scales", INT8, INT8, 0, 0, 1, 8, 2,
-     64, 64, FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 1},
+     64, 64, FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 1, 0},
     {"e4m3 K e5m2 V paged, every code", E4M3, E5M2, 1, 0, 1, 8, 2, 64, 64,
-     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 2},
+     FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 2, 0},
     {"e4m3 K e5m2 V dense, subnormal codes", E4M3, E5M2, 0, 0, 1, 8, 2, 64,
-     64, FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 3},
+     64, FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 0, 3, 0},
+    {"int8 K e4m3 V paged, varlen queries 2 and 5, causal", INT8, E4M3, 1,
+     0, 5, 4, 2, 64, 64, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 0, 0, 0, 1},
     {"e5m2 K int8 V dense, head dims 18 and 22", E5M2, INT8, 0, 0, 2, 2, 1,
-     18, 22, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 1, 0, 2},
+     18, 22, FLASHCL_DTYPE_FP32, 0, 1, 0, 0, 0, 1, 0, 2, 0},
 };
 
 static const int cache_lens[BATCH] = {37, 50};
 static const int batch_rows[BATCH] = {2, 0}; /* cache_batch_idx */
+static const int varlen_rows[BATCH] = {2, 5}; /* at most seqlen_q */
+static const int varlen_cu[BATCH + 1] = {0, 2, 7};
 
 /* ---- one side (K or V) of the cache on the host --------------------- */
 
@@ -240,8 +245,9 @@ typedef struct setup {
     int table[BATCH * MAX_PAGES];
     float *q, *k_new, *v_new, sinks[16];
     size_t q_count, o_count, lse_count, new_k_count, new_v_count;
+    int q_total; /* query rows of all sequences */
     cl_mem q_mem, o_mem, lse_mem, lens_mem, idx_mem, table_mem, sinks_mem,
-        k_new_mem, v_new_mem;
+        k_new_mem, v_new_mem, cu_mem;
     flashcl_attention_desc desc;
 } setup;
 
@@ -326,11 +332,12 @@ static void make_setup(setup *s, const kvq_case *c, uint64_t seed,
     }
     side_upload(&s->k);
     side_upload(&s->v);
-    s->q_count = (size_t)(BATCH * c->seqlen_q * c->heads_q * c->head_dim);
+    s->q_total = c->varlen_q ? varlen_cu[BATCH] : BATCH * c->seqlen_q;
+    s->q_count = (size_t)(s->q_total * c->heads_q * c->head_dim);
     s->q = random_floats(s->q_count, &r, c->dtype);
     s->q_mem = upload_dtype(s->q, s->q_count, c->dtype);
-    s->o_count = (size_t)(BATCH * c->seqlen_q * c->heads_q * c->head_dim_v);
-    s->lse_count = (size_t)(BATCH * c->heads_q * c->seqlen_q);
+    s->o_count = (size_t)(s->q_total * c->heads_q * c->head_dim_v);
+    s->lse_count = (size_t)(c->heads_q * s->q_total);
     cl_context cl_ctx = flashcl_context_cl_context(shared_context());
     s->o_mem = create_buffer(cl_ctx, s->o_count * dtype_bytes(c->dtype));
     s->lse_mem = create_buffer(cl_ctx, s->lse_count * 4);
@@ -356,6 +363,12 @@ static void make_setup(setup *s, const kvq_case *c, uint64_t seed,
     d->heads_q = c->heads_q;
     d->heads_kv = c->heads_kv;
     d->seqlen_q = c->seqlen_q;
+    if (c->varlen_q) { /* packed [1, total, heads, dim] */
+        s->cu_mem = upload(varlen_cu, sizeof varlen_cu);
+        d->cu_seqlens_q.buffer = s->cu_mem;
+        d->seqlen_q = s->q_total;
+        d->max_seqlen_q = c->seqlen_q;
+    }
     d->seqlen_k = CAPACITY;
     d->head_dim = c->head_dim;
     d->head_dim_v = c->head_dim_v;
@@ -403,7 +416,7 @@ static void release_setup(setup *s)
 {
     cl_mem all[] = {s->q_mem,    s->o_mem,     s->lse_mem,   s->lens_mem,
                     s->idx_mem,  s->table_mem, s->sinks_mem, s->k_new_mem,
-                    s->v_new_mem};
+                    s->v_new_mem, s->cu_mem};
     for (size_t i = 0; i < LENGTH(all); ++i)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -423,6 +436,27 @@ static int keys_of(const setup *s, int b)
     return n < CAPACITY ? n : CAPACITY;
 }
 
+/* Query rows of sequence b, and its first row in the (packed) q / o. */
+static int query_rows(const setup *s, int b)
+{
+    return s->c->varlen_q ? varlen_rows[b] : s->c->seqlen_q;
+}
+
+static int query_row0(const setup *s, int b)
+{
+    return s->c->varlen_q ? varlen_cu[b] : b * s->c->seqlen_q;
+}
+
+/* LSE [batch, heads_q, seqlen_q], or [1, heads_q, total] packed. */
+static size_t lse_index(const setup *s, int b, int h, int i)
+{
+    if (s->c->varlen_q)
+        return (size_t)h * (size_t)s->q_total + (size_t)(varlen_cu[b] + i);
+    return ((size_t)b * (size_t)s->c->heads_q + (size_t)h) *
+               (size_t)s->c->seqlen_q +
+           (size_t)i;
+}
+
 /* O [batch, seqlen_q, heads_q, dv] and LSE [batch, heads_q, seqlen_q] in
  * float64 over the cache as the kernel must read it (`truth`: the values
  * before quantization instead). */
@@ -435,12 +469,13 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
     ck_assert_ptr_nonnull(p);
     for (int b = 0; b < BATCH; ++b)
         for (int h = 0; h < c->heads_q; ++h)
-            for (int i = 0; i < c->seqlen_q; ++i) {
+            for (int i = 0; i < query_rows(s, b); ++i) {
                 const int nk = keys_of(s, b), kvh = h / group;
-                const long diag = nk - c->seqlen_q;
+                const long diag = nk - query_rows(s, b);
+                const size_t row = (size_t)(query_row0(s, b) + i);
                 const float *qrow =
-                    s->q + ((size_t)(b * c->seqlen_q + i) * c->heads_q + h) *
-                               c->head_dim;
+                    s->q + (row * (size_t)c->heads_q + (size_t)h) *
+                               (size_t)c->head_dim;
                 double m = c->sinks ? s->sinks[h] : -INFINITY;
                 for (int j = 0; j < nk; ++j) {
                     p[j] = -INFINITY;
@@ -469,9 +504,8 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                 }
                 double sum = c->sinks && m > -INFINITY ? exp(s->sinks[h] - m)
                                                        : 0;
-                double *orow =
-                    o + ((size_t)(b * c->seqlen_q + i) * c->heads_q + h) *
-                            c->head_dim_v;
+                double *orow = o + (row * (size_t)c->heads_q + (size_t)h) *
+                                       (size_t)c->head_dim_v;
                 for (int d = 0; d < c->head_dim_v; ++d)
                     orow[d] = 0;
                 for (int j = 0; j < nk; ++j) {
@@ -491,7 +525,7 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                 }
                 for (int d = 0; d < c->head_dim_v; ++d)
                     orow[d] = sum > 0 ? orow[d] / sum : 0;
-                lse[(size_t)(b * c->heads_q + h) * c->seqlen_q + i] =
+                lse[lse_index(s, b, h, i)] =
                     sum > 0 ? m + log(sum) : -INFINITY;
             }
     free(p);
