@@ -739,6 +739,7 @@ static const bad_case bad_cases[] = {
     {"FLASHCL_PATH=nv_mma", FLASHCL_ERROR_UNSUPPORTED, "FLASHCL_PATH=nv_mma"},
     {"FLASHCL_SPLIT_KERNEL=wide", FLASHCL_ERROR_UNSUPPORTED,
      "FLASHCL_SPLIT_KERNEL=wide"},
+    {"fp64 dtype", FLASHCL_ERROR_UNSUPPORTED, "fp64"},
 };
 
 /* The int8 append case, broken as bad_cases[i] says. */
@@ -797,6 +798,9 @@ static void break_desc(int i, setup *s, cl_mem small, cl_mem *extra)
         break;
     case 13:
         setenv("FLASHCL_SPLIT_KERNEL", "wide", 1);
+        break;
+    case 14:
+        d->dtype = FLASHCL_DTYPE_FP64;
         break;
     }
     *extra = NULL;
