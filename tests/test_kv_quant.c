@@ -799,8 +799,10 @@ static void break_desc(int i, setup *s, cl_mem small, cl_mem *extra)
     case 13:
         setenv("FLASHCL_SPLIT_KERNEL", "wide", 1);
         break;
-    case 14:
+    case 14: /* no append: k_new's views come first (inference.c) */
         d->dtype = FLASHCL_DTYPE_FP64;
+        d->seqlen_new = 0;
+        d->k_new.buffer = d->v_new.buffer = NULL;
         break;
     }
     *extra = NULL;
