@@ -9,6 +9,7 @@
 #include "flashcl.h"
 #include "oracle.h"
 #include "oracle_bwd.h"
+#include "kv_quant_oracle.h"
 #include "timing.h"
 
 #include <clblast_c.h>
@@ -40,6 +41,7 @@ typedef struct bench_options {
     int decode_nq, decode_splits, decode_page;
     int decode_dense; /* --dense: no cache fields, the plain call */
     int decode_bhnd;  /* --layout bhnd: [B, H, N, D], torch's own layout */
+    int decode_kv;    /* --kv-dtype: flashcl_kv_storage of K and V (0: dtype) */
     /* --varlen: sequence lengths of one packed prefill batch (issue 11) */
     int varlen[MAX_LIST], num_varlen;
     int describe;     /* --describe: a describe| line per row */
@@ -141,6 +143,9 @@ static void usage(void)
            "\n"
            "  --page N             decode: paged cache of N-row pages "
            "(default 0, dense cache)\n"
+           "  --kv-dtype T         decode: K and V stored as T (e4m3, e5m2, "
+           "int8, int4; issue 45); the peer column is then the same call on "
+           "a cache of the dtype\n"
            "  --dense              decode: no cache fields (the plain call "
            "on K/V of NK rows)\n"
            "  --layout L           decode: bnhd (default: a key's heads side "
@@ -293,6 +298,14 @@ static int parse_options(int argc, char **argv, bench_options *opt)
             opt->decode_splits = atoi(value);
         else if (!strcmp(arg, "--page"))
             opt->decode_page = atoi(value);
+        else if (!strcmp(arg, "--kv-dtype")) {
+            opt->decode_kv = kvq_type_parse(value);
+            if (opt->decode_kv < 0) {
+                fprintf(stderr, "flashcl-bench: --kv-dtype takes e4m3, e5m2, "
+                                "int8, int4 or same\n");
+                return -1;
+            }
+        }
         else if (!strcmp(arg, "--bandwidth"))
             opt->bandwidth_gbs = atof(value);
         else if (!strcmp(arg, "--sgemm"))
@@ -1455,8 +1468,72 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
 typedef struct decode_setup {
     flashcl_attention_desc desc;
     cl_mem lens, table;
+    cl_mem quant[6]; /* --kv-dtype: K, V bytes, their scales and zeros */
+    cl_mem dtype_k, dtype_v; /* K and V in the dtype (the peer's cache) */
     double kv_bytes, total_bytes;
 } decode_setup;
+
+/* Random codes of a quantized type (fp8: small exponents, never NaN). */
+static cl_mem random_codes(cl_context context, size_t bytes, int type,
+                           unsigned *seed)
+{
+    unsigned char *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return NULL;
+    for (size_t i = 0; i < bytes; ++i) {
+        *seed = *seed * 1664525u + 1013904223u;
+        const unsigned byte = *seed >> 24;
+        host[i] = (unsigned char)(type == FLASHCL_KV_FP8_E4M3 ||
+                                          type == FLASHCL_KV_FP8_E5M2
+                                      ? (byte & 0xbfu)
+                                      : byte);
+    }
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_WRITE, host, bytes);
+    free(host);
+    return buffer;
+}
+
+static cl_mem filled_floats(cl_context context, size_t count, float value)
+{
+    float *host = malloc((count ? count : 1) * sizeof *host);
+    if (!host)
+        return NULL;
+    for (size_t i = 0; i < count; ++i)
+        host[i] = value;
+    cl_mem buffer = host_copy_buffer(context, CL_MEM_READ_ONLY, host,
+                                     count * sizeof *host);
+    free(host);
+    return buffer;
+}
+
+/* --kv-dtype: the cache's K and V as `type` codes with their scales;
+ * the bytes a call reads go to s->kv_bytes. */
+static int quantize_decode(cl_context context, int type, size_t rows,
+                           long hkv, int d, decode_setup *s, unsigned *seed)
+{
+    flashcl_attention_desc *desc = &s->desc;
+    const size_t row_bytes = kvq_row_bytes(type, (size_t)d);
+    const size_t per_row = kvq_row_scales(type, (size_t)d);
+    const size_t scales = per_row ? rows * per_row : (size_t)hkv;
+    s->quant[0] = desc->k.buffer = random_codes(context, rows * row_bytes,
+                                                type, seed);
+    s->quant[1] = desc->v.buffer = random_codes(context, rows * row_bytes,
+                                                type, seed);
+    s->quant[2] = desc->k_scale.buffer = filled_floats(context, scales, 0.02f);
+    s->quant[3] = desc->v_scale.buffer = filled_floats(context, scales, 0.02f);
+    if (type == FLASHCL_KV_INT4) {
+        s->quant[4] = desc->k_zero.buffer = filled_floats(context, scales, 8);
+        s->quant[5] = desc->v_zero.buffer = filled_floats(context, scales, 8);
+    }
+    desc->k_storage = desc->v_storage = (flashcl_kv_storage)type;
+    desc->k_scale_per_head = desc->v_scale_per_head = per_row == 0;
+    s->kv_bytes = 2.0 * (double)(rows * row_bytes + (per_row ? scales : 0) *
+                                                        (type == 4 ? 8 : 4));
+    for (int i = 0; i < (type == FLASHCL_KV_INT4 ? 6 : 4); ++i)
+        if (!s->quant[i])
+            return -1;
+    return 0;
+}
 
 static cl_mem int_buffer(cl_context context, const int *values, size_t count)
 {
@@ -1495,6 +1572,15 @@ static int setup_decode(flashcl_context *ctx, const bench_options *opt,
     desc->o.buffer = random_buffer(context, q_count, dtype, &seed);
     desc->k.buffer = random_buffer(context, kv_count, dtype, &seed);
     desc->v.buffer = random_buffer(context, kv_count, dtype, &seed);
+    const double elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
+    s->kv_bytes = 2.0 * (double)b * (double)hkv * (double)nk * d * elem;
+    memset(s->quant, 0, sizeof s->quant);
+    s->dtype_k = desc->k.buffer;
+    s->dtype_v = desc->v.buffer;
+    if (opt->decode_kv &&
+        quantize_decode(context, opt->decode_kv, (size_t)(b * cap * hkv), hkv,
+                        d, s, &seed) != 0)
+        return -1;
     int *host = malloc((size_t)(b * (pages > 0 ? pages : 1)) * sizeof(int));
     for (long i = 0; i < b; ++i)
         host[i] = (int)nk;
@@ -1512,8 +1598,6 @@ static int setup_decode(flashcl_context *ctx, const bench_options *opt,
         desc->kv_batch = b * pages;
     }
     free(host);
-    const double elem = dtype == FLASHCL_DTYPE_FP32 ? 4 : 2;
-    s->kv_bytes = 2.0 * (double)b * (double)hkv * (double)nk * d * elem;
     s->total_bytes = s->kv_bytes + 2.0 * (double)q_count * elem;
     return desc->q.buffer && desc->o.buffer && desc->k.buffer &&
                    desc->v.buffer && s->lens && (page == 0 || s->table)
@@ -1523,11 +1607,14 @@ static int setup_decode(flashcl_context *ctx, const bench_options *opt,
 
 static void release_decode(decode_setup *s)
 {
-    cl_mem all[6] = {s->desc.q.buffer, s->desc.k.buffer, s->desc.v.buffer,
+    cl_mem all[6] = {s->desc.q.buffer, s->dtype_k, s->dtype_v,
                      s->desc.o.buffer, s->lens, s->table};
     for (int i = 0; i < 6; ++i)
         if (all[i])
             clReleaseMemObject(all[i]);
+    for (int i = 0; i < 6; ++i)
+        if (s->quant[i])
+            clReleaseMemObject(s->quant[i]);
 }
 
 /* One decode row: the chosen splits, and the unsplit call as the peer in
@@ -1549,6 +1636,16 @@ static int decode_row(flashcl_context *ctx, const bench_options *opt,
                  time_shape(ctx, opt, &s.desc, &row, &split_time) != 0;
     flashcl_attention_desc peer = s.desc;
     peer.num_splits = 1;
+    if (opt->decode_kv) { /* the same call on the dtype's cache */
+        flashcl_attention_desc plain = FLASHCL_ATTENTION_DESC_INIT;
+        peer = s.desc;
+        peer.k = plain.k, peer.v = plain.v;
+        peer.k.buffer = s.dtype_k;
+        peer.v.buffer = s.dtype_v;
+        peer.k_storage = peer.v_storage = FLASHCL_KV_SAME;
+        peer.k_scale_per_head = peer.v_scale_per_head = 0;
+        peer.k_scale = peer.v_scale = peer.k_zero = peer.v_zero = plain.k;
+    }
     bench_row peer_row = {0};
     failed = failed || time_shape(ctx, opt, &peer, &peer_row, &peer_time) != 0;
     if (!failed) {
@@ -1585,8 +1682,13 @@ static int decode_table(flashcl_context *ctx, bench_options *opt)
 {
     apply_defaults(ctx, opt);
     printf("decode, %s, D = %d; GB/s counts K, V, Q and O once (KV GB/s: K "
-           "and V only); peer: the same call with num_splits = 1\n\n",
-           dtype_name(opt->dtypes[0]), opt->head_dims[0]);
+           "and V only, with their scales); peer: the same call %s\n\n",
+           dtype_name(opt->dtypes[0]), opt->head_dims[0],
+           opt->decode_kv ? "on a cache of the dtype (K and V stored as "
+                            "the dtype: \"unsplit ms\" is its time)"
+                          : "with num_splits = 1");
+    if (opt->decode_kv)
+        printf("K and V stored as %s\n\n", kvq_type_name(opt->decode_kv));
     printf("| B | HQ | HKV | NK | Nq | KV | path | splits | median ms | "
            "last kernel ms | KV GB/s | GB/s | of --bandwidth | unsplit ms | speedup | first "
            "call |\n"

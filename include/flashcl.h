@@ -210,6 +210,29 @@ typedef enum flashcl_backend {
     FLASHCL_BACKEND_REFERENCE = 2
 } flashcl_backend;
 
+/** Storage of the K or V cache (flashcl_attention_desc.k_storage /
+ *  v_storage), set apart from Q/O's dtype. docs/kv-quantization.md lays
+ *  out every row and scale. A call computes attention over the
+ *  dequantized values, in fp32. Quantized types need the KV-cache fields
+ *  (cache_seqlens). */
+typedef enum flashcl_kv_storage {
+    /** The descriptor's dtype (the default). */
+    FLASHCL_KV_SAME = 0,
+    /** fp8 e4m3 (bias 7, no infinity, 0x7f/0xff NaN, max 448): value =
+     *  scale * fp8; scale per tensor or per KV head. */
+    FLASHCL_KV_FP8_E4M3 = 1,
+    /** fp8 e5m2 (bias 15, IEEE-like, max 57344): value = scale * fp8. */
+    FLASHCL_KV_FP8_E5M2 = 2,
+    /** int8, symmetric: value = scale * q, one fp32 scale per (cache row
+     *  or page, token, KV head). */
+    FLASHCL_KV_INT8 = 3,
+    /** uint4, two per byte (element 2i in the low nibble of byte i, 2i+1
+     *  in the high one): value = scale * (q - zero), an fp32 scale and an
+     *  fp32 zero point per group of 32 along head_dim (head_dim % 32 ==
+     *  0). */
+    FLASHCL_KV_INT4 = 4
+} flashcl_kv_storage;
+
 /** A strided view of one 4-D tensor inside a cl_mem.
  *
  *  Element (b, h, s, d) lives at byte `offset + elem_size * (b*stride_batch +
@@ -430,6 +453,35 @@ typedef struct flashcl_attention_desc {
      *  k_position. Must be 0 under the other alignments (never ignored).
      *  Since 0.3. */
     int64_t q_position, k_position;
+
+    /* ---- quantized KV cache (issue 45; docs/kv-quantization.md) -------
+     * Needs cache_seqlens (dense or paged cache). With a quantized type,
+     * k / v views count bytes: strides and offset in bytes, and an int4
+     * row holds head_dim / 2 bytes (stride_dim steps over bytes, each
+     * holding two values). Scales and zero points are fp32 views in
+     * elements, read on the device: a key whose K scale, zero point or
+     * value decodes to a non-finite number is masked (for every query);
+     * a V element that decodes to a non-finite number reads as 0. Since
+     * 0.3. */
+
+    /** Storage of the K cache and of the V cache (they may differ, e.g.
+     *  int8 keys with int4 values). FLASHCL_KV_SAME (0): the dtype. */
+    flashcl_kv_storage k_storage, v_storage;
+    /** fp8 only: non-zero means one scale per KV head (k_scale is
+     *  [heads_kv], element h at offset + 4 * h * stride_head; 0 strides:
+     *  packed); zero means one scale for the whole tensor ([1]). */
+    int k_scale_per_head, v_scale_per_head;
+    /** Scales, fp32, required for every quantized type (NULL otherwise):
+     *  fp8: [1] or [heads_kv] (k_scale_per_head); int8: the shape of the
+     *  cache without head_dim, [kv_batch, heads_kv, seqlen_k (page_size
+     *  when paged)] with strides (batch, head, seq), stride_dim unused;
+     *  int4: [kv_batch, heads_kv, seqlen_k or page_size, head_dim / 32],
+     *  one per group of 32 values. All-zero strides: packed in `layout`
+     *  like K itself. An append writes the new rows' int8/int4 scales. */
+    flashcl_tensor k_scale, v_scale;
+    /** int4 zero points, fp32, the int4 scale's shape (own strides);
+     *  required for int4, NULL for every other type. */
+    flashcl_tensor k_zero, v_zero;
 } flashcl_attention_desc;
 
 /** The counters of flashcl_attention_desc.infer_status, each a number of

@@ -2,7 +2,8 @@
 # The backward's kernels (and the forward that feeds them) on Oclgrind's
 # simulated device with data-race detection: `flashcl run --backward` on a
 # few small cases that touch every kernel of both passes, the variants and
-# the CLBlast reference backward. Any message Oclgrind logs (an invalid or
+# the CLBlast reference backward, and three quantized-KV-cache cases of
+# tests/test_kv_quant.c. Any message Oclgrind logs (an invalid or
 # out-of-bounds access, a data race, an API error) fails the check, and so
 # does a gradient outside the tolerance. About 15 s.
 #
@@ -37,4 +38,22 @@ for c in "${cases[@]}"; do
   fi
   echo "ok   $c"
 done
+rm -f "$log.out"
+# Quantized KV caches (issue 45): cases 0, 5 and 10 of
+# tests/test_kv_quant.c (fp8 dense decode; int4 keys and int8 values,
+# paged, chunked prefill with a window and softcap; int8 with non-finite
+# scales), a few seconds. Built without
+# optimisation: Oclgrind cannot create the optimised split kernel
+# ("Undefined external function: llvm.experimental.noalias.scope.decl").
+: > "$log"
+if ! OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
+     FLASHCL_KVQ_CASES=5 oclgrind --data-races --check-api --log "$log" \
+     "$B/tests/test_kv_quant" > "$log.out" 2>&1 || [ -s "$log" ]; then
+  echo "oclgrind_check: test_kv_quant failed or Oclgrind reported:" >&2
+  cat "$log.out" >&2
+  head -30 "$log" >&2
+  rm -f "$log.out"
+  exit 1
+fi
+echo "ok   test_kv_quant (cases 0, 5, 10)"
 rm -f "$log.out"

@@ -39,6 +39,7 @@
 
 #include "flash_split_defaults.clh"
 #include "band.clh"
+#include "kv_load.clh"
 
 #if FLASHCL_HEAD_DIM < 1 || FLASHCL_HEAD_DIM > 256 || FLASHCL_HEAD_DIM % FLASHCL_VEC != 0
 #error "FLASHCL_HEAD_DIM must be in 1..256 and a multiple of FLASHCL_VEC"
@@ -54,6 +55,12 @@
 #endif
 #if FLASHCL_BATCH_IDX && FLASHCL_KV_MODE != 2
 #error "FLASHCL_BATCH_IDX needs a dense cache (FLASHCL_KV_MODE 2)"
+#endif
+#if (FLASHCL_K_QUANT || FLASHCL_V_QUANT) && (FLASHCL_SPLIT_LANES || FLASHCL_SPLIT_WIDE || FLASHCL_SPLIT_MMA)
+#error "a quantized K/V cache is read by the row kernel alone (the host plans it)"
+#endif
+#if (FLASHCL_K_QUANT && FLASHCL_HEAD_DIM % 4) || (FLASHCL_V_QUANT && FLASHCL_HEAD_DIM_V % 4)
+#error "quantized rows are read four values at a time: pad the head dims to 4"
 #endif
 #if FLASHCL_APPEND && FLASHCL_KV_MODE < 2
 #error "FLASHCL_APPEND needs a KV cache (FLASHCL_KV_MODE 2 or 3)"
@@ -240,16 +247,45 @@ __kernel void flashcl_split_append(FLASHCL_SPLIT_PARAMS)
         !key_row(&s, b, kv_head, key, base.s2, v_stride, &vat
                      FLASHCL_SPLIT_ARGS(FLASHCL_KNAME)))
         return;
+    const ulong k_from = k_new_base + (ulong)b * k_new_stride.s0 +
+                         (ulong)kv_head * k_new_stride.s1 +
+                         (ulong)row * k_new_stride.s2;
+    const ulong v_from = v_new_base + (ulong)b * v_new_stride.s0 +
+                         (ulong)kv_head * v_new_stride.s1 +
+                         (ulong)row * v_new_stride.s2;
+#if FLASHCL_K_QUANT
+    /* a quantized row is one item's: its scale needs the whole row */
+    ulong ks = 0, kz = 0;
+    key_row(&s, b, kv_head, key, quant_base.s0, k_scale_stride, &ks
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    key_row(&s, b, kv_head, key, quant_base.s2, k_zero_stride, &kz
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    if (d == 0)
+        kvq_append_row(FLASHCL_K_QUANT, (__global uchar *)k_cache, kat,
+                       k_stride.s3, k_new, k_from, k_new_stride.s3, head_dim,
+                       k_scale, ks, k_scale_stride.s3, k_zero, kz,
+                       k_zero_stride.s3);
+#else
     if (d < head_dim)
         k_cache[kat + (ulong)d * k_stride.s3] =
-            k_new[k_new_base + (ulong)b * k_new_stride.s0 +
-                  (ulong)kv_head * k_new_stride.s1 +
-                  (ulong)row * k_new_stride.s2 + (ulong)d * k_new_stride.s3];
+            k_new[k_from + (ulong)d * k_new_stride.s3];
+#endif
+#if FLASHCL_V_QUANT
+    ulong vs = 0, vz = 0;
+    key_row(&s, b, kv_head, key, quant_base.s1, v_scale_stride, &vs
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    key_row(&s, b, kv_head, key, quant_base.s3, v_zero_stride, &vz
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    if (d == 0)
+        kvq_append_row(FLASHCL_V_QUANT, (__global uchar *)v_cache, vat,
+                       v_stride.s3, v_new, v_from, v_new_stride.s3,
+                       head_dim_v, v_scale, vs, v_scale_stride.s3, v_zero, vz,
+                       v_zero_stride.s3);
+#else
     if (d < head_dim_v)
         v_cache[vat + (ulong)d * v_stride.s3] =
-            v_new[v_new_base + (ulong)b * v_new_stride.s0 +
-                  (ulong)kv_head * v_new_stride.s1 +
-                  (ulong)row * v_new_stride.s2 + (ulong)d * v_new_stride.s3];
+            v_new[v_from + (ulong)d * v_new_stride.s3];
+#endif
 #endif
 }
 
@@ -341,7 +377,38 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
         return false;
     key_row(s, b, kv_head, n0, base.s2, v_stride, &v0
                 FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    /* the rows' scales (quantized storage), found as the rows are */
+    ulong ks = 0, kz = 0, vs = 0, vz = 0;
+#if FLASHCL_K_QUANT
+    key_row(s, b, kv_head, n0, quant_base.s0, k_scale_stride, &ks
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    key_row(s, b, kv_head, n0, quant_base.s2, k_zero_stride, &kz
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+#endif
+#if FLASHCL_V_QUANT
+    key_row(s, b, kv_head, n0, quant_base.s1, v_scale_stride, &vs
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+    key_row(s, b, kv_head, n0, quant_base.s3, v_zero_stride, &vz
+                FLASHCL_SPLIT_ARGS(FLASHCL_KNAME));
+#endif
     const int rows = min(BN, s->nk - n0);
+#if FLASHCL_K_QUANT
+    for (int idx = get_local_id(0); idx < BN * D / 4; idx += BM) {
+        const int j = idx / (D / 4), d = idx % (D / 4) * 4;
+        const float4 quad =
+            j < rows && d < head_dim
+                ? kv_quad(FLASHCL_K_QUANT, true, k, k0 + (ulong)j * k_stride.s2,
+                          k_stride.s3, d, head_dim, k_scale,
+                          ks + (ulong)j * k_scale_stride.s2, k_scale_stride.s3,
+                          k_zero, kz + (ulong)j * k_zero_stride.s2,
+                          k_zero_stride.s3)
+                : (float4)(0);
+        k_t[d * BN + j] = quad.s0;
+        k_t[(d + 1) * BN + j] = quad.s1;
+        k_t[(d + 2) * BN + j] = quad.s2;
+        k_t[(d + 3) * BN + j] = quad.s3;
+    }
+#else
     for (int idx = get_local_id(0); idx < BN * D; idx += BM) {
         const int j = idx / D, d = idx % D;
         k_t[d * BN + j] =
@@ -350,6 +417,22 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                                    (ulong)d * k_stride.s3)
                 : 0;
     }
+#endif
+#if FLASHCL_V_QUANT
+    for (int idx = get_local_id(0); idx < BN * DV / 4; idx += BM) {
+        const int j = idx / (DV / 4), d = idx % (DV / 4) * 4;
+        const float4 quad =
+            j < rows && d < head_dim_v
+                ? kv_quad(FLASHCL_V_QUANT, false, v,
+                          v0 + (ulong)j * v_stride.s2, v_stride.s3, d,
+                          head_dim_v, v_scale,
+                          vs + (ulong)j * v_scale_stride.s2, v_scale_stride.s3,
+                          v_zero, vz + (ulong)j * v_zero_stride.s2,
+                          v_zero_stride.s3)
+                : (float4)(0);
+        vstore4(quad, 0, v_tile + j * DV + d);
+    }
+#else
     for (int idx = get_local_id(0); idx < BN * DV; idx += BM) {
         const int j = idx / DV, d = idx % DV;
         v_tile[j * DV + d] =
@@ -358,6 +441,7 @@ inline bool load_kv_tile(__local real_t *k_t, __local real_t *v_tile,
                                    (ulong)d * v_stride.s3)
                 : 0;
     }
+#endif
     return true;
 }
 
@@ -462,6 +546,7 @@ flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
         const long lo = band_row_lo(extras.diag_row, window_left);
         for (int j = 0; j < BN; ++j) {
             const int key = n0 + j;
+            scores[j] = kv_mask_nan(scores[j]); /* a bad quantized key */
 #if FLASHCL_NEEDS_SCORE_PASS
             if (row_ok && key <= hi)
                 scores[j] = score_apply(&extras, key, scores[j]

@@ -23,6 +23,7 @@ from ._backward import attention_backward
 from ._inference import (attention_kvcache, attention_varlen,
                          attention_varlen_backward)
 from ._combine import combine_partials
+from ._kv_quant import dequantize_kv, quantize_kv
 from ._flash_attn import (flash_attn_func, flash_attn_varlen_func,
                           flash_attn_with_kvcache)
 from ._devices import Device, devices
@@ -51,7 +52,7 @@ def library_version() -> str:
 __all__ = [
     "attention", "attention_backward", "attention_kvcache", "attention_varlen",
     "attention_varlen_backward",
-    "combine_partials",
+    "combine_partials", "quantize_kv", "dequantize_kv",
     "flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache",
     "devices", "Device", "Status", "Error", "library_path", "library_source",
     "library_version",

@@ -325,6 +325,19 @@ def _bnhd(st):
     return (st[0], st[2], st[1], st[3])
 
 
+def _quantized(desc, side, kind, cache, scale, zero, call, append, hkv):
+    """Sets one side's storage fields; returns its cache tensor."""
+    from ._kv_quant import cache_side
+    storage, per_head, tensor, s_t, z_t, _ = cache_side(
+        f"{side}_cache", kind, cache, scale, zero, call, append, hkv)
+    setattr(desc, f"{side}_storage", storage)
+    setattr(desc, f"{side}_scale_per_head", int(per_head))
+    setattr(desc, f"{side}_scale", s_t)
+    if z_t is not None:
+        setattr(desc, f"{side}_zero", z_t)
+    return tensor
+
+
 def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
                       v_new=None, cache_batch_idx=None, block_table=None,
                       num_splits=0, causal=False, causal_align="bottom_right",
@@ -332,7 +345,8 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
                       alibi_slopes=None, bias=None, mask=None, sinks=None,
                       return_lse=False, device=None, backend="auto", out=None,
                       wait_for=None, return_event=False, softmax_scale=None,
-                      window_size=None):
+                      window_size=None, k_storage=None, v_storage=None,
+                      k_scale=None, v_scale=None, k_zero=None, v_zero=None):
     """Attention of new queries against a KV cache (decoding), as
     FlashAttention's ``flash_attn_with_kvcache``.
 
@@ -358,6 +372,12 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
     Lengths and page indices are read on the device: lengths are clamped
     to the cache, a page or cache row out of range is skipped (README,
     Inference).
+    k_storage / v_storage ("e4m3", "e5m2", "int8", "int4"; None: the
+    dtype): a quantized cache (docs/kv-quantization.md) of bytes, last
+    axis head_dim (head_dim / 2 for int4), with k_scale / v_scale (and
+    k_zero / v_zero for int4) as :func:`flashcl.quantize_kv` returns them
+    per cache row; an append quantizes the new rows and writes their
+    int8/int4 scales in place.
     """
     scale, window = _fa2_names(scale, softmax_scale, window, window_size)
     opts = _Options("bnhd", causal, causal_align, scale, window, softcap,
@@ -370,15 +390,18 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
         "heads_kv, head_dim]")
     rv, capv, hv, dv = _dims("v_cache", v_cache, 4, "[cache_rows or pages, "
                              "capacity or page_size, heads_kv, head_dim_v]")
+    dk *= 2 if k_storage == "int4" else 1
+    dv *= 2 if v_storage == "int4" else 1
     _same("head_dim", [("q", d), ("k_cache", dk)])
     _same("rows", [("k_cache", rows), ("v_cache", rv)])
     _same("capacity", [("k_cache", cap), ("v_cache", capv)])
     _same("heads", [("k_cache", hkv), ("v_cache", hv)])
     if (k_new is None) != (v_new is None):
         raise NullArgumentError("k_new and v_new go together: one is None")
-    dtype, code = _dtype_of([("q", q), ("k_cache", k_cache),
-                             ("v_cache", v_cache), ("k_new", k_new),
-                             ("v_new", v_new)])
+    dtype, code = _dtype_of([("q", q),
+                             ("k_cache", None if k_storage else k_cache),
+                             ("v_cache", None if v_storage else v_cache),
+                             ("k_new", k_new), ("v_new", v_new)])
     nn = 0
     if k_new is not None:
         bn, nn, hn, dn = _dims("k_new", k_new, 4,
@@ -405,8 +428,14 @@ def attention_kvcache(q, k_cache, v_cache, cache_seqlens, *, k_new=None,
     try:
         desc.q = call.tensor("q", q, _bnhd)
         append = k_new is not None
-        desc.k = call.tensor("k_cache", k_cache, _bnhd, writable=append)
-        desc.v = call.tensor("v_cache", v_cache, _bnhd, writable=append)
+        desc.k = call.tensor("k_cache", k_cache, _bnhd, writable=append) \
+            if k_storage is None else _quantized(
+                desc, "k", k_storage, k_cache, k_scale, k_zero, call, append,
+                hkv)
+        desc.v = call.tensor("v_cache", v_cache, _bnhd, writable=append) \
+            if v_storage is None else _quantized(
+                desc, "v", v_storage, v_cache, v_scale, v_zero, call, append,
+                hkv)
         desc.kv_batch = rows
         desc.cache_seqlens = call.lengths("cache_seqlens", cache_seqlens,
                                           (b,))

@@ -50,7 +50,8 @@ class Tensor(Structure):
 
 
 class AttentionDesc(Structure):
-    """flashcl_attention_desc (struct_size first since 0.2, q_position and k_position last since 0.3)"""
+    """flashcl_attention_desc (struct_size first since 0.2; q_position,
+    k_position and the quantized KV cache's fields since 0.3)"""
     _fields_ = [
         ("struct_size", c_size_t),
         ("batch", c_int64),
@@ -100,6 +101,16 @@ class AttentionDesc(Structure):
         ("infer_status", Tensor),
         ("q_position", c_int64),
         ("k_position", c_int64),
+        # quantized KV cache (issue 45; docs/kv-quantization.md): not yet
+        # set by the Python calls (zero: K and V in the dtype)
+        ("k_storage", c_int),
+        ("v_storage", c_int),
+        ("k_scale_per_head", c_int),
+        ("v_scale_per_head", c_int),
+        ("k_scale", Tensor),
+        ("v_scale", Tensor),
+        ("k_zero", Tensor),
+        ("v_zero", Tensor),
     ]
 
 
@@ -174,6 +185,7 @@ DTYPE_FP32, DTYPE_FP16, DTYPE_BF16, DTYPE_FP64 = 0, 1, 2, 3
 LAYOUT_BNHD, LAYOUT_BHND = 0, 1
 CAUSAL_BOTTOM_RIGHT, CAUSAL_TOP_LEFT, CAUSAL_ABSOLUTE = 0, 1, 2
 BACKEND_AUTO, BACKEND_FUSED, BACKEND_REFERENCE = 0, 1, 2
+KV_SAME, KV_FP8_E4M3, KV_FP8_E5M2, KV_INT8, KV_INT4 = 0, 1, 2, 3, 4
 # AttentionDesc.infer_status: int32 [INFER_STATUS_COUNT] counters
 (INFER_STATUS_APPENDS_DROPPED, INFER_STATUS_PAGES_SKIPPED,
  INFER_STATUS_LENGTHS_CLAMPED, INFER_STATUS_ROWS_SKIPPED,

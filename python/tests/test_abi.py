@@ -38,6 +38,9 @@ ENUMS = {
     "FLASHCL_BACKEND_AUTO": _lib.BACKEND_AUTO,
     "FLASHCL_BACKEND_FUSED": _lib.BACKEND_FUSED,
     "FLASHCL_BACKEND_REFERENCE": _lib.BACKEND_REFERENCE,
+    "FLASHCL_KV_SAME": _lib.KV_SAME, "FLASHCL_KV_FP8_E4M3": _lib.KV_FP8_E4M3,
+    "FLASHCL_KV_FP8_E5M2": _lib.KV_FP8_E5M2, "FLASHCL_KV_INT8": _lib.KV_INT8,
+    "FLASHCL_KV_INT4": _lib.KV_INT4,
     "FLASHCL_STATUS_COUNT_": len(flashcl.Status),
     "FLASHCL_INFER_STATUS_APPENDS_DROPPED": _lib.INFER_STATUS_APPENDS_DROPPED,
     "FLASHCL_INFER_STATUS_PAGES_SKIPPED": _lib.INFER_STATUS_PAGES_SKIPPED,
@@ -89,7 +92,7 @@ def test_struct_layout(c_values, cname):
 
 def test_descriptor_ends(c_values):
     fields = [f for f, _ in _lib.AttentionDesc._fields_]
-    assert fields[0] == "struct_size" and fields[-1] == "k_position"
+    assert fields[0] == "struct_size" and fields[-1] == "v_zero"
     fields = [f for f, _ in _lib.BackwardDesc._fields_]
     assert fields[0] == "struct_size" and fields[-1] == "nondeterministic"
 

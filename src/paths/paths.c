@@ -65,6 +65,19 @@ static void describe_unknown_path(const char *name, char *buf, size_t cap)
                                 paths[i]->name);
 }
 
+/* Quantized K/V (issue 45) is dequantized by cl/common/kv_load.clh in
+ * the split-KV row kernel alone, which the split_kv and portable paths
+ * plan; every other path says no. */
+static bool refuses_quantized(const kernel_path *path, const problem *p,
+                              char *why, size_t cap)
+{
+    if (!p->quant.any || path == &split_kv_path || path == &portable_path)
+        return false;
+    snprintf(why, cap, "quantized K/V storage: read by the split-KV row "
+                       "kernel only");
+    return true;
+}
+
 bool forced_path_unknown(char *why, size_t cap)
 {
     const char *force = forced_path();
@@ -114,6 +127,7 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     const bool only_portable = portable_only();
     const char *force = forced_name[0] ? forced_name : forced_path();
     const kernel_path *fallback = NULL; /* of a forced path that refused */
+    const char *quant_refused = NULL;   /* a forced path without kv_load */
     for (size_t i = 0; i + 1 < count; ++i) {
         char why[256] = "";
         const bool forced = force && strcmp(force, paths[i]->name) == 0;
@@ -124,6 +138,12 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         }
         if (force && !forced && paths[i] != fallback) {
             snprintf(why, sizeof why, "FLASHCL_PATH=%.64s", force);
+            note_skip(skipped, skipped_cap, paths[i]->name, why);
+            continue;
+        }
+        if (refuses_quantized(paths[i], p, why, sizeof why)) {
+            if (forced)
+                quant_refused = paths[i]->name;
             note_skip(skipped, skipped_cap, paths[i]->name, why);
             continue;
         }
@@ -140,6 +160,12 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
     if (forced_tiles && !strcmp(chosen->name, forced_name))
         plan->forced_tiles = forced_tiles;
     chosen->plan(caps, p, plan);
+    if (quant_refused)
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                    "FLASHCL_PATH=%s with a quantized K/V cache (k_storage "
+                    "/ v_storage): that path does not dequantize; the "
+                    "split-KV row kernel does",
+                    quant_refused);
     if (force && !forced_name[0] && !find_path(force)) {
         char why[sizeof plan->refused];
         describe_unknown_path(force, why, sizeof why);

@@ -65,6 +65,8 @@ static const split_tile *mma_entry(const device_caps *caps,
 static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
     const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
+    if (p->quant.any) /* cl/common/kv_load.clh serves the row kernel */
+        return &split_tiles[0];
     if (forced && strcmp(forced, "row") == 0)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
@@ -586,8 +588,9 @@ static split_shape shape_of(const device_caps *caps, const problem *p,
                             : entry->lanes   ? forced_lanes_tile(&tuned)
                                              : tuned;
     split_shape s = shape_for(&tile, caps, p);
-    if ((s.tile.wide || s.tile.lanes || s.mma_warps) && caps->max_work_group &&
-        (size_t)s.wg_size > caps->max_work_group)
+    if ((s.tile.wide || s.tile.lanes || s.mma_warps) &&
+        ((caps->max_work_group && (size_t)s.wg_size > caps->max_work_group) ||
+         p->quant.any))
         s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
     if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
         origin[0] = '\0'; /* the knobs, or the row kernel, run */
@@ -763,7 +766,9 @@ static split_switches plan_switches(const device_caps *caps,
                                                                          : 1,
         .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->split.parts) : 1,
         .SPLIT_FUSED = plan->split.fused,
-        .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA};
+        .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA,
+        .K_QUANT = p->quant.k.type,
+        .V_QUANT = p->quant.v.type};
 }
 
 static SWITCH_PATH_EMITTER(split_emit, split_switches, FLASHCL_SPLIT_SWITCHES);
@@ -821,6 +826,13 @@ void split_kv_plan(const device_caps *caps, const problem *p,
                                 : "from compute units and shape",
         plan->split.fused ? ", merged by the last work-group" : "",
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
+    const char *kernel = dev_getenv("FLASHCL_SPLIT_KERNEL");
+    if (p->quant.any && kernel && *kernel && strcmp(kernel, "row") != 0)
+        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
+                    "FLASHCL_SPLIT_KERNEL=%.16s with a quantized K/V cache: "
+                    "only the row kernel dequantizes (issue 45's first "
+                    "slice)",
+                    kernel);
     const split_switches values = plan_switches(caps, p, &s, plan);
     plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,
                       &values);
@@ -882,6 +894,25 @@ static cl_mem mem_or(const tensor_view *v, cl_mem dummy)
     return v->present ? v->given : dummy;
 }
 
+/* A quantized cache's scales and zero points (absent: the dummy, never
+ * read, strides 0). */
+static void fill_quant_args(const problem *p, cl_mem dummy, split_args *a)
+{
+    const tensor_view *views[4] = {&p->quant.k.scale, &p->quant.v.scale,
+                                   &p->quant.k.zero, &p->quant.v.zero};
+    cl_mem *mems[4] = {&a->k_scale, &a->v_scale, &a->k_zero, &a->v_zero};
+    cl_ulong4 *strides[4] = {&a->k_scale_stride, &a->v_scale_stride,
+                             &a->k_zero_stride, &a->v_zero_stride};
+    uint64_t base[4];
+    for (int i = 0; i < 4; ++i) {
+        *mems[i] = mem_or(views[i], dummy);
+        base[i] = views[i]->present ? views[i]->base : 0;
+        const uint64_t none[4] = {0, 0, 0, 0};
+        *strides[i] = ulong4_from(views[i]->present ? views[i]->stride : none);
+    }
+    a->quant_base = ulong4_from(base);
+}
+
 static void fill_split_args(flashcl_context *ctx, const problem *p,
                             const kernel_plan *plan,
                             const scratch_set *scratch, split_args *a)
@@ -928,6 +959,7 @@ static void fill_split_args(flashcl_context *ctx, const problem *p,
     a->seqlen_new = (cl_int)in->seqlen_new;
     a->infer_status = mem_or(&in->status, dummy);
     a->status_base = in->status.present ? in->status.base : 0;
+    fill_quant_args(p, dummy, a);
 }
 
 static FLASHCL_TRAILING_ARGS_SETTER(set_split_args, split_args,

@@ -504,9 +504,13 @@ static flashcl_status resolve_base_views(flashcl_context *ctx,
     } views[5] = {
         {&desc->q, {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->q, true},
-        {&desc->k, {"k", {bk, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {&desc->k,
+         {"k", {bk, hkv, nk, (uint64_t)p->quant.k.cols}, p->quant.k.elem,
+          layout, STRIDES_PACKED_LAYOUT},
          &p->k, true},
-        {&desc->v, {"v", {bk, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
+        {&desc->v,
+         {"v", {bk, hkv, nk, (uint64_t)p->quant.v.cols}, p->quant.v.elem,
+          layout, STRIDES_PACKED_LAYOUT},
          &p->v, true},
         {&desc->o, {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
          &p->o, true},
@@ -557,6 +561,8 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
     dummy_variant_args(ctx, p);
     status = inference_resolve(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)
+        status = kv_quant_resolve(ctx, desc, mode, p);
+    if (status == FLASHCL_SUCCESS)
         status = variants_resolve(ctx, desc, p);
     if (status == FLASHCL_SUCCESS)
         status = resolve_base_views(ctx, desc, mode, p);
@@ -564,6 +570,8 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
         status = check_aliasing(ctx, p);
     if (status == FLASHCL_SUCCESS)
         status = inference_check_views(ctx, p);
+    if (status == FLASHCL_SUCCESS)
+        status = kv_quant_views(ctx, desc, mode, p);
     return status;
 }
 

@@ -65,6 +65,22 @@ typedef struct inference {
     size_t scratch_cap; /* split-KV scratch cap, bytes */
 } inference;
 
+/* Quantized K/V storage (kv_quant.c): a type per tensor (the public
+ * flashcl_kv_storage values), its scale and zero-point views (present
+ * only where the type has them) with strides for every axis (0 where the
+ * scale does not vary along it), and the K/V views' storage units. */
+typedef struct kv_quant_side {
+    int type;        /* flashcl_kv_storage: 0 the dtype */
+    size_t elem;     /* bytes of a view element: dtype size, or 1 */
+    int64_t cols;    /* view elements per row: head dim, or / 2 (int4) */
+    tensor_view scale, zero;
+} kv_quant_side;
+
+typedef struct kv_quant {
+    bool any;        /* K or V quantized */
+    kv_quant_side k, v;
+} kv_quant;
+
 typedef struct problem {
     int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k;
     int64_t head_dim, head_dim_v; /* head_dim_v: desc 0 -> head_dim */
@@ -96,6 +112,7 @@ typedef struct problem {
      * q_extent / kv_extent (batch axis, rows). */
     inference infer;
     int64_t q_extent[2], kv_extent[2];
+    kv_quant quant; /* issue 45; k and v views count its storage units */
 } problem;
 
 /* How strictly the tensors of a descriptor are read. */
@@ -188,6 +205,21 @@ flashcl_status inference_resolve(flashcl_context *ctx,
 flashcl_status inference_check_views(flashcl_context *ctx, const problem *p);
 /* Split-KV scratch bytes for `splits` parts (padded head_dim_v). */
 uint64_t inference_scratch_bytes(const problem *p, int splits, int dv_padded);
+
+/* ---- quantized K/V (kv_quant.c) ------------------------------------ */
+
+/* Checks the KV storage fields (types, pairing with the cache fields,
+ * head dims) and sets p->quant's types and storage units: after
+ * inference_resolve, before the base views. */
+flashcl_status kv_quant_resolve(flashcl_context *ctx,
+                                const flashcl_attention_desc *desc,
+                                problem_mode mode, problem *p);
+/* After the base views: the scale and zero-point views (present where
+ * needed, absent where not, inside their buffers, clear of the outputs
+ * and, with an append, of every other tensor). */
+flashcl_status kv_quant_views(flashcl_context *ctx,
+                              const flashcl_attention_desc *desc,
+                              problem_mode mode, problem *p);
 
 /* ---- flashcl_combine_partials (combine.c) --------------------------- */
 

@@ -1,0 +1,101 @@
+"""Quantized KV caches (issue 45) from Python: flashcl.quantize_kv and
+dequantize_kv against the rounding bound of each type, and
+attention_kvcache on quantized caches against the float64 reference of
+the dequantized cache (the kernel's own error, to fp32 accuracy), the
+append included. Outputs are poisoned (NaN) before each call."""
+import numpy as np
+import pytest
+
+import flashcl
+from conftest import randn
+from reference import attention_ref, rel_err
+
+B, CAP, HKV, HQ, D = 2, 48, 2, 4, 64
+LENGTHS = np.array([29, 40], np.int32)
+
+
+def per_sequence(q, k, v, lengths, **kw):
+    outs = [attention_ref(q[b:b + 1], k[b:b + 1, :n], v[b:b + 1, :n], **kw)[0]
+            for b, n in enumerate(lengths)]
+    return np.concatenate(outs)
+
+
+@pytest.mark.parametrize("kind", ["e4m3", "e5m2", "int8", "int4"])
+def test_quantize_round_trip(rng, kind):
+    x = randn(rng, (3, 5, HKV, D))
+    codes, scale, zero = flashcl.quantize_kv(x, kind)
+    back = flashcl.dequantize_kv(codes, kind, scale, zero)
+    err = np.abs(back - x)
+    if kind == "int8":
+        assert np.all(err <= 0.5001 * scale[..., None])
+    elif kind == "int4":
+        assert np.all(err <= 0.5001 * np.repeat(scale, 32, axis=-1) + 1e-6)
+    else:
+        man = 3 if kind == "e4m3" else 2
+        bound = np.abs(x) * 2.0 ** -(man + 1) + scale[0] * 2.0 ** -14
+        assert np.all(err <= bound * 1.0001)
+
+
+@pytest.mark.parametrize("k_kind,v_kind", [("int8", "int4"),
+                                           ("e4m3", "e5m2"),
+                                           ("int4", None)])
+def test_kvcache_quantized_matches_reference(rng, k_kind, v_kind):
+    q = randn(rng, (B, 1, HQ, D))
+    kc, vc = randn(rng, (B, CAP, HKV, D)), randn(rng, (B, CAP, HKV, D))
+    args, k_ref, v_ref = {}, kc.astype(np.float64), vc.astype(np.float64)
+    k_store, v_store = kc, vc
+    if k_kind:
+        k_store, s, z = flashcl.quantize_kv(kc, k_kind, per_head=True)
+        args.update(k_storage=k_kind, k_scale=s, k_zero=z)
+        k_ref = flashcl.dequantize_kv(k_store, k_kind, s, z)
+    if v_kind:
+        v_store, s, z = flashcl.quantize_kv(vc, v_kind)
+        args.update(v_storage=v_kind, v_scale=s, v_zero=z)
+        v_ref = flashcl.dequantize_kv(v_store, v_kind, s, z)
+    out = np.full((B, 1, HQ, D), np.nan, np.float32)
+    o = flashcl.attention_kvcache(q, k_store, v_store, LENGTHS, out=out,
+                                  **args)
+    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS)
+    assert rel_err(o, want) < 1e-5
+
+
+def test_kvcache_quantized_append_in_place(rng):
+    q = randn(rng, (B, 2, HQ, D))
+    kc, vc = randn(rng, (B, CAP, HKV, D)), randn(rng, (B, CAP, HKV, D))
+    k_new, v_new = randn(rng, (B, 2, HKV, D)), randn(rng, (B, 2, HKV, D))
+    k8, ks, _ = flashcl.quantize_kv(kc, "int8")
+    v4, vs, vz = flashcl.quantize_kv(vc, "int4")
+    k8_before, ks_before = k8.copy(), ks.copy()
+    o = flashcl.attention_kvcache(q, k8, v4, LENGTHS, k_new=k_new,
+                                  v_new=v_new, causal=True, k_storage="int8",
+                                  k_scale=ks, v_storage="int4", v_scale=vs,
+                                  v_zero=vz)
+    for b, n in enumerate(LENGTHS):
+        rows = slice(n, n + 2)
+        got_k = flashcl.dequantize_kv(k8[b, rows], "int8", ks[b, rows])
+        assert np.all(np.abs(got_k - k_new[b]) <=
+                      0.5001 * ks[b, rows][..., None])
+        got_v = flashcl.dequantize_kv(v4[b, rows], "int4", vs[b, rows],
+                                      vz[b, rows])
+        assert np.all(np.abs(got_v - v_new[b]) <=
+                      0.5001 * np.repeat(vs[b, rows], 32, axis=-1) + 1e-6)
+        assert np.array_equal(k8[b, :n], k8_before[b, :n])
+        assert np.array_equal(ks[b, :n], ks_before[b, :n])
+    k_ref = flashcl.dequantize_kv(k8, "int8", ks)
+    v_ref = flashcl.dequantize_kv(v4, "int4", vs, vz)
+    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS + 2,
+                        causal=True)
+    assert rel_err(o, want) < 1e-5
+
+
+def test_quantized_bad_arguments(rng):
+    q = randn(rng, (B, 1, HQ, D))
+    kc = randn(rng, (B, CAP, HKV, D))
+    k8, ks, _ = flashcl.quantize_kv(kc, "int8")
+    with pytest.raises(flashcl.NullArgumentError, match="k_scale"):
+        flashcl.attention_kvcache(q, k8, kc, LENGTHS, k_storage="int8")
+    with pytest.raises(flashcl.InvalidValueError, match="kind"):
+        flashcl.quantize_kv(kc, "int3")
+    with pytest.raises(flashcl.DtypeUnsupportedError, match="bytes"):
+        flashcl.attention_kvcache(q, kc, kc, LENGTHS, k_storage="int8",
+                                  k_scale=ks)
