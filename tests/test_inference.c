@@ -249,6 +249,8 @@ static const combine_case combine_cases[] = {
     {2, 1, 4, 2, 33, 24, FLASHCL_DTYPE_BF16, 5, FLASHCL_DTYPE_FP32},
     {5, 2, 2, 5, 90, 16, FLASHCL_DTYPE_FP16, 7, FLASHCL_DTYPE_FP16},
     {3, 1, 3, 4, 70, 24, FLASHCL_DTYPE_BF16, 0, FLASHCL_DTYPE_BF16},
+    /* a row longer than one work-item's 64 elements on PoCL */
+    {3, 1, 2, 3, 50, 100, FLASHCL_DTYPE_FP32, 3, FLASHCL_DTYPE_FP32},
 };
 
 START_TEST(combine_matches_unsplit)

@@ -1,9 +1,9 @@
 /* flashcl_combine_partials: P partial outputs (fp32) and LSEs of the same
  * query rows over disjoint key ranges merged into O (storage type) and
- * LSE. One work-item per output element (d, row, batch x head): each
- * recomputes its row's max and weights, which costs P exponentials per
- * element but needs no local memory or second pass; P is small (splits,
- * devices, prefix chunks). */
+ * LSE. One work-item per COMBINE_DIMS consecutive output elements of a
+ * row (d, row, batch x head): each recomputes its row's max and weights,
+ * which costs P exponentials per work-item but needs no local memory or
+ * second pass; P is small (splits, devices, prefix chunks). */
 #include "combine_defaults.clh"
 #include "flashcl_common.clh"
 #include "combine.clh"
@@ -39,31 +39,37 @@ __kernel void flashcl_combine(
     const int write_lse, const int parts, const int heads,
     const int seqlen_q, const int head_dim_v)
 {
-    const int d = get_global_id(0), i = get_global_id(1);
-    const int bh = get_global_id(2);
-    if (d >= head_dim_v || i >= seqlen_q)
+    const int d0 = get_global_id(0) * FLASHCL_COMBINE_DIMS;
+    const int i = get_global_id(1), bh = get_global_id(2);
+    if (d0 >= head_dim_v || i >= seqlen_q)
         return;
+    const int dims = min(FLASHCL_COMBINE_DIMS, head_dim_v - d0);
     const ulong b = (ulong)(bh / heads), h = (ulong)(bh % heads);
     const ulong lrow = lp_base + b * lp_stride.s0 + h * lp_stride.s1 +
                        (ulong)i * lp_stride.s2;
     const ulong orow = op_base + b * op_stride.s0 + h * op_stride.s1 +
-                       (ulong)i * op_stride.s2 + (ulong)d * op_stride.s3;
+                       (ulong)i * op_stride.s2 + (ulong)d0 * op_stride.s3;
     float m = -INFINITY;
     for (int p = 0; p < parts; ++p)
         m = fmax(m, lse_part[lrow + (ulong)p * lp_step]);
-    float sum = 0, acc = 0;
+    float sum = 0, acc[FLASHCL_COMBINE_DIMS];
+    for (int e = 0; e < FLASHCL_COMBINE_DIMS; ++e)
+        acc[e] = 0;
     if (m != -INFINITY)
         for (int p = 0; p < parts; ++p) {
             const float w = combine_weight(lse_part[lrow + (ulong)p * lp_step], m);
-            if (w != 0) {
-                sum += w;
-                acc += w * load_partial(o_part, orow + (ulong)p * op_step);
-            }
+            if (w == 0)
+                continue;
+            sum += w;
+            const ulong at = orow + (ulong)p * op_step;
+            for (int e = 0; e < dims; ++e)
+                acc[e] += w * load_partial(o_part, at + (ulong)e * op_stride.s3);
         }
-    store_elem(o, o_base + b * o_stride.s0 + h * o_stride.s1 +
-                      (ulong)i * o_stride.s2 + (ulong)d * o_stride.s3,
-               sum > 0 ? acc / sum : 0);
-    if (write_lse && d == 0)
+    const ulong out = o_base + b * o_stride.s0 + h * o_stride.s1 +
+                      (ulong)i * o_stride.s2 + (ulong)d0 * o_stride.s3;
+    for (int e = 0; e < dims; ++e)
+        store_elem(o, out + (ulong)e * o_stride.s3, sum > 0 ? acc[e] / sum : 0);
+    if (write_lse && d0 == 0)
         lse[lse_base + b * lse_stride.s0 + h * lse_stride.s1 +
             (ulong)i * lse_stride.s2] = combine_lse(m, sum);
 }

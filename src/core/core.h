@@ -59,6 +59,10 @@ typedef struct device_caps {
     cl_uint nv_cc_minor;
     char amd_gfx[64];    /* "" when unknown */
     cl_uint amd_wavefront; /* CL_DEVICE_WAVEFRONT_WIDTH_AMD, 0 unknown */
+    /* PoCL (platform vendor "The pocl project"): it runs a work-group's
+     * work-items as loops on one thread, so a kernel whose work-items do
+     * little pays mostly for their count (the combine: 37x) */
+    bool pocl;
     device_class klass;
 } device_caps;
 

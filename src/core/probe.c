@@ -137,6 +137,8 @@ static void amd_target_name(device_caps *caps)
     caps->amd_gfx[n] = '\0';
 }
 
+static bool contains_nocase(const char *haystack, const char *needle);
+
 void probe_device(cl_device_id device, device_caps *caps)
 {
     memset(caps, 0, sizeof *caps);
@@ -197,6 +199,7 @@ void probe_device(cl_device_id device, device_caps *caps)
     }
     amd_target_name(caps);
     caps->klass = classify(caps);
+    caps->pocl = contains_nocase(caps->platform_vendor, "pocl");
 }
 
 /* ---- device list and spec matching -------------------------------- */
