@@ -24,6 +24,7 @@ o and lse, in both modes, summed in float32 in a fixed order.
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
 
+from ._attention import _is_cl
 from ._attention import attention as _attention
 from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
@@ -103,8 +104,11 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
               backend="auto"):
     """Attention over the whole sequence for this rank's query rows.
 
-    q, k, v: this rank's shard, NumPy ``[batch, rows, heads, dim]``
-    (:func:`shard` makes it), the same shape on every rank; self-attention
+    q, k, v: this rank's shard, ``[batch, rows, heads, dim]`` NumPy or
+    PyOpenCL arrays (:func:`shard` makes it), the same shape on every rank
+    (PyOpenCL ones are read to the host, as K and V travel through it
+    anyway, and the results come back as PyOpenCL arrays on the first
+    one's queue; the calls run on `device`); self-attention
     over one sequence of ``rows * comm.size`` rows. mode: ``"ring"`` (each
     step computes against the K/V block in hand while it moves on to the
     next rank) or ``"allgather"`` (every rank gathers the whole K and V:
@@ -116,7 +120,7 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     collective).
     """
     _check_mode(mode)
-    q, k, v = (np.ascontiguousarray(x) for x in (q, k, v))
+    (q, k, v), queue = _to_host((q, k, v))
     _agree(comm, q, k, v)
     rows = q.shape[1]
     total = rows * comm.size
@@ -138,7 +142,26 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
         outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, kw)
     o = np.concatenate([x[0] for x in outs], axis=1)
     lse = np.concatenate([x[1] for x in outs], axis=2)
+    o, lse = _to_queue(queue, (o, lse))
     return (o, lse) if return_lse else o
+
+
+def _to_host(arrays):
+    """NumPy copies of PyOpenCL arrays (K/V travel through host memory in
+    any case), and the first PyOpenCL array's queue (None: none was)."""
+    queue = next((x.queue for x in arrays if _is_cl(x)), None)
+    return [x.get() if _is_cl(x) else np.ascontiguousarray(x)
+            for x in arrays], queue
+
+
+def _to_queue(queue, arrays):
+    """The results as PyOpenCL arrays on `queue` (as they came), or as they
+    are."""
+    if queue is None:
+        return arrays
+    import pyopencl.array as cla
+    return tuple(cla.to_device(queue, np.ascontiguousarray(a))
+                 for a in arrays)
 
 
 def _check_mode(mode):
@@ -219,8 +242,8 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
     rank count. Collective. The sinks' gradient is not computed.
     """
     _check_mode(mode)
-    q, k, v, o, do = (np.ascontiguousarray(x) for x in (q, k, v, o, do))
-    lse = np.ascontiguousarray(lse, np.float32)
+    (q, k, v, o, lse, do), queue = _to_host((q, k, v, o, lse, do))
+    lse = lse.astype(np.float32, copy=False)
     _agree(comm, q, k, v, o, lse, do)
     total = q.shape[1] * comm.size
     mine = shard_rows(total, comm.rank, comm.size, layout)
@@ -240,7 +263,8 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
 
     step = _ring_backward if mode == "ring" else _allgather_backward
     dq, dk, dv = step(comm, q, k, v, mine, at, total, layout, kw, pair)
-    return dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype)
+    return _to_queue(queue, (dq.astype(q.dtype), dk.astype(k.dtype),
+                             dv.astype(v.dtype)))
 
 
 def _block_gradients(q, block, mine, at, theirs, kw, pair):

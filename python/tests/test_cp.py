@@ -36,6 +36,28 @@ def test_one_rank_backward_is_the_whole_call(rng, device, mode, kw):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
 
 
+def test_pyopencl_arrays(rng, device, cl_queue):
+    """PyOpenCL shards give PyOpenCL results on their queue, equal to the
+    NumPy call's."""
+    import pyopencl.array as cla
+    q, k, v, do = (randn(rng, (1, 32, 2, 16)) for _ in range(4))
+    o, lse = cp.attention(MPI.COMM_SELF, q, k, v, causal=True,
+                          return_lse=True, device=device)
+    dev = [cla.to_device(cl_queue, x) for x in (q, k, v, o, lse, do)]
+    o_cl, lse_cl = cp.attention(MPI.COMM_SELF, *dev[:3], causal=True,
+                                return_lse=True, device=device)
+    assert isinstance(o_cl, cla.Array) and o_cl.queue is cl_queue
+    np.testing.assert_array_equal(o_cl.get(), o)
+    np.testing.assert_array_equal(lse_cl.get(), lse)
+    want = cp.attention_backward(MPI.COMM_SELF, q, k, v, o, lse, do,
+                                 causal=True, device=device)
+    got = cp.attention_backward(MPI.COMM_SELF, *dev, causal=True,
+                                device=device)
+    for g, w in zip(got, want):
+        assert isinstance(g, cla.Array)
+        np.testing.assert_array_equal(g.get(), w)
+
+
 def test_zigzag_rows():
     assert cp.shard_rows(16, 1, 4, "zigzag") == [(2, 2), (12, 2)]
     with pytest.raises(flashcl.InvalidDimensionError):
