@@ -306,14 +306,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
     }
 
     const portable_switches values = {
-        .DTYPE = (int)p->dtype,
-        .CAUSAL = p->right >= 0,
-        .HEAD_DIM = plan->head_dim_padded,
-        .HEAD_DIM_V = plan->head_dim_v_padded,
-        .BLOCK_M = plan->block_m,
-        .BLOCK_N = plan->block_n,
-        .WG_SIZE = plan->wg_size,
-        .VEC = plan->vec,
+        PORTABLE_TILE_SWITCH_VALUES(p, plan),
         .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                           p->v.stride[3] == 1 && p->o.stride[3] == 1,
         .COMPENSATED = compensated(caps, plan),
