@@ -55,8 +55,8 @@ bool tile_params_parse(const char *text, const tunable *known, size_t count,
             out->count == TILE_PARAMS_MAX) {
             char names[128];
             list_names(known, count, names, sizeof names);
-            snprintf(why, cap, "\"%.*s\" is not %s = a non-negative integer",
-                     (int)len, at, names);
+            snprintf(why, cap, "\"%.*s\" is not a tunable of the path (%s) "
+                     "= a non-negative integer", (int)len, at, names);
             return false;
         }
         memcpy(out->names[out->count], at, key);
