@@ -125,37 +125,21 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-typedef struct named {
-    const tensor_view *view;
-    const char *name;
-} named;
-
 /* Outputs overlap nothing (each other, any input), and no two elements of
  * one output share bytes. */
 static flashcl_status check_outputs(flashcl_context *ctx, const problem *p,
                                     const bwd_views *w)
 {
-    named all[10 + PROBLEM_MAX_VARIANTS] = {
+    named_view all[10 + PROBLEM_MAX_VARIANTS] = {
         {&w->d_q, "d_q"}, {&w->d_k, "d_k"}, {&w->d_v, "d_v"},
         {&w->d_sinks, "d_sinks"}, {&w->d_o, "d_o"}, {&p->q, "q"},
         {&p->k, "k"}, {&p->v, "v"}, {&p->o, "o"}, {&p->lse, "lse"}};
     size_t count = 10;
     for (size_t i = 0; i < variant_count(); ++i)
         if (p->variant_tensor[i].present)
-            all[count++] = (named){&p->variant_tensor[i], variant_at(i)->name};
-    for (size_t out = 0; out < 4; ++out) {
-        if (all[out].view->present && !view_is_injective(all[out].view))
-            return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                             "%s: its strides make distinct elements share "
-                             "memory",
-                             all[out].name);
-        for (size_t other = out + 1; other < count; ++other)
-            if (views_overlap(all[out].view, all[other].view))
-                return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                                 "%s overlaps %s in the same buffer",
-                                 all[out].name, all[other].name);
-    }
-    return FLASHCL_SUCCESS;
+            all[count++] =
+                (named_view){&p->variant_tensor[i], variant_at(i)->name};
+    return check_output_aliasing(ctx, all, 4, count);
 }
 
 /* ---- launching ------------------------------------------------------ */

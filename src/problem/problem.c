@@ -406,11 +406,6 @@ bool views_overlap(const tensor_view *a, const tensor_view *b)
            a->first_byte < b->end_byte && b->first_byte < a->end_byte;
 }
 
-typedef struct named_view {
-    const tensor_view *view;
-    const char *name;
-} named_view;
-
 static flashcl_status alias_error(flashcl_context *ctx, named_view out,
                                   named_view other)
 {
@@ -424,19 +419,11 @@ static flashcl_status alias_error(flashcl_context *ctx, named_view out,
                      (unsigned long long)other.view->end_byte);
 }
 
-/* Outputs (O, LSE) may overlap nothing else, and no element of an output
- * may share bytes with another element of it. */
-static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
+flashcl_status check_output_aliasing(flashcl_context *ctx,
+                                     const named_view *all, size_t outputs,
+                                     size_t count)
 {
-    named_view all[5 + PROBLEM_MAX_VARIANTS] = {
-        {&p->o, "o"}, {&p->lse, "lse"}, {&p->q, "q"}, {&p->k, "k"},
-        {&p->v, "v"}};
-    size_t count = 5;
-    for (size_t i = 0; i < variant_count(); ++i)
-        if (p->variant_tensor[i].present)
-            all[count++] = (named_view){&p->variant_tensor[i],
-                                        variant_at(i)->name};
-    for (size_t out = 0; out < 2; ++out) {
+    for (size_t out = 0; out < outputs; ++out) {
         if (all[out].view->present && !view_is_injective(all[out].view))
             return set_error(ctx, FLASHCL_ERROR_ALIASING,
                              "%s: its strides (%llu/%llu/%llu/%llu) make "
@@ -452,6 +439,21 @@ static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
                 return alias_error(ctx, all[out], all[other]);
     }
     return FLASHCL_SUCCESS;
+}
+
+/* Outputs (O, LSE) may overlap nothing else, and no element of an output
+ * may share bytes with another element of it. */
+static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
+{
+    named_view all[5 + PROBLEM_MAX_VARIANTS] = {
+        {&p->o, "o"}, {&p->lse, "lse"}, {&p->q, "q"}, {&p->k, "k"},
+        {&p->v, "v"}};
+    size_t count = 5;
+    for (size_t i = 0; i < variant_count(); ++i)
+        if (p->variant_tensor[i].present)
+            all[count++] = (named_view){&p->variant_tensor[i],
+                                        variant_at(i)->name};
+    return check_output_aliasing(ctx, all, 2, count);
 }
 
 /* ---- the problem ---------------------------------------------------- */

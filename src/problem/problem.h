@@ -176,6 +176,17 @@ bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
 bool view_is_injective(const tensor_view *t);
 /* Two present, non-empty views share bytes of one root allocation. */
 bool views_overlap(const tensor_view *a, const tensor_view *b);
+/* A view and its name in messages. */
+typedef struct named_view {
+    const tensor_view *view;
+    const char *name;
+} named_view;
+/* FLASHCL_ERROR_ALIASING, with a message naming the views, unless each of
+ * the outputs all[0 .. outputs) is injective (when present) and overlaps
+ * none of the views after it in all[0 .. count). */
+flashcl_status check_output_aliasing(flashcl_context *ctx,
+                                     const named_view *all, size_t outputs,
+                                     size_t count);
 
 /* ---- inference fields (inference.c) -------------------------------- */
 
