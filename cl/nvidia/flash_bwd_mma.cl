@@ -227,12 +227,7 @@ inline float grad_score(float *p, float s, float d_p, float lse_i,
     const float scaled = s * scale;
     const score_row sr =
         score_row_init(b, h, row, diag, 1 FLASHCL_VARIANT_NAMES);
-#if FLASHCL_SOFTCAP
-    const float th = tanh(scaled * sr.softcap_inv);
-    const float d_cap = 1 - th * th;
-#else
-    const float d_cap = 1;
-#endif
+    const float d_cap = softcap_slope(&sr, scaled);
     const float score = score_apply(&sr, key, scaled FLASHCL_VARIANT_NAMES);
     const float prob =
         visible && score != -INFINITY ? exp(score - lse_i) : 0.0f;
