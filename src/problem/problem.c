@@ -487,48 +487,56 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
     p->kv_extent[1] = p->seqlen_k;
 }
 
-static flashcl_status resolve_base_views(flashcl_context *ctx,
-                                         const flashcl_attention_desc *desc,
-                                         problem_mode mode, problem *p)
+view_shape rows_shape(const problem *p, const char *name, bool keys,
+                      int64_t dim)
 {
-    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
-                   bk = (uint64_t)p->kv_extent[0],
-                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
-                   dv = (uint64_t)p->head_dim_v;
-    const flashcl_layout layout = desc->layout;
-    const size_t elem = p->elem_size;
-    const struct {
-        const flashcl_tensor *tensor;
-        view_shape shape;
-        tensor_view *out;
-        bool required;
-    } views[5] = {
-        {&desc->q, {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->q, true},
-        {&desc->k, {"k", {bk, hkv, nk, d}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->k, true},
-        {&desc->v, {"v", {bk, hkv, nk, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->v, true},
-        {&desc->o, {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->o, true},
-        {&desc->lse,
-         {"lse", {b, hq, nq, 1}, sizeof(float), layout, STRIDES_PACKED_LSE},
-         &p->lse, false},
-    };
+    const int64_t *extent = keys ? p->kv_extent : p->q_extent;
+    const view_shape shape = {
+        name,
+        {(uint64_t)extent[0], (uint64_t)(keys ? p->heads_kv : p->heads_q),
+         (uint64_t)extent[1], (uint64_t)dim},
+        p->elem_size,
+        p->layout,
+        STRIDES_PACKED_LAYOUT};
+    return shape;
+}
+
+flashcl_status resolve_views(flashcl_context *ctx,
+                             const view_request *requests, size_t count,
+                             problem_mode mode)
+{
     const flashcl_tensor none = {0};
-    for (int i = 0; i < 5; ++i) {
-        const flashcl_tensor *tensor =
-            mode == PROBLEM_FOR_HOST_CALL ? &none : views[i].tensor;
-        flashcl_status status =
-            resolve_view(ctx, tensor, &views[i].shape,
-                         mode == PROBLEM_FOR_HOST_CALL ? PROBLEM_FOR_PLANNING
-                                                       : mode,
-                         views[i].required, views[i].out);
+    const bool host = mode == PROBLEM_FOR_HOST_CALL;
+    for (size_t i = 0; i < count; ++i) {
+        flashcl_status status = resolve_view(
+            ctx, host ? &none : requests[i].tensor, &requests[i].shape,
+            host ? PROBLEM_FOR_PLANNING : mode, requests[i].required,
+            requests[i].out);
         if (status != FLASHCL_SUCCESS)
             return status;
     }
     return FLASHCL_SUCCESS;
+}
+
+static flashcl_status resolve_base_views(flashcl_context *ctx,
+                                         const flashcl_attention_desc *desc,
+                                         problem_mode mode, problem *p)
+{
+    const int64_t d = p->head_dim, dv = p->head_dim_v;
+    const view_shape lse = {"lse",
+                            {(uint64_t)p->q_extent[0], (uint64_t)p->heads_q,
+                             (uint64_t)p->q_extent[1], 1},
+                            sizeof(float),
+                            desc->layout,
+                            STRIDES_PACKED_LSE};
+    const view_request views[5] = {
+        {&desc->q, rows_shape(p, "q", false, d), &p->q, true},
+        {&desc->k, rows_shape(p, "k", true, d), &p->k, true},
+        {&desc->v, rows_shape(p, "v", true, dv), &p->v, true},
+        {&desc->o, rows_shape(p, "o", false, dv), &p->o, true},
+        {&desc->lse, lse, &p->lse, false},
+    };
+    return resolve_views(ctx, views, 5, mode);
 }
 
 /* Absent optional tensors still need a valid cl_mem argument. */
