@@ -142,10 +142,8 @@ enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS };
 static void fill_args(flashcl_context *ctx, const problem *p,
                       const bwd_views *w, cl_mem delta, bwd_args *a)
 {
-    a->q = p->q.given;
-    a->k = p->k.given;
-    a->v = p->v.given;
-    a->o = p->o.given;
+    FILL_QKVO_ARGS(a, p);
+    FILL_SHAPE_ARGS(a, p);
     a->d_o = w->d_o.given;
     a->lse = p->lse.given;
     a->delta = delta;
@@ -153,10 +151,6 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->d_k = w->d_k.given;
     a->d_v = w->d_v.given;
     a->d_sinks = w->d_sinks.present ? w->d_sinks.given : ctx->dummy;
-    a->q_stride = ulong4_from(p->q.stride);
-    a->k_stride = ulong4_from(p->k.stride);
-    a->v_stride = ulong4_from(p->v.stride);
-    a->o_stride = ulong4_from(p->o.stride);
     a->d_o_stride = ulong4_from(w->d_o.stride);
     a->lse_stride = ulong4_from(p->lse.stride);
     a->d_q_stride = ulong4_from(w->d_q.stride);
@@ -172,15 +166,7 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->d_sinks_stride = w->d_sinks.present ? w->d_sinks.stride[1] : 0;
     a->batch = (cl_int)p->batch;
     a->heads_q = (cl_int)p->heads_q;
-    a->seqlen_q = (cl_int)p->seqlen_q;
-    a->seqlen_k = (cl_int)p->seqlen_k;
-    a->head_dim = (cl_int)p->head_dim;
-    a->head_dim_v = (cl_int)p->head_dim_v;
-    a->group_size = (cl_int)problem_group_size(p);
     a->scale = p->scale;
-    a->diag = p->diag;
-    a->window_left = p->left;
-    a->window_right = p->right;
     const inference *packed = &p->infer;
     a->cu_q = packed->varlen_q ? packed->cu_q.given : ctx->dummy;
     a->cu_k = packed->kv == KV_VARLEN ? packed->cu_k.given : ctx->dummy;

@@ -24,6 +24,28 @@ typedef struct tensor_view {
 /* A view's four sizes or strides as the kernels' ulong4 argument. */
 cl_ulong4 ulong4_from(const uint64_t v[4]);
 
+/* The fields that the forward's base list (kernel_args.clh) and the
+ * backward's list (flash_bwd_args.clh) share, filled from problem *p
+ * into *a: two generated structs, hence macros. */
+#define FILL_QKVO_ARGS(a, p)                                                   \
+    (a)->q = (p)->q.given;                                                     \
+    (a)->k = (p)->k.given;                                                     \
+    (a)->v = (p)->v.given;                                                     \
+    (a)->o = (p)->o.given;                                                     \
+    (a)->q_stride = ulong4_from((p)->q.stride);                                \
+    (a)->k_stride = ulong4_from((p)->k.stride);                                \
+    (a)->v_stride = ulong4_from((p)->v.stride);                                \
+    (a)->o_stride = ulong4_from((p)->o.stride)
+#define FILL_SHAPE_ARGS(a, p)                                                  \
+    (a)->seqlen_q = (cl_int)(p)->seqlen_q;                                     \
+    (a)->seqlen_k = (cl_int)(p)->seqlen_k;                                     \
+    (a)->head_dim = (cl_int)(p)->head_dim;                                     \
+    (a)->head_dim_v = (cl_int)(p)->head_dim_v;                                 \
+    (a)->group_size = (cl_int)problem_group_size(p);                           \
+    (a)->diag = (p)->diag;                                                     \
+    (a)->window_left = (p)->left;                                              \
+    (a)->window_right = (p)->right
+
 /* The variants' kernel arguments (cl/common/variants.clh), on the host. */
 typedef struct variant_args {
 #define FLASHCL_HOST_FIELD(kind, name) FLASHCL_HTYPE_##kind name;
