@@ -90,7 +90,7 @@ static const struct {
     {"block_k=8", 32, "block_k"},
     {"block_m=abc", 32, "block_m=abc"},
     {"block_m=", 32, "block_m="},
-    {"block_m=32,,vec=4", 32, "not block_m"},
+    {"block_m=32,,vec=4", 32, "not a tunable of the path (block_m"},
     {"block_m=-32", 32, "block_m=-32"},
     {"vec=3", 32, "vec 3"},
     {"block_n=20,vec=8", 32, "multiple of vec"},

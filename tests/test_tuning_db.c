@@ -7,13 +7,20 @@
  * class), device names are normalised, parameter sets are parsed
  * strictly, and the JSON reader takes what the tuner writes. No device.
  */
+#ifndef _POSIX_C_SOURCE /* mkfifo, mkdtemp */
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "test_common.h"
 
 #include "core/core.h"
 #include "core/json_scan.h"
 #include "paths/tuning.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* path, dtype, vendor, arch, device, head_dim, causal, seq, params */
 #define E(p, d, v, a, n, hd, c, s, params) \
@@ -187,6 +194,12 @@ START_TEST(params_parse_strictly)
         ck_assert_msg(!tile_params_parse(bad[i], known, 2, false, &t, why,
                                          sizeof why),
                       "\"%s\" was taken", bad[i]);
+    /* a refusal names the item and the names the path takes */
+    ck_assert(!tile_params_parse("tile_k=3", known, 2, false, &t, why,
+                                 sizeof why));
+    ck_assert_msg(strstr(why, "\"tile_k=3\"") &&
+                      strstr(why, "not a tunable of the path (block_m or vec)"),
+                  "why: %s", why);
     /* the tuner's debug switch passes only where allowed */
     ck_assert(tile_params_parse("debug_corrupt=1", known, 2, true, &t, why,
                                 sizeof why));
@@ -226,6 +239,32 @@ START_TEST(json_reader_takes_tuner_output)
 }
 END_TEST
 
+/* A tuning file that is a FIFO is refused at once (read, it would block
+ * until a writer came); a regular one reads whole. */
+START_TEST(json_reader_refuses_fifo)
+{
+    char dir[] = "/tmp/flashcl_tuning_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/tuning.json", dir);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    char *text = json_read_file(path, 1u << 20);
+    ck_assert_ptr_null(text);
+    ck_assert_int_eq(unlink(path), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"winners\": []}", f);
+    fclose(f);
+    text = json_read_file(path, 1u << 20);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, "{\"winners\": []}");
+    free(text);
+    ck_assert_ptr_null(json_read_file(path, 4)); /* over max_bytes */
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry tests[] = {
@@ -233,6 +272,7 @@ int main(void)
         {names_are_normalised, 0},
         {device_keys, 0},
         {params_parse_strictly, 0},
-        {json_reader_takes_tuner_output, 0}};
+        {json_reader_takes_tuner_output, 0},
+        {json_reader_refuses_fifo, 0}};
     return run_tests("tuning_db", 60, NULL, NULL, tests, LENGTH(tests));
 }

@@ -138,15 +138,7 @@ FRAG_UNROLL
 FRAG_UNROLL
         for (int nb = 0; nb < NB; ++nb)
             s[nb] = (acc_t)(0.0f);
-FRAG_UNROLL
-        for (int kc = 0; kc < D / 16; ++kc) {
-            const ab_t a = frag_load(q_s + 16 * wave * LDQ + 16 * kc, LDQ, lane);
-FRAG_UNROLL
-            for (int nb = 0; nb < NB; ++nb)
-                s[nb] = frag_mma(
-                    a, frag_load(k_s + 16 * nb * LDQ + 16 * kc, LDQ, lane),
-                    s[nb], lane);
-        }
+        FRAG_MMA_BLOCKS(s, NB, q_s + 16 * wave * LDQ, k_s, LDQ, D / 16, lane)
 
 FRAG_UNROLL
         for (int e = 0; e < ACC_N; ++e) {
@@ -194,15 +186,8 @@ FRAG_UNROLL
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* P of every lane written */
 
-FRAG_UNROLL
-        for (int kc = 0; kc < NB; ++kc) {
-            const ab_t a = frag_load(p_s + 16 * wave * LDP + 16 * kc, LDP, lane);
-FRAG_UNROLL
-            for (int c = 0; c < DV / 16; ++c)
-                acc_o[c] = frag_mma(
-                    a, frag_load(vt_s + 16 * c * LDP + 16 * kc, LDP, lane),
-                    acc_o[c], lane);
-        }
+        FRAG_MMA_BLOCKS(acc_o, DV / 16, p_s + 16 * wave * LDP, vt_s, LDP, NB,
+                        lane)
     }
 
 FRAG_UNROLL

@@ -467,12 +467,7 @@ inline real_t add_tile_pv(vec_t acc[DV_VECS], real_t sum, real_t correction,
 __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_split_fwd(FLASHCL_SPLIT_PARAMS)
 {
-    __local vec_t q_t_vecs[BM * D / VEC];
-    __local vec_t k_t_vecs[BN * D / VEC];
-    __local vec_t v_tile_vecs[BN * DV / VEC];
-    __local real_t *q_t = (__local real_t *)q_t_vecs;
-    __local real_t *k_t = (__local real_t *)k_t_vecs;
-    __local real_t *v_tile = (__local real_t *)v_tile_vecs;
+    FLASHCL_LOCAL_QKV_TILES(D);
 
     const int lid = get_local_id(0);
     /* declares b, kv_heads, split, kv_head, s, g_size, t0 */

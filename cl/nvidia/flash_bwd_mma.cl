@@ -159,6 +159,17 @@ inline void frag_a_of(uint a[4], const float lo[4], const float hi[4])
         MMA((ACC)[n + 1], A, bf + 2);                                          \
     }
 
+/* ACC[n] = 0 for the n8 tiles n < TILES (a macro, as MMA_TILES_NK). */
+#define ZERO_TILES(ACC, TILES)                                                 \
+    _Pragma("unroll") for (int n = 0; n < (TILES); ++n)                        \
+        (ACC)[n][0] = (ACC)[n][1] = (ACC)[n][2] = (ACC)[n][3] = 0;
+
+/* Row i's LSE and Delta (head h, batch b), from the kernel's arguments. */
+#define ROW_LSE(b, h, i)                                                       \
+    lse[lse_base + (ulong)(b) * lse_stride.s0 + (ulong)(h) * lse_stride.s1 +   \
+        (ulong)(i) * lse_stride.s2]
+#define ROW_DELTA(b, h, i) delta[((ulong)(b) * heads_q + (h)) * seqlen_q + (i)]
+
 /* acc[n] += a B for the n8 tiles n < tiles, B[k][n] = tile[k0 + k][n]
  * (frag_b_kn2: n contiguous). */
 inline void mma_tiles_kn(float acc[][4], int tiles, const uint a[4],
@@ -227,18 +238,37 @@ inline float grad_score(float *p, float s, float d_p, float lse_i,
     const float scaled = s * scale;
     const score_row sr =
         score_row_init(b, h, row, diag, 1 FLASHCL_VARIANT_NAMES);
-#if FLASHCL_SOFTCAP
-    const float th = tanh(scaled * sr.softcap_inv);
-    const float d_cap = 1 - th * th;
-#else
-    const float d_cap = 1;
-#endif
+    const float d_cap = softcap_slope(&sr, scaled);
     const float score = score_apply(&sr, key, scaled FLASHCL_VARIANT_NAMES);
     const float prob =
         visible && score != -INFINITY ? exp(score - lse_i) : 0.0f;
     *p = prob;
     return prob * (d_p - delta_i) * d_cap;
 }
+
+/* FRAG[kk], kk < TILES: A fragments of two rows of SRC (at LO: the lane's
+ * row g, at HI: g + 8), columns kk * 16 + 2t.. of WIDTH; a row whose
+ * flag (W_LO, W_HI) is 0 reads as zeros. */
+#define ROW_FRAGS(FRAG, TILES, SRC, LO, HI, W_LO, W_HI, WIDTH)                 \
+    _Pragma("unroll") for (int kk = 0; kk < (TILES); ++kk) {                   \
+        const int c = kk * 16 + 2 * t;                                         \
+        (FRAG)[kk][0] = global_pair(SRC, LO, c, (W_LO) * (WIDTH));             \
+        (FRAG)[kk][1] = global_pair(SRC, HI, c, (W_HI) * (WIDTH));             \
+        (FRAG)[kk][2] = global_pair(SRC, LO, c + 8, (W_LO) * (WIDTH));         \
+        (FRAG)[kk][3] = global_pair(SRC, HI, c + 8, (W_HI) * (WIDTH));         \
+    }
+
+/* Whether row i sees key j: `live` (the row and key exist) and inside
+ * the band. */
+#define SEES(LIVE, I, J)                                                       \
+    ((LIVE) && band_visible(J, I, diag, window_left, window_right, seqlen_k))
+/* grad_score of row i's score of key j; the kernel's arguments (b, h, the
+ * diagonal, scale) name the rest. */
+#define GRAD_SCORE(P, S, D_P, LSE_I, DELTA_I, VISIBLE, I, J)                    \
+    grad_score(P, S, D_P, LSE_I, DELTA_I, VISIBLE, b, h,                       \
+               (int)min(I, (long)seqlen_q - 1),                                \
+               (int)min(J, (long)seqlen_k - 1), diag,                          \
+               scale FLASHCL_VARIANT_NAMES)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) NV_KERNEL_ATTR void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
@@ -257,12 +287,8 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     load_tile(v_s, PV, BLOCK, DVP, v, in_base.s2, v_stride, b, hk, j0,
               seqlen_k, head_dim_v);
     float dk[DQK / 8][4], dv[DVP / 8][4];
-#pragma unroll
-    for (int n = 0; n < DQK / 8; ++n)
-        dk[n][0] = dk[n][1] = dk[n][2] = dk[n][3] = 0;
-#pragma unroll
-    for (int n = 0; n < DVP / 8; ++n)
-        dv[n][0] = dv[n][1] = dv[n][2] = dv[n][3] = 0;
+    ZERO_TILES(dk, DQK / 8)
+    ZERO_TILES(dv, DVP / 8)
     /* The query rows that see any key of the block. */
     const band_range rows =
         band_rows(j0, min(j0 + BLOCK, (long)seqlen_k) - 1, diag, window_left,
@@ -279,21 +305,14 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
             for (int r = tid; r < ROWS; r += WG) {
                 const long i = min(r0 + r, (long)seqlen_q - 1);
                 const bool live = r0 + r <= row_hi;
-                lse_s[r] = live ? lse[lse_base + (ulong)b * lse_stride.s0 +
-                                      (ulong)h * lse_stride.s1 +
-                                      (ulong)i * lse_stride.s2]
-                                : -INFINITY;
-                delta_s[r] =
-                    live ? delta[((ulong)b * heads_q + h) * seqlen_q + i] : 0;
+                lse_s[r] = live ? ROW_LSE(b, h, i) : -INFINITY;
+                delta_s[r] = live ? ROW_DELTA(b, h, i) : 0;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             /* S^T and dP^T: 16 keys of this warp x ROWS query rows. */
             float s[ROWS / 8][4], d_p[ROWS / 8][4];
-#pragma unroll
-            for (int n = 0; n < ROWS / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    s[n][e] = d_p[n][e] = 0;
+            ZERO_TILES(s, ROWS / 8)
+            ZERO_TILES(d_p, ROWS / 8)
 #pragma unroll
             for (int kk = 0; kk < DQK / 16; ++kk) {
                 uint a[4];
@@ -313,15 +332,10 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                     const long j = j0 + warp * 16 + g + (e >= 2 ? 8 : 0);
                     const int il = n * 8 + 2 * t + (e & 1);
                     const long i = r0 + il;
-                    const bool visible = lse_s[il] != -INFINITY &&
-                                         band_visible(j, i, diag, window_left,
-                                                      window_right, seqlen_k);
+                    const bool visible = SEES(lse_s[il] != -INFINITY, i, j);
                     float p;
-                    d_p[n][e] = grad_score(
-                        &p, s[n][e], d_p[n][e], lse_s[il], delta_s[il],
-                        visible, b, h, (int)min(i, (long)seqlen_q - 1),
-                        (int)min(j, (long)seqlen_k - 1), diag,
-                        scale FLASHCL_VARIANT_NAMES);
+                    d_p[n][e] = GRAD_SCORE(&p, s[n][e], d_p[n][e], lse_s[il],
+                                           delta_s[il], visible, i, j);
                     s[n][e] = p;
                 }
             /* dV += P^T dO and dK += dS^T Q over the ROWS rows. */
@@ -370,11 +384,9 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     for (int side = 0; side < 2; ++side) {
         rows[side] = i0 + warp * 16 + g + 8 * side;
         const long i = min(rows[side], (long)seqlen_q - 1);
-        const float l = lse[lse_base + (ulong)b * lse_stride.s0 +
-                            (ulong)h * lse_stride.s1 +
-                            (ulong)i * lse_stride.s2];
+        const float l = ROW_LSE(b, h, i);
         row_lse[side] = rows[side] < seqlen_q ? l : -INFINITY;
-        row_delta[side] = delta[((ulong)b * heads_q + h) * seqlen_q + i];
+        row_delta[side] = ROW_DELTA(b, h, i);
     }
     /* Q and dO of the warp's rows as A fragments, for the whole kernel. */
     uint qf[DQK / 16][4], of[DVP / 16][4];
@@ -387,26 +399,10 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const ulong o_hi = row_at(out_base.s0, d_o_stride, b, h,
                               min(rows[1], (long)seqlen_q - 1));
     const int w_lo = rows[0] < seqlen_q, w_hi = rows[1] < seqlen_q;
-#pragma unroll
-    for (int kk = 0; kk < DQK / 16; ++kk) {
-        const int c = kk * 16 + 2 * t;
-        qf[kk][0] = global_pair(q, q_lo, c, w_lo * head_dim);
-        qf[kk][1] = global_pair(q, q_hi, c, w_hi * head_dim);
-        qf[kk][2] = global_pair(q, q_lo, c + 8, w_lo * head_dim);
-        qf[kk][3] = global_pair(q, q_hi, c + 8, w_hi * head_dim);
-    }
-#pragma unroll
-    for (int kk = 0; kk < DVP / 16; ++kk) {
-        const int c = kk * 16 + 2 * t;
-        of[kk][0] = global_pair(d_o, o_lo, c, w_lo * head_dim_v);
-        of[kk][1] = global_pair(d_o, o_hi, c, w_hi * head_dim_v);
-        of[kk][2] = global_pair(d_o, o_lo, c + 8, w_lo * head_dim_v);
-        of[kk][3] = global_pair(d_o, o_hi, c + 8, w_hi * head_dim_v);
-    }
+    ROW_FRAGS(qf, DQK / 16, q, q_lo, q_hi, w_lo, w_hi, head_dim)
+    ROW_FRAGS(of, DVP / 16, d_o, o_lo, o_hi, w_lo, w_hi, head_dim_v)
     float dq[DQK / 8][4];
-#pragma unroll
-    for (int n = 0; n < DQK / 8; ++n)
-        dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0;
+    ZERO_TILES(dq, DQK / 8)
     /* The keys any row of the block sees. */
     const band_range keys =
         band_keys(i0, min(i0 + BLOCK, (long)seqlen_q) - 1, diag, window_left,
@@ -420,11 +416,8 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                   key_hi + 1, head_dim_v);
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[KEYS / 8][4], d_p[KEYS / 8][4];
-#pragma unroll
-        for (int n = 0; n < KEYS / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                s[n][e] = d_p[n][e] = 0;
+        ZERO_TILES(s, KEYS / 8)
+        ZERO_TILES(d_p, KEYS / 8)
 #pragma unroll
         for (int kk = 0; kk < DQK / 16; ++kk)
             MMA_TILES_NK(s, KEYS / 8, qf[kk], k_s, PQ, kk * 16)
@@ -438,16 +431,11 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
                 const int side = e >> 1;
                 const long i = rows[side];
                 const long j = n0 + n * 8 + 2 * t + (e & 1);
-                const bool visible = j <= key_hi &&
-                                     row_lse[side] != -INFINITY &&
-                                     band_visible(j, i, diag, window_left,
-                                                  window_right, seqlen_k);
+                const bool visible =
+                    SEES(j <= key_hi && row_lse[side] != -INFINITY, i, j);
                 float p;
-                s[n][e] = grad_score(
-                    &p, s[n][e], d_p[n][e], row_lse[side], row_delta[side],
-                    visible, b, h, (int)min(i, (long)seqlen_q - 1),
-                    (int)min(j, (long)seqlen_k - 1), diag,
-                    scale FLASHCL_VARIANT_NAMES);
+                s[n][e] = GRAD_SCORE(&p, s[n][e], d_p[n][e], row_lse[side],
+                                     row_delta[side], visible, i, j);
             }
         /* dQ += dS K over the KEYS keys. */
 #pragma unroll

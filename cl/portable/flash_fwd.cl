@@ -304,12 +304,7 @@ __kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
 flashcl_attention_fwd(FLASHCL_FWD_PARAMS PORTABLE_VARLEN_PARAMS)
 {
     /* The query tile's space is reused to stage the output. */
-    __local vec_t q_t_vecs[BM * D_STAGE / VEC];
-    __local vec_t k_t_vecs[BN * D / VEC];
-    __local vec_t v_tile_vecs[BN * DV / VEC];
-    __local real_t *q_t = (__local real_t *)q_t_vecs;
-    __local real_t *k_t = (__local real_t *)k_t_vecs;
-    __local real_t *v_tile = (__local real_t *)v_tile_vecs;
+    FLASHCL_LOCAL_QKV_TILES(D_STAGE);
 
     const int lid = get_local_id(0);
     const int block = fwd_query_block();

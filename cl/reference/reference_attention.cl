@@ -234,12 +234,7 @@ __kernel void ref_bwd_ds(__global real_t *s, __global real_t *dp,
     __global real_t *dprow = dp + (ulong)r * (ulong)nk;
     for (int j = 0; j < nk; ++j) {
         const real_t raw = srow[j];
-#if FLASHCL_SOFTCAP
-        const real_t t = FLASHCL_TANH(raw * row.softcap_inv);
-        const real_t d_cap = 1 - t * t;
-#else
-        const real_t d_cap = 1;
-#endif
+        const real_t d_cap = softcap_slope(&row, raw);
         const real_t score =
             ref_visible(row.diag_row, left, right, j)
                 ? score_apply(&row, j, raw FLASHCL_VARIANT_NAMES)

@@ -84,40 +84,21 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
                                         const flashcl_backward_desc *bwd,
                                         bwd_views *out)
 {
-    /* The forward's extents: a packed (varlen) side is [1, total rows]. */
-    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
-                   bk = (uint64_t)p->kv_extent[0],
-                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
-                   dv = (uint64_t)p->head_dim_v;
-    const size_t e = p->elem_size;
-    const flashcl_layout layout = p->layout;
-    const struct {
-        const flashcl_tensor *tensor;
-        view_shape shape;
-        tensor_view *view;
-        bool required;
-    } views[5] = {
-        {&bwd->d_o, {"d_o", {b, hq, nq, dv}, e, layout, STRIDES_PACKED_LAYOUT},
-         &out->d_o, true},
-        {&bwd->d_q, {"d_q", {b, hq, nq, d}, e, layout, STRIDES_PACKED_LAYOUT},
-         &out->d_q, true},
-        {&bwd->d_k, {"d_k", {bk, hkv, nk, d}, e, layout, STRIDES_PACKED_LAYOUT},
-         &out->d_k, true},
-        {&bwd->d_v, {"d_v", {bk, hkv, nk, dv}, e, layout, STRIDES_PACKED_LAYOUT},
-         &out->d_v, true},
-        {&bwd->d_sinks,
-         {"d_sinks", {1, hq, 1, 1}, sizeof(float), layout,
-          STRIDES_PACKED_HEADS},
-         &out->d_sinks, false},
+    const int64_t d = p->head_dim, dv = p->head_dim_v;
+    const view_shape d_sinks = {"d_sinks", {1, (uint64_t)p->heads_q, 1, 1},
+                                sizeof(float), p->layout,
+                                STRIDES_PACKED_HEADS};
+    const view_request views[5] = {
+        {&bwd->d_o, rows_shape(p, "d_o", false, dv), &out->d_o, true},
+        {&bwd->d_q, rows_shape(p, "d_q", false, d), &out->d_q, true},
+        {&bwd->d_k, rows_shape(p, "d_k", true, d), &out->d_k, true},
+        {&bwd->d_v, rows_shape(p, "d_v", true, dv), &out->d_v, true},
+        {&bwd->d_sinks, d_sinks, &out->d_sinks, false},
     };
-    for (int i = 0; i < 5; ++i) {
-        flashcl_status status =
-            resolve_view(ctx, views[i].tensor, &views[i].shape,
-                         PROBLEM_FOR_LAUNCH, views[i].required, views[i].view);
-        if (status != FLASHCL_SUCCESS)
-            return status;
-    }
+    const flashcl_status status =
+        resolve_views(ctx, views, 5, PROBLEM_FOR_LAUNCH);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     if (out->d_sinks.present && !variant_active(p, VARIANT_SINKS))
         return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                          "bwd.d_sinks is set but desc.sinks is not: there is "
@@ -125,37 +106,21 @@ static flashcl_status resolve_bwd_views(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
-typedef struct named {
-    const tensor_view *view;
-    const char *name;
-} named;
-
 /* Outputs overlap nothing (each other, any input), and no two elements of
  * one output share bytes. */
 static flashcl_status check_outputs(flashcl_context *ctx, const problem *p,
                                     const bwd_views *w)
 {
-    named all[10 + PROBLEM_MAX_VARIANTS] = {
+    named_view all[10 + PROBLEM_MAX_VARIANTS] = {
         {&w->d_q, "d_q"}, {&w->d_k, "d_k"}, {&w->d_v, "d_v"},
         {&w->d_sinks, "d_sinks"}, {&w->d_o, "d_o"}, {&p->q, "q"},
         {&p->k, "k"}, {&p->v, "v"}, {&p->o, "o"}, {&p->lse, "lse"}};
     size_t count = 10;
     for (size_t i = 0; i < variant_count(); ++i)
         if (p->variant_tensor[i].present)
-            all[count++] = (named){&p->variant_tensor[i], variant_at(i)->name};
-    for (size_t out = 0; out < 4; ++out) {
-        if (all[out].view->present && !view_is_injective(all[out].view))
-            return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                             "%s: its strides make distinct elements share "
-                             "memory",
-                             all[out].name);
-        for (size_t other = out + 1; other < count; ++other)
-            if (views_overlap(all[out].view, all[other].view))
-                return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                                 "%s overlaps %s in the same buffer",
-                                 all[out].name, all[other].name);
-    }
-    return FLASHCL_SUCCESS;
+            all[count++] =
+                (named_view){&p->variant_tensor[i], variant_at(i)->name};
+    return check_output_aliasing(ctx, all, 4, count);
 }
 
 /* ---- launching ------------------------------------------------------ */
@@ -177,10 +142,8 @@ enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS };
 static void fill_args(flashcl_context *ctx, const problem *p,
                       const bwd_views *w, cl_mem delta, bwd_args *a)
 {
-    a->q = p->q.given;
-    a->k = p->k.given;
-    a->v = p->v.given;
-    a->o = p->o.given;
+    FILL_QKVO_ARGS(a, p);
+    FILL_SHAPE_ARGS(a, p);
     a->d_o = w->d_o.given;
     a->lse = p->lse.given;
     a->delta = delta;
@@ -188,10 +151,6 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->d_k = w->d_k.given;
     a->d_v = w->d_v.given;
     a->d_sinks = w->d_sinks.present ? w->d_sinks.given : ctx->dummy;
-    a->q_stride = ulong4_from(p->q.stride);
-    a->k_stride = ulong4_from(p->k.stride);
-    a->v_stride = ulong4_from(p->v.stride);
-    a->o_stride = ulong4_from(p->o.stride);
     a->d_o_stride = ulong4_from(w->d_o.stride);
     a->lse_stride = ulong4_from(p->lse.stride);
     a->d_q_stride = ulong4_from(w->d_q.stride);
@@ -207,15 +166,7 @@ static void fill_args(flashcl_context *ctx, const problem *p,
     a->d_sinks_stride = w->d_sinks.present ? w->d_sinks.stride[1] : 0;
     a->batch = (cl_int)p->batch;
     a->heads_q = (cl_int)p->heads_q;
-    a->seqlen_q = (cl_int)p->seqlen_q;
-    a->seqlen_k = (cl_int)p->seqlen_k;
-    a->head_dim = (cl_int)p->head_dim;
-    a->head_dim_v = (cl_int)p->head_dim_v;
-    a->group_size = (cl_int)problem_group_size(p);
     a->scale = p->scale;
-    a->diag = p->diag;
-    a->window_left = p->left;
-    a->window_right = p->right;
     const inference *packed = &p->infer;
     a->cu_q = packed->varlen_q ? packed->cu_q.given : ctx->dummy;
     a->cu_k = packed->kv == KV_VARLEN ? packed->cu_k.given : ctx->dummy;
@@ -420,6 +371,22 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+/* The dK/dV step (over keys) or the dQ step (over queries): kernel
+ * nv_kernel of the mma.sync program where there is one, else kernel
+ * `kernel` of the portable program. */
+static launch_step gradient_step(int kernel, int nv_kernel, size_t rows,
+                                 size_t heads, size_t batch,
+                                 compiled_program *program,
+                                 compiled_program *nv_program,
+                                 const bwd_plan *plan)
+{
+    if (nv_program)
+        return (launch_step){nv_kernel, rows, heads, batch, nv_program,
+                             plan->nv.warps * 32, plan->nv.warps * 16};
+    return (launch_step){kernel, rows, heads, batch, program, plan->BWD_WG,
+                         plan->BWD_WG * plan->BWD_ROWS};
+}
+
 static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
                                   compiled_program *program,
                                   compiled_program *nv_program,
@@ -431,25 +398,18 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     const size_t b = (size_t)p->batch, hq = (size_t)p->heads_q,
                  hkv = (size_t)p->heads_kv, nq = (size_t)p->seqlen_q,
                  nk = (size_t)p->seqlen_k;
-    const int wg = plan->BWD_WG, nv_wg = plan->nv.warps * 32,
-              nv_rows = plan->nv.warps * 16;
+    const int wg = plan->BWD_WG;
     launch_step steps[4];
     int count = 0;
     if (nq) /* dK/dV and dQ read Delta */
         steps[count++] =
             (launch_step){KERNEL_DELTA, nq, hq, b, program, wg, wg};
     if (nk)
-        steps[count++] =
-            nv_program
-                ? (launch_step){0, nk, hkv, b, nv_program, nv_wg, nv_rows}
-                : (launch_step){KERNEL_DKDV, nk, hkv, b, program, wg,
-                                wg * plan->BWD_ROWS};
+        steps[count++] = gradient_step(KERNEL_DKDV, 0, nk, hkv, b, program,
+                                       nv_program, plan);
     if (nq)
-        steps[count++] =
-            nv_program
-                ? (launch_step){1, nq, hq, b, nv_program, nv_wg, nv_rows}
-                : (launch_step){KERNEL_DQ, nq, hq, b, program, wg,
-                                wg * plan->BWD_ROWS};
+        steps[count++] = gradient_step(KERNEL_DQ, 1, nq, hq, b, program,
+                                       nv_program, plan);
     if (want_sinks)
         steps[count++] =
             (launch_step){KERNEL_DSINKS, hq, 1, 1, program, wg, wg};

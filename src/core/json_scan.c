@@ -1,6 +1,7 @@
 /* See json_scan.h. Tolerant by design: what it cannot read it skips, and a
  * caller that finds no usable entry says so. */
 #include "core/json_scan.h"
+#include "core/read_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,22 +138,5 @@ bool json_get_true(const char *begin, const char *end, const char *key)
 
 char *json_read_file(const char *path, size_t max_bytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *text = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        const long size = ftell(f);
-        if (size >= 0 && (size_t)size <= max_bytes &&
-            fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)size + 1))) {
-            if (fread(text, 1, (size_t)size, f) != (size_t)size) {
-                free(text);
-                text = NULL;
-            } else {
-                text[size] = '\0';
-            }
-        }
-    }
-    fclose(f);
-    return text;
+    return read_regular_file(path, max_bytes, "file", NULL, NULL, 0);
 }

@@ -21,8 +21,8 @@ bool json_get_number(const char *begin, const char *end, const char *key,
                      double *out);
 /* Member `key` is the literal true. */
 bool json_get_true(const char *begin, const char *end, const char *key);
-/* The whole file, NUL-terminated (free()); NULL when it cannot be read or
- * is over `max_bytes`. */
+/* The whole file, NUL-terminated (free()); NULL when it cannot be read, is
+ * not a regular file or is over `max_bytes` (read_file.h). */
 char *json_read_file(const char *path, size_t max_bytes);
 
 #endif /* FLASHCL_JSON_SCAN_H */

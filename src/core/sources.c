@@ -2,14 +2,12 @@
  * developing kernels. `#include "x.clh"` lines are resolved here because
  * programs are built from strings, where the driver has no include path. */
 #include "core/core.h"
+#include "core/read_file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 struct embedded_kernel {
     const char *name; /* base name, unique */
@@ -31,44 +29,18 @@ static const struct embedded_kernel *embedded(const char *name)
     return NULL;
 }
 
-/* Reads a regular file only: a FIFO or device there would block or never
- * end, so the file is opened non-blocking and checked before reading. */
-static char *read_regular_file(const char *path, char *msg, size_t msg_cap)
+/* A kernel source file; an empty one is refused (a build of nothing
+ * would fail later, with a less clear message). */
+static char *read_source_file(const char *path, char *msg, size_t msg_cap)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(msg, msg_cap, "cannot open kernel source %s: %s", path,
-                 strerror(errno));
+    size_t size = 0;
+    char *text = read_regular_file(path, MAX_SOURCE_BYTES, "kernel source",
+                                   &size, msg, msg_cap);
+    if (text && size == 0) {
+        snprintf(msg, msg_cap, "kernel source %s is empty", path);
+        free(text);
         return NULL;
     }
-    struct stat st;
-    char *text = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        snprintf(msg, msg_cap, "kernel source %s is not a regular file", path);
-    else if (st.st_size == 0)
-        snprintf(msg, msg_cap, "kernel source %s is empty", path);
-    else if ((unsigned long long)st.st_size > MAX_SOURCE_BYTES)
-        snprintf(msg, msg_cap, "kernel source %s is larger than %u bytes",
-                 path, MAX_SOURCE_BYTES);
-    else if (!(text = malloc((size_t)st.st_size + 1)))
-        snprintf(msg, msg_cap, "out of memory reading %s", path);
-    else {
-        size_t got = 0, want = (size_t)st.st_size;
-        while (got < want) {
-            ssize_t n = read(fd, text + got, want - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-        if (got != want) {
-            snprintf(msg, msg_cap, "reading kernel source %s failed", path);
-            free(text);
-            text = NULL;
-        } else {
-            text[got] = '\0';
-        }
-    }
-    close(fd);
     return text;
 }
 
@@ -82,10 +54,10 @@ static char *read_from_dir(const char *dir, const char *name, char *msg,
     if (k) {
         snprintf(path, sizeof path, "%s/%s", dir, k->path);
         if (stat(path, &st) == 0)
-            return read_regular_file(path, msg, msg_cap);
+            return read_source_file(path, msg, msg_cap);
     }
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return read_regular_file(path, msg, msg_cap);
+    return read_source_file(path, msg, msg_cap);
 }
 
 /* Unexpanded text of one file, or NULL with msg written. Caller frees. */

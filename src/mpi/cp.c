@@ -70,25 +70,33 @@ static size_t dtype_bytes(flashcl_dtype dtype)
     }
 }
 
-/* Whether every view has all strides zero (packed in the layout). */
-static bool all_packed(const flashcl_tensor *const *views, size_t count)
+/* Refuses a view of with_buffer[0 .. buffers) that has no buffer, then
+ * one of packed[0 .. count) with a stride given (the shards are packed
+ * in the layout); the messages name them. */
+static flashcl_status check_views(const flashcl_tensor *const *with_buffer,
+                                  size_t buffers, const char *no_buffer,
+                                  const flashcl_tensor *const *packed,
+                                  size_t count, const char *strided)
 {
+    for (size_t i = 0; i < buffers; ++i)
+        if (!with_buffer[i]->buffer)
+            return fail(FLASHCL_ERROR_NULL_ARGUMENT, "%s", no_buffer);
     for (size_t i = 0; i < count; ++i)
-        if (views[i]->stride_batch || views[i]->stride_head ||
-            views[i]->stride_seq || views[i]->stride_dim)
-            return false;
-    return true;
+        if (packed[i]->stride_batch || packed[i]->stride_head ||
+            packed[i]->stride_seq || packed[i]->stride_dim)
+            return fail(FLASHCL_ERROR_UNSUPPORTED, "%s", strided);
+    return FLASHCL_SUCCESS;
 }
 
 static flashcl_status check_tensors(const flashcl_attention_desc *d)
 {
-    if (!d->q.buffer || !d->k.buffer || !d->v.buffer || !d->o.buffer)
-        return fail(FLASHCL_ERROR_NULL_ARGUMENT, "q, k, v and o need buffers");
     const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o, &d->lse};
-    if (!all_packed(views, 5))
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
+    const flashcl_status st =
+        check_views(views, 4, "q, k, v and o need buffers", views, 5,
                     "strided q, k, v, o or lse views: the shards must be "
                     "packed (not yet strided)");
+    if (st != FLASHCL_SUCCESS)
+        return st;
     if (d->layout != FLASHCL_LAYOUT_BNHD)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "layout bhnd: shards are [batch, seq, heads, dim] (not "
@@ -656,18 +664,17 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "the backward across ranks sums fp32 dK/dV partials: "
                     "fp32 storage only for now");
-    if (!d->lse.buffer || !g->d_o.buffer || !g->d_q.buffer ||
-        !g->d_k.buffer || !g->d_v.buffer)
-        return fail(FLASHCL_ERROR_NULL_ARGUMENT,
-                    "lse (the forward's), d_o, d_q, d_k and d_v need buffers");
-    const flashcl_tensor *views[] = {&g->d_o, &g->d_q, &g->d_k, &g->d_v};
-    if (!all_packed(views, 4))
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "strided d_o, d_q, d_k or d_v: not yet");
+    const flashcl_tensor *views[] = {&d->lse, &g->d_o, &g->d_q, &g->d_k,
+                                     &g->d_v};
+    flashcl_status st = check_views(
+        views, 5, "lse (the forward's), d_o, d_q, d_k and d_v need buffers",
+        views + 1, 4, "strided d_o, d_q, d_k or d_v: not yet");
+    if (st != FLASHCL_SUCCESS)
+        return st;
     if (g->d_sinks.buffer)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "d_sinks across ranks: not yet");
-    flashcl_status st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
+    st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
     return st == FLASHCL_SUCCESS ? buffer_holds(&g->d_v, s->v_bytes, "d_v")
                                  : st;
 }

@@ -28,29 +28,15 @@ typedef struct base_args {
 static void fill_base_args(flashcl_context *ctx, const problem *p,
                            base_args *a)
 {
-    a->q = p->q.given;
-    a->k = p->k.given;
-    a->v = p->v.given;
-    a->o = p->o.given;
+    FILL_QKVO_ARGS(a, p);
+    FILL_SHAPE_ARGS(a, p);
     a->lse = p->lse.present ? p->lse.given : ctx->dummy;
-    a->q_stride = ulong4_from(p->q.stride);
-    a->k_stride = ulong4_from(p->k.stride);
-    a->v_stride = ulong4_from(p->v.stride);
-    a->o_stride = ulong4_from(p->o.stride);
     a->lse_stride = ulong4_from(p->lse.stride);
     const uint64_t bases[4] = {p->q.base, p->k.base, p->v.base, p->o.base};
     a->base = ulong4_from(bases);
     a->lse_base = p->lse.present ? p->lse.base : 0;
-    a->seqlen_q = (cl_int)p->seqlen_q;
-    a->seqlen_k = (cl_int)p->seqlen_k;
-    a->head_dim = (cl_int)p->head_dim;
-    a->head_dim_v = (cl_int)p->head_dim_v;
-    a->group_size = (cl_int)(problem_group_size(p));
     a->scale_log2 = p->scale * LOG2E;
     a->write_lse = p->lse.present ? 1 : 0;
-    a->diag = p->diag;
-    a->window_left = p->left;
-    a->window_right = p->right;
 }
 
 static cl_int set_base_args(cl_kernel kernel, cl_uint *index,

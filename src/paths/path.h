@@ -315,6 +315,14 @@ bool portable_compensated(const device_caps *caps, int head_dim_v_padded);
 typedef struct portable_switches {
     FLASHCL_PORTABLE_SWITCHES(SWITCH_FIELD)
 } portable_switches;
+/* The tile switches the split-KV kernels share with the portable kernel
+ * (same names, same values from the plan): designated initializers for
+ * either's switch struct. */
+#define PORTABLE_TILE_SWITCH_VALUES(p, plan)                                   \
+    .DTYPE = (int)(p)->dtype, .CAUSAL = (p)->right >= 0,                       \
+    .HEAD_DIM = (plan)->head_dim_padded,                                       \
+    .HEAD_DIM_V = (plan)->head_dim_v_padded, .BLOCK_M = (plan)->block_m,       \
+    .BLOCK_N = (plan)->block_n, .WG_SIZE = (plan)->wg_size, .VEC = (plan)->vec
 switch_emitter portable_emit;
 
 /* Compile (or find) and launch: what the fused backend does per call. */

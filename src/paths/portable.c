@@ -96,37 +96,31 @@ typedef struct tile_override {
     int block_m, block_n, vec, wg, rows; /* 0: not given */
 } tile_override;
 
+/* FLASHCL_TILES' keys (their values are checked by legal_tiles). */
+static const tunable tiles_keys[] = {
+    {"block_m", {0}, 0}, {"block_n", {0}, 0}, {"vec", {0}, 0},
+    {"wg", {0}, 0},      {"rows", {0}, 0},
+};
+
 static bool parse_tiles(const char *text, tile_override *t, char *why,
                         size_t cap)
 {
-    memset(t, 0, sizeof *t);
-    for (const char *at = text; *at;) {
-        const char *end = strchr(at, ',');
-        const size_t len = end ? (size_t)(end - at) : strlen(at);
-        const char *eq = memchr(at, '=', len);
-        char *stop = NULL;
-        long value = eq ? strtol(eq + 1, &stop, 10) : 0;
-        int *slot = NULL;
-        const size_t key = eq ? (size_t)(eq - at) : 0;
-        if (key == 7 && !strncmp(at, "block_m", 7))
-            slot = &t->block_m;
-        else if (key == 7 && !strncmp(at, "block_n", 7))
-            slot = &t->block_n;
-        else if (key == 3 && !strncmp(at, "vec", 3))
-            slot = &t->vec;
-        else if (key == 2 && !strncmp(at, "wg", 2))
-            slot = &t->wg;
-        else if (key == 4 && !strncmp(at, "rows", 4))
-            slot = &t->rows;
-        if (!slot || stop != at + len || stop == eq + 1 || value < 1 ||
-            value > 4096) {
-            snprintf(why, cap, "\"%.*s\" is not block_m, block_n, vec, wg "
-                     "or rows = a positive integer", (int)len, at);
+    tile_params given;
+    if (!tile_params_parse(text, tiles_keys,
+                           sizeof tiles_keys / sizeof tiles_keys[0], false,
+                           &given, why, cap))
+        return false;
+    for (int i = 0; i < given.count; ++i)
+        if (given.values[i] < 1) { /* 0 would read as "not given" */
+            snprintf(why, cap, "%s=%d is not a positive integer",
+                     given.names[i], given.values[i]);
             return false;
         }
-        *slot = (int)value;
-        at += len + (end ? 1 : 0);
-    }
+    t->block_m = tile_params_get(&given, "block_m", 0);
+    t->block_n = tile_params_get(&given, "block_n", 0);
+    t->vec = tile_params_get(&given, "vec", 0);
+    t->wg = tile_params_get(&given, "wg", 0);
+    t->rows = tile_params_get(&given, "rows", 0);
     return true;
 }
 
@@ -306,14 +300,7 @@ static void portable_plan(const device_caps *caps, const problem *p,
     }
 
     const portable_switches values = {
-        .DTYPE = (int)p->dtype,
-        .CAUSAL = p->right >= 0,
-        .HEAD_DIM = plan->head_dim_padded,
-        .HEAD_DIM_V = plan->head_dim_v_padded,
-        .BLOCK_M = plan->block_m,
-        .BLOCK_N = plan->block_n,
-        .WG_SIZE = plan->wg_size,
-        .VEC = plan->vec,
+        PORTABLE_TILE_SWITCH_VALUES(p, plan),
         .DIM_CONTIGUOUS = p->q.stride[3] == 1 && p->k.stride[3] == 1 &&
                           p->v.stride[3] == 1 && p->o.stride[3] == 1,
         .COMPENSATED = compensated(caps, plan),

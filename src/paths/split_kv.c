@@ -358,21 +358,35 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
 /* FLASHCL_SPLIT_TILE=wg,block_n,groups_per_cu[,max_rows] replaces the
  * wide kernel's entry, for sweeps on a GPU; a malformed or illegal value
  * (not powers of two, block_n above wg) leaves the entry as it is. */
+/* The swept entry of the three knobs below: *out is `entry` with a
+ * work-group size, groups per compute unit and rows per group forced
+ * (`measured` says so); false, *out untouched, when groups is outside
+ * 1..64 or rows is not a power of two up to max_rows. */
+static bool forced_shape(const split_tile *entry, int wg, int groups,
+                         int rows, int max_rows, const char *measured,
+                         split_tile *out)
+{
+    if (groups < 1 || groups > 64 || !pow2(rows) || rows > max_rows)
+        return false;
+    *out = *entry;
+    out->wg_size = wg;
+    out->groups_per_cu = groups;
+    out->max_rows = rows;
+    out->measured = measured;
+    return true;
+}
+
 static split_tile forced_wide_tile(const split_tile *entry)
 {
-    split_tile tile = *entry;
+    split_tile tile;
     const char *env = dev_getenv("FLASHCL_SPLIT_TILE");
-    int wg = 0, bn = 0, groups = 0, rows = tile.max_rows;
-    if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &bn, &groups, &rows) < 3)
-        return tile;
-    if (!pow2(wg) || bn < 16 || !pow2(bn) || !pow2(rows) || bn > wg ||
-        wg > 1024 || groups < 1 || groups > 64 || rows > 32)
-        return tile;
-    tile.wg_size = wg;
+    int wg = 0, bn = 0, groups = 0, rows = entry->max_rows;
+    if (!env || sscanf(env, "%d,%d,%d,%d", &wg, &bn, &groups, &rows) < 3 ||
+        !pow2(wg) || bn < 16 || !pow2(bn) || bn > wg || wg > 1024 ||
+        !forced_shape(entry, wg, groups, rows, 32,
+                      "FLASHCL_SPLIT_TILE (forced, not measured)", &tile))
+        return *entry;
     tile.block_n = bn;
-    tile.groups_per_cu = groups;
-    tile.max_rows = rows;
-    tile.measured = "FLASHCL_SPLIT_TILE (forced, not measured)";
     return tile;
 }
 
@@ -381,23 +395,20 @@ static split_tile forced_wide_tile(const split_tile *entry)
  * illegal value leaves the entry as it is. */
 static split_tile forced_lanes_tile(const split_tile *entry)
 {
-    split_tile tile = *entry;
+    split_tile tile;
     const char *env = dev_getenv("FLASHCL_SPLIT_LANES");
-    int wg = 0, unroll = 0, groups = 0, rows = tile.max_rows;
-    int prefetch = tile.prefetch ? 1 : 0;
-    if (!env || sscanf(env, "%d,%d,%d,%d,%d", &wg, &unroll, &groups, &rows,
-                       &prefetch) < 3)
-        return tile;
-    if (wg < 32 || !pow2(wg) || !pow2(rows) || wg > 1024 || unroll < 1 ||
-        unroll > 8 || groups < 1 || groups > 64 || rows > 16 ||
-        (prefetch != 0 && prefetch != 1))
-        return tile;
+    int wg = 0, unroll = 0, groups = 0, rows = entry->max_rows;
+    int prefetch = entry->prefetch ? 1 : 0;
+    if (!env ||
+        sscanf(env, "%d,%d,%d,%d,%d", &wg, &unroll, &groups, &rows,
+               &prefetch) < 3 ||
+        wg < 32 || !pow2(wg) || wg > 1024 || unroll < 1 || unroll > 8 ||
+        (prefetch != 0 && prefetch != 1) ||
+        !forced_shape(entry, wg, groups, rows, 16,
+                      "FLASHCL_SPLIT_LANES (forced, not measured)", &tile))
+        return *entry;
     tile.prefetch = prefetch == 1;
-    tile.wg_size = wg;
     tile.unroll = unroll;
-    tile.groups_per_cu = groups;
-    tile.max_rows = rows;
-    tile.measured = "FLASHCL_SPLIT_LANES (forced, not measured)";
     return tile;
 }
 
@@ -553,20 +564,18 @@ static bool tuned_tile(const device_caps *caps, const problem *p,
  * value leaves the entry as it is. */
 static split_tile forced_mma_tile(const split_tile *entry)
 {
-    split_tile tile = *entry;
+    split_tile tile;
     const char *env = dev_getenv("FLASHCL_SPLIT_MMA");
-    int warps = 0, groups = 0, rows = tile.max_rows, stages = tile.mma_stages;
-    if (!env || sscanf(env, "%d,%d,%d,%d", &warps, &groups, &rows, &stages) < 2)
-        return tile;
-    if (warps < 1 || warps > 8 || groups < 1 || groups > 64 || !pow2(rows) ||
-        rows > 16 || stages < 0 || stages > 3)
-        return tile;
+    int warps = 0, groups = 0, rows = entry->max_rows;
+    int stages = entry->mma_stages;
+    if (!env ||
+        sscanf(env, "%d,%d,%d,%d", &warps, &groups, &rows, &stages) < 2 ||
+        warps < 1 || warps > 8 || stages < 0 || stages > 3 ||
+        !forced_shape(entry, 32 * warps, groups, rows, 16,
+                      "FLASHCL_SPLIT_MMA (forced, not measured)", &tile))
+        return *entry;
     tile.mma_stages = stages;
     tile.mma_warps = warps;
-    tile.wg_size = 32 * warps;
-    tile.groups_per_cu = groups;
-    tile.max_rows = rows;
-    tile.measured = "FLASHCL_SPLIT_MMA (forced, not measured)";
     return tile;
 }
 
@@ -736,14 +745,7 @@ static split_switches plan_switches(const device_caps *caps,
      * registers it frees otherwise; comparisons). */
     const char *halves = dev_getenv("FLASHCL_SPLIT_MMA_HALVES");
     return (split_switches){
-        .DTYPE = (int)p->dtype,
-        .CAUSAL = p->right >= 0,
-        .HEAD_DIM = plan->head_dim_padded,
-        .HEAD_DIM_V = plan->head_dim_v_padded,
-        .BLOCK_M = plan->block_m,
-        .BLOCK_N = plan->block_n,
-        .WG_SIZE = plan->wg_size,
-        .VEC = plan->vec,
+        PORTABLE_TILE_SWITCH_VALUES(p, plan),
         .SPLIT = plan->split.parts > 1,
         .Q_VARLEN = in->varlen_q ? 1 : 0,
         .KV_MODE = (int)in->kv,

@@ -23,6 +23,20 @@ static bool known_name(const char *name, size_t len, const tunable *known,
     return false;
 }
 
+/* "a, b or c": the names the parser takes, for its refusals. */
+static void list_names(const tunable *known, size_t count, char *out,
+                       size_t cap)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < count && used < cap; ++i) {
+        const char *sep = i == 0 ? "" : i + 1 == count ? " or " : ", ";
+        const int n = snprintf(out + used, cap - used, "%s%s", sep,
+                               known[i].name);
+        used += n > 0 ? (size_t)n : 0;
+    }
+}
+
 bool tile_params_parse(const char *text, const tunable *known, size_t count,
                        bool allow_debug, tile_params *out, char *why,
                        size_t cap)
@@ -39,8 +53,10 @@ bool tile_params_parse(const char *text, const tunable *known, size_t count,
             !known_name(at, key, known, count, allow_debug) ||
             stop != at + len || stop == eq + 1 || value < 0 || value > 4096 ||
             out->count == TILE_PARAMS_MAX) {
-            snprintf(why, cap, "\"%.*s\" is not a tunable of the path = a "
-                     "non-negative integer", (int)len, at);
+            char names[128];
+            list_names(known, count, names, sizeof names);
+            snprintf(why, cap, "\"%.*s\" is not a tunable of the path (%s) "
+                     "= a non-negative integer", (int)len, at, names);
             return false;
         }
         memcpy(out->names[out->count], at, key);

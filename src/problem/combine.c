@@ -95,27 +95,11 @@ static flashcl_status resolve_partials(flashcl_context *ctx,
 static flashcl_status check_outputs(flashcl_context *ctx,
                                     const combine_problem *p)
 {
-    const struct {
-        const tensor_view *view;
-        const char *name;
-    } outs[2] = {{&p->o, "o"}, {&p->lse, "lse"}},
-      ins[2] = {{&p->o_part, "o_partial"}, {&p->lse_part, "lse_partial"}};
-    for (int i = 0; i < 2; ++i) {
-        if (outs[i].view->present && !view_is_injective(outs[i].view))
-            return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                             "%s: its strides make distinct elements share "
-                             "memory",
-                             outs[i].name);
-        for (int j = 0; j < 2; ++j)
-            if (views_overlap(outs[i].view, ins[j].view))
-                return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                                 "%s overlaps %s in the same buffer",
-                                 outs[i].name, ins[j].name);
-    }
-    if (views_overlap(&p->o, &p->lse))
-        return set_error(ctx, FLASHCL_ERROR_ALIASING,
-                         "o overlaps lse in the same buffer");
-    return FLASHCL_SUCCESS;
+    const named_view all[4] = {{&p->o, "o"},
+                               {&p->lse, "lse"},
+                               {&p->o_part, "o_partial"},
+                               {&p->lse_part, "lse_partial"}};
+    return check_output_aliasing(ctx, all, 2, 4);
 }
 
 flashcl_status combine_problem_from_desc(flashcl_context *ctx,

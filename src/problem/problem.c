@@ -406,11 +406,6 @@ bool views_overlap(const tensor_view *a, const tensor_view *b)
            a->first_byte < b->end_byte && b->first_byte < a->end_byte;
 }
 
-typedef struct named_view {
-    const tensor_view *view;
-    const char *name;
-} named_view;
-
 static flashcl_status alias_error(flashcl_context *ctx, named_view out,
                                   named_view other)
 {
@@ -424,19 +419,11 @@ static flashcl_status alias_error(flashcl_context *ctx, named_view out,
                      (unsigned long long)other.view->end_byte);
 }
 
-/* Outputs (O, LSE) may overlap nothing else, and no element of an output
- * may share bytes with another element of it. */
-static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
+flashcl_status check_output_aliasing(flashcl_context *ctx,
+                                     const named_view *all, size_t outputs,
+                                     size_t count)
 {
-    named_view all[5 + PROBLEM_MAX_VARIANTS] = {
-        {&p->o, "o"}, {&p->lse, "lse"}, {&p->q, "q"}, {&p->k, "k"},
-        {&p->v, "v"}};
-    size_t count = 5;
-    for (size_t i = 0; i < variant_count(); ++i)
-        if (p->variant_tensor[i].present)
-            all[count++] = (named_view){&p->variant_tensor[i],
-                                        variant_at(i)->name};
-    for (size_t out = 0; out < 2; ++out) {
+    for (size_t out = 0; out < outputs; ++out) {
         if (all[out].view->present && !view_is_injective(all[out].view))
             return set_error(ctx, FLASHCL_ERROR_ALIASING,
                              "%s: its strides (%llu/%llu/%llu/%llu) make "
@@ -452,6 +439,21 @@ static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
                 return alias_error(ctx, all[out], all[other]);
     }
     return FLASHCL_SUCCESS;
+}
+
+/* Outputs (O, LSE) may overlap nothing else, and no element of an output
+ * may share bytes with another element of it. */
+static flashcl_status check_aliasing(flashcl_context *ctx, const problem *p)
+{
+    named_view all[5 + PROBLEM_MAX_VARIANTS] = {
+        {&p->o, "o"}, {&p->lse, "lse"}, {&p->q, "q"}, {&p->k, "k"},
+        {&p->v, "v"}};
+    size_t count = 5;
+    for (size_t i = 0; i < variant_count(); ++i)
+        if (p->variant_tensor[i].present)
+            all[count++] = (named_view){&p->variant_tensor[i],
+                                        variant_at(i)->name};
+    return check_output_aliasing(ctx, all, 2, count);
 }
 
 /* ---- the problem ---------------------------------------------------- */
@@ -485,52 +487,61 @@ static void resolve_scalars(const flashcl_attention_desc *desc, problem *p)
     p->kv_extent[1] = p->seqlen_k;
 }
 
-static flashcl_status resolve_base_views(flashcl_context *ctx,
-                                         const flashcl_attention_desc *desc,
-                                         problem_mode mode, problem *p)
+view_shape rows_shape(const problem *p, const char *name, bool keys,
+                      int64_t dim)
 {
-    const uint64_t b = (uint64_t)p->q_extent[0], hq = (uint64_t)p->heads_q,
-                   hkv = (uint64_t)p->heads_kv, nq = (uint64_t)p->q_extent[1],
-                   bk = (uint64_t)p->kv_extent[0],
-                   nk = (uint64_t)p->kv_extent[1], d = (uint64_t)p->head_dim,
-                   dv = (uint64_t)p->head_dim_v;
-    const flashcl_layout layout = desc->layout;
-    const size_t elem = p->elem_size;
-    const struct {
-        const flashcl_tensor *tensor;
-        view_shape shape;
-        tensor_view *out;
-        bool required;
-    } views[5] = {
-        {&desc->q, {"q", {b, hq, nq, d}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->q, true},
-        {&desc->k,
-         {"k", {bk, hkv, nk, (uint64_t)p->quant.k.cols}, p->quant.k.elem,
-          layout, STRIDES_PACKED_LAYOUT},
-         &p->k, true},
-        {&desc->v,
-         {"v", {bk, hkv, nk, (uint64_t)p->quant.v.cols}, p->quant.v.elem,
-          layout, STRIDES_PACKED_LAYOUT},
-         &p->v, true},
-        {&desc->o, {"o", {b, hq, nq, dv}, elem, layout, STRIDES_PACKED_LAYOUT},
-         &p->o, true},
-        {&desc->lse,
-         {"lse", {b, hq, nq, 1}, sizeof(float), layout, STRIDES_PACKED_LSE},
-         &p->lse, false},
-    };
+    const int64_t *extent = keys ? p->kv_extent : p->q_extent;
+    const view_shape shape = {
+        name,
+        {(uint64_t)extent[0], (uint64_t)(keys ? p->heads_kv : p->heads_q),
+         (uint64_t)extent[1], (uint64_t)dim},
+        p->elem_size,
+        p->layout,
+        STRIDES_PACKED_LAYOUT};
+    return shape;
+}
+
+flashcl_status resolve_views(flashcl_context *ctx,
+                             const view_request *requests, size_t count,
+                             problem_mode mode)
+{
     const flashcl_tensor none = {0};
-    for (int i = 0; i < 5; ++i) {
-        const flashcl_tensor *tensor =
-            mode == PROBLEM_FOR_HOST_CALL ? &none : views[i].tensor;
-        flashcl_status status =
-            resolve_view(ctx, tensor, &views[i].shape,
-                         mode == PROBLEM_FOR_HOST_CALL ? PROBLEM_FOR_PLANNING
-                                                       : mode,
-                         views[i].required, views[i].out);
+    const bool host = mode == PROBLEM_FOR_HOST_CALL;
+    for (size_t i = 0; i < count; ++i) {
+        flashcl_status status = resolve_view(
+            ctx, host ? &none : requests[i].tensor, &requests[i].shape,
+            host ? PROBLEM_FOR_PLANNING : mode, requests[i].required,
+            requests[i].out);
         if (status != FLASHCL_SUCCESS)
             return status;
     }
     return FLASHCL_SUCCESS;
+}
+
+static flashcl_status resolve_base_views(flashcl_context *ctx,
+                                         const flashcl_attention_desc *desc,
+                                         problem_mode mode, problem *p)
+{
+    const int64_t d = p->head_dim, dv = p->head_dim_v;
+    const view_shape lse = {"lse",
+                            {(uint64_t)p->q_extent[0], (uint64_t)p->heads_q,
+                             (uint64_t)p->q_extent[1], 1},
+                            sizeof(float),
+                            desc->layout,
+                            STRIDES_PACKED_LSE};
+    /* a quantized K or V counts bytes (kv_quant.c) */
+    view_shape k = rows_shape(p, "k", true, p->quant.k.cols);
+    view_shape v = rows_shape(p, "v", true, p->quant.v.cols);
+    k.elem_size = p->quant.k.elem;
+    v.elem_size = p->quant.v.elem;
+    const view_request views[5] = {
+        {&desc->q, rows_shape(p, "q", false, d), &p->q, true},
+        {&desc->k, k, &p->k, true},
+        {&desc->v, v, &p->v, true},
+        {&desc->o, rows_shape(p, "o", false, dv), &p->o, true},
+        {&desc->lse, lse, &p->lse, false},
+    };
+    return resolve_views(ctx, views, 5, mode);
 }
 
 /* Absent optional tensors still need a valid cl_mem argument. */

@@ -24,6 +24,28 @@ typedef struct tensor_view {
 /* A view's four sizes or strides as the kernels' ulong4 argument. */
 cl_ulong4 ulong4_from(const uint64_t v[4]);
 
+/* The fields that the forward's base list (kernel_args.clh) and the
+ * backward's list (flash_bwd_args.clh) share, filled from problem *p
+ * into *a: two generated structs, hence macros. */
+#define FILL_QKVO_ARGS(a, p)                                                   \
+    (a)->q = (p)->q.given;                                                     \
+    (a)->k = (p)->k.given;                                                     \
+    (a)->v = (p)->v.given;                                                     \
+    (a)->o = (p)->o.given;                                                     \
+    (a)->q_stride = ulong4_from((p)->q.stride);                                \
+    (a)->k_stride = ulong4_from((p)->k.stride);                                \
+    (a)->v_stride = ulong4_from((p)->v.stride);                                \
+    (a)->o_stride = ulong4_from((p)->o.stride)
+#define FILL_SHAPE_ARGS(a, p)                                                  \
+    (a)->seqlen_q = (cl_int)(p)->seqlen_q;                                     \
+    (a)->seqlen_k = (cl_int)(p)->seqlen_k;                                     \
+    (a)->head_dim = (cl_int)(p)->head_dim;                                     \
+    (a)->head_dim_v = (cl_int)(p)->head_dim_v;                                 \
+    (a)->group_size = (cl_int)problem_group_size(p);                           \
+    (a)->diag = (p)->diag;                                                     \
+    (a)->window_left = (p)->left;                                              \
+    (a)->window_right = (p)->right
+
 /* The variants' kernel arguments (cl/common/variants.clh), on the host. */
 typedef struct variant_args {
 #define FLASHCL_HOST_FIELD(kind, name) FLASHCL_HTYPE_##kind name;
@@ -193,6 +215,17 @@ bool view_rows_aligned(const tensor_view *t, size_t elem_size, size_t align);
 bool view_is_injective(const tensor_view *t);
 /* Two present, non-empty views share bytes of one root allocation. */
 bool views_overlap(const tensor_view *a, const tensor_view *b);
+/* A view and its name in messages. */
+typedef struct named_view {
+    const tensor_view *view;
+    const char *name;
+} named_view;
+/* FLASHCL_ERROR_ALIASING, with a message naming the views, unless each of
+ * the outputs all[0 .. outputs) is injective (when present) and overlaps
+ * none of the views after it in all[0 .. count). */
+flashcl_status check_output_aliasing(flashcl_context *ctx,
+                                     const named_view *all, size_t outputs,
+                                     size_t count);
 
 /* ---- inference fields (inference.c) -------------------------------- */
 

@@ -45,6 +45,28 @@ flashcl_status resolve_view(flashcl_context *ctx, const flashcl_tensor *tensor,
                             const view_shape *shape, problem_mode mode,
                             bool required, tensor_view *out);
 
+/* The packed-layout shape of a tensor over the call's query rows (q, o,
+ * d_q, d_o) or its key rows (k, v, d_k, d_v), `dim` wide: (batch, heads,
+ * rows, dim), with a packed (varlen) side [1, total rows]. */
+view_shape rows_shape(const problem *p, const char *name, bool keys,
+                      int64_t dim);
+
+/* A descriptor tensor, the shape it must have, where its view goes, and
+ * whether it must be given. */
+typedef struct view_request {
+    const flashcl_tensor *tensor;
+    view_shape shape;
+    tensor_view *out;
+    bool required;
+} view_request;
+
+/* resolve_view of each request, the first failure's status. A host call
+ * (PROBLEM_FOR_HOST_CALL) resolves them as absent, as for planning: its
+ * buffers are made later from the host pointers. */
+flashcl_status resolve_views(flashcl_context *ctx,
+                             const view_request *requests, size_t count,
+                             problem_mode mode);
+
 typedef struct variant_entry {
     const char *name;   /* as describe prints it */
     const char *fields; /* the descriptor fields it reads */
