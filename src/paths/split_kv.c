@@ -70,7 +70,8 @@ static const split_tile *lookup(const device_caps *caps, const problem *p)
      * (plan_split refuses a forced lanes or mma). */
     if (p->quant.any)
         return (forced && strcmp(forced, "wide") == 0) ||
-                       (!forced && caps->klass != DEVICE_CLASS_CPU)
+                       ((!forced || !*forced) &&
+                        caps->klass != DEVICE_CLASS_CPU)
                    ? &split_tiles[1]
                    : &split_tiles[0];
     if (forced && strcmp(forced, "row") == 0)
