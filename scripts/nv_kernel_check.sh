@@ -124,6 +124,20 @@ check "split tensor-core kernel, paged, L2 prefetch" $split \
 check "split tensor-core kernel, combine kernel" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
   '!fence\.acq_rel\.gpu'
+# The wide split kernel reading a quantized cache (issue 45: NVIDIA's pick
+# while the lane-group and tensor-core kernels do not dequantize): decoded
+# as the tile is loaded (kv_quad), so no cp.async, whose raw copies would
+# skip the decode; the int8 / fp8 bytes and int4 nibbles read as bytes.
+wide="-DFLASHCL_BLOCK_N=32 -DFLASHCL_WG_SIZE=128 -DFLASHCL_VEC=4 -DFLASHCL_SPLIT_VLOAD=1 -DFLASHCL_SPLIT_WIDE=1 -DFLASHCL_SPLIT=1"
+CHECK_BASE='ld\.global\.s8' check "split wide kernel, int8 K and V, dense, bf16" $split \
+  "$d128 $wide -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=3 -DFLASHCL_V_QUANT=3" \
+  '!cp\.async'
+CHECK_BASE='ld\.global\.u8' check "split wide kernel, int4 K e4m3 V, paged, fp16" $split \
+  "$d128 $wide -DFLASHCL_BLOCK_M=8 -DFLASHCL_DTYPE=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_K_QUANT=4 -DFLASHCL_V_QUANT=1" \
+  '!cp\.async'
+CHECK_BASE='ld\.global\.s8' check "split wide kernel, e5m2 K, fp32 V, D64" $split \
+  "$d64 $wide -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=0 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=2" \
+  '!cp\.async' 'ld\.global(\.nc)?\.v4\.f32'
 
 
 # The Hopper wgmma kernel (cl/nvidia/flash_fwd_wgmma.cl) in the schedules

@@ -56,4 +56,17 @@ if ! OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
   exit 1
 fi
 echo "ok   test_kv_quant (cases 0, 5, 10)"
+# The same cases on the wide split kernel at its GPU tile (issue 45).
+: > "$log"
+if ! OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
+     FLASHCL_KVQ_CASES=5 FLASHCL_SPLIT_KERNEL=wide oclgrind --data-races \
+     --check-api --log "$log" "$B/tests/test_kv_quant" > "$log.out" 2>&1 ||
+   [ -s "$log" ]; then
+  echo "oclgrind_check: test_kv_quant (wide kernel) failed or Oclgrind reported:" >&2
+  cat "$log.out" >&2
+  head -30 "$log" >&2
+  rm -f "$log.out"
+  exit 1
+fi
+echo "ok   test_kv_quant on the wide kernel (cases 0, 5, 10)"
 rm -f "$log.out"

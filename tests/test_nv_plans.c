@@ -776,6 +776,69 @@ START_TEST(backward_plans_for_an_h200)
 }
 END_TEST
 
+/* A quantized cache's decode on the H200 (issue 45): the split-KV path on
+ * the wide kernel, which dequantizes (cl/common/kv_load.clh), with its
+ * plain loads (cp.async copies raw bytes); the lane-group and tensor-core
+ * kernels it would take unquantized do not dequantize, and forcing them
+ * is refused. (scripts/nv_kernel_check.sh compiles such options.) */
+START_TEST(quantized_decode_takes_the_wide_kernel)
+{
+    const device_caps caps = h200(ctx);
+    cl_context cl = flashcl_context_cl_context(ctx);
+    enum { CAP = 4096, D = 128 };
+    cl_mem lens = make(cl, B * sizeof(int));
+    cl_mem cache = make(cl, (size_t)B * CAP * HKV * D);
+    cl_mem scales = make(cl, (size_t)B * CAP * HKV * sizeof(float));
+    flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.batch = B;
+    d.heads_q = HQ;
+    d.heads_kv = HKV;
+    d.seqlen_q = 1;
+    d.seqlen_k = CAP;
+    d.head_dim = D;
+    d.dtype = FLASHCL_DTYPE_BF16;
+    d.k.buffer = d.v.buffer = cache;
+    d.cache_seqlens.buffer = lens;
+    d.kv_batch = B;
+    d.k_storage = d.v_storage = FLASHCL_KV_INT8;
+    d.k_scale.buffer = d.v_scale.buffer = scales;
+    const char *forced[3] = {NULL, "mma", "lanes"};
+    for (int f = 0; f < 3; ++f) {
+        if (forced[f])
+            setenv("FLASHCL_SPLIT_KERNEL", forced[f], 1);
+        problem p;
+        ck_assert_msg(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p) ==
+                          FLASHCL_SUCCESS,
+                      "%.300s", flashcl_context_last_error(ctx));
+        kernel_plan plan;
+        char skipped[2048] = "";
+        choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
+        unsetenv("FLASHCL_SPLIT_KERNEL");
+        if (forced[f]) {
+            ck_assert_msg(strstr(plan.refused, "FLASHCL_SPLIT_KERNEL") != NULL,
+                          "%s: not refused (%s)", forced[f], plan.refused);
+            continue;
+        }
+        printf("quantized int8 decode on the H200: %s: %s\n", plan.path->name,
+               plan.options);
+        ck_assert_msg(!plan.refused[0], "%s", plan.refused);
+        ck_assert_str_eq(plan.path->name, "split_kv");
+        char padded[sizeof plan.options + 1];
+        snprintf(padded, sizeof padded, "%s ", plan.options);
+        ck_assert_msg(strstr(padded, "-DFLASHCL_SPLIT_WIDE=1 ") &&
+                          strstr(padded, "-DFLASHCL_K_QUANT=3 ") &&
+                          strstr(padded, "-DFLASHCL_V_QUANT=3 ") &&
+                          !strstr(padded, "-DFLASHCL_SPLIT_CP_ASYNC=1 ") &&
+                          strstr(padded, "-DFLASHCL_SPLIT_LANES=0 ") &&
+                          strstr(padded, "-DFLASHCL_SPLIT_MMA=0 "),
+                      "options %s", plan.options);
+    }
+    clReleaseMemObject(lens);
+    clReleaseMemObject(cache);
+    clReleaseMemObject(scales);
+}
+END_TEST
+
 /* The matrix instructions describe reports come from the path of the
  * device's vendor (kernel_path.offer), by what was probed. */
 START_TEST(matrix_offer_by_vendor)
@@ -819,6 +882,7 @@ int main(void)
     tcase_add_test(tc, plan_error_fails_the_build);
     tcase_add_test(tc, first_refusal_stands);
     tcase_add_test(tc, matrix_offer_by_vendor);
+    tcase_add_test(tc, quantized_decode_takes_the_wide_kernel);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

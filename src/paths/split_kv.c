@@ -65,8 +65,15 @@ static const split_tile *mma_entry(const device_caps *caps,
 static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
     const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
-    if (p->quant.any) /* cl/common/kv_load.clh serves the row kernel */
-        return &split_tiles[0];
+    /* cl/common/kv_load.clh serves the row and wide kernels: a quantized
+     * call takes the wide one wherever a GPU would run a split kernel
+     * (plan_split refuses a forced lanes or mma). */
+    if (p->quant.any)
+        return (forced && strcmp(forced, "wide") == 0) ||
+                       ((!forced || !*forced) &&
+                        caps->klass != DEVICE_CLASS_CPU)
+                   ? &split_tiles[1]
+                   : &split_tiles[0];
     if (forced && strcmp(forced, "row") == 0)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
@@ -103,20 +110,23 @@ static size_t storage_bytes(flashcl_dtype dtype)
 }
 
 static size_t local_bytes(bool wide, int stages, int bm, int bn, int d,
-                          int dv, flashcl_dtype dtype)
+                          int dv, const problem *p)
 {
+    const flashcl_dtype dtype = p->dtype;
     const size_t real = real_bytes(dtype);
     if (!wide)
         return ((size_t)bm * (size_t)d + (size_t)bn * (size_t)(d + dv)) *
                real;
-    /* split_wide.clh: K (rows padded by 4) and V in storage type, Q and
-     * the scores in real_t, per-row and per-key scalars, and the key
-     * groups' reduction when it does not fit in the K tile. */
+    /* split_wide.clh: K (rows padded by 4) and V in storage type (fp32
+     * once decoded, when quantized), Q and the scores in real_t, per-row
+     * and per-key scalars, and the key groups' reduction when it does not
+     * fit in the K tile. */
     const size_t k_tile = (size_t)stages * (size_t)bn * (size_t)(d + 4) *
-                          storage_bytes(dtype);
+                          (p->quant.k.type ? 4 : storage_bytes(dtype));
     const size_t reduce = (size_t)bm * (size_t)dv * real;
     return k_tile +
-           (size_t)stages * (size_t)bn * (size_t)dv * storage_bytes(dtype) +
+           (size_t)stages * (size_t)bn * (size_t)dv *
+               (p->quant.v.type ? 4 : storage_bytes(dtype)) +
            (size_t)bm * (size_t)(d + bn + 4 + 3) * real +
            (size_t)stages * (size_t)bn * 4 + (size_t)bm * 64 +
            (reduce > k_tile ? reduce : 0);
@@ -154,7 +164,8 @@ static bool wide_cp_async(const device_caps *caps, const problem *p,
                           bool vload)
 {
     return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8 &&
-           p->dtype != FLASHCL_DTYPE_FP64 && vload && !cp_async_refused();
+           p->dtype != FLASHCL_DTYPE_FP64 && vload && !cp_async_refused() &&
+           !p->quant.any; /* raw bytes: a quantized tile is decoded */
 }
 
 static int64_t round_up(int64_t n, int64_t to)
@@ -336,7 +347,7 @@ static split_shape shape_for(const split_tile *tile, const device_caps *caps,
     s.vload = s.tile.wide && rows_in_chunks(p);
     s.cp_async = wide_cp_async(caps, p, s.vload);
     while (local_bytes(s.tile.wide, s.cp_async ? 2 : 1, s.block_m,
-                       s.block_n, s.d, s.dv, p->dtype) > limit &&
+                       s.block_n, s.d, s.dv, p) > limit &&
            (s.block_n > 16 || s.block_m > 4)) {
         if (s.block_n > 16)
             s.block_n /= 2;
@@ -599,7 +610,7 @@ static split_shape shape_of(const device_caps *caps, const problem *p,
     split_shape s = shape_for(&tile, caps, p);
     if ((s.tile.wide || s.tile.lanes || s.mma_warps) &&
         ((caps->max_work_group && (size_t)s.wg_size > caps->max_work_group) ||
-         p->quant.any))
+         (p->quant.any && !s.tile.wide)))
         s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
     if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
         origin[0] = '\0'; /* the knobs, or the row kernel, run */
@@ -829,11 +840,11 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         plan->split.fused ? ", merged by the last work-group" : "",
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
     const char *kernel = dev_getenv("FLASHCL_SPLIT_KERNEL");
-    if (p->quant.any && kernel && *kernel && strcmp(kernel, "row") != 0)
+    if (p->quant.any && kernel && *kernel && strcmp(kernel, "row") != 0 &&
+        strcmp(kernel, "wide") != 0)
         plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
                     "FLASHCL_SPLIT_KERNEL=%.16s with a quantized K/V cache: "
-                    "only the row kernel dequantizes (issue 45's first "
-                    "slice)",
+                    "only the row and wide kernels dequantize",
                     kernel);
     const split_switches values = plan_switches(caps, p, &s, plan);
     plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,

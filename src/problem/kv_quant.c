@@ -28,7 +28,8 @@ static flashcl_status check_type(flashcl_context *ctx, const char *field,
     return FLASHCL_SUCCESS;
 }
 
-/* A quantized cache is read by the split-KV kernels' row kernel alone:
+/* A quantized cache is read by the split-KV kernels that dequantize (row,
+ * wide; src/paths/split_kv.c picks one and refuses the others when forced):
  * everything else that would meet it is refused by name here. */
 static flashcl_status check_pairing(flashcl_context *ctx,
                                     const flashcl_attention_desc *d,
