@@ -146,6 +146,9 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
  * vector at a time: one word a step, the index arithmetic and the loads
  * took about a third of the dK/dV kernel's time under PoCL (perf, fp32 D =
  * 64 N = 1024), as they had in the forward (flash_fwd.cl). */
+#ifndef BWD_PREFETCH
+#define BWD_PREFETCH 1
+#endif
 #define VECTOR_TILE_LOADS                                                      \
     (FLASHCL_DIM_CONTIGUOUS && (FLASHCL_DTYPE == 0 || FLASHCL_DTYPE == 3))
 
@@ -164,6 +167,10 @@ inline void load_tile(__local real_t *by_dim, __local real_t *by_row,
             const int r = idx / vecs, d0 = idx % vecs * VEC;
             const vec_t value =
                 vload_vec(0, src + at4(base, stride, b, h, r0 + r, d0));
+#if BWD_PREFETCH
+            __builtin_prefetch(src + at4(base, stride, b, h,
+                                         r0 + BWD_PREFETCH * TILE + r, d0));
+#endif
             if (row_major)
                 vstore_vec(value, 0, by_row + r * cols + d0);
             real_t lanes[VEC];
@@ -221,6 +228,14 @@ inline void store_own_row(__global STORAGE_T *dst, ulong base, ulong4 stride,
  * loads (two a cycle, as the FMAs) had bounded at one FMA each
  * (docs/experiments.md, "Portable backward"). */
 #define ROWS FLASHCL_BWD_ROWS
+#define LOG2_E ((real_t)1.4426950408889634)
+/* The dK/dV pass's LSE tile: natural units for the score pass
+ * (probability()), log2 units for the exp2 of the plain one. */
+#if FLASHCL_NEEDS_SCORE_PASS
+#define LSE_UNIT ((real_t)1)
+#else
+#define LSE_UNIT LOG2_E
+#endif
 #define PARTS (ROWS == 1 ? 2 : 1)
 
 /* s[m][t] = sum_d a_own[m][d] * a_by_dim[d][t-th vector of the tile] and
@@ -373,7 +388,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 const real_t row_lse =
                     lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + i)];
                 const bool live = r0 + r <= row_hi && row_lse != -INFINITY;
-                lse_t[r] = live ? row_lse : INFINITY;
+                lse_t[r] = live ? row_lse * LSE_UNIT : INFINITY;
                 delta_t[r] =
                     live ? delta[((ulong)b * heads_q + h) * seqlen_q + i] : 0;
             }
@@ -401,11 +416,13 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 }
             }
 #else
+            /* exp2 with log2(e) folded into the scale, as the forward
+             * does: lse_t holds LSE in log2 units here. */
 #pragma unroll
             for (int x = 0; x < ROWS * TILE_VECS; ++x) {
                 const int t = x % TILE_VECS;
-                const vec_t p =
-                    exp(fma(s[x], (vec_t)(scale), -vload_vec(t, lse_t)));
+                const vec_t p = exp2(fma(s[x], (vec_t)(scale * LOG2_E),
+                                         -vload_vec(t, lse_t)));
                 vstore_vec(p, x, p_r);
                 vstore_vec(p * (d_p[x] - vload_vec(t, delta_t)), x, d_s_r);
             }
@@ -515,11 +532,12 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         for (int m = 0; m < ROWS; ++m) {
             real_t row_lse, row_delta;
             ROW_TERMS(m, row_lse, row_delta);
+            const real_t row_lse2 = row_lse * LOG2_E;
 #pragma unroll
             for (int t = 0; t < TILE_VECS; ++t) {
                 const int x = m * TILE_VECS + t;
-                const vec_t p =
-                    exp(fma(s[x], (vec_t)(scale), (vec_t)(-row_lse)));
+                const vec_t p = exp2(
+                    fma(s[x], (vec_t)(scale * LOG2_E), (vec_t)(-row_lse2)));
                 vstore_vec(p * (d_p[x] - (vec_t)(row_delta)), x, d_s_c);
             }
         }
