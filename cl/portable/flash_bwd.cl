@@ -146,9 +146,6 @@ __kernel void flashcl_bwd_delta(FLASHCL_BWD_PARAMS)
  * vector at a time: one word a step, the index arithmetic and the loads
  * took about a third of the dK/dV kernel's time under PoCL (perf, fp32 D =
  * 64 N = 1024), as they had in the forward (flash_fwd.cl). */
-#ifndef BWD_PREFETCH
-#define BWD_PREFETCH 1
-#endif
 #define VECTOR_TILE_LOADS                                                      \
     (FLASHCL_DIM_CONTIGUOUS && (FLASHCL_DTYPE == 0 || FLASHCL_DTYPE == 3))
 
@@ -167,9 +164,12 @@ inline void load_tile(__local real_t *by_dim, __local real_t *by_row,
             const int r = idx / vecs, d0 = idx % vecs * VEC;
             const vec_t value =
                 vload_vec(0, src + at4(base, stride, b, h, r0 + r, d0));
-#if BWD_PREFETCH
-            __builtin_prefetch(src + at4(base, stride, b, h,
-                                         r0 + BWD_PREFETCH * TILE + r, d0));
+#if FLASHCL_BWD_PREFETCH && defined(__clang__)
+            /* The next tile's row: a head's rows lie a row of all heads
+             * apart, farther than the hardware prefetcher follows (perf:
+             * the first use of each row missed, ~10 % of both passes). */
+            __builtin_prefetch(
+                src + at4(base, stride, b, h, r0 + TILE + r, d0));
 #endif
             if (row_major)
                 vstore_vec(value, 0, by_row + r * cols + d0);
@@ -491,7 +491,16 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         sr[m] = score_row_init(b, h, row, sq.diag, 1 FLASHCL_VARIANT_NAMES);
 #endif
     }
-    vec_t acc[ROWS * DQK / VEC];
+    vec_t acc_mem[ROWS * DQK / VEC + FLASHCL_BWD_DQ_IN_MEMORY];
+#if FLASHCL_BWD_DQ_IN_MEMORY
+    /* PoCL kept these sums in registers across the tile loop and copied
+     * all of them between two per-work-item arrays at every barrier (perf:
+     * 7 % of the pass); an offset it cannot prove zero (abi_version is
+     * never negative) keeps them in memory, updated in place. */
+    vec_t *const acc = acc_mem + (abi_version < 0 ? 1 : 0);
+#else
+    vec_t *const acc = acc_mem;
+#endif
     for (int c = 0; c < ROWS * DQK / VEC; ++c)
         acc[c] = (vec_t)(0);
     const band_range keys =
