@@ -320,10 +320,13 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                                          w ? &w->d_k : NULL,
                                          w ? &w->d_v : NULL};
     nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
-    /* A GPU's plan with the CPUs' rows (Oclgrind, a GPU, checks them). */
+    /* Any device with the CPUs' rows and dQ's sums in memory (Oclgrind,
+     * a GPU to the planner, checks them). */
     const char *rows = dev_getenv("FLASHCL_BWD_ROWS");
-    if (rows && atoi(rows) >= 1 && atoi(rows) <= 4)
+    if (rows && atoi(rows) >= 1 && atoi(rows) <= 4) {
         plan.BWD_ROWS = atoi(rows);
+        plan.BWD_DQ_IN_MEMORY = 1;
+    }
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
