@@ -228,13 +228,12 @@ inline void store_own_row(__global STORAGE_T *dst, ulong base, ulong4 stride,
  * loads (two a cycle, as the FMAs) had bounded at one FMA each
  * (docs/experiments.md, "Portable backward"). */
 #define ROWS FLASHCL_BWD_ROWS
-#define LOG2_E ((real_t)1.4426950408889634)
 /* The dK/dV pass's LSE tile: natural units for the score pass
  * (probability()), log2 units for the exp2 of the plain one. */
 #if FLASHCL_NEEDS_SCORE_PASS
 #define LSE_UNIT ((real_t)1)
 #else
-#define LSE_UNIT LOG2_E
+#define LSE_UNIT REAL_LOG2E
 #endif
 #define PARTS (ROWS == 1 ? 2 : 1)
 
@@ -421,7 +420,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 #pragma unroll
             for (int x = 0; x < ROWS * TILE_VECS; ++x) {
                 const int t = x % TILE_VECS;
-                const vec_t p = exp2(fma(s[x], (vec_t)(scale * LOG2_E),
+                const vec_t p = exp2(fma(s[x], (vec_t)(scale * REAL_LOG2E),
                                          -vload_vec(t, lse_t)));
                 vstore_vec(p, x, p_r);
                 vstore_vec(p * (d_p[x] - vload_vec(t, delta_t)), x, d_s_r);
@@ -541,12 +540,12 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         for (int m = 0; m < ROWS; ++m) {
             real_t row_lse, row_delta;
             ROW_TERMS(m, row_lse, row_delta);
-            const real_t row_lse2 = row_lse * LOG2_E;
+            const real_t row_lse2 = row_lse * REAL_LOG2E;
 #pragma unroll
             for (int t = 0; t < TILE_VECS; ++t) {
                 const int x = m * TILE_VECS + t;
                 const vec_t p = exp2(
-                    fma(s[x], (vec_t)(scale * LOG2_E), (vec_t)(-row_lse2)));
+                    fma(s[x], (vec_t)(scale * REAL_LOG2E), (vec_t)(-row_lse2)));
                 vstore_vec(p * (d_p[x] - (vec_t)(row_delta)), x, d_s_c);
             }
         }
