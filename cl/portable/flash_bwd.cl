@@ -164,6 +164,13 @@ inline void load_tile(__local real_t *by_dim, __local real_t *by_row,
             const int r = idx / vecs, d0 = idx % vecs * VEC;
             const vec_t value =
                 vload_vec(0, src + at4(base, stride, b, h, r0 + r, d0));
+#if FLASHCL_BWD_PREFETCH && defined(__clang__)
+            /* The next tile's row: a head's rows lie a row of all heads
+             * apart, farther than the hardware prefetcher follows (perf:
+             * the first use of each row missed, ~10 % of both passes). */
+            __builtin_prefetch(
+                src + at4(base, stride, b, h, r0 + TILE + r, d0));
+#endif
             if (row_major)
                 vstore_vec(value, 0, by_row + r * cols + d0);
             real_t lanes[VEC];
@@ -221,6 +228,13 @@ inline void store_own_row(__global STORAGE_T *dst, ulong base, ulong4 stride,
  * loads (two a cycle, as the FMAs) had bounded at one FMA each
  * (docs/experiments.md, "Portable backward"). */
 #define ROWS FLASHCL_BWD_ROWS
+/* The dK/dV pass's LSE tile: natural units for the score pass
+ * (probability()), log2 units for the exp2 of the plain one. */
+#if FLASHCL_NEEDS_SCORE_PASS
+#define LSE_UNIT ((real_t)1)
+#else
+#define LSE_UNIT REAL_LOG2E
+#endif
 #define PARTS (ROWS == 1 ? 2 : 1)
 
 /* s[m][t] = sum_d a_own[m][d] * a_by_dim[d][t-th vector of the tile] and
@@ -373,7 +387,7 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 const real_t row_lse =
                     lse[lse_at(lse_base, lse_stride, sq.qb, h, sq.q0 + i)];
                 const bool live = r0 + r <= row_hi && row_lse != -INFINITY;
-                lse_t[r] = live ? row_lse : INFINITY;
+                lse_t[r] = live ? row_lse * LSE_UNIT : INFINITY;
                 delta_t[r] =
                     live ? delta[((ulong)b * heads_q + h) * seqlen_q + i] : 0;
             }
@@ -401,11 +415,13 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 }
             }
 #else
+            /* exp2 with log2(e) folded into the scale, as the forward
+             * does: lse_t holds LSE in log2 units here. */
 #pragma unroll
             for (int x = 0; x < ROWS * TILE_VECS; ++x) {
                 const int t = x % TILE_VECS;
-                const vec_t p =
-                    exp(fma(s[x], (vec_t)(scale), -vload_vec(t, lse_t)));
+                const vec_t p = exp2(fma(s[x], (vec_t)(scale * REAL_LOG2E),
+                                         -vload_vec(t, lse_t)));
                 vstore_vec(p, x, p_r);
                 vstore_vec(p * (d_p[x] - vload_vec(t, delta_t)), x, d_s_r);
             }
@@ -474,7 +490,16 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         sr[m] = score_row_init(b, h, row, sq.diag, 1 FLASHCL_VARIANT_NAMES);
 #endif
     }
-    vec_t acc[ROWS * DQK / VEC];
+    vec_t acc_mem[ROWS * DQK / VEC + FLASHCL_BWD_DQ_IN_MEMORY];
+#if FLASHCL_BWD_DQ_IN_MEMORY
+    /* PoCL kept these sums in registers across the tile loop and copied
+     * all of them between two per-work-item arrays at every barrier (perf:
+     * 7 % of the pass); an offset it cannot prove zero (abi_version is
+     * never negative) keeps them in memory, updated in place. */
+    vec_t *const acc = acc_mem + (abi_version < 0 ? 1 : 0);
+#else
+    vec_t *const acc = acc_mem;
+#endif
     for (int c = 0; c < ROWS * DQK / VEC; ++c)
         acc[c] = (vec_t)(0);
     const band_range keys =
@@ -515,11 +540,12 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         for (int m = 0; m < ROWS; ++m) {
             real_t row_lse, row_delta;
             ROW_TERMS(m, row_lse, row_delta);
+            const real_t row_lse2 = row_lse * REAL_LOG2E;
 #pragma unroll
             for (int t = 0; t < TILE_VECS; ++t) {
                 const int x = m * TILE_VECS + t;
-                const vec_t p =
-                    exp(fma(s[x], (vec_t)(scale), (vec_t)(-row_lse)));
+                const vec_t p = exp2(
+                    fma(s[x], (vec_t)(scale * REAL_LOG2E), (vec_t)(-row_lse2)));
                 vstore_vec(p * (d_p[x] - (vec_t)(row_delta)), x, d_s_c);
             }
         }

@@ -3,6 +3,7 @@
  * backward kernels (cl/portable/flash_bwd.cl): Delta, dK/dV, dQ and, with
  * sinks, d_sinks, each waiting for the one before. */
 #include "api/api.h"
+#include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/nv_mma_bwd.h"
 #include "problem/problem.h"
@@ -250,6 +251,8 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                                const bwd_views *w)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    /* Oclgrind says CPU and GPU, and has no prefetch instruction. */
+    const bool cpu_only = cpu && !(ctx->caps.type & CL_DEVICE_TYPE_GPU);
     const bool fp64 = p->dtype == FLASHCL_DTYPE_FP64;
     const size_t real_size = fp64 ? 8 : 4;
     int vec = cpu ? portable_vector_width(&ctx->caps) : 4;
@@ -263,12 +266,17 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                          (w ? w->d_o : p->o).stride[3] == 1,
                      p->right >= 0 ? 1 : 0,
                      p->infer.varlen_q ? 1 : 0,
-                     p->infer.kv == KV_VARLEN ? 1 : 0, {0}};
+                     p->infer.kv == KV_VARLEN ? 1 : 0, cpu_only ? 1 : 0,
+                     cpu ? 1 : 0, {0}};
     const tensor_view *const grads[4] = {w ? &w->d_o : NULL,
                                          w ? &w->d_q : NULL,
                                          w ? &w->d_k : NULL,
                                          w ? &w->d_v : NULL};
     nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
+    /* Oclgrind, a CPU to the planner, checks the other row counts so. */
+    const char *rows = dev_getenv("FLASHCL_BWD_ROWS");
+    if (rows && atoi(rows) >= 1 && atoi(rows) <= 4)
+        plan.BWD_ROWS = atoi(rows);
     while (plan.BWD_WG > 1 && (size_t)plan.BWD_WG > ctx->caps.max_work_group)
         plan.BWD_WG /= 2;
     /* PoCL runs padding work-items in full: no more than the longer side. */
