@@ -87,8 +87,9 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
  *  computes its query rows' dQ and their dK/dV contributions over every
  *  key, and each rank's dK/dV rows are the sum of the ranks'
  *  contributions in rank order. Either way the result is bitwise
- *  repeatable at a fixed rank count. Not yet: 16-bit storage,
- *  d_sinks (FLASHCL_ERROR_UNSUPPORTED). Collective, with the forward's
+ *  repeatable at a fixed rank count. d_sinks (with sinks) is the whole
+ *  sequence's, the ranks' sums added in rank order, on every rank. Not
+ *  yet: 16-bit storage (FLASHCL_ERROR_UNSUPPORTED). Collective, with the forward's
  *  failure rules. */
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,

@@ -5,7 +5,8 @@
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
  * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16 (both modes); and the
- * backward (ring and all-gather, fp32) against the single-device backward. A
+ * backward (ring and all-gather, fp32, d_sinks with sinks) against the
+ * single-device backward. A
  * second call must give the same bits. Then the faults: shards that disagree, a
  * rank whose own call fails, an unsupported request: every rank returns
  * an error and writes nothing, none hangs (ctest's timeout bounds it).
@@ -251,6 +252,7 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
 
 typedef struct grads {
     void *dq, *dk, *dv; /* host, in the shard's (or the whole's) rows */
+    float *dsinks;      /* [HQ] when the call has sinks, else NULL */
 } grads;
 
 /* Forward then backward of `d` (its q, k, v, o set) with d_o = dout, on one
@@ -269,6 +271,10 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
     poison(b.d_q.buffer, q_bytes);
     poison(b.d_k.buffer, k_bytes);
     poison(b.d_v.buffer, k_bytes);
+    if (d->sinks.buffer) {
+        b.d_sinks.buffer = device_copy(NULL, HQ * 4);
+        poison(b.d_sinks.buffer, HQ * 4);
+    }
     flashcl_status st =
         cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp)
            : flashcl_attention_forward(ctx, NULL, d, 0, NULL, NULL);
@@ -280,11 +286,13 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
           cp ? flashcl_cp_last_error() : flashcl_context_last_error(ctx));
     grads g = {read_back(b.d_q.buffer, q_bytes),
                read_back(b.d_k.buffer, k_bytes),
-               read_back(b.d_v.buffer, k_bytes)};
+               read_back(b.d_v.buffer, k_bytes),
+               b.d_sinks.buffer ? read_back(b.d_sinks.buffer, HQ * 4) : NULL};
     cl_mem all[] = {d->lse.buffer, b.d_o.buffer, b.d_q.buffer, b.d_k.buffer,
-                    b.d_v.buffer};
-    for (int i = 0; i < 5; ++i)
-        clReleaseMemObject(all[i]);
+                    b.d_v.buffer, b.d_sinks.buffer};
+    for (int i = 0; i < 6; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
     d->lse.buffer = NULL;
     return g;
 }
@@ -294,6 +302,7 @@ static void release_grads(grads *g)
     free(g->dq);
     free(g->dk);
     free(g->dv);
+    free(g->dsinks);
 }
 
 /* max |got - want| / max |want| of one gradient */
@@ -328,7 +337,8 @@ static void run_backward_case(const cp_case *c, const inputs *in,
     whole.sinks.buffer = c->sinks ? in->sinks : NULL;
     grads all = backward_of(&whole, dout, N, NULL);
     grads want = {shard_of(all.dq, &cp, HQ, 4), shard_of(all.dk, &cp, HKV, 4),
-                  shard_of(all.dv, &cp, HKV, 4)};
+                  shard_of(all.dv, &cp, HKV, 4), all.dsinks};
+    all.dsinks = NULL; /* want's now */
     size_t o_bytes;
     flashcl_attention_desc d = shard_desc(c, in, &cp, &o_bytes);
     void *my_dout = shard_of(dout, &cp, HQ, 4);
@@ -338,18 +348,23 @@ static void run_backward_case(const cp_case *c, const inputs *in,
         got[r] = backward_of(&d, my_dout, n, &cp);
     const size_t nq = (size_t)BATCH * n * HQ * DIM,
                  nk = (size_t)BATCH * n * HKV * DIM;
-    const double errs[3] = {relative_error(got[0].dq, want.dq, nq),
-                            relative_error(got[0].dk, want.dk, nk),
-                            relative_error(got[0].dv, want.dv, nk)};
+    const double errs[4] = {
+        relative_error(got[0].dq, want.dq, nq),
+        relative_error(got[0].dk, want.dk, nk),
+        relative_error(got[0].dv, want.dv, nk),
+        want.dsinks ? relative_error(got[0].dsinks, want.dsinks, HQ) : 0};
     char detail[160];
     snprintf(detail, sizeof detail,
-             "dQ %.3g, dK %.3g, dV %.3g of max |grad| from the whole call",
-             errs[0], errs[1], errs[2]);
-    check(errs[0] <= 1e-5 && errs[1] <= 1e-5 && errs[2] <= 1e-5, what,
-          detail);
+             "dQ %.3g, dK %.3g, dV %.3g, d_sinks %.3g of max |grad| from the "
+             "whole call",
+             errs[0], errs[1], errs[2], errs[3]);
+    check(errs[0] <= 1e-5 && errs[1] <= 1e-5 && errs[2] <= 1e-5 &&
+              errs[3] <= 1e-5,
+          what, detail);
     check(!memcmp(got[0].dq, got[1].dq, nq * 4) &&
               !memcmp(got[0].dk, got[1].dk, nk * 4) &&
-              !memcmp(got[0].dv, got[1].dv, nk * 4),
+              !memcmp(got[0].dv, got[1].dv, nk * 4) &&
+              (!want.dsinks || !memcmp(got[0].dsinks, got[1].dsinks, HQ * 4)),
           what, "two calls gave different bits");
     release_grads(&got[0]);
     release_grads(&got[1]);

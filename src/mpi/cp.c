@@ -235,13 +235,15 @@ static int64_t float_bits(float value)
 
 /* The shards must describe one call: the same shape and options. */
 static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
+                                const flashcl_backward_desc *bwd,
                                 const flashcl_cp_desc *cp)
 {
     static const char *const names[] = {
         "batch", "heads_q", "heads_kv", "head_dim", "head_dim_v", "dtype",
         "seqlen_q", "causal", "window", "window_left", "window_right",
         "scale", "explicit_scale", "softcap", "alibi_slopes", "sinks",
-        "cp.mode", "cp.layout", "cp.seqlen_total", "allow_tf32"};
+        "cp.mode", "cp.layout", "cp.seqlen_total", "allow_tf32",
+        "d_sinks"};
     enum { FIELDS = sizeof names / sizeof names[0] };
     const int64_t mine[FIELDS] = {
         d->batch, d->heads_q, d->heads_kv ? d->heads_kv : d->heads_q,
@@ -250,7 +252,7 @@ static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
         d->window_right, float_bits(d->scale), d->explicit_scale != 0,
         float_bits(d->softcap), d->alibi_slopes.buffer != NULL,
         d->sinks.buffer != NULL, cp->mode, cp->layout, cp->seqlen_total,
-        d->allow_tf32 != 0};
+        d->allow_tf32 != 0, bwd && bwd->d_sinks.buffer != NULL};
     int64_t lo[FIELDS], hi[FIELDS];
     MPI_Allreduce(mine, lo, FIELDS, MPI_INT64_T, MPI_MIN, comm);
     MPI_Allreduce(mine, hi, FIELDS, MPI_INT64_T, MPI_MAX, comm);
@@ -648,6 +650,99 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
     return st;
 }
 
+/* ---- d_sinks across ranks ------------------------------------------- */
+
+/* A query row's sink gradient depends on that row alone (its LSE, and its
+ * Δ from O and dO), not on which keys a call sees: each rank takes it from
+ * one call per query chunk, into `part`, sums its chunks into `sum`, and
+ * the ranks' sums are added in rank order. */
+typedef struct sinks_grad {
+    cl_mem part; /* NULL: d_sinks not wanted */
+    float *sum;  /* [heads_q] */
+} sinks_grad;
+
+static flashcl_status sinks_begin(flashcl_context *ctx,
+                                  const flashcl_backward_desc *g,
+                                  const shard *s, sinks_grad *sg)
+{
+    memset(sg, 0, sizeof *sg);
+    if (!g->d_sinks.buffer)
+        return FLASHCL_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    sg->part = clCreateBuffer(flashcl_context_cl_context(ctx),
+                              CL_MEM_READ_WRITE,
+                              (size_t)s->heads_q * sizeof(float), NULL, &err);
+    sg->sum = calloc((size_t)s->heads_q, sizeof(float));
+    return err == CL_SUCCESS && sg->sum
+               ? FLASHCL_SUCCESS
+               : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "d_sinks partials");
+}
+
+static void sinks_release(sinks_grad *sg)
+{
+    if (sg->part)
+        clReleaseMemObject(sg->part);
+    free(sg->sum);
+}
+
+/* The d_sinks view of a call: the partial when this call gives it. */
+static flashcl_tensor sinks_view(const sinks_grad *sg, bool gives)
+{
+    flashcl_tensor t;
+    memset(&t, 0, sizeof t);
+    t.buffer = gives ? sg->part : NULL;
+    return t;
+}
+
+static flashcl_status sinks_add(cl_command_queue queue, const sinks_grad *sg,
+                                const shard *s)
+{
+    float part[256];
+    const size_t heads = (size_t)s->heads_q;
+    for (size_t h0 = 0; h0 < heads; h0 += 256) {
+        const size_t n = heads - h0 < 256 ? heads - h0 : 256;
+        if (clEnqueueReadBuffer(queue, sg->part, CL_TRUE, h0 * 4, n * 4, part,
+                                0, NULL, NULL) != CL_SUCCESS)
+            return fail(FLASHCL_ERROR_OPENCL, "reading d_sinks failed");
+        for (size_t h = 0; h < n; ++h)
+            sg->sum[h0 + h] += part[h];
+    }
+    return FLASHCL_SUCCESS;
+}
+
+/* The ranks' sums gathered and added in rank order, written to d_sinks on
+ * every rank. Collective. */
+static flashcl_status sinks_finish(MPI_Comm comm, cl_command_queue queue,
+                                   const flashcl_backward_desc *g,
+                                   const shard *s, const sinks_grad *sg)
+{
+    if (!sg->part)
+        return FLASHCL_SUCCESS;
+    const size_t heads = (size_t)s->heads_q;
+    float *all = malloc(heads * (size_t)s->ranks * sizeof *all);
+    int ok = all != NULL, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_ok) {
+        free(all);
+        return fail(FLASHCL_ERROR_OUT_OF_MEMORY, "gathering d_sinks");
+    }
+    MPI_Allgather(sg->sum, (int)heads, MPI_FLOAT, all, (int)heads, MPI_FLOAT,
+                  comm);
+    const size_t step = g->d_sinks.stride_head ? g->d_sinks.stride_head : 1;
+    flashcl_status st = FLASHCL_SUCCESS;
+    for (size_t h = 0; h < heads && st == FLASHCL_SUCCESS; ++h) {
+        float total = 0;
+        for (int r = 0; r < s->ranks; ++r)
+            total += all[(size_t)r * heads + h];
+        if (clEnqueueWriteBuffer(queue, g->d_sinks.buffer, CL_TRUE,
+                                 g->d_sinks.offset + h * step * 4, 4, &total,
+                                 0, NULL, NULL) != CL_SUCCESS)
+            st = fail(FLASHCL_ERROR_OPENCL, "writing d_sinks failed");
+    }
+    free(all);
+    return st;
+}
+
 /* ---- backward: checks, all-gather ----------------------------------- */
 
 static flashcl_status check_backward(const flashcl_attention_desc *d,
@@ -671,9 +766,16 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         views + 1, 4, "strided d_o, d_q, d_k or d_v: not yet");
     if (st != FLASHCL_SUCCESS)
         return st;
-    if (g->d_sinks.buffer)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "d_sinks across ranks: not yet");
+    if (g->d_sinks.buffer && !d->sinks.buffer)
+        return fail(FLASHCL_ERROR_NULL_ARGUMENT,
+                    "d_sinks is wanted but the call has no sinks");
+    const size_t sinks_step =
+        g->d_sinks.stride_head ? g->d_sinks.stride_head : 1;
+    if (g->d_sinks.buffer &&
+        (st = buffer_holds(&g->d_sinks,
+                           ((size_t)(s->heads_q - 1) * sinks_step + 1) * 4,
+                           "d_sinks")) != FLASHCL_SUCCESS)
+        return st;
     st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
     return st == FLASHCL_SUCCESS ? buffer_holds(&g->d_v, s->v_bytes, "d_v")
                                  : st;
@@ -688,7 +790,7 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                       const flashcl_backward_desc *g,
                                       const flashcl_cp_desc *cp,
                                       const shard *s, cl_mem k, cl_mem v,
-                                      float *whole)
+                                      float *whole, sinks_grad *sg)
 {
     const size_t k_floats = s->k_bytes / 4 * (size_t)s->ranks;
     const size_t floats = (s->k_bytes + s->v_bytes) / 4 * (size_t)s->ranks;
@@ -715,12 +817,15 @@ static flashcl_status local_gradients(flashcl_context *ctx,
         memset(&b.d_v, 0, sizeof b.d_v);
         b.d_k.buffer = part_k;
         b.d_v.buffer = part_v;
+        b.d_sinks = sinks_view(sg, true);
         st = flashcl_attention_backward(ctx, queue, &c, &b, 0, NULL, NULL);
         if (st != FLASHCL_SUCCESS) {
             st = fail(st, "rank %d, query chunk %d: %s", s->rank, qc,
                       flashcl_context_last_error(ctx));
             break;
         }
+        if (sg->part)
+            st = sinks_add(queue, sg, s);
         if (clEnqueueReadBuffer(queue, part_k, CL_TRUE, 0, k_floats * 4, part,
                                 0, NULL, NULL) != CL_SUCCESS ||
             clEnqueueReadBuffer(queue, part_v, CL_TRUE, 0,
@@ -808,6 +913,7 @@ typedef struct ring_grads {
     float *dq;            /* the shard's dQ, summed over the steps */
     float *part;          /* one call's dQ, dK, dV read back */
     cl_mem kv_dev, part_q, part_k, part_v;
+    sinks_grad sinks;
 } ring_grads;
 
 static void ring_grads_release(ring_grads *r)
@@ -820,12 +926,16 @@ static void ring_grads_release(ring_grads *r)
     for (size_t i = 0; i < 4; ++i)
         if (dev[i])
             clReleaseMemObject(dev[i]);
+    sinks_release(&r->sinks);
 }
 
 static flashcl_status ring_grads_allocate(flashcl_context *ctx,
+                                          const flashcl_backward_desc *g,
                                           const shard *s, ring_grads *r)
 {
     memset(r, 0, sizeof *r);
+    if (sinks_begin(ctx, g, s, &r->sinks) != FLASHCL_SUCCESS)
+        return FLASHCL_ERROR_OUT_OF_MEMORY;
     const size_t kv = s->k_bytes + s->v_bytes; /* fp32: also dK + dV */
     const size_t q_chunk = (size_t)(s->batch * s->rows * s->heads_q * s->dim);
     const size_t k_chunk = (size_t)(s->batch * s->rows * s->heads_kv * s->dim);
@@ -874,7 +984,8 @@ static flashcl_status ring_chunk_gradients(
     flashcl_context *ctx, cl_command_queue queue,
     const flashcl_attention_desc *d, const flashcl_backward_desc *g,
     const shard *s, ring_grads *r, const flashcl_tensor *k_block,
-    const flashcl_tensor *v_block, int qc, int kc, int64_t k_position)
+    const flashcl_tensor *v_block, int qc, int kc, int64_t k_position,
+    bool gives_sinks)
 {
     flashcl_attention_desc c = chunk_call(d, s, qc, s->rows, k_position);
     c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows, s->n,
@@ -891,11 +1002,15 @@ static flashcl_status ring_chunk_gradients(
     b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, 4);
     b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, 4);
     b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, 4);
+    b.d_sinks = sinks_view(&r->sinks, gives_sinks);
     const flashcl_status st =
         flashcl_attention_backward(ctx, queue, &c, &b, 0, NULL, NULL);
     if (st != FLASHCL_SUCCESS)
         return fail(st, "rank %d, query chunk %d, key chunk %d: %s", s->rank,
                     qc, kc, flashcl_context_last_error(ctx));
+    if (gives_sinks && r->sinks.part &&
+        sinks_add(queue, &r->sinks, s) != FLASHCL_SUCCESS)
+        return FLASHCL_ERROR_OPENCL;
     const size_t q_row = (size_t)(s->heads_q * s->dim);
     const size_t k_row = (size_t)(s->heads_kv * s->dim);
     const size_t v_row = (size_t)(s->heads_kv * s->dim_v);
@@ -931,8 +1046,9 @@ static flashcl_status ring_step_gradients(
     for (int kc = 0; kc < k_chunks && st == FLASHCL_SUCCESS; ++kc)
         for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc)
             if (chunk_sees_keys(d, s->first[qc], k_first[kc], s->rows))
-                st = ring_chunk_gradients(ctx, queue, d, g, s, r, k_block,
-                                          v_block, qc, kc, k_first[kc]);
+                st = ring_chunk_gradients(
+                    ctx, queue, d, g, s, r, k_block, v_block, qc, kc,
+                    k_first[kc], source == s->rank && kc == qc);
     return st;
 }
 
@@ -970,7 +1086,7 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
                                     const flashcl_cp_desc *cp, const shard *s)
 {
     ring_grads r;
-    flashcl_status st = ring_grads_allocate(ctx, s, &r);
+    flashcl_status st = ring_grads_allocate(ctx, g, s, &r);
     const size_t kv = s->k_bytes + s->v_bytes;
     const int R = s->ranks;
     if (st == FLASHCL_SUCCESS &&
@@ -1026,6 +1142,8 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
         MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
         st = verdict(comm, st, s->rank, "a ring step");
         if (st == FLASHCL_SUCCESS)
+            st = sinks_finish(comm, queue, g, s, &r.sinks);
+        if (st == FLASHCL_SUCCESS)
             st = ring_write_gradients(queue, g, s, r.dq, r.sum[R % 2]);
     }
     ring_grads_release(&r);
@@ -1050,7 +1168,7 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS && backward)
         st = check_backward(local, bwd, s);
     st = verdict(comm, st, rank, "its own checks");
-    return st == FLASHCL_SUCCESS ? same_call(comm, local, cp) : st;
+    return st == FLASHCL_SUCCESS ? same_call(comm, local, bwd, cp) : st;
 }
 
 flashcl_status flashcl_cp_attention_backward(
@@ -1069,18 +1187,27 @@ flashcl_status flashcl_cp_attention_backward(
         return verdict(comm, ring_backward(comm, ctx, queue, local, bwd, cp, &s),
                        rank, "its part of the backward");
     cl_mem k, v;
-    st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
+    sinks_grad sg;
+    st = sinks_begin(ctx, bwd, &s, &sg);
+    st = verdict(comm, st, rank, "to set up its d_sinks partials");
+    if (st == FLASHCL_SUCCESS)
+        st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
+    else
+        k = v = NULL;
     float *whole = NULL;
     if (st == FLASHCL_SUCCESS) {
         whole = malloc((s.k_bytes + s.v_bytes) * (size_t)ranks);
         st = whole ? local_gradients(ctx, queue, local, bwd, cp, &s, k, v,
-                                     whole)
+                                     whole, &sg)
                    : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "whole dK/dV");
         st = verdict(comm, st, rank, "its gradients");
+        if (st == FLASHCL_SUCCESS)
+            st = sinks_finish(comm, queue, bwd, &s, &sg);
         if (st == FLASHCL_SUCCESS)
             st = reduce_gradients(comm, queue, bwd, cp, &s, whole);
     }
     release_kv(k, v);
+    sinks_release(&sg);
     free(whole);
     return verdict(comm, st, rank, "its part of the backward");
 }
