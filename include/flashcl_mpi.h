@@ -80,7 +80,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
 /** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
  *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
- *  and v). fp32 storage for now. FLASHCL_CP_RING: each step computes the
+ *  and v). fp32, fp16 or bf16 storage, summed in fp32 on the host.
+ *  FLASHCL_CP_RING: each step computes the
  *  shard's backward against the K/V block in hand, and the block's dK/dV
  *  sum travels around the ring with it, taking each rank's contribution,
  *  back to its owner. FLASHCL_CP_ALLGATHER: every rank gathers K and V,
@@ -89,8 +90,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
  *  contributions in rank order. Either way the result is bitwise
  *  repeatable at a fixed rank count. d_sinks (with sinks) is the whole
  *  sequence's, the ranks' sums added in rank order, on every rank. Not
- *  yet: 16-bit storage (FLASHCL_ERROR_UNSUPPORTED). Collective, with the forward's
- *  failure rules. */
+ *  yet: fp64 storage (FLASHCL_ERROR_UNSUPPORTED). Collective, with the
+ *  forward's failure rules. */
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
     const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,

@@ -57,6 +57,7 @@ typedef struct shard {
     int64_t first[2], rows; /* chunk positions and rows per chunk */
     int64_t batch, heads_q, heads_kv, dim, dim_v, n; /* n: shard rows */
     size_t elem, k_bytes, v_bytes;
+    size_t k_elems, v_elems; /* the backward's fp32 sums count these */
 } shard;
 
 static size_t dtype_bytes(flashcl_dtype dtype)
@@ -188,6 +189,8 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     const size_t rows = (size_t)s->batch * (size_t)s->n * s->elem;
     s->k_bytes = rows * (size_t)(s->heads_kv * s->dim);
     s->v_bytes = rows * (size_t)(s->heads_kv * s->dim_v);
+    s->k_elems = s->k_bytes / s->elem;
+    s->v_elems = s->v_bytes / s->elem;
     flashcl_status st = check_tensors(d);
     if (st == FLASHCL_SUCCESS)
         st = check_options(d, cp);
@@ -650,6 +653,108 @@ static flashcl_status allgather_forward(MPI_Comm comm, flashcl_context *ctx,
     return st;
 }
 
+/* ---- host storage conversions ---------------------------------------- */
+
+/* The backward sums gradients in fp32 on the host; 16-bit storage is read
+ * and written here (libflashcl_mpi sees the public API only). */
+static float half_to_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
+    if (exp == 0x1fu)
+        bits = sign | 0x7f800000u | (man << 13);
+    else if (exp)
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    else if (!man)
+        bits = sign;
+    else { /* subnormal: normalised */
+        exp = 113;
+        while (!(man & 0x400u)) {
+            man <<= 1;
+            --exp;
+        }
+        bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Rounded to nearest even, as vstore_half_rte. */
+static uint16_t float_to_half(float value)
+{
+    uint32_t x;
+    memcpy(&x, &value, sizeof x);
+    const uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x47800000u)
+        return (uint16_t)(sign | 0x7c00u);
+    uint32_t h, rest, half;
+    if (a >= 0x38800000u) { /* a normal half: exponent rebiased */
+        h = (a - 0x38000000u) >> 13;
+        rest = a & 0x1fffu;
+        half = 0x1000u;
+    } else { /* a subnormal half, in units of 2^-24 */
+        const uint32_t e = a >> 23;
+        if (e < 102)
+            return (uint16_t)sign;
+        const uint32_t man = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+        h = man >> shift;
+        rest = man & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+    }
+    if (rest > half || (rest == half && (h & 1u)))
+        ++h; /* a carry into the exponent is the right rounding */
+    return (uint16_t)(sign | h);
+}
+
+static float load_float(const unsigned char *base, size_t i,
+                        flashcl_dtype dtype)
+{
+    if (dtype == FLASHCL_DTYPE_FP32) {
+        float f;
+        memcpy(&f, base + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, base + i * 2, 2);
+    if (dtype == FLASHCL_DTYPE_FP16)
+        return half_to_float(h);
+    const uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static void store_float(unsigned char *base, size_t i, flashcl_dtype dtype,
+                        float value)
+{
+    if (dtype == FLASHCL_DTYPE_FP32) {
+        memcpy(base + i * 4, &value, 4);
+        return;
+    }
+    uint16_t h;
+    if (dtype == FLASHCL_DTYPE_FP16) {
+        h = float_to_half(value);
+    } else {
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        h = isnan(value) ? (uint16_t)((bits >> 16) | 0x40u)
+                         : (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >>
+                                      16);
+    }
+    memcpy(base + i * 2, &h, 2);
+}
+
+/* `count` fp32 values stored in `dtype` into `out`. */
+static void store_all(unsigned char *out, const float *values, size_t count,
+                      flashcl_dtype dtype)
+{
+    for (size_t i = 0; i < count; ++i)
+        store_float(out, i, dtype, values[i]);
+}
+
 /* ---- d_sinks across ranks ------------------------------------------- */
 
 /* A query row's sink gradient depends on that row alone (its LSE, and its
@@ -755,10 +860,10 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_INVALID_VALUE,
                     "bwd.struct_size = %zu, expected %zu", g->struct_size,
                     sizeof *g);
-    if (d->dtype != FLASHCL_DTYPE_FP32)
+    if (d->dtype == FLASHCL_DTYPE_FP64)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "the backward across ranks sums fp32 dK/dV partials: "
-                    "fp32 storage only for now");
+                    "the backward across ranks sums its partials in fp32: "
+                    "fp32, fp16 or bf16 storage (not fp64)");
     const flashcl_tensor *views[] = {&d->lse, &g->d_o, &g->d_q, &g->d_k,
                                      &g->d_v};
     flashcl_status st = check_views(
@@ -792,15 +897,16 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                       const shard *s, cl_mem k, cl_mem v,
                                       float *whole, sinks_grad *sg)
 {
-    const size_t k_floats = s->k_bytes / 4 * (size_t)s->ranks;
-    const size_t floats = (s->k_bytes + s->v_bytes) / 4 * (size_t)s->ranks;
+    const size_t k_floats = s->k_elems * (size_t)s->ranks;
+    const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
+    const size_t elem = s->elem;
     cl_int e1 = CL_SUCCESS, e2 = CL_SUCCESS;
     cl_context cl = flashcl_context_cl_context(ctx);
-    cl_mem part_k = clCreateBuffer(cl, CL_MEM_READ_WRITE, k_floats * 4, NULL,
-                                   &e1);
+    cl_mem part_k = clCreateBuffer(cl, CL_MEM_READ_WRITE, k_floats * elem,
+                                   NULL, &e1);
     cl_mem part_v = clCreateBuffer(cl, CL_MEM_READ_WRITE,
-                                   (floats - k_floats) * 4, NULL, &e2);
-    float *part = malloc(floats * sizeof *part);
+                                   (floats - k_floats) * elem, NULL, &e2);
+    unsigned char *part = malloc(floats * elem);
     flashcl_status st = e1 || e2 || !part
                             ? fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                                    "whole dK/dV partials")
@@ -810,9 +916,9 @@ static flashcl_status local_gradients(flashcl_context *ctx,
         flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
         flashcl_backward_desc b = *g;
         b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim_v, 4);
+                          s->heads_q, s->dim_v, elem);
         b.d_q = rows_view(g->d_q.buffer, g->d_q.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim, 4);
+                          s->heads_q, s->dim, elem);
         memset(&b.d_k, 0, sizeof b.d_k);
         memset(&b.d_v, 0, sizeof b.d_v);
         b.d_k.buffer = part_k;
@@ -826,14 +932,15 @@ static flashcl_status local_gradients(flashcl_context *ctx,
         }
         if (sg->part)
             st = sinks_add(queue, sg, s);
-        if (clEnqueueReadBuffer(queue, part_k, CL_TRUE, 0, k_floats * 4, part,
-                                0, NULL, NULL) != CL_SUCCESS ||
+        if (clEnqueueReadBuffer(queue, part_k, CL_TRUE, 0, k_floats * elem,
+                                part, 0, NULL, NULL) != CL_SUCCESS ||
             clEnqueueReadBuffer(queue, part_v, CL_TRUE, 0,
-                                (floats - k_floats) * 4, part + k_floats, 0,
-                                NULL, NULL) != CL_SUCCESS)
+                                (floats - k_floats) * elem,
+                                part + k_floats * elem, 0, NULL,
+                                NULL) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "reading dK/dV partials failed");
         for (size_t i = 0; i < floats && st == FLASHCL_SUCCESS; ++i)
-            whole[i] += part[i];
+            whole[i] += load_float(part, i, d->dtype);
     }
     release_kv(part_k, part_v);
     free(part);
@@ -864,13 +971,15 @@ static void own_rows(float *out, const float *gathered, size_t stride,
 static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
                                        const flashcl_backward_desc *g,
                                        const flashcl_cp_desc *cp,
-                                       const shard *s, const float *whole)
+                                       const shard *s, flashcl_dtype dtype,
+                                       const float *whole)
 {
-    const size_t floats = (s->k_bytes + s->v_bytes) / 4 * (size_t)s->ranks;
-    const size_t k_floats = s->k_bytes / 4 * (size_t)s->ranks;
+    const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
+    const size_t k_floats = s->k_elems * (size_t)s->ranks;
     float *gathered = malloc(floats * sizeof *gathered * (size_t)s->ranks);
-    float *mine = malloc(s->k_bytes + s->v_bytes);
-    const int ok = gathered && mine;
+    float *mine = malloc((s->k_elems + s->v_elems) * sizeof *mine);
+    unsigned char *stored = malloc(s->k_bytes + s->v_bytes);
+    const int ok = gathered && mine && stored;
     int all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     flashcl_status st = FLASHCL_SUCCESS;
@@ -885,18 +994,20 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
                       (int)(floats * 4), MPI_BYTE, comm);
         own_rows(mine, gathered, floats, cp, s,
                  (size_t)(s->heads_kv * s->dim));
-        own_rows(mine + s->k_bytes / 4, gathered + k_floats, floats, cp, s,
+        own_rows(mine + s->k_elems, gathered + k_floats, floats, cp, s,
                  (size_t)(s->heads_kv * s->dim_v));
+        store_all(stored, mine, s->k_elems + s->v_elems, dtype);
         if (clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                                 s->k_bytes, mine, 0, NULL,
+                                 s->k_bytes, stored, 0, NULL,
                                  NULL) != CL_SUCCESS ||
             clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                                 s->v_bytes, mine + s->k_bytes / 4, 0, NULL,
+                                 s->v_bytes, stored + s->k_bytes, 0, NULL,
                                  NULL) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "writing dK/dV failed");
     }
     free(gathered);
     free(mine);
+    free(stored);
     return st;
 }
 
@@ -911,7 +1022,7 @@ typedef struct ring_grads {
     float *sum[2];        /* dK then dV of a block: in hand, arriving */
     float *mine;          /* this rank's contribution to the block in hand */
     float *dq;            /* the shard's dQ, summed over the steps */
-    float *part;          /* one call's dQ, dK, dV read back */
+    unsigned char *part;  /* one call's dQ, dK, dV read back (storage) */
     cl_mem kv_dev, part_q, part_k, part_v;
     sinks_grad sinks;
 } ring_grads;
@@ -936,44 +1047,54 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
     memset(r, 0, sizeof *r);
     if (sinks_begin(ctx, g, s, &r->sinks) != FLASHCL_SUCCESS)
         return FLASHCL_ERROR_OUT_OF_MEMORY;
-    const size_t kv = s->k_bytes + s->v_bytes; /* fp32: also dK + dV */
+    const size_t kv = s->k_bytes + s->v_bytes;
+    const size_t sums = s->k_elems + s->v_elems; /* dK then dV, fp32 */
+    const size_t elem = s->elem;
     const size_t q_chunk = (size_t)(s->batch * s->rows * s->heads_q * s->dim);
     const size_t k_chunk = (size_t)(s->batch * s->rows * s->heads_kv * s->dim);
     const size_t v_chunk =
         (size_t)(s->batch * s->rows * s->heads_kv * s->dim_v);
     for (int i = 0; i < 2; ++i) {
         r->kv[i] = malloc(kv);
-        r->sum[i] = malloc(kv);
+        r->sum[i] = malloc(sums * sizeof(float));
     }
-    r->mine = calloc(kv / 4, sizeof(float));
+    r->mine = calloc(sums, sizeof(float));
     r->dq = calloc(q_chunk * (size_t)s->chunks, sizeof(float));
-    r->part = malloc((q_chunk + k_chunk + v_chunk) * sizeof(float));
+    r->part = malloc((q_chunk + k_chunk + v_chunk) * elem);
     cl_context cl = flashcl_context_cl_context(ctx);
     cl_int e[4];
     r->kv_dev = clCreateBuffer(cl, CL_MEM_READ_WRITE, kv, NULL, &e[0]);
-    r->part_q = clCreateBuffer(cl, CL_MEM_READ_WRITE, q_chunk * 4, NULL, &e[1]);
-    r->part_k = clCreateBuffer(cl, CL_MEM_READ_WRITE, k_chunk * 4, NULL, &e[2]);
-    r->part_v = clCreateBuffer(cl, CL_MEM_READ_WRITE, v_chunk * 4, NULL, &e[3]);
+    r->part_q =
+        clCreateBuffer(cl, CL_MEM_READ_WRITE, q_chunk * elem, NULL, &e[1]);
+    r->part_k =
+        clCreateBuffer(cl, CL_MEM_READ_WRITE, k_chunk * elem, NULL, &e[2]);
+    r->part_v =
+        clCreateBuffer(cl, CL_MEM_READ_WRITE, v_chunk * elem, NULL, &e[3]);
     const bool host_ok = r->kv[0] && r->kv[1] && r->sum[0] && r->sum[1] &&
                          r->mine && r->dq && r->part;
     if (!host_ok || e[0] || e[1] || e[2] || e[3])
         return fail(FLASHCL_ERROR_OUT_OF_MEMORY,
-                    "ring backward buffers: K/V and dK/dV blocks of %zu "
-                    "bytes, twice each, on the host",
+                    "ring backward buffers: K/V blocks of %zu bytes and "
+                    "their dK/dV sums, twice each, on the host",
                     kv);
+    if (sums * sizeof(float) > (size_t)INT32_MAX)
+        return fail(FLASHCL_ERROR_INVALID_DIMENSION,
+                    "a shard's dK/dV sums hold %zu bytes: MPI counts stop at "
+                    "2 GiB (not yet larger shards)",
+                    sums * sizeof(float));
     return FLASHCL_SUCCESS;
 }
 
-/* part (a [batch, rows, heads * dim] chunk) added to rows of chunk c of
- * a [batch, n, heads * dim] shard-shaped sum. */
-static void add_chunk(float *sum, const float *part, const shard *s, int c,
-                      size_t row)
+/* part (a [batch, rows, heads * dim] chunk in `dtype`) added to rows of
+ * chunk c of a [batch, n, heads * dim] shard-shaped fp32 sum. */
+static void add_chunk(float *sum, const unsigned char *part,
+                      flashcl_dtype dtype, const shard *s, int c, size_t row)
 {
     for (int64_t b = 0; b < s->batch; ++b) {
         float *to = sum + (size_t)(b * s->n + c * s->rows) * row;
-        const float *from = part + (size_t)(b * s->rows) * row;
+        const size_t from = (size_t)(b * s->rows) * row;
         for (size_t i = 0; i < (size_t)s->rows * row; ++i)
-            to[i] += from[i];
+            to[i] += load_float(part, from + i, dtype);
     }
 }
 
@@ -987,21 +1108,22 @@ static flashcl_status ring_chunk_gradients(
     const flashcl_tensor *v_block, int qc, int kc, int64_t k_position,
     bool gives_sinks)
 {
+    const size_t elem = s->elem;
     flashcl_attention_desc c = chunk_call(d, s, qc, s->rows, k_position);
     c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim, 4);
+                    s->heads_kv, s->dim, elem);
     c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim_v, 4);
+                    s->heads_kv, s->dim_v, elem);
     c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim_v, 4);
+                    s->dim_v, elem);
     c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
                      s->heads_q);
     flashcl_backward_desc b = *g;
     b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                      s->heads_q, s->dim_v, 4);
-    b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, 4);
-    b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, 4);
-    b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, 4);
+                      s->heads_q, s->dim_v, elem);
+    b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, elem);
+    b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, elem);
+    b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, elem);
     b.d_sinks = sinks_view(&r->sinks, gives_sinks);
     const flashcl_status st =
         flashcl_attention_backward(ctx, queue, &c, &b, 0, NULL, NULL);
@@ -1015,17 +1137,18 @@ static flashcl_status ring_chunk_gradients(
     const size_t k_row = (size_t)(s->heads_kv * s->dim);
     const size_t v_row = (size_t)(s->heads_kv * s->dim_v);
     const size_t rows = (size_t)(s->batch * s->rows);
-    float *pq = r->part, *pk = pq + rows * q_row, *pv = pk + rows * k_row;
-    if (clEnqueueReadBuffer(queue, r->part_q, CL_TRUE, 0, rows * q_row * 4,
+    unsigned char *pq = r->part, *pk = pq + rows * q_row * elem,
+                  *pv = pk + rows * k_row * elem;
+    if (clEnqueueReadBuffer(queue, r->part_q, CL_TRUE, 0, rows * q_row * elem,
                             pq, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueReadBuffer(queue, r->part_k, CL_TRUE, 0, rows * k_row * 4,
+        clEnqueueReadBuffer(queue, r->part_k, CL_TRUE, 0, rows * k_row * elem,
                             pk, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueReadBuffer(queue, r->part_v, CL_TRUE, 0, rows * v_row * 4,
+        clEnqueueReadBuffer(queue, r->part_v, CL_TRUE, 0, rows * v_row * elem,
                             pv, 0, NULL, NULL) != CL_SUCCESS)
         return fail(FLASHCL_ERROR_OPENCL, "reading a step's gradients failed");
-    add_chunk(r->dq, pq, s, qc, q_row);
-    add_chunk(r->mine, pk, s, kc, k_row);
-    add_chunk(r->mine + s->k_bytes / 4, pv, s, kc, v_row);
+    add_chunk(r->dq, pq, d->dtype, s, qc, q_row);
+    add_chunk(r->mine, pk, d->dtype, s, kc, k_row);
+    add_chunk(r->mine + s->k_elems, pv, d->dtype, s, kc, v_row);
     return FLASHCL_SUCCESS;
 }
 
@@ -1041,7 +1164,7 @@ static flashcl_status ring_step_gradients(
     int64_t k_first[2], k_rows;
     const int k_chunks =
         flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
-    memset(r->mine, 0, s->k_bytes + s->v_bytes);
+    memset(r->mine, 0, (s->k_elems + s->v_elems) * sizeof *r->mine);
     flashcl_status st = FLASHCL_SUCCESS;
     for (int kc = 0; kc < k_chunks && st == FLASHCL_SUCCESS; ++kc)
         for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc)
@@ -1056,20 +1179,29 @@ static flashcl_status ring_step_gradients(
  * written to the outputs (once every rank has succeeded). */
 static flashcl_status ring_write_gradients(cl_command_queue queue,
                                            const flashcl_backward_desc *g,
-                                           const shard *s, const float *dq,
-                                           const float *dkv)
+                                           const shard *s, flashcl_dtype dtype,
+                                           const float *dq, const float *dkv)
 {
-    const size_t q_bytes =
-        (size_t)(s->batch * s->n * s->heads_q * s->dim) * 4;
+    const size_t q_elems = (size_t)(s->batch * s->n * s->heads_q * s->dim);
+    const size_t kv_elems = s->k_elems + s->v_elems;
+    unsigned char *out = malloc((q_elems + kv_elems) * s->elem);
+    if (!out)
+        return fail(FLASHCL_ERROR_OUT_OF_MEMORY, "dQ, dK, dV in storage");
+    store_all(out, dq, q_elems, dtype);
+    unsigned char *dk = out + q_elems * s->elem;
+    store_all(dk, dkv, kv_elems, dtype);
+    flashcl_status st = FLASHCL_SUCCESS;
     if (clEnqueueWriteBuffer(queue, g->d_q.buffer, CL_TRUE, g->d_q.offset,
-                             q_bytes, dq, 0, NULL, NULL) != CL_SUCCESS ||
+                             q_elems * s->elem, out, 0, NULL,
+                             NULL) != CL_SUCCESS ||
         clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                             s->k_bytes, dkv, 0, NULL, NULL) != CL_SUCCESS ||
+                             s->k_bytes, dk, 0, NULL, NULL) != CL_SUCCESS ||
         clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                             s->v_bytes, dkv + s->k_bytes / 4, 0, NULL,
+                             s->v_bytes, dk + s->k_bytes, 0, NULL,
                              NULL) != CL_SUCCESS)
-        return fail(FLASHCL_ERROR_OPENCL, "writing dQ, dK, dV failed");
-    return FLASHCL_SUCCESS;
+        st = fail(FLASHCL_ERROR_OPENCL, "writing dQ, dK, dV failed");
+    free(out);
+    return st;
 }
 
 /* Step t works on the K/V block of rank (rank - t), as the forward's
@@ -1088,6 +1220,7 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
     ring_grads r;
     flashcl_status st = ring_grads_allocate(ctx, g, s, &r);
     const size_t kv = s->k_bytes + s->v_bytes;
+    const size_t sums = s->k_elems + s->v_elems;
     const int R = s->ranks;
     if (st == FLASHCL_SUCCESS &&
         (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
@@ -1127,14 +1260,15 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
             float *sum = r.sum[hand];
             MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
             if (step == 0)
-                memcpy(sum, r.mine, kv);
+                memcpy(sum, r.mine, sums * sizeof *sum);
             else
-                for (size_t i = 0; i < kv / 4; ++i)
+                for (size_t i = 0; i < sums; ++i)
                     sum[i] += r.mine[i];
             /* the other sum buffer is still on its way to the next rank */
             MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
-            MPI_Isend(sum, (int)kv, MPI_BYTE, next, R + step, comm, &sum_sent);
-            MPI_Irecv(r.sum[1 - hand], (int)kv, MPI_BYTE, prev, R + step, comm,
+            MPI_Isend(sum, (int)sums, MPI_FLOAT, next, R + step, comm,
+                      &sum_sent);
+            MPI_Irecv(r.sum[1 - hand], (int)sums, MPI_FLOAT, prev, R + step, comm,
                       &sum_due);
             MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
         }
@@ -1144,7 +1278,8 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
         if (st == FLASHCL_SUCCESS)
             st = sinks_finish(comm, queue, g, s, &r.sinks);
         if (st == FLASHCL_SUCCESS)
-            st = ring_write_gradients(queue, g, s, r.dq, r.sum[R % 2]);
+            st = ring_write_gradients(queue, g, s, d->dtype, r.dq,
+                                      r.sum[R % 2]);
     }
     ring_grads_release(&r);
     return st;
@@ -1196,7 +1331,8 @@ flashcl_status flashcl_cp_attention_backward(
         k = v = NULL;
     float *whole = NULL;
     if (st == FLASHCL_SUCCESS) {
-        whole = malloc((s.k_bytes + s.v_bytes) * (size_t)ranks);
+        whole = malloc((s.k_elems + s.v_elems) * sizeof *whole *
+                       (size_t)ranks);
         st = whole ? local_gradients(ctx, queue, local, bwd, cp, &s, k, v,
                                      whole, &sg)
                    : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "whole dK/dV");
@@ -1204,7 +1340,8 @@ flashcl_status flashcl_cp_attention_backward(
         if (st == FLASHCL_SUCCESS)
             st = sinks_finish(comm, queue, bwd, &s, &sg);
         if (st == FLASHCL_SUCCESS)
-            st = reduce_gradients(comm, queue, bwd, cp, &s, whole);
+            st = reduce_gradients(comm, queue, bwd, cp, &s, local->dtype,
+                                  whole);
     }
     release_kv(k, v);
     sinks_release(&sg);
