@@ -335,6 +335,20 @@ static flashcl_attention_desc chunk_call(const flashcl_attention_desc *d,
     return c;
 }
 
+/* The shard's K then V, packed, read into `host` (k_bytes + v_bytes). */
+static flashcl_status read_shard_kv(cl_command_queue queue,
+                                    const flashcl_attention_desc *d,
+                                    const shard *s, unsigned char *host)
+{
+    if (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
+                            s->k_bytes, host, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
+                            s->v_bytes, host + s->k_bytes, 0, NULL,
+                            NULL) != CL_SUCCESS)
+        return fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    return FLASHCL_SUCCESS;
+}
+
 /* ---- ring ------------------------------------------------------------ */
 
 typedef struct ring_buffers {
@@ -469,14 +483,8 @@ static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
     ring_buffers b;
     flashcl_status st = ring_allocate(ctx, s, &b);
     const size_t kv = s->k_bytes + s->v_bytes;
-    if (st == FLASHCL_SUCCESS &&
-        (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
-                             s->k_bytes, b.host[0], 0, NULL,
-                             NULL) != CL_SUCCESS ||
-         clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
-                             s->v_bytes, b.host[0] + s->k_bytes, 0, NULL,
-                             NULL) != CL_SUCCESS))
-        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    if (st == FLASHCL_SUCCESS)
+        st = read_shard_kv(queue, d, s, b.host[0]);
     st = verdict(comm, st, s->rank, "to set up its ring buffers");
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % s->ranks;
@@ -574,13 +582,8 @@ static flashcl_status gather_whole_kv(MPI_Comm comm, flashcl_context *ctx,
         st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                   "%zu bytes of gathered K/V on the host",
                   kv * (size_t)s->ranks);
-    else if (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
-                                 s->k_bytes, mine, 0, NULL,
-                                 NULL) != CL_SUCCESS ||
-             clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
-                                 s->v_bytes, mine + s->k_bytes, 0, NULL,
-                                 NULL) != CL_SUCCESS)
-        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    else
+        st = read_shard_kv(queue, d, s, mine);
     st = verdict(comm, st, s->rank, "to read its K/V");
     if (st == FLASHCL_SUCCESS) {
         MPI_Allgather(mine, (int)kv, MPI_BYTE, gathered, (int)kv, MPI_BYTE,
@@ -1222,13 +1225,8 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
     const size_t kv = s->k_bytes + s->v_bytes;
     const size_t sums = s->k_elems + s->v_elems;
     const int R = s->ranks;
-    if (st == FLASHCL_SUCCESS &&
-        (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
-                             s->k_bytes, r.kv[0], 0, NULL, NULL) != CL_SUCCESS ||
-         clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
-                             s->v_bytes, r.kv[0] + s->k_bytes, 0, NULL,
-                             NULL) != CL_SUCCESS))
-        st = fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
+    if (st == FLASHCL_SUCCESS)
+        st = read_shard_kv(queue, d, s, r.kv[0]);
     st = verdict(comm, st, s->rank, "to set up its ring buffers");
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % R, prev = (s->rank + R - 1) % R;
