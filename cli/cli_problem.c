@@ -131,11 +131,17 @@ flashcl_status problem_create(flashcl_context *ctx, const problem_spec *spec,
         problem_release(p);
         return FLASHCL_ERROR_OPENCL;
     }
+    p->spec.kv_cache = spec->kv_cache || spec->k_storage || spec->v_storage;
+    if (p->spec.kv_cache && problem_kv_create(ctx, p, why, why_cap) != 0) {
+        problem_release(p);
+        return FLASHCL_ERROR_OPENCL;
+    }
     return FLASHCL_SUCCESS;
 }
 
 void problem_release(problem *p)
 {
+    problem_kv_release(p);
     cl_mem buffers[9] = {p->q_buf,     p->k_buf,      p->v_buf,
                          p->o_buf,     p->lse_buf,    p->slopes_buf,
                          p->sinks_buf, p->bias_buf,   p->mask_buf};
@@ -198,6 +204,7 @@ flashcl_attention_desc problem_desc(const problem *p, flashcl_backend backend)
     d.v.buffer = p->v_buf;
     d.o.buffer = p->o_buf;
     d.lse.buffer = p->lse_buf;
+    problem_kv_desc(p, &d);
     return d;
 }
 
@@ -267,11 +274,29 @@ flashcl_status time_forward(flashcl_context *ctx,
 
 /* ---- the oracle ---------------------------------------------------- */
 
-reference_result problem_reference(const problem *p)
+/* A quantized side read as the doubles the kernel must decode, packed
+ * like the unquantized tensor. */
+static void dequantized_view(const problem_kv_side *side, size_t heads,
+                             size_t seq, size_t dim, oracle_view *view)
+{
+    if (!side->type)
+        return;
+    view->base = side->values;
+    view->offset = 0;
+    view->dtype = FLASHCL_DTYPE_FP64;
+    oracle_packed_strides(FLASHCL_LAYOUT_BNHD, heads, seq, dim, view->stride);
+}
+
+/* The cache holds seqlen_k valid keys of every sequence, so the oracle of
+ * the plain call (no cache fields) is the cache's. */
+static reference_result reference_of(const problem *p, bool dequantized)
 {
     reference_result r = {malloc((p->o_count + 1) * sizeof *r.o),
                           malloc((p->lse_count + 1) * sizeof *r.lse)};
-    const flashcl_attention_desc desc = problem_desc(p, FLASHCL_BACKEND_AUTO);
+    problem plain = *p;
+    plain.spec.kv_cache = 0;
+    const flashcl_attention_desc desc =
+        problem_desc(&plain, FLASHCL_BACKEND_AUTO);
     const oracle_inputs in = {p->q,    p->k,    p->v,    p->slopes,
                               p->bias, p->mask, p->sinks};
     oracle_problem op;
@@ -281,6 +306,13 @@ reference_result problem_reference(const problem *p)
     bool ok = r.o && r.lse &&
               oracle_problem_from_desc(&desc, &in, &op, why,
                                        sizeof why) == 0;
+    if (ok && dequantized) {
+        const problem_spec *s = &p->spec;
+        dequantized_view(&p->kv[0], (size_t)s->heads_kv, (size_t)s->seqlen_k,
+                         (size_t)s->head_dim, &op.k);
+        dequantized_view(&p->kv[1], (size_t)s->heads_kv, (size_t)s->seqlen_k,
+                         (size_t)s->head_dim_v, &op.v);
+    }
     if (ok) {
         oracle_packed_strides(FLASHCL_LAYOUT_BNHD, op.heads_q,
                               op.seqlen_q, op.head_dim_v, stride);
@@ -289,6 +321,16 @@ reference_result problem_reference(const problem *p)
     if (!ok)
         reference_free(&r);
     return r;
+}
+
+reference_result problem_reference(const problem *p)
+{
+    return reference_of(p, true);
+}
+
+reference_result problem_reference_unquantized(const problem *p)
+{
+    return reference_of(p, false);
 }
 
 void reference_free(reference_result *r)

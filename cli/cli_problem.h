@@ -21,7 +21,23 @@ typedef struct problem_spec {
     long window_left, window_right;
     int alibi, bias, mask, sinks;
     float softcap;
+    /* K and V as a dense KV cache (capacity seqlen_k, cache_seqlens =
+     * seqlen_k for every sequence), stored as the dtype or, where
+     * k_storage / v_storage (flashcl_kv_storage) is set, quantized on the
+     * host (docs/kv-quantization.md's layouts; fp8 with a per-tensor
+     * scale). A quantized type implies kv_cache. */
+    int kv_cache;
+    int k_storage, v_storage;
 } problem_spec;
+
+/* One side (K or V) of a quantized cache: the device's bytes, scales and
+ * zero points, and the values the kernel must read, as doubles packed
+ * like the unquantized tensor (what the oracle reads instead). */
+typedef struct problem_kv_side {
+    int type; /* flashcl_kv_storage; 0: the dtype, nothing below is set */
+    cl_mem bytes_buf, scale_buf, zero_buf;
+    double *values;
+} problem_kv_side;
 
 /* Host inputs (quantised to the dtype), device buffers and outputs. */
 typedef struct problem {
@@ -35,6 +51,8 @@ typedef struct problem {
         bias_buf, mask_buf;
     void *o; /* storage, read back */
     float *lse;
+    cl_mem seqlens_buf;     /* spec.kv_cache: int32 [batch], all seqlen_k */
+    problem_kv_side kv[2]; /* K, V */
 } problem;
 
 /* Random inputs (seeded) on host and device. On failure the problem is
@@ -68,6 +86,21 @@ typedef struct reference_result {
 } reference_result;
 reference_result problem_reference(const problem *p);
 void reference_free(reference_result *r);
+
+/* The oracle over the unquantized K and V (the dtype's values before the
+ * host quantized them): the quantization error's reference. Equal to
+ * problem_reference() when nothing is quantized. */
+reference_result problem_reference_unquantized(const problem *p);
+
+/* KV-cache mode (cli_kvcache.c): the cache's device buffers, quantized
+ * where asked; 0, or -1 with the reason in `why`. */
+int problem_kv_create(flashcl_context *ctx, problem *p, char *why,
+                      size_t why_cap);
+void problem_kv_release(problem *p);
+/* The cache fields of the descriptor (cache_seqlens, quantized K/V). */
+void problem_kv_desc(const problem *p, flashcl_attention_desc *d);
+/* Whether K or V is stored quantized. */
+bool problem_kv_quantized(const problem *p);
 
 /* Max |a - b| / max |b| over O, and max |a - b| / max(1, |b|) over LSE,
  * where -inf must match -inf exactly (else the error is infinite). */

@@ -7,13 +7,15 @@
 #include "cli_device.h"
 #include "cli_problem.h"
 #include "cli_report.h"
+#include "kv_quant_oracle.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct run_options {
     int batch, heads, heads_kv, seqlen, seqlen_q, seqlen_k, head_dim, reps;
-    bool causal, window, backward;
+    bool causal, window, backward, kv_cache;
+    int k_storage, v_storage; /* --kv-dtype, flashcl_kv_storage */
     long window_left, window_right;
     float softcap;
     flashcl_dtype dtype;
@@ -65,6 +67,22 @@ static bool parse_softcap(void *opts, const char *value)
     return true;
 }
 
+/* "T" (K and V) or "K,V": a quantized type or "same" (the dtype). */
+static bool parse_kv_dtype(void *opts, const char *value)
+{
+    run_options *o = opts;
+    const char *comma = strchr(value, ',');
+    char first[32];
+    if (comma && (size_t)(comma - value) >= sizeof first)
+        return false;
+    snprintf(first, sizeof first, "%.*s",
+             comma ? (int)(comma - value) : (int)sizeof first - 1, value);
+    o->k_storage = kvq_type_parse(first);
+    o->v_storage = comma ? kvq_type_parse(comma + 1) : o->k_storage;
+    o->kv_cache = true;
+    return o->k_storage >= 0 && o->v_storage >= 0;
+}
+
 #define RUN_INT(field) CLI_INT, offsetof(run_options, field)
 
 static const cli_option run_table[] = {
@@ -95,6 +113,13 @@ static const cli_option run_table[] = {
     {"backend", "B", "auto|fused|reference (default: FLASHCL_BACKEND,\n"
                      "else fused)",
      CLI_CUSTOM, 0, 0, 0, parse_backend, "auto, fused or reference"},
+    {"kv-cache", NULL, "K and V as a KV cache of --seqlen-k keys (a\n"
+                       "decode with --seqlen-q 1)",
+     CLI_FLAG, offsetof(run_options, kv_cache), 0, 0, NULL, NULL},
+    {"kv-dtype", "T", "KV cache stored as e4m3|e5m2|int8|int4|same, or\n"
+                      "K,V types (int8,int4); implies --kv-cache",
+     CLI_CUSTOM, 0, 0, 0, parse_kv_dtype,
+     "e4m3, e5m2, int8, int4 or same, or two of them as K,V"},
     {"reps", "N", "timed calls, median (default 5)", RUN_INT(reps), 1, 1000,
      NULL, NULL},
     {"backward", NULL, "then the backward: dQ, dK, dV error vs float64\n"
@@ -116,7 +141,13 @@ const cli_command run_command = {
     "then runs the backward on the same case (the portable kernel, with a\n"
     "random dO): dQ, dK, dV's max error against the float64 gradient oracle,\n"
     "the first call (host clock, compile included) and the median device\n"
-    "time of --reps calls from events; PASS needs these too.\n",
+    "time of --reps calls from events; PASS needs these too.\n"
+    "--kv-cache makes K and V a dense KV cache (cache_seqlens: --seqlen-k\n"
+    "for every sequence); --kv-dtype stores it quantized by the host\n"
+    "(docs/kv-quantization.md's rows; fp8 with one scale per tensor): the\n"
+    "error is then against the float64 oracle of the dequantized cache,\n"
+    "and the error against the unquantized K and V is printed beside it\n"
+    "(the quantization's own, not part of PASS).\n",
     run_table};
 
 /* ---- options -------------------------------------------------------- */
@@ -154,6 +185,11 @@ static int resolve_options(run_options *o, problem_spec *spec)
                     o->heads, o->heads_kv);
         return -1;
     }
+    if (o->backward && o->kv_cache) {
+        usage_error("run", "--backward has no KV-cache mode (--kv-cache, "
+                           "--kv-dtype)");
+        return -1;
+    }
     *spec = (problem_spec){.name = "run", .batch = o->batch,
                            .heads_q = o->heads, .heads_kv = o->heads_kv,
                            .seqlen_q = o->seqlen_q ? o->seqlen_q : o->seqlen,
@@ -163,7 +199,10 @@ static int resolve_options(run_options *o, problem_spec *spec)
                            .window = o->window,
                            .window_left = o->window_left,
                            .window_right = o->window_right,
-                           .softcap = o->softcap};
+                           .softcap = o->softcap,
+                           .kv_cache = o->kv_cache,
+                           .k_storage = o->k_storage,
+                           .v_storage = o->v_storage};
     return 0;
 }
 
@@ -178,6 +217,7 @@ typedef struct run_result {
     int block_m, block_n;   /* its tiles: queries x keys a work-group takes */
     timing_result time;
     error_pair error;
+    double o_error_unquantized; /* --kv-dtype: O vs the unquantized oracle */
     size_t scratch;
     bool pass;
     bool backward;
@@ -229,6 +269,16 @@ static flashcl_status measure(flashcl_context *ctx, problem *p,
     }
     r->error = problem_error(p, ref.o, ref.lse);
     reference_free(&ref);
+    if (problem_kv_quantized(p)) {
+        ref = problem_reference_unquantized(p);
+        if (!ref.o) {
+            snprintf(why, why_cap, "out of host memory for the float64 "
+                                   "oracle");
+            return FLASHCL_ERROR_OUT_OF_MEMORY;
+        }
+        r->o_error_unquantized = problem_error(p, ref.o, ref.lse).o;
+        reference_free(&ref);
+    }
     flashcl_attention_desc desc = problem_desc(p, o->backend);
     status = time_forward(ctx, &desc, 1, o->reps, &r->time);
     if (status != FLASHCL_SUCCESS) {
@@ -270,6 +320,9 @@ static void json_shape(json_writer *j, const problem_spec *s,
     json_integer(j, "window_left", s->window ? s->window_left : -1);
     json_integer(j, "window_right", s->window ? s->window_right : -1);
     json_number(j, "softcap", s->softcap);
+    json_bool(j, "kv_cache", s->kv_cache);
+    json_string(j, "k_storage", kvq_type_name(s->k_storage));
+    json_string(j, "v_storage", kvq_type_name(s->v_storage));
 }
 
 static void print_json(const problem *p, flashcl_backend backend,
@@ -294,6 +347,8 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_number(&j, "o_tolerance", o_tolerance(p->dtype));
     json_number(&j, "lse_error", r->error.lse);
     json_number(&j, "lse_tolerance", lse_tolerance(p->dtype));
+    if (problem_kv_quantized(p))
+        json_number(&j, "o_error_unquantized", r->o_error_unquantized);
     json_integer(&j, "reps", r->time.reps);
     json_number(&j, "median_ms", r->time.median_ms);
     json_number(&j, "min_ms", r->time.min_ms);
@@ -331,6 +386,9 @@ static void print_shape(const problem *p)
         printf(", window %ld,%ld", s->window_left, s->window_right);
     if (s->softcap > 0)
         printf(", softcap %g", (double)s->softcap);
+    if (s->kv_cache)
+        printf(", KV cache (K %s, V %s)", kvq_type_name(s->k_storage),
+               kvq_type_name(s->v_storage));
     printf("\n");
 }
 
@@ -370,9 +428,14 @@ static void print_text(const problem *p, flashcl_backend backend,
         printf("path: %s, tiles %dx%d (queries x keys)\n", r->path,
                r->block_m, r->block_n);
     print_first_call(backend, r);
-    printf("max |O - O_ref| / max |O_ref| vs float64 oracle: %.3e "
+    printf("max |O - O_ref| / max |O_ref| vs float64 oracle%s: %.3e "
            "(tolerance %.1e)\n",
+           problem_kv_quantized(p) ? " of the dequantized cache" : "",
            r->error.o, o_tolerance(p->dtype));
+    if (problem_kv_quantized(p))
+        printf("max |O - O_ref| / max |O_ref| vs float64 oracle of the "
+               "unquantized K, V: %.3e (quantization error, not checked)\n",
+               r->o_error_unquantized);
     printf("max |LSE - LSE_ref| / max(1, |LSE_ref|): %.3e (tolerance "
            "%.1e)\n",
            r->error.lse, lse_tolerance(p->dtype));

@@ -938,6 +938,73 @@ START_TEST(run_shape_and_variant_options)
 }
 END_TEST
 
+/* --kv-cache / --kv-dtype: a KV-cache call whose K/V the host quantized;
+ * its error is against the float64 oracle of the dequantized cache (within
+ * a plain call's tolerance), and the quantization error against the
+ * unquantized K/V is reported beside it, large enough to show that the
+ * cache really was quantized. */
+START_TEST(run_kv_cache_and_kv_dtype)
+{
+    static const struct {
+        const char *args, *k, *v;
+        double min_unquantized; /* 0: nothing quantized */
+    } cases[] = {
+        {"--kv-cache --dtype fp16", "same", "same", 0},
+        {"--kv-dtype int8", "int8", "int8", 1e-4},
+        {"--kv-dtype e4m3 --dtype bf16", "e4m3", "e4m3", 1e-3},
+        {"--kv-dtype int8,int4 --dtype fp16", "int8", "int4", 1e-3},
+        {"--kv-dtype e5m2,same --causal --seqlen-q 6 --window 40,0 "
+         "--softcap 20",
+         "e5m2", "same", 1e-3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        char args[256], got[32];
+        snprintf(args, sizeof args, "run --json --reps 1 --batch 2 "
+                                    "--heads 8 --heads-kv 2 --seqlen-q 1 "
+                                    "--seqlen-k 133 %s",
+                 cases[i].args);
+        tool_result r = tool(NULL, args);
+        ck_assert_msg(r.status == 0 && json_bool_of(r.out, "pass") == 1,
+                      "%s: exit %d: %s %s", args, r.status, clip(r.out),
+                      clip(r.err));
+        ck_assert_int_eq(json_bool_of(r.out, "kv_cache"), 1);
+        ck_assert(json_string_of(r.out, "k_storage", got, sizeof got));
+        ck_assert_str_eq(got, cases[i].k);
+        ck_assert(json_string_of(r.out, "v_storage", got, sizeof got));
+        ck_assert_str_eq(got, cases[i].v);
+        ck_assert(json_string_of(r.out, "path", got, sizeof got));
+        ck_assert_msg(!strcmp(got, "split_kv"), "%s: path %s", args, got);
+        ck_assert(json_number_of(r.out, "o_error") <=
+                  json_number_of(r.out, "o_tolerance"));
+        const double unquantized =
+            cases[i].min_unquantized > 0
+                ? json_number_of(r.out, "o_error_unquantized")
+                : 0;
+        ck_assert_msg(cases[i].min_unquantized == 0 ||
+                          (unquantized >= cases[i].min_unquantized &&
+                           unquantized < 0.5),
+                      "%s: error vs unquantized %g", args, unquantized);
+        tool_free(&r);
+    }
+    tool_result r = tool(NULL, "run --kv-dtype int8 --seqlen-k 64");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "K int8, V int8") &&
+                      strstr(r.out, "of the dequantized cache") &&
+                      strstr(r.out, "unquantized K, V") &&
+                      strstr(r.out, "PASS"),
+                  "exit %d: %s", r.status, clip(r.out));
+    tool_free(&r);
+    /* the library's refusal, with nothing claimed */
+    r = tool(NULL, "run --kv-dtype int4 --head-dim 48 --seqlen 32");
+    ck_assert_msg(r.status == 3 && !strstr(r.out, "PASS") &&
+                      strstr(r.err, "multiple of 32"),
+                  "exit %d: %s %s", r.status, clip(r.out), clip(r.err));
+    tool_free(&r);
+    expect_usage_error("run --kv-dtype int3", "--kv-dtype needs");
+    expect_usage_error("run --kv-dtype int8,", "--kv-dtype needs");
+    expect_usage_error("run --kv-cache --backward", "no KV-cache mode");
+}
+END_TEST
+
 /* Whether the kernel was compiled in this process comes from
  * flashcl_prepare (0 ms: it was cached); the text says so in words that
  * match the number, and the first call is reported on its own. */
@@ -1534,7 +1601,7 @@ int main(int argc, char **argv)
     const test_entry commands[] = {
         {info_lists_the_device, 0}, {run_both_backends, 0},
         {run_follows_backend_env, 0}, {run_json_failure, 0},
-        {run_shape_and_variant_options, 0},
+        {run_shape_and_variant_options, 0}, {run_kv_cache_and_kv_dtype, 0},
         {run_reports_compile_and_first_call, 0},
         {run_backward_reports_errors_and_time, 0},
         {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},
