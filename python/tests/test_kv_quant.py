@@ -99,3 +99,63 @@ def test_quantized_bad_arguments(rng):
     with pytest.raises(flashcl.DtypeUnsupportedError, match="bytes"):
         flashcl.attention_kvcache(q, kc, kc, LENGTHS, k_storage="int8",
                                   k_scale=ks)
+
+
+def test_kvcache_quantized_pyopencl_append(cl_queue, rng):
+    """PyOpenCL arrays of codes, scales and zero points are used in place:
+    the append quantizes the new rows on the device into them, and O
+    matches the float64 reference of the dequantized cache read back."""
+    import pyopencl.array as cla
+    q = randn(rng, (B, 2, HQ, D))
+    kc, vc = randn(rng, (B, CAP, HKV, D)), randn(rng, (B, CAP, HKV, D))
+    k_new, v_new = randn(rng, (B, 2, HKV, D)), randn(rng, (B, 2, HKV, D))
+    k8, ks, _ = flashcl.quantize_kv(kc, "int8")
+    v4, vs, vz = flashcl.quantize_kv(vc, "int4")
+    dev = [cla.to_device(cl_queue, x) for x in
+           (q, k8, v4, ks, vs, vz, LENGTHS, k_new, v_new)]
+    dq, dk, dv, dks, dvs, dvz, dlen, dkn, dvn = dev
+    out = cla.to_device(cl_queue, np.full((B, 2, HQ, D), np.nan, np.float32))
+    o, event = flashcl.attention_kvcache(
+        dq, dk, dv, dlen, k_new=dkn, v_new=dvn, causal=True,
+        k_storage="int8", k_scale=dks, v_storage="int4", v_scale=dvs,
+        v_zero=dvz, out=out, return_event=True)
+    event.wait()
+    assert o is out
+    k8, ks, v4, vs, vz = (x.get() for x in (dk, dks, dv, dvs, dvz))
+    for b, n in enumerate(LENGTHS):
+        rows = slice(n, n + 2)
+        got_k = flashcl.dequantize_kv(k8[b, rows], "int8", ks[b, rows])
+        assert np.all(np.abs(got_k - k_new[b]) <=
+                      0.5001 * ks[b, rows][..., None])
+        got_v = flashcl.dequantize_kv(v4[b, rows], "int4", vs[b, rows],
+                                      vz[b, rows])
+        assert np.all(np.abs(got_v - v_new[b]) <=
+                      0.5001 * np.repeat(vs[b, rows], 32, axis=-1) + 1e-6)
+    k_ref = flashcl.dequantize_kv(k8, "int8", ks)
+    v_ref = flashcl.dequantize_kv(v4, "int4", vs, vz)
+    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS + 2,
+                        causal=True)
+    assert rel_err(o.get(), want) < 1e-5
+
+
+def test_kvcache_quantized_pyopencl_views(cl_queue, rng):
+    """fp8 caches as PyOpenCL views at a byte offset into a larger buffer,
+    per-head K scales and a per-tensor V scale on the device."""
+    import pyopencl.array as cla
+    q = randn(rng, (B, 1, HQ, D))
+    kc, vc = randn(rng, (B, CAP, HKV, D)), randn(rng, (B, CAP, HKV, D))
+    k8, ks, _ = flashcl.quantize_kv(kc, "e4m3", per_head=True)
+    v8, vs, _ = flashcl.quantize_kv(vc, "e5m2")
+    assert ks.shape == (HKV,) and vs.shape == (1,)
+    big_k = cla.to_device(cl_queue, np.concatenate([k8[:1] ^ 0x7F, k8]))
+    big_v = cla.to_device(cl_queue, np.concatenate([v8[:1] ^ 0x7F, v8]))
+    dk, dv = big_k[1:], big_v[1:]  # views: offset one cache row
+    assert dk.offset > 0
+    o = flashcl.attention_kvcache(
+        cla.to_device(cl_queue, q), dk, dv, cla.to_device(cl_queue, LENGTHS),
+        k_storage="e4m3", k_scale=cla.to_device(cl_queue, ks),
+        v_storage="e5m2", v_scale=cla.to_device(cl_queue, vs))
+    k_ref = flashcl.dequantize_kv(k8, "e4m3", ks)
+    v_ref = flashcl.dequantize_kv(v8, "e5m2", vs)
+    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS)
+    assert rel_err(o.get(), want) < 1e-5
