@@ -124,8 +124,8 @@ check "split tensor-core kernel, paged, L2 prefetch" $split \
 check "split tensor-core kernel, combine kernel" $split \
   "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2" \
   '!fence\.acq_rel\.gpu'
-# The wide split kernel reading a quantized cache (issue 45: NVIDIA's pick
-# while the lane-group and tensor-core kernels do not dequantize): decoded
+# The wide split kernel reading a quantized cache (issue 45; NVIDIA's when
+# forced, FLASHCL_SPLIT_KERNEL=wide, the other GPUs' pick): decoded
 # as the tile is loaded (kv_quad), so no cp.async, whose raw copies would
 # skip the decode; the int8 / fp8 bytes and int4 nibbles read as bytes.
 wide="-DFLASHCL_BLOCK_N=32 -DFLASHCL_WG_SIZE=128 -DFLASHCL_VEC=4 -DFLASHCL_SPLIT_VLOAD=1 -DFLASHCL_SPLIT_WIDE=1 -DFLASHCL_SPLIT=1"
@@ -138,6 +138,23 @@ CHECK_BASE='ld\.global\.u8' check "split wide kernel, int4 K e4m3 V, paged, fp16
 CHECK_BASE='ld\.global\.s8' check "split wide kernel, e5m2 K, fp32 V, D64" $split \
   "$d64 $wide -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=0 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=2" \
   '!cp\.async' 'ld\.global(\.nc)?\.v4\.f32'
+# The lane-group split kernel reading a quantized cache (NVIDIA's pick for
+# one, issue 45): each item's slice decoded by kv_quad into fp32 words as
+# it is loaded, the lane sums by shuffles; no stack frame (a quad indexed
+# by a lane-dependent number went to the stack once). The first is the
+# H200's plan for an int8 bf16 decode (tests/test_nv_plans.c prints it);
+# the last has 32 lanes over D = 64, slices of 2 columns, narrower than a
+# quad.
+lanes="-DFLASHCL_WG_SIZE=128 -DFLASHCL_VEC=4 -DFLASHCL_SPLIT_VLOAD=1 -DFLASHCL_SPLIT_SHFL=1 -DFLASHCL_SPLIT=1 -DFLASHCL_SPLIT_PREFETCH=1"
+CHECK_BASE='shfl\.sync\.bfly' check "split lane-group kernel, int8 K and V, dense, bf16" $split \
+  "$d128 $lanes -DFLASHCL_SPLIT_LANES=32 -DFLASHCL_SPLIT_UNROLL=4 -DFLASHCL_BLOCK_N=16 -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=3 -DFLASHCL_V_QUANT=3" \
+  'ld\.global(\.nc)?\.s8' '!__local_depot'
+CHECK_BASE='shfl\.sync\.bfly' check "split lane-group kernel, int4 K e4m3 V, paged, fp16" $split \
+  "$d128 $lanes -DFLASHCL_SPLIT_LANES=32 -DFLASHCL_SPLIT_UNROLL=4 -DFLASHCL_BLOCK_N=16 -DFLASHCL_BLOCK_M=8 -DFLASHCL_DTYPE=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_K_QUANT=4 -DFLASHCL_V_QUANT=1" \
+  'ld\.global(\.nc)?\.[su]8' '!__local_depot'
+CHECK_BASE='shfl\.sync\.bfly' check "split lane-group kernel, e5m2 K, fp32 V, D64, 2-column slices" $split \
+  "$d64 $lanes -DFLASHCL_SPLIT_LANES=32 -DFLASHCL_SPLIT_UNROLL=4 -DFLASHCL_BLOCK_N=16 -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=0 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=2" \
+  'ld\.global(\.nc)?\.[su]8' '!__local_depot'
 
 
 # The Hopper wgmma kernel (cl/nvidia/flash_fwd_wgmma.cl) in the schedules

@@ -53,31 +53,25 @@ rm -f "$log.out"
 # Quantized KV caches (issue 45): cases 0, 5 and 10 of
 # tests/test_kv_quant.c (fp8 dense decode; int4 keys and int8 values,
 # paged, chunked prefill with a window and softcap; int8 with non-finite
-# scales), a few seconds. Built without
-# optimisation: Oclgrind cannot create the optimised split kernel
-# ("Undefined external function: llvm.experimental.noalias.scope.decl").
-: > "$log"
-if ! OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
-     FLASHCL_KVQ_CASES=5 oclgrind --data-races --check-api --log "$log" \
-     "$B/tests/test_kv_quant" > "$log.out" 2>&1 || [ -s "$log" ]; then
-  echo "oclgrind_check: test_kv_quant failed or Oclgrind reported:" >&2
-  cat "$log.out" >&2
-  head -30 "$log" >&2
-  rm -f "$log.out"
-  exit 1
-fi
-echo "ok   test_kv_quant (cases 0, 5, 10)"
-# The same cases on the wide split kernel at its GPU tile (issue 45).
-: > "$log"
-if ! OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
-     FLASHCL_KVQ_CASES=5 FLASHCL_SPLIT_KERNEL=wide oclgrind --data-races \
-     --check-api --log "$log" "$B/tests/test_kv_quant" > "$log.out" 2>&1 ||
-   [ -s "$log" ]; then
-  echo "oclgrind_check: test_kv_quant (wide kernel) failed or Oclgrind reported:" >&2
-  cat "$log.out" >&2
-  head -30 "$log" >&2
-  rm -f "$log.out"
-  exit 1
-fi
-echo "ok   test_kv_quant on the wide kernel (cases 0, 5, 10)"
+# scales), a few seconds each, on the row kernel and forced onto the wide
+# and lane-group kernels (the test checks that the forced one is planned).
+# Built without optimisation: Oclgrind cannot create the optimised split
+# kernel ("Undefined external function: llvm.experimental.noalias.scope.decl").
+kvq_check() { # LABEL [VAR=VALUE...]
+  local label=$1; shift
+  : > "$log"
+  if ! env "$@" OCLGRIND_BUILD_OPTIONS=-cl-opt-disable FLASHCL_CACHE=0 \
+       FLASHCL_KVQ_CASES=5 oclgrind --data-races --check-api --log "$log" \
+       "$B/tests/test_kv_quant" > "$log.out" 2>&1 || [ -s "$log" ]; then
+    echo "oclgrind_check: test_kv_quant ($label) failed or Oclgrind reported:" >&2
+    cat "$log.out" >&2
+    head -30 "$log" >&2
+    rm -f "$log.out"
+    exit 1
+  fi
+  echo "ok   test_kv_quant on the $label (cases 0, 5, 10)"
+}
+kvq_check "row kernel"
+kvq_check "wide kernel" FLASHCL_SPLIT_KERNEL=wide
+kvq_check "lane-group kernel" FLASHCL_SPLIT_KERNEL=lanes
 rm -f "$log.out"

@@ -1,7 +1,9 @@
 /*
  * Quantized KV caches (issue 45): fp8 e4m3 / e5m2, int8 and int4 keys and
  * values with their scales, on the split-KV row kernel (and, as ctest's
- * test_kv_quant_wide, on the wide one: FLASHCL_SPLIT_KERNEL=wide).
+ * test_kv_quant_wide and test_kv_quant_lanes, on the wide and lane-group
+ * ones: FLASHCL_SPLIT_KERNEL=wide or lanes, checked to be the one
+ * planned).
  *
  * The cache is written by the host's quantizer (support/kv_quant_oracle.h,
  * written from docs/kv-quantization.md, not from the kernels) and the
@@ -602,6 +604,28 @@ static void check_untouched(const setup *s, const side *sd,
         }
 }
 
+/* A run forced onto a kernel (ctest's test_kv_quant_wide and
+ * test_kv_quant_lanes) must run on it, not on a fallback: the plan's
+ * switches name the kernel it compiles. */
+static void expect_forced_kernel(const kvq_case *c,
+                                 const flashcl_attention_desc *desc)
+{
+    const char *kernel = getenv("FLASHCL_SPLIT_KERNEL");
+    const char *want = !kernel                   ? NULL
+                       : !strcmp(kernel, "lanes") ? "FLASHCL_SPLIT_LANES="
+                       : !strcmp(kernel, "wide")  ? "FLASHCL_SPLIT_WIDE="
+                                                  : NULL;
+    if (!want)
+        return;
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_variant(shared_context(), desc, &info),
+                     FLASHCL_SUCCESS);
+    const char *at = strstr(info.build_options, want);
+    ck_assert_msg(at && at[strlen(want)] >= '1' && at[strlen(want)] <= '9',
+                  "%s: FLASHCL_SPLIT_KERNEL=%s planned another kernel: %s",
+                  c->name, kernel, clip(info.build_options));
+}
+
 /* Runs the case; asserts O and LSE against the float64 oracle of the
  * quantized cache; returns max |O - O_truth| / max |O_truth| (the
  * unquantized attention). */
@@ -619,6 +643,7 @@ static double run_kvq(const kvq_case *c, int outlier)
     ck_assert_ptr_nonnull(v_before);
     memcpy(k_before, s.k.bytes, s.k.byte_count);
     memcpy(v_before, s.v.bytes, s.v.byte_count);
+    expect_forced_kernel(c, &s.desc);
     const flashcl_status st =
         flashcl_attention_forward(ctx, NULL, &s.desc, 0, NULL, NULL);
     ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %s (%s)", c->name,

@@ -65,15 +65,19 @@ static const split_tile *mma_entry(const device_caps *caps,
 static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
     const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
-    /* cl/common/kv_load.clh serves the row and wide kernels: a quantized
-     * call takes the wide one wherever a GPU would run a split kernel
-     * (plan_split refuses a forced lanes or mma). */
+    /* cl/common/kv_load.clh serves the row, wide and lane-group kernels:
+     * a quantized call takes the kernel a 16-bit one would, and on NVIDIA
+     * the lane-group one also where that would be the tensor-core kernel,
+     * which does not dequantize (its own fallback; plan_split refuses a
+     * forced mma). */
+    if (p->quant.any && forced && *forced)
+        return !strcmp(forced, "wide")    ? &split_tiles[1]
+               : !strcmp(forced, "lanes") ? &split_tiles[2]
+                                          : &split_tiles[0];
     if (p->quant.any)
-        return (forced && strcmp(forced, "wide") == 0) ||
-                       ((!forced || !*forced) &&
-                        caps->klass != DEVICE_CLASS_CPU)
-                   ? &split_tiles[1]
-                   : &split_tiles[0];
+        return caps->klass == DEVICE_CLASS_CPU ? &split_tiles[0]
+               : caps->klass != DEVICE_CLASS_GPU_NVIDIA ? &split_tiles[1]
+                                                        : &split_tiles[2];
     if (forced && strcmp(forced, "row") == 0)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
@@ -242,9 +246,10 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     s.unroll = tile->unroll;
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
                               tile->max_rows);
+    /* a quantized slice is held as fp32, decoded (split_lanes_loads.clh) */
+    const int64_t held = p->quant.any ? 4 : (int64_t)storage_bytes(p->dtype);
     s.lanes = 1;
-    while (s.lanes < 32 &&
-           s.lanes * 16 < widest * (int64_t)storage_bytes(p->dtype))
+    while (s.lanes < 32 && s.lanes * 16 < widest * held)
         s.lanes *= 2;
     while (s.lanes < 32 &&
            (int64_t)s.block_m *
@@ -255,7 +260,9 @@ static split_shape lanes_shape(const split_tile *tile, const device_caps *caps,
     if (s.wg_size < s.lanes)
         s.wg_size = s.lanes;
     /* 16-bit slices are whole 32-bit words (split_lanes.clh) */
-    const int64_t unit = s.lanes * (storage_bytes(p->dtype) == 2 ? 2 : 1);
+    int64_t unit = s.lanes * (storage_bytes(p->dtype) == 2 ? 2 : 1);
+    if (p->quant.any && unit < 4) /* kv_quad reads quads of columns */
+        unit = 4;
     s.d = (int)round_up(p->head_dim, unit);
     s.dv = (int)round_up(p->head_dim_v, unit);
     while ((s.wg_size / s.lanes * s.unroll) % 16 != 0 && s.unroll < 8)
@@ -610,7 +617,7 @@ static split_shape shape_of(const device_caps *caps, const problem *p,
     split_shape s = shape_for(&tile, caps, p);
     if ((s.tile.wide || s.tile.lanes || s.mma_warps) &&
         ((caps->max_work_group && (size_t)s.wg_size > caps->max_work_group) ||
-         (p->quant.any && !s.tile.wide)))
+         (p->quant.any && !s.tile.wide && !s.tile.lanes)))
         s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
     if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
         origin[0] = '\0'; /* the knobs, or the row kernel, run */
@@ -841,10 +848,10 @@ void split_kv_plan(const device_caps *caps, const problem *p,
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
     const char *kernel = dev_getenv("FLASHCL_SPLIT_KERNEL");
     if (p->quant.any && kernel && *kernel && strcmp(kernel, "row") != 0 &&
-        strcmp(kernel, "wide") != 0)
+        strcmp(kernel, "wide") != 0 && strcmp(kernel, "lanes") != 0)
         plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
                     "FLASHCL_SPLIT_KERNEL=%.16s with a quantized K/V cache: "
-                    "only the row and wide kernels dequantize",
+                    "only the row, wide and lane-group kernels dequantize",
                     kernel);
     const split_switches values = plan_switches(caps, p, &s, plan);
     plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,
