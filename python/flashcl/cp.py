@@ -226,9 +226,11 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
 def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
                        layout="contiguous", causal=False, window=None,
                        softcap=0.0, alibi_slopes=None, sinks=None, scale=None,
-                       device=None, backend="auto"):
+                       return_dsinks=False, device=None, backend="auto"):
     """Gradients of :func:`attention` for this rank's shard: ``(dq, dk,
-    dv)`` with q's, k's and v's shapes and dtype.
+    dv)`` with q's, k's and v's shapes and dtype, or ``(dq, dk, dv,
+    dsinks)`` with ``return_dsinks`` (float32 ``[heads_q]``, the whole
+    sequence's, the same on every rank; needs ``sinks``).
 
     q, k, v and the keywords are those of the forward call; o and lse are
     its outputs (``attention(..., return_lse=True)``) and do is the loss's
@@ -239,9 +241,15 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
     rank's contribution and returns to the block's owner. ``"allgather"``:
     every rank gathers K and V, and each rank's dK/dV rows are the sum of
     every rank's contributions in rank order. Bitwise repeatable at a fixed
-    rank count. Collective. The sinks' gradient is not computed.
+    rank count. Collective. A query row's sink gradient depends on the
+    row alone (its lse, and rowsum(do * o)), so each rank takes it from
+    one call per query chunk and the ranks' float32 sums are added in
+    rank order, as libflashcl_mpi does.
     """
     _check_mode(mode)
+    if return_dsinks and sinks is None:
+        raise InvalidValueError("return_dsinks=True needs sinks (the call "
+                                "has no sinks to differentiate)")
     (q, k, v, o, lse, do), queue = _to_host((q, k, v, o, lse, do))
     lse = lse.astype(np.float32, copy=False)
     _agree(comm, q, k, v, o, lse, do)
@@ -252,35 +260,51 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
               alibi_slopes=alibi_slopes, sinks=sinks, scale=scale,
               device=device, backend=backend, causal_align="absolute")
 
-    def pair(qi, block, kf, ka, kc):
+    heads = q.shape[2]
+    dsinks = np.zeros(heads, np.float32)  # this rank's rows, chunk by chunk
+
+    def pair(qi, block, kf, ka, kc, gives_sinks=False):
         """One query chunk's gradients against key rows [ka, ka + kc) of a
-        K/V block, whose first row is kf of the whole sequence."""
+        K/V block, whose first row is kf of the whole sequence; with
+        gives_sinks (one call per query chunk) its rows' sink gradient is
+        added to dsinks."""
+        nonlocal dsinks
         (qf, qc), qa = mine[qi], at[qi]
-        return _attention_backward(
+        want = bool(return_dsinks and gives_sinks)
+        grads = _attention_backward(
             q[:, qa:qa + qc], block[0][:, ka:ka + kc],
             block[1][:, ka:ka + kc], o[:, qa:qa + qc], lse[:, :, qa:qa + qc],
-            do[:, qa:qa + qc], positions=(qf, kf), **kw)
+            do[:, qa:qa + qc], positions=(qf, kf), return_dsinks=want, **kw)
+        if want:
+            dsinks = dsinks + grads[3]
+        return grads[:3]
 
     step = _ring_backward if mode == "ring" else _allgather_backward
     dq, dk, dv = step(comm, q, k, v, mine, at, total, layout, kw, pair)
-    return _to_queue(queue, (dq.astype(q.dtype), dk.astype(k.dtype),
-                             dv.astype(v.dtype)))
+    grads = (dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype))
+    if return_dsinks:
+        whole = np.zeros(heads, np.float32)
+        for part in comm.allgather(dsinks):  # rank order: the same bits
+            whole += part
+        grads = grads + (whole,)
+    return _to_queue(queue, grads)
 
 
-def _block_gradients(q, block, mine, at, theirs, kw, pair):
+def _block_gradients(q, block, mine, at, theirs, kw, pair, gives_sinks):
     """This rank's query chunks against a block laid out as `theirs`
     (chunks of the whole sequence): dQ per query chunk and the block's dK
     and dV, float32, every pair of chunks that sees keys in a fixed
-    order."""
+    order. The sink gradient comes from the pairs (query chunk, key
+    chunk) for which gives_sinks(qi, ki) holds, one per query chunk."""
     dq = np.zeros(q.shape, np.float32)
     dk = np.zeros(block[0].shape, np.float32)
     dv = np.zeros(block[1].shape, np.float32)
     k_at = [sum(c for _, c in theirs[:i]) for i in range(len(theirs))]
     for qi, ((qf, qc), qa) in enumerate(zip(mine, at)):
-        for (kf, kc), ka in zip(theirs, k_at):
+        for ki, ((kf, kc), ka) in enumerate(zip(theirs, k_at)):
             if not _sees_keys(kw["causal"], kw["window"], qf, kf, qc, kc):
                 continue
-            gq, gk, gv = pair(qi, block, kf, ka, kc)
+            gq, gk, gv = pair(qi, block, kf, ka, kc, gives_sinks(qi, ki))
             dq[:, qa:qa + qc] += gq
             dk[:, ka:ka + kc] += gk
             dv[:, ka:ka + kc] += gv
@@ -297,7 +321,10 @@ def _ring_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     for step in range(comm.size):
         source = (comm.rank - step) % comm.size
         theirs = shard_rows(total, source, comm.size, layout)
-        gq, gk, gv = _block_gradients(q, block, mine, at, theirs, kw, pair)
+        # the sinks from each query chunk's diagonal pair, in the own block
+        gq, gk, gv = _block_gradients(
+            q, block, mine, at, theirs, kw, pair,
+            lambda qi, ki, own=step == 0: own and qi == ki)
         dq += gq
         sums = (gk, gv) if sums is None else (sums[0] + gk, sums[1] + gv)
         if step + 1 < comm.size:
@@ -315,7 +342,8 @@ def _allgather_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     whole = (np.concatenate(_placed(kv, 0, total, comm.size, layout), axis=1),
              np.concatenate(_placed(kv, 1, total, comm.size, layout), axis=1))
     dq, dk_all, dv_all = _block_gradients(q, whole, mine, at,
-                                          [(0, total)], kw, pair)
+                                          [(0, total)], kw, pair,
+                                          lambda qi, ki: True)
     sums = comm.allgather((dk_all, dv_all))
     own = [np.concatenate([s[which][:, f:f + c] for f, c in mine], axis=1)
            for s in sums for which in (0, 1)]

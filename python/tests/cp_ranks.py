@@ -46,25 +46,33 @@ for dtype in (np.float32, np.float16):
                                       .shape, whole.shape):
                     failures.append(f"{name}: unshard shape")
 # the backward: the shard's gradients against the single-device backward's
-# rows, fp32 (the sums are float32 whatever the dtype), twice the same bits
+# rows, fp32 (the sums are float32 whatever the dtype), twice the same bits;
+# with sinks also dsinks, the whole sequence's on every rank
 GTOL = 2e-5
 for kw in cases[:3]:
+    ds = "sinks" in kw
     q, k, v, do = (rng.standard_normal((2, N, h, D)).astype(np.float32)
                    for h in (H, HKV, HKV, H))
     o, lse = flashcl.attention(q, k, v, return_lse=True, **kw)
-    want = flashcl.attention_backward(q, k, v, o, lse, do, **kw)
+    want = flashcl.attention_backward(q, k, v, o, lse, do, return_dsinks=ds,
+                                      **kw)
     for layout in ("contiguous", "zigzag"):
         mine = [cp.shard(x, comm, layout=layout) for x in (q, k, v, o, do)]
         my_lse = cp.shard(lse, comm, layout=layout, axis=2)
         for mode in ("ring", "allgather"):
             args = (comm, *mine[:4], my_lse, mine[4])
-            got = cp.attention_backward(*args, mode=mode, layout=layout, **kw)
+            got = cp.attention_backward(*args, mode=mode, layout=layout,
+                                        return_dsinks=ds, **kw)
             again = cp.attention_backward(*args, mode=mode, layout=layout,
-                                          **kw)
+                                          return_dsinks=ds, **kw)
             name = f"backward {kw} {layout} {mode}"
             checks += 2
-            for g, w, what in zip(got, want, ("dq", "dk", "dv")):
-                w = cp.shard(w, comm, layout=layout)
+            if len(got) != len(want):
+                failures.append(f"{name}: {len(got)} gradients, want "
+                                f"{len(want)}")
+            for g, w, what in zip(got, want, ("dq", "dk", "dv", "dsinks")):
+                if what != "dsinks":
+                    w = cp.shard(w, comm, layout=layout)
                 err = np.abs(g.astype(np.float64) - w).max()
                 if not err <= GTOL * max(1.0, np.abs(w).max()):
                     failures.append(f"{name}: {what} max error {err:.3g}")
