@@ -32,7 +32,9 @@ typedef enum flashcl_cp_mode {
      *  receives the previous rank's (non-blocking, during the step's
      *  attention); the partial results (in the storage type, summed in
      *  fp32) merged by flashcl_combine_partials. fp32, fp16 and bf16
-     *  storage (not fp64). */
+     *  storage; not fp64 for the forward (its partials merge through
+     *  their LSEs, fp32 for every dtype, which would cut fp64 to fp32
+     *  accuracy); the backward takes fp64. */
     FLASHCL_CP_RING = 0,
     /** All-gather: every rank gathers the whole K and V, then one call per
      *  local query chunk (for GQA, where K/V are small). Every dtype. */
@@ -64,7 +66,8 @@ typedef struct flashcl_cp_desc {
  *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
  *  whole sequence (bottom-right alignment, which is top-left here).
  *  Not yet: bias and mask tensors, the inference fields, strided views,
- *  fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED).
+ *  fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
+ *  FLASHCL_CP_RING).
  *
  *  Collective: every rank returns the same status class. A rank whose
  *  own check or call fails makes every rank fail (the others with
@@ -80,7 +83,9 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
 /** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
  *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
- *  and v). fp32, fp16 or bf16 storage, summed in fp32 on the host.
+ *  and v). fp32, fp16 or bf16 storage, summed in fp32 on the host;
+ *  fp64 storage, summed in fp64 (O and LSE from any forward: the
+ *  all-gather one, as the ring forward refuses fp64).
  *  FLASHCL_CP_RING: each step computes the
  *  shard's backward against the K/V block in hand, and the block's dK/dV
  *  sum travels around the ring with it, taking each rank's contribution,
@@ -89,9 +94,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
  *  key, and each rank's dK/dV rows are the sum of the ranks'
  *  contributions in rank order. Either way the result is bitwise
  *  repeatable at a fixed rank count. d_sinks (with sinks) is the whole
- *  sequence's, the ranks' sums added in rank order, on every rank. Not
- *  yet: fp64 storage (FLASHCL_ERROR_UNSUPPORTED). Collective, with the
- *  forward's failure rules. */
+ *  sequence's, the ranks' sums added in rank order, on every rank.
+ *  Collective, with the forward's failure rules. */
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
     const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,

@@ -41,6 +41,9 @@ static const cp_case cases[] = {
     {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f},
     {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0},
     {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0},
+    /* fp64: the all-gather forward, and the backward in both modes (its
+     * host sums in fp64); the ring forward refuses it (run_faults) */
+    {"causal + ALiBi + sinks fp64", FLASHCL_DTYPE_FP64, 1, 0, 0, 0, 1, 1, 0},
 };
 
 static int rank, ranks, failures, passes;
@@ -201,7 +204,8 @@ static void release_desc(flashcl_attention_desc *d)
 
 static double tolerance(flashcl_dtype dtype)
 {
-    return dtype == FLASHCL_DTYPE_FP32 ? 2e-5
+    return dtype == FLASHCL_DTYPE_FP64   ? 1e-12
+           : dtype == FLASHCL_DTYPE_FP32 ? 2e-5
            : dtype == FLASHCL_DTYPE_FP16 ? 2e-3
                                          : 1.6e-2;
 }
@@ -276,8 +280,13 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
         b.d_sinks.buffer = device_copy(NULL, HQ * 4);
         poison(b.d_sinks.buffer, HQ * 4);
     }
+    /* the ring forward refuses fp64: O and LSE from the all-gather one */
+    flashcl_cp_desc forward = cp ? *cp : (flashcl_cp_desc)FLASHCL_CP_DESC_INIT;
+    if (d->dtype == FLASHCL_DTYPE_FP64)
+        forward.mode = FLASHCL_CP_ALLGATHER;
     flashcl_status st =
-        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp)
+        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d,
+                                          &forward)
            : flashcl_attention_forward(ctx, NULL, d, 0, NULL, NULL);
     if (st == FLASHCL_SUCCESS)
         st = cp ? flashcl_cp_attention_backward(MPI_COMM_WORLD, ctx, NULL, d,
@@ -326,7 +335,8 @@ static double relative_error(const void *got, const void *want, size_t n,
  * (measured on 3 ranks: fp16 8.2e-4, bf16 5.5e-3; the forward's bounds). */
 static double gradient_tolerance(flashcl_dtype dtype)
 {
-    return dtype == FLASHCL_DTYPE_FP32   ? 1e-5
+    return dtype == FLASHCL_DTYPE_FP64   ? 1e-12
+           : dtype == FLASHCL_DTYPE_FP32 ? 1e-5
            : dtype == FLASHCL_DTYPE_FP16 ? 2e-3
                                          : 1.6e-2;
 }
@@ -457,6 +467,11 @@ int main(int argc, char **argv)
     clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
                     device, NULL);
     printf("rank %d of %d on %s\n", rank, ranks, device);
+    flashcl_device_info info;
+    memset(&info, 0, sizeof info);
+    const int has_fp64 =
+        flashcl_context_device_info(ctx, &info) == FLASHCL_SUCCESS &&
+        info.has_fp64;
     const float slopes[HQ] = {0.25f, 0.0625f}, sinks[HQ] = {0.5f, -1.0f};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const cp_case *c = &cases[i];
@@ -465,10 +480,14 @@ int main(int argc, char **argv)
                      random_tensor(c->dtype, HKV, 3 * i + 2),
                      device_copy(slopes, sizeof slopes),
                      device_copy(sinks, sizeof sinks)};
+        if (c->dtype == FLASHCL_DTYPE_FP64 && !has_fp64)
+            continue; /* test_fp64_absent covers the core's refusal */
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
-                run_case(c, &in, (flashcl_cp_mode)mode,
-                         (flashcl_cp_layout)layout);
+                if (c->dtype != FLASHCL_DTYPE_FP64 ||
+                    mode == FLASHCL_CP_ALLGATHER)
+                    run_case(c, &in, (flashcl_cp_mode)mode,
+                             (flashcl_cp_layout)layout);
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
                 run_backward_case(c, &in, (flashcl_cp_mode)mode,

@@ -57,7 +57,8 @@ typedef struct shard {
     int64_t first[2], rows; /* chunk positions and rows per chunk */
     int64_t batch, heads_q, heads_kv, dim, dim_v, n; /* n: shard rows */
     size_t elem, k_bytes, v_bytes;
-    size_t k_elems, v_elems; /* the backward's fp32 sums count these */
+    size_t k_elems, v_elems; /* the backward's host sums count these */
+    size_t acc; /* bytes of a host sum: 8 (fp64) for fp64, else 4 (fp32) */
 } shard;
 
 static size_t dtype_bytes(flashcl_dtype dtype)
@@ -106,7 +107,7 @@ static flashcl_status check_tensors(const flashcl_attention_desc *d)
 }
 
 static flashcl_status check_options(const flashcl_attention_desc *d,
-                                    const flashcl_cp_desc *cp)
+                                    const flashcl_cp_desc *cp, bool backward)
 {
     if (d->bias.buffer || d->mask.buffer)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
@@ -122,10 +123,16 @@ static flashcl_status check_options(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "inference fields (KV cache, varlen, num_splits > 1): "
                     "not across ranks");
-    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64)
+    /* the ring merges each step's partial through its LSE, which every
+     * forward writes in fp32: an fp64 merge of them would be fp32-accurate,
+     * which is why the core never splits fp64 calls either */
+    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64 &&
+        !backward)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "ring mode merges fp32, fp16 or bf16 partial outputs: "
-                    "not fp64 storage (FLASHCL_CP_ALLGATHER takes it)");
+                    "fp64 forward in ring mode: the steps' partials merge "
+                    "through fp32 LSEs, which would cut fp64 to fp32 "
+                    "accuracy; FLASHCL_CP_ALLGATHER computes fp64 (the ring "
+                    "backward takes fp64)");
     return FLASHCL_SUCCESS;
 }
 
@@ -145,8 +152,8 @@ static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
 }
 
 static flashcl_status resolve_shard(const flashcl_attention_desc *d,
-                                    const flashcl_cp_desc *cp, int rank,
-                                    int ranks, shard *s)
+                                    const flashcl_cp_desc *cp, bool backward,
+                                    int rank, int ranks, shard *s)
 {
     if (!d || !cp)
         return fail(FLASHCL_ERROR_NULL_ARGUMENT, "local or cp is NULL");
@@ -177,6 +184,7 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
                     (long long)d->seqlen_q, (long long)d->seqlen_k, rank,
                     (long long)s->n, (long long)cp->seqlen_total);
     s->elem = dtype_bytes(d->dtype);
+    s->acc = d->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
     if (s->elem == 0 || d->batch <= 0 || d->heads_q <= 0 || d->head_dim <= 0)
         return fail(FLASHCL_ERROR_INVALID_DIMENSION,
                     "batch, heads_q, head_dim and dtype must describe a "
@@ -193,7 +201,7 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     s->v_elems = s->v_bytes / s->elem;
     flashcl_status st = check_tensors(d);
     if (st == FLASHCL_SUCCESS)
-        st = check_options(d, cp);
+        st = check_options(d, cp, backward);
     if (st == FLASHCL_SUCCESS)
         st = buffer_holds(&d->k, s->k_bytes, "k");
     if (st == FLASHCL_SUCCESS)
@@ -712,9 +720,14 @@ static uint16_t float_to_half(float value)
     return (uint16_t)(sign | h);
 }
 
-static float load_float(const unsigned char *base, size_t i,
-                        flashcl_dtype dtype)
+static double load_value(const unsigned char *base, size_t i,
+                         flashcl_dtype dtype)
 {
+    if (dtype == FLASHCL_DTYPE_FP64) {
+        double x;
+        memcpy(&x, base + i * 8, 8);
+        return x;
+    }
     if (dtype == FLASHCL_DTYPE_FP32) {
         float f;
         memcpy(&f, base + i * 4, 4);
@@ -730,9 +743,14 @@ static float load_float(const unsigned char *base, size_t i,
     return f;
 }
 
-static void store_float(unsigned char *base, size_t i, flashcl_dtype dtype,
-                        float value)
+static void store_value(unsigned char *base, size_t i, flashcl_dtype dtype,
+                        double wide)
 {
+    if (dtype == FLASHCL_DTYPE_FP64) {
+        memcpy(base + i * 8, &wide, 8);
+        return;
+    }
+    const float value = (float)wide; /* exact: an fp32 sum */
     if (dtype == FLASHCL_DTYPE_FP32) {
         memcpy(base + i * 4, &value, 4);
         return;
@@ -750,12 +768,38 @@ static void store_float(unsigned char *base, size_t i, flashcl_dtype dtype,
     memcpy(base + i * 2, &h, 2);
 }
 
-/* `count` fp32 values stored in `dtype` into `out`. */
-static void store_all(unsigned char *out, const float *values, size_t count,
-                      flashcl_dtype dtype)
+/* The backward's host sums are fp32 (acc 4) for fp32, fp16 and bf16, and
+ * fp64 (acc 8) for fp64, so that fp64 gradients keep fp64 accuracy; an
+ * fp32 sum adds in fp32, as before there were fp64 ones. */
+static double acc_get(const void *sums, size_t i, size_t acc)
+{
+    return acc == 8 ? ((const double *)sums)[i] : ((const float *)sums)[i];
+}
+
+static void acc_add(void *sums, size_t i, size_t acc, double value)
+{
+    if (acc == 8)
+        ((double *)sums)[i] += value;
+    else
+        ((float *)sums)[i] += (float)value;
+}
+
+static void *acc_at(void *sums, size_t i, size_t acc)
+{
+    return (unsigned char *)sums + i * acc;
+}
+
+static MPI_Datatype acc_type(size_t acc)
+{
+    return acc == 8 ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+/* `count` host sums stored in `dtype` into `out`. */
+static void store_all(unsigned char *out, const void *values, size_t count,
+                      flashcl_dtype dtype, size_t acc)
 {
     for (size_t i = 0; i < count; ++i)
-        store_float(out, i, dtype, values[i]);
+        store_value(out, i, dtype, acc_get(values, i, acc));
 }
 
 /* ---- d_sinks across ranks ------------------------------------------- */
@@ -863,10 +907,6 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_INVALID_VALUE,
                     "bwd.struct_size = %zu, expected %zu", g->struct_size,
                     sizeof *g);
-    if (d->dtype == FLASHCL_DTYPE_FP64)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "the backward across ranks sums its partials in fp32: "
-                    "fp32, fp16 or bf16 storage (not fp64)");
     const flashcl_tensor *views[] = {&d->lse, &g->d_o, &g->d_q, &g->d_k,
                                      &g->d_v};
     flashcl_status st = check_views(
@@ -898,7 +938,7 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                       const flashcl_backward_desc *g,
                                       const flashcl_cp_desc *cp,
                                       const shard *s, cl_mem k, cl_mem v,
-                                      float *whole, sinks_grad *sg)
+                                      void *whole, sinks_grad *sg)
 {
     const size_t k_floats = s->k_elems * (size_t)s->ranks;
     const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
@@ -914,7 +954,7 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                             ? fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                                    "whole dK/dV partials")
                             : FLASHCL_SUCCESS;
-    memset(whole, 0, floats * sizeof *whole);
+    memset(whole, 0, floats * s->acc);
     for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
         flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
         flashcl_backward_desc b = *g;
@@ -943,29 +983,29 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                 NULL) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "reading dK/dV partials failed");
         for (size_t i = 0; i < floats && st == FLASHCL_SUCCESS; ++i)
-            whole[i] += load_float(part, i, d->dtype);
+            acc_add(whole, i, s->acc, load_value(part, i, d->dtype));
     }
     release_kv(part_k, part_v);
     free(part);
     return st;
 }
 
-/* This shard's rows of a whole [batch, N, heads, dim] fp32 tensor, each
- * the sum over the ranks' contributions in rank order. */
-static void own_rows(float *out, const float *gathered, size_t stride,
+/* This shard's rows of a whole [batch, N, heads, dim] tensor of host
+ * sums, each the sum over the ranks' contributions in rank order. */
+static void own_rows(void *out, const void *gathered, size_t stride,
                      const flashcl_cp_desc *cp, const shard *s, size_t row)
 {
     const int64_t total = cp->seqlen_total;
     for (int c = 0; c < s->chunks; ++c)
         for (int64_t b = 0; b < s->batch; ++b) {
-            float *to = out + (size_t)(b * s->n + c * s->rows) * row;
+            const size_t to = (size_t)(b * s->n + c * s->rows) * row;
             const size_t from = (size_t)(b * total + s->first[c]) * row;
-            for (size_t i = 0; i < (size_t)s->rows * row; ++i) {
-                float sum = 0;
+            memset(acc_at(out, to, s->acc), 0, (size_t)s->rows * row * s->acc);
+            for (size_t i = 0; i < (size_t)s->rows * row; ++i)
                 for (int r = 0; r < s->ranks; ++r)
-                    sum += gathered[stride * (size_t)r + from + i];
-                to[i] = sum;
-            }
+                    acc_add(out, to + i, s->acc,
+                            acc_get(gathered, stride * (size_t)r + from + i,
+                                    s->acc));
         }
 }
 
@@ -975,12 +1015,12 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
                                        const flashcl_backward_desc *g,
                                        const flashcl_cp_desc *cp,
                                        const shard *s, flashcl_dtype dtype,
-                                       const float *whole)
+                                       const void *whole)
 {
     const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
     const size_t k_floats = s->k_elems * (size_t)s->ranks;
-    float *gathered = malloc(floats * sizeof *gathered * (size_t)s->ranks);
-    float *mine = malloc((s->k_elems + s->v_elems) * sizeof *mine);
+    void *gathered = malloc(floats * s->acc * (size_t)s->ranks);
+    void *mine = malloc((s->k_elems + s->v_elems) * s->acc);
     unsigned char *stored = malloc(s->k_bytes + s->v_bytes);
     const int ok = gathered && mine && stored;
     int all_ok = 0;
@@ -989,17 +1029,18 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
     if (!all_ok) {
         st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                   "gathering the ranks' dK/dV partials");
-    } else if (floats * 4 > (size_t)INT32_MAX) {
+    } else if (floats * s->acc > (size_t)INT32_MAX) {
         st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
                   "dK/dV partials over 2 GiB: not yet");
     } else {
-        MPI_Allgather(whole, (int)(floats * 4), MPI_BYTE, gathered,
-                      (int)(floats * 4), MPI_BYTE, comm);
+        MPI_Allgather(whole, (int)(floats * s->acc), MPI_BYTE, gathered,
+                      (int)(floats * s->acc), MPI_BYTE, comm);
         own_rows(mine, gathered, floats, cp, s,
                  (size_t)(s->heads_kv * s->dim));
-        own_rows(mine + s->k_elems, gathered + k_floats, floats, cp, s,
+        own_rows(acc_at(mine, s->k_elems, s->acc),
+                 acc_at(gathered, k_floats, s->acc), floats, cp, s,
                  (size_t)(s->heads_kv * s->dim_v));
-        store_all(stored, mine, s->k_elems + s->v_elems, dtype);
+        store_all(stored, mine, s->k_elems + s->v_elems, dtype, s->acc);
         if (clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
                                  s->k_bytes, stored, 0, NULL,
                                  NULL) != CL_SUCCESS ||
@@ -1022,9 +1063,9 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
  * last. */
 typedef struct ring_grads {
     unsigned char *kv[2]; /* K then V: the block in hand, the next one */
-    float *sum[2];        /* dK then dV of a block: in hand, arriving */
-    float *mine;          /* this rank's contribution to the block in hand */
-    float *dq;            /* the shard's dQ, summed over the steps */
+    void *sum[2];         /* dK then dV of a block: in hand, arriving */
+    void *mine;           /* this rank's contribution to the block in hand */
+    void *dq;             /* the shard's dQ, summed over the steps */
     unsigned char *part;  /* one call's dQ, dK, dV read back (storage) */
     cl_mem kv_dev, part_q, part_k, part_v;
     sinks_grad sinks;
@@ -1051,7 +1092,7 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
     if (sinks_begin(ctx, g, s, &r->sinks) != FLASHCL_SUCCESS)
         return FLASHCL_ERROR_OUT_OF_MEMORY;
     const size_t kv = s->k_bytes + s->v_bytes;
-    const size_t sums = s->k_elems + s->v_elems; /* dK then dV, fp32 */
+    const size_t sums = s->k_elems + s->v_elems; /* dK then dV */
     const size_t elem = s->elem;
     const size_t q_chunk = (size_t)(s->batch * s->rows * s->heads_q * s->dim);
     const size_t k_chunk = (size_t)(s->batch * s->rows * s->heads_kv * s->dim);
@@ -1059,10 +1100,10 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
         (size_t)(s->batch * s->rows * s->heads_kv * s->dim_v);
     for (int i = 0; i < 2; ++i) {
         r->kv[i] = malloc(kv);
-        r->sum[i] = malloc(sums * sizeof(float));
+        r->sum[i] = malloc(sums * s->acc);
     }
-    r->mine = calloc(sums, sizeof(float));
-    r->dq = calloc(q_chunk * (size_t)s->chunks, sizeof(float));
+    r->mine = calloc(sums, s->acc);
+    r->dq = calloc(q_chunk * (size_t)s->chunks, s->acc);
     r->part = malloc((q_chunk + k_chunk + v_chunk) * elem);
     cl_context cl = flashcl_context_cl_context(ctx);
     cl_int e[4];
@@ -1080,24 +1121,24 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
                     "ring backward buffers: K/V blocks of %zu bytes and "
                     "their dK/dV sums, twice each, on the host",
                     kv);
-    if (sums * sizeof(float) > (size_t)INT32_MAX)
+    if (sums * s->acc > (size_t)INT32_MAX)
         return fail(FLASHCL_ERROR_INVALID_DIMENSION,
                     "a shard's dK/dV sums hold %zu bytes: MPI counts stop at "
                     "2 GiB (not yet larger shards)",
-                    sums * sizeof(float));
+                    sums * s->acc);
     return FLASHCL_SUCCESS;
 }
 
 /* part (a [batch, rows, heads * dim] chunk in `dtype`) added to rows of
- * chunk c of a [batch, n, heads * dim] shard-shaped fp32 sum. */
-static void add_chunk(float *sum, const unsigned char *part,
+ * chunk c of a [batch, n, heads * dim] shard-shaped host sum. */
+static void add_chunk(void *sum, const unsigned char *part,
                       flashcl_dtype dtype, const shard *s, int c, size_t row)
 {
     for (int64_t b = 0; b < s->batch; ++b) {
-        float *to = sum + (size_t)(b * s->n + c * s->rows) * row;
+        const size_t to = (size_t)(b * s->n + c * s->rows) * row;
         const size_t from = (size_t)(b * s->rows) * row;
         for (size_t i = 0; i < (size_t)s->rows * row; ++i)
-            to[i] += load_float(part, from + i, dtype);
+            acc_add(sum, to + i, s->acc, load_value(part, from + i, dtype));
     }
 }
 
@@ -1151,7 +1192,8 @@ static flashcl_status ring_chunk_gradients(
         return fail(FLASHCL_ERROR_OPENCL, "reading a step's gradients failed");
     add_chunk(r->dq, pq, d->dtype, s, qc, q_row);
     add_chunk(r->mine, pk, d->dtype, s, kc, k_row);
-    add_chunk(r->mine + s->k_elems, pv, d->dtype, s, kc, v_row);
+    add_chunk(acc_at(r->mine, s->k_elems, s->acc), pv, d->dtype, s, kc,
+              v_row);
     return FLASHCL_SUCCESS;
 }
 
@@ -1167,7 +1209,7 @@ static flashcl_status ring_step_gradients(
     int64_t k_first[2], k_rows;
     const int k_chunks =
         flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
-    memset(r->mine, 0, (s->k_elems + s->v_elems) * sizeof *r->mine);
+    memset(r->mine, 0, (s->k_elems + s->v_elems) * s->acc);
     flashcl_status st = FLASHCL_SUCCESS;
     for (int kc = 0; kc < k_chunks && st == FLASHCL_SUCCESS; ++kc)
         for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc)
@@ -1183,16 +1225,16 @@ static flashcl_status ring_step_gradients(
 static flashcl_status ring_write_gradients(cl_command_queue queue,
                                            const flashcl_backward_desc *g,
                                            const shard *s, flashcl_dtype dtype,
-                                           const float *dq, const float *dkv)
+                                           const void *dq, const void *dkv)
 {
     const size_t q_elems = (size_t)(s->batch * s->n * s->heads_q * s->dim);
     const size_t kv_elems = s->k_elems + s->v_elems;
     unsigned char *out = malloc((q_elems + kv_elems) * s->elem);
     if (!out)
         return fail(FLASHCL_ERROR_OUT_OF_MEMORY, "dQ, dK, dV in storage");
-    store_all(out, dq, q_elems, dtype);
+    store_all(out, dq, q_elems, dtype, s->acc);
     unsigned char *dk = out + q_elems * s->elem;
-    store_all(dk, dkv, kv_elems, dtype);
+    store_all(dk, dkv, kv_elems, dtype, s->acc);
     flashcl_status st = FLASHCL_SUCCESS;
     if (clEnqueueWriteBuffer(queue, g->d_q.buffer, CL_TRUE, g->d_q.offset,
                              q_elems * s->elem, out, 0, NULL,
@@ -1255,19 +1297,19 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
                                          step ? &held_k : &d->k,
                                          step ? &held_v : &d->v,
                                          (s->rank + R - step) % R);
-            float *sum = r.sum[hand];
+            void *sum = r.sum[hand];
             MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
             if (step == 0)
-                memcpy(sum, r.mine, sums * sizeof *sum);
+                memcpy(sum, r.mine, sums * s->acc);
             else
                 for (size_t i = 0; i < sums; ++i)
-                    sum[i] += r.mine[i];
+                    acc_add(sum, i, s->acc, acc_get(r.mine, i, s->acc));
             /* the other sum buffer is still on its way to the next rank */
             MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
-            MPI_Isend(sum, (int)sums, MPI_FLOAT, next, R + step, comm,
+            MPI_Isend(sum, (int)sums, acc_type(s->acc), next, R + step, comm,
                       &sum_sent);
-            MPI_Irecv(r.sum[1 - hand], (int)sums, MPI_FLOAT, prev, R + step, comm,
-                      &sum_due);
+            MPI_Irecv(r.sum[1 - hand], (int)sums, acc_type(s->acc), prev,
+                      R + step, comm, &sum_due);
             MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
         }
         MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
@@ -1296,7 +1338,7 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
         MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
         return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
-    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, s)
+    flashcl_status st = ctx ? resolve_shard(local, cp, backward, rank, ranks, s)
                             : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
     if (st == FLASHCL_SUCCESS && backward)
         st = check_backward(local, bwd, s);
@@ -1327,10 +1369,9 @@ flashcl_status flashcl_cp_attention_backward(
         st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
     else
         k = v = NULL;
-    float *whole = NULL;
+    void *whole = NULL;
     if (st == FLASHCL_SUCCESS) {
-        whole = malloc((s.k_elems + s.v_elems) * sizeof *whole *
-                       (size_t)ranks);
+        whole = malloc((s.k_elems + s.v_elems) * s.acc * (size_t)ranks);
         st = whole ? local_gradients(ctx, queue, local, bwd, cp, &s, k, v,
                                      whole, &sg)
                    : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "whole dK/dV");
