@@ -61,12 +61,14 @@ typedef struct flashcl_cp_desc {
 /** Attention over the whole sequence for this rank's query rows: `local`
  *  is an ordinary forward descriptor of the shard (batch, heads, head
  *  dims, dtype, variants; q, k, v, o and optional lse views of seqlen_q =
- *  seqlen_k = shard rows, packed in FLASHCL_LAYOUT_BNHD), computed on
+ *  seqlen_k = shard rows, in any layout or strides the core takes, but K
+ *  and V, which go through host memory, need rows of head_dim contiguous
+ *  elements: stride_dim 1 (or all-zero strides)), computed on
  *  `ctx` and `queue` (NULL: the context's queue), blocking until done.
  *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
  *  whole sequence (bottom-right alignment, which is top-left here).
- *  Not yet: bias and mask tensors, the inference fields, strided views,
- *  fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
+ *  Not yet: bias and mask tensors, the inference fields, K/V views
+ *  whose rows are not contiguous, fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
  *  FLASHCL_CP_RING).
  *
  *  Collective: every rank returns the same status class. A rank whose
@@ -82,8 +84,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
 
 /** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
- *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
- *  and v). fp32, fp16 or bf16 storage, summed in fp32 on the host;
+ *  the shard's dO and its dQ, dK, dV outputs (any strides, as q, k and
+ *  v; dQ, dK and dV, written from host memory, with K's rule). fp32, fp16 or bf16 storage, summed in fp32 on the host;
  *  fp64 storage, summed in fp64 (O and LSE from any forward: the
  *  all-gather one, as the ring forward refuses fp64).
  *  FLASHCL_CP_RING: each step computes the

@@ -47,6 +47,10 @@ static const cp_case cases[] = {
 };
 
 static int rank, ranks, failures, passes;
+/* Non-zero: the shards' q, k, v, o (and dO, dQ, dK, dV) are laid out bhnd,
+ * [batch, heads, rows, dim], which K/V's and the gradients' trips through
+ * host memory must read and write in rows (the whole call stays bnhd). */
+static int shard_bhnd;
 static flashcl_context *ctx;
 
 static void check(int ok, const char *what, const char *detail)
@@ -102,6 +106,30 @@ static void *random_tensor(flashcl_dtype dtype, int heads, uint64_t seed)
         oracle_store(bytes, i, dtype, 2.0 * u - 1.0);
     }
     return bytes;
+}
+
+/* bhnd shards' K, V, dK and dV rows are PITCH elements apart (padded),
+ * with explicit strides: not the layout's packed ones. */
+#define PITCH (DIM + 3)
+
+/* A [BATCH, n, heads, DIM] host tensor as [BATCH, heads, n, pitch]
+ * (to_bhnd) or back; the input is freed. */
+static void *relayout(void *src, int heads, int64_t n, size_t elem,
+                      int to_bhnd, int pitch)
+{
+    unsigned char *out = calloc((size_t)BATCH * n * heads * pitch, elem);
+    const unsigned char *in = src;
+    for (int b = 0; b < BATCH; ++b)
+        for (int64_t i = 0; i < n; ++i)
+            for (int h = 0; h < heads; ++h) {
+                const size_t bnhd = (((size_t)b * n + i) * heads + h) * DIM;
+                const size_t bhnd =
+                    (((size_t)b * heads + h) * n + i) * (size_t)pitch;
+                memcpy(out + (to_bhnd ? bhnd : bnhd) * elem,
+                       in + (to_bhnd ? bnhd : bhnd) * elem, DIM * elem);
+            }
+    free(src);
+    return out;
 }
 
 /* The shard's rows of a whole [BATCH, N, heads, DIM] tensor, in order. */
@@ -172,6 +200,15 @@ static void *whole_rows(const cp_case *c, const inputs *in,
 }
 
 /* The shard's call: its descriptor over device copies of its rows. */
+/* The explicit strides of a [BATCH, heads, n, PITCH] tensor. */
+static void padded_strides(flashcl_tensor *t, int heads, int64_t n)
+{
+    t->stride_dim = 1;
+    t->stride_seq = PITCH;
+    t->stride_head = (size_t)n * PITCH;
+    t->stride_batch = (size_t)heads * n * PITCH;
+}
+
 static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
                                          const flashcl_cp_desc *cp,
                                          size_t *o_bytes)
@@ -181,10 +218,22 @@ static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
     flashcl_attention_desc d = call_desc(c, n);
     void *q = shard_of(in->q, cp, HQ, elem), *k = shard_of(in->k, cp, HKV, elem),
          *v = shard_of(in->v, cp, HKV, elem);
+    if (shard_bhnd) {
+        q = relayout(q, HQ, n, elem, 1, DIM);
+        k = relayout(k, HKV, n, elem, 1, PITCH);
+        v = relayout(v, HKV, n, elem, 1, PITCH);
+        d.layout = FLASHCL_LAYOUT_BHND;
+    }
+    const size_t kv_bytes =
+        (size_t)BATCH * n * HKV * (shard_bhnd ? PITCH : DIM) * elem;
     *o_bytes = (size_t)BATCH * n * HQ * DIM * elem;
     d.q.buffer = device_copy(q, *o_bytes);
-    d.k.buffer = device_copy(k, (size_t)BATCH * n * HKV * DIM * elem);
-    d.v.buffer = device_copy(v, (size_t)BATCH * n * HKV * DIM * elem);
+    d.k.buffer = device_copy(k, kv_bytes);
+    d.v.buffer = device_copy(v, kv_bytes);
+    if (shard_bhnd) {
+        padded_strides(&d.k, HKV, n);
+        padded_strides(&d.v, HKV, n);
+    }
     d.o.buffer = device_copy(NULL, *o_bytes);
     d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
@@ -214,9 +263,10 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
                      flashcl_cp_layout layout)
 {
     char what[160];
-    snprintf(what, sizeof what, "%s, %s, %s, %d ranks", c->name,
+    snprintf(what, sizeof what, "%s, %s, %s%s, %d ranks", c->name,
              mode == FLASHCL_CP_RING ? "ring" : "all-gather",
-             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
+             shard_bhnd ? ", bhnd shards" : "", ranks);
     flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
     cp.mode = mode;
     cp.layout = layout;
@@ -231,6 +281,9 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
             flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, &d, &cp);
         check(st == FLASHCL_SUCCESS, what, flashcl_cp_last_error());
         runs[r] = read_back(d.o.buffer, o_bytes);
+        if (shard_bhnd)
+            runs[r] = relayout(runs[r], HQ, N / ranks,
+                               oracle_dtype_size(c->dtype), 0, DIM);
     }
     const size_t elem = oracle_dtype_size(c->dtype), count = o_bytes / elem;
     double worst = 0;
@@ -266,13 +319,24 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
 {
     const size_t elem = oracle_dtype_size(d->dtype);
     const size_t q_bytes = (size_t)BATCH * rows * HQ * DIM * elem;
-    const size_t k_bytes = (size_t)BATCH * rows * HKV * DIM * elem;
+    const int bhnd = cp && shard_bhnd; /* d->layout says so too */
+    const size_t k_bytes =
+        (size_t)BATCH * rows * HKV * (bhnd ? PITCH : DIM) * elem;
     d->lse.buffer = device_copy(NULL, (size_t)BATCH * HQ * rows * 4);
     flashcl_backward_desc b = FLASHCL_BACKWARD_DESC_INIT;
-    b.d_o.buffer = device_copy(dout, q_bytes);
+    void *d_o = malloc(q_bytes);
+    memcpy(d_o, dout, q_bytes);
+    if (bhnd)
+        d_o = relayout(d_o, HQ, rows, elem, 1, DIM);
+    b.d_o.buffer = device_copy(d_o, q_bytes);
+    free(d_o);
     b.d_q.buffer = device_copy(NULL, q_bytes);
     b.d_k.buffer = device_copy(NULL, k_bytes);
     b.d_v.buffer = device_copy(NULL, k_bytes);
+    if (bhnd) {
+        padded_strides(&b.d_k, HKV, rows);
+        padded_strides(&b.d_v, HKV, rows);
+    }
     poison(b.d_q.buffer, q_bytes);
     poison(b.d_k.buffer, k_bytes);
     poison(b.d_v.buffer, k_bytes);
@@ -298,6 +362,11 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
                read_back(b.d_k.buffer, k_bytes),
                read_back(b.d_v.buffer, k_bytes),
                b.d_sinks.buffer ? read_back(b.d_sinks.buffer, HQ * 4) : NULL};
+    if (bhnd) {
+        g.dq = relayout(g.dq, HQ, rows, elem, 0, DIM);
+        g.dk = relayout(g.dk, HKV, rows, elem, 0, PITCH);
+        g.dv = relayout(g.dv, HKV, rows, elem, 0, PITCH);
+    }
     cl_mem all[] = {d->lse.buffer, b.d_o.buffer, b.d_q.buffer, b.d_k.buffer,
                     b.d_v.buffer, b.d_sinks.buffer};
     for (int i = 0; i < 6; ++i)
@@ -345,9 +414,10 @@ static void run_backward_case(const cp_case *c, const inputs *in,
                               flashcl_cp_mode mode, flashcl_cp_layout layout)
 {
     char what[160];
-    snprintf(what, sizeof what, "backward, %s, %s, %s, %d ranks", c->name,
+    snprintf(what, sizeof what, "backward, %s, %s, %s%s, %d ranks", c->name,
              mode == FLASHCL_CP_RING ? "ring" : "all-gather",
-             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
+             shard_bhnd ? ", bhnd shards" : "", ranks);
     flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
     cp.mode = mode;
     cp.layout = layout;
@@ -409,7 +479,8 @@ static void run_backward_case(const cp_case *c, const inputs *in,
 
 /* A fault on some ranks: every rank must fail and keep its O poisoned. */
 static void expect_all_fail(const char *what, flashcl_attention_desc *d,
-                            const flashcl_cp_desc *cp, size_t o_bytes)
+                            const flashcl_cp_desc *cp, size_t o_bytes,
+                            const char *needle)
 {
     poison(d->o.buffer, o_bytes);
     const flashcl_status st =
@@ -418,6 +489,7 @@ static void expect_all_fail(const char *what, flashcl_attention_desc *d,
     snprintf(detail, sizeof detail, "status %s (%s)", flashcl_status_string(st),
              flashcl_cp_last_error());
     check(st != FLASHCL_SUCCESS && *flashcl_cp_last_error(), what, detail);
+    check(!needle || strstr(flashcl_cp_last_error(), needle), what, detail);
     unsigned char *o = read_back(d->o.buffer, o_bytes);
     size_t written = 0;
     for (size_t i = 0; i < o_bytes; ++i)
@@ -438,18 +510,27 @@ static void run_faults(const inputs *in)
         if (rank == 1)
             d.causal = 0; /* one rank asks for another call */
         expect_all_fail("shards that disagree (causal on some ranks)", &d,
-                        &cp, o_bytes);
+                        &cp, o_bytes, NULL);
     }
     d = good;
     if (rank == ranks - 1)
         d.q.buffer = NULL; /* the last rank's own check fails */
-    expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes);
+    expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes,
+                    NULL);
     d = good;
     d.dtype = FLASHCL_DTYPE_FP64; /* the ring's partials: not fp64 */
-    expect_all_fail("fp64 in ring mode", &d, &cp, o_bytes);
+    expect_all_fail("fp64 in ring mode", &d, &cp, o_bytes, "fp32 LSEs");
+    d = good;
+    d.k.stride_dim = 2; /* K's rows not contiguous: no host rectangle */
+    d.k.stride_seq = HKV * DIM * 2;
+    d.k.stride_head = DIM * 2;
+    d.k.stride_batch = (size_t)(N / ranks) * HKV * DIM * 2;
+    expect_all_fail("a K view of non-contiguous rows", &d, &cp, o_bytes,
+                    "stride_dim 1");
     d = good;
     cp.seqlen_total = N + 1;
-    expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes);
+    expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes,
+                    NULL);
     release_desc(&d);
 }
 
@@ -492,6 +573,17 @@ int main(int argc, char **argv)
             for (int mode = 0; mode < 2; ++mode)
                 run_backward_case(c, &in, (flashcl_cp_mode)mode,
                                   (flashcl_cp_layout)layout);
+        if (i == 0 || i == 2) { /* bhnd shards: fp32, then sinks */
+            shard_bhnd = 1;
+            for (int layout = 0; layout < 2; ++layout)
+                for (int mode = 0; mode < 2; ++mode) {
+                    run_case(c, &in, (flashcl_cp_mode)mode,
+                             (flashcl_cp_layout)layout);
+                    run_backward_case(c, &in, (flashcl_cp_mode)mode,
+                                      (flashcl_cp_layout)layout);
+                }
+            shard_bhnd = 0;
+        }
         if (i == 0)
             run_faults(&in);
         free(in.q);

@@ -72,38 +72,21 @@ static size_t dtype_bytes(flashcl_dtype dtype)
     }
 }
 
-/* Refuses a view of with_buffer[0 .. buffers) that has no buffer, then
- * one of packed[0 .. count) with a stride given (the shards are packed
- * in the layout); the messages name them. */
+/* Refuses a view of with_buffer[0 .. buffers) that has no buffer; the
+ * message names them. */
 static flashcl_status check_views(const flashcl_tensor *const *with_buffer,
-                                  size_t buffers, const char *no_buffer,
-                                  const flashcl_tensor *const *packed,
-                                  size_t count, const char *strided)
+                                  size_t buffers, const char *no_buffer)
 {
     for (size_t i = 0; i < buffers; ++i)
         if (!with_buffer[i]->buffer)
             return fail(FLASHCL_ERROR_NULL_ARGUMENT, "%s", no_buffer);
-    for (size_t i = 0; i < count; ++i)
-        if (packed[i]->stride_batch || packed[i]->stride_head ||
-            packed[i]->stride_seq || packed[i]->stride_dim)
-            return fail(FLASHCL_ERROR_UNSUPPORTED, "%s", strided);
     return FLASHCL_SUCCESS;
 }
 
 static flashcl_status check_tensors(const flashcl_attention_desc *d)
 {
-    const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o, &d->lse};
-    const flashcl_status st =
-        check_views(views, 4, "q, k, v and o need buffers", views, 5,
-                    "strided q, k, v, o or lse views: the shards must be "
-                    "packed (not yet strided)");
-    if (st != FLASHCL_SUCCESS)
-        return st;
-    if (d->layout != FLASHCL_LAYOUT_BNHD)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "layout bhnd: shards are [batch, seq, heads, dim] (not "
-                    "yet bhnd)");
-    return FLASHCL_SUCCESS;
+    const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o};
+    return check_views(views, 4, "q, k, v and o need buffers");
 }
 
 static flashcl_status check_options(const flashcl_attention_desc *d,
@@ -134,6 +117,73 @@ static flashcl_status check_options(const flashcl_attention_desc *d,
                     "accuracy; FLASHCL_CP_ALLGATHER computes fp64 (the ring "
                     "backward takes fp64)");
     return FLASHCL_SUCCESS;
+}
+
+/* A shard's [batch, n, heads, dim] view with its strides spelled out, so
+ * that row slices of it keep the caller's strides and layout: all-zero
+ * strides are the layout's packed ones (as the core reads them). */
+static flashcl_tensor explicit_view(const flashcl_tensor *t,
+                                    flashcl_layout layout, int64_t n,
+                                    int64_t heads, int64_t dim)
+{
+    flashcl_tensor v = *t;
+    if (!t->buffer || t->stride_batch || t->stride_head || t->stride_seq ||
+        t->stride_dim)
+        return v;
+    v.stride_batch = (size_t)(n * heads * dim);
+    v.stride_dim = 1;
+    v.stride_seq = (size_t)(layout == FLASHCL_LAYOUT_BHND ? dim : heads * dim);
+    v.stride_head = (size_t)(layout == FLASHCL_LAYOUT_BHND ? n * dim : dim);
+    return v;
+}
+
+/* An LSE view [batch, heads, n] with its strides spelled out. */
+static flashcl_tensor explicit_lse(const flashcl_tensor *t, int64_t n,
+                                   int64_t heads)
+{
+    flashcl_tensor v = *t;
+    if (!t->buffer || t->stride_batch || t->stride_head || t->stride_seq)
+        return v;
+    v.stride_batch = (size_t)(heads * n);
+    v.stride_head = (size_t)n;
+    v.stride_seq = 1;
+    return v;
+}
+
+static bool packed_bnhd(const flashcl_tensor *t, int64_t n, int64_t heads,
+                        int64_t dim)
+{
+    return t->stride_dim == 1 && t->stride_head == (size_t)dim &&
+           t->stride_seq == (size_t)(heads * dim) &&
+           t->stride_batch == (size_t)(n * heads * dim);
+}
+
+/* Bytes from the view's offset to the end of its last element. */
+static size_t view_extent(const flashcl_tensor *t, int64_t batch,
+                          int64_t heads, int64_t n, int64_t dim, size_t elem)
+{
+    return elem * ((size_t)(batch - 1) * t->stride_batch +
+                   (size_t)(heads - 1) * t->stride_head +
+                   (size_t)(n - 1) * t->stride_seq +
+                   (size_t)(dim - 1) * t->stride_dim + 1);
+}
+
+/* K, V (read to the host) and the backward's dQ, dK, dV (written from it)
+ * move as rectangles of rows, one per batch and head, when not packed: a
+ * row of `dim` contiguous elements is what a rectangle copies. */
+static flashcl_status host_movable(const flashcl_tensor *t, int64_t heads,
+                                   int64_t dim, const char *name)
+{
+    if (t->stride_dim == 1 && t->stride_seq >= (size_t)dim &&
+        (heads == 1 || t->stride_head >= (size_t)dim))
+        return FLASHCL_SUCCESS;
+    return fail(FLASHCL_ERROR_UNSUPPORTED,
+                "%s: strides (batch %zu, head %zu, seq %zu, dim %zu) pass "
+                "through host memory as rows of head_dim contiguous elements "
+                "(stride_dim 1, seq and head strides >= head_dim): not yet "
+                "other views",
+                name, t->stride_batch, t->stride_head, t->stride_seq,
+                t->stride_dim);
 }
 
 static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
@@ -202,10 +252,20 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     flashcl_status st = check_tensors(d);
     if (st == FLASHCL_SUCCESS)
         st = check_options(d, cp, backward);
+    const flashcl_tensor k = explicit_view(&d->k, d->layout, s->n,
+                                           s->heads_kv, s->dim);
+    const flashcl_tensor v = explicit_view(&d->v, d->layout, s->n,
+                                           s->heads_kv, s->dim_v);
     if (st == FLASHCL_SUCCESS)
-        st = buffer_holds(&d->k, s->k_bytes, "k");
+        st = host_movable(&k, s->heads_kv, s->dim, "k");
     if (st == FLASHCL_SUCCESS)
-        st = buffer_holds(&d->v, s->v_bytes, "v");
+        st = host_movable(&v, s->heads_kv, s->dim_v, "v");
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&k, view_extent(&k, s->batch, s->heads_kv, s->n,
+                                          s->dim, s->elem), "k");
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&v, view_extent(&v, s->batch, s->heads_kv, s->n,
+                                          s->dim_v, s->elem), "v");
     if (st == FLASHCL_SUCCESS && s->k_bytes + s->v_bytes > (size_t)INT32_MAX)
         st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
                   "a shard's K and V hold %zu bytes: MPI counts stop at 2 "
@@ -295,6 +355,16 @@ static flashcl_tensor rows_view(cl_mem buffer, size_t offset, int64_t row0,
     return t;
 }
 
+/* Rows from row0 on of an explicit view (element size elem): the same
+ * strides, the offset moved. */
+static flashcl_tensor rows_of(const flashcl_tensor *t, int64_t row0,
+                              size_t elem)
+{
+    flashcl_tensor v = *t;
+    v.offset += (size_t)row0 * t->stride_seq * elem;
+    return v;
+}
+
 /* An LSE view [batch, heads, rows] of rows from row0 of [batch, heads, n]. */
 static flashcl_tensor lse_view(cl_mem buffer, size_t offset, int64_t row0,
                                int64_t n, int64_t heads)
@@ -338,9 +408,48 @@ static flashcl_attention_desc chunk_call(const flashcl_attention_desc *d,
     c.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
     c.q_position = s->first[qc];
     c.k_position = k_position;
-    c.q = rows_view(d->q.buffer, d->q.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim, s->elem);
+    c.q = rows_of(&d->q, qc * s->rows, s->elem);
     return c;
+}
+
+/* An explicit [batch, n, heads, dim] view read into (or, with `write`,
+ * written from) `host`, packed [batch, n, heads, dim]: one copy when the
+ * view is packed so, else a rectangle of n rows per batch and head
+ * (host_movable's views). Blocks until done. */
+static cl_int move_rows(cl_command_queue queue, bool write,
+                        const flashcl_tensor *t, const shard *s,
+                        int64_t heads, int64_t dim, unsigned char *host)
+{
+    const size_t e = s->elem, row = (size_t)(heads * dim) * e;
+    const size_t all = (size_t)(s->batch * s->n) * row;
+    if (packed_bnhd(t, s->n, heads, dim))
+        return write ? clEnqueueWriteBuffer(queue, t->buffer, CL_TRUE,
+                                            t->offset, all, host, 0, NULL,
+                                            NULL)
+                     : clEnqueueReadBuffer(queue, t->buffer, CL_TRUE,
+                                           t->offset, all, host, 0, NULL,
+                                           NULL);
+    cl_int err = CL_SUCCESS;
+    const size_t region[3] = {(size_t)dim * e, (size_t)s->n, 1};
+    for (int64_t b = 0; b < s->batch && err == CL_SUCCESS; ++b)
+        for (int64_t h = 0; h < heads && err == CL_SUCCESS; ++h) {
+            const size_t at[3] = {t->offset + ((size_t)b * t->stride_batch +
+                                               (size_t)h * t->stride_head) *
+                                                  e,
+                                  0, 0};
+            const size_t to[3] = {(size_t)b * (size_t)s->n * row +
+                                      (size_t)(h * dim) * e,
+                                  0, 0};
+            const size_t pitch = t->stride_seq * e;
+            err = write ? clEnqueueWriteBufferRect(queue, t->buffer, CL_FALSE,
+                                                   at, to, region, pitch, 0,
+                                                   row, 0, host, 0, NULL, NULL)
+                        : clEnqueueReadBufferRect(queue, t->buffer, CL_FALSE,
+                                                  at, to, region, pitch, 0,
+                                                  row, 0, host, 0, NULL, NULL);
+        }
+    const cl_int done = clFinish(queue);
+    return err != CL_SUCCESS ? err : done;
 }
 
 /* The shard's K then V, packed, read into `host` (k_bytes + v_bytes). */
@@ -348,11 +457,10 @@ static flashcl_status read_shard_kv(cl_command_queue queue,
                                     const flashcl_attention_desc *d,
                                     const shard *s, unsigned char *host)
 {
-    if (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
-                            s->k_bytes, host, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
-                            s->v_bytes, host + s->k_bytes, 0, NULL,
-                            NULL) != CL_SUCCESS)
+    if (move_rows(queue, false, &d->k, s, s->heads_kv, s->dim, host) !=
+            CL_SUCCESS ||
+        move_rows(queue, false, &d->v, s, s->heads_kv, s->dim_v,
+                  host + s->k_bytes) != CL_SUCCESS)
         return fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
     return FLASHCL_SUCCESS;
 }
@@ -429,10 +537,8 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
                 continue;
             flashcl_attention_desc c =
                 chunk_call(d, s, qc, s->rows, k_first[kc]);
-            c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows,
-                            s->n, s->heads_kv, s->dim, s->elem);
-            c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows,
-                            s->n, s->heads_kv, s->dim_v, s->elem);
+            c.k = rows_of(k_block, kc * s->rows, s->elem);
+            c.v = rows_of(v_block, kc * s->rows, s->elem);
             c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
                             qc * s->rows, s->n, s->heads_q, s->dim_v, s->elem);
             c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
@@ -497,11 +603,10 @@ static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % s->ranks;
         const int prev = (s->rank + s->ranks - 1) % s->ranks;
-        flashcl_tensor received_k, received_v;
-        memset(&received_k, 0, sizeof received_k);
-        memset(&received_v, 0, sizeof received_v);
-        received_k.buffer = received_v.buffer = b.kv;
-        received_v.offset = s->k_bytes;
+        const flashcl_tensor received_k =
+            rows_view(b.kv, 0, 0, s->n, s->heads_kv, s->dim, s->elem);
+        const flashcl_tensor received_v = rows_view(
+            b.kv, s->k_bytes, 0, s->n, s->heads_kv, s->dim_v, s->elem);
         for (int step = 0; step < s->ranks; ++step) {
             const int hand = step % 2;
             MPI_Request moves[2];
@@ -633,11 +738,9 @@ static flashcl_attention_desc whole_keys_call(const flashcl_attention_desc *d,
     memset(&c.v, 0, sizeof c.v);
     c.k.buffer = k;
     c.v.buffer = v;
-    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim_v, s->elem);
+    c.o = rows_of(&d->o, qc * s->rows, s->elem);
     if (d->lse.buffer)
-        c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
-                         s->heads_q);
+        c.lse = rows_of(&d->lse, qc * s->rows, sizeof(float));
     return c;
 }
 
@@ -910,9 +1013,21 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
     const flashcl_tensor *views[] = {&d->lse, &g->d_o, &g->d_q, &g->d_k,
                                      &g->d_v};
     flashcl_status st = check_views(
-        views, 5, "lse (the forward's), d_o, d_q, d_k and d_v need buffers",
-        views + 1, 4, "strided d_o, d_q, d_k or d_v: not yet");
+        views, 5, "lse (the forward's), d_o, d_q, d_k and d_v need buffers");
     if (st != FLASHCL_SUCCESS)
+        return st;
+    const flashcl_tensor dq = explicit_view(&g->d_q, d->layout, s->n,
+                                            s->heads_q, s->dim);
+    const flashcl_tensor dk = explicit_view(&g->d_k, d->layout, s->n,
+                                            s->heads_kv, s->dim);
+    const flashcl_tensor dv = explicit_view(&g->d_v, d->layout, s->n,
+                                            s->heads_kv, s->dim_v);
+    if ((st = host_movable(&dq, s->heads_q, s->dim, "d_q")) !=
+            FLASHCL_SUCCESS ||
+        (st = host_movable(&dk, s->heads_kv, s->dim, "d_k")) !=
+            FLASHCL_SUCCESS ||
+        (st = host_movable(&dv, s->heads_kv, s->dim_v, "d_v")) !=
+            FLASHCL_SUCCESS)
         return st;
     if (g->d_sinks.buffer && !d->sinks.buffer)
         return fail(FLASHCL_ERROR_NULL_ARGUMENT,
@@ -924,9 +1039,14 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
                            ((size_t)(s->heads_q - 1) * sinks_step + 1) * 4,
                            "d_sinks")) != FLASHCL_SUCCESS)
         return st;
-    st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
-    return st == FLASHCL_SUCCESS ? buffer_holds(&g->d_v, s->v_bytes, "d_v")
-                                 : st;
+    const size_t extents[3] = {
+        view_extent(&dq, s->batch, s->heads_q, s->n, s->dim, s->elem),
+        view_extent(&dk, s->batch, s->heads_kv, s->n, s->dim, s->elem),
+        view_extent(&dv, s->batch, s->heads_kv, s->n, s->dim_v, s->elem)};
+    if ((st = buffer_holds(&dq, extents[0], "d_q")) != FLASHCL_SUCCESS ||
+        (st = buffer_holds(&dk, extents[1], "d_k")) != FLASHCL_SUCCESS)
+        return st;
+    return buffer_holds(&dv, extents[2], "d_v");
 }
 
 /* The backward of each local query chunk over the whole K and V: dQ of
@@ -958,10 +1078,8 @@ static flashcl_status local_gradients(flashcl_context *ctx,
     for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
         flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
         flashcl_backward_desc b = *g;
-        b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim_v, elem);
-        b.d_q = rows_view(g->d_q.buffer, g->d_q.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim, elem);
+        b.d_o = rows_of(&g->d_o, qc * s->rows, elem);
+        b.d_q = rows_of(&g->d_q, qc * s->rows, elem);
         memset(&b.d_k, 0, sizeof b.d_k);
         memset(&b.d_v, 0, sizeof b.d_v);
         b.d_k.buffer = part_k;
@@ -1041,12 +1159,10 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
                  acc_at(gathered, k_floats, s->acc), floats, cp, s,
                  (size_t)(s->heads_kv * s->dim_v));
         store_all(stored, mine, s->k_elems + s->v_elems, dtype, s->acc);
-        if (clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                                 s->k_bytes, stored, 0, NULL,
-                                 NULL) != CL_SUCCESS ||
-            clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                                 s->v_bytes, stored + s->k_bytes, 0, NULL,
-                                 NULL) != CL_SUCCESS)
+        if (move_rows(queue, true, &g->d_k, s, s->heads_kv, s->dim,
+                      stored) != CL_SUCCESS ||
+            move_rows(queue, true, &g->d_v, s, s->heads_kv, s->dim_v,
+                      stored + s->k_bytes) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "writing dK/dV failed");
     }
     free(gathered);
@@ -1154,17 +1270,12 @@ static flashcl_status ring_chunk_gradients(
 {
     const size_t elem = s->elem;
     flashcl_attention_desc c = chunk_call(d, s, qc, s->rows, k_position);
-    c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim, elem);
-    c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim_v, elem);
-    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim_v, elem);
-    c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
-                     s->heads_q);
+    c.k = rows_of(k_block, kc * s->rows, elem);
+    c.v = rows_of(v_block, kc * s->rows, elem);
+    c.o = rows_of(&d->o, qc * s->rows, elem);
+    c.lse = rows_of(&d->lse, qc * s->rows, sizeof(float));
     flashcl_backward_desc b = *g;
-    b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                      s->heads_q, s->dim_v, elem);
+    b.d_o = rows_of(&g->d_o, qc * s->rows, elem);
     b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, elem);
     b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, elem);
     b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, elem);
@@ -1236,14 +1347,12 @@ static flashcl_status ring_write_gradients(cl_command_queue queue,
     unsigned char *dk = out + q_elems * s->elem;
     store_all(dk, dkv, kv_elems, dtype, s->acc);
     flashcl_status st = FLASHCL_SUCCESS;
-    if (clEnqueueWriteBuffer(queue, g->d_q.buffer, CL_TRUE, g->d_q.offset,
-                             q_elems * s->elem, out, 0, NULL,
-                             NULL) != CL_SUCCESS ||
-        clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                             s->k_bytes, dk, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                             s->v_bytes, dk + s->k_bytes, 0, NULL,
-                             NULL) != CL_SUCCESS)
+    if (move_rows(queue, true, &g->d_q, s, s->heads_q, s->dim, out) !=
+            CL_SUCCESS ||
+        move_rows(queue, true, &g->d_k, s, s->heads_kv, s->dim, dk) !=
+            CL_SUCCESS ||
+        move_rows(queue, true, &g->d_v, s, s->heads_kv, s->dim_v,
+                  dk + s->k_bytes) != CL_SUCCESS)
         st = fail(FLASHCL_ERROR_OPENCL, "writing dQ, dK, dV failed");
     free(out);
     return st;
@@ -1272,11 +1381,10 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
     st = verdict(comm, st, s->rank, "to set up its ring buffers");
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % R, prev = (s->rank + R - 1) % R;
-        flashcl_tensor held_k, held_v;
-        memset(&held_k, 0, sizeof held_k);
-        memset(&held_v, 0, sizeof held_v);
-        held_k.buffer = held_v.buffer = r.kv_dev;
-        held_v.offset = s->k_bytes;
+        const flashcl_tensor held_k =
+            rows_view(r.kv_dev, 0, 0, s->n, s->heads_kv, s->dim, s->elem);
+        const flashcl_tensor held_v = rows_view(
+            r.kv_dev, s->k_bytes, 0, s->n, s->heads_kv, s->dim_v, s->elem);
         MPI_Request sum_sent = MPI_REQUEST_NULL, sum_due = MPI_REQUEST_NULL;
         for (int step = 0; step < R; ++step) {
             const int hand = step % 2;
@@ -1346,15 +1454,49 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     return st == FLASHCL_SUCCESS ? same_call(comm, local, bwd, cp) : st;
 }
 
+/* The shard's descriptors with every view's strides spelled out (its
+ * layout's, where they are zero), and the layout set to bnhd for the
+ * packed buffers of its own that the calls pass with zero strides. */
+static flashcl_attention_desc explicit_desc(const flashcl_attention_desc *d,
+                                            const shard *s)
+{
+    flashcl_attention_desc c = *d;
+    c.q = explicit_view(&d->q, d->layout, s->n, s->heads_q, s->dim);
+    c.k = explicit_view(&d->k, d->layout, s->n, s->heads_kv, s->dim);
+    c.v = explicit_view(&d->v, d->layout, s->n, s->heads_kv, s->dim_v);
+    c.o = explicit_view(&d->o, d->layout, s->n, s->heads_q, s->dim_v);
+    c.lse = explicit_lse(&d->lse, s->n, s->heads_q);
+    c.layout = FLASHCL_LAYOUT_BNHD;
+    return c;
+}
+
+static flashcl_backward_desc explicit_bwd(const flashcl_backward_desc *g,
+                                          flashcl_layout layout,
+                                          const shard *s)
+{
+    flashcl_backward_desc c = *g;
+    c.d_o = explicit_view(&g->d_o, layout, s->n, s->heads_q, s->dim_v);
+    c.d_q = explicit_view(&g->d_q, layout, s->n, s->heads_q, s->dim);
+    c.d_k = explicit_view(&g->d_k, layout, s->n, s->heads_kv, s->dim);
+    c.d_v = explicit_view(&g->d_v, layout, s->n, s->heads_kv, s->dim_v);
+    return c;
+}
+
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
-    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
-    const flashcl_cp_desc *cp)
+    const flashcl_attention_desc *shard_desc,
+    const flashcl_backward_desc *shard_bwd, const flashcl_cp_desc *cp)
 {
     shard s;
-    flashcl_status st = begin_call(comm, ctx, local, bwd, true, cp, &s);
+    flashcl_status st =
+        begin_call(comm, ctx, shard_desc, shard_bwd, true, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const flashcl_attention_desc explicit = explicit_desc(shard_desc, &s);
+    const flashcl_backward_desc explicit_g =
+        explicit_bwd(shard_bwd, shard_desc->layout, &s);
+    const flashcl_attention_desc *local = &explicit;
+    const flashcl_backward_desc *bwd = &explicit_g;
     const int rank = s.rank, ranks = s.ranks;
     if (!queue)
         queue = flashcl_context_queue(ctx);
@@ -1393,13 +1535,15 @@ flashcl_status flashcl_cp_attention_backward(
 flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
                                             flashcl_context *ctx,
                                             cl_command_queue queue,
-                                            const flashcl_attention_desc *local,
+                                            const flashcl_attention_desc *given,
                                             const flashcl_cp_desc *cp)
 {
     shard s;
-    flashcl_status st = begin_call(comm, ctx, local, NULL, false, cp, &s);
+    flashcl_status st = begin_call(comm, ctx, given, NULL, false, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const flashcl_attention_desc explicit = explicit_desc(given, &s);
+    const flashcl_attention_desc *local = &explicit;
     const int rank = s.rank;
     if (!queue)
         queue = flashcl_context_queue(ctx);
