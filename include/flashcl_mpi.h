@@ -67,7 +67,10 @@ typedef struct flashcl_cp_desc {
  *  `ctx` and `queue` (NULL: the context's queue), blocking until done.
  *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
  *  whole sequence (bottom-right alignment, which is top-left here).
- *  Not yet: bias and mask tensors, the inference fields, K/V views
+ *  Bias and mask: the shard's query rows (in its order) against
+ *  the whole sequence's keys at their positions, [batch, heads_q, shard
+ *  rows, seqlen_total] with the core's literal strides; each call takes
+ *  its key chunk's columns. Not yet: the inference fields, K/V views
  *  whose rows are not contiguous, fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
  *  FLASHCL_CP_RING).
  *

@@ -32,18 +32,23 @@ typedef struct cp_case {
     flashcl_dtype dtype;
     int causal, window, left, right, alibi, sinks;
     float softcap;
+    int bias; /* an fp32 bias per (batch, head) and a mask broadcast */
 } cp_case;
 
 static const cp_case cases[] = {
-    {"causal", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0},
-    {"window 20/3", FLASHCL_DTYPE_FP32, 0, 1, 20, 3, 0, 0, 0},
-    {"causal + ALiBi + sinks", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 1, 1, 0},
-    {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f},
-    {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0},
-    {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0},
+    {"causal", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"window 20/3", FLASHCL_DTYPE_FP32, 0, 1, 20, 3, 0, 0, 0, 0},
+    {"causal + ALiBi + sinks", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 1, 1, 0, 0},
+    {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f, 0},
+    {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0,
+     0},
     /* fp64: the all-gather forward, and the backward in both modes (its
      * host sums in fp64); the ring forward refuses it (run_faults) */
-    {"causal + ALiBi + sinks fp64", FLASHCL_DTYPE_FP64, 1, 0, 0, 0, 1, 1, 0},
+    {"causal + ALiBi + sinks fp64", FLASHCL_DTYPE_FP64, 1, 0, 0, 0, 1, 1, 0,
+     0},
+    {"bias + mask + window 40/8", FLASHCL_DTYPE_FP32, 0, 1, 40, 8, 0, 0, 0,
+     1},
 };
 
 static int rank, ranks, failures, passes;
@@ -169,7 +174,51 @@ static flashcl_attention_desc call_desc(const cp_case *c, int64_t rows)
 typedef struct inputs {
     void *q, *k, *v;
     cl_mem slopes, sinks;
+    float *bias;         /* [BATCH, HQ, N, N] */
+    unsigned char *mask; /* [N, N], broadcast over batch and heads */
 } inputs;
+
+/* The bias and mask of rows `first` .. of the whole call (with cp: the
+ * shard's rows, in its order) against all N keys, set on d with literal
+ * strides: bias [BATCH, HQ, rows, N], mask [rows, N] broadcast. */
+static void attach_bias(flashcl_attention_desc *d, const inputs *in,
+                        const flashcl_cp_desc *cp)
+{
+    int64_t first[2] = {0, 0}, rows = N;
+    const int chunks =
+        cp ? flashcl_cp_shard_rows(cp, rank, ranks, first, &rows) : 1;
+    const size_t n = (size_t)rows * chunks;
+    float *bias = malloc((size_t)BATCH * HQ * n * N * sizeof *bias);
+    unsigned char *mask = malloc(n * N);
+    for (int c = 0; c < chunks; ++c)
+        for (int64_t i = 0; i < rows; ++i) {
+            const size_t to = (size_t)(c * rows + i), from = first[c] + i;
+            memcpy(mask + to * N, in->mask + from * N, N);
+            for (size_t bh = 0; bh < (size_t)BATCH * HQ; ++bh)
+                memcpy(bias + (bh * n + to) * N,
+                       in->bias + (bh * N + from) * N, N * sizeof *bias);
+        }
+    d->bias.buffer = device_copy(bias, (size_t)BATCH * HQ * n * N * 4);
+    d->bias.stride_batch = (size_t)HQ * n * N;
+    d->bias.stride_head = n * N;
+    d->bias.stride_seq = N;
+    d->bias.stride_dim = 1;
+    d->bias_dtype = FLASHCL_DTYPE_FP32;
+    d->mask.buffer = device_copy(mask, n * N);
+    d->mask.stride_seq = N;
+    d->mask.stride_dim = 1;
+    free(bias);
+    free(mask);
+}
+
+static void release_desc(flashcl_attention_desc *d)
+{
+    cl_mem all[] = {d->q.buffer, d->k.buffer,    d->v.buffer,
+                    d->o.buffer, d->bias.buffer, d->mask.buffer};
+    for (int i = 0; i < 6; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
 
 /* The single-device result's rows of this shard. */
 static void *whole_rows(const cp_case *c, const inputs *in,
@@ -184,6 +233,8 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     d.o.buffer = device_copy(NULL, o_bytes);
     d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&d, in, NULL);
     if (flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL) !=
         FLASHCL_SUCCESS) {
         fprintf(stderr, "rank %d: the whole call failed: %s\n", rank,
@@ -192,9 +243,7 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     }
     void *o = read_back(d.o.buffer, o_bytes);
     void *mine = shard_of(o, cp, HQ, elem);
-    cl_mem all[] = {d.q.buffer, d.k.buffer, d.v.buffer, d.o.buffer};
-    for (int i = 0; i < 4; ++i)
-        clReleaseMemObject(all[i]);
+    release_desc(&d);
     free(o);
     return mine;
 }
@@ -237,18 +286,12 @@ static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
     d.o.buffer = device_copy(NULL, *o_bytes);
     d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&d, in, cp);
     free(q);
     free(k);
     free(v);
     return d;
-}
-
-static void release_desc(flashcl_attention_desc *d)
-{
-    cl_mem all[] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
-    for (int i = 0; i < 4; ++i)
-        if (all[i])
-            clReleaseMemObject(all[i]);
 }
 
 static double tolerance(flashcl_dtype dtype)
@@ -431,6 +474,8 @@ static void run_backward_case(const cp_case *c, const inputs *in,
     whole.o.buffer = device_copy(NULL, (size_t)BATCH * N * HQ * DIM * elem);
     whole.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     whole.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&whole, in, NULL);
     grads all = backward_of(&whole, dout, N, NULL);
     grads want = {shard_of(all.dq, &cp, HQ, elem),
                   shard_of(all.dk, &cp, HKV, elem),
@@ -528,6 +573,18 @@ static void run_faults(const inputs *in)
     expect_all_fail("a K view of non-contiguous rows", &d, &cp, o_bytes,
                     "stride_dim 1");
     d = good;
+    if (ranks > 1) { /* a bias of the shard's own keys only: too small */
+        const size_t n = (size_t)N / ranks;
+        d.bias.buffer = device_copy(NULL, (size_t)BATCH * HQ * n * n * 4);
+        d.bias.stride_batch = HQ * n * n;
+        d.bias.stride_head = n * n;
+        d.bias.stride_seq = n;
+        d.bias.stride_dim = 1;
+        expect_all_fail("a bias without the whole sequence's columns", &d,
+                        &cp, o_bytes, "keys");
+        clReleaseMemObject(d.bias.buffer);
+    }
+    d = good;
     cp.seqlen_total = N + 1;
     expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes,
                     NULL);
@@ -560,7 +617,11 @@ int main(int argc, char **argv)
                      random_tensor(c->dtype, HKV, 3 * i + 1),
                      random_tensor(c->dtype, HKV, 3 * i + 2),
                      device_copy(slopes, sizeof slopes),
-                     device_copy(sinks, sizeof sinks)};
+                     device_copy(sinks, sizeof sinks),
+                     random_tensor(FLASHCL_DTYPE_FP32, HQ * N / DIM, 77),
+                     malloc((size_t)N * N)};
+        for (size_t m = 0; m < (size_t)N * N; ++m) /* some keys masked */
+            in.mask[m] = (m * 2654435761u >> 7) % 5 != 0;
         if (c->dtype == FLASHCL_DTYPE_FP64 && !has_fp64)
             continue; /* test_fp64_absent covers the core's refusal */
         for (int layout = 0; layout < 2; ++layout)
@@ -589,6 +650,8 @@ int main(int argc, char **argv)
         free(in.q);
         free(in.k);
         free(in.v);
+        free(in.bias);
+        free(in.mask);
         clReleaseMemObject(in.slopes);
         clReleaseMemObject(in.sinks);
     }

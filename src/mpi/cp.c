@@ -92,9 +92,6 @@ static flashcl_status check_tensors(const flashcl_attention_desc *d)
 static flashcl_status check_options(const flashcl_attention_desc *d,
                                     const flashcl_cp_desc *cp, bool backward)
 {
-    if (d->bias.buffer || d->mask.buffer)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "bias or mask tensors: not yet across ranks");
     if (d->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT || d->q_position ||
         d->k_position)
         return fail(FLASHCL_ERROR_INVALID_VALUE,
@@ -201,6 +198,41 @@ static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
     return FLASHCL_SUCCESS;
 }
 
+/* Bias and mask on shards: rows are the shard's query rows (in the
+ * shard's order), columns the whole sequence's keys at their absolute
+ * positions, [batch, heads_q, shard rows, seqlen_total] with the core's
+ * literal strides (0 broadcasts); each call takes the columns of its key
+ * chunk. The whole of it must lie in its buffer, so that no call fails
+ * after another wrote. */
+static flashcl_status check_bias_mask(const flashcl_attention_desc *d,
+                                      const flashcl_cp_desc *cp,
+                                      const shard *s)
+{
+    const flashcl_tensor *views[] = {&d->bias, &d->mask};
+    const char *names[] = {"bias", "mask"};
+    for (int i = 0; i < 2; ++i) {
+        if (!views[i]->buffer)
+            continue;
+        const size_t elem = i == 0 ? dtype_bytes(d->bias_dtype) : 1;
+        if (elem == 0 || elem == 8)
+            return fail(FLASHCL_ERROR_INVALID_VALUE,
+                        "bias_dtype = %d: fp32, fp16 or bf16",
+                        (int)d->bias_dtype);
+        const flashcl_status st = buffer_holds(
+            views[i],
+            view_extent(views[i], s->batch, s->heads_q, s->n,
+                        cp->seqlen_total, elem),
+            names[i]);
+        if (st != FLASHCL_SUCCESS) {
+            char why[sizeof last_error];
+            snprintf(why, sizeof why, "%s", last_error);
+            return fail(st, "%s (a shard's rows against all %lld keys): %s",
+                        names[i], (long long)cp->seqlen_total, why);
+        }
+    }
+    return FLASHCL_SUCCESS;
+}
+
 static flashcl_status resolve_shard(const flashcl_attention_desc *d,
                                     const flashcl_cp_desc *cp, bool backward,
                                     int rank, int ranks, shard *s)
@@ -266,6 +298,8 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     if (st == FLASHCL_SUCCESS)
         st = buffer_holds(&v, view_extent(&v, s->batch, s->heads_kv, s->n,
                                           s->dim_v, s->elem), "v");
+    if (st == FLASHCL_SUCCESS)
+        st = check_bias_mask(d, cp, s);
     if (st == FLASHCL_SUCCESS && s->k_bytes + s->v_bytes > (size_t)INT32_MAX)
         st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
                   "a shard's K and V hold %zu bytes: MPI counts stop at 2 "
@@ -314,7 +348,7 @@ static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
         "seqlen_q", "causal", "window", "window_left", "window_right",
         "scale", "explicit_scale", "softcap", "alibi_slopes", "sinks",
         "cp.mode", "cp.layout", "cp.seqlen_total", "allow_tf32",
-        "d_sinks"};
+        "d_sinks", "bias", "bias_dtype", "mask"};
     enum { FIELDS = sizeof names / sizeof names[0] };
     const int64_t mine[FIELDS] = {
         d->batch, d->heads_q, d->heads_kv ? d->heads_kv : d->heads_q,
@@ -323,7 +357,9 @@ static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
         d->window_right, float_bits(d->scale), d->explicit_scale != 0,
         float_bits(d->softcap), d->alibi_slopes.buffer != NULL,
         d->sinks.buffer != NULL, cp->mode, cp->layout, cp->seqlen_total,
-        d->allow_tf32 != 0, bwd && bwd->d_sinks.buffer != NULL};
+        d->allow_tf32 != 0, bwd && bwd->d_sinks.buffer != NULL,
+        d->bias.buffer != NULL, d->bias.buffer ? d->bias_dtype : 0,
+        d->mask.buffer != NULL};
     int64_t lo[FIELDS], hi[FIELDS];
     MPI_Allreduce(mine, lo, FIELDS, MPI_INT64_T, MPI_MIN, comm);
     MPI_Allreduce(mine, hi, FIELDS, MPI_INT64_T, MPI_MAX, comm);
@@ -409,6 +445,13 @@ static flashcl_attention_desc chunk_call(const flashcl_attention_desc *d,
     c.q_position = s->first[qc];
     c.k_position = k_position;
     c.q = rows_of(&d->q, qc * s->rows, s->elem);
+    flashcl_tensor *cols[] = {&c.bias, &c.mask};
+    for (int i = 0; i < 2; ++i)
+        if (cols[i]->buffer)
+            cols[i]->offset +=
+                (i == 0 ? dtype_bytes(d->bias_dtype) : 1) *
+                ((size_t)(qc * s->rows) * cols[i]->stride_seq +
+                 (size_t)k_position * cols[i]->stride_dim);
     return c;
 }
 
