@@ -19,7 +19,8 @@ travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
     o_whole = flashcl.cp.unshard(o, MPI.COMM_WORLD, layout="zigzag")
 
 :func:`attention_backward` gives the shard's gradients from the forward's
-o and lse, in both modes, summed in float32 in a fixed order.
+o and lse, in both modes, summed in a fixed order (float32; float64 for
+float64).
 """
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
@@ -28,7 +29,8 @@ from ._attention import _is_cl
 from ._attention import attention as _attention
 from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
-from ._errors import InvalidDimensionError, InvalidValueError
+from ._errors import (InvalidDimensionError, InvalidValueError,
+                      UnsupportedError)
 
 __all__ = ["attention", "attention_backward", "shard", "shard_rows",
            "unshard"]
@@ -117,10 +119,18 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     alibi_slopes, sinks and scale mean what they mean for the whole
     sequence. Returns o (``q``'s dtype), or (o, lse) with return_lse, lse
     float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
-    collective).
+    collective). float64 in ring mode is refused, as libflashcl_mpi
+    refuses it: the steps' partials merge through their float32 lse,
+    which would cut float64 to float32 accuracy (``"allgather"`` takes
+    it).
     """
     _check_mode(mode)
     (q, k, v), queue = _to_host((q, k, v))
+    if mode == "ring" and q.dtype == np.float64:
+        raise UnsupportedError(
+            "float64 in ring mode: the steps' partials merge through float32 "
+            "lse, which would cut float64 to float32 accuracy; "
+            "mode='allgather' computes float64")
     _agree(comm, q, k, v)
     rows = q.shape[1]
     total = rows * comm.size
@@ -236,12 +246,13 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
     its outputs (``attention(..., return_lse=True)``) and do is the loss's
     gradient with respect to o. Each pair of chunks is one
     :func:`flashcl.attention_backward` call with the whole rows' o and lse;
-    the sums are float32, in a fixed order. ``"ring"``: each K/V block
+    the sums are float32 (float64 for float64), in a fixed order. ``"ring"``: each K/V block
     travels around the ring with the sum of its dK/dV, which takes every
     rank's contribution and returns to the block's owner. ``"allgather"``:
     every rank gathers K and V, and each rank's dK/dV rows are the sum of
     every rank's contributions in rank order. Bitwise repeatable at a fixed
-    rank count. Collective. A query row's sink gradient depends on the
+    rank count (float64 sums for float64, float32 for the other dtypes).
+    Collective. A query row's sink gradient depends on the
     row alone (its lse, and rowsum(do * o)), so each rank takes it from
     one call per query chunk and the ranks' float32 sums are added in
     rank order, as libflashcl_mpi does.
@@ -290,15 +301,21 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
     return _to_queue(queue, grads)
 
 
+def _sums(q):
+    """The host sums' dtype: float64 for float64 (its gradients keep float64
+    accuracy), else float32."""
+    return np.float64 if q.dtype == np.float64 else np.float32
+
+
 def _block_gradients(q, block, mine, at, theirs, kw, pair, gives_sinks):
     """This rank's query chunks against a block laid out as `theirs`
     (chunks of the whole sequence): dQ per query chunk and the block's dK
-    and dV, float32, every pair of chunks that sees keys in a fixed
+    and dV (_sums' dtype), every pair of chunks that sees keys in a fixed
     order. The sink gradient comes from the pairs (query chunk, key
     chunk) for which gives_sinks(qi, ki) holds, one per query chunk."""
-    dq = np.zeros(q.shape, np.float32)
-    dk = np.zeros(block[0].shape, np.float32)
-    dv = np.zeros(block[1].shape, np.float32)
+    dq = np.zeros(q.shape, _sums(q))
+    dk = np.zeros(block[0].shape, _sums(q))
+    dv = np.zeros(block[1].shape, _sums(q))
     k_at = [sum(c for _, c in theirs[:i]) for i in range(len(theirs))]
     for qi, ((qf, qc), qa) in enumerate(zip(mine, at)):
         for ki, ((kf, kc), ka) in enumerate(zip(theirs, k_at)):
@@ -316,7 +333,7 @@ def _ring_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     far; this rank's contribution is added and both move on. One step
     after the last, each sum reaches the block's owner."""
     nxt, prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-    dq = np.zeros(q.shape, np.float32)
+    dq = np.zeros(q.shape, _sums(q))
     block, sums = (k, v), None
     for step in range(comm.size):
         source = (comm.rank - step) % comm.size
@@ -347,8 +364,8 @@ def _allgather_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     sums = comm.allgather((dk_all, dv_all))
     own = [np.concatenate([s[which][:, f:f + c] for f, c in mine], axis=1)
            for s in sums for which in (0, 1)]
-    dk = np.zeros(k.shape, np.float32)
-    dv = np.zeros(v.shape, np.float32)
+    dk = np.zeros(k.shape, _sums(q))
+    dv = np.zeros(v.shape, _sums(q))
     for r in range(comm.size):
         dk += own[2 * r]
         dv += own[2 * r + 1]
