@@ -102,8 +102,8 @@ def _sees_keys(causal, window, q0, k0, rows, k_rows=None):
 
 def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
               causal=False, window=None, softcap=0.0, alibi_slopes=None,
-              sinks=None, scale=None, return_lse=False, device=None,
-              backend="auto"):
+              sinks=None, scale=None, bias=None, mask=None, return_lse=False,
+              device=None, backend="auto"):
     """Attention over the whole sequence for this rank's query rows.
 
     q, k, v: this rank's shard, ``[batch, rows, heads, dim]`` NumPy or
@@ -117,8 +117,12 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     the choice when they are small, as with GQA). layout: how the rows were
     sharded (``"contiguous"`` or ``"zigzag"``). causal, window, softcap,
     alibi_slopes, sinks and scale mean what they mean for the whole
-    sequence. Returns o (``q``'s dtype), or (o, lse) with return_lse, lse
-    float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
+    sequence. bias and mask: the shard's rows against the whole
+    sequence's keys, broadcastable to ``[batch, heads_q, rows,
+    rows * comm.size]`` (:func:`shard` with ``axis=-2`` cuts a whole one;
+    the columns are the keys' positions); each call takes its chunks'
+    rows and columns. Returns o (``q``'s dtype), or (o, lse) with
+    return_lse, lse float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
     collective). float64 in ring mode is refused, as libflashcl_mpi
     refuses it: the steps' partials merge through their float32 lse,
     which would cut float64 to float32 accuracy (``"allgather"`` takes
@@ -131,9 +135,10 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
             "float64 in ring mode: the steps' partials merge through float32 "
             "lse, which would cut float64 to float32 accuracy; "
             "mode='allgather' computes float64")
-    _agree(comm, q, k, v)
+    _agree(comm, q, k, v, *(x for x in (bias, mask) if x is not None))
     rows = q.shape[1]
     total = rows * comm.size
+    scores = _scores(q, total, bias, mask)
     mine = shard_rows(total, comm.rank, comm.size, layout)
     kw = dict(causal=causal, window=window, softcap=softcap,
               alibi_slopes=alibi_slopes, scale=scale, device=device,
@@ -146,10 +151,11 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
         v_all = np.concatenate(_placed(kv, 1, total, comm.size, layout),
                                axis=1)
         outs = [_attention(q[:, a:a + c], k_all, v_all, positions=(f, 0),
-                           sinks=sinks, **kw)
+                           sinks=sinks, **scores(a, c, 0, total), **kw)
                 for (f, c), a in zip(mine, at)]
     else:
-        outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, kw)
+        outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, scores,
+                     kw)
     o = np.concatenate([x[0] for x in outs], axis=1)
     lse = np.concatenate([x[1] for x in outs], axis=2)
     o, lse = _to_queue(queue, (o, lse))
@@ -200,7 +206,37 @@ def _placed(kv, which, total, ranks, layout):
     return [c for _, c in sorted(chunks, key=lambda fc: fc[0])]
 
 
-def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
+def _scores(q, total, bias, mask):
+    """The shard's bias and mask (rows against all `total` keys), 4-D and
+    checked, as a function of a chunk pair (query rows [qa, qa + qc) of
+    the shard, keys [kf, kf + kc) of the sequence) giving its call's
+    bias= and mask= (a broadcast axis stays whole)."""
+    arrays = {}
+    want = (q.shape[0], q.shape[2], q.shape[1], total)
+    for name, x in (("bias", bias), ("mask", mask)):
+        if x is None:
+            continue
+        x = x.get() if _is_cl(x) else np.asarray(x)
+        if x.ndim <= 4:
+            x = x.reshape((1,) * (4 - x.ndim) + x.shape)
+        if x.ndim != 4 or any(h not in (1, w) for h, w in zip(x.shape, want)):
+            raise InvalidDimensionError(
+                f"{name} has shape {x.shape}: expected the shard's rows "
+                f"against the whole sequence's keys, broadcastable to "
+                f"[batch, heads_q, rows, seqlen_total] = {list(want)}")
+        arrays[name] = x
+
+    def pair(qa, qc, kf, kc):
+        out = {}
+        for name, x in arrays.items():
+            rows = slice(qa, qa + qc) if x.shape[2] > 1 else slice(None)
+            cols = slice(kf, kf + kc) if x.shape[3] > 1 else slice(None)
+            out[name] = np.ascontiguousarray(x[:, :, rows, cols])
+        return out
+    return pair
+
+
+def _ring(comm, q, k, v, mine, at, total, layout, sinks, scores, kw):
     """Step t: this rank's query chunks against the block of rank (rank -
     t), while the block moves on to the next rank; the partials merged in
     step order. The sinks join one partial per row (the first)."""
@@ -222,7 +258,8 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
                 parts[qi].append(_attention(
                     q[:, qa:qa + qc], block[0][:, ka:ka + kc],
                     block[1][:, ka:ka + kc], positions=(qf, kf),
-                    sinks=sinks if first else None, **kw))
+                    sinks=sinks if first else None,
+                    **scores(qa, qc, kf, kc), **kw))
         if step + 1 < comm.size:
             block = comm.recv(source=prev, tag=step)
             request.wait()
@@ -236,7 +273,8 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
 def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
                        layout="contiguous", causal=False, window=None,
                        softcap=0.0, alibi_slopes=None, sinks=None, scale=None,
-                       return_dsinks=False, device=None, backend="auto"):
+                       bias=None, mask=None, return_dsinks=False, device=None,
+                       backend="auto"):
     """Gradients of :func:`attention` for this rank's shard: ``(dq, dk,
     dv)`` with q's, k's and v's shapes and dtype, or ``(dq, dk, dv,
     dsinks)`` with ``return_dsinks`` (float32 ``[heads_q]``, the whole
@@ -246,8 +284,9 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
     its outputs (``attention(..., return_lse=True)``) and do is the loss's
     gradient with respect to o. Each pair of chunks is one
     :func:`flashcl.attention_backward` call with the whole rows' o and lse;
-    the sums are float32 (float64 for float64), in a fixed order. ``"ring"``: each K/V block
-    travels around the ring with the sum of its dK/dV, which takes every
+    the sums are float32 (float64 for float64), in a fixed order.
+    ``"ring"``: each K/V block travels around the ring with the sum of its
+    dK/dV, which takes every
     rank's contribution and returns to the block's owner. ``"allgather"``:
     every rank gathers K and V, and each rank's dK/dV rows are the sum of
     every rank's contributions in rank order. Bitwise repeatable at a fixed
@@ -263,8 +302,10 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
                                 "has no sinks to differentiate)")
     (q, k, v, o, lse, do), queue = _to_host((q, k, v, o, lse, do))
     lse = lse.astype(np.float32, copy=False)
-    _agree(comm, q, k, v, o, lse, do)
+    _agree(comm, q, k, v, o, lse, do,
+           *(x for x in (bias, mask) if x is not None))
     total = q.shape[1] * comm.size
+    scores = _scores(q, total, bias, mask)
     mine = shard_rows(total, comm.rank, comm.size, layout)
     at = [sum(c for _, c in mine[:i]) for i in range(len(mine))]
     kw = dict(causal=causal, window=window, softcap=softcap,
@@ -285,7 +326,8 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
         grads = _attention_backward(
             q[:, qa:qa + qc], block[0][:, ka:ka + kc],
             block[1][:, ka:ka + kc], o[:, qa:qa + qc], lse[:, :, qa:qa + qc],
-            do[:, qa:qa + qc], positions=(qf, kf), return_dsinks=want, **kw)
+            do[:, qa:qa + qc], positions=(qf, kf), return_dsinks=want,
+            **scores(qa, qc, kf, kc), **kw)
         if want:
             dsinks = dsinks + grads[3]
         return grads[:3]
