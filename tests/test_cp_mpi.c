@@ -4,12 +4,14 @@
  * the whole call on its own device (the single-device result, which knows
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
- * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16 (both modes); and the
- * backward (ring and all-gather, every dtype, d_sinks with sinks) against
- * the single-device backward. A
- * second call must give the same bits. Then the faults: shards that disagree, a
- * rank whose own call fails, an unsupported request: every rank returns
- * an error and writes nothing, none hangs (ctest's timeout bounds it).
+ * causal, window, ALiBi, sinks, softcap, GQA, bias and a broadcast mask,
+ * fp32/fp16/bf16 (both modes), fp64 (all-gather); bhnd shards with padded
+ * K/V rows; and the backward (ring and all-gather, every dtype, d_sinks
+ * with sinks) against the single-device backward. A second call must
+ * give the same bits. Then the faults: shards that disagree, a rank whose
+ * own call fails, an unsupported request, a bias too small: every rank
+ * returns an error and writes nothing, none hangs (ctest's timeout bounds
+ * it).
  * Rank 0 prints "N passed, N failed".
  */
 #include "flashcl_mpi.h"
