@@ -9,7 +9,8 @@
 #
 # fused (default): the Check suites with the vendor path on and with
 #   FLASHCL_PORTABLE_ONLY=1, `flashcl selftest`.
-# nvidia: the forward suites forced onto each NVIDIA path, and the
+# nvidia: the forward suites forced onto each NVIDIA path (alone:
+#   nvidia-forward), and the
 #   backward suite (default plan, and the portable kernel forced).
 # reference: the reference backend's suite and the forward/semantics/variant
 #   suites with FLASHCL_BACKEND=reference.
@@ -45,6 +46,10 @@ fused_checks() {
 # (FLASHCL_EXPECT_PATH), then the backward: the default plan and the
 # portable kernel forced.
 nvidia_checks() {
+  nvidia_forward_checks
+  nvidia_backward_checks
+}
+nvidia_forward_checks() {
   local path suite
   for path in nv_wgmma nv_mma; do
     for suite in test_forward test_variants test_semantics; do
@@ -52,6 +57,8 @@ nvidia_checks() {
         step "${suite}_$path" 150 "$BUILD/tests/$suite"
     done
   done
+}
+nvidia_backward_checks() {
   step test_backward 200 "$BUILD/tests/test_backward"
   FLASHCL_PATH=portable step test_backward_portable 200 "$BUILD/tests/test_backward"
 }
@@ -96,9 +103,10 @@ compare_speed() {
 case "$MODE" in
   fused) fused_checks ;;
   nvidia) nvidia_checks ;;
+  nvidia-forward) nvidia_forward_checks ;;
   reference) reference_checks ;;
   compare) compare_speed ;;
   all) fused_checks; nvidia_checks; reference_checks; compare_speed ;;
-  *) echo "usage: gpu_check.sh [fused|nvidia|reference|compare|all]" >&2; exit 2 ;;
+  *) echo "usage: gpu_check.sh [fused|nvidia|nvidia-forward|reference|compare|all]" >&2; exit 2 ;;
 esac
 grep -h -E ':F:|:E:' "$OUT"/*.log | head -20

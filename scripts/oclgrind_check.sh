@@ -23,15 +23,19 @@ cases=("--dtype fp32 --causal"
 # Oclgrind reports itself a CPU as well as a GPU, so the cases above take
 # the CPUs' plan (4 keys or rows per work-item, dQ's sums in memory); these
 # force the GPUs' 1 and an uneven 3 (FLASHCL_BWD_ROWS, a developer knob:
-# BUILD must be a developer build, as build-test is).
+# BUILD must be a developer build, as build-test is), and dQ made in the
+# dK/dV pass (the CPUs' plan; FLASHCL_BWD_FUSED_DQ) over 128-key blocks:
+# two, and a window whose rows see only the second.
 rows_cases=("FLASHCL_BWD_ROWS=1|--dtype fp32 --window 9,4"
             "FLASHCL_BWD_ROWS=1|--dtype bf16 --causal --heads-kv 1 --softcap 10"
-            "FLASHCL_BWD_ROWS=3|--dtype fp32 --head-dim 40 --batch 2")
+            "FLASHCL_BWD_ROWS=3|--dtype fp32 --head-dim 40 --batch 2"
+            "FLASHCL_BWD_FUSED_DQ=1 FLASHCL_BWD_ROWS=1|--dtype fp32 --causal --seqlen-k 150"
+            "FLASHCL_BWD_FUSED_DQ=1 FLASHCL_BWD_ROWS=1|--dtype bf16 --window 20,9 --seqlen-k 200 --batch 2")
 check() { # ENV CASE
   local c=$2
   : > "$log"
-  # shellcheck disable=SC2086 # a case is several arguments
-  if ! env ${1:+"$1"} FLASHCL_CACHE=0 oclgrind --data-races --check-api \
+  # shellcheck disable=SC2086 # a case, and its environment, are several words
+  if ! env $1 FLASHCL_CACHE=0 oclgrind --data-races --check-api \
        --log "$log" "$B/flashcl" run --backward "${shape[@]}" $c \
        > "$log.out" 2>&1; then
     echo "oclgrind_check: flashcl run failed under Oclgrind: $c" >&2

@@ -771,6 +771,68 @@ START_TEST(test_varlen_bad_prefix_sums)
 }
 END_TEST
 
+/* ---- dQ inside the dK/dV pass (BWD_FUSED_DQ) ------------------------ */
+
+/* Several key blocks each (the CPUs' block is 512 keys, fewer only for
+ * short calls): bands that start and end inside blocks (causal in both
+ * alignments, a window), GQA, 16-bit types, D_v != D, ALiBi and sinks. */
+static const bwd_case fused_cases[] = {
+    {F32, 1, 2, 1, 300, 1100, 64, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, BNHD},
+    {F32, 1, 4, 2, 640, 600, 32, 0, 0, 0, 1, 100, 30, 0, 0, 0, 0, 0, 0, 0,
+     BHND},
+    {B16, 1, 2, 2, 600, 650, 32, 0, 1, 1, 0, 0, 0, 0, 20, 0, 0, 0, 0, 0, BNHD},
+    {F16, 1, 2, 1, 130, 560, 64, 32, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1,
+     BNHD},
+};
+
+/* The plan's reason names the dQ kernel that runs: returns whether it is
+ * the sum of the dK/dV pass's parts. */
+static bool plan_fuses_dq(setup *s, const char *text)
+{
+    flashcl_variant_info info;
+    ck_assert_int_eq(flashcl_describe_backward(shared_context(), &s->desc,
+                                               &s->bwd, &info),
+                     FLASHCL_SUCCESS);
+    const bool fused = strstr(info.reason, "flashcl_bwd_dq_sum") != NULL;
+    ck_assert_msg(fused || strstr(info.reason, "flashcl_bwd_dq"), "%s: %s",
+                  text, info.reason);
+    return fused;
+}
+
+/* The same gradients, within the oracle's tolerance, with dQ made in the
+ * dK/dV pass (PoCL's default plan) and with the separate dQ pass (the
+ * parts' scratch over the split-KV scratch limit, here 1 byte). */
+START_TEST(test_fused_dq)
+{
+    const bwd_case *c = &fused_cases[_i];
+    flashcl_context *ctx = shared_context();
+    if (getenv("FLASHCL_BACKEND") || getenv("FLASHCL_PATH"))
+        return; /* the portable plan's choice only */
+    flashcl_device_info info;
+    ck_assert_int_eq(flashcl_context_device_info(ctx, &info),
+                     FLASHCL_SUCCESS);
+    char what[200], text[256];
+    describe(c, what, sizeof what);
+    for (int separate = 0; separate < 2; ++separate) {
+        ck_assert_int_eq(
+            flashcl_context_set_split_scratch_limit(ctx, separate ? 1 : 0),
+            FLASHCL_SUCCESS);
+        snprintf(text, sizeof text, "%s, %s", what,
+                 separate ? "separate dQ pass" : "default plan");
+        setup s;
+        make_setup(&s, c, 900 + (uint64_t)_i);
+        const bool fused = plan_fuses_dq(&s, text);
+        if (separate)
+            ck_assert_msg(!fused, "%s: fused past the scratch limit", text);
+        else if (strstr(info.platform, "Portable Computing Language"))
+            ck_assert_msg(fused, "%s: PoCL's plan makes dQ apart", text);
+        check_setup(&s, text);
+    }
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+}
+END_TEST
+
 /* ---- the plan: describe, FLASHCL_PATH ------------------------------- */
 
 /* flashcl_describe_backward reports the plan the backward runs, and
@@ -1074,11 +1136,13 @@ int main(void)
         {test_varlen_bad_prefix_sums, 0},
     };
     const test_entry determinism[] = {{test_deterministic, 0}};
+    const test_entry fused[] = {{test_fused_dq, (int)LENGTH(fused_cases)}};
     const test_group groups[] = {
         {"gradients", 300, NULL, NULL, gradients, LENGTH(gradients)},
         {"determinism", 300, NULL, NULL, determinism, LENGTH(determinism)},
         {"varlen", 300, NULL, NULL, varlen, LENGTH(varlen)},
         {"plan", 300, NULL, NULL, plan, LENGTH(plan)},
+        {"fused_dq", 300, NULL, NULL, fused, LENGTH(fused)},
     };
     const int status = run_groups("backward", groups, LENGTH(groups));
     release_shared_context();

@@ -12,6 +12,10 @@
  *   flashcl_bwd_dq      one work-item per BWD_ROWS query rows: loops over
  *                       the keys they see; dQ_i = scale * sum dS k;
  *                       (how the two are shaped for speed: "Tiles" below)
+ *   flashcl_bwd_dq_sum  with BWD_FUSED_DQ (CPUs), in flashcl_bwd_dq's
+ *                       place: the dK/dV pass also wrote each key
+ *                       block's part of dQ; one work-item per row adds
+ *                       them in block order;
  *   flashcl_bwd_dsinks  one work-item per head: -sum_{b,i} P_sink Delta.
  * with dS = P (dP - Delta) times softcap's 1 - tanh^2. Each output element
  * is written by exactly one work-item, which sums in a fixed order: no
@@ -337,6 +341,60 @@ inline void tile_scores(vec_t *s, vec_t *d_p, const real_t *a_own,
 DEFINE_ACCUMULATE(accumulate_dqk, DQK)
 DEFINE_ACCUMULATE(accumulate_dvp, DVP)
 
+/* BWD_FUSED_DQ: the dK/dV pass also makes dQ's part from its block of
+ * keys, dQ_i += sum_j dS_ij k_j, from dS and K staged in local memory,
+ * and flashcl_bwd_dq_sum adds the blocks' parts in block order. The
+ * second pass's two recomputed products (QK^T and dO V^T, 4 of 14 FLOP
+ * units) go; what is added is a store of dS and, per key block, one
+ * [rows, D] part in scratch. A work-item makes FUSED_ROWS rows of a
+ * tile's part: 16 sums in flight (FMA latency, as PARTS above), each K
+ * vector read from local memory serving FUSED_ROWS FMAs. Only TILE /
+ * FUSED_ROWS work-items have work, which CPUs (a work-group runs on one
+ * thread) do not mind and GPUs would: the planner sets it on CPUs. */
+#define FUSED_ROWS (DQK / VEC <= 4 ? 4 : DQK / VEC <= 8 ? 2 : 1)
+#define KEY_BLOCK (WG * ROWS)
+
+/* Index of element 0 of row i of head h of batch entry b in key block
+ * kb's part: Delta's row order, DQK columns. */
+inline ulong part_row(int kb, int b, int h, long i, int heads_q,
+                      int batch, int seqlen_q)
+{
+    return ((((ulong)kb * batch + b) * heads_q + h) * seqlen_q + i) * DQK;
+}
+
+/* Tile rows [r0, r0 + TILE) (those up to row_hi) of key block kb's part
+ * of dQ for head h: dS ([key][TILE], first `keys` live) times the
+ * block's K ([key][DQK]). */
+inline void fused_dq_tile(__global real_t *dq_part, ulong part0,
+                          __local const real_t *ds_t,
+                          __local const real_t *k_blk, int keys, long r0,
+                          long row_hi)
+{
+    for (int g = get_local_id(0); g < TILE / FUSED_ROWS; g += WG) {
+        const int r_first = g * FUSED_ROWS;
+        vec_t acc[FUSED_ROWS * (DQK / VEC)];
+#pragma unroll
+        for (int x = 0; x < FUSED_ROWS * (DQK / VEC); ++x)
+            acc[x] = (vec_t)(0);
+        for (int j = 0; j < keys; ++j) {
+#pragma unroll
+            for (int c = 0; c < DQK / VEC; ++c) {
+                const vec_t key_vec = vload_vec(c, k_blk + j * DQK);
+#pragma unroll
+                for (int f = 0; f < FUSED_ROWS; ++f)
+                    acc[f * (DQK / VEC) + c] =
+                        fma((vec_t)(ds_t[j * TILE + r_first + f]), key_vec,
+                            acc[f * (DQK / VEC) + c]);
+            }
+        }
+        for (int f = 0; f < FUSED_ROWS && r0 + r_first + f <= row_hi; ++f)
+#pragma unroll
+            for (int c = 0; c < DQK / VEC; ++c)
+                vstore_vec(acc[f * (DQK / VEC) + c], c,
+                           dq_part + part0 + (ulong)(r0 + r_first + f) * DQK);
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 {
@@ -344,6 +402,9 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     __local real_t g_by_dim[DVP * TILE], g_by_row[TILE * DVP];
     /* +inf for rows that see no key and for padding rows: P = 0 there. */
     __local real_t lse_t[TILE], delta_t[TILE];
+#if FLASHCL_BWD_FUSED_DQ
+    __local real_t ds_t[KEY_BLOCK * TILE], k_blk[KEY_BLOCK * DQK];
+#endif
     const int lid = get_local_id(0), hk = get_group_id(1),
               b = get_group_id(2);
     /* The group's keys j0 + [0, WG * ROWS), a work-item's ROWS adjacent. */
@@ -363,6 +424,10 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                                           window_left, window_right, sq.nq);
         mine_lo[m] = mine.begin;
         mine_hi[m] = mine.end - 1;
+#if FLASHCL_BWD_FUSED_DQ
+        for (int d = 0; d < DQK; ++d)
+            k_blk[(lid * ROWS + m) * DQK + d] = k_own[m * DQK + d];
+#endif
     }
     vec_t acc_k[ROWS * DQK / VEC], acc_v[ROWS * DVP / VEC];
     for (int c = 0; c < ROWS * DQK / VEC; ++c)
@@ -434,6 +499,18 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                             p_r[m * TILE + r] = d_s_r[m * TILE + r] = 0;
             accumulate_dvp(acc_v, p_r, g_by_row);
             accumulate_dqk(acc_k, d_s_r, q_by_row);
+#if FLASHCL_BWD_FUSED_DQ
+#pragma unroll
+            for (int x = 0; x < ROWS * TILE_VECS; ++x)
+                vstore_vec(vload_vec(x, d_s_r), x, ds_t + lid * ROWS * TILE);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            /* Padding keys (clamped to the last one) stay out of the sum. */
+            fused_dq_tile(dq_part,
+                          part_row(get_group_id(0), b, h, 0, heads_q, batch,
+                                   seqlen_q),
+                          ds_t, k_blk, (int)min((long)KEY_BLOCK, sq.nk - j0),
+                          r0, row_hi);
+#endif
         }
     }
     for (int m = 0; m < ROWS; ++m) {
@@ -566,6 +643,35 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
         store_own_row(d_q, out_base.s1, d_q_stride, sq.qb, h, sq.q0 + i,
                       head_dim, acc + m * (DQK / VEC), scale);
     }
+}
+
+/* BWD_FUSED_DQ: dQ_i = scale * the parts of the key blocks that wrote
+ * row i (those whose rows band_rows gives contain it, as the dK/dV pass
+ * walks them), added in block order: deterministic. */
+__kernel void flashcl_bwd_dq_sum(FLASHCL_BWD_PARAMS)
+{
+    const int i = get_global_id(0), h = get_global_id(1),
+              b = get_global_id(2);
+    const bwd_seq sq = BWD_SEQUENCE(b);
+    if (i >= sq.nq)
+        return;
+    vec_t acc[DQK / VEC];
+    for (int c = 0; c < DQK / VEC; ++c)
+        acc[c] = (vec_t)(0);
+#if FLASHCL_BWD_FUSED_DQ
+    for (long j0 = 0, kb = 0; j0 < sq.nk; j0 += KEY_BLOCK, ++kb) {
+        const band_range rows =
+            band_rows(j0, min(j0 + KEY_BLOCK, sq.nk) - 1, sq.diag,
+                      window_left, window_right, sq.nq);
+        if (i < rows.begin || i >= rows.end)
+            continue;
+        const ulong at = part_row((int)kb, b, h, i, heads_q, batch, seqlen_q);
+        for (int c = 0; c < DQK / VEC; ++c)
+            acc[c] += vload_vec(c, dq_part + at);
+    }
+#endif
+    store_own_row(d_q, out_base.s1, d_q_stride, sq.qb, h, sq.q0 + i,
+                  head_dim, acc, scale);
 }
 
 __kernel void flashcl_bwd_dsinks(FLASHCL_BWD_PARAMS)

@@ -138,16 +138,18 @@ typedef struct bwd_args {
     FLASHCL_BWD_ARGS(FLASHCL_HOST_FIELD)
 } bwd_args;
 
-enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS };
+enum { KERNEL_DELTA, KERNEL_DKDV, KERNEL_DQ, KERNEL_DSINKS, KERNEL_DQ_SUM };
 
 static void fill_args(flashcl_context *ctx, const problem *p,
-                      const bwd_views *w, cl_mem delta, bwd_args *a)
+                      const bwd_views *w, cl_mem delta, cl_mem dq_part,
+                      bwd_args *a)
 {
     FILL_QKVO_ARGS(a, p);
     FILL_SHAPE_ARGS(a, p);
     a->d_o = w->d_o.given;
     a->lse = p->lse.given;
     a->delta = delta;
+    a->dq_part = dq_part ? dq_part : ctx->dummy;
     a->d_q = w->d_q.given;
     a->d_k = w->d_k.given;
     a->d_v = w->d_v.given;
@@ -237,6 +239,38 @@ static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
            (size_t)(2 * (plan->HEAD_DIM + plan->HEAD_DIM_V) + 2) * real_size;
 }
 
+/* Bytes of dQ's parts with BWD_FUSED_DQ: one [rows of Delta, D] per key
+ * block. */
+static size_t fused_dq_part_bytes(const problem *p, const bwd_plan *plan,
+                                  size_t real_size)
+{
+    const size_t block = (size_t)plan->BWD_WG * (size_t)plan->BWD_ROWS;
+    const size_t blocks = ((size_t)p->seqlen_k + block - 1) / block;
+    return blocks * (size_t)(p->batch * p->heads_q * p->seqlen_q) *
+           (size_t)plan->HEAD_DIM * real_size;
+}
+
+/* CPUs only (a work-group runs on one thread there, so the few work-items
+ * that make a tile's part of dQ idle no core): dQ from the dS the dK/dV
+ * pass already has saves the dQ pass's recomputation of S and dP (7 matmul
+ * units become 5); on PoCL, fp32 B 1 H 8 N 2048 D 64, 160 -> 130 ms, causal
+ * 107 -> 82 ms (docs/backward.md, "Speed"). The parts must fit the split-KV
+ * scratch limit, and the block's dS and K the local memory beside the
+ * tiles (on Intel's CPU runtime, D 64 fits only so; fused there, 1.4x at
+ * D 64, 3x at D 32); else the separate dQ pass. */
+static bool fused_dq_fits(flashcl_context *ctx, const problem *p,
+                          const bwd_plan *plan, size_t real_size)
+{
+    const size_t block = (size_t)plan->BWD_WG * (size_t)plan->BWD_ROWS;
+    const size_t local =
+        bwd_local_bytes(plan, real_size) +
+        block * (size_t)(plan->BWD_TILE + plan->HEAD_DIM) * real_size;
+    size_t cap = 0;
+    return local <= ctx->caps.local_mem &&
+           split_scratch_cap(ctx, &cap) == FLASHCL_SUCCESS &&
+           fused_dq_part_bytes(p, plan, real_size) <= cap;
+}
+
 /* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
  * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
  * L1 cache), 128 work-items of 4 keys or rows each: 512 share the tile
@@ -247,8 +281,8 @@ static size_t bwd_local_bytes(const bwd_plan *plan, size_t real_size)
  * the private arrays small (untuned). */
 /* w: the call's views (NULL when describing without them: dO taken to
  * have O's layout, as its rules say). */
-static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
-                               const bwd_views *w)
+static bwd_plan plan_backward(flashcl_context *ctx, const problem *p,
+                              const bwd_views *w)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
     /* Oclgrind says CPU and GPU, and has no prefetch instruction. */
@@ -267,7 +301,7 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
                      p->right >= 0 ? 1 : 0,
                      p->infer.varlen_q ? 1 : 0,
                      p->infer.kv == KV_VARLEN ? 1 : 0, cpu_only ? 1 : 0,
-                     cpu ? 1 : 0, {0}};
+                     cpu ? 1 : 0, 0, {0}};
     const tensor_view *const grads[4] = {w ? &w->d_o : NULL,
                                          w ? &w->d_q : NULL,
                                          w ? &w->d_k : NULL,
@@ -294,6 +328,10 @@ static bwd_plan plan_backward(const flashcl_context *ctx, const problem *p,
         else
             plan.BWD_TILE = plan.BWD_VEC /= 2;
     }
+    const char *fused = dev_getenv("FLASHCL_BWD_FUSED_DQ");
+    const bool want_fused = fused ? atoi(fused) == 1 : cpu_only;
+    plan.BWD_FUSED_DQ = want_fused && !plan.nv.chosen &&
+                        fused_dq_fits(ctx, p, &plan, real_size);
     return plan;
 }
 
@@ -315,7 +353,7 @@ static bool plan_options(const problem *p, const bwd_plan *plan,
 
 static const char *const bwd_kernel_names[] = {
     "flashcl_bwd_delta", "flashcl_bwd_dkdv", "flashcl_bwd_dq",
-    "flashcl_bwd_dsinks"};
+    "flashcl_bwd_dsinks", "flashcl_bwd_dq_sum"};
 
 static flashcl_status build_program(flashcl_context *ctx, const problem *p,
                                     const bwd_plan *plan,
@@ -328,8 +366,8 @@ static flashcl_status build_program(flashcl_context *ctx, const problem *p,
         "flash_bwd.cl",
         options,
         {bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
-         bwd_kernel_names[3]},
-        4};
+         bwd_kernel_names[3], bwd_kernel_names[4]},
+        5};
     return program_cache_get(ctx, &request, program, NULL);
 }
 
@@ -415,7 +453,10 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
     if (nk)
         steps[count++] = gradient_step(KERNEL_DKDV, 0, nk, hkv, b, program,
                                        nv_program, plan);
-    if (nq)
+    if (nq && plan->BWD_FUSED_DQ)
+        steps[count++] =
+            (launch_step){KERNEL_DQ_SUM, nq, hq, b, program, wg, wg};
+    else if (nq)
         steps[count++] = gradient_step(KERNEL_DQ, 1, nq, hq, b, program,
                                        nv_program, plan);
     if (want_sinks)
@@ -462,16 +503,19 @@ static flashcl_status run_backward(flashcl_context *ctx,
     }
     compiled_program *program = NULL;
     bwd_plan plan = plan_backward(ctx, p, w);
-    flashcl_status status = build_program(ctx, p, &plan, &program);
+    flashcl_status status = FLASHCL_SUCCESS;
     compiled_program *nv_program = NULL;
-    if (status == FLASHCL_SUCCESS && plan.nv.chosen) {
+    if (plan.nv.chosen) {
         status = nv_mma_bwd_program(ctx, p, &plan.nv, &nv_program);
         if (status == FLASHCL_ERROR_BUILD_FAILED) {
-            /* recorded: the portable backward from now on */
+            /* recorded: the portable backward from now on, whose plan
+             * (and so program: BWD_FUSED_DQ) may differ */
             plan = plan_backward(ctx, p, w);
             status = FLASHCL_SUCCESS;
         }
     }
+    if (status == FLASHCL_SUCCESS)
+        status = build_program(ctx, p, &plan, &program);
     nv_mma_bwd_log(&plan.nv);
     if (status != FLASHCL_SUCCESS)
         return status;
@@ -486,12 +530,27 @@ static flashcl_status run_backward(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
                          "allocating the backward's Delta (%zu bytes): %s",
                          rows * real_size, cl_error_name(err));
+    cl_mem dq_part = NULL;
+    if (plan.BWD_FUSED_DQ) {
+        const size_t bytes = fused_dq_part_bytes(p, &plan, real_size);
+        dq_part = clCreateBuffer(ctx->cl_ctx, CL_MEM_READ_WRITE,
+                                 bytes ? bytes : 1, NULL, &err);
+        if (err != CL_SUCCESS) {
+            clReleaseMemObject(delta);
+            return set_error(ctx, FLASHCL_ERROR_OUT_OF_MEMORY,
+                             "allocating the backward's dQ parts (%zu "
+                             "bytes): %s",
+                             bytes, cl_error_name(err));
+        }
+    }
     bwd_args a;
-    fill_args(ctx, p, w, delta, &a);
+    fill_args(ctx, p, w, delta, dq_part, &a);
     status = enqueue_all(ctx, queue, program, nv_program, p, &plan, &a,
                          w->d_sinks.present,
                          num_wait, wait_list, event);
     clReleaseMemObject(delta);
+    if (dq_part)
+        clReleaseMemObject(dq_part);
     return status;
 }
 
@@ -579,7 +638,11 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
     snprintf(info->reason, sizeof info->reason,
              "%s, %s, %s%s%s: %d rows or keys per work-item, tiles of %d "
              "rows in local memory, vectors of %d",
-             bwd_kernel_names[0], bwd_kernel_names[1], bwd_kernel_names[2],
+             bwd_kernel_names[0],
+             plan.BWD_FUSED_DQ ? "flashcl_bwd_dkdv (and dQ's part per key "
+                                 "block)"
+                               : bwd_kernel_names[1],
+             bwd_kernel_names[plan.BWD_FUSED_DQ ? KERNEL_DQ_SUM : KERNEL_DQ],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
              plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC);
     snprintf(info->skipped, sizeof info->skipped, "%s", plan.nv.why_not);

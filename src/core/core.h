@@ -121,7 +121,7 @@ char *load_kernel_source(const char *file, char *msg, size_t msg_cap);
 
 /* ---- program cache (program_cache.c) ------------------------------- */
 
-#define PROGRAM_MAX_KERNELS 4
+#define PROGRAM_MAX_KERNELS 5
 
 /* What was compiled: the key is the source name, the exact options
  * string and the kernel names, and nothing else. */
