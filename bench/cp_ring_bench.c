@@ -27,7 +27,26 @@
  * reading the shard's K/V, the partials' buffers, the agreement), and
  * overlap = 1 - exposed / exchange: 1 when the exchange hides entirely,
  * 0 when the ring costs the whole exchange on top of the compute
- * (negative when its own work costs more than the exchange). */
+ * (negative when its own work costs more than the exchange).
+ *
+ *   flashcl-cp-bench staging [seqlen_total] [heads] [head_dim] [causal]
+ *                            [reps] [ranks]
+ *
+ * One process standing in for rank 0 of `ranks` (default 2) on one
+ * device: what bounds a ring across GPUs that pass K/V through host
+ * memory. Per ring step, each the median of `reps` after a warm-up:
+ *   staging   the host staging a rank does for one K/V block: its read
+ *             to host memory (clEnqueueReadBuffer) and its write back
+ *             (clEnqueueWriteBuffer), timed by the host clock and by the
+ *             two commands' device-side profiling events;
+ *   pair      the attention of one chunk pair (a query chunk against a
+ *             key chunk, both of a chunk's rows), host clock;
+ *   step      the attention of one ring step: the pairs rank 0 computes
+ *             against rank `ranks - 1`'s block, as the ring does, host
+ *             clock.
+ * It prints staging / step: the share of a step the host staging costs
+ * where nothing hides it, which bounds the efficiency of ranks on
+ * separate devices (two ranks sharing one GPU see the same staging). */
 #include <flashcl_mpi.h>
 
 #include <math.h>
@@ -158,12 +177,18 @@ static void ring_call(const setup *s)
     }
 }
 
-static setup make_setup(int64_t total, int64_t heads, int64_t dim, int causal)
+/* as_ranks > 0: rank 0 of as_ranks ranks, whatever MPI runs (staging) */
+static setup make_setup(int64_t total, int64_t heads, int64_t dim, int causal,
+                        int as_ranks)
 {
     setup s;
     memset(&s, 0, sizeof s);
     MPI_Comm_rank(MPI_COMM_WORLD, &s.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &s.ranks);
+    if (as_ranks > 0) {
+        s.rank = 0;
+        s.ranks = as_ranks;
+    }
     s.cp = (flashcl_cp_desc)FLASHCL_CP_DESC_INIT;
     s.cp.mode = FLASHCL_CP_RING;
     s.cp.layout = causal ? FLASHCL_CP_ZIGZAG : FLASHCL_CP_CONTIGUOUS;
@@ -275,9 +300,122 @@ static void run_exchange(const setup *s, void *arg)
     exchange_alone(s, (void **)arg);
 }
 
+static double seconds_between(cl_event e)
+{
+    cl_ulong start = 0, end = 0;
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof start,
+                            &start, NULL);
+    clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof end, &end,
+                            NULL);
+    clReleaseEvent(e);
+    return end > start ? (double)(end - start) * 1e-9 : 0.0;
+}
+
+/* One K/V block to host memory and back, blocking; the two commands'
+ * device-side seconds in dev[0] (read) and dev[1] (write). */
+static void stage_block(const setup *s, void *host, double dev[2])
+{
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    cl_event read, write;
+    if (clEnqueueReadBuffer(queue, s->kv_block, CL_TRUE, 0, s->kv_bytes, host,
+                            0, NULL, &read) != CL_SUCCESS ||
+        clEnqueueWriteBuffer(queue, s->kv_block, CL_TRUE, 0, s->kv_bytes,
+                             host, 0, NULL, &write) != CL_SUCCESS) {
+        fprintf(stderr, "staging a K/V block of %zu bytes failed\n",
+                s->kv_bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    dev[0] = seconds_between(read);
+    dev[1] = seconds_between(write);
+}
+
+/* One chunk pair: query chunk 0 against the block's key chunk 0, no
+ * causal skip (the non-diagonal pairs' cost). */
+static void one_pair(const setup *s)
+{
+    setup one = *s; /* a ring of one rank whose one chunk is s's first */
+    one.chunks = 1;
+    one.ranks = 1;
+    one.first[0] = 0;
+    one.shard.causal = 0;
+    one.cp.layout = FLASHCL_CP_CONTIGUOUS;
+    one.cp.seqlen_total = s->rows;
+    compute_step(&one, 0);
+    clFinish(flashcl_context_queue(ctx));
+}
+
+static int staging_main(int argc, char **argv)
+{
+    const int64_t total = argc > 1 ? atoll(argv[1]) : 8192;
+    const int64_t heads = argc > 2 ? atoll(argv[2]) : 8;
+    const int64_t dim = argc > 3 ? atoll(argv[3]) : 64;
+    const int causal = argc > 4 ? atoi(argv[4]) : 0;
+    const int reps = argc > 5 ? atoi(argv[5]) : 7;
+    const int ranks = argc > 6 ? atoi(argv[6]) : 2;
+    if (reps < 1 || ranks < 2) {
+        fprintf(stderr, "staging: reps >= 1, ranks >= 2\n");
+        return 2;
+    }
+    setup s = make_setup(total, heads, dim, causal, ranks);
+    void *host = malloc(s.kv_bytes);
+    double *t = malloc(sizeof *t * (size_t)reps * 5), dev[2];
+    for (int i = -1; i < reps; ++i) { /* i = -1: the warm-up */
+        double t0 = MPI_Wtime();
+        stage_block(&s, host, dev);
+        const double staged = MPI_Wtime() - t0;
+        t0 = MPI_Wtime();
+        one_pair(&s);
+        const double pair = MPI_Wtime() - t0;
+        t0 = MPI_Wtime();
+        compute_step(&s, ranks - 1);
+        clFinish(flashcl_context_queue(ctx));
+        const double step = MPI_Wtime() - t0;
+        if (i < 0)
+            continue;
+        const double row[5] = {staged, dev[0], dev[1], pair, step};
+        for (int k = 0; k < 5; ++k)
+            t[k * reps + i] = row[k] * 1e3;
+    }
+    double ms[5];
+    for (int k = 0; k < 5; ++k)
+        ms[k] = median(t + k * reps, reps);
+    char device[128] = "";
+    clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
+                    device, NULL);
+    printf("mode,as_ranks,seqlen_total,heads,head_dim,causal,block_MiB,"
+           "staging_host_ms,read_dev_ms,write_dev_ms,pair_ms,step_ms,"
+           "staging_per_step_host,staging_per_step_dev,device\n");
+    printf("staging,%d,%lld,%lld,%lld,%d,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+           "%.3f,%s\n",
+           ranks, (long long)total, (long long)heads, (long long)dim, causal,
+           (double)s.kv_bytes / 1048576.0, ms[0], ms[1], ms[2], ms[3], ms[4],
+           ms[4] > 0 ? ms[0] / ms[4] : 0, ms[4] > 0 ? (ms[1] + ms[2]) / ms[4] : 0,
+           device);
+    free(host);
+    free(t);
+    cl_mem all[] = {s.shard.q.buffer, s.shard.k.buffer, s.shard.v.buffer,
+                    s.shard.o.buffer, s.kv_block, s.o_part, s.lse_part,
+                    s.o_parts, s.lse_parts};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    if (argc > 1 && strcmp(argv[1], "staging") == 0) {
+        int rc = 2;
+        if (flashcl_context_create(&ctx, NULL) == FLASHCL_SUCCESS) {
+            rc = staging_main(argc - 1, argv + 1);
+            flashcl_context_release(ctx);
+        } else {
+            fprintf(stderr, "no OpenCL device: %s\n",
+                    flashcl_last_create_error());
+        }
+        MPI_Finalize();
+        return rc;
+    }
     const int64_t total = argc > 1 ? atoll(argv[1]) : 8192;
     const int64_t heads = argc > 2 ? atoll(argv[2]) : 8;
     const int64_t dim = argc > 3 ? atoll(argv[3]) : 64;
@@ -287,7 +425,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "no OpenCL device: %s\n", flashcl_last_create_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    setup s = make_setup(total, heads, dim, causal);
+    setup s = make_setup(total, heads, dim, causal, 0);
     void *blocks[2] = {calloc(1, s.kv_bytes), calloc(1, s.kv_bytes)};
     const timed_fn fn[TIMINGS] = {run_ring, run_compute, run_lockstep,
                                   run_merge, run_exchange};

@@ -32,7 +32,9 @@ typedef enum flashcl_cp_mode {
      *  receives the previous rank's (non-blocking, during the step's
      *  attention); the partial results (in the storage type, summed in
      *  fp32) merged by flashcl_combine_partials. fp32, fp16 and bf16
-     *  storage (not fp64). */
+     *  storage; not fp64 for the forward (its partials merge through
+     *  their LSEs, fp32 for every dtype, which would cut fp64 to fp32
+     *  accuracy); the backward takes fp64. */
     FLASHCL_CP_RING = 0,
     /** All-gather: every rank gathers the whole K and V, then one call per
      *  local query chunk (for GQA, where K/V are small). Every dtype. */
@@ -59,12 +61,18 @@ typedef struct flashcl_cp_desc {
 /** Attention over the whole sequence for this rank's query rows: `local`
  *  is an ordinary forward descriptor of the shard (batch, heads, head
  *  dims, dtype, variants; q, k, v, o and optional lse views of seqlen_q =
- *  seqlen_k = shard rows, packed in FLASHCL_LAYOUT_BNHD), computed on
+ *  seqlen_k = shard rows, in any layout or strides the core takes, but K
+ *  and V, which go through host memory, need rows of head_dim contiguous
+ *  elements: stride_dim 1 (or all-zero strides)), computed on
  *  `ctx` and `queue` (NULL: the context's queue), blocking until done.
  *  Causal, windows, ALiBi, softcap and sinks mean what they mean for the
  *  whole sequence (bottom-right alignment, which is top-left here).
- *  Not yet: bias and mask tensors, the inference fields, strided views,
- *  fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED).
+ *  Bias and mask: the shard's query rows (in its order) against
+ *  the whole sequence's keys at their positions, [batch, heads_q, shard
+ *  rows, seqlen_total] with the core's literal strides; each call takes
+ *  its key chunk's columns. Not yet: the inference fields, K/V views
+ *  whose rows are not contiguous, fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
+ *  FLASHCL_CP_RING).
  *
  *  Collective: every rank returns the same status class. A rank whose
  *  own check or call fails makes every rank fail (the others with
@@ -79,8 +87,10 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
 
 /** Gradients of flashcl_cp_attention_forward: `local` as for the forward,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
- *  the shard's dO and its dQ, dK, dV outputs (packed, as the shard's q, k
- *  and v). fp32, fp16 or bf16 storage, summed in fp32 on the host.
+ *  the shard's dO and its dQ, dK, dV outputs (any strides, as q, k and
+ *  v; dQ, dK and dV, written from host memory, with K's rule). fp32, fp16 or bf16 storage, summed in fp32 on the host;
+ *  fp64 storage, summed in fp64 (O and LSE from any forward: the
+ *  all-gather one, as the ring forward refuses fp64).
  *  FLASHCL_CP_RING: each step computes the
  *  shard's backward against the K/V block in hand, and the block's dK/dV
  *  sum travels around the ring with it, taking each rank's contribution,
@@ -89,9 +99,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
  *  key, and each rank's dK/dV rows are the sum of the ranks'
  *  contributions in rank order. Either way the result is bitwise
  *  repeatable at a fixed rank count. d_sinks (with sinks) is the whole
- *  sequence's, the ranks' sums added in rank order, on every rank. Not
- *  yet: fp64 storage (FLASHCL_ERROR_UNSUPPORTED). Collective, with the
- *  forward's failure rules. */
+ *  sequence's, the ranks' sums added in rank order, on every rank.
+ *  Collective, with the forward's failure rules. */
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
     const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,

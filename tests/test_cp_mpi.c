@@ -4,12 +4,14 @@
  * the whole call on its own device (the single-device result, which knows
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
- * causal, window, ALiBi, sinks, softcap, GQA, fp32/fp16/bf16 (both modes); and the
- * backward (ring and all-gather, every dtype, d_sinks with sinks) against
- * the single-device backward. A
- * second call must give the same bits. Then the faults: shards that disagree, a
- * rank whose own call fails, an unsupported request: every rank returns
- * an error and writes nothing, none hangs (ctest's timeout bounds it).
+ * causal, window, ALiBi, sinks, softcap, GQA, bias and a broadcast mask,
+ * fp32/fp16/bf16 (both modes), fp64 (all-gather); bhnd shards with padded
+ * K/V rows; and the backward (ring and all-gather, every dtype, d_sinks
+ * with sinks) against the single-device backward. A second call must
+ * give the same bits. Then the faults: shards that disagree, a rank whose
+ * own call fails, an unsupported request, a bias too small: every rank
+ * returns an error and writes nothing, none hangs (ctest's timeout bounds
+ * it).
  * Rank 0 prints "N passed, N failed".
  */
 #include "flashcl_mpi.h"
@@ -32,18 +34,30 @@ typedef struct cp_case {
     flashcl_dtype dtype;
     int causal, window, left, right, alibi, sinks;
     float softcap;
+    int bias; /* an fp32 bias per (batch, head) and a mask broadcast */
 } cp_case;
 
 static const cp_case cases[] = {
-    {"causal", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0},
-    {"window 20/3", FLASHCL_DTYPE_FP32, 0, 1, 20, 3, 0, 0, 0},
-    {"causal + ALiBi + sinks", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 1, 1, 0},
-    {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f},
-    {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0},
-    {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0},
+    {"causal", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"window 20/3", FLASHCL_DTYPE_FP32, 0, 1, 20, 3, 0, 0, 0, 0},
+    {"causal + ALiBi + sinks", FLASHCL_DTYPE_FP32, 1, 0, 0, 0, 1, 1, 0, 0},
+    {"softcap, no mask", FLASHCL_DTYPE_FP32, 0, 0, 0, 0, 0, 0, 5.0f, 0},
+    {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0,
+     0},
+    /* fp64: the all-gather forward, and the backward in both modes (its
+     * host sums in fp64); the ring forward refuses it (run_faults) */
+    {"causal + ALiBi + sinks fp64", FLASHCL_DTYPE_FP64, 1, 0, 0, 0, 1, 1, 0,
+     0},
+    {"bias + mask + window 40/8", FLASHCL_DTYPE_FP32, 0, 1, 40, 8, 0, 0, 0,
+     1},
 };
 
 static int rank, ranks, failures, passes;
+/* Non-zero: the shards' q, k, v, o (and dO, dQ, dK, dV) are laid out bhnd,
+ * [batch, heads, rows, dim], which K/V's and the gradients' trips through
+ * host memory must read and write in rows (the whole call stays bnhd). */
+static int shard_bhnd;
 static flashcl_context *ctx;
 
 static void check(int ok, const char *what, const char *detail)
@@ -101,6 +115,30 @@ static void *random_tensor(flashcl_dtype dtype, int heads, uint64_t seed)
     return bytes;
 }
 
+/* bhnd shards' K, V, dK and dV rows are PITCH elements apart (padded),
+ * with explicit strides: not the layout's packed ones. */
+#define PITCH (DIM + 3)
+
+/* A [BATCH, n, heads, DIM] host tensor as [BATCH, heads, n, pitch]
+ * (to_bhnd) or back; the input is freed. */
+static void *relayout(void *src, int heads, int64_t n, size_t elem,
+                      int to_bhnd, int pitch)
+{
+    unsigned char *out = calloc((size_t)BATCH * n * heads * pitch, elem);
+    const unsigned char *in = src;
+    for (int b = 0; b < BATCH; ++b)
+        for (int64_t i = 0; i < n; ++i)
+            for (int h = 0; h < heads; ++h) {
+                const size_t bnhd = (((size_t)b * n + i) * heads + h) * DIM;
+                const size_t bhnd =
+                    (((size_t)b * heads + h) * n + i) * (size_t)pitch;
+                memcpy(out + (to_bhnd ? bhnd : bnhd) * elem,
+                       in + (to_bhnd ? bnhd : bhnd) * elem, DIM * elem);
+            }
+    free(src);
+    return out;
+}
+
 /* The shard's rows of a whole [BATCH, N, heads, DIM] tensor, in order. */
 static void *shard_of(const void *whole, const flashcl_cp_desc *cp, int heads,
                       size_t elem)
@@ -138,7 +176,51 @@ static flashcl_attention_desc call_desc(const cp_case *c, int64_t rows)
 typedef struct inputs {
     void *q, *k, *v;
     cl_mem slopes, sinks;
+    float *bias;         /* [BATCH, HQ, N, N] */
+    unsigned char *mask; /* [N, N], broadcast over batch and heads */
 } inputs;
+
+/* The bias and mask of rows `first` .. of the whole call (with cp: the
+ * shard's rows, in its order) against all N keys, set on d with literal
+ * strides: bias [BATCH, HQ, rows, N], mask [rows, N] broadcast. */
+static void attach_bias(flashcl_attention_desc *d, const inputs *in,
+                        const flashcl_cp_desc *cp)
+{
+    int64_t first[2] = {0, 0}, rows = N;
+    const int chunks =
+        cp ? flashcl_cp_shard_rows(cp, rank, ranks, first, &rows) : 1;
+    const size_t n = (size_t)rows * chunks;
+    float *bias = malloc((size_t)BATCH * HQ * n * N * sizeof *bias);
+    unsigned char *mask = malloc(n * N);
+    for (int c = 0; c < chunks; ++c)
+        for (int64_t i = 0; i < rows; ++i) {
+            const size_t to = (size_t)(c * rows + i), from = first[c] + i;
+            memcpy(mask + to * N, in->mask + from * N, N);
+            for (size_t bh = 0; bh < (size_t)BATCH * HQ; ++bh)
+                memcpy(bias + (bh * n + to) * N,
+                       in->bias + (bh * N + from) * N, N * sizeof *bias);
+        }
+    d->bias.buffer = device_copy(bias, (size_t)BATCH * HQ * n * N * 4);
+    d->bias.stride_batch = (size_t)HQ * n * N;
+    d->bias.stride_head = n * N;
+    d->bias.stride_seq = N;
+    d->bias.stride_dim = 1;
+    d->bias_dtype = FLASHCL_DTYPE_FP32;
+    d->mask.buffer = device_copy(mask, n * N);
+    d->mask.stride_seq = N;
+    d->mask.stride_dim = 1;
+    free(bias);
+    free(mask);
+}
+
+static void release_desc(flashcl_attention_desc *d)
+{
+    cl_mem all[] = {d->q.buffer, d->k.buffer,    d->v.buffer,
+                    d->o.buffer, d->bias.buffer, d->mask.buffer};
+    for (int i = 0; i < 6; ++i)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+}
 
 /* The single-device result's rows of this shard. */
 static void *whole_rows(const cp_case *c, const inputs *in,
@@ -153,6 +235,8 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     d.o.buffer = device_copy(NULL, o_bytes);
     d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&d, in, NULL);
     if (flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL) !=
         FLASHCL_SUCCESS) {
         fprintf(stderr, "rank %d: the whole call failed: %s\n", rank,
@@ -161,14 +245,21 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     }
     void *o = read_back(d.o.buffer, o_bytes);
     void *mine = shard_of(o, cp, HQ, elem);
-    cl_mem all[] = {d.q.buffer, d.k.buffer, d.v.buffer, d.o.buffer};
-    for (int i = 0; i < 4; ++i)
-        clReleaseMemObject(all[i]);
+    release_desc(&d);
     free(o);
     return mine;
 }
 
 /* The shard's call: its descriptor over device copies of its rows. */
+/* The explicit strides of a [BATCH, heads, n, PITCH] tensor. */
+static void padded_strides(flashcl_tensor *t, int heads, int64_t n)
+{
+    t->stride_dim = 1;
+    t->stride_seq = PITCH;
+    t->stride_head = (size_t)n * PITCH;
+    t->stride_batch = (size_t)heads * n * PITCH;
+}
+
 static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
                                          const flashcl_cp_desc *cp,
                                          size_t *o_bytes)
@@ -178,30 +269,37 @@ static flashcl_attention_desc shard_desc(const cp_case *c, const inputs *in,
     flashcl_attention_desc d = call_desc(c, n);
     void *q = shard_of(in->q, cp, HQ, elem), *k = shard_of(in->k, cp, HKV, elem),
          *v = shard_of(in->v, cp, HKV, elem);
+    if (shard_bhnd) {
+        q = relayout(q, HQ, n, elem, 1, DIM);
+        k = relayout(k, HKV, n, elem, 1, PITCH);
+        v = relayout(v, HKV, n, elem, 1, PITCH);
+        d.layout = FLASHCL_LAYOUT_BHND;
+    }
+    const size_t kv_bytes =
+        (size_t)BATCH * n * HKV * (shard_bhnd ? PITCH : DIM) * elem;
     *o_bytes = (size_t)BATCH * n * HQ * DIM * elem;
     d.q.buffer = device_copy(q, *o_bytes);
-    d.k.buffer = device_copy(k, (size_t)BATCH * n * HKV * DIM * elem);
-    d.v.buffer = device_copy(v, (size_t)BATCH * n * HKV * DIM * elem);
+    d.k.buffer = device_copy(k, kv_bytes);
+    d.v.buffer = device_copy(v, kv_bytes);
+    if (shard_bhnd) {
+        padded_strides(&d.k, HKV, n);
+        padded_strides(&d.v, HKV, n);
+    }
     d.o.buffer = device_copy(NULL, *o_bytes);
     d.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&d, in, cp);
     free(q);
     free(k);
     free(v);
     return d;
 }
 
-static void release_desc(flashcl_attention_desc *d)
-{
-    cl_mem all[] = {d->q.buffer, d->k.buffer, d->v.buffer, d->o.buffer};
-    for (int i = 0; i < 4; ++i)
-        if (all[i])
-            clReleaseMemObject(all[i]);
-}
-
 static double tolerance(flashcl_dtype dtype)
 {
-    return dtype == FLASHCL_DTYPE_FP32 ? 2e-5
+    return dtype == FLASHCL_DTYPE_FP64   ? 1e-12
+           : dtype == FLASHCL_DTYPE_FP32 ? 2e-5
            : dtype == FLASHCL_DTYPE_FP16 ? 2e-3
                                          : 1.6e-2;
 }
@@ -210,9 +308,10 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
                      flashcl_cp_layout layout)
 {
     char what[160];
-    snprintf(what, sizeof what, "%s, %s, %s, %d ranks", c->name,
+    snprintf(what, sizeof what, "%s, %s, %s%s, %d ranks", c->name,
              mode == FLASHCL_CP_RING ? "ring" : "all-gather",
-             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
+             shard_bhnd ? ", bhnd shards" : "", ranks);
     flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
     cp.mode = mode;
     cp.layout = layout;
@@ -227,6 +326,9 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
             flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, &d, &cp);
         check(st == FLASHCL_SUCCESS, what, flashcl_cp_last_error());
         runs[r] = read_back(d.o.buffer, o_bytes);
+        if (shard_bhnd)
+            runs[r] = relayout(runs[r], HQ, N / ranks,
+                               oracle_dtype_size(c->dtype), 0, DIM);
     }
     const size_t elem = oracle_dtype_size(c->dtype), count = o_bytes / elem;
     double worst = 0;
@@ -262,13 +364,24 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
 {
     const size_t elem = oracle_dtype_size(d->dtype);
     const size_t q_bytes = (size_t)BATCH * rows * HQ * DIM * elem;
-    const size_t k_bytes = (size_t)BATCH * rows * HKV * DIM * elem;
+    const int bhnd = cp && shard_bhnd; /* d->layout says so too */
+    const size_t k_bytes =
+        (size_t)BATCH * rows * HKV * (bhnd ? PITCH : DIM) * elem;
     d->lse.buffer = device_copy(NULL, (size_t)BATCH * HQ * rows * 4);
     flashcl_backward_desc b = FLASHCL_BACKWARD_DESC_INIT;
-    b.d_o.buffer = device_copy(dout, q_bytes);
+    void *d_o = malloc(q_bytes);
+    memcpy(d_o, dout, q_bytes);
+    if (bhnd)
+        d_o = relayout(d_o, HQ, rows, elem, 1, DIM);
+    b.d_o.buffer = device_copy(d_o, q_bytes);
+    free(d_o);
     b.d_q.buffer = device_copy(NULL, q_bytes);
     b.d_k.buffer = device_copy(NULL, k_bytes);
     b.d_v.buffer = device_copy(NULL, k_bytes);
+    if (bhnd) {
+        padded_strides(&b.d_k, HKV, rows);
+        padded_strides(&b.d_v, HKV, rows);
+    }
     poison(b.d_q.buffer, q_bytes);
     poison(b.d_k.buffer, k_bytes);
     poison(b.d_v.buffer, k_bytes);
@@ -276,8 +389,13 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
         b.d_sinks.buffer = device_copy(NULL, HQ * 4);
         poison(b.d_sinks.buffer, HQ * 4);
     }
+    /* the ring forward refuses fp64: O and LSE from the all-gather one */
+    flashcl_cp_desc forward = cp ? *cp : (flashcl_cp_desc)FLASHCL_CP_DESC_INIT;
+    if (d->dtype == FLASHCL_DTYPE_FP64)
+        forward.mode = FLASHCL_CP_ALLGATHER;
     flashcl_status st =
-        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp)
+        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d,
+                                          &forward)
            : flashcl_attention_forward(ctx, NULL, d, 0, NULL, NULL);
     if (st == FLASHCL_SUCCESS)
         st = cp ? flashcl_cp_attention_backward(MPI_COMM_WORLD, ctx, NULL, d,
@@ -289,6 +407,11 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
                read_back(b.d_k.buffer, k_bytes),
                read_back(b.d_v.buffer, k_bytes),
                b.d_sinks.buffer ? read_back(b.d_sinks.buffer, HQ * 4) : NULL};
+    if (bhnd) {
+        g.dq = relayout(g.dq, HQ, rows, elem, 0, DIM);
+        g.dk = relayout(g.dk, HKV, rows, elem, 0, PITCH);
+        g.dv = relayout(g.dv, HKV, rows, elem, 0, PITCH);
+    }
     cl_mem all[] = {d->lse.buffer, b.d_o.buffer, b.d_q.buffer, b.d_k.buffer,
                     b.d_v.buffer, b.d_sinks.buffer};
     for (int i = 0; i < 6; ++i)
@@ -326,7 +449,8 @@ static double relative_error(const void *got, const void *want, size_t n,
  * (measured on 3 ranks: fp16 8.2e-4, bf16 5.5e-3; the forward's bounds). */
 static double gradient_tolerance(flashcl_dtype dtype)
 {
-    return dtype == FLASHCL_DTYPE_FP32   ? 1e-5
+    return dtype == FLASHCL_DTYPE_FP64   ? 1e-12
+           : dtype == FLASHCL_DTYPE_FP32 ? 1e-5
            : dtype == FLASHCL_DTYPE_FP16 ? 2e-3
                                          : 1.6e-2;
 }
@@ -335,9 +459,10 @@ static void run_backward_case(const cp_case *c, const inputs *in,
                               flashcl_cp_mode mode, flashcl_cp_layout layout)
 {
     char what[160];
-    snprintf(what, sizeof what, "backward, %s, %s, %s, %d ranks", c->name,
+    snprintf(what, sizeof what, "backward, %s, %s, %s%s, %d ranks", c->name,
              mode == FLASHCL_CP_RING ? "ring" : "all-gather",
-             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous", ranks);
+             layout == FLASHCL_CP_ZIGZAG ? "zig-zag" : "contiguous",
+             shard_bhnd ? ", bhnd shards" : "", ranks);
     flashcl_cp_desc cp = FLASHCL_CP_DESC_INIT;
     cp.mode = mode;
     cp.layout = layout;
@@ -351,6 +476,8 @@ static void run_backward_case(const cp_case *c, const inputs *in,
     whole.o.buffer = device_copy(NULL, (size_t)BATCH * N * HQ * DIM * elem);
     whole.alibi_slopes.buffer = c->alibi ? in->slopes : NULL;
     whole.sinks.buffer = c->sinks ? in->sinks : NULL;
+    if (c->bias)
+        attach_bias(&whole, in, NULL);
     grads all = backward_of(&whole, dout, N, NULL);
     grads want = {shard_of(all.dq, &cp, HQ, elem),
                   shard_of(all.dk, &cp, HKV, elem),
@@ -399,7 +526,8 @@ static void run_backward_case(const cp_case *c, const inputs *in,
 
 /* A fault on some ranks: every rank must fail and keep its O poisoned. */
 static void expect_all_fail(const char *what, flashcl_attention_desc *d,
-                            const flashcl_cp_desc *cp, size_t o_bytes)
+                            const flashcl_cp_desc *cp, size_t o_bytes,
+                            const char *needle)
 {
     poison(d->o.buffer, o_bytes);
     const flashcl_status st =
@@ -408,6 +536,7 @@ static void expect_all_fail(const char *what, flashcl_attention_desc *d,
     snprintf(detail, sizeof detail, "status %s (%s)", flashcl_status_string(st),
              flashcl_cp_last_error());
     check(st != FLASHCL_SUCCESS && *flashcl_cp_last_error(), what, detail);
+    check(!needle || strstr(flashcl_cp_last_error(), needle), what, detail);
     unsigned char *o = read_back(d->o.buffer, o_bytes);
     size_t written = 0;
     for (size_t i = 0; i < o_bytes; ++i)
@@ -428,18 +557,39 @@ static void run_faults(const inputs *in)
         if (rank == 1)
             d.causal = 0; /* one rank asks for another call */
         expect_all_fail("shards that disagree (causal on some ranks)", &d,
-                        &cp, o_bytes);
+                        &cp, o_bytes, NULL);
     }
     d = good;
     if (rank == ranks - 1)
         d.q.buffer = NULL; /* the last rank's own check fails */
-    expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes);
+    expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes,
+                    NULL);
     d = good;
     d.dtype = FLASHCL_DTYPE_FP64; /* the ring's partials: not fp64 */
-    expect_all_fail("fp64 in ring mode", &d, &cp, o_bytes);
+    expect_all_fail("fp64 in ring mode", &d, &cp, o_bytes, "fp32 LSEs");
+    d = good;
+    d.k.stride_dim = 2; /* K's rows not contiguous: no host rectangle */
+    d.k.stride_seq = HKV * DIM * 2;
+    d.k.stride_head = DIM * 2;
+    d.k.stride_batch = (size_t)(N / ranks) * HKV * DIM * 2;
+    expect_all_fail("a K view of non-contiguous rows", &d, &cp, o_bytes,
+                    "stride_dim 1");
+    d = good;
+    if (ranks > 1) { /* a bias of the shard's own keys only: too small */
+        const size_t n = (size_t)N / ranks;
+        d.bias.buffer = device_copy(NULL, (size_t)BATCH * HQ * n * n * 4);
+        d.bias.stride_batch = HQ * n * n;
+        d.bias.stride_head = n * n;
+        d.bias.stride_seq = n;
+        d.bias.stride_dim = 1;
+        expect_all_fail("a bias without the whole sequence's columns", &d,
+                        &cp, o_bytes, "keys");
+        clReleaseMemObject(d.bias.buffer);
+    }
     d = good;
     cp.seqlen_total = N + 1;
-    expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes);
+    expect_all_fail("seqlen_total that does not split", &d, &cp, o_bytes,
+                    NULL);
     release_desc(&d);
 }
 
@@ -457,6 +607,11 @@ int main(int argc, char **argv)
     clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
                     device, NULL);
     printf("rank %d of %d on %s\n", rank, ranks, device);
+    flashcl_device_info info;
+    memset(&info, 0, sizeof info);
+    const int has_fp64 =
+        flashcl_context_device_info(ctx, &info) == FLASHCL_SUCCESS &&
+        info.has_fp64;
     const float slopes[HQ] = {0.25f, 0.0625f}, sinks[HQ] = {0.5f, -1.0f};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const cp_case *c = &cases[i];
@@ -464,20 +619,41 @@ int main(int argc, char **argv)
                      random_tensor(c->dtype, HKV, 3 * i + 1),
                      random_tensor(c->dtype, HKV, 3 * i + 2),
                      device_copy(slopes, sizeof slopes),
-                     device_copy(sinks, sizeof sinks)};
+                     device_copy(sinks, sizeof sinks),
+                     random_tensor(FLASHCL_DTYPE_FP32, HQ * N / DIM, 77),
+                     malloc((size_t)N * N)};
+        for (size_t m = 0; m < (size_t)N * N; ++m) /* some keys masked */
+            in.mask[m] = (m * 2654435761u >> 7) % 5 != 0;
+        if (c->dtype == FLASHCL_DTYPE_FP64 && !has_fp64)
+            continue; /* test_fp64_absent covers the core's refusal */
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
-                run_case(c, &in, (flashcl_cp_mode)mode,
-                         (flashcl_cp_layout)layout);
+                if (c->dtype != FLASHCL_DTYPE_FP64 ||
+                    mode == FLASHCL_CP_ALLGATHER)
+                    run_case(c, &in, (flashcl_cp_mode)mode,
+                             (flashcl_cp_layout)layout);
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
                 run_backward_case(c, &in, (flashcl_cp_mode)mode,
                                   (flashcl_cp_layout)layout);
+        if (i == 0 || i == 2) { /* bhnd shards: fp32, then sinks */
+            shard_bhnd = 1;
+            for (int layout = 0; layout < 2; ++layout)
+                for (int mode = 0; mode < 2; ++mode) {
+                    run_case(c, &in, (flashcl_cp_mode)mode,
+                             (flashcl_cp_layout)layout);
+                    run_backward_case(c, &in, (flashcl_cp_mode)mode,
+                                      (flashcl_cp_layout)layout);
+                }
+            shard_bhnd = 0;
+        }
         if (i == 0)
             run_faults(&in);
         free(in.q);
         free(in.k);
         free(in.v);
+        free(in.bias);
+        free(in.mask);
         clReleaseMemObject(in.slopes);
         clReleaseMemObject(in.sinks);
     }

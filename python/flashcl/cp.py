@@ -19,7 +19,8 @@ travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
     o_whole = flashcl.cp.unshard(o, MPI.COMM_WORLD, layout="zigzag")
 
 :func:`attention_backward` gives the shard's gradients from the forward's
-o and lse, in both modes, summed in float32 in a fixed order.
+o and lse, in both modes, summed in a fixed order (float32; float64 for
+float64).
 """
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
@@ -28,7 +29,8 @@ from ._attention import _is_cl
 from ._attention import attention as _attention
 from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
-from ._errors import InvalidDimensionError, InvalidValueError
+from ._errors import (InvalidDimensionError, InvalidValueError,
+                      UnsupportedError)
 
 __all__ = ["attention", "attention_backward", "shard", "shard_rows",
            "unshard"]
@@ -100,8 +102,8 @@ def _sees_keys(causal, window, q0, k0, rows, k_rows=None):
 
 def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
               causal=False, window=None, softcap=0.0, alibi_slopes=None,
-              sinks=None, scale=None, return_lse=False, device=None,
-              backend="auto"):
+              sinks=None, scale=None, bias=None, mask=None, return_lse=False,
+              device=None, backend="auto"):
     """Attention over the whole sequence for this rank's query rows.
 
     q, k, v: this rank's shard, ``[batch, rows, heads, dim]`` NumPy or
@@ -115,15 +117,28 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     the choice when they are small, as with GQA). layout: how the rows were
     sharded (``"contiguous"`` or ``"zigzag"``). causal, window, softcap,
     alibi_slopes, sinks and scale mean what they mean for the whole
-    sequence. Returns o (``q``'s dtype), or (o, lse) with return_lse, lse
-    float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
-    collective).
+    sequence. bias and mask: the shard's rows against the whole
+    sequence's keys, broadcastable to ``[batch, heads_q, rows,
+    rows * comm.size]`` (:func:`shard` with ``axis=-2`` cuts a whole one;
+    the columns are the keys' positions); each call takes its chunks'
+    rows and columns. Returns o (``q``'s dtype), or (o, lse) with
+    return_lse, lse float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
+    collective). float64 in ring mode is refused, as libflashcl_mpi
+    refuses it: the steps' partials merge through their float32 lse,
+    which would cut float64 to float32 accuracy (``"allgather"`` takes
+    it).
     """
     _check_mode(mode)
     (q, k, v), queue = _to_host((q, k, v))
-    _agree(comm, q, k, v)
+    if mode == "ring" and q.dtype == np.float64:
+        raise UnsupportedError(
+            "float64 in ring mode: the steps' partials merge through float32 "
+            "lse, which would cut float64 to float32 accuracy; "
+            "mode='allgather' computes float64")
+    _agree(comm, q, k, v, *(x for x in (bias, mask) if x is not None))
     rows = q.shape[1]
     total = rows * comm.size
+    scores = _scores(q, total, bias, mask)
     mine = shard_rows(total, comm.rank, comm.size, layout)
     kw = dict(causal=causal, window=window, softcap=softcap,
               alibi_slopes=alibi_slopes, scale=scale, device=device,
@@ -136,10 +151,11 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
         v_all = np.concatenate(_placed(kv, 1, total, comm.size, layout),
                                axis=1)
         outs = [_attention(q[:, a:a + c], k_all, v_all, positions=(f, 0),
-                           sinks=sinks, **kw)
+                           sinks=sinks, **scores(a, c, 0, total), **kw)
                 for (f, c), a in zip(mine, at)]
     else:
-        outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, kw)
+        outs = _ring(comm, q, k, v, mine, at, total, layout, sinks, scores,
+                     kw)
     o = np.concatenate([x[0] for x in outs], axis=1)
     lse = np.concatenate([x[1] for x in outs], axis=2)
     o, lse = _to_queue(queue, (o, lse))
@@ -190,7 +206,37 @@ def _placed(kv, which, total, ranks, layout):
     return [c for _, c in sorted(chunks, key=lambda fc: fc[0])]
 
 
-def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
+def _scores(q, total, bias, mask):
+    """The shard's bias and mask (rows against all `total` keys), 4-D and
+    checked, as a function of a chunk pair (query rows [qa, qa + qc) of
+    the shard, keys [kf, kf + kc) of the sequence) giving its call's
+    bias= and mask= (a broadcast axis stays whole)."""
+    arrays = {}
+    want = (q.shape[0], q.shape[2], q.shape[1], total)
+    for name, x in (("bias", bias), ("mask", mask)):
+        if x is None:
+            continue
+        x = x.get() if _is_cl(x) else np.asarray(x)
+        if x.ndim <= 4:
+            x = x.reshape((1,) * (4 - x.ndim) + x.shape)
+        if x.ndim != 4 or any(h not in (1, w) for h, w in zip(x.shape, want)):
+            raise InvalidDimensionError(
+                f"{name} has shape {x.shape}: expected the shard's rows "
+                f"against the whole sequence's keys, broadcastable to "
+                f"[batch, heads_q, rows, seqlen_total] = {list(want)}")
+        arrays[name] = x
+
+    def pair(qa, qc, kf, kc):
+        out = {}
+        for name, x in arrays.items():
+            rows = slice(qa, qa + qc) if x.shape[2] > 1 else slice(None)
+            cols = slice(kf, kf + kc) if x.shape[3] > 1 else slice(None)
+            out[name] = np.ascontiguousarray(x[:, :, rows, cols])
+        return out
+    return pair
+
+
+def _ring(comm, q, k, v, mine, at, total, layout, sinks, scores, kw):
     """Step t: this rank's query chunks against the block of rank (rank -
     t), while the block moves on to the next rank; the partials merged in
     step order. The sinks join one partial per row (the first)."""
@@ -212,7 +258,8 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
                 parts[qi].append(_attention(
                     q[:, qa:qa + qc], block[0][:, ka:ka + kc],
                     block[1][:, ka:ka + kc], positions=(qf, kf),
-                    sinks=sinks if first else None, **kw))
+                    sinks=sinks if first else None,
+                    **scores(qa, qc, kf, kc), **kw))
         if step + 1 < comm.size:
             block = comm.recv(source=prev, tag=step)
             request.wait()
@@ -226,61 +273,97 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, kw):
 def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
                        layout="contiguous", causal=False, window=None,
                        softcap=0.0, alibi_slopes=None, sinks=None, scale=None,
-                       device=None, backend="auto"):
+                       bias=None, mask=None, return_dsinks=False, device=None,
+                       backend="auto"):
     """Gradients of :func:`attention` for this rank's shard: ``(dq, dk,
-    dv)`` with q's, k's and v's shapes and dtype.
+    dv)`` with q's, k's and v's shapes and dtype, or ``(dq, dk, dv,
+    dsinks)`` with ``return_dsinks`` (float32 ``[heads_q]``, the whole
+    sequence's, the same on every rank; needs ``sinks``).
 
     q, k, v and the keywords are those of the forward call; o and lse are
     its outputs (``attention(..., return_lse=True)``) and do is the loss's
     gradient with respect to o. Each pair of chunks is one
     :func:`flashcl.attention_backward` call with the whole rows' o and lse;
-    the sums are float32, in a fixed order. ``"ring"``: each K/V block
-    travels around the ring with the sum of its dK/dV, which takes every
+    the sums are float32 (float64 for float64), in a fixed order.
+    ``"ring"``: each K/V block travels around the ring with the sum of its
+    dK/dV, which takes every
     rank's contribution and returns to the block's owner. ``"allgather"``:
     every rank gathers K and V, and each rank's dK/dV rows are the sum of
     every rank's contributions in rank order. Bitwise repeatable at a fixed
-    rank count. Collective. The sinks' gradient is not computed.
+    rank count (float64 sums for float64, float32 for the other dtypes).
+    Collective. A query row's sink gradient depends on the
+    row alone (its lse, and rowsum(do * o)), so each rank takes it from
+    one call per query chunk and the ranks' float32 sums are added in
+    rank order, as libflashcl_mpi does.
     """
     _check_mode(mode)
+    if return_dsinks and sinks is None:
+        raise InvalidValueError("return_dsinks=True needs sinks (the call "
+                                "has no sinks to differentiate)")
     (q, k, v, o, lse, do), queue = _to_host((q, k, v, o, lse, do))
     lse = lse.astype(np.float32, copy=False)
-    _agree(comm, q, k, v, o, lse, do)
+    _agree(comm, q, k, v, o, lse, do,
+           *(x for x in (bias, mask) if x is not None))
     total = q.shape[1] * comm.size
+    scores = _scores(q, total, bias, mask)
     mine = shard_rows(total, comm.rank, comm.size, layout)
     at = [sum(c for _, c in mine[:i]) for i in range(len(mine))]
     kw = dict(causal=causal, window=window, softcap=softcap,
               alibi_slopes=alibi_slopes, sinks=sinks, scale=scale,
               device=device, backend=backend, causal_align="absolute")
 
-    def pair(qi, block, kf, ka, kc):
+    heads = q.shape[2]
+    dsinks = np.zeros(heads, np.float32)  # this rank's rows, chunk by chunk
+
+    def pair(qi, block, kf, ka, kc, gives_sinks=False):
         """One query chunk's gradients against key rows [ka, ka + kc) of a
-        K/V block, whose first row is kf of the whole sequence."""
+        K/V block, whose first row is kf of the whole sequence; with
+        gives_sinks (one call per query chunk) its rows' sink gradient is
+        added to dsinks."""
+        nonlocal dsinks
         (qf, qc), qa = mine[qi], at[qi]
-        return _attention_backward(
+        want = bool(return_dsinks and gives_sinks)
+        grads = _attention_backward(
             q[:, qa:qa + qc], block[0][:, ka:ka + kc],
             block[1][:, ka:ka + kc], o[:, qa:qa + qc], lse[:, :, qa:qa + qc],
-            do[:, qa:qa + qc], positions=(qf, kf), **kw)
+            do[:, qa:qa + qc], positions=(qf, kf), return_dsinks=want,
+            **scores(qa, qc, kf, kc), **kw)
+        if want:
+            dsinks = dsinks + grads[3]
+        return grads[:3]
 
     step = _ring_backward if mode == "ring" else _allgather_backward
     dq, dk, dv = step(comm, q, k, v, mine, at, total, layout, kw, pair)
-    return _to_queue(queue, (dq.astype(q.dtype), dk.astype(k.dtype),
-                             dv.astype(v.dtype)))
+    grads = (dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype))
+    if return_dsinks:
+        whole = np.zeros(heads, np.float32)
+        for part in comm.allgather(dsinks):  # rank order: the same bits
+            whole += part
+        grads = grads + (whole,)
+    return _to_queue(queue, grads)
 
 
-def _block_gradients(q, block, mine, at, theirs, kw, pair):
+def _sums(q):
+    """The host sums' dtype: float64 for float64 (its gradients keep float64
+    accuracy), else float32."""
+    return np.float64 if q.dtype == np.float64 else np.float32
+
+
+def _block_gradients(q, block, mine, at, theirs, kw, pair, gives_sinks):
     """This rank's query chunks against a block laid out as `theirs`
     (chunks of the whole sequence): dQ per query chunk and the block's dK
-    and dV, float32, every pair of chunks that sees keys in a fixed
-    order."""
-    dq = np.zeros(q.shape, np.float32)
-    dk = np.zeros(block[0].shape, np.float32)
-    dv = np.zeros(block[1].shape, np.float32)
+    and dV (_sums' dtype), every pair of chunks that sees keys in a fixed
+    order. The sink gradient comes from the pairs (query chunk, key
+    chunk) for which gives_sinks(qi, ki) holds, one per query chunk."""
+    dq = np.zeros(q.shape, _sums(q))
+    dk = np.zeros(block[0].shape, _sums(q))
+    dv = np.zeros(block[1].shape, _sums(q))
     k_at = [sum(c for _, c in theirs[:i]) for i in range(len(theirs))]
     for qi, ((qf, qc), qa) in enumerate(zip(mine, at)):
-        for (kf, kc), ka in zip(theirs, k_at):
+        for ki, ((kf, kc), ka) in enumerate(zip(theirs, k_at)):
             if not _sees_keys(kw["causal"], kw["window"], qf, kf, qc, kc):
                 continue
-            gq, gk, gv = pair(qi, block, kf, ka, kc)
+            gq, gk, gv = pair(qi, block, kf, ka, kc, gives_sinks(qi, ki))
             dq[:, qa:qa + qc] += gq
             dk[:, ka:ka + kc] += gk
             dv[:, ka:ka + kc] += gv
@@ -292,12 +375,15 @@ def _ring_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     far; this rank's contribution is added and both move on. One step
     after the last, each sum reaches the block's owner."""
     nxt, prev = (comm.rank + 1) % comm.size, (comm.rank - 1) % comm.size
-    dq = np.zeros(q.shape, np.float32)
+    dq = np.zeros(q.shape, _sums(q))
     block, sums = (k, v), None
     for step in range(comm.size):
         source = (comm.rank - step) % comm.size
         theirs = shard_rows(total, source, comm.size, layout)
-        gq, gk, gv = _block_gradients(q, block, mine, at, theirs, kw, pair)
+        # the sinks from each query chunk's diagonal pair, in the own block
+        gq, gk, gv = _block_gradients(
+            q, block, mine, at, theirs, kw, pair,
+            lambda qi, ki, own=step == 0: own and qi == ki)
         dq += gq
         sums = (gk, gv) if sums is None else (sums[0] + gk, sums[1] + gv)
         if step + 1 < comm.size:
@@ -315,12 +401,13 @@ def _allgather_backward(comm, q, k, v, mine, at, total, layout, kw, pair):
     whole = (np.concatenate(_placed(kv, 0, total, comm.size, layout), axis=1),
              np.concatenate(_placed(kv, 1, total, comm.size, layout), axis=1))
     dq, dk_all, dv_all = _block_gradients(q, whole, mine, at,
-                                          [(0, total)], kw, pair)
+                                          [(0, total)], kw, pair,
+                                          lambda qi, ki: True)
     sums = comm.allgather((dk_all, dv_all))
     own = [np.concatenate([s[which][:, f:f + c] for f, c in mine], axis=1)
            for s in sums for which in (0, 1)]
-    dk = np.zeros(k.shape, np.float32)
-    dv = np.zeros(v.shape, np.float32)
+    dk = np.zeros(k.shape, _sums(q))
+    dv = np.zeros(v.shape, _sums(q))
     for r in range(comm.size):
         dk += own[2 * r]
         dv += own[2 * r + 1]

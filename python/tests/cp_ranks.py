@@ -18,9 +18,18 @@ N, H, HKV, D = 48, 2, 1, 16
 TOL = {np.float32: 2e-5, np.float16: 3e-3}
 slopes = np.array([0.25, 0.0625], np.float32)
 sinks = np.array([0.5, -1.0], np.float32)
+bias = rng.standard_normal((2, H, N, N)).astype(np.float32)
+mask = rng.random((N, N)) > 0.2  # broadcast over batch and heads
 cases = [dict(causal=True), dict(window=(10, 3)),
          dict(causal=True, alibi_slopes=slopes, sinks=sinks),
+         dict(window=(12, 4), bias=bias, mask=mask),
          dict(softcap=5.0)]
+
+
+def sharded(kw, layout):
+    """kw with its bias and mask cut to this rank's rows (all columns)."""
+    return {name: cp.shard(x, comm, layout=layout, axis=-2)
+            if name in ("bias", "mask") else x for name, x in kw.items()}
 checks = 0
 for dtype in (np.float32, np.float16):
     q = rng.standard_normal((2, N, H, D)).astype(dtype)
@@ -32,11 +41,12 @@ for dtype in (np.float32, np.float16):
             want = cp.shard(whole, comm, layout=layout)
             mine = [cp.shard(x, comm, layout=layout) for x in (q, k, v)]
             for mode in ("ring", "allgather"):
-                got = cp.attention(comm, *mine, mode=mode, layout=layout, **kw)
+                got = cp.attention(comm, *mine, mode=mode, layout=layout,
+                                   **sharded(kw, layout))
                 again = cp.attention(comm, *mine, mode=mode, layout=layout,
-                                     **kw)
+                                     **sharded(kw, layout))
                 err = np.abs(got.astype(np.float64) - want).max()
-                name = f"{dtype.__name__} {kw} {layout} {mode}"
+                name = f"{dtype.__name__} {list(kw)} {layout} {mode}"
                 checks += 2
                 if not err <= TOL[dtype] * max(1.0, np.abs(want).max()):
                     failures.append(f"{name}: max error {err:.3g}")
@@ -46,25 +56,35 @@ for dtype in (np.float32, np.float16):
                                       .shape, whole.shape):
                     failures.append(f"{name}: unshard shape")
 # the backward: the shard's gradients against the single-device backward's
-# rows, fp32 (the sums are float32 whatever the dtype), twice the same bits
+# rows, fp32 (the sums are float32 whatever the dtype), twice the same bits;
+# with sinks also dsinks, the whole sequence's on every rank
 GTOL = 2e-5
-for kw in cases[:3]:
+for kw in cases[:4]:
+    ds = "sinks" in kw
     q, k, v, do = (rng.standard_normal((2, N, h, D)).astype(np.float32)
                    for h in (H, HKV, HKV, H))
     o, lse = flashcl.attention(q, k, v, return_lse=True, **kw)
-    want = flashcl.attention_backward(q, k, v, o, lse, do, **kw)
+    want = flashcl.attention_backward(q, k, v, o, lse, do, return_dsinks=ds,
+                                      **kw)
     for layout in ("contiguous", "zigzag"):
         mine = [cp.shard(x, comm, layout=layout) for x in (q, k, v, o, do)]
         my_lse = cp.shard(lse, comm, layout=layout, axis=2)
         for mode in ("ring", "allgather"):
             args = (comm, *mine[:4], my_lse, mine[4])
-            got = cp.attention_backward(*args, mode=mode, layout=layout, **kw)
+            got = cp.attention_backward(*args, mode=mode, layout=layout,
+                                        return_dsinks=ds,
+                                        **sharded(kw, layout))
             again = cp.attention_backward(*args, mode=mode, layout=layout,
-                                          **kw)
-            name = f"backward {kw} {layout} {mode}"
+                                          return_dsinks=ds,
+                                          **sharded(kw, layout))
+            name = f"backward {list(kw)} {layout} {mode}"
             checks += 2
-            for g, w, what in zip(got, want, ("dq", "dk", "dv")):
-                w = cp.shard(w, comm, layout=layout)
+            if len(got) != len(want):
+                failures.append(f"{name}: {len(got)} gradients, want "
+                                f"{len(want)}")
+            for g, w, what in zip(got, want, ("dq", "dk", "dv", "dsinks")):
+                if what != "dsinks":
+                    w = cp.shard(w, comm, layout=layout)
                 err = np.abs(g.astype(np.float64) - w).max()
                 if not err <= GTOL * max(1.0, np.abs(w).max()):
                     failures.append(f"{name}: {what} max error {err:.3g}")

@@ -36,6 +36,35 @@ def test_one_rank_backward_is_the_whole_call(rng, device, mode, kw):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("mode", ["ring", "allgather"])
+def test_one_rank_float64(rng, device, mode):
+    """float64: the backward's sums in float64 (float32 sums miss 1e-12 by
+    orders); the ring forward refuses it (float32 lse merge), the
+    all-gather computes it."""
+    if not device.fp64:
+        pytest.skip("the device lacks cl_khr_fp64 (test_errors covers it)")
+    q, k, v, do = (randn(rng, (1, 32, 2, 16), "float64") for _ in range(4))
+    kw = dict(causal=True, sinks=np.array([0.5, -1.0], np.float32))
+    o, lse = flashcl.attention(q, k, v, device=device, return_lse=True, **kw)
+    if mode == "ring":
+        with pytest.raises(flashcl.UnsupportedError, match="float32 lse"):
+            cp.attention(MPI.COMM_SELF, q, k, v, mode=mode, device=device,
+                         **kw)
+    else:
+        got = cp.attention(MPI.COMM_SELF, q, k, v, mode=mode, device=device,
+                           **kw)
+        np.testing.assert_allclose(got, o, rtol=1e-12, atol=1e-12)
+    whole = flashcl.attention_backward(q, k, v, o, lse, do, device=device,
+                                       return_dsinks=True, **kw)
+    got = cp.attention_backward(MPI.COMM_SELF, q, k, v, o, lse, do,
+                                mode=mode, device=device, return_dsinks=True,
+                                **kw)
+    for g, w in zip(got[:3], whole[:3]):
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[3], whole[3], rtol=1e-6, atol=1e-6)
+
+
 def test_pyopencl_arrays(rng, device, cl_queue):
     """PyOpenCL shards give PyOpenCL results on their queue, equal to the
     NumPy call's."""

@@ -57,7 +57,8 @@ typedef struct shard {
     int64_t first[2], rows; /* chunk positions and rows per chunk */
     int64_t batch, heads_q, heads_kv, dim, dim_v, n; /* n: shard rows */
     size_t elem, k_bytes, v_bytes;
-    size_t k_elems, v_elems; /* the backward's fp32 sums count these */
+    size_t k_elems, v_elems; /* the backward's host sums count these */
+    size_t acc; /* bytes of a host sum: 8 (fp64) for fp64, else 4 (fp32) */
 } shard;
 
 static size_t dtype_bytes(flashcl_dtype dtype)
@@ -71,46 +72,26 @@ static size_t dtype_bytes(flashcl_dtype dtype)
     }
 }
 
-/* Refuses a view of with_buffer[0 .. buffers) that has no buffer, then
- * one of packed[0 .. count) with a stride given (the shards are packed
- * in the layout); the messages name them. */
+/* Refuses a view of with_buffer[0 .. buffers) that has no buffer; the
+ * message names them. */
 static flashcl_status check_views(const flashcl_tensor *const *with_buffer,
-                                  size_t buffers, const char *no_buffer,
-                                  const flashcl_tensor *const *packed,
-                                  size_t count, const char *strided)
+                                  size_t buffers, const char *no_buffer)
 {
     for (size_t i = 0; i < buffers; ++i)
         if (!with_buffer[i]->buffer)
             return fail(FLASHCL_ERROR_NULL_ARGUMENT, "%s", no_buffer);
-    for (size_t i = 0; i < count; ++i)
-        if (packed[i]->stride_batch || packed[i]->stride_head ||
-            packed[i]->stride_seq || packed[i]->stride_dim)
-            return fail(FLASHCL_ERROR_UNSUPPORTED, "%s", strided);
     return FLASHCL_SUCCESS;
 }
 
 static flashcl_status check_tensors(const flashcl_attention_desc *d)
 {
-    const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o, &d->lse};
-    const flashcl_status st =
-        check_views(views, 4, "q, k, v and o need buffers", views, 5,
-                    "strided q, k, v, o or lse views: the shards must be "
-                    "packed (not yet strided)");
-    if (st != FLASHCL_SUCCESS)
-        return st;
-    if (d->layout != FLASHCL_LAYOUT_BNHD)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "layout bhnd: shards are [batch, seq, heads, dim] (not "
-                    "yet bhnd)");
-    return FLASHCL_SUCCESS;
+    const flashcl_tensor *views[] = {&d->q, &d->k, &d->v, &d->o};
+    return check_views(views, 4, "q, k, v and o need buffers");
 }
 
 static flashcl_status check_options(const flashcl_attention_desc *d,
-                                    const flashcl_cp_desc *cp)
+                                    const flashcl_cp_desc *cp, bool backward)
 {
-    if (d->bias.buffer || d->mask.buffer)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "bias or mask tensors: not yet across ranks");
     if (d->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT || d->q_position ||
         d->k_position)
         return fail(FLASHCL_ERROR_INVALID_VALUE,
@@ -122,11 +103,84 @@ static flashcl_status check_options(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "inference fields (KV cache, varlen, num_splits > 1): "
                     "not across ranks");
-    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64)
+    /* the ring merges each step's partial through its LSE, which every
+     * forward writes in fp32: an fp64 merge of them would be fp32-accurate,
+     * which is why the core never splits fp64 calls either */
+    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64 &&
+        !backward)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "ring mode merges fp32, fp16 or bf16 partial outputs: "
-                    "not fp64 storage (FLASHCL_CP_ALLGATHER takes it)");
+                    "fp64 forward in ring mode: the steps' partials merge "
+                    "through fp32 LSEs, which would cut fp64 to fp32 "
+                    "accuracy; FLASHCL_CP_ALLGATHER computes fp64 (the ring "
+                    "backward takes fp64)");
     return FLASHCL_SUCCESS;
+}
+
+/* A shard's [batch, n, heads, dim] view with its strides spelled out, so
+ * that row slices of it keep the caller's strides and layout: all-zero
+ * strides are the layout's packed ones (as the core reads them). */
+static flashcl_tensor explicit_view(const flashcl_tensor *t,
+                                    flashcl_layout layout, int64_t n,
+                                    int64_t heads, int64_t dim)
+{
+    flashcl_tensor v = *t;
+    if (!t->buffer || t->stride_batch || t->stride_head || t->stride_seq ||
+        t->stride_dim)
+        return v;
+    v.stride_batch = (size_t)(n * heads * dim);
+    v.stride_dim = 1;
+    v.stride_seq = (size_t)(layout == FLASHCL_LAYOUT_BHND ? dim : heads * dim);
+    v.stride_head = (size_t)(layout == FLASHCL_LAYOUT_BHND ? n * dim : dim);
+    return v;
+}
+
+/* An LSE view [batch, heads, n] with its strides spelled out. */
+static flashcl_tensor explicit_lse(const flashcl_tensor *t, int64_t n,
+                                   int64_t heads)
+{
+    flashcl_tensor v = *t;
+    if (!t->buffer || t->stride_batch || t->stride_head || t->stride_seq)
+        return v;
+    v.stride_batch = (size_t)(heads * n);
+    v.stride_head = (size_t)n;
+    v.stride_seq = 1;
+    return v;
+}
+
+static bool packed_bnhd(const flashcl_tensor *t, int64_t n, int64_t heads,
+                        int64_t dim)
+{
+    return t->stride_dim == 1 && t->stride_head == (size_t)dim &&
+           t->stride_seq == (size_t)(heads * dim) &&
+           t->stride_batch == (size_t)(n * heads * dim);
+}
+
+/* Bytes from the view's offset to the end of its last element. */
+static size_t view_extent(const flashcl_tensor *t, int64_t batch,
+                          int64_t heads, int64_t n, int64_t dim, size_t elem)
+{
+    return elem * ((size_t)(batch - 1) * t->stride_batch +
+                   (size_t)(heads - 1) * t->stride_head +
+                   (size_t)(n - 1) * t->stride_seq +
+                   (size_t)(dim - 1) * t->stride_dim + 1);
+}
+
+/* K, V (read to the host) and the backward's dQ, dK, dV (written from it)
+ * move as rectangles of rows, one per batch and head, when not packed: a
+ * row of `dim` contiguous elements is what a rectangle copies. */
+static flashcl_status host_movable(const flashcl_tensor *t, int64_t heads,
+                                   int64_t dim, const char *name)
+{
+    if (t->stride_dim == 1 && t->stride_seq >= (size_t)dim &&
+        (heads == 1 || t->stride_head >= (size_t)dim))
+        return FLASHCL_SUCCESS;
+    return fail(FLASHCL_ERROR_UNSUPPORTED,
+                "%s: strides (batch %zu, head %zu, seq %zu, dim %zu) pass "
+                "through host memory as rows of head_dim contiguous elements "
+                "(stride_dim 1, seq and head strides >= head_dim): not yet "
+                "other views",
+                name, t->stride_batch, t->stride_head, t->stride_seq,
+                t->stride_dim);
 }
 
 static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
@@ -144,9 +198,44 @@ static flashcl_status buffer_holds(const flashcl_tensor *t, size_t bytes,
     return FLASHCL_SUCCESS;
 }
 
+/* Bias and mask on shards: rows are the shard's query rows (in the
+ * shard's order), columns the whole sequence's keys at their absolute
+ * positions, [batch, heads_q, shard rows, seqlen_total] with the core's
+ * literal strides (0 broadcasts); each call takes the columns of its key
+ * chunk. The whole of it must lie in its buffer, so that no call fails
+ * after another wrote. */
+static flashcl_status check_bias_mask(const flashcl_attention_desc *d,
+                                      const flashcl_cp_desc *cp,
+                                      const shard *s)
+{
+    const flashcl_tensor *views[] = {&d->bias, &d->mask};
+    const char *names[] = {"bias", "mask"};
+    for (int i = 0; i < 2; ++i) {
+        if (!views[i]->buffer)
+            continue;
+        const size_t elem = i == 0 ? dtype_bytes(d->bias_dtype) : 1;
+        if (elem == 0 || elem == 8)
+            return fail(FLASHCL_ERROR_INVALID_VALUE,
+                        "bias_dtype = %d: fp32, fp16 or bf16",
+                        (int)d->bias_dtype);
+        const flashcl_status st = buffer_holds(
+            views[i],
+            view_extent(views[i], s->batch, s->heads_q, s->n,
+                        cp->seqlen_total, elem),
+            names[i]);
+        if (st != FLASHCL_SUCCESS) {
+            char why[sizeof last_error];
+            snprintf(why, sizeof why, "%s", last_error);
+            return fail(st, "%s (a shard's rows against all %lld keys): %s",
+                        names[i], (long long)cp->seqlen_total, why);
+        }
+    }
+    return FLASHCL_SUCCESS;
+}
+
 static flashcl_status resolve_shard(const flashcl_attention_desc *d,
-                                    const flashcl_cp_desc *cp, int rank,
-                                    int ranks, shard *s)
+                                    const flashcl_cp_desc *cp, bool backward,
+                                    int rank, int ranks, shard *s)
 {
     if (!d || !cp)
         return fail(FLASHCL_ERROR_NULL_ARGUMENT, "local or cp is NULL");
@@ -177,6 +266,7 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
                     (long long)d->seqlen_q, (long long)d->seqlen_k, rank,
                     (long long)s->n, (long long)cp->seqlen_total);
     s->elem = dtype_bytes(d->dtype);
+    s->acc = d->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
     if (s->elem == 0 || d->batch <= 0 || d->heads_q <= 0 || d->head_dim <= 0)
         return fail(FLASHCL_ERROR_INVALID_DIMENSION,
                     "batch, heads_q, head_dim and dtype must describe a "
@@ -193,11 +283,23 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     s->v_elems = s->v_bytes / s->elem;
     flashcl_status st = check_tensors(d);
     if (st == FLASHCL_SUCCESS)
-        st = check_options(d, cp);
+        st = check_options(d, cp, backward);
+    const flashcl_tensor k = explicit_view(&d->k, d->layout, s->n,
+                                           s->heads_kv, s->dim);
+    const flashcl_tensor v = explicit_view(&d->v, d->layout, s->n,
+                                           s->heads_kv, s->dim_v);
     if (st == FLASHCL_SUCCESS)
-        st = buffer_holds(&d->k, s->k_bytes, "k");
+        st = host_movable(&k, s->heads_kv, s->dim, "k");
     if (st == FLASHCL_SUCCESS)
-        st = buffer_holds(&d->v, s->v_bytes, "v");
+        st = host_movable(&v, s->heads_kv, s->dim_v, "v");
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&k, view_extent(&k, s->batch, s->heads_kv, s->n,
+                                          s->dim, s->elem), "k");
+    if (st == FLASHCL_SUCCESS)
+        st = buffer_holds(&v, view_extent(&v, s->batch, s->heads_kv, s->n,
+                                          s->dim_v, s->elem), "v");
+    if (st == FLASHCL_SUCCESS)
+        st = check_bias_mask(d, cp, s);
     if (st == FLASHCL_SUCCESS && s->k_bytes + s->v_bytes > (size_t)INT32_MAX)
         st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
                   "a shard's K and V hold %zu bytes: MPI counts stop at 2 "
@@ -246,7 +348,7 @@ static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
         "seqlen_q", "causal", "window", "window_left", "window_right",
         "scale", "explicit_scale", "softcap", "alibi_slopes", "sinks",
         "cp.mode", "cp.layout", "cp.seqlen_total", "allow_tf32",
-        "d_sinks"};
+        "d_sinks", "bias", "bias_dtype", "mask"};
     enum { FIELDS = sizeof names / sizeof names[0] };
     const int64_t mine[FIELDS] = {
         d->batch, d->heads_q, d->heads_kv ? d->heads_kv : d->heads_q,
@@ -255,7 +357,9 @@ static flashcl_status same_call(MPI_Comm comm, const flashcl_attention_desc *d,
         d->window_right, float_bits(d->scale), d->explicit_scale != 0,
         float_bits(d->softcap), d->alibi_slopes.buffer != NULL,
         d->sinks.buffer != NULL, cp->mode, cp->layout, cp->seqlen_total,
-        d->allow_tf32 != 0, bwd && bwd->d_sinks.buffer != NULL};
+        d->allow_tf32 != 0, bwd && bwd->d_sinks.buffer != NULL,
+        d->bias.buffer != NULL, d->bias.buffer ? d->bias_dtype : 0,
+        d->mask.buffer != NULL};
     int64_t lo[FIELDS], hi[FIELDS];
     MPI_Allreduce(mine, lo, FIELDS, MPI_INT64_T, MPI_MIN, comm);
     MPI_Allreduce(mine, hi, FIELDS, MPI_INT64_T, MPI_MAX, comm);
@@ -285,6 +389,16 @@ static flashcl_tensor rows_view(cl_mem buffer, size_t offset, int64_t row0,
     t.stride_head = (size_t)dim;
     t.stride_dim = 1;
     return t;
+}
+
+/* Rows from row0 on of an explicit view (element size elem): the same
+ * strides, the offset moved. */
+static flashcl_tensor rows_of(const flashcl_tensor *t, int64_t row0,
+                              size_t elem)
+{
+    flashcl_tensor v = *t;
+    v.offset += (size_t)row0 * t->stride_seq * elem;
+    return v;
 }
 
 /* An LSE view [batch, heads, rows] of rows from row0 of [batch, heads, n]. */
@@ -330,9 +444,55 @@ static flashcl_attention_desc chunk_call(const flashcl_attention_desc *d,
     c.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
     c.q_position = s->first[qc];
     c.k_position = k_position;
-    c.q = rows_view(d->q.buffer, d->q.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim, s->elem);
+    c.q = rows_of(&d->q, qc * s->rows, s->elem);
+    flashcl_tensor *cols[] = {&c.bias, &c.mask};
+    for (int i = 0; i < 2; ++i)
+        if (cols[i]->buffer)
+            cols[i]->offset +=
+                (i == 0 ? dtype_bytes(d->bias_dtype) : 1) *
+                ((size_t)(qc * s->rows) * cols[i]->stride_seq +
+                 (size_t)k_position * cols[i]->stride_dim);
     return c;
+}
+
+/* An explicit [batch, n, heads, dim] view read into (or, with `write`,
+ * written from) `host`, packed [batch, n, heads, dim]: one copy when the
+ * view is packed so, else a rectangle of n rows per batch and head
+ * (host_movable's views). Blocks until done. */
+static cl_int move_rows(cl_command_queue queue, bool write,
+                        const flashcl_tensor *t, const shard *s,
+                        int64_t heads, int64_t dim, unsigned char *host)
+{
+    const size_t e = s->elem, row = (size_t)(heads * dim) * e;
+    const size_t all = (size_t)(s->batch * s->n) * row;
+    if (packed_bnhd(t, s->n, heads, dim))
+        return write ? clEnqueueWriteBuffer(queue, t->buffer, CL_TRUE,
+                                            t->offset, all, host, 0, NULL,
+                                            NULL)
+                     : clEnqueueReadBuffer(queue, t->buffer, CL_TRUE,
+                                           t->offset, all, host, 0, NULL,
+                                           NULL);
+    cl_int err = CL_SUCCESS;
+    const size_t region[3] = {(size_t)dim * e, (size_t)s->n, 1};
+    for (int64_t b = 0; b < s->batch && err == CL_SUCCESS; ++b)
+        for (int64_t h = 0; h < heads && err == CL_SUCCESS; ++h) {
+            const size_t at[3] = {t->offset + ((size_t)b * t->stride_batch +
+                                               (size_t)h * t->stride_head) *
+                                                  e,
+                                  0, 0};
+            const size_t to[3] = {(size_t)b * (size_t)s->n * row +
+                                      (size_t)(h * dim) * e,
+                                  0, 0};
+            const size_t pitch = t->stride_seq * e;
+            err = write ? clEnqueueWriteBufferRect(queue, t->buffer, CL_FALSE,
+                                                   at, to, region, pitch, 0,
+                                                   row, 0, host, 0, NULL, NULL)
+                        : clEnqueueReadBufferRect(queue, t->buffer, CL_FALSE,
+                                                  at, to, region, pitch, 0,
+                                                  row, 0, host, 0, NULL, NULL);
+        }
+    const cl_int done = clFinish(queue);
+    return err != CL_SUCCESS ? err : done;
 }
 
 /* The shard's K then V, packed, read into `host` (k_bytes + v_bytes). */
@@ -340,11 +500,10 @@ static flashcl_status read_shard_kv(cl_command_queue queue,
                                     const flashcl_attention_desc *d,
                                     const shard *s, unsigned char *host)
 {
-    if (clEnqueueReadBuffer(queue, d->k.buffer, CL_TRUE, d->k.offset,
-                            s->k_bytes, host, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueReadBuffer(queue, d->v.buffer, CL_TRUE, d->v.offset,
-                            s->v_bytes, host + s->k_bytes, 0, NULL,
-                            NULL) != CL_SUCCESS)
+    if (move_rows(queue, false, &d->k, s, s->heads_kv, s->dim, host) !=
+            CL_SUCCESS ||
+        move_rows(queue, false, &d->v, s, s->heads_kv, s->dim_v,
+                  host + s->k_bytes) != CL_SUCCESS)
         return fail(FLASHCL_ERROR_OPENCL, "reading the shard's K/V failed");
     return FLASHCL_SUCCESS;
 }
@@ -421,10 +580,8 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
                 continue;
             flashcl_attention_desc c =
                 chunk_call(d, s, qc, s->rows, k_first[kc]);
-            c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows,
-                            s->n, s->heads_kv, s->dim, s->elem);
-            c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows,
-                            s->n, s->heads_kv, s->dim_v, s->elem);
+            c.k = rows_of(k_block, kc * s->rows, s->elem);
+            c.v = rows_of(v_block, kc * s->rows, s->elem);
             c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
                             qc * s->rows, s->n, s->heads_q, s->dim_v, s->elem);
             c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
@@ -489,11 +646,10 @@ static flashcl_status ring_forward(MPI_Comm comm, flashcl_context *ctx,
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % s->ranks;
         const int prev = (s->rank + s->ranks - 1) % s->ranks;
-        flashcl_tensor received_k, received_v;
-        memset(&received_k, 0, sizeof received_k);
-        memset(&received_v, 0, sizeof received_v);
-        received_k.buffer = received_v.buffer = b.kv;
-        received_v.offset = s->k_bytes;
+        const flashcl_tensor received_k =
+            rows_view(b.kv, 0, 0, s->n, s->heads_kv, s->dim, s->elem);
+        const flashcl_tensor received_v = rows_view(
+            b.kv, s->k_bytes, 0, s->n, s->heads_kv, s->dim_v, s->elem);
         for (int step = 0; step < s->ranks; ++step) {
             const int hand = step % 2;
             MPI_Request moves[2];
@@ -625,11 +781,9 @@ static flashcl_attention_desc whole_keys_call(const flashcl_attention_desc *d,
     memset(&c.v, 0, sizeof c.v);
     c.k.buffer = k;
     c.v.buffer = v;
-    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim_v, s->elem);
+    c.o = rows_of(&d->o, qc * s->rows, s->elem);
     if (d->lse.buffer)
-        c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
-                         s->heads_q);
+        c.lse = rows_of(&d->lse, qc * s->rows, sizeof(float));
     return c;
 }
 
@@ -712,9 +866,14 @@ static uint16_t float_to_half(float value)
     return (uint16_t)(sign | h);
 }
 
-static float load_float(const unsigned char *base, size_t i,
-                        flashcl_dtype dtype)
+static double load_value(const unsigned char *base, size_t i,
+                         flashcl_dtype dtype)
 {
+    if (dtype == FLASHCL_DTYPE_FP64) {
+        double x;
+        memcpy(&x, base + i * 8, 8);
+        return x;
+    }
     if (dtype == FLASHCL_DTYPE_FP32) {
         float f;
         memcpy(&f, base + i * 4, 4);
@@ -730,9 +889,14 @@ static float load_float(const unsigned char *base, size_t i,
     return f;
 }
 
-static void store_float(unsigned char *base, size_t i, flashcl_dtype dtype,
-                        float value)
+static void store_value(unsigned char *base, size_t i, flashcl_dtype dtype,
+                        double wide)
 {
+    if (dtype == FLASHCL_DTYPE_FP64) {
+        memcpy(base + i * 8, &wide, 8);
+        return;
+    }
+    const float value = (float)wide; /* exact: an fp32 sum */
     if (dtype == FLASHCL_DTYPE_FP32) {
         memcpy(base + i * 4, &value, 4);
         return;
@@ -750,12 +914,38 @@ static void store_float(unsigned char *base, size_t i, flashcl_dtype dtype,
     memcpy(base + i * 2, &h, 2);
 }
 
-/* `count` fp32 values stored in `dtype` into `out`. */
-static void store_all(unsigned char *out, const float *values, size_t count,
-                      flashcl_dtype dtype)
+/* The backward's host sums are fp32 (acc 4) for fp32, fp16 and bf16, and
+ * fp64 (acc 8) for fp64, so that fp64 gradients keep fp64 accuracy; an
+ * fp32 sum adds in fp32, as before there were fp64 ones. */
+static double acc_get(const void *sums, size_t i, size_t acc)
+{
+    return acc == 8 ? ((const double *)sums)[i] : ((const float *)sums)[i];
+}
+
+static void acc_add(void *sums, size_t i, size_t acc, double value)
+{
+    if (acc == 8)
+        ((double *)sums)[i] += value;
+    else
+        ((float *)sums)[i] += (float)value;
+}
+
+static void *acc_at(void *sums, size_t i, size_t acc)
+{
+    return (unsigned char *)sums + i * acc;
+}
+
+static MPI_Datatype acc_type(size_t acc)
+{
+    return acc == 8 ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+/* `count` host sums stored in `dtype` into `out`. */
+static void store_all(unsigned char *out, const void *values, size_t count,
+                      flashcl_dtype dtype, size_t acc)
 {
     for (size_t i = 0; i < count; ++i)
-        store_float(out, i, dtype, values[i]);
+        store_value(out, i, dtype, acc_get(values, i, acc));
 }
 
 /* ---- d_sinks across ranks ------------------------------------------- */
@@ -863,16 +1053,24 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_INVALID_VALUE,
                     "bwd.struct_size = %zu, expected %zu", g->struct_size,
                     sizeof *g);
-    if (d->dtype == FLASHCL_DTYPE_FP64)
-        return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "the backward across ranks sums its partials in fp32: "
-                    "fp32, fp16 or bf16 storage (not fp64)");
     const flashcl_tensor *views[] = {&d->lse, &g->d_o, &g->d_q, &g->d_k,
                                      &g->d_v};
     flashcl_status st = check_views(
-        views, 5, "lse (the forward's), d_o, d_q, d_k and d_v need buffers",
-        views + 1, 4, "strided d_o, d_q, d_k or d_v: not yet");
+        views, 5, "lse (the forward's), d_o, d_q, d_k and d_v need buffers");
     if (st != FLASHCL_SUCCESS)
+        return st;
+    const flashcl_tensor dq = explicit_view(&g->d_q, d->layout, s->n,
+                                            s->heads_q, s->dim);
+    const flashcl_tensor dk = explicit_view(&g->d_k, d->layout, s->n,
+                                            s->heads_kv, s->dim);
+    const flashcl_tensor dv = explicit_view(&g->d_v, d->layout, s->n,
+                                            s->heads_kv, s->dim_v);
+    if ((st = host_movable(&dq, s->heads_q, s->dim, "d_q")) !=
+            FLASHCL_SUCCESS ||
+        (st = host_movable(&dk, s->heads_kv, s->dim, "d_k")) !=
+            FLASHCL_SUCCESS ||
+        (st = host_movable(&dv, s->heads_kv, s->dim_v, "d_v")) !=
+            FLASHCL_SUCCESS)
         return st;
     if (g->d_sinks.buffer && !d->sinks.buffer)
         return fail(FLASHCL_ERROR_NULL_ARGUMENT,
@@ -884,9 +1082,14 @@ static flashcl_status check_backward(const flashcl_attention_desc *d,
                            ((size_t)(s->heads_q - 1) * sinks_step + 1) * 4,
                            "d_sinks")) != FLASHCL_SUCCESS)
         return st;
-    st = buffer_holds(&g->d_k, s->k_bytes, "d_k");
-    return st == FLASHCL_SUCCESS ? buffer_holds(&g->d_v, s->v_bytes, "d_v")
-                                 : st;
+    const size_t extents[3] = {
+        view_extent(&dq, s->batch, s->heads_q, s->n, s->dim, s->elem),
+        view_extent(&dk, s->batch, s->heads_kv, s->n, s->dim, s->elem),
+        view_extent(&dv, s->batch, s->heads_kv, s->n, s->dim_v, s->elem)};
+    if ((st = buffer_holds(&dq, extents[0], "d_q")) != FLASHCL_SUCCESS ||
+        (st = buffer_holds(&dk, extents[1], "d_k")) != FLASHCL_SUCCESS)
+        return st;
+    return buffer_holds(&dv, extents[2], "d_v");
 }
 
 /* The backward of each local query chunk over the whole K and V: dQ of
@@ -898,7 +1101,7 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                       const flashcl_backward_desc *g,
                                       const flashcl_cp_desc *cp,
                                       const shard *s, cl_mem k, cl_mem v,
-                                      float *whole, sinks_grad *sg)
+                                      void *whole, sinks_grad *sg)
 {
     const size_t k_floats = s->k_elems * (size_t)s->ranks;
     const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
@@ -914,14 +1117,12 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                             ? fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                                    "whole dK/dV partials")
                             : FLASHCL_SUCCESS;
-    memset(whole, 0, floats * sizeof *whole);
+    memset(whole, 0, floats * s->acc);
     for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc) {
         flashcl_attention_desc c = whole_keys_call(d, cp, s, qc, k, v);
         flashcl_backward_desc b = *g;
-        b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim_v, elem);
-        b.d_q = rows_view(g->d_q.buffer, g->d_q.offset, qc * s->rows, s->n,
-                          s->heads_q, s->dim, elem);
+        b.d_o = rows_of(&g->d_o, qc * s->rows, elem);
+        b.d_q = rows_of(&g->d_q, qc * s->rows, elem);
         memset(&b.d_k, 0, sizeof b.d_k);
         memset(&b.d_v, 0, sizeof b.d_v);
         b.d_k.buffer = part_k;
@@ -943,29 +1144,29 @@ static flashcl_status local_gradients(flashcl_context *ctx,
                                 NULL) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "reading dK/dV partials failed");
         for (size_t i = 0; i < floats && st == FLASHCL_SUCCESS; ++i)
-            whole[i] += load_float(part, i, d->dtype);
+            acc_add(whole, i, s->acc, load_value(part, i, d->dtype));
     }
     release_kv(part_k, part_v);
     free(part);
     return st;
 }
 
-/* This shard's rows of a whole [batch, N, heads, dim] fp32 tensor, each
- * the sum over the ranks' contributions in rank order. */
-static void own_rows(float *out, const float *gathered, size_t stride,
+/* This shard's rows of a whole [batch, N, heads, dim] tensor of host
+ * sums, each the sum over the ranks' contributions in rank order. */
+static void own_rows(void *out, const void *gathered, size_t stride,
                      const flashcl_cp_desc *cp, const shard *s, size_t row)
 {
     const int64_t total = cp->seqlen_total;
     for (int c = 0; c < s->chunks; ++c)
         for (int64_t b = 0; b < s->batch; ++b) {
-            float *to = out + (size_t)(b * s->n + c * s->rows) * row;
+            const size_t to = (size_t)(b * s->n + c * s->rows) * row;
             const size_t from = (size_t)(b * total + s->first[c]) * row;
-            for (size_t i = 0; i < (size_t)s->rows * row; ++i) {
-                float sum = 0;
+            memset(acc_at(out, to, s->acc), 0, (size_t)s->rows * row * s->acc);
+            for (size_t i = 0; i < (size_t)s->rows * row; ++i)
                 for (int r = 0; r < s->ranks; ++r)
-                    sum += gathered[stride * (size_t)r + from + i];
-                to[i] = sum;
-            }
+                    acc_add(out, to + i, s->acc,
+                            acc_get(gathered, stride * (size_t)r + from + i,
+                                    s->acc));
         }
 }
 
@@ -975,12 +1176,12 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
                                        const flashcl_backward_desc *g,
                                        const flashcl_cp_desc *cp,
                                        const shard *s, flashcl_dtype dtype,
-                                       const float *whole)
+                                       const void *whole)
 {
     const size_t floats = (s->k_elems + s->v_elems) * (size_t)s->ranks;
     const size_t k_floats = s->k_elems * (size_t)s->ranks;
-    float *gathered = malloc(floats * sizeof *gathered * (size_t)s->ranks);
-    float *mine = malloc((s->k_elems + s->v_elems) * sizeof *mine);
+    void *gathered = malloc(floats * s->acc * (size_t)s->ranks);
+    void *mine = malloc((s->k_elems + s->v_elems) * s->acc);
     unsigned char *stored = malloc(s->k_bytes + s->v_bytes);
     const int ok = gathered && mine && stored;
     int all_ok = 0;
@@ -989,23 +1190,22 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
     if (!all_ok) {
         st = fail(FLASHCL_ERROR_OUT_OF_MEMORY,
                   "gathering the ranks' dK/dV partials");
-    } else if (floats * 4 > (size_t)INT32_MAX) {
+    } else if (floats * s->acc > (size_t)INT32_MAX) {
         st = fail(FLASHCL_ERROR_INVALID_DIMENSION,
                   "dK/dV partials over 2 GiB: not yet");
     } else {
-        MPI_Allgather(whole, (int)(floats * 4), MPI_BYTE, gathered,
-                      (int)(floats * 4), MPI_BYTE, comm);
+        MPI_Allgather(whole, (int)(floats * s->acc), MPI_BYTE, gathered,
+                      (int)(floats * s->acc), MPI_BYTE, comm);
         own_rows(mine, gathered, floats, cp, s,
                  (size_t)(s->heads_kv * s->dim));
-        own_rows(mine + s->k_elems, gathered + k_floats, floats, cp, s,
+        own_rows(acc_at(mine, s->k_elems, s->acc),
+                 acc_at(gathered, k_floats, s->acc), floats, cp, s,
                  (size_t)(s->heads_kv * s->dim_v));
-        store_all(stored, mine, s->k_elems + s->v_elems, dtype);
-        if (clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                                 s->k_bytes, stored, 0, NULL,
-                                 NULL) != CL_SUCCESS ||
-            clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                                 s->v_bytes, stored + s->k_bytes, 0, NULL,
-                                 NULL) != CL_SUCCESS)
+        store_all(stored, mine, s->k_elems + s->v_elems, dtype, s->acc);
+        if (move_rows(queue, true, &g->d_k, s, s->heads_kv, s->dim,
+                      stored) != CL_SUCCESS ||
+            move_rows(queue, true, &g->d_v, s, s->heads_kv, s->dim_v,
+                      stored + s->k_bytes) != CL_SUCCESS)
             st = fail(FLASHCL_ERROR_OPENCL, "writing dK/dV failed");
     }
     free(gathered);
@@ -1022,9 +1222,9 @@ static flashcl_status reduce_gradients(MPI_Comm comm, cl_command_queue queue,
  * last. */
 typedef struct ring_grads {
     unsigned char *kv[2]; /* K then V: the block in hand, the next one */
-    float *sum[2];        /* dK then dV of a block: in hand, arriving */
-    float *mine;          /* this rank's contribution to the block in hand */
-    float *dq;            /* the shard's dQ, summed over the steps */
+    void *sum[2];         /* dK then dV of a block: in hand, arriving */
+    void *mine;           /* this rank's contribution to the block in hand */
+    void *dq;             /* the shard's dQ, summed over the steps */
     unsigned char *part;  /* one call's dQ, dK, dV read back (storage) */
     cl_mem kv_dev, part_q, part_k, part_v;
     sinks_grad sinks;
@@ -1051,7 +1251,7 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
     if (sinks_begin(ctx, g, s, &r->sinks) != FLASHCL_SUCCESS)
         return FLASHCL_ERROR_OUT_OF_MEMORY;
     const size_t kv = s->k_bytes + s->v_bytes;
-    const size_t sums = s->k_elems + s->v_elems; /* dK then dV, fp32 */
+    const size_t sums = s->k_elems + s->v_elems; /* dK then dV */
     const size_t elem = s->elem;
     const size_t q_chunk = (size_t)(s->batch * s->rows * s->heads_q * s->dim);
     const size_t k_chunk = (size_t)(s->batch * s->rows * s->heads_kv * s->dim);
@@ -1059,10 +1259,10 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
         (size_t)(s->batch * s->rows * s->heads_kv * s->dim_v);
     for (int i = 0; i < 2; ++i) {
         r->kv[i] = malloc(kv);
-        r->sum[i] = malloc(sums * sizeof(float));
+        r->sum[i] = malloc(sums * s->acc);
     }
-    r->mine = calloc(sums, sizeof(float));
-    r->dq = calloc(q_chunk * (size_t)s->chunks, sizeof(float));
+    r->mine = calloc(sums, s->acc);
+    r->dq = calloc(q_chunk * (size_t)s->chunks, s->acc);
     r->part = malloc((q_chunk + k_chunk + v_chunk) * elem);
     cl_context cl = flashcl_context_cl_context(ctx);
     cl_int e[4];
@@ -1080,24 +1280,24 @@ static flashcl_status ring_grads_allocate(flashcl_context *ctx,
                     "ring backward buffers: K/V blocks of %zu bytes and "
                     "their dK/dV sums, twice each, on the host",
                     kv);
-    if (sums * sizeof(float) > (size_t)INT32_MAX)
+    if (sums * s->acc > (size_t)INT32_MAX)
         return fail(FLASHCL_ERROR_INVALID_DIMENSION,
                     "a shard's dK/dV sums hold %zu bytes: MPI counts stop at "
                     "2 GiB (not yet larger shards)",
-                    sums * sizeof(float));
+                    sums * s->acc);
     return FLASHCL_SUCCESS;
 }
 
 /* part (a [batch, rows, heads * dim] chunk in `dtype`) added to rows of
- * chunk c of a [batch, n, heads * dim] shard-shaped fp32 sum. */
-static void add_chunk(float *sum, const unsigned char *part,
+ * chunk c of a [batch, n, heads * dim] shard-shaped host sum. */
+static void add_chunk(void *sum, const unsigned char *part,
                       flashcl_dtype dtype, const shard *s, int c, size_t row)
 {
     for (int64_t b = 0; b < s->batch; ++b) {
-        float *to = sum + (size_t)(b * s->n + c * s->rows) * row;
+        const size_t to = (size_t)(b * s->n + c * s->rows) * row;
         const size_t from = (size_t)(b * s->rows) * row;
         for (size_t i = 0; i < (size_t)s->rows * row; ++i)
-            to[i] += load_float(part, from + i, dtype);
+            acc_add(sum, to + i, s->acc, load_value(part, from + i, dtype));
     }
 }
 
@@ -1113,17 +1313,12 @@ static flashcl_status ring_chunk_gradients(
 {
     const size_t elem = s->elem;
     flashcl_attention_desc c = chunk_call(d, s, qc, s->rows, k_position);
-    c.k = rows_view(k_block->buffer, k_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim, elem);
-    c.v = rows_view(v_block->buffer, v_block->offset, kc * s->rows, s->n,
-                    s->heads_kv, s->dim_v, elem);
-    c.o = rows_view(d->o.buffer, d->o.offset, qc * s->rows, s->n, s->heads_q,
-                    s->dim_v, elem);
-    c.lse = lse_view(d->lse.buffer, d->lse.offset, qc * s->rows, s->n,
-                     s->heads_q);
+    c.k = rows_of(k_block, kc * s->rows, elem);
+    c.v = rows_of(v_block, kc * s->rows, elem);
+    c.o = rows_of(&d->o, qc * s->rows, elem);
+    c.lse = rows_of(&d->lse, qc * s->rows, sizeof(float));
     flashcl_backward_desc b = *g;
-    b.d_o = rows_view(g->d_o.buffer, g->d_o.offset, qc * s->rows, s->n,
-                      s->heads_q, s->dim_v, elem);
+    b.d_o = rows_of(&g->d_o, qc * s->rows, elem);
     b.d_q = rows_view(r->part_q, 0, 0, s->rows, s->heads_q, s->dim, elem);
     b.d_k = rows_view(r->part_k, 0, 0, s->rows, s->heads_kv, s->dim, elem);
     b.d_v = rows_view(r->part_v, 0, 0, s->rows, s->heads_kv, s->dim_v, elem);
@@ -1151,7 +1346,8 @@ static flashcl_status ring_chunk_gradients(
         return fail(FLASHCL_ERROR_OPENCL, "reading a step's gradients failed");
     add_chunk(r->dq, pq, d->dtype, s, qc, q_row);
     add_chunk(r->mine, pk, d->dtype, s, kc, k_row);
-    add_chunk(r->mine + s->k_elems, pv, d->dtype, s, kc, v_row);
+    add_chunk(acc_at(r->mine, s->k_elems, s->acc), pv, d->dtype, s, kc,
+              v_row);
     return FLASHCL_SUCCESS;
 }
 
@@ -1167,7 +1363,7 @@ static flashcl_status ring_step_gradients(
     int64_t k_first[2], k_rows;
     const int k_chunks =
         flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
-    memset(r->mine, 0, (s->k_elems + s->v_elems) * sizeof *r->mine);
+    memset(r->mine, 0, (s->k_elems + s->v_elems) * s->acc);
     flashcl_status st = FLASHCL_SUCCESS;
     for (int kc = 0; kc < k_chunks && st == FLASHCL_SUCCESS; ++kc)
         for (int qc = 0; qc < s->chunks && st == FLASHCL_SUCCESS; ++qc)
@@ -1183,25 +1379,23 @@ static flashcl_status ring_step_gradients(
 static flashcl_status ring_write_gradients(cl_command_queue queue,
                                            const flashcl_backward_desc *g,
                                            const shard *s, flashcl_dtype dtype,
-                                           const float *dq, const float *dkv)
+                                           const void *dq, const void *dkv)
 {
     const size_t q_elems = (size_t)(s->batch * s->n * s->heads_q * s->dim);
     const size_t kv_elems = s->k_elems + s->v_elems;
     unsigned char *out = malloc((q_elems + kv_elems) * s->elem);
     if (!out)
         return fail(FLASHCL_ERROR_OUT_OF_MEMORY, "dQ, dK, dV in storage");
-    store_all(out, dq, q_elems, dtype);
+    store_all(out, dq, q_elems, dtype, s->acc);
     unsigned char *dk = out + q_elems * s->elem;
-    store_all(dk, dkv, kv_elems, dtype);
+    store_all(dk, dkv, kv_elems, dtype, s->acc);
     flashcl_status st = FLASHCL_SUCCESS;
-    if (clEnqueueWriteBuffer(queue, g->d_q.buffer, CL_TRUE, g->d_q.offset,
-                             q_elems * s->elem, out, 0, NULL,
-                             NULL) != CL_SUCCESS ||
-        clEnqueueWriteBuffer(queue, g->d_k.buffer, CL_TRUE, g->d_k.offset,
-                             s->k_bytes, dk, 0, NULL, NULL) != CL_SUCCESS ||
-        clEnqueueWriteBuffer(queue, g->d_v.buffer, CL_TRUE, g->d_v.offset,
-                             s->v_bytes, dk + s->k_bytes, 0, NULL,
-                             NULL) != CL_SUCCESS)
+    if (move_rows(queue, true, &g->d_q, s, s->heads_q, s->dim, out) !=
+            CL_SUCCESS ||
+        move_rows(queue, true, &g->d_k, s, s->heads_kv, s->dim, dk) !=
+            CL_SUCCESS ||
+        move_rows(queue, true, &g->d_v, s, s->heads_kv, s->dim_v,
+                  dk + s->k_bytes) != CL_SUCCESS)
         st = fail(FLASHCL_ERROR_OPENCL, "writing dQ, dK, dV failed");
     free(out);
     return st;
@@ -1230,11 +1424,10 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
     st = verdict(comm, st, s->rank, "to set up its ring buffers");
     if (st == FLASHCL_SUCCESS) {
         const int next = (s->rank + 1) % R, prev = (s->rank + R - 1) % R;
-        flashcl_tensor held_k, held_v;
-        memset(&held_k, 0, sizeof held_k);
-        memset(&held_v, 0, sizeof held_v);
-        held_k.buffer = held_v.buffer = r.kv_dev;
-        held_v.offset = s->k_bytes;
+        const flashcl_tensor held_k =
+            rows_view(r.kv_dev, 0, 0, s->n, s->heads_kv, s->dim, s->elem);
+        const flashcl_tensor held_v = rows_view(
+            r.kv_dev, s->k_bytes, 0, s->n, s->heads_kv, s->dim_v, s->elem);
         MPI_Request sum_sent = MPI_REQUEST_NULL, sum_due = MPI_REQUEST_NULL;
         for (int step = 0; step < R; ++step) {
             const int hand = step % 2;
@@ -1255,19 +1448,19 @@ static flashcl_status ring_backward(MPI_Comm comm, flashcl_context *ctx,
                                          step ? &held_k : &d->k,
                                          step ? &held_v : &d->v,
                                          (s->rank + R - step) % R);
-            float *sum = r.sum[hand];
+            void *sum = r.sum[hand];
             MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
             if (step == 0)
-                memcpy(sum, r.mine, sums * sizeof *sum);
+                memcpy(sum, r.mine, sums * s->acc);
             else
                 for (size_t i = 0; i < sums; ++i)
-                    sum[i] += r.mine[i];
+                    acc_add(sum, i, s->acc, acc_get(r.mine, i, s->acc));
             /* the other sum buffer is still on its way to the next rank */
             MPI_Wait(&sum_sent, MPI_STATUS_IGNORE);
-            MPI_Isend(sum, (int)sums, MPI_FLOAT, next, R + step, comm,
+            MPI_Isend(sum, (int)sums, acc_type(s->acc), next, R + step, comm,
                       &sum_sent);
-            MPI_Irecv(r.sum[1 - hand], (int)sums, MPI_FLOAT, prev, R + step, comm,
-                      &sum_due);
+            MPI_Irecv(r.sum[1 - hand], (int)sums, acc_type(s->acc), prev,
+                      R + step, comm, &sum_due);
             MPI_Waitall(moving, moves, MPI_STATUSES_IGNORE);
         }
         MPI_Wait(&sum_due, MPI_STATUS_IGNORE);
@@ -1296,7 +1489,7 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     if (MPI_Comm_rank(comm, &rank) != MPI_SUCCESS ||
         MPI_Comm_size(comm, &ranks) != MPI_SUCCESS)
         return fail(FLASHCL_ERROR_INVALID_VALUE, "comm is no communicator");
-    flashcl_status st = ctx ? resolve_shard(local, cp, rank, ranks, s)
+    flashcl_status st = ctx ? resolve_shard(local, cp, backward, rank, ranks, s)
                             : fail(FLASHCL_ERROR_NULL_ARGUMENT, "ctx is NULL");
     if (st == FLASHCL_SUCCESS && backward)
         st = check_backward(local, bwd, s);
@@ -1304,15 +1497,49 @@ static flashcl_status begin_call(MPI_Comm comm, flashcl_context *ctx,
     return st == FLASHCL_SUCCESS ? same_call(comm, local, bwd, cp) : st;
 }
 
+/* The shard's descriptors with every view's strides spelled out (its
+ * layout's, where they are zero), and the layout set to bnhd for the
+ * packed buffers of its own that the calls pass with zero strides. */
+static flashcl_attention_desc explicit_desc(const flashcl_attention_desc *d,
+                                            const shard *s)
+{
+    flashcl_attention_desc c = *d;
+    c.q = explicit_view(&d->q, d->layout, s->n, s->heads_q, s->dim);
+    c.k = explicit_view(&d->k, d->layout, s->n, s->heads_kv, s->dim);
+    c.v = explicit_view(&d->v, d->layout, s->n, s->heads_kv, s->dim_v);
+    c.o = explicit_view(&d->o, d->layout, s->n, s->heads_q, s->dim_v);
+    c.lse = explicit_lse(&d->lse, s->n, s->heads_q);
+    c.layout = FLASHCL_LAYOUT_BNHD;
+    return c;
+}
+
+static flashcl_backward_desc explicit_bwd(const flashcl_backward_desc *g,
+                                          flashcl_layout layout,
+                                          const shard *s)
+{
+    flashcl_backward_desc c = *g;
+    c.d_o = explicit_view(&g->d_o, layout, s->n, s->heads_q, s->dim_v);
+    c.d_q = explicit_view(&g->d_q, layout, s->n, s->heads_q, s->dim);
+    c.d_k = explicit_view(&g->d_k, layout, s->n, s->heads_kv, s->dim);
+    c.d_v = explicit_view(&g->d_v, layout, s->n, s->heads_kv, s->dim_v);
+    return c;
+}
+
 flashcl_status flashcl_cp_attention_backward(
     MPI_Comm comm, flashcl_context *ctx, cl_command_queue queue,
-    const flashcl_attention_desc *local, const flashcl_backward_desc *bwd,
-    const flashcl_cp_desc *cp)
+    const flashcl_attention_desc *shard_desc,
+    const flashcl_backward_desc *shard_bwd, const flashcl_cp_desc *cp)
 {
     shard s;
-    flashcl_status st = begin_call(comm, ctx, local, bwd, true, cp, &s);
+    flashcl_status st =
+        begin_call(comm, ctx, shard_desc, shard_bwd, true, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const flashcl_attention_desc explicit = explicit_desc(shard_desc, &s);
+    const flashcl_backward_desc explicit_g =
+        explicit_bwd(shard_bwd, shard_desc->layout, &s);
+    const flashcl_attention_desc *local = &explicit;
+    const flashcl_backward_desc *bwd = &explicit_g;
     const int rank = s.rank, ranks = s.ranks;
     if (!queue)
         queue = flashcl_context_queue(ctx);
@@ -1327,10 +1554,9 @@ flashcl_status flashcl_cp_attention_backward(
         st = gather_whole_kv(comm, ctx, queue, local, cp, &s, &k, &v);
     else
         k = v = NULL;
-    float *whole = NULL;
+    void *whole = NULL;
     if (st == FLASHCL_SUCCESS) {
-        whole = malloc((s.k_elems + s.v_elems) * sizeof *whole *
-                       (size_t)ranks);
+        whole = malloc((s.k_elems + s.v_elems) * s.acc * (size_t)ranks);
         st = whole ? local_gradients(ctx, queue, local, bwd, cp, &s, k, v,
                                      whole, &sg)
                    : fail(FLASHCL_ERROR_OUT_OF_MEMORY, "whole dK/dV");
@@ -1352,13 +1578,15 @@ flashcl_status flashcl_cp_attention_backward(
 flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
                                             flashcl_context *ctx,
                                             cl_command_queue queue,
-                                            const flashcl_attention_desc *local,
+                                            const flashcl_attention_desc *given,
                                             const flashcl_cp_desc *cp)
 {
     shard s;
-    flashcl_status st = begin_call(comm, ctx, local, NULL, false, cp, &s);
+    flashcl_status st = begin_call(comm, ctx, given, NULL, false, cp, &s);
     if (st != FLASHCL_SUCCESS)
         return st;
+    const flashcl_attention_desc explicit = explicit_desc(given, &s);
+    const flashcl_attention_desc *local = &explicit;
     const int rank = s.rank;
     if (!queue)
         queue = flashcl_context_queue(ctx);
