@@ -30,7 +30,7 @@
  * (negative when its own work costs more than the exchange).
  *
  *   flashcl-cp-bench staging [seqlen_total] [heads] [head_dim] [causal]
- *                            [reps] [ranks]
+ *                            [reps] [ranks] [fp32|bf16]
  *
  * One process standing in for rank 0 of `ranks` (default 2) on one
  * device: what bounds a ring across GPUs that pass K/V through host
@@ -51,6 +51,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,12 +68,31 @@ typedef struct setup {
 
 static flashcl_context *ctx;
 
+/* The staging mode's call dtype (fp32, or bf16 as a GPU ring would run);
+ * the ring modes stay fp32. */
+static flashcl_dtype call_dtype = FLASHCL_DTYPE_FP32;
+
+static size_t call_elem(void)
+{
+    return call_dtype == FLASHCL_DTYPE_BF16 ? 2 : 4;
+}
+
+/* Filled with sin(0.37 i) in the call dtype (bf16: fp32's high half). */
 static cl_mem device_buffer(size_t bytes)
 {
     cl_int err;
     float *fill = malloc(bytes);
     for (size_t i = 0; i < bytes / 4; ++i)
         fill[i] = (float)sin((double)i * 0.37);
+    if (call_dtype == FLASHCL_DTYPE_BF16) {
+        uint16_t *half = (uint16_t *)(void *)fill;
+        for (size_t i = 0; i < bytes / 2; ++i) {
+            uint32_t bits;
+            const float v = (float)sin((double)i * 0.37);
+            memcpy(&bits, &v, sizeof bits);
+            half[i] = (uint16_t)(bits >> 16);
+        }
+    }
     cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx),
                               CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,
                               fill, &err);
@@ -115,14 +135,14 @@ static void compute_step(const setup *s, int source)
             c.causal_align = FLASHCL_CAUSAL_ABSOLUTE;
             c.q_position = s->first[qc];
             c.k_position = k_first[kc];
-            c.q.offset = (size_t)(qc * s->rows * row) * 4;
+            c.q.offset = (size_t)(qc * s->rows * row) * call_elem();
             c.q.stride_batch = (size_t)(s->n * row);
             c.q.stride_seq = (size_t)row;
             c.q.stride_head = (size_t)d->head_dim;
             c.q.stride_dim = 1;
             c.k = c.q;
             c.k.buffer = s->kv_block;
-            c.k.offset = (size_t)(kc * s->rows * row) * 4;
+            c.k.offset = (size_t)(kc * s->rows * row) * call_elem();
             c.v = c.k;
             c.v.offset += s->kv_bytes / 2;
             c.o = c.q;
@@ -201,9 +221,10 @@ static setup make_setup(int64_t total, int64_t heads, int64_t dim, int causal,
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     s.n = s.rows * s.chunks;
-    const size_t tensor = (size_t)(s.n * heads * dim) * 4;
+    const size_t tensor = (size_t)(s.n * heads * dim) * call_elem();
     s.kv_bytes = 2 * tensor;
     flashcl_attention_desc d = FLASHCL_ATTENTION_DESC_INIT;
+    d.dtype = call_dtype;
     d.batch = 1;
     d.heads_q = heads;
     d.head_dim = dim;
@@ -352,10 +373,14 @@ static int staging_main(int argc, char **argv)
     const int causal = argc > 4 ? atoi(argv[4]) : 0;
     const int reps = argc > 5 ? atoi(argv[5]) : 7;
     const int ranks = argc > 6 ? atoi(argv[6]) : 2;
-    if (reps < 1 || ranks < 2) {
-        fprintf(stderr, "staging: reps >= 1, ranks >= 2\n");
+    const char *dtype = argc > 7 ? argv[7] : "fp32";
+    if (reps < 1 || ranks < 2 ||
+        (strcmp(dtype, "fp32") != 0 && strcmp(dtype, "bf16") != 0)) {
+        fprintf(stderr, "staging: reps >= 1, ranks >= 2, dtype fp32 or bf16\n");
         return 2;
     }
+    call_dtype = strcmp(dtype, "bf16") == 0 ? FLASHCL_DTYPE_BF16
+                                            : FLASHCL_DTYPE_FP32;
     setup s = make_setup(total, heads, dim, causal, ranks);
     void *host = malloc(s.kv_bytes);
     double *t = malloc(sizeof *t * (size_t)reps * 5), dev[2];
@@ -382,12 +407,13 @@ static int staging_main(int argc, char **argv)
     char device[128] = "";
     clGetDeviceInfo(flashcl_context_device(ctx), CL_DEVICE_NAME, sizeof device,
                     device, NULL);
-    printf("mode,as_ranks,seqlen_total,heads,head_dim,causal,block_MiB,"
+    printf("mode,as_ranks,seqlen_total,heads,head_dim,causal,dtype,block_MiB,"
            "staging_host_ms,read_dev_ms,write_dev_ms,pair_ms,step_ms,"
            "staging_per_step_host,staging_per_step_dev,device\n");
-    printf("staging,%d,%lld,%lld,%lld,%d,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-           "%.3f,%s\n",
+    printf("staging,%d,%lld,%lld,%lld,%d,%s,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,"
+           "%.3f,%.3f,%s\n",
            ranks, (long long)total, (long long)heads, (long long)dim, causal,
+           dtype,
            (double)s.kv_bytes / 1048576.0, ms[0], ms[1], ms[2], ms[3], ms[4],
            ms[4] > 0 ? ms[0] / ms[4] : 0, ms[4] > 0 ? (ms[1] + ms[2]) / ms[4] : 0,
            device);
