@@ -76,10 +76,14 @@ static int quantize_side(cl_context context, problem *p, int which,
     const size_t rows = count / dim;
     const size_t per_row = kvq_row_scales(side->type, dim);
     const size_t scales = per_row ? rows * per_row : 1;
-    host_side h = {malloc(rows * kvq_row_bytes(side->type, dim) + 1),
-                   malloc(scales * sizeof(float)),
-                   malloc(scales * sizeof(float)), {0}};
-    side->values = malloc((count ? count : 1) * sizeof *side->values);
+    host_side h = {calloc(rows * kvq_row_bytes(side->type, dim) + 1, 1),
+                   calloc(scales, sizeof(float)),
+                   calloc(scales, sizeof(float)), {0}};
+    side->values = calloc(count ? count : 1, sizeof *side->values);
+    /* int4 rows are whole groups of 32, or the library refuses the call
+     * (the refusal is what such a run shows): nothing to quantize then. */
+    const bool whole_groups =
+        side->type != FLASHCL_KV_INT4 || dim % KVQ_GROUP == 0;
     cl_int err = CL_SUCCESS;
     const bool ok = h.bytes && h.scales && h.zeros && side->values &&
                     dim <= sizeof h.row / sizeof h.row[0];
@@ -87,7 +91,8 @@ static int quantize_side(cl_context context, problem *p, int which,
         const float fp8_scale =
             per_row ? 0 : fp8_tensor_scale(side->type, x, count, p->dtype);
         h.scales[0] = fp8_scale;
-        quantize_rows(side, &h, x, count, dim, p->dtype, fp8_scale);
+        if (whole_groups)
+            quantize_rows(side, &h, x, count, dim, p->dtype, fp8_scale);
         side->bytes_buf = copy_to_device(
             context, h.bytes, rows * kvq_row_bytes(side->type, dim) + 1, &err);
         side->scale_buf =
