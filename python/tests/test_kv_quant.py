@@ -59,6 +59,25 @@ def test_kvcache_quantized_matches_reference(rng, k_kind, v_kind):
     assert rel_err(o, want) < 1e-5
 
 
+def check_appended(q, k8, ks, v4, vs, vz, k_new, v_new):
+    """Asserts that the two rows appended after each sequence's LENGTHS
+    hold k_new (int8) and v_new (int4) within half a quantization step;
+    returns the float64 causal reference over the dequantized cache."""
+    for b, n in enumerate(LENGTHS):
+        rows = slice(n, n + 2)
+        got_k = flashcl.dequantize_kv(k8[b, rows], "int8", ks[b, rows])
+        assert np.all(np.abs(got_k - k_new[b]) <=
+                      0.5001 * ks[b, rows][..., None])
+        got_v = flashcl.dequantize_kv(v4[b, rows], "int4", vs[b, rows],
+                                      vz[b, rows])
+        assert np.all(np.abs(got_v - v_new[b]) <=
+                      0.5001 * np.repeat(vs[b, rows], 32, axis=-1) + 1e-6)
+    k_ref = flashcl.dequantize_kv(k8, "int8", ks)
+    v_ref = flashcl.dequantize_kv(v4, "int4", vs, vz)
+    return per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS + 2,
+                        causal=True)
+
+
 def test_kvcache_quantized_append_in_place(rng):
     q = randn(rng, (B, 2, HQ, D))
     kc, vc = randn(rng, (B, CAP, HKV, D)), randn(rng, (B, CAP, HKV, D))
@@ -70,21 +89,10 @@ def test_kvcache_quantized_append_in_place(rng):
                                   v_new=v_new, causal=True, k_storage="int8",
                                   k_scale=ks, v_storage="int4", v_scale=vs,
                                   v_zero=vz)
+    want = check_appended(q, k8, ks, v4, vs, vz, k_new, v_new)
     for b, n in enumerate(LENGTHS):
-        rows = slice(n, n + 2)
-        got_k = flashcl.dequantize_kv(k8[b, rows], "int8", ks[b, rows])
-        assert np.all(np.abs(got_k - k_new[b]) <=
-                      0.5001 * ks[b, rows][..., None])
-        got_v = flashcl.dequantize_kv(v4[b, rows], "int4", vs[b, rows],
-                                      vz[b, rows])
-        assert np.all(np.abs(got_v - v_new[b]) <=
-                      0.5001 * np.repeat(vs[b, rows], 32, axis=-1) + 1e-6)
         assert np.array_equal(k8[b, :n], k8_before[b, :n])
         assert np.array_equal(ks[b, :n], ks_before[b, :n])
-    k_ref = flashcl.dequantize_kv(k8, "int8", ks)
-    v_ref = flashcl.dequantize_kv(v4, "int4", vs, vz)
-    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS + 2,
-                        causal=True)
     assert rel_err(o, want) < 1e-5
 
 
@@ -122,19 +130,7 @@ def test_kvcache_quantized_pyopencl_append(cl_queue, rng):
     event.wait()
     assert o is out
     k8, ks, v4, vs, vz = (x.get() for x in (dk, dks, dv, dvs, dvz))
-    for b, n in enumerate(LENGTHS):
-        rows = slice(n, n + 2)
-        got_k = flashcl.dequantize_kv(k8[b, rows], "int8", ks[b, rows])
-        assert np.all(np.abs(got_k - k_new[b]) <=
-                      0.5001 * ks[b, rows][..., None])
-        got_v = flashcl.dequantize_kv(v4[b, rows], "int4", vs[b, rows],
-                                      vz[b, rows])
-        assert np.all(np.abs(got_v - v_new[b]) <=
-                      0.5001 * np.repeat(vs[b, rows], 32, axis=-1) + 1e-6)
-    k_ref = flashcl.dequantize_kv(k8, "int8", ks)
-    v_ref = flashcl.dequantize_kv(v4, "int4", vs, vz)
-    want = per_sequence(q.astype(np.float64), k_ref, v_ref, LENGTHS + 2,
-                        causal=True)
+    want = check_appended(q, k8, ks, v4, vs, vz, k_new, v_new)
     assert rel_err(o.get(), want) < 1e-5
 
 
