@@ -81,17 +81,15 @@ static size_t call_elem(void)
 static cl_mem device_buffer(size_t bytes)
 {
     cl_int err;
-    float *fill = malloc(bytes);
-    for (size_t i = 0; i < bytes / 4; ++i)
-        fill[i] = (float)sin((double)i * 0.37);
-    if (call_dtype == FLASHCL_DTYPE_BF16) {
-        uint16_t *half = (uint16_t *)(void *)fill;
-        for (size_t i = 0; i < bytes / 2; ++i) {
-            uint32_t bits;
-            const float v = (float)sin((double)i * 0.37);
-            memcpy(&bits, &v, sizeof bits);
-            half[i] = (uint16_t)(bits >> 16);
-        }
+    unsigned char *fill = malloc(bytes);
+    const size_t elem = call_elem();
+    for (size_t i = 0; i < bytes / elem; ++i) {
+        const float value = (float)sin((double)i * 0.37);
+        uint32_t bits;
+        memcpy(&bits, &value, sizeof bits);
+        if (elem == 2)
+            bits >>= 16;
+        memcpy(fill + i * elem, &bits, elem); /* x86: little-endian */
     }
     cl_mem m = clCreateBuffer(flashcl_context_cl_context(ctx),
                               CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,

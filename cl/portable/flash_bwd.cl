@@ -407,8 +407,8 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 #endif
     const int lid = get_local_id(0), hk = get_group_id(1),
               b = get_group_id(2);
-    /* The group's keys j0 + [0, WG * ROWS), a work-item's ROWS adjacent. */
-    const long j0 = (long)get_group_id(0) * (WG * ROWS);
+    /* The group's keys j0 + [0, KEY_BLOCK), a work-item's ROWS adjacent. */
+    const long j0 = (long)get_group_id(0) * KEY_BLOCK;
     const bwd_seq sq = BWD_SEQUENCE(b);
     if (j0 >= sq.nk) /* the whole group: past its sequence's keys */
         return;
@@ -436,11 +436,15 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
         acc_v[c] = (vec_t)(0);
     /* Rows that see any key of this group. */
     const band_range rows =
-        band_rows(j0, min(j0 + WG * ROWS, sq.nk) - 1, sq.diag, window_left,
+        band_rows(j0, min(j0 + KEY_BLOCK, sq.nk) - 1, sq.diag, window_left,
                   window_right, sq.nq);
     const long row_lo = rows.begin, row_hi = rows.end - 1;
     for (int g = 0; g < group_size; ++g) {
         const int h = hk * group_size + g;
+#if FLASHCL_BWD_FUSED_DQ
+        const ulong part0 = part_row(get_group_id(0), b, h, 0, heads_q, batch,
+                                     seqlen_q);
+#endif
         for (long r0 = row_lo; r0 <= row_hi; r0 += TILE) {
             barrier(CLK_LOCAL_MEM_FENCE);
             load_tile(q_by_dim, q_by_row, true, q, in_base.s0, q_stride,
@@ -505,11 +509,8 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
                 vstore_vec(vload_vec(x, d_s_r), x, ds_t + lid * ROWS * TILE);
             barrier(CLK_LOCAL_MEM_FENCE);
             /* Padding keys (clamped to the last one) stay out of the sum. */
-            fused_dq_tile(dq_part,
-                          part_row(get_group_id(0), b, h, 0, heads_q, batch,
-                                   seqlen_q),
-                          ds_t, k_blk, (int)min((long)KEY_BLOCK, sq.nk - j0),
-                          r0, row_hi);
+            fused_dq_tile(dq_part, part0, ds_t, k_blk,
+                          (int)min((long)KEY_BLOCK, sq.nk - j0), r0, row_hi);
 #endif
         }
     }
