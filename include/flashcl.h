@@ -173,8 +173,9 @@ typedef enum flashcl_dtype {
     FLASHCL_DTYPE_FP16 = 1,
     FLASHCL_DTYPE_BF16 = 2,
     /** fp64 storage and fp64 accumulation; needs cl_khr_fp64 (else
-     *  FLASHCL_ERROR_UNSUPPORTED). The LSE output stays fp32, as for every
-     *  dtype. Never split (num_splits reads as 1): the partials are fp32. */
+     *  FLASHCL_ERROR_UNSUPPORTED). The LSE output is fp32 unless the
+     *  descriptor's `lse_dtype` asks for fp64. Never split (num_splits
+     *  reads as 1): the partials are fp32. */
     FLASHCL_DTYPE_FP64 = 3
 } flashcl_dtype;
 
@@ -294,9 +295,9 @@ typedef struct flashcl_attention_desc {
     /* Device tensors (for flashcl_attention_forward). */
     flashcl_tensor q, k, v; /* inputs */
     flashcl_tensor o;       /* output, same dtype, [.., seqlen_q, .., head_dim] */
-    /** Optional log-sum-exp output: fp32, natural log, [batch, heads_q,
-     *  seqlen_q]; lse.buffer NULL means not wanted. A row that sees no key
-     *  gets -inf. */
+    /** Optional log-sum-exp output: fp32 (fp64 with `lse_dtype`), natural
+     *  log, [batch, heads_q, seqlen_q]; lse.buffer NULL means not wanted.
+     *  A row that sees no key gets -inf. */
     flashcl_tensor lse;
 
     /* ---- variants (all off when zero) -------------------------------
@@ -482,6 +483,17 @@ typedef struct flashcl_attention_desc {
     /** int4 zero points, fp32, the int4 scale's shape (own strides);
      *  required for int4, NULL for every other type. */
     flashcl_tensor k_zero, v_zero;
+
+    /** Storage of `lse`: FLASHCL_DTYPE_FP32 (0, the default) or, for an
+     *  fp64 call only, FLASHCL_DTYPE_FP64, so that partial results merged
+     *  by their LSEs (flashcl_combine_partials, ring attention) keep fp64
+     *  accuracy: an fp32 LSE carries ~1e-7 relative rounding into every
+     *  merge weight. fp64 LSEs are written by the fused forward of a dense
+     *  call; the reference backend, the inference fields, the host call
+     *  and the backward (which reads `lse`) refuse them with
+     *  FLASHCL_ERROR_UNSUPPORTED, any other dtype with
+     *  FLASHCL_ERROR_DTYPE_UNSUPPORTED. Since 0.3. */
+    flashcl_dtype lse_dtype;
 } flashcl_attention_desc;
 
 /** The counters of flashcl_attention_desc.infer_status, each a number of
@@ -976,7 +988,7 @@ typedef struct flashcl_combine_desc {
      *  packed [P, batch, heads, seqlen_q]. */
     flashcl_tensor lse_partial;
     size_t lse_partial_stride;
-    /** The merged output (dtype) and optional LSE (fp32, NULL: not
+    /** The merged output (dtype) and optional LSE (lse_dtype, NULL: not
      *  wanted; packed [batch, heads, seqlen_q] for zero strides). */
     flashcl_tensor o;
     flashcl_tensor lse;
@@ -984,8 +996,14 @@ typedef struct flashcl_combine_desc {
      *  FP16 or BF16, as a 16-bit forward writes its own O (the steps of
      *  ring attention in 16-bit storage); element sizes and strides then
      *  count 2-byte elements. The merge still sums in fp32; lse_partial
-     *  stays fp32. */
+     *  stays fp32. FP64 (needs dtype FP64 and cl_khr_fp64): the partials
+     *  and lse_partial are fp64 (8-byte elements; the LSEs as an fp64
+     *  forward writes them with lse_dtype FP64) and the merge sums in
+     *  fp64. */
     flashcl_dtype partial_dtype;
+    /** Storage of the merged `lse`: FLASHCL_DTYPE_FP32 (0, the default) or
+     *  FP64 (with fp64 partials only). */
+    flashcl_dtype lse_dtype;
 } flashcl_combine_desc;
 
 #ifdef __cplusplus /* as FLASHCL_ATTENTION_DESC_INIT */

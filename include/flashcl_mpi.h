@@ -31,10 +31,9 @@ typedef enum flashcl_cp_mode {
     /** Ring: each step sends the K/V block in hand to the next rank and
      *  receives the previous rank's (non-blocking, during the step's
      *  attention); the partial results (in the storage type, summed in
-     *  fp32) merged by flashcl_combine_partials. fp32, fp16 and bf16
-     *  storage; not fp64 for the forward (its partials merge through
-     *  their LSEs, fp32 for every dtype, which would cut fp64 to fp32
-     *  accuracy); the backward takes fp64. */
+     *  fp32) merged by flashcl_combine_partials. Every dtype: fp64
+     *  steps write fp64 partials and fp64 LSEs (the core's lse_dtype),
+     *  merged in fp64, as fp32 LSEs would cut fp64 to fp32 accuracy. */
     FLASHCL_CP_RING = 0,
     /** All-gather: every rank gathers the whole K and V, then one call per
      *  local query chunk (for GQA, where K/V are small). Every dtype. */
@@ -70,9 +69,11 @@ typedef struct flashcl_cp_desc {
  *  Bias and mask: the shard's query rows (in its order) against
  *  the whole sequence's keys at their positions, [batch, heads_q, shard
  *  rows, seqlen_total] with the core's literal strides; each call takes
- *  its key chunk's columns. Not yet: the inference fields, K/V views
- *  whose rows are not contiguous, fp64 storage in ring mode (FLASHCL_ERROR_UNSUPPORTED; see
- *  FLASHCL_CP_RING).
+ *  its key chunk's columns. fp64 in ring mode merges the steps through
+ *  fp64 LSEs (the core's lse_dtype), so it keeps fp64 accuracy; the
+ *  shard's own lse may be fp32 or, with lse_dtype, fp64. Not yet: the
+ *  inference fields, K/V views whose rows are not contiguous
+ *  (FLASHCL_ERROR_UNSUPPORTED).
  *
  *  Collective: every rank returns the same status class. A rank whose
  *  own check or call fails makes every rank fail (the others with
@@ -89,8 +90,8 @@ flashcl_status flashcl_cp_attention_forward(MPI_Comm comm,
  *  with its o and lse (the forward's outputs, lse required); `bwd` names
  *  the shard's dO and its dQ, dK, dV outputs (any strides, as q, k and
  *  v; dQ, dK and dV, written from host memory, with K's rule). fp32, fp16 or bf16 storage, summed in fp32 on the host;
- *  fp64 storage, summed in fp64 (O and LSE from any forward: the
- *  all-gather one, as the ring forward refuses fp64).
+ *  fp64 storage, summed in fp64 (O and an fp32 LSE from either
+ *  forward; an fp64 lse, lse_dtype, is refused).
  *  FLASHCL_CP_RING: each step computes the
  *  shard's backward against the K/V block in hand, and the block's dK/dV
  *  sum travels around the ring with it, taking each rank's contribution,

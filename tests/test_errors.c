@@ -751,6 +751,48 @@ START_TEST(test_absolute_positions)
 }
 END_TEST
 
+/* lse_dtype: fp64 for fp64 calls only, and only where an fp64 LSE is
+ * written (the fused forward of a dense call); nothing written otherwise. */
+START_TEST(test_lse_dtype)
+{
+    flashcl_attention_desc d = valid;
+    d.lse_dtype = FLASHCL_DTYPE_FP64;
+    expect_error(&d, FLASHCL_ERROR_DTYPE_UNSUPPORTED, "fp64 LSE, fp32 call",
+                 "lse_dtype");
+    d.lse_dtype = (flashcl_dtype)7;
+    expect_error(&d, FLASHCL_ERROR_DTYPE_UNSUPPORTED, "lse_dtype 7",
+                 "lse_dtype");
+    d.lse_dtype = FLASHCL_DTYPE_FP16;
+    expect_error(&d, FLASHCL_ERROR_DTYPE_UNSUPPORTED, "lse_dtype fp16",
+                 "lse_dtype");
+    flashcl_device_info info;
+    memset(&info, 0, sizeof info);
+    if (flashcl_context_device_info(ctx, &info) != FLASHCL_SUCCESS ||
+        !info.has_fp64)
+        return; /* fp64 calls are refused before lse_dtype is read */
+    d = valid;
+    d.dtype = FLASHCL_DTYPE_FP64;
+    d.lse_dtype = FLASHCL_DTYPE_FP64;
+    d.backend = FLASHCL_BACKEND_REFERENCE;
+    expect_error(&d, FLASHCL_ERROR_UNSUPPORTED, "fp64 LSE, reference backend",
+                 "lse_dtype");
+    d.backend = FLASHCL_BACKEND_FUSED;
+    /* fp64-sized host arrays: a call that went ahead would read them */
+    double *q = calloc(Q_BYTES / 4, 8), *kv = calloc(KV_BYTES / 4, 8),
+           *out = calloc(Q_BYTES / 4, 8);
+    float *lse = calloc(LSE_BYTES / 4, 4);
+    ck_assert(q && kv && out && lse);
+    const flashcl_status st =
+        flashcl_attention_forward_host(ctx, &d, q, kv, kv, out, lse);
+    free(q), free(kv), free(out), free(lse);
+    ck_assert_msg(st == FLASHCL_ERROR_UNSUPPORTED &&
+                      mentions_word(flashcl_context_last_error(ctx),
+                                    "lse_dtype"),
+                  "fp64 LSE, host call: %s (%s)", flashcl_status_string(st),
+                  clip(flashcl_context_last_error(ctx)));
+}
+END_TEST
+
 /* O or LSE views whose distinct elements share bytes made the result
  * depend on write order. */
 START_TEST(test_self_overlapping_outputs)
@@ -831,6 +873,7 @@ int main(void)
         {test_sub_buffer_aliasing, 0}, {test_context_usable_after_errors, 0},
         {test_bad_softcap, 0}, {test_window_bounds_without_window, 0},
         {test_absolute_positions, 0},
+        {test_lse_dtype, 0},
         {test_self_overlapping_outputs, 0}, {test_struct_size_zero, 0},
         {test_struct_size_newer_caller, 0}};
     return run_tests("errors", 0, setup, teardown, tests, LENGTH(tests));

@@ -251,11 +251,72 @@ static const combine_case combine_cases[] = {
     {3, 1, 3, 4, 70, 24, FLASHCL_DTYPE_BF16, 0, FLASHCL_DTYPE_BF16},
     /* a row longer than one work-item's 64 elements on PoCL */
     {3, 1, 2, 3, 50, 100, FLASHCL_DTYPE_FP32, 3, FLASHCL_DTYPE_FP32},
+    /* fp64 partials with fp64 LSEs (an fp64 forward's, lse_dtype fp64),
+     * merged in fp64: held to FP64_MERGE_TOLERANCE, not fp32's bounds */
+    {4, 2, 2, 3, 90, 24, FLASHCL_DTYPE_FP64, 5, FLASHCL_DTYPE_FP64},
+    {2, 1, 3, 4, 40, 16, FLASHCL_DTYPE_FP64, 0, FLASHCL_DTYPE_FP64},
 };
+
+/* An fp64 merge against the float64 oracle: fp64 rounding over a few
+ * partials, far below what fp32 LSEs would give (~1e-7). */
+#define FP64_MERGE_TOLERANCE 1e-12
+
+/* Partial LSEs: fp32, or fp64 with fp64 partials. */
+static void put_lse(void *bytes, size_t i, int fp64, double value)
+{
+    if (fp64)
+        ((double *)bytes)[i] = value;
+    else
+        ((float *)bytes)[i] = (float)value;
+}
+
+static double get_lse(const void *bytes, size_t i, int fp64)
+{
+    return fp64 ? ((const double *)bytes)[i] : ((const float *)bytes)[i];
+}
+
+/* max |O - ref| / max |ref| and max LSE error of an fp64 merge. */
+static void check_fp64_merge(const void *o, const void *lse,
+                             const double *ref_o, const double *ref_lse,
+                             size_t rows, size_t dv)
+{
+    double err = 0, scale = 0, lse_err = 0;
+    for (size_t i = 0; i < rows * dv; ++i) {
+        const double g = oracle_load(o, i, FLASHCL_DTYPE_FP64);
+        err = fmax(err, isnan(g) ? INFINITY : fabs(g - ref_o[i]));
+        scale = fmax(scale, fabs(ref_o[i]));
+    }
+    for (size_t r = 1; r < rows; ++r) { /* row 0 saw no key: checked apart */
+        const double g = ((const double *)lse)[r];
+        lse_err = fmax(lse_err, isnan(g) ? INFINITY
+                                         : fabs(g - ref_lse[r]) /
+                                               fmax(1.0, fabs(ref_lse[r])));
+    }
+    ck_assert_msg(err <= FP64_MERGE_TOLERANCE * scale &&
+                      lse_err <= FP64_MERGE_TOLERANCE,
+                  "fp64 merge: max |O err| %.3g of max |ref| %.3g, LSE err "
+                  "%.3g",
+                  err / fmax(scale, 1e-300), scale, lse_err);
+    ck_assert_msg(((const double *)lse)[0] == -INFINITY,
+                  "fp64 merge: the row without keys has LSE %g",
+                  ((const double *)lse)[0]);
+}
+
+static int context_has_fp64(flashcl_context *ctx)
+{
+    flashcl_device_info info;
+    memset(&info, 0, sizeof info);
+    return flashcl_context_device_info(ctx, &info) == FLASHCL_SUCCESS &&
+           info.has_fp64;
+}
 
 START_TEST(combine_matches_unsplit)
 {
     const combine_case *c = &combine_cases[_i];
+    const int fp64 = c->partial_dtype == FLASHCL_DTYPE_FP64;
+    const size_t lse_size = fp64 ? 8 : 4;
+    if (fp64 && !context_has_fp64(shared_context()))
+        return; /* test_fp64_absent covers the refusal */
     rng r = rng_seeded(1100 + (uint64_t)_i);
     const size_t d = 16, rows = c->batch * c->heads * c->nq;
     hbuf q, k, v;
@@ -280,7 +341,7 @@ START_TEST(combine_matches_unsplit)
     hbuf op, lp, o, lse;
     hbuf_alloc(&op, part_o * (size_t)c->parts,
                oracle_dtype_size(c->partial_dtype));
-    hbuf_alloc(&lp, part_l * (size_t)c->parts, 4);
+    hbuf_alloc(&lp, part_l * (size_t)c->parts, lse_size);
     double *ref_o = calloc(rows * c->dv, sizeof *ref_o);
     double *ref_lse = calloc(rows, sizeof *ref_lse);
     double *tmp_o = calloc(c->heads * c->nq * c->dv, sizeof *tmp_o);
@@ -313,11 +374,11 @@ START_TEST(combine_matches_unsplit)
                 for (size_t i = 0; i < c->nq; ++i) {
                     const size_t row = (b * c->heads + h) * c->nq + i;
                     const size_t po = (size_t)p * part_o + row * c->dv;
-                    float *pl = (float *)lp.bytes + (size_t)p * part_l + row;
-                    *pl = (float)tmp_lse[h * c->nq + i];
+                    const size_t pl = (size_t)p * part_l + row;
+                    put_lse(lp.bytes, pl, fp64, tmp_lse[h * c->nq + i]);
                     for (size_t e = 0; e < c->dv; ++e)
                         oracle_store(op.bytes, po + e, c->partial_dtype,
-                                     *pl == -INFINITY
+                                     get_lse(lp.bytes, pl, fp64) == -INFINITY
                                          ? NAN
                                          : tmp_o[(h * c->nq + i) * c->dv + e]);
                 }
@@ -325,7 +386,7 @@ START_TEST(combine_matches_unsplit)
     }
     /* Row 0 fully masked in every partial. */
     for (int p = 0; p < c->parts; ++p) {
-        ((float *)lp.bytes)[(size_t)p * part_l] = -INFINITY;
+        put_lse(lp.bytes, (size_t)p * part_l, fp64, -INFINITY);
         for (size_t e = 0; e < c->dv; ++e)
             oracle_store(op.bytes, (size_t)p * part_o + e, c->partial_dtype,
                          NAN);
@@ -336,7 +397,7 @@ START_TEST(combine_matches_unsplit)
     hbuf_upload(&op);
     hbuf_upload(&lp);
     hbuf_poisoned(&o, rows * c->dv, oracle_dtype_size(c->dtype));
-    hbuf_poisoned(&lse, rows, 4);
+    hbuf_poisoned(&lse, rows, lse_size);
 
     flashcl_combine_desc desc = FLASHCL_COMBINE_DESC_INIT;
     desc.num_partials = c->parts;
@@ -346,6 +407,7 @@ START_TEST(combine_matches_unsplit)
     desc.head_dim_v = (int64_t)c->dv;
     desc.dtype = c->dtype;
     desc.partial_dtype = c->partial_dtype;
+    desc.lse_dtype = fp64 ? FLASHCL_DTYPE_FP64 : FLASHCL_DTYPE_FP32;
     desc.layout = FLASHCL_LAYOUT_BHND;
     desc.o_partial = tensor_of(&op);
     desc.o_partial_stride = c->pad ? part_o : 0;
@@ -364,13 +426,16 @@ START_TEST(combine_matches_unsplit)
         char where[64];
         snprintf(where, sizeof where, "P=%d row %zu", c->parts, row);
         check_row(&chk, o.bytes, row * c->dv, c->dtype, ref_o + row * c->dv,
-                  c->dv, (float *)lse.bytes + row, ref_lse[row], where);
+                  c->dv, fp64 ? NULL : (float *)lse.bytes + row, ref_lse[row],
+                  where);
     }
     for (size_t e = 0; e < c->dv; ++e)
         ck_assert_msg(oracle_load(o.bytes, e, c->dtype) == 0.0,
                       "fully masked row: O[%zu] = %g, expected 0", e,
                       oracle_load(o.bytes, e, c->dtype));
     assert_close(&chk, c->dtype, "combine");
+    if (fp64)
+        check_fp64_merge(o.bytes, lse.bytes, ref_o, ref_lse, rows, c->dv);
     hbuf_release(&q), hbuf_release(&k), hbuf_release(&v);
     hbuf_release(&op), hbuf_release(&lp), hbuf_release(&o), hbuf_release(&lse);
     free(ref_o), free(ref_lse), free(tmp_o), free(tmp_lse);
@@ -403,7 +468,7 @@ START_TEST(combine_bad_arguments)
         const char *what;
         flashcl_combine_desc d;
         flashcl_status want;
-    } bad[20];
+    } bad[24];
     int n = 0;
 #define BAD(text, status, edit)                                                \
     do {                                                                       \
@@ -421,8 +486,14 @@ START_TEST(combine_bad_arguments)
     BAD("head_dim_v < 0", FLASHCL_ERROR_INVALID_DIMENSION, d->head_dim_v = -2);
     BAD("dtype", FLASHCL_ERROR_DTYPE_UNSUPPORTED, d->dtype = (flashcl_dtype)9);
     BAD("layout", FLASHCL_ERROR_INVALID_LAYOUT, d->layout = (flashcl_layout)7);
-    BAD("partial_dtype fp64", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+    BAD("partial_dtype fp64 for an fp32 o", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
         d->partial_dtype = FLASHCL_DTYPE_FP64);
+    BAD("partial_dtype 9", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+        d->partial_dtype = (flashcl_dtype)9);
+    BAD("lse_dtype fp64 with fp32 partials", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+        d->lse_dtype = FLASHCL_DTYPE_FP64);
+    BAD("lse_dtype fp16", FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+        d->lse_dtype = FLASHCL_DTYPE_FP16);
     BAD("o_partial NULL", FLASHCL_ERROR_NULL_ARGUMENT,
         d->o_partial.buffer = NULL);
     BAD("lse_partial NULL", FLASHCL_ERROR_NULL_ARGUMENT,

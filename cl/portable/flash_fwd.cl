@@ -46,6 +46,12 @@
 /* The switches' defaults and ranges: flash_fwd_switches.clh. */
 #include "flash_fwd_defaults.clh"
 #include "flashcl_common.clh"
+#if FLASHCL_LSE_FP64
+#if FLASHCL_DTYPE != 3
+#error "FLASHCL_LSE_FP64 needs FLASHCL_DTYPE 3: only fp64 sums have fp64 LSEs"
+#endif
+#define LSE_T double
+#endif
 #include "kernel_args.clh"
 #include "band.clh"
 #include "fwd_block.clh"
@@ -509,7 +515,7 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS PORTABLE_VARLEN_PARAMS)
                              head * lse_stride.s1 +
                              (ulong)row * lse_stride.s2;
             lse[at] = row_sum[i] > 0
-                          ? (float)((row_max[i] + log2(row_sum[i])) * REAL_LN2)
+                          ? (LSE_T)((row_max[i] + log2(row_sum[i])) * REAL_LN2)
                           : -INFINITY;
         }
     }

@@ -64,6 +64,8 @@ static flashcl_status refuse_features(flashcl_context *ctx, const problem *p)
         what = "infer_status (the forward's clamp counters)";
     else if (p->infer.num_splits > 1)
         what = "num_splits > 1";
+    else if (p->lse_fp64)
+        what = "lse_dtype fp64 (it reads an fp32 lse)";
     if (what)
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "the backward does not support %s; see "

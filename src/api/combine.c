@@ -73,7 +73,7 @@ static bool combine_options(const flashcl_context *ctx,
                             size_t cap)
 {
     const combine_switches plan = {(int)p->dtype, (int)p->partial_dtype,
-                                   combine_dims(ctx)};
+                                   p->lse_fp64, combine_dims(ctx)};
     const combine_switches *values = &plan; /* SWITCH_EMIT's names */
     switch_fault found = {NULL, 0}, *fault = &found;
     options_buf buf = options_begin(options, cap), *out = &buf;

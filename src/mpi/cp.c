@@ -58,7 +58,10 @@ typedef struct shard {
     int64_t batch, heads_q, heads_kv, dim, dim_v, n; /* n: shard rows */
     size_t elem, k_bytes, v_bytes;
     size_t k_elems, v_elems; /* the backward's host sums count these */
-    size_t acc; /* bytes of a host sum: 8 (fp64) for fp64, else 4 (fp32) */
+    /* bytes of a host sum and of a ring partial's LSE: 8 (fp64) for fp64,
+     * else 4 (fp32) */
+    size_t acc;
+    size_t lse_elem; /* bytes of an element of the caller's lse */
 } shard;
 
 static size_t dtype_bytes(flashcl_dtype dtype)
@@ -90,7 +93,7 @@ static flashcl_status check_tensors(const flashcl_attention_desc *d)
 }
 
 static flashcl_status check_options(const flashcl_attention_desc *d,
-                                    const flashcl_cp_desc *cp, bool backward)
+                                    bool backward)
 {
     if (d->causal_align != FLASHCL_CAUSAL_BOTTOM_RIGHT || d->q_position ||
         d->k_position)
@@ -103,16 +106,15 @@ static flashcl_status check_options(const flashcl_attention_desc *d,
         return fail(FLASHCL_ERROR_UNSUPPORTED,
                     "inference fields (KV cache, varlen, num_splits > 1): "
                     "not across ranks");
-    /* the ring merges each step's partial through its LSE, which every
-     * forward writes in fp32: an fp64 merge of them would be fp32-accurate,
-     * which is why the core never splits fp64 calls either */
-    if (cp->mode == FLASHCL_CP_RING && d->dtype == FLASHCL_DTYPE_FP64 &&
-        !backward)
+    if (d->lse_dtype != FLASHCL_DTYPE_FP32 &&
+        (d->lse_dtype != FLASHCL_DTYPE_FP64 ||
+         d->dtype != FLASHCL_DTYPE_FP64))
+        return fail(FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                    "lse_dtype = %d: fp32, or fp64 for an fp64 call",
+                    (int)d->lse_dtype);
+    if (backward && d->lse_dtype != FLASHCL_DTYPE_FP32)
         return fail(FLASHCL_ERROR_UNSUPPORTED,
-                    "fp64 forward in ring mode: the steps' partials merge "
-                    "through fp32 LSEs, which would cut fp64 to fp32 "
-                    "accuracy; FLASHCL_CP_ALLGATHER computes fp64 (the ring "
-                    "backward takes fp64)");
+                    "lse_dtype fp64 in the backward: it reads an fp32 lse");
     return FLASHCL_SUCCESS;
 }
 
@@ -267,6 +269,7 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
                     (long long)s->n, (long long)cp->seqlen_total);
     s->elem = dtype_bytes(d->dtype);
     s->acc = d->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    s->lse_elem = d->lse_dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
     if (s->elem == 0 || d->batch <= 0 || d->heads_q <= 0 || d->head_dim <= 0)
         return fail(FLASHCL_ERROR_INVALID_DIMENSION,
                     "batch, heads_q, head_dim and dtype must describe a "
@@ -283,7 +286,7 @@ static flashcl_status resolve_shard(const flashcl_attention_desc *d,
     s->v_elems = s->v_bytes / s->elem;
     flashcl_status st = check_tensors(d);
     if (st == FLASHCL_SUCCESS)
-        st = check_options(d, cp, backward);
+        st = check_options(d, backward);
     const flashcl_tensor k = explicit_view(&d->k, d->layout, s->n,
                                            s->heads_kv, s->dim);
     const flashcl_tensor v = explicit_view(&d->v, d->layout, s->n,
@@ -401,14 +404,15 @@ static flashcl_tensor rows_of(const flashcl_tensor *t, int64_t row0,
     return v;
 }
 
-/* An LSE view [batch, heads, rows] of rows from row0 of [batch, heads, n]. */
+/* An LSE view [batch, heads, rows] of rows from row0 of [batch, heads, n]
+ * (elements of elem bytes). */
 static flashcl_tensor lse_view(cl_mem buffer, size_t offset, int64_t row0,
-                               int64_t n, int64_t heads)
+                               int64_t n, int64_t heads, size_t elem)
 {
     flashcl_tensor t;
     memset(&t, 0, sizeof t);
     t.buffer = buffer;
-    t.offset = offset + (size_t)row0 * sizeof(float);
+    t.offset = offset + (size_t)row0 * elem;
     t.stride_batch = (size_t)(heads * n);
     t.stride_head = (size_t)n;
     t.stride_seq = 1;
@@ -533,7 +537,7 @@ static flashcl_status ring_allocate(flashcl_context *ctx, const shard *s,
     const size_t kv = s->k_bytes + s->v_bytes;
     const int partials = s->ranks * s->chunks;
     b->o_slot = (size_t)(s->batch * s->n * s->heads_q * s->dim_v) * s->elem;
-    b->lse_slot = (size_t)(s->batch * s->heads_q * s->n) * 4;
+    b->lse_slot = (size_t)(s->batch * s->heads_q * s->n) * s->acc;
     b->host[0] = malloc(kv);
     b->host[1] = malloc(kv);
     cl_context cl = flashcl_context_cl_context(ctx);
@@ -551,6 +555,13 @@ static flashcl_status ring_allocate(flashcl_context *ctx, const shard *s,
     return FLASHCL_SUCCESS;
 }
 
+/* The steps' LSEs in fp64 for fp64 calls, so that the merge's weights
+ * keep fp64 accuracy (fp32 ones cost ~1e-7 of max |O|). */
+static flashcl_dtype ring_lse_dtype(const shard *s)
+{
+    return s->acc == 8 ? FLASHCL_DTYPE_FP64 : FLASHCL_DTYPE_FP32;
+}
+
 /* The partials of one step: this rank's query chunks against the K/V
  * block of rank `source` (packed, at k_block and v_block), into slots
  * step * chunks + kc. The sinks join one partial per row only (the
@@ -566,11 +577,15 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
     int64_t k_first[2], k_rows;
     const int k_chunks =
         flashcl_cp_shard_rows(cp, source, s->ranks, k_first, &k_rows);
-    const float minus_inf = -INFINITY;
+    /* -inf in the partials' LSE type (s->acc bytes) */
+    const float minus_inf32 = -INFINITY;
+    const double minus_inf64 = -INFINITY;
+    const void *minus_inf =
+        s->acc == 8 ? (const void *)&minus_inf64 : (const void *)&minus_inf32;
     for (int kc = 0; kc < k_chunks; ++kc) {
         const int slot = step * s->chunks + kc;
-        if (clEnqueueFillBuffer(queue, b->lse_parts, &minus_inf,
-                                sizeof minus_inf, b->lse_slot * (size_t)slot,
+        if (clEnqueueFillBuffer(queue, b->lse_parts, minus_inf, s->acc,
+                                b->lse_slot * (size_t)slot,
                                 b->lse_slot, 0, NULL, NULL) != CL_SUCCESS)
             return fail(FLASHCL_ERROR_OPENCL, "filling a partial LSE failed");
         for (int qc = 0; qc < s->chunks; ++qc) {
@@ -585,7 +600,8 @@ static flashcl_status ring_step(flashcl_context *ctx, cl_command_queue queue,
             c.o = rows_view(b->o_parts, b->o_slot * (size_t)slot,
                             qc * s->rows, s->n, s->heads_q, s->dim_v, s->elem);
             c.lse = lse_view(b->lse_parts, b->lse_slot * (size_t)slot,
-                             qc * s->rows, s->n, s->heads_q);
+                             qc * s->rows, s->n, s->heads_q, s->acc);
+            c.lse_dtype = ring_lse_dtype(s);
             if (!first)
                 memset(&c.sinks, 0, sizeof c.sinks);
             const flashcl_status st =
@@ -612,12 +628,13 @@ static flashcl_status ring_merge(flashcl_context *ctx, cl_command_queue queue,
     m.seqlen_q = s->n;
     m.head_dim_v = s->dim_v;
     m.dtype = m.partial_dtype = d->dtype;
+    m.lse_dtype = d->lse_dtype;
     m.layout = FLASHCL_LAYOUT_BNHD;
     m.o_partial =
         rows_view(b->o_parts, 0, 0, s->n, s->heads_q, s->dim_v, s->elem);
     m.o_partial_stride = b->o_slot / s->elem;
-    m.lse_partial = lse_view(b->lse_parts, 0, 0, s->n, s->heads_q);
-    m.lse_partial_stride = b->lse_slot / 4;
+    m.lse_partial = lse_view(b->lse_parts, 0, 0, s->n, s->heads_q, s->acc);
+    m.lse_partial_stride = b->lse_slot / s->acc;
     m.o = d->o;
     m.lse = d->lse;
     flashcl_status st = flashcl_combine_partials(ctx, queue, &m, 0, NULL, NULL);
@@ -783,7 +800,7 @@ static flashcl_attention_desc whole_keys_call(const flashcl_attention_desc *d,
     c.v.buffer = v;
     c.o = rows_of(&d->o, qc * s->rows, s->elem);
     if (d->lse.buffer)
-        c.lse = rows_of(&d->lse, qc * s->rows, sizeof(float));
+        c.lse = rows_of(&d->lse, qc * s->rows, s->lse_elem);
     return c;
 }
 

@@ -18,6 +18,7 @@
 #define FLASHCL_HTYPE_STORAGE_IN cl_mem
 #define FLASHCL_HTYPE_STORAGE_OUT cl_mem
 #define FLASHCL_HTYPE_FLOAT_OUT cl_mem
+#define FLASHCL_HTYPE_LSE_OUT cl_mem
 #define FLASHCL_HTYPE_INT cl_int
 #define FLASHCL_HTYPE_LONG cl_long
 

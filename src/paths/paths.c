@@ -78,6 +78,16 @@ static bool refuses_quantized(const kernel_path *path, const problem *p,
     return true;
 }
 
+/* Only the portable kernel stores an fp64 LSE (its FLASHCL_LSE_FP64). */
+static bool refuses_lse_fp64(const kernel_path *path, const problem *p,
+                             char *why, size_t cap)
+{
+    if (!p->lse_fp64 || path == &portable_path)
+        return false;
+    snprintf(why, cap, "lse_dtype fp64: stored by the portable kernel only");
+    return true;
+}
+
 bool forced_path_unknown(char *why, size_t cap)
 {
     const char *force = forced_path();
@@ -144,6 +154,10 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         if (refuses_quantized(paths[i], p, why, sizeof why)) {
             if (forced)
                 quant_refused = paths[i]->name;
+            note_skip(skipped, skipped_cap, paths[i]->name, why);
+            continue;
+        }
+        if (refuses_lse_fp64(paths[i], p, why, sizeof why)) {
             note_skip(skipped, skipped_cap, paths[i]->name, why);
             continue;
         }

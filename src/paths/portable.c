@@ -306,7 +306,8 @@ static void portable_plan(const device_caps *caps, const problem *p,
         .COMPENSATED = compensated(caps, plan),
         .DEBUG_CORRUPT = corrupt,
         /* a packed batch here is a prefill split_kv_wanted left dense */
-        .VARLEN = !p->infer.varlen_q ? 0 : p->infer.top_left ? 2 : 1};
+        .VARLEN = !p->infer.varlen_q ? 0 : p->infer.top_left ? 2 : 1,
+        .LSE_FP64 = p->lse_fp64};
     plan_emit_options(plan, plan->options, sizeof plan->options, p,
                       portable_emit, &values);
     plan_row_blocks(p, plan);

@@ -28,6 +28,7 @@ static inline cl_int arg_set_real(cl_kernel k, cl_uint i, const double *v,
 #define SET_STORAGE_IN(k, i, v, fp64) arg_set_mem(k, i, v)
 #define SET_STORAGE_OUT(k, i, v, fp64) arg_set_mem(k, i, v)
 #define SET_FLOAT_OUT(k, i, v, fp64) arg_set_mem(k, i, v)
+#define SET_LSE_OUT(k, i, v, fp64) arg_set_mem(k, i, v)
 #define SET_FLOAT_IN(k, i, v, fp64) arg_set_mem(k, i, v)
 #define SET_UCHAR_IN(k, i, v, fp64) arg_set_mem(k, i, v)
 #define SET_BIAS_IN(k, i, v, fp64) arg_set_mem(k, i, v)

@@ -9,6 +9,33 @@
 
 #define COMBINE_MAX_DIM INT32_MAX /* the kernel indexes with int */
 
+/* fp64 partials carry fp64 LSEs and merge in fp64, into an fp64 o: an
+ * fp64 merge is only worth its cost where nothing on the way is fp32. */
+static flashcl_status check_fp64_merge(flashcl_context *ctx,
+                                       const flashcl_combine_desc *d)
+{
+    if (dtype_size(d->partial_dtype) == 0)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "partial_dtype = %d: partials are fp32, fp16, bf16 "
+                         "or fp64",
+                         (int)d->partial_dtype);
+    if (d->lse_dtype != FLASHCL_DTYPE_FP32 &&
+        d->lse_dtype != FLASHCL_DTYPE_FP64)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "lse_dtype = %d: the merged LSE is fp32 or fp64",
+                         (int)d->lse_dtype);
+    const bool fp64_part = d->partial_dtype == FLASHCL_DTYPE_FP64;
+    if (fp64_part && d->dtype != FLASHCL_DTYPE_FP64)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "partial_dtype fp64 needs dtype fp64 (dtype = %d)",
+                         (int)d->dtype);
+    if (d->lse_dtype == FLASHCL_DTYPE_FP64 && !fp64_part)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "lse_dtype fp64 needs partial_dtype fp64 (an fp32 "
+                         "merge has no fp64 LSE to give)");
+    return FLASHCL_SUCCESS;
+}
+
 static flashcl_status check_sizes(flashcl_context *ctx,
                                   const flashcl_combine_desc *d)
 {
@@ -42,12 +69,9 @@ static flashcl_status check_sizes(flashcl_context *ctx,
         return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
                          "dtype fp64 needs cl_khr_fp64, which %s lacks",
                          ctx->caps.name);
-    if (d->partial_dtype != FLASHCL_DTYPE_FP32 &&
-        d->partial_dtype != FLASHCL_DTYPE_FP16 &&
-        d->partial_dtype != FLASHCL_DTYPE_BF16)
-        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
-                         "partial_dtype = %d: partials are fp32, fp16 or bf16",
-                         (int)d->partial_dtype);
+    const flashcl_status status = check_fp64_merge(ctx, d);
+    if (status != FLASHCL_SUCCESS)
+        return status;
     if (d->layout != FLASHCL_LAYOUT_BNHD && d->layout != FLASHCL_LAYOUT_BHND)
         return set_error(ctx, FLASHCL_ERROR_INVALID_LAYOUT,
                          "layout = %d is not a flashcl_layout", (int)d->layout);
@@ -120,6 +144,10 @@ flashcl_status combine_problem_from_desc(flashcl_context *ctx,
     p->head_dim_v = d->head_dim_v;
     p->dtype = d->dtype;
     p->partial_dtype = d->partial_dtype;
+    p->lse_fp64 = d->lse_dtype == FLASHCL_DTYPE_FP64;
+    const size_t lp_size = d->partial_dtype == FLASHCL_DTYPE_FP64
+                               ? sizeof(double)
+                               : sizeof(float);
     p->empty = !p->batch || !p->heads || !p->seqlen_q || !p->head_dim_v;
     const uint64_t b = (uint64_t)p->batch, h = (uint64_t)p->heads,
                    n = (uint64_t)p->seqlen_q, dv = (uint64_t)p->head_dim_v;
@@ -128,11 +156,13 @@ flashcl_status combine_problem_from_desc(flashcl_context *ctx,
     const view_shape o_part = {"o_partial", {b, h, n, dv},
                                dtype_size(d->partial_dtype),
                                FLASHCL_LAYOUT_BHND, STRIDES_PACKED_LAYOUT};
-    const view_shape lse_part = {"lse_partial", {b, h, n, 1}, sizeof(float),
+    const view_shape lse_part = {"lse_partial", {b, h, n, 1}, lp_size,
                                  FLASHCL_LAYOUT_BHND, STRIDES_PACKED_LSE};
     const view_shape o = {"o", {b, h, n, dv}, dtype_size(d->dtype), d->layout,
                           STRIDES_PACKED_LAYOUT};
-    const view_shape lse = {"lse", {b, h, n, 1}, sizeof(float), d->layout,
+    const view_shape lse = {"lse", {b, h, n, 1},
+                            p->lse_fp64 ? sizeof(double) : sizeof(float),
+                            d->layout,
                             STRIDES_PACKED_LSE};
     status = resolve_partials(ctx, &d->o_partial, &o_part, p->o_part_step,
                               p->parts, &p->o_part);

@@ -518,6 +518,40 @@ flashcl_status resolve_views(flashcl_context *ctx,
     return FLASHCL_SUCCESS;
 }
 
+/* An fp64 LSE only where an fp64 accumulation has one to give, and only
+ * on the fused dense forward, whose portable kernel stores it; every other
+ * way of running the call keeps its fp32 LSE and says so. */
+static flashcl_status check_lse_dtype(flashcl_context *ctx,
+                                      const flashcl_attention_desc *desc,
+                                      problem_mode mode, problem *p)
+{
+    if (desc->lse_dtype == FLASHCL_DTYPE_FP32)
+        return FLASHCL_SUCCESS;
+    if (desc->lse_dtype != FLASHCL_DTYPE_FP64)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "lse_dtype = %d: the LSE is fp32 or (fp64 calls) "
+                         "fp64",
+                         (int)desc->lse_dtype);
+    if (desc->dtype != FLASHCL_DTYPE_FP64)
+        return set_error(ctx, FLASHCL_ERROR_DTYPE_UNSUPPORTED,
+                         "lse_dtype fp64 needs dtype fp64 (dtype = %d "
+                         "accumulates in fp32)",
+                         (int)desc->dtype);
+    const char *refuser =
+        mode == PROBLEM_FOR_HOST_CALL ? "the host calls, whose lse is a "
+                                        "float *,"
+        : p->backend == FLASHCL_BACKEND_REFERENCE ? "the reference backend"
+        : p->infer.needs_split_kernel ? "the split-KV kernels (inference "
+                                        "fields)"
+                                      : NULL;
+    if (refuser)
+        return set_error(ctx, FLASHCL_ERROR_UNSUPPORTED,
+                         "lse_dtype fp64: %s writes an fp32 LSE only",
+                         refuser);
+    p->lse_fp64 = true;
+    return FLASHCL_SUCCESS;
+}
+
 static flashcl_status resolve_base_views(flashcl_context *ctx,
                                          const flashcl_attention_desc *desc,
                                          problem_mode mode, problem *p)
@@ -526,7 +560,7 @@ static flashcl_status resolve_base_views(flashcl_context *ctx,
     const view_shape lse = {"lse",
                             {(uint64_t)p->q_extent[0], (uint64_t)p->heads_q,
                              (uint64_t)p->q_extent[1], 1},
-                            sizeof(float),
+                            p->lse_fp64 ? sizeof(double) : sizeof(float),
                             desc->layout,
                             STRIDES_PACKED_LSE};
     /* a quantized K or V counts bytes (kv_quant.c) */
@@ -575,6 +609,8 @@ flashcl_status problem_from_desc(flashcl_context *ctx,
         status = kv_quant_resolve(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)
         status = variants_resolve(ctx, desc, p);
+    if (status == FLASHCL_SUCCESS)
+        status = check_lse_dtype(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)
         status = resolve_base_views(ctx, desc, mode, p);
     if (status == FLASHCL_SUCCESS)

@@ -121,6 +121,7 @@ typedef struct problem {
     int64_t diag; /* seqlen_k - seqlen_q (bottom-right) or 0 (top-left) */
     int64_t left, right;
     tensor_view q, k, v, o, lse;
+    bool lse_fp64; /* desc lse_dtype FP64: the LSE is stored in fp64 */
     /* Variants: bit i of `variants` is entry i of the variant table,
      * variant_tensor[i] its tensor (if it has one) and variant_value[i]
      * the value of its -D switch. */
@@ -258,7 +259,8 @@ flashcl_status kv_quant_views(flashcl_context *ctx,
 
 typedef struct combine_problem {
     int64_t parts, batch, heads, seqlen_q, head_dim_v;
-    flashcl_dtype dtype, partial_dtype;
+    flashcl_dtype dtype, partial_dtype; /* fp64 partials: fp64 LSEs too */
+    bool lse_fp64;                      /* the merged LSE in fp64 */
     /* Views of partial 0; partial p starts p * *_step elements later. */
     tensor_view o_part, lse_part, o, lse;
     uint64_t o_part_step, lse_part_step;
