@@ -5,7 +5,8 @@
  * nothing of shards), then its shard through flashcl_cp_attention_forward,
  * and compares its rows: ring and all-gather, contiguous and zig-zag,
  * causal, window, ALiBi, sinks, softcap, GQA, bias and a broadcast mask,
- * fp32/fp16/bf16 (both modes), fp64 (all-gather); bhnd shards with padded
+ * fp32/fp16/bf16/fp64 (both modes; fp64 with its fp64 LSE, lse_dtype,
+ * against the whole call's at 1e-12 too); bhnd shards with padded
  * K/V rows; and the backward (ring and all-gather, every dtype, d_sinks
  * with sinks) against the single-device backward. A second call must
  * give the same bits. Then the faults: shards that disagree, a rank whose
@@ -45,8 +46,9 @@ static const cp_case cases[] = {
     {"causal fp16", FLASHCL_DTYPE_FP16, 1, 0, 0, 0, 0, 0, 0, 0},
     {"causal + window 30/-1 bf16", FLASHCL_DTYPE_BF16, 1, 1, 30, -1, 0, 0, 0,
      0},
-    /* fp64: the all-gather forward, and the backward in both modes (its
-     * host sums in fp64); the ring forward refuses it (run_faults) */
+    /* fp64: the forward in both modes (the ring's steps merged through
+     * fp64 LSEs) with an fp64 lse, and the backward in both modes (its
+     * host sums in fp64) */
     {"causal + ALiBi + sinks fp64", FLASHCL_DTYPE_FP64, 1, 0, 0, 0, 1, 1, 0,
      0},
     {"bias + mask + window 40/8", FLASHCL_DTYPE_FP32, 0, 1, 40, 8, 0, 0, 0,
@@ -222,9 +224,32 @@ static void release_desc(flashcl_attention_desc *d)
             clReleaseMemObject(all[i]);
 }
 
-/* The single-device result's rows of this shard. */
+/* The shard's rows of a whole [BATCH, HQ, N] fp64 LSE, in order. */
+static double *lse_shard_of(const double *whole, const flashcl_cp_desc *cp)
+{
+    int64_t first[2], rows;
+    const int chunks = flashcl_cp_shard_rows(cp, rank, ranks, first, &rows);
+    const size_t n = (size_t)rows * chunks;
+    double *out = malloc((size_t)BATCH * HQ * n * sizeof *out);
+    for (size_t bh = 0; bh < (size_t)BATCH * HQ; ++bh)
+        for (int c = 0; c < chunks; ++c)
+            memcpy(out + bh * n + (size_t)c * rows,
+                   whole + bh * N + (size_t)first[c],
+                   (size_t)rows * sizeof *out);
+    return out;
+}
+
+/* An fp64 LSE output of `rows` rows on d (lse_dtype fp64). */
+static void attach_fp64_lse(flashcl_attention_desc *d, int64_t rows)
+{
+    d->lse.buffer = device_copy(NULL, (size_t)BATCH * HQ * rows * 8);
+    d->lse_dtype = FLASHCL_DTYPE_FP64;
+}
+
+/* The single-device result's rows of this shard, and with `lse` (fp64
+ * calls) its fp64 LSE's rows. */
 static void *whole_rows(const cp_case *c, const inputs *in,
-                        const flashcl_cp_desc *cp)
+                        const flashcl_cp_desc *cp, double **lse)
 {
     const size_t elem = oracle_dtype_size(c->dtype);
     const size_t o_bytes = (size_t)BATCH * N * HQ * DIM * elem;
@@ -237,6 +262,8 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     d.sinks.buffer = c->sinks ? in->sinks : NULL;
     if (c->bias)
         attach_bias(&d, in, NULL);
+    if (lse)
+        attach_fp64_lse(&d, N);
     if (flashcl_attention_forward(ctx, NULL, &d, 0, NULL, NULL) !=
         FLASHCL_SUCCESS) {
         fprintf(stderr, "rank %d: the whole call failed: %s\n", rank,
@@ -245,6 +272,12 @@ static void *whole_rows(const cp_case *c, const inputs *in,
     }
     void *o = read_back(d.o.buffer, o_bytes);
     void *mine = shard_of(o, cp, HQ, elem);
+    if (lse) {
+        double *all = read_back(d.lse.buffer, (size_t)BATCH * HQ * N * 8);
+        *lse = lse_shard_of(all, cp);
+        free(all);
+        clReleaseMemObject(d.lse.buffer);
+    }
     release_desc(&d);
     free(o);
     return mine;
@@ -304,6 +337,27 @@ static double tolerance(flashcl_dtype dtype)
                                          : 1.6e-2;
 }
 
+/* The shard's fp64 LSE of two calls against the whole call's rows: the
+ * ring's merge must keep fp64 accuracy (fp32 LSEs left ~1e-7). */
+static void check_fp64_lse(const char *what, double *const got[2],
+                           const double *want, size_t bytes)
+{
+    double worst = 0;
+    for (size_t i = 0; i < bytes / 8; ++i) {
+        const double err = want[i] == -INFINITY
+                               ? (got[0][i] == -INFINITY ? 0 : INFINITY)
+                               : fabs(got[0][i] - want[i]) /
+                                     fmax(1.0, fabs(want[i]));
+        worst = isnan(err) ? INFINITY : fmax(worst, err);
+    }
+    char detail[96];
+    snprintf(detail, sizeof detail,
+             "fp64 LSE: max error %.3g against the whole call", worst);
+    check(worst <= tolerance(FLASHCL_DTYPE_FP64), what, detail);
+    check(memcmp(got[0], got[1], bytes) == 0, what,
+          "two calls gave different LSE bits");
+}
+
 static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
                      flashcl_cp_layout layout)
 {
@@ -316,16 +370,26 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
     cp.mode = mode;
     cp.layout = layout;
     cp.seqlen_total = N;
-    void *want = whole_rows(c, in, &cp);
+    const int fp64 = c->dtype == FLASHCL_DTYPE_FP64;
+    double *want_lse = NULL;
+    void *want = whole_rows(c, in, &cp, fp64 ? &want_lse : NULL);
     size_t o_bytes;
     flashcl_attention_desc d = shard_desc(c, in, &cp, &o_bytes);
+    const size_t lse_bytes = (size_t)BATCH * HQ * (N / ranks) * 8;
+    if (fp64)
+        attach_fp64_lse(&d, N / ranks);
     void *runs[2] = {NULL, NULL};
+    double *lses[2] = {NULL, NULL};
     for (int r = 0; r < 2; ++r) {
         poison(d.o.buffer, o_bytes);
+        if (fp64)
+            poison(d.lse.buffer, lse_bytes);
         const flashcl_status st =
             flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, &d, &cp);
         check(st == FLASHCL_SUCCESS, what, flashcl_cp_last_error());
         runs[r] = read_back(d.o.buffer, o_bytes);
+        if (fp64)
+            lses[r] = read_back(d.lse.buffer, lse_bytes);
         if (shard_bhnd)
             runs[r] = relayout(runs[r], HQ, N / ranks,
                                oracle_dtype_size(c->dtype), 0, DIM);
@@ -344,9 +408,16 @@ static void run_case(const cp_case *c, const inputs *in, flashcl_cp_mode mode,
     check(worst <= tolerance(c->dtype), what, detail);
     check(memcmp(runs[0], runs[1], o_bytes) == 0, what,
           "two calls gave different bits");
+    if (fp64)
+        check_fp64_lse(what, lses, want_lse, lse_bytes);
     free(runs[0]);
     free(runs[1]);
+    free(lses[0]);
+    free(lses[1]);
     free(want);
+    free(want_lse);
+    if (d.lse.buffer)
+        clReleaseMemObject(d.lse.buffer);
     release_desc(&d);
 }
 
@@ -389,13 +460,8 @@ static grads backward_of(flashcl_attention_desc *d, const void *dout,
         b.d_sinks.buffer = device_copy(NULL, HQ * 4);
         poison(b.d_sinks.buffer, HQ * 4);
     }
-    /* the ring forward refuses fp64: O and LSE from the all-gather one */
-    flashcl_cp_desc forward = cp ? *cp : (flashcl_cp_desc)FLASHCL_CP_DESC_INIT;
-    if (d->dtype == FLASHCL_DTYPE_FP64)
-        forward.mode = FLASHCL_CP_ALLGATHER;
     flashcl_status st =
-        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d,
-                                          &forward)
+        cp ? flashcl_cp_attention_forward(MPI_COMM_WORLD, ctx, NULL, d, cp)
            : flashcl_attention_forward(ctx, NULL, d, 0, NULL, NULL);
     if (st == FLASHCL_SUCCESS)
         st = cp ? flashcl_cp_attention_backward(MPI_COMM_WORLD, ctx, NULL, d,
@@ -565,8 +631,10 @@ static void run_faults(const inputs *in)
     expect_all_fail("a rank that fails its own check", &d, &cp, o_bytes,
                     NULL);
     d = good;
-    d.dtype = FLASHCL_DTYPE_FP64; /* the ring's partials: not fp64 */
-    expect_all_fail("fp64 in ring mode", &d, &cp, o_bytes, "fp32 LSEs");
+    if (rank == 0) /* an fp64 LSE asked of an fp32 call */
+        d.lse_dtype = FLASHCL_DTYPE_FP64;
+    expect_all_fail("lse_dtype fp64 of an fp32 call", &d, &cp, o_bytes,
+                    rank == 0 ? "lse_dtype" : NULL);
     d = good;
     d.k.stride_dim = 2; /* K's rows not contiguous: no host rectangle */
     d.k.stride_seq = HKV * DIM * 2;
@@ -628,10 +696,8 @@ int main(int argc, char **argv)
             continue; /* test_fp64_absent covers the core's refusal */
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
-                if (c->dtype != FLASHCL_DTYPE_FP64 ||
-                    mode == FLASHCL_CP_ALLGATHER)
-                    run_case(c, &in, (flashcl_cp_mode)mode,
-                             (flashcl_cp_layout)layout);
+                run_case(c, &in, (flashcl_cp_mode)mode,
+                         (flashcl_cp_layout)layout);
         for (int layout = 0; layout < 2; ++layout)
             for (int mode = 0; mode < 2; ++mode)
                 run_backward_case(c, &in, (flashcl_cp_mode)mode,

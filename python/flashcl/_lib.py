@@ -111,6 +111,9 @@ class AttentionDesc(Structure):
         ("v_scale", Tensor),
         ("k_zero", Tensor),
         ("v_zero", Tensor),
+        # the LSE's storage (fp32; fp64 for fp64 calls): not yet set by the
+        # Python calls, whose lse is float32
+        ("lse_dtype", c_int),
     ]
 
 
@@ -145,6 +148,7 @@ class CombineDesc(Structure):
         ("o", Tensor),
         ("lse", Tensor),
         ("partial_dtype", c_int),
+        ("lse_dtype", c_int),
     ]
 
 

@@ -20,7 +20,9 @@ travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
 
 :func:`attention_backward` gives the shard's gradients from the forward's
 o and lse, in both modes, summed in a fixed order (float32; float64 for
-float64).
+float64). Both calls take ``[batch, rows, heads, dim]`` shards
+(``tensor_layout="bnhd"``, the default) or ``[batch, heads, rows, dim]``
+ones (``tensor_layout="bhnd"``, PyTorch's; shard them with ``axis=2``).
 """
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
@@ -29,14 +31,15 @@ from ._attention import _is_cl
 from ._attention import attention as _attention
 from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
-from ._errors import (InvalidDimensionError, InvalidValueError,
-                      UnsupportedError)
+from ._errors import (InvalidDimensionError, InvalidLayoutError,
+                      InvalidValueError, UnsupportedError)
 
 __all__ = ["attention", "attention_backward", "shard", "shard_rows",
            "unshard"]
 
 _LAYOUTS = ("contiguous", "zigzag")
 _MODES = ("ring", "allgather")
+_TENSOR_LAYOUTS = ("bnhd", "bhnd")
 
 
 def shard_rows(seqlen_total, rank, ranks, layout="contiguous"):
@@ -45,8 +48,11 @@ def shard_rows(seqlen_total, rank, ranks, layout="contiguous"):
     chunk `rank` and chunk ``2 ranks - 1 - rank`` of ``n / 2`` rows (every
     rank the same causal work)."""
     if layout not in _LAYOUTS:
+        hint = (f" (the shards' rows; their axis order is "
+                f"tensor_layout={layout!r})" if layout in _TENSOR_LAYOUTS
+                else "")
         raise InvalidValueError(f"layout = {layout!r}: expected one of "
-                                f"{_LAYOUTS}")
+                                f"{_LAYOUTS}{hint}")
     n, rest = divmod(int(seqlen_total), ranks)
     if rest or n <= 0 or (layout == "zigzag" and n % 2):
         raise InvalidDimensionError(
@@ -101,13 +107,15 @@ def _sees_keys(causal, window, q0, k0, rows, k_rows=None):
 
 
 def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
-              causal=False, window=None, softcap=0.0, alibi_slopes=None,
-              sinks=None, scale=None, bias=None, mask=None, return_lse=False,
-              device=None, backend="auto"):
+              tensor_layout="bnhd", causal=False, window=None, softcap=0.0,
+              alibi_slopes=None, sinks=None, scale=None, bias=None, mask=None,
+              return_lse=False, device=None, backend="auto"):
     """Attention over the whole sequence for this rank's query rows.
 
     q, k, v: this rank's shard, ``[batch, rows, heads, dim]`` NumPy or
-    PyOpenCL arrays (:func:`shard` makes it), the same shape on every rank
+    PyOpenCL arrays (:func:`shard` makes it), or ``[batch, heads, rows,
+    dim]`` ones with ``tensor_layout="bhnd"`` (o comes back in the same
+    order), the same shape on every rank
     (PyOpenCL ones are read to the host, as K and V travel through it
     anyway, and the results come back as PyOpenCL arrays on the first
     one's queue; the calls run on `device`); self-attention
@@ -123,18 +131,20 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     the columns are the keys' positions); each call takes its chunks'
     rows and columns. Returns o (``q``'s dtype), or (o, lse) with
     return_lse, lse float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
-    collective). float64 in ring mode is refused, as libflashcl_mpi
-    refuses it: the steps' partials merge through their float32 lse,
-    which would cut float64 to float32 accuracy (``"allgather"`` takes
-    it).
+    collective). float64 in ring mode is refused here: the package's
+    calls return float32 lse, and merging the steps' partials through
+    them would cut float64 to float32 accuracy (``"allgather"`` takes
+    float64; libflashcl_mpi's ring merges through float64 LSEs).
     """
     _check_mode(mode)
     (q, k, v), queue = _to_host((q, k, v))
+    q, k, v = _rows_second(tensor_layout, (q, k, v))
     if mode == "ring" and q.dtype == np.float64:
         raise UnsupportedError(
-            "float64 in ring mode: the steps' partials merge through float32 "
-            "lse, which would cut float64 to float32 accuracy; "
-            "mode='allgather' computes float64")
+            "float64 in ring mode: the package's calls return float32 lse, "
+            "and merging the steps' partials through them would cut float64 "
+            "to float32 accuracy; mode='allgather' computes float64 (the C "
+            "library's ring merges through float64 LSEs)")
     _agree(comm, q, k, v, *(x for x in (bias, mask) if x is not None))
     rows = q.shape[1]
     total = rows * comm.size
@@ -158,6 +168,7 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
                      kw)
     o = np.concatenate([x[0] for x in outs], axis=1)
     lse = np.concatenate([x[1] for x in outs], axis=2)
+    (o,) = _rows_second(tensor_layout, (o,))  # back: a swap is its inverse
     o, lse = _to_queue(queue, (o, lse))
     return (o, lse) if return_lse else o
 
@@ -168,6 +179,25 @@ def _to_host(arrays):
     queue = next((x.queue for x in arrays if _is_cl(x)), None)
     return [x.get() if _is_cl(x) else np.ascontiguousarray(x)
             for x in arrays], queue
+
+
+def _rows_second(tensor_layout, arrays):
+    """``[batch, heads, rows, dim]`` arrays (tensor_layout "bhnd") as
+    ``[batch, rows, heads, dim]`` ones, which the algorithm slices along
+    axis 1, or back (the swap is its own inverse); "bnhd" ones as they
+    are. One host copy each: the arrays are on the host here anyway."""
+    if tensor_layout not in _TENSOR_LAYOUTS:
+        raise InvalidLayoutError(
+            f"tensor_layout = {tensor_layout!r}: expected 'bnhd' ([batch, "
+            f"rows, heads, dim]) or 'bhnd' ([batch, heads, rows, dim])")
+    if tensor_layout == "bnhd":
+        return list(arrays)
+    for x in arrays:
+        if x.ndim != 4:
+            raise InvalidDimensionError(
+                f"an array of shape {x.shape}: expected a 4-D [batch, "
+                f"heads, rows, dim] one (tensor_layout='bhnd')")
+    return [np.ascontiguousarray(x.swapaxes(1, 2)) for x in arrays]
 
 
 def _to_queue(queue, arrays):
@@ -271,16 +301,18 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, scores, kw):
 
 
 def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
-                       layout="contiguous", causal=False, window=None,
-                       softcap=0.0, alibi_slopes=None, sinks=None, scale=None,
-                       bias=None, mask=None, return_dsinks=False, device=None,
+                       layout="contiguous", tensor_layout="bnhd",
+                       causal=False, window=None, softcap=0.0,
+                       alibi_slopes=None, sinks=None, scale=None, bias=None,
+                       mask=None, return_dsinks=False, device=None,
                        backend="auto"):
     """Gradients of :func:`attention` for this rank's shard: ``(dq, dk,
     dv)`` with q's, k's and v's shapes and dtype, or ``(dq, dk, dv,
     dsinks)`` with ``return_dsinks`` (float32 ``[heads_q]``, the whole
     sequence's, the same on every rank; needs ``sinks``).
 
-    q, k, v and the keywords are those of the forward call; o and lse are
+    q, k, v and the keywords (tensor_layout: dq, dk and dv come back in
+    it too) are those of the forward call; o and lse are
     its outputs (``attention(..., return_lse=True)``) and do is the loss's
     gradient with respect to o. Each pair of chunks is one
     :func:`flashcl.attention_backward` call with the whole rows' o and lse;
@@ -301,6 +333,7 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
         raise InvalidValueError("return_dsinks=True needs sinks (the call "
                                 "has no sinks to differentiate)")
     (q, k, v, o, lse, do), queue = _to_host((q, k, v, o, lse, do))
+    q, k, v, o, do = _rows_second(tensor_layout, (q, k, v, o, do))
     lse = lse.astype(np.float32, copy=False)
     _agree(comm, q, k, v, o, lse, do,
            *(x for x in (bias, mask) if x is not None))
@@ -334,7 +367,9 @@ def attention_backward(comm, q, k, v, o, lse, do, *, mode="ring",
 
     step = _ring_backward if mode == "ring" else _allgather_backward
     dq, dk, dv = step(comm, q, k, v, mine, at, total, layout, kw, pair)
-    grads = (dq.astype(q.dtype), dk.astype(k.dtype), dv.astype(v.dtype))
+    grads = tuple(_rows_second(tensor_layout, (dq.astype(q.dtype),
+                                               dk.astype(k.dtype),
+                                               dv.astype(v.dtype))))
     if return_dsinks:
         whole = np.zeros(heads, np.float32)
         for part in comm.allgather(dsinks):  # rank order: the same bits

@@ -90,6 +90,30 @@ for kw in cases[:4]:
                     failures.append(f"{name}: {what} max error {err:.3g}")
             if any(a.tobytes() != b.tobytes() for a, b in zip(got, again)):
                 failures.append(f"{name}: two calls gave other bits")
+# bhnd shards (tensor_layout): [batch, heads, rows, dim], cut along axis 2,
+# forward and backward against the whole bhnd call's rows
+for kw in (cases[0], cases[2]):
+    ds = "sinks" in kw
+    q, k, v, do = (rng.standard_normal((2, h, N, D)).astype(np.float32)
+                   for h in (H, HKV, HKV, H))
+    o, lse = flashcl.attention(q, k, v, return_lse=True, layout="bhnd", **kw)
+    want = flashcl.attention_backward(q, k, v, o, lse, do, layout="bhnd",
+                                      **kw)
+    for layout in ("contiguous", "zigzag"):
+        mine = [cp.shard(x, comm, layout=layout, axis=2)
+                for x in (q, k, v, o, lse, do)]
+        for mode in ("ring", "allgather"):
+            call = dict(mode=mode, layout=layout, tensor_layout="bhnd", **kw)
+            name = f"bhnd {list(kw)} {layout} {mode}"
+            got = cp.attention(comm, *mine[:3], **call)
+            grads = cp.attention_backward(comm, *mine, **call)
+            checks += 4
+            for g, w, what in zip((got, *grads), (o, *want),
+                                  ("o", "dq", "dk", "dv")):
+                w = cp.shard(w, comm, layout=layout, axis=2)
+                err = np.abs(g.astype(np.float64) - w).max()
+                if not err <= GTOL * max(1.0, np.abs(w).max()):
+                    failures.append(f"{name}: {what} max error {err:.3g}")
 for f in failures:
     print(f"rank {comm.rank}: FAIL {f}", file=sys.stderr)
 total_failed = comm.allreduce(len(failures))

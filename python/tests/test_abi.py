@@ -92,7 +92,7 @@ def test_struct_layout(c_values, cname):
 
 def test_descriptor_ends(c_values):
     fields = [f for f, _ in _lib.AttentionDesc._fields_]
-    assert fields[0] == "struct_size" and fields[-1] == "v_zero"
+    assert fields[0] == "struct_size" and fields[-1] == "lse_dtype"
     fields = [f for f, _ in _lib.BackwardDesc._fields_]
     assert fields[0] == "struct_size" and fields[-1] == "nondeterministic"
 

@@ -87,6 +87,47 @@ def test_pyopencl_arrays(rng, device, cl_queue):
         np.testing.assert_array_equal(g.get(), w)
 
 
+@pytest.mark.parametrize("mode", ["ring", "allgather"])
+def test_one_rank_bhnd(rng, device, cl_queue, mode):
+    """tensor_layout="bhnd": [batch, heads, rows, dim] shards, NumPy and
+    PyOpenCL, forward and backward, against the whole bhnd call; o, dq, dk
+    and dv come back in that order."""
+    import pyopencl.array as cla
+    q, k, v, do = (randn(rng, (1, 2, 32, 16)) for _ in range(4))
+    kw = dict(causal=True, alibi_slopes=np.array([0.25, 0.0625], np.float32))
+    o, lse = flashcl.attention(q, k, v, device=device, return_lse=True,
+                               layout="bhnd", **kw)
+    whole = flashcl.attention_backward(q, k, v, o, lse, do, device=device,
+                                       layout="bhnd", **kw)
+    call = dict(mode=mode, device=device, tensor_layout="bhnd", **kw)
+    got_o, got_lse = cp.attention(MPI.COMM_SELF, q, k, v, return_lse=True,
+                                  **call)
+    np.testing.assert_allclose(got_o, o, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got_lse, lse, rtol=2e-5, atol=2e-5)
+    got = cp.attention_backward(MPI.COMM_SELF, q, k, v, o, lse, do, **call)
+    for g, w in zip(got, whole):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+    dev = [cla.to_device(cl_queue, x) for x in (q, k, v, o, lse, do)]
+    o_cl = cp.attention(MPI.COMM_SELF, *dev[:3], **call)
+    assert isinstance(o_cl, cla.Array)
+    np.testing.assert_array_equal(o_cl.get(), got_o)
+    for g, w in zip(cp.attention_backward(MPI.COMM_SELF, *dev, **call), got):
+        assert isinstance(g, cla.Array)
+        np.testing.assert_array_equal(g.get(), w)
+
+
+def test_layout_names(rng, device):
+    """layout is the sharding; the axis order is tensor_layout, and a
+    mix-up says so."""
+    q = randn(rng, (1, 2, 32, 16))
+    with pytest.raises(flashcl.InvalidValueError, match="tensor_layout"):
+        cp.attention(MPI.COMM_SELF, q, q, q, layout="bhnd", device=device)
+    with pytest.raises(flashcl.InvalidLayoutError, match="tensor_layout"):
+        cp.attention(MPI.COMM_SELF, q, q, q, tensor_layout="bshd",
+                     device=device)
+
+
 def test_zigzag_rows():
     assert cp.shard_rows(16, 1, 4, "zigzag") == [(2, 2), (12, 2)]
     with pytest.raises(flashcl.InvalidDimensionError):
