@@ -254,7 +254,9 @@ SWITCH_PATH_EMITTER(portable_emit, portable_switches,
 static void portable_plan(const device_caps *caps, const problem *p,
                           kernel_plan *plan)
 {
-    if (split_kv_wanted(caps, p)) {
+    /* the split kernels store fp32 LSEs only (problem.c refuses the calls
+     * that need them; fp64 is never split, so this is belt and braces) */
+    if (!p->lse_fp64 && split_kv_wanted(caps, p)) {
         split_kv_plan(caps, p, plan, NULL); /* the table's tiles */
         return;
     }
