@@ -235,6 +235,7 @@ static int create_side(cl_context context, problem *p, int which, char *why,
                           : fp8_tensor_scale(side->type, x, count, p->dtype);
         if (!h.per_row)
             h.scales[0] = h.fp8_scale;
+        side->fp8_scale = h.fp8_scale;
         fill_side(p, side, &h, x);
         side->bytes_buf = copy_to_device(
             context, h.bytes, h.rows * h.row_bytes + 1, &err);
@@ -320,6 +321,90 @@ void problem_kv_release(problem *p)
     p->seqlens_buf = p->table_buf = NULL;
     memset(&p->layout, 0, sizeof p->layout);
     memset(p->kv, 0, sizeof p->kv);
+}
+
+/* ---- the appended rows, read back ---------------------------------- */
+
+/* Host copies of a side's device cache: rows, scales and zero points. */
+static int read_side(cl_command_queue queue, const problem *p, int which,
+                     host_side *h)
+{
+    const problem_kv_side *side = &p->kv[which];
+    if (host_side_create(p, which, h) != 0)
+        return CL_OUT_OF_HOST_MEMORY;
+    cl_int err = clEnqueueReadBuffer(queue, side->bytes_buf, CL_TRUE, 0,
+                                     h->rows * h->row_bytes, h->bytes, 0,
+                                     NULL, NULL);
+    if (err == CL_SUCCESS && side->scale_buf)
+        err = clEnqueueReadBuffer(queue, side->scale_buf, CL_TRUE, 0,
+                                  h->scale_count * sizeof(float), h->scales,
+                                  0, NULL, NULL);
+    if (err == CL_SUCCESS && side->zero_buf)
+        err = clEnqueueReadBuffer(queue, side->zero_buf, CL_TRUE, 0,
+                                  h->scale_count * sizeof(float), h->zeros,
+                                  0, NULL, NULL);
+    return err;
+}
+
+/* Values of appended row r (key t of its sequence, at cache row `at`)
+ * that differ from the host's. */
+static size_t row_differences(const problem *p, int which,
+                              const host_side *h, size_t r, size_t at)
+{
+    const problem_kv_side *side = &p->kv[which];
+    const unsigned char *got = h->bytes + at * h->row_bytes;
+    if (!side->type) {
+        const size_t elem = oracle_dtype_size(p->dtype);
+        const unsigned char *want =
+            (const unsigned char *)(which ? p->v : p->k) + r * h->dim * elem;
+        size_t differing = 0;
+        for (size_t d = 0; d < h->dim; ++d)
+            differing += memcmp(got + d * elem, want + d * elem, elem) != 0;
+        return differing;
+    }
+    const float *scales = h->per_row ? h->scales + at * h->per_row : NULL;
+    const float *zeros =
+        side->type == FLASHCL_KV_INT4 ? h->zeros + at * h->per_row : NULL;
+    size_t differing = 0;
+    for (size_t d = 0; d < h->dim; ++d) {
+        const double value =
+            kvq_dequant(side->type, got, d, scales, zeros, side->fp8_scale);
+        const double want = side->values[r * h->dim + d];
+        /* NaN == NaN is false: a NaN where the host has one agrees */
+        differing += !(value == want || (isnan(value) && isnan(want)));
+    }
+    return differing;
+}
+
+int problem_kv_check_append(flashcl_context *ctx, const problem *p,
+                            size_t *differing, size_t *checked, char *why,
+                            size_t why_cap)
+{
+    const problem_spec *s = &p->spec;
+    *differing = *checked = 0;
+    for (int which = 0; which < 2 && s->append; ++which) {
+        host_side h = {0};
+        const cl_int err =
+            read_side(flashcl_context_queue(ctx), p, which, &h);
+        for (size_t b = 0; err == CL_SUCCESS && b < (size_t)s->batch; ++b)
+            for (size_t t = (size_t)p->layout.cache_len;
+                 t < (size_t)s->seqlen_k; ++t)
+                for (size_t hd = 0; hd < (size_t)s->heads_kv; ++hd) {
+                    const size_t r = (b * (size_t)s->seqlen_k + t) *
+                                         (size_t)s->heads_kv + hd;
+                    *differing += row_differences(p, which, &h, r,
+                                                  cache_row(p, b, t, hd));
+                    *checked += h.dim;
+                }
+        host_side_free(&h);
+        if (err != CL_SUCCESS) {
+            snprintf(why, why_cap, "reading the %s cache back failed "
+                                   "(OpenCL error %d)",
+                     which ? "V" : "K", (int)err);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* A side's packed view of the cache and, when quantized, its storage,

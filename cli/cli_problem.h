@@ -47,6 +47,7 @@ typedef struct problem_kv_side {
     int type; /* flashcl_kv_storage; 0: the dtype (no scales, no values) */
     cl_mem bytes_buf, scale_buf, zero_buf, new_buf;
     double *values;
+    float fp8_scale;
 } problem_kv_side;
 
 /* Where a cache's rows live: `slots` rows of each of `kv_batch` cache rows
@@ -122,6 +123,14 @@ void problem_kv_release(problem *p);
 /* The cache fields of the descriptor (cache_seqlens, the cache's K/V,
  * quantized, paged and appended to as asked). */
 void problem_kv_desc(const problem *p, flashcl_attention_desc *d);
+/* After a call with --append: the appended rows read back from the
+ * device, each value compared exactly with the host's (quantized: the
+ * value its code and scales decode to, against the host quantizer's;
+ * else the dtype's bytes). Counts values that differ and values checked;
+ * 0, or -1 with the reason in `why`. */
+int problem_kv_check_append(flashcl_context *ctx, const problem *p,
+                            size_t *differing, size_t *checked, char *why,
+                            size_t why_cap);
 /* Whether K or V is stored quantized. */
 bool problem_kv_quantized(const problem *p);
 

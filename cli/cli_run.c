@@ -237,6 +237,7 @@ typedef struct run_result {
     timing_result time;
     error_pair error;
     double o_error_unquantized; /* --kv-dtype: O vs the unquantized oracle */
+    size_t append_checked, append_differing; /* --append: values read back */
     size_t scratch;
     bool pass;
     bool backward;
@@ -298,6 +299,10 @@ static flashcl_status measure(flashcl_context *ctx, problem *p,
         r->o_error_unquantized = problem_error(p, ref.o, ref.lse).o;
         reference_free(&ref);
     }
+    if (p->spec.append &&
+        problem_kv_check_append(ctx, p, &r->append_differing,
+                                &r->append_checked, why, why_cap) != 0)
+        return FLASHCL_ERROR_OPENCL;
     flashcl_attention_desc desc = problem_desc(p, o->backend);
     status = time_forward(ctx, &desc, 1, o->reps, &r->time);
     if (status != FLASHCL_SUCCESS) {
@@ -373,6 +378,11 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_number(&j, "lse_tolerance", lse_tolerance(p->dtype));
     if (problem_kv_quantized(p))
         json_number(&j, "o_error_unquantized", r->o_error_unquantized);
+    if (p->spec.append) {
+        json_integer(&j, "append_values", (long long)r->append_checked);
+        json_integer(&j, "append_values_differing",
+                     (long long)r->append_differing);
+    }
     json_integer(&j, "reps", r->time.reps);
     json_number(&j, "median_ms", r->time.median_ms);
     json_number(&j, "min_ms", r->time.min_ms);
@@ -469,6 +479,10 @@ static void print_text(const problem *p, flashcl_backend backend,
     printf("max |LSE - LSE_ref| / max(1, |LSE_ref|): %.3e (tolerance "
            "%.1e)\n",
            r->error.lse, lse_tolerance(p->dtype));
+    if (p->spec.append)
+        printf("appended rows read back: %zu of %zu values differ from the "
+               "host's append (not part of PASS)\n",
+               r->append_differing, r->append_checked);
     printf("time: %.3f ms (median of %d after 1 warm-up, host clock), "
            "%.2f GFLOP/s\n",
            r->time.median_ms, r->time.reps, r->gflops);

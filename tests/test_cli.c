@@ -1031,6 +1031,15 @@ static void expect_cache_mode(const char *mode, int page, int append,
     char path[32];
     ck_assert(json_string_of(r.out, "path", path, sizeof path));
     ck_assert_msg(!strcmp(path, "split_kv"), "%s: path %s", args, path);
+    /* K and V: batch 2 x N rows x 2 heads x 64 values each, read back
+     * equal to the host's append (these CPUs divide in fp32 exactly) */
+    ck_assert_msg(append == 0 ||
+                      (json_number_of(r.out, "append_values") ==
+                           512.0 * append &&
+                       json_number_of(r.out, "append_values_differing") == 0),
+                  "%s: appended values %g, %g differing", args,
+                  json_number_of(r.out, "append_values"),
+                  json_number_of(r.out, "append_values_differing"));
     const double unquantized =
         min_unquantized > 0 ? json_number_of(r.out, "o_error_unquantized")
                             : 0;
@@ -1047,6 +1056,10 @@ START_TEST(run_kv_cache_paged_and_appended)
 {
     expect_cache_mode("--kv-dtype int8 --page-size 16", 16, 0, 1e-4);
     expect_cache_mode("--kv-dtype int8 --append 3", 0, 3, 1e-4);
+    /* fp16 rows: a quotient near a half, where a host dividing in double
+     * rounded one code the other way */
+    expect_cache_mode("--kv-dtype int8 --append 32 --dtype fp16", 0, 32,
+                      1e-4);
     expect_cache_mode("--kv-dtype int4 --page-size 32 --append 5 "
                       "--dtype fp16",
                       32, 5, 1e-3);
@@ -1064,7 +1077,9 @@ START_TEST(run_kv_cache_paged_and_appended)
     ck_assert_msg(r.status == 0 && strstr(r.out, "K int4, V int4") &&
                       strstr(r.out, "pages of 32") &&
                       strstr(r.out, "63 cached + 7 appended") &&
-                      strstr(r.out, "capacity 96") && strstr(r.out, "PASS"),
+                      strstr(r.out, "capacity 96") &&
+                      strstr(r.out, "0 of 7168 values differ") &&
+                      strstr(r.out, "PASS"),
                   "exit %d: %s", r.status, clip(r.out));
     tool_free(&r);
     /* the library's refusals, with nothing claimed */
