@@ -807,7 +807,7 @@ START_TEST(quantized_decode_plans)
     const char *forced[4] = {NULL, "lanes", "wide", "mma"};
     const char *want[4][3] = {
         {"-DFLASHCL_SPLIT_MMA=8 ", "-DFLASHCL_SPLIT_MMA_STAGES=0 ",
-         "-DFLASHCL_SPLIT_LANES=0 "},
+         "-DFLASHCL_NV_FP8_CVT=0 "},
         {"-DFLASHCL_SPLIT_LANES=32 ", "-DFLASHCL_SPLIT_MMA=0 ",
          "-DFLASHCL_SPLIT_SHFL=1 "},
         {"-DFLASHCL_SPLIT_WIDE=1 ", "-DFLASHCL_SPLIT_MMA=0 ",
@@ -839,6 +839,20 @@ START_TEST(quantized_decode_plans)
                       "%s: options %s", forced[f] ? forced[f] : "planned",
                       plan.options);
     }
+    /* fp8 on sm_90: the codes through cvt.rn.f16x2.e4m3x2 */
+    d.k_storage = d.v_storage = FLASHCL_KV_FP8_E4M3;
+    d.k_scale.offset = d.v_scale.offset = 0;
+    problem p;
+    ck_assert_msg(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p) ==
+                      FLASHCL_SUCCESS,
+                  "%.300s", flashcl_context_last_error(ctx));
+    kernel_plan plan;
+    char skipped[2048] = "";
+    choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
+    ck_assert_msg(strstr(plan.options, "-DFLASHCL_SPLIT_MMA=8 ") &&
+                      strstr(plan.options, "-DFLASHCL_NV_FP8_CVT=1 ") &&
+                      strstr(plan.options, "-DFLASHCL_K_QUANT=1 "),
+                  "e4m3: options %s", plan.options);
     clReleaseMemObject(lens);
     clReleaseMemObject(cache);
     clReleaseMemObject(scales);

@@ -744,6 +744,26 @@ static int mma_prefetch(const split_shape *s)
     return s->mma_stages > 0 ? 0 : steps;
 }
 
+static bool is_fp8(int type)
+{
+    return type == FLASHCL_KV_FP8_E4M3 || type == FLASHCL_KV_FP8_E5M2;
+}
+
+static bool quant_has_fp8(const problem *p)
+{
+    return is_fp8(p->quant.k.type) || is_fp8(p->quant.v.type);
+}
+
+/* cvt from an fp8 pair to an f16 pair, and the tensor-core kernel's
+ * emulation of it. ptxas takes it for sm_90 at PTX 7.8 (sm_89 needs PTX
+ * 8.1, which the driver's PTX version decides: not assumed). */
+static bool has_fp8_cvt(const device_caps *caps)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
+        return true; /* the emulation (the kernel runs there only so) */
+    return caps->nv_cc_major >= 9;
+}
+
 typedef struct split_switches {
     FLASHCL_SPLIT_SWITCHES(SWITCH_FIELD)
 } split_switches;
@@ -785,6 +805,7 @@ static split_switches plan_switches(const device_caps *caps,
         .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->split.parts) : 1,
         .SPLIT_FUSED = plan->split.fused,
         .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA,
+        .NV_FP8_CVT = mma && quant_has_fp8(p) && has_fp8_cvt(caps),
         .K_QUANT = p->quant.k.type,
         .V_QUANT = p->quant.v.type};
 }
