@@ -59,12 +59,24 @@ static cl_mem upload(cl_context context, const void *data, size_t bytes,
                           bytes, (void *)data, err);
 }
 
-static cl_mem output_buffer(cl_context context, size_t bytes, cl_int *err)
+/* Filled with NaN bytes, so that an element the call leaves unwritten
+ * fails the check instead of passing on what a previous run left. */
+static cl_mem output_buffer(flashcl_context *ctx, size_t bytes, cl_int *err)
 {
     if (*err != CL_SUCCESS)
         return NULL;
-    return clCreateBuffer(context, CL_MEM_READ_WRITE, bytes ? bytes : 16,
-                          NULL, err);
+    const size_t size = bytes ? (bytes + 3) / 4 * 4 : 16;
+    cl_mem buffer = clCreateBuffer(flashcl_context_cl_context(ctx),
+                                   CL_MEM_READ_WRITE, size, NULL, err);
+    /* NaN as fp32, fp16 and bf16; fp64 reads a number near 2^1021 */
+    const cl_uint nan_bits = 0x7fc07fc0u;
+    if (*err == CL_SUCCESS)
+        *err = clEnqueueFillBuffer(flashcl_context_queue(ctx), buffer,
+                                   &nan_bits, sizeof nan_bits, 0, size, 0,
+                                   NULL, NULL);
+    if (*err == CL_SUCCESS)
+        *err = clFinish(flashcl_context_queue(ctx));
+    return buffer;
 }
 
 static cl_int upload_all(flashcl_context *ctx, problem *p)
@@ -77,8 +89,8 @@ static cl_int upload_all(flashcl_context *ctx, problem *p)
     p->q_buf = upload(context, p->q, p->q_count * elem, &err);
     p->k_buf = upload(context, p->k, p->k_count * elem, &err);
     p->v_buf = upload(context, p->v, p->v_count * elem, &err);
-    p->o_buf = output_buffer(context, p->o_count * elem, &err);
-    p->lse_buf = output_buffer(context, p->lse_count * 4, &err);
+    p->o_buf = output_buffer(ctx, p->o_count * elem, &err);
+    p->lse_buf = output_buffer(ctx, p->lse_count * 4, &err);
     if (p->slopes)
         p->slopes_buf = upload(context, p->slopes, (size_t)s->heads_q * 4, &err);
     if (p->sinks)
@@ -131,7 +143,8 @@ flashcl_status problem_create(flashcl_context *ctx, const problem_spec *spec,
         problem_release(p);
         return FLASHCL_ERROR_OPENCL;
     }
-    p->spec.kv_cache = spec->kv_cache || spec->k_storage || spec->v_storage;
+    p->spec.kv_cache = spec->kv_cache || spec->k_storage ||
+                       spec->v_storage || spec->page_size || spec->append;
     if (p->spec.kv_cache && problem_kv_create(ctx, p, why, why_cap) != 0) {
         problem_release(p);
         return FLASHCL_ERROR_OPENCL;

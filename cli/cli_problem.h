@@ -21,23 +21,42 @@ typedef struct problem_spec {
     long window_left, window_right;
     int alibi, bias, mask, sinks;
     float softcap;
-    /* K and V as a dense KV cache (capacity seqlen_k, cache_seqlens =
-     * seqlen_k for every sequence), stored as the dtype or, where
-     * k_storage / v_storage (flashcl_kv_storage) is set, quantized on the
-     * host (docs/kv-quantization.md's layouts; fp8 with a per-tensor
-     * scale). A quantized type implies kv_cache. */
+    /* K and V as a KV cache that every sequence attends seqlen_k keys of,
+     * stored as the dtype or, where k_storage / v_storage
+     * (flashcl_kv_storage) is set, quantized on the host
+     * (docs/kv-quantization.md's layouts; fp8 with a per-tensor scale).
+     * page_size > 0: paged, in pages of that many rows under a shuffled
+     * block table. append > 0: the last `append` keys of each sequence
+     * come as k_new / v_new, which the call writes (and quantizes) into
+     * the cache, whose cache_seqlens is then seqlen_k - append. A dense
+     * cache has room for seqlen_k + append rows (no append: full), a paged
+     * one for whole pages; the rows past the keys are poison. A quantized
+     * type, page_size or append implies kv_cache. */
     int kv_cache;
     int k_storage, v_storage;
+    int page_size, append;
 } problem_spec;
 
-/* One side (K or V) of a quantized cache: the device's bytes, scales and
- * zero points, and the values the kernel must read, as doubles packed
- * like the unquantized tensor (what the oracle reads instead). */
+/* One side (K or V) of the cache: its device rows (the dtype's, or a
+ * quantized type's bytes with their scales and zero points), the rows to
+ * append (k_new / v_new, in the dtype) and, when quantized, the values
+ * the kernel must read, as doubles packed like the unquantized tensor
+ * (what the oracle reads instead; appended rows as the documented append
+ * quantizes them). */
 typedef struct problem_kv_side {
-    int type; /* flashcl_kv_storage; 0: the dtype, nothing below is set */
-    cl_mem bytes_buf, scale_buf, zero_buf;
+    int type; /* flashcl_kv_storage; 0: the dtype (no scales, no values) */
+    cl_mem bytes_buf, scale_buf, zero_buf, new_buf;
     double *values;
+    float fp8_scale;
 } problem_kv_side;
+
+/* Where a cache's rows live: `slots` rows of each of `kv_batch` cache rows
+ * (dense: capacity; paged: page_size, and `table` [batch, max_pages] maps
+ * each sequence's pages). */
+typedef struct problem_kv_layout {
+    int capacity, slots, kv_batch, max_pages, cache_len;
+    int *table;
+} problem_kv_layout;
 
 /* Host inputs (quantised to the dtype), device buffers and outputs. */
 typedef struct problem {
@@ -51,7 +70,10 @@ typedef struct problem {
         bias_buf, mask_buf;
     void *o; /* storage, read back */
     float *lse;
-    cl_mem seqlens_buf;     /* spec.kv_cache: int32 [batch], all seqlen_k */
+    /* spec.kv_cache: cache_seqlens (int32 [batch], all layout.cache_len)
+     * and the block table when paged */
+    cl_mem seqlens_buf, table_buf;
+    problem_kv_layout layout;
     problem_kv_side kv[2]; /* K, V */
 } problem;
 
@@ -93,12 +115,22 @@ void reference_free(reference_result *r);
 reference_result problem_reference_unquantized(const problem *p);
 
 /* KV-cache mode (cli_kvcache.c): the cache's device buffers, quantized
- * where asked; 0, or -1 with the reason in `why`. */
+ * where asked, paged and appended to where asked; 0, or -1 with the
+ * reason in `why`. */
 int problem_kv_create(flashcl_context *ctx, problem *p, char *why,
                       size_t why_cap);
 void problem_kv_release(problem *p);
-/* The cache fields of the descriptor (cache_seqlens, quantized K/V). */
+/* The cache fields of the descriptor (cache_seqlens, the cache's K/V,
+ * quantized, paged and appended to as asked). */
 void problem_kv_desc(const problem *p, flashcl_attention_desc *d);
+/* After a call with --append: the appended rows read back from the
+ * device, each value compared exactly with the host's (quantized: the
+ * value its code and scales decode to, against the host quantizer's;
+ * else the dtype's bytes). Counts values that differ and values checked;
+ * 0, or -1 with the reason in `why`. */
+int problem_kv_check_append(flashcl_context *ctx, const problem *p,
+                            size_t *differing, size_t *checked, char *why,
+                            size_t why_cap);
 /* Whether K or V is stored quantized. */
 bool problem_kv_quantized(const problem *p);
 

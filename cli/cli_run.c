@@ -16,6 +16,7 @@ typedef struct run_options {
     int batch, heads, heads_kv, seqlen, seqlen_q, seqlen_k, head_dim, reps;
     bool causal, window, backward, kv_cache;
     int k_storage, v_storage; /* --kv-dtype, flashcl_kv_storage */
+    int page_size, append;    /* --page-size, --append */
     long window_left, window_right;
     float softcap;
     flashcl_dtype dtype;
@@ -120,6 +121,12 @@ static const cli_option run_table[] = {
                       "K,V types (int8,int4); implies --kv-cache",
      CLI_CUSTOM, 0, 0, 0, parse_kv_dtype,
      "e4m3, e5m2, int8, int4 or same, or two of them as K,V"},
+    {"page-size", "P", "paged KV cache of P-row pages (a multiple of\n"
+                       "16), shuffled block table; implies --kv-cache",
+     RUN_INT(page_size), 1, 65536, NULL, NULL},
+    {"append", "N", "the last N keys appended by the call (k_new,\n"
+                    "v_new; quantized by it); implies --kv-cache",
+     RUN_INT(append), 1, 1L << 24, NULL, NULL},
     {"reps", "N", "timed calls, median (default 5)", RUN_INT(reps), 1, 1000,
      NULL, NULL},
     {"backward", NULL, "then the backward: dQ, dK, dV error vs float64\n"
@@ -147,7 +154,11 @@ const cli_command run_command = {
     "(docs/kv-quantization.md's rows; fp8 with one scale per tensor): the\n"
     "error is then against the float64 oracle of the dequantized cache,\n"
     "and the error against the unquantized K and V is printed beside it\n"
-    "(the quantization's own, not part of PASS).\n",
+    "(the quantization's own, not part of PASS). --page-size makes the\n"
+    "cache paged; --append N passes each sequence's last N keys as k_new /\n"
+    "v_new, which the call writes (and quantizes) into the cache at\n"
+    "cache_seqlens = --seqlen-k - N; the oracle's appended rows are the\n"
+    "host's quantization of them, as docs/kv-quantization.md's append.\n",
     run_table};
 
 /* ---- options -------------------------------------------------------- */
@@ -185,16 +196,23 @@ static int resolve_options(run_options *o, problem_spec *spec)
                     o->heads, o->heads_kv);
         return -1;
     }
+    o->kv_cache = o->kv_cache || o->page_size || o->append;
+    const int seqlen_k = o->seqlen_k >= 0 ? o->seqlen_k : o->seqlen;
+    if (o->append > seqlen_k) {
+        usage_error("run", "--append %d is more than the %d keys of "
+                           "--seqlen-k",
+                    o->append, seqlen_k);
+        return -1;
+    }
     if (o->backward && o->kv_cache) {
         usage_error("run", "--backward has no KV-cache mode (--kv-cache, "
-                           "--kv-dtype)");
+                           "--kv-dtype, --page-size, --append)");
         return -1;
     }
     *spec = (problem_spec){.name = "run", .batch = o->batch,
                            .heads_q = o->heads, .heads_kv = o->heads_kv,
                            .seqlen_q = o->seqlen_q ? o->seqlen_q : o->seqlen,
-                           .seqlen_k = o->seqlen_k >= 0 ? o->seqlen_k
-                                                        : o->seqlen,
+                           .seqlen_k = seqlen_k,
                            .head_dim = o->head_dim, .causal = o->causal,
                            .window = o->window,
                            .window_left = o->window_left,
@@ -202,7 +220,8 @@ static int resolve_options(run_options *o, problem_spec *spec)
                            .softcap = o->softcap,
                            .kv_cache = o->kv_cache,
                            .k_storage = o->k_storage,
-                           .v_storage = o->v_storage};
+                           .v_storage = o->v_storage,
+                           .page_size = o->page_size, .append = o->append};
     return 0;
 }
 
@@ -218,6 +237,7 @@ typedef struct run_result {
     timing_result time;
     error_pair error;
     double o_error_unquantized; /* --kv-dtype: O vs the unquantized oracle */
+    size_t append_checked, append_differing; /* --append: values read back */
     size_t scratch;
     bool pass;
     bool backward;
@@ -279,6 +299,10 @@ static flashcl_status measure(flashcl_context *ctx, problem *p,
         r->o_error_unquantized = problem_error(p, ref.o, ref.lse).o;
         reference_free(&ref);
     }
+    if (p->spec.append &&
+        problem_kv_check_append(ctx, p, &r->append_differing,
+                                &r->append_checked, why, why_cap) != 0)
+        return FLASHCL_ERROR_OPENCL;
     flashcl_attention_desc desc = problem_desc(p, o->backend);
     status = time_forward(ctx, &desc, 1, o->reps, &r->time);
     if (status != FLASHCL_SUCCESS) {
@@ -305,9 +329,10 @@ static const char *backend_name(flashcl_backend backend)
     return backend == FLASHCL_BACKEND_REFERENCE ? "reference" : "fused";
 }
 
-static void json_shape(json_writer *j, const problem_spec *s,
-                       flashcl_dtype dtype)
+static void json_shape(json_writer *j, const problem *p)
 {
+    const problem_spec *s = &p->spec;
+    const flashcl_dtype dtype = p->dtype;
     json_integer(j, "batch", s->batch);
     json_integer(j, "heads", s->heads_q);
     json_integer(j, "heads_kv", s->heads_kv);
@@ -323,6 +348,10 @@ static void json_shape(json_writer *j, const problem_spec *s,
     json_bool(j, "kv_cache", s->kv_cache);
     json_string(j, "k_storage", kvq_type_name(s->k_storage));
     json_string(j, "v_storage", kvq_type_name(s->v_storage));
+    json_integer(j, "page_size", s->page_size);
+    json_integer(j, "append", s->append);
+    json_integer(j, "cache_seqlens", s->kv_cache ? p->layout.cache_len : 0);
+    json_integer(j, "kv_capacity", s->kv_cache ? p->layout.capacity : 0);
 }
 
 static void print_json(const problem *p, flashcl_backend backend,
@@ -335,7 +364,7 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_string(&j, "platform", dev->platform);
     json_string(&j, "backend", backend_name(backend));
     json_string(&j, "backend_source", r->backend_source);
-    json_shape(&j, &p->spec, p->dtype);
+    json_shape(&j, p);
     json_bool(&j, "kernel_compiled", r->compiled);
     json_number(&j, "compile_ms", r->compile_ms);
     json_bool(&j, "from_binary_cache", r->from_binary_cache);
@@ -349,6 +378,11 @@ static void print_json(const problem *p, flashcl_backend backend,
     json_number(&j, "lse_tolerance", lse_tolerance(p->dtype));
     if (problem_kv_quantized(p))
         json_number(&j, "o_error_unquantized", r->o_error_unquantized);
+    if (p->spec.append) {
+        json_integer(&j, "append_values", (long long)r->append_checked);
+        json_integer(&j, "append_values_differing",
+                     (long long)r->append_differing);
+    }
     json_integer(&j, "reps", r->time.reps);
     json_number(&j, "median_ms", r->time.median_ms);
     json_number(&j, "min_ms", r->time.min_ms);
@@ -387,8 +421,14 @@ static void print_shape(const problem *p)
     if (s->softcap > 0)
         printf(", softcap %g", (double)s->softcap);
     if (s->kv_cache)
-        printf(", KV cache (K %s, V %s)", kvq_type_name(s->k_storage),
+        printf(", KV cache (K %s, V %s", kvq_type_name(s->k_storage),
                kvq_type_name(s->v_storage));
+    if (s->kv_cache && s->page_size)
+        printf(", pages of %d", s->page_size);
+    if (s->kv_cache && s->append)
+        printf(", %d cached + %d appended", p->layout.cache_len, s->append);
+    if (s->kv_cache)
+        printf(", capacity %d)", p->layout.capacity);
     printf("\n");
 }
 
@@ -439,6 +479,10 @@ static void print_text(const problem *p, flashcl_backend backend,
     printf("max |LSE - LSE_ref| / max(1, |LSE_ref|): %.3e (tolerance "
            "%.1e)\n",
            r->error.lse, lse_tolerance(p->dtype));
+    if (p->spec.append)
+        printf("appended rows read back: %zu of %zu values differ from the "
+               "host's append (not part of PASS)\n",
+               r->append_differing, r->append_checked);
     printf("time: %.3f ms (median of %d after 1 warm-up, host clock), "
            "%.2f GFLOP/s\n",
            r->time.median_ms, r->time.reps, r->gflops);

@@ -155,6 +155,25 @@ CHECK_BASE='shfl\.sync\.bfly' check "split lane-group kernel, int4 K e4m3 V, pag
 CHECK_BASE='shfl\.sync\.bfly' check "split lane-group kernel, e5m2 K, fp32 V, D64, 2-column slices" $split \
   "$d64 $lanes -DFLASHCL_SPLIT_LANES=32 -DFLASHCL_SPLIT_UNROLL=4 -DFLASHCL_BLOCK_N=16 -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=0 -DFLASHCL_KV_MODE=2 -DFLASHCL_K_QUANT=2" \
   'ld\.global(\.nc)?\.[su]8' '!__local_depot'
+# The tensor-core split kernel reading a quantized cache (NVIDIA's pick
+# for one where it serves the call, as for a 16-bit cache): each lane's
+# 8-element chunks, 8 bytes (int4: 4) a load, decoded by kv_oct into 16-bit
+# pairs; no ring (cp.async would copy raw bytes), no stack frame. The
+# first is the H200's plan for an int8 bf16 GQA decode
+# (tests/test_nv_plans.c prints it). fp8 through cvt (sm_90): clang
+# loads each half of a chunk apart (4-byte loads), never byte by byte.
+CHECK_BASE='mma\.sync' check "split tensor-core kernel, int8 K and V, dense, bf16" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_FUSED=1 -DFLASHCL_SPLIT_MMA_LOAD=2 -DFLASHCL_K_QUANT=3 -DFLASHCL_V_QUANT=3" \
+  "$v8" '!cp\.async' '!__local_depot'
+CHECK_BASE='mma\.sync' check "split tensor-core kernel, int4 K e4m3 V, paged, fp16, 16 rows" $split \
+  "$d64 $smma -DFLASHCL_BLOCK_M=16 -DFLASHCL_DTYPE=1 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=3 -DFLASHCL_K_QUANT=4 -DFLASHCL_V_QUANT=1" \
+  'ld\.global(\.nc)?\.u32' "$v8" '!cp\.async' '!__local_depot'
+CHECK_BASE='mma\.sync' check "split tensor-core kernel, e4m3 K and V through cvt (sm_90)" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=4 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_FUSED=1 -DFLASHCL_SPLIT_MMA_LOAD=2 -DFLASHCL_K_QUANT=1 -DFLASHCL_V_QUANT=1 -DFLASHCL_NV_FP8_CVT=1" \
+  'cvt\.rn\.f16x2\.e4m3x2' 'ld\.global(\.nc)?\.u32' '!ld\.global(\.nc)?\.[su]8' '!__local_depot'
+CHECK_BASE='mma\.sync' check "split tensor-core kernel, e5m2 K, bf16 V, L2 prefetch" $split \
+  "$d128 $smma -DFLASHCL_BLOCK_M=8 -DFLASHCL_DTYPE=2 -DFLASHCL_SPLIT=1 -DFLASHCL_KV_MODE=2 -DFLASHCL_SPLIT_MMA_PREFETCH=2 -DFLASHCL_K_QUANT=2" \
+  "$v8" 'prefetch\.global\.L2' "$v16" '!__local_depot'
 
 
 # The Hopper wgmma kernel (cl/nvidia/flash_fwd_wgmma.cl) in the schedules

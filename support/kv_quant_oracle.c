@@ -108,7 +108,11 @@ static void quantize_int4(const float *x, size_t dim, unsigned char *bytes,
         scales[g] = scale;
         zeros[g] = -lo / scale;
         for (size_t i = 0; i < KVQ_GROUP; ++i) {
-            double q = nearbyint((double)group[i] / scale + zeros[g]);
+            /* fp32, as the page says: in double a quotient near a half
+             * could round the other way, and an fp16 row lands there
+             * often */
+            const float shifted = group[i] / scale + zeros[g];
+            double q = nearbyint((double)shifted);
             q = q < 0 ? 0 : q > 15 ? 15 : q;
             const size_t d = g * KVQ_GROUP + i;
             bytes[d / 2] |= (unsigned char)((unsigned)q << (4 * (d % 2)));
@@ -129,17 +133,18 @@ void kvq_quantize_row(int type, const float *x, size_t dim, float fp8_scale,
             amax = fabsf(x[d]) > amax ? fabsf(x[d]) : amax;
         scales[0] = amax / 127.0f;
         for (size_t d = 0; d < dim; ++d) {
-            const double q =
-                scales[0] > 0 ? nearbyint((double)x[d] / scales[0]) : 0;
+            const float quotient = scales[0] > 0 ? x[d] / scales[0] : 0;
+            const double q = nearbyint((double)quotient);
             bytes[d] = (unsigned char)(signed char)(q > 127    ? 127
                                                     : q < -127 ? -127
                                                                : q);
         }
         return;
     }
-    for (size_t d = 0; d < dim; ++d)
-        bytes[d] = (unsigned char)kvq_fp8_nearest(type, (double)x[d] /
-                                                            fp8_scale);
+    for (size_t d = 0; d < dim; ++d) {
+        const float quotient = x[d] / fp8_scale;
+        bytes[d] = (unsigned char)kvq_fp8_nearest(type, (double)quotient);
+    }
 }
 
 double kvq_dequant(int type, const unsigned char *bytes, size_t d,

@@ -37,7 +37,8 @@ size_t kvq_row_scales(int type, size_t dim);
 
 /* Quantizes one row of `dim` values into `bytes`: int8 writes scales[0]
  * (symmetric, amax / 127), int4 scales[g] and zeros[g] per group (min/max
- * over the group, 15 steps), fp8 divides by `fp8_scale`. */
+ * over the group, 15 steps), fp8 divides by `fp8_scale`; every step in
+ * fp32 before the rounding to a code, as an append does it. */
 void kvq_quantize_row(int type, const float *x, size_t dim, float fp8_scale,
                       unsigned char *bytes, float *scales, float *zeros);
 /* Value of element d of a quantized row, in float64: scale * q (fp8,

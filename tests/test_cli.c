@@ -1005,6 +1005,106 @@ START_TEST(run_kv_cache_and_kv_dtype)
 }
 END_TEST
 
+/* One --page-size / --append run: it passes against the oracle of the
+ * dequantized cache, echoes its layout (cache_seqlens below a capacity of
+ * seqlen_k + N rows, or whole pages) and, quantized, its error against the
+ * unquantized K/V stays above the type's floor. */
+static void expect_cache_mode(const char *mode, int page, int append,
+                              double min_unquantized)
+{
+    char args[320];
+    snprintf(args, sizeof args, "run --json --reps 1 --batch 2 --heads 8 "
+                                "--heads-kv 2 --seqlen-q 1 --seqlen-k 133 %s",
+             mode);
+    tool_result r = tool(NULL, args);
+    ck_assert_msg(r.status == 0 && json_bool_of(r.out, "pass") == 1,
+                  "%s: exit %d: %s %s", args, r.status, clip(r.out),
+                  clip(r.err));
+    ck_assert(json_number_of(r.out, "o_error") <=
+              json_number_of(r.out, "o_tolerance"));
+    const int capacity = page ? (133 + page - 1) / page * page : 133 + append;
+    ck_assert_msg(json_number_of(r.out, "page_size") == page &&
+                      json_number_of(r.out, "append") == append &&
+                      json_number_of(r.out, "cache_seqlens") == 133 - append &&
+                      json_number_of(r.out, "kv_capacity") == capacity,
+                  "%s: layout echoed as %s", args, clip(r.out));
+    char path[32];
+    ck_assert(json_string_of(r.out, "path", path, sizeof path));
+    ck_assert_msg(!strcmp(path, "split_kv"), "%s: path %s", args, path);
+    /* K and V: batch 2 x N rows x 2 heads x 64 values each, read back
+     * equal to the host's append (these CPUs divide in fp32 exactly) */
+    ck_assert_msg(append == 0 ||
+                      (json_number_of(r.out, "append_values") ==
+                           512.0 * append &&
+                       json_number_of(r.out, "append_values_differing") == 0),
+                  "%s: appended values %g, %g differing", args,
+                  json_number_of(r.out, "append_values"),
+                  json_number_of(r.out, "append_values_differing"));
+    const double unquantized =
+        min_unquantized > 0 ? json_number_of(r.out, "o_error_unquantized")
+                            : 0;
+    ck_assert_msg(min_unquantized == 0 || (unquantized >= min_unquantized &&
+                                           unquantized < 0.5),
+                  "%s: error vs unquantized %g", args, unquantized);
+    tool_free(&r);
+}
+
+/* --page-size and --append, with a cache in the dtype and quantized (the
+ * appended rows quantized by the call, int8/int4 scales computed there,
+ * fp8's given), and the combinations the tool or the library refuses. */
+START_TEST(run_kv_cache_paged_and_appended)
+{
+    expect_cache_mode("--kv-dtype int8 --page-size 16", 16, 0, 1e-4);
+    expect_cache_mode("--kv-dtype int8 --append 3", 0, 3, 1e-4);
+    /* fp16 rows: a quotient near a half, where a host dividing in double
+     * rounded one code the other way */
+    expect_cache_mode("--kv-dtype int8 --append 32 --dtype fp16", 0, 32,
+                      1e-4);
+    expect_cache_mode("--kv-dtype int4 --page-size 32 --append 5 "
+                      "--dtype fp16",
+                      32, 5, 1e-3);
+    expect_cache_mode("--kv-dtype e4m3 --page-size 16 --append 2 "
+                      "--dtype bf16",
+                      16, 2, 1e-3);
+    expect_cache_mode("--kv-dtype int8,int4 --page-size 16 --append 4 "
+                      "--seqlen-q 6 --causal",
+                      16, 4, 1e-3);
+    expect_cache_mode("--kv-dtype e5m2,same --append 40", 0, 40, 1e-3);
+    expect_cache_mode("--kv-cache --page-size 16 --append 3 --dtype fp16",
+                      16, 3, 0);
+    tool_result r = tool(NULL, "run --kv-dtype int4 --page-size 32 "
+                               "--append 7 --seqlen-q 1 --seqlen-k 70");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "K int4, V int4") &&
+                      strstr(r.out, "pages of 32") &&
+                      strstr(r.out, "63 cached + 7 appended") &&
+                      strstr(r.out, "capacity 96") &&
+                      strstr(r.out, "0 of 7168 values differ") &&
+                      strstr(r.out, "PASS"),
+                  "exit %d: %s", r.status, clip(r.out));
+    tool_free(&r);
+    /* the library's refusals, with nothing claimed */
+    static const struct {
+        const char *args, *needle;
+    } refused[] = {
+        {"run --page-size 24 --seqlen-q 1 --seqlen 64", "multiple of 16"},
+        {"run --kv-dtype int8 --page-size 16 --append 2 --backend reference "
+         "--seqlen-q 1 --seqlen 64",
+         "reference"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+        r = tool(NULL, refused[i].args);
+        ck_assert_msg(r.status == 3 && !strstr(r.out, "PASS") &&
+                          strstr(r.err, refused[i].needle),
+                      "%s: exit %d: %s %s", refused[i].args, r.status,
+                      clip(r.out), clip(r.err));
+        tool_free(&r);
+    }
+    expect_usage_error("run --append 65 --seqlen 64", "--append 65");
+    expect_usage_error("run --page-size 16 --backward", "no KV-cache mode");
+    expect_usage_error("run --append 0", "--append");
+}
+END_TEST
+
 /* Whether the kernel was compiled in this process comes from
  * flashcl_prepare (0 ms: it was cached); the text says so in words that
  * match the number, and the first call is reported on its own. */
@@ -1602,6 +1702,7 @@ int main(int argc, char **argv)
         {info_lists_the_device, 0}, {run_both_backends, 0},
         {run_follows_backend_env, 0}, {run_json_failure, 0},
         {run_shape_and_variant_options, 0}, {run_kv_cache_and_kv_dtype, 0},
+        {run_kv_cache_paged_and_appended, 0},
         {run_reports_compile_and_first_call, 0},
         {run_backward_reports_errors_and_time, 0},
         {info_variant_rows_from_library, 0}, {progress_on_a_terminal, 0},

@@ -3,7 +3,9 @@
  * values with their scales, on the split-KV row kernel (and, as ctest's
  * test_kv_quant_wide and test_kv_quant_lanes, on the wide and lane-group
  * ones: FLASHCL_SPLIT_KERNEL=wide or lanes, checked to be the one
- * planned).
+ * planned; scripts/test.sh runs the tensor-core kernel, emulated, with
+ * FLASHCL_SPLIT_KERNEL=mma and the fp32 cases in 16 bits,
+ * FLASHCL_KVQ_DTYPE).
  *
  * The cache is written by the host's quantizer (support/kv_quant_oracle.h,
  * written from docs/kv-quantization.md, not from the kernels) and the
@@ -462,8 +464,12 @@ static size_t lse_index(const setup *s, int b, int h, int i)
 
 /* O [batch, seqlen_q, heads_q, dv] and LSE [batch, heads_q, seqlen_q] in
  * float64 over the cache as the kernel must read it (`truth`: the values
- * before quantization instead). */
-static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
+ * before quantization instead); `bound` (if not NULL, LSE's shape): the
+ * largest scale * sum_d |q_d k_d| over a row's keys, which bounds how far
+ * a score moves when the kernel rounds the dequantized K to a 16-bit
+ * dtype (the tensor-core kernel reads it so). */
+static void kvq_oracle(const setup *s, int truth, double *o, double *lse,
+                       double *bound)
 {
     const kvq_case *c = s->c;
     const int group = c->heads_q / c->heads_kv;
@@ -480,6 +486,7 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                     s->q + (row * (size_t)c->heads_q + (size_t)h) *
                                (size_t)c->head_dim;
                 double m = c->sinks ? s->sinks[h] : -INFINITY;
+                double row_bound = 0;
                 for (int j = 0; j < nk; ++j) {
                     p[j] = -INFINITY;
                     if ((c->causal && j > i + diag) ||
@@ -488,7 +495,7 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                     size_t row, slot;
                     key_slot(s, b, j, &row, &slot);
                     const size_t kr = row_index(&s->k, row, slot, (size_t)kvh);
-                    double dot = 0;
+                    double dot = 0, magnitude = 0;
                     int finite = 1;
                     for (int d = 0; d < c->head_dim; ++d) {
                         const double kval =
@@ -496,9 +503,11 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                                   : side_value(&s->k, c->dtype, kr, (size_t)d);
                         finite = finite && isfinite(kval);
                         dot += qrow[d] * kval;
+                        magnitude += fabs(qrow[d] * kval);
                     }
                     if (!finite)
                         continue; /* a bad quantized key is masked */
+                    row_bound = fmax(row_bound, scale * magnitude);
                     double score = scale * dot;
                     if (c->softcap > 0)
                         score = c->softcap * tanh(score / c->softcap);
@@ -530,6 +539,8 @@ static void kvq_oracle(const setup *s, int truth, double *o, double *lse)
                     orow[d] = sum > 0 ? orow[d] / sum : 0;
                 lse[lse_index(s, b, h, i)] =
                     sum > 0 ? m + log(sum) : -INFINITY;
+                if (bound)
+                    bound[lse_index(s, b, h, i)] = row_bound;
             }
     free(p);
 }
@@ -611,9 +622,17 @@ static void expect_forced_kernel(const kvq_case *c,
                                  const flashcl_attention_desc *desc)
 {
     const char *kernel = getenv("FLASHCL_SPLIT_KERNEL");
+    /* forced mma: the tensor-core kernel where it serves the case (16-bit
+     * dtype, head dims multiples of 32 up to 128), else the lane kernel */
+    const int mma_fits = c->dtype != FLASHCL_DTYPE_FP32 &&
+                         c->head_dim % 32 == 0 && c->head_dim_v % 32 == 0 &&
+                         c->head_dim <= 128 && c->head_dim_v <= 128;
     const char *want = !kernel                   ? NULL
                        : !strcmp(kernel, "lanes") ? "FLASHCL_SPLIT_LANES="
                        : !strcmp(kernel, "wide")  ? "FLASHCL_SPLIT_WIDE="
+                       : !strcmp(kernel, "mma")   ? (mma_fits
+                                                         ? "FLASHCL_SPLIT_MMA="
+                                                         : "FLASHCL_SPLIT_LANES=")
                                                   : NULL;
     if (!want)
         return;
@@ -663,10 +682,11 @@ static double run_kvq(const kvq_case *c, int outlier)
     double *o_ref = malloc(s.o_count * sizeof *o_ref);
     double *o_true = malloc(s.o_count * sizeof *o_true);
     double *lse_ref = malloc(s.lse_count * sizeof *lse_ref);
-    ck_assert(o_dev && lse_dev && o_ref && o_true && lse_ref);
+    double *bound = malloc(s.lse_count * sizeof *bound);
+    ck_assert(o_dev && lse_dev && o_ref && o_true && lse_ref && bound);
     read_buffer(queue, s.o_mem, o_dev, s.o_count * dtype_bytes(c->dtype));
     read_buffer(queue, s.lse_mem, lse_dev, s.lse_count * 4);
-    kvq_oracle(&s, 0, o_ref, lse_ref);
+    kvq_oracle(&s, 0, o_ref, lse_ref, bound);
     double max_ref = 0, max_true = 0, max_err_true = 0;
     for (size_t i = 0; i < s.o_count; ++i)
         max_ref = fmax(max_ref, fabs(o_ref[i]));
@@ -681,13 +701,19 @@ static double run_kvq(const kvq_case *c, int outlier)
                       "%s: O[%zu] = %.7g, oracle %.7g (max |O| %.4g)", c->name,
                       i, got, o_ref[i], max_ref);
     }
+    /* twice the unit roundoff of K rounded to a 16-bit dtype, times the
+     * row's bound: how far rounding K moves a score, so the LSE */
+    const double k_rounding = c->dtype == FLASHCL_DTYPE_BF16   ? 0x1p-8
+                              : c->dtype == FLASHCL_DTYPE_FP16 ? 0x1p-10
+                                                               : 0;
     for (size_t i = 0; i < s.lse_count; ++i)
         ck_assert_msg((isinf(lse_ref[i]) && isinf(lse_dev[i])) ||
                           fabs(lse_dev[i] - lse_ref[i]) <=
-                              1e-4 * fmax(1, fabs(lse_ref[i])),
+                              1e-4 * fmax(1, fabs(lse_ref[i])) +
+                                  k_rounding * bound[i],
                       "%s: LSE[%zu] = %.7g, oracle %.7g", c->name, i,
                       (double)lse_dev[i], lse_ref[i]);
-    kvq_oracle(&s, 1, o_true, lse_ref);
+    kvq_oracle(&s, 1, o_true, lse_ref, NULL);
     for (size_t i = 0; i < s.o_count; ++i) {
         max_true = fmax(max_true, fabs(o_true[i]));
         max_err_true =
@@ -698,18 +724,40 @@ static double run_kvq(const kvq_case *c, int outlier)
     free(o_ref);
     free(o_true);
     free(lse_ref);
+    free(bound);
     free(k_before);
     free(v_before);
     release_setup(&s);
     return max_true > 0 ? max_err_true / max_true : max_err_true;
 }
 
+/* FLASHCL_KVQ_DTYPE=bf16, fp16 or bf16,fp16 (alternating by case): the
+ * fp32 cases run in that 16-bit dtype, so that the tensor-core split
+ * kernel, which reads only 16-bit storage, serves them (ctest's
+ * test_kv_quant_mma). */
+static kvq_case case_in_test_dtype(int i)
+{
+    kvq_case c = cases[i];
+    const char *dtype = getenv("FLASHCL_KVQ_DTYPE");
+    if (!dtype || c.dtype != FLASHCL_DTYPE_FP32)
+        return c;
+    const int fp16 = !strcmp(dtype, "fp16") ||
+                     (!strcmp(dtype, "bf16,fp16") && i % 2 == 1);
+    c.dtype = fp16 ? FLASHCL_DTYPE_FP16 : FLASHCL_DTYPE_BF16;
+    return c;
+}
+
 START_TEST(quantized_cache_matches_oracle)
 {
     if (test_case_skipped("FLASHCL_KVQ_CASES", _i))
         return;
-    const double err = run_kvq(&cases[_i], 0);
-    printf("kv_quant: %-48s ok (vs unquantized: %.2e)\n", cases[_i].name, err);
+    const kvq_case c = case_in_test_dtype(_i);
+    const double err = run_kvq(&c, 0);
+    printf("kv_quant: %-48s %s ok (vs unquantized: %.2e)\n", c.name,
+           c.dtype == FLASHCL_DTYPE_FP32   ? "fp32"
+           : c.dtype == FLASHCL_DTYPE_FP16 ? "fp16"
+                                           : "bf16",
+           err);
 }
 END_TEST
 
@@ -763,8 +811,6 @@ static const bad_case bad_cases[] = {
     {"appended scales overlap each other", FLASHCL_ERROR_ALIASING,
      "overlaps v_scale"},
     {"FLASHCL_PATH=nv_mma", FLASHCL_ERROR_UNSUPPORTED, "FLASHCL_PATH=nv_mma"},
-    {"FLASHCL_SPLIT_KERNEL=mma", FLASHCL_ERROR_UNSUPPORTED,
-     "FLASHCL_SPLIT_KERNEL=mma"},
     {"fp64 dtype", FLASHCL_ERROR_UNSUPPORTED, "fp64"},
 };
 
@@ -822,10 +868,7 @@ static void break_desc(int i, setup *s, cl_mem small, cl_mem *extra)
     case 12:
         setenv("FLASHCL_PATH", "nv_mma", 1);
         break;
-    case 13:
-        setenv("FLASHCL_SPLIT_KERNEL", "mma", 1);
-        break;
-    case 14: /* no append: k_new's views come first (inference.c) */
+    case 13: /* no append: k_new's views come first (inference.c) */
         d->dtype = FLASHCL_DTYPE_FP64;
         d->seqlen_new = 0;
         d->k_new.buffer = d->v_new.buffer = NULL;

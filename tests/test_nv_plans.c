@@ -777,12 +777,12 @@ START_TEST(backward_plans_for_an_h200)
 END_TEST
 
 /* A quantized cache's decode on the H200 (issue 45): the split-KV path on
- * the lane-group kernel, which dequantizes as it loads (cl/common/
- * kv_load.clh), where an unquantized call would take it or the tensor-core
- * kernel (which does not dequantize: forcing it is refused); the wide
- * kernel when forced, with its plain loads (cp.async copies raw bytes).
- * (scripts/nv_kernel_check.sh compiles such options.) */
-START_TEST(quantized_decode_takes_the_lane_kernel)
+ * the kernel an unquantized call would take, each dequantizing as it loads
+ * (cl/common/kv_load.clh): the tensor-core kernel for a GQA decode,
+ * without its cp.async ring (which copies raw bytes); the lane-group and
+ * wide kernels when forced, the wide one with its plain loads for the
+ * same reason. (scripts/nv_kernel_check.sh compiles such options.) */
+START_TEST(quantized_decode_plans)
 {
     const device_caps caps = h200(ctx);
     cl_context cl = flashcl_context_cl_context(ctx);
@@ -805,13 +805,15 @@ START_TEST(quantized_decode_takes_the_lane_kernel)
     d.k_scale.buffer = d.v_scale.buffer = scales;
     /* what each run must plan: the kernel's switch, then the others' */
     const char *forced[4] = {NULL, "lanes", "wide", "mma"};
-    const char *want[3][3] = {
-        {"-DFLASHCL_SPLIT_LANES=32 ", "-DFLASHCL_SPLIT_WIDE=0 ",
+    const char *want[4][3] = {
+        {"-DFLASHCL_SPLIT_MMA=8 ", "-DFLASHCL_SPLIT_MMA_STAGES=0 ",
+         "-DFLASHCL_NV_FP8_CVT=0 "},
+        {"-DFLASHCL_SPLIT_LANES=32 ", "-DFLASHCL_SPLIT_MMA=0 ",
          "-DFLASHCL_SPLIT_SHFL=1 "},
-        {"-DFLASHCL_SPLIT_LANES=32 ", "-DFLASHCL_SPLIT_WIDE=0 ",
-         "-DFLASHCL_SPLIT_SHFL=1 "},
-        {"-DFLASHCL_SPLIT_WIDE=1 ", "-DFLASHCL_SPLIT_LANES=0 ",
-         "-DFLASHCL_SPLIT_CP_ASYNC=0 "}};
+        {"-DFLASHCL_SPLIT_WIDE=1 ", "-DFLASHCL_SPLIT_MMA=0 ",
+         "-DFLASHCL_SPLIT_CP_ASYNC=0 "},
+        {"-DFLASHCL_SPLIT_MMA=8 ", "-DFLASHCL_SPLIT_MMA_STAGES=0 ",
+         "-DFLASHCL_SPLIT_LANES=0 "}};
     for (int f = 0; f < 4; ++f) {
         if (forced[f])
             setenv("FLASHCL_SPLIT_KERNEL", forced[f], 1);
@@ -823,11 +825,6 @@ START_TEST(quantized_decode_takes_the_lane_kernel)
         char skipped[2048] = "";
         choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
         unsetenv("FLASHCL_SPLIT_KERNEL");
-        if (f == 3) {
-            ck_assert_msg(strstr(plan.refused, "FLASHCL_SPLIT_KERNEL") != NULL,
-                          "%s: not refused (%s)", forced[f], plan.refused);
-            continue;
-        }
         printf("quantized int8 decode on the H200 (%s): %s: %s\n",
                forced[f] ? forced[f] : "planned", plan.path->name,
                plan.options);
@@ -838,11 +835,24 @@ START_TEST(quantized_decode_takes_the_lane_kernel)
         ck_assert_msg(strstr(padded, want[f][0]) && strstr(padded, want[f][1]) &&
                           strstr(padded, want[f][2]) &&
                           strstr(padded, "-DFLASHCL_K_QUANT=3 ") &&
-                          strstr(padded, "-DFLASHCL_V_QUANT=3 ") &&
-                          strstr(padded, "-DFLASHCL_SPLIT_MMA=0 "),
+                          strstr(padded, "-DFLASHCL_V_QUANT=3 "),
                       "%s: options %s", forced[f] ? forced[f] : "planned",
                       plan.options);
     }
+    /* fp8 on sm_90: the codes through cvt.rn.f16x2.e4m3x2 */
+    d.k_storage = d.v_storage = FLASHCL_KV_FP8_E4M3;
+    d.k_scale.offset = d.v_scale.offset = 0;
+    problem p;
+    ck_assert_msg(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p) ==
+                      FLASHCL_SUCCESS,
+                  "%.300s", flashcl_context_last_error(ctx));
+    kernel_plan plan;
+    char skipped[2048] = "";
+    choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
+    ck_assert_msg(strstr(plan.options, "-DFLASHCL_SPLIT_MMA=8 ") &&
+                      strstr(plan.options, "-DFLASHCL_NV_FP8_CVT=1 ") &&
+                      strstr(plan.options, "-DFLASHCL_K_QUANT=1 "),
+                  "e4m3: options %s", plan.options);
     clReleaseMemObject(lens);
     clReleaseMemObject(cache);
     clReleaseMemObject(scales);
@@ -892,7 +902,7 @@ int main(void)
     tcase_add_test(tc, plan_error_fails_the_build);
     tcase_add_test(tc, first_refusal_stands);
     tcase_add_test(tc, matrix_offer_by_vendor);
-    tcase_add_test(tc, quantized_decode_takes_the_lane_kernel);
+    tcase_add_test(tc, quantized_decode_plans);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_set_fork_status(runner, CK_NOFORK);

@@ -56,9 +56,6 @@
 #if FLASHCL_BATCH_IDX && FLASHCL_KV_MODE != 2
 #error "FLASHCL_BATCH_IDX needs a dense cache (FLASHCL_KV_MODE 2)"
 #endif
-#if (FLASHCL_K_QUANT || FLASHCL_V_QUANT) && FLASHCL_SPLIT_MMA
-#error "a quantized K/V cache is read by the row, wide and lane-group kernels alone (the host plans it)"
-#endif
 #if (FLASHCL_K_QUANT && FLASHCL_HEAD_DIM % 4) || (FLASHCL_V_QUANT && FLASHCL_HEAD_DIM_V % 4)
 #error "quantized rows are read four values at a time: pad the head dims to 4"
 #endif

@@ -25,12 +25,12 @@
 
 /* ---- tiles and split count ------------------------------------------- */
 
-static bool rows_aligned16(const problem *p);
+static bool rows_aligned_for_mma(const problem *p);
 
 /* Whether the tensor-core kernel (split_mma.clh) serves the problem:
- * NVIDIA with mma.sync bf16 (sm_80+), or its emulation, 16-bit storage,
- * rows it can read in 16-byte quarters, head dims multiples of 32 up to
- * 128. */
+ * NVIDIA with mma.sync bf16 (sm_80+), or its emulation, 16-bit storage
+ * (quantized K/V decoded into it), rows it can read in whole chunks, head
+ * dims multiples of 32 up to 128. */
 static bool mma_fits(const device_caps *caps, const problem *p)
 {
     return ((caps->klass == DEVICE_CLASS_GPU_NVIDIA &&
@@ -38,7 +38,8 @@ static bool mma_fits(const device_caps *caps, const problem *p)
             nv_emulated(caps)) &&
            (p->dtype == FLASHCL_DTYPE_FP16 || p->dtype == FLASHCL_DTYPE_BF16) &&
            p->head_dim % 32 == 0 && p->head_dim_v % 32 == 0 &&
-           p->head_dim <= 128 && p->head_dim_v <= 128 && rows_aligned16(p);
+           p->head_dim <= 128 && p->head_dim_v <= 128 &&
+           rows_aligned_for_mma(p);
 }
 
 /* The tensor-core kernel's entry: the many-work-group one when the
@@ -65,19 +66,8 @@ static const split_tile *mma_entry(const device_caps *caps,
 static const split_tile *lookup(const device_caps *caps, const problem *p)
 {
     const char *forced = dev_getenv("FLASHCL_SPLIT_KERNEL");
-    /* cl/common/kv_load.clh serves the row, wide and lane-group kernels:
-     * a quantized call takes the kernel a 16-bit one would, and on NVIDIA
-     * the lane-group one also where that would be the tensor-core kernel,
-     * which does not dequantize (its own fallback; plan_split refuses a
-     * forced mma). */
-    if (p->quant.any && forced && *forced)
-        return !strcmp(forced, "wide")    ? &split_tiles[1]
-               : !strcmp(forced, "lanes") ? &split_tiles[2]
-                                          : &split_tiles[0];
-    if (p->quant.any)
-        return caps->klass == DEVICE_CLASS_CPU ? &split_tiles[0]
-               : caps->klass != DEVICE_CLASS_GPU_NVIDIA ? &split_tiles[1]
-                                                        : &split_tiles[2];
+    /* cl/common/kv_load.clh serves every kernel: a quantized call takes
+     * the kernel a 16-bit one would. */
     if (forced && strcmp(forced, "row") == 0)
         return &split_tiles[0];
     if (forced && strcmp(forced, "wide") == 0)
@@ -202,17 +192,25 @@ typedef struct split_shape {
  * (a slice is a 16-byte multiple, or a divisor of 16, of a row's start). */
 static bool rows_aligned16(const problem *p)
 {
-    const int64_t elems = 16 / (int64_t)storage_bytes(p->dtype);
-    const tensor_view *views[2] = {&p->k, &p->v};
-    for (int t = 0; t < 2; ++t) {
-        const tensor_view *v = views[t];
-        if (v->stride[3] != 1 || v->base % elems != 0)
-            return false;
-        for (int a = 0; a < 3; ++a)
-            if (v->stride[a] % elems != 0)
-                return false;
-    }
-    return true;
+    const size_t elem = storage_bytes(p->dtype);
+    return view_rows_aligned(&p->k, elem, 16) &&
+           view_rows_aligned(&p->v, elem, 16);
+}
+
+/* A lane of the tensor-core kernel reads its part of a row in chunks of 8
+ * elements: 16 bytes in the dtype, 8 quantized to 8 bits, 4 in int4
+ * (a quantized K or V view counts bytes). */
+static bool side_aligned_for_mma(const problem *p, const tensor_view *view,
+                                 int type)
+{
+    return type ? view_rows_aligned(view, 1, type == FLASHCL_KV_INT4 ? 4 : 8)
+                : view_rows_aligned(view, storage_bytes(p->dtype), 16);
+}
+
+static bool rows_aligned_for_mma(const problem *p)
+{
+    return side_aligned_for_mma(p, &p->k, p->quant.k.type) &&
+           side_aligned_for_mma(p, &p->v, p->quant.v.type);
 }
 
 /* Local memory of split_lanes.clh: the groups' merge (max, sum, output
@@ -305,7 +303,8 @@ static split_shape mma_shape(const split_tile *tile, const device_caps *caps,
     s.wg_size = 32 * s.mma_warps;
     s.block_m = pow2_at_least(p->seqlen_q * group, tile->min_rows,
                               tile->max_rows > 16 ? 16 : tile->max_rows);
-    s.mma_stages = tile->mma_stages;
+    /* the ring copies raw chunks: a quantized part is decoded as it loads */
+    s.mma_stages = p->quant.any ? 0 : tile->mma_stages;
     s.d = (int)p->head_dim;
     s.dv = (int)p->head_dim_v;
     const size_t limit = plan_local_mem(caps);
@@ -615,9 +614,8 @@ static split_shape shape_of(const device_caps *caps, const problem *p,
                             : entry->lanes   ? forced_lanes_tile(&tuned)
                                              : tuned;
     split_shape s = shape_for(&tile, caps, p);
-    if ((s.tile.wide || s.tile.lanes || s.mma_warps) &&
-        ((caps->max_work_group && (size_t)s.wg_size > caps->max_work_group) ||
-         (p->quant.any && !s.tile.wide && !s.tile.lanes)))
+    if ((s.tile.wide || s.tile.lanes || s.mma_warps) && caps->max_work_group &&
+        (size_t)s.wg_size > caps->max_work_group)
         s = shape_for(&split_tiles[0], caps, p); /* the row kernel */
     if (tile.measured != tuned.measured || s.tile.measured != tile.measured)
         origin[0] = '\0'; /* the knobs, or the row kernel, run */
@@ -746,6 +744,26 @@ static int mma_prefetch(const split_shape *s)
     return s->mma_stages > 0 ? 0 : steps;
 }
 
+static bool is_fp8(int type)
+{
+    return type == FLASHCL_KV_FP8_E4M3 || type == FLASHCL_KV_FP8_E5M2;
+}
+
+static bool quant_has_fp8(const problem *p)
+{
+    return is_fp8(p->quant.k.type) || is_fp8(p->quant.v.type);
+}
+
+/* cvt from an fp8 pair to an f16 pair, and the tensor-core kernel's
+ * emulation of it. ptxas takes it for sm_90 at PTX 7.8 (sm_89 needs PTX
+ * 8.1, which the driver's PTX version decides: not assumed). */
+static bool has_fp8_cvt(const device_caps *caps)
+{
+    if (caps->klass != DEVICE_CLASS_GPU_NVIDIA)
+        return true; /* the emulation (the kernel runs there only so) */
+    return caps->nv_cc_major >= 9;
+}
+
 typedef struct split_switches {
     FLASHCL_SPLIT_SWITCHES(SWITCH_FIELD)
 } split_switches;
@@ -787,6 +805,7 @@ static split_switches plan_switches(const device_caps *caps,
         .SPLIT_MMA_LOAD = mma ? mma_load_kind(p, plan->split.parts) : 1,
         .SPLIT_FUSED = plan->split.fused,
         .NV_EMULATE = mma && caps->klass != DEVICE_CLASS_GPU_NVIDIA,
+        .NV_FP8_CVT = mma && quant_has_fp8(p) && has_fp8_cvt(caps),
         .K_QUANT = p->quant.k.type,
         .V_QUANT = p->quant.v.type};
 }
@@ -846,13 +865,6 @@ void split_kv_plan(const device_caps *caps, const problem *p,
                                 : "from compute units and shape",
         plan->split.fused ? ", merged by the last work-group" : "",
         (long long)problem_group_size(p), p->heads_q == p->heads_kv ? "" : "s");
-    const char *kernel = dev_getenv("FLASHCL_SPLIT_KERNEL");
-    if (p->quant.any && kernel && *kernel && strcmp(kernel, "row") != 0 &&
-        strcmp(kernel, "wide") != 0 && strcmp(kernel, "lanes") != 0)
-        plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
-                    "FLASHCL_SPLIT_KERNEL=%.16s with a quantized K/V cache: "
-                    "only the row, wide and lane-group kernels dequantize",
-                    kernel);
     const split_switches values = plan_switches(caps, p, &s, plan);
     plan_emit_options(plan, plan->options, sizeof plan->options, p, split_emit,
                       &values);
