@@ -1118,6 +1118,49 @@ START_TEST(test_empty_sides)
 }
 END_TEST
 
+/* The backward reads an fp32 LSE: a descriptor whose lse_dtype is fp64
+ * (as the fp64 forward wrote it, into a buffer that holds it) is refused
+ * by name, and dQ, dK and dV stay poisoned. */
+START_TEST(test_fp64_lse_refused)
+{
+    flashcl_context *ctx = shared_context();
+    flashcl_device_info info;
+    memset(&info, 0, sizeof info);
+    if (flashcl_context_device_info(ctx, &info) != FLASHCL_SUCCESS ||
+        !info.has_fp64)
+        return; /* test_fp64_absent covers the refusal */
+    const bwd_case c = {F64, 1, 2, 1, 17, 33, 64, 0, 0, 0, 0, 0, 0,
+                        0, 0, 0, 0, 0, 0, 0, BNHD};
+    cl_command_queue queue = flashcl_context_queue(ctx);
+    setup s;
+    make_setup(&s, &c, 9);
+    const flashcl_attention_desc fp32_lse = s.desc;
+    cl_mem lse64 =
+        create_buffer(flashcl_context_cl_context(ctx), s.lse.bytes * 2);
+    s.desc.lse.buffer = lse64;
+    s.desc.lse_dtype = FLASHCL_DTYPE_FP64;
+    run_forward(&s);
+    buf *outs[] = {&s.d_q, &s.d_k, &s.d_v};
+    for (int t = 0; t < 3; ++t)
+        poison_buffer(queue, outs[t]->mem, outs[t]->bytes + TAIL);
+    const flashcl_status status =
+        flashcl_attention_backward(ctx, NULL, &s.desc, &s.bwd, 0, NULL, NULL);
+    const char *message = flashcl_context_last_error(ctx);
+    ck_assert_msg(status == FLASHCL_ERROR_UNSUPPORTED &&
+                      strstr(message, "lse_dtype"),
+                  "fp64 lse: got %s (%s)", flashcl_status_string(status),
+                  message);
+    CL_CHECK(clFinish(queue));
+    for (int t = 0; t < 3; ++t)
+        ck_assert_msg(buffer_is_poisoned(queue, outs[t]->mem,
+                                         outs[t]->bytes + TAIL),
+                      "fp64 lse: output %d was written", t);
+    clReleaseMemObject(lse64);
+    s.desc = fp32_lse;
+    free_setup(&s);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry gradients[] = {
@@ -1130,6 +1173,7 @@ int main(void)
     const test_entry plan[] = {
         {test_describe, 0},
         {test_forced_path, 0},
+        {test_fp64_lse_refused, 0},
     };
     const test_entry varlen[] = {
         {test_varlen, (int)LENGTH(varlen_cases)},
