@@ -696,10 +696,13 @@ typedef struct bwd_plan_case {
     {name, d, dv, causal, 0, dtype, wl, wl == -2 ? -2 : 0, cap, alibi, bias,   \
      mask, 0, 0, 0, 0, NULL, NULL, "", {NULL}, {NULL}, NULL}
 static const bwd_plan_case bwd_cases[] = {
-    /* opt-in until measured on a GPU: unforced, the portable kernels */
+    /* the default since its suite passed on a GPU (H100, 2026-12-07) */
     {BWD_CASE("bf16 D64 unforced", 64, 64, 0, FLASHCL_DTYPE_BF16, -2, 0, 0, 0,
               0),
-     NULL, false, 0, 0},
+     NULL, true, 32, 32},
+    {BWD_CASE("fp16 D128 causal unforced", 128, 128, 1, FLASHCL_DTYPE_FP16, -2,
+              0, 0, 0, 0),
+     NULL, true, 16, 32},
     {BWD_CASE("bf16 D64", 64, 64, 0, FLASHCL_DTYPE_BF16, -2, 0, 0, 0, 0),
      "nv_mma", true, 32, 32},
     {BWD_CASE("fp16 D128 causal", 128, 128, 1, FLASHCL_DTYPE_FP16, -2, 0, 0, 0,

@@ -128,12 +128,6 @@ static const char *refusal(const device_caps *caps, const problem *p,
     if (!(caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8) &&
         !nv_emulated(caps))
         return "not an NVIDIA GPU of compute capability >= 8.0";
-    /* Tested by PTX emulation on Intel's CPU runtime only: no GPU could be
-     * had in the sessions that wrote it, so the portable kernels stay the
-     * default until its suite has passed on one (bench/nv_bwd_gpu.sh). */
-    if (!(force && !strcmp(force, "nv_mma")) && !nv_emulated(caps))
-        return "opt-in until its suite has run on a GPU: FLASHCL_PATH=nv_mma "
-               "runs it";
     if (p->infer.varlen_q || p->infer.kv == KV_VARLEN)
         return "packed batches (varlen) run on the portable kernels";
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16)
