@@ -178,7 +178,7 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         plan_refuse(plan, FLASHCL_ERROR_UNSUPPORTED,
                     "FLASHCL_PATH=%s with a quantized K/V cache (k_storage "
                     "/ v_storage): that path does not dequantize; the "
-                    "split-KV row kernel does",
+                    "split-KV kernels do",
                     quant_refused);
     if (force && !forced_name[0] && !find_path(force)) {
         char why[sizeof plan->refused];
