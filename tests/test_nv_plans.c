@@ -785,6 +785,20 @@ END_TEST
  * without its cp.async ring (which copies raw bytes); the lane-group and
  * wide kernels when forced, the wide one with its plain loads for the
  * same reason. (scripts/nv_kernel_check.sh compiles such options.) */
+/* The plan of d on caps, whatever path it takes. */
+static kernel_plan plan_of(const device_caps *caps,
+                           const flashcl_attention_desc *d)
+{
+    problem p;
+    ck_assert_msg(problem_from_desc(ctx, d, PROBLEM_FOR_PLANNING, &p) ==
+                      FLASHCL_SUCCESS,
+                  "%.300s", flashcl_context_last_error(ctx));
+    kernel_plan plan;
+    char skipped[2048] = "";
+    choose_plan_forced(caps, &p, &plan, skipped, sizeof skipped, NULL);
+    return plan;
+}
+
 START_TEST(quantized_decode_plans)
 {
     const device_caps caps = h200(ctx);
@@ -820,13 +834,7 @@ START_TEST(quantized_decode_plans)
     for (int f = 0; f < 4; ++f) {
         if (forced[f])
             setenv("FLASHCL_SPLIT_KERNEL", forced[f], 1);
-        problem p;
-        ck_assert_msg(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p) ==
-                          FLASHCL_SUCCESS,
-                      "%.300s", flashcl_context_last_error(ctx));
-        kernel_plan plan;
-        char skipped[2048] = "";
-        choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
+        const kernel_plan plan = plan_of(&caps, &d);
         unsetenv("FLASHCL_SPLIT_KERNEL");
         printf("quantized int8 decode on the H200 (%s): %s: %s\n",
                forced[f] ? forced[f] : "planned", plan.path->name,
@@ -844,14 +852,7 @@ START_TEST(quantized_decode_plans)
     }
     /* fp8 on sm_90: the codes through cvt.rn.f16x2.e4m3x2 */
     d.k_storage = d.v_storage = FLASHCL_KV_FP8_E4M3;
-    d.k_scale.offset = d.v_scale.offset = 0;
-    problem p;
-    ck_assert_msg(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p) ==
-                      FLASHCL_SUCCESS,
-                  "%.300s", flashcl_context_last_error(ctx));
-    kernel_plan plan;
-    char skipped[2048] = "";
-    choose_plan_forced(&caps, &p, &plan, skipped, sizeof skipped, NULL);
+    const kernel_plan plan = plan_of(&caps, &d);
     ck_assert_msg(strstr(plan.options, "-DFLASHCL_SPLIT_MMA=8 ") &&
                       strstr(plan.options, "-DFLASHCL_NV_FP8_CVT=1 ") &&
                       strstr(plan.options, "-DFLASHCL_K_QUANT=1 "),

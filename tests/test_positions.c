@@ -43,14 +43,17 @@ typedef struct ring_data {
     cl_mem q, k, v, slopes, o_whole, o_parts, lse_parts, o_ring;
 } ring_data;
 
-static cl_mem upload_floats(const float *values, size_t count)
+static cl_mem upload_bytes(const void *values, size_t bytes)
 {
     flashcl_context *ctx = shared_context();
-    cl_mem buffer = create_buffer(flashcl_context_cl_context(ctx),
-                                  count * sizeof *values);
-    write_buffer(flashcl_context_queue(ctx), buffer, values,
-                 count * sizeof *values);
+    cl_mem buffer = create_buffer(flashcl_context_cl_context(ctx), bytes);
+    write_buffer(flashcl_context_queue(ctx), buffer, values, bytes);
     return buffer;
+}
+
+static cl_mem upload_floats(const float *values, size_t count)
+{
+    return upload_bytes(values, count * sizeof *values);
 }
 
 static cl_mem scratch(size_t count)
@@ -222,12 +225,7 @@ END_TEST
 
 static cl_mem upload_doubles(const double *values, size_t count)
 {
-    flashcl_context *ctx = shared_context();
-    cl_mem buffer = create_buffer(flashcl_context_cl_context(ctx),
-                                  count * sizeof *values);
-    write_buffer(flashcl_context_queue(ctx), buffer, values,
-                 count * sizeof *values);
-    return buffer;
+    return upload_bytes(values, count * sizeof *values);
 }
 
 /* max |got - want| / max(1, |want|) over n doubles; a NaN is infinite. */
