@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import numbers
+import os
 import sys
 
 import numpy as np
@@ -124,6 +125,22 @@ def _int_pair(value, complaint):
     if not ok:
         raise InvalidValueError(complaint)
     return (int(a), int(b))
+
+
+def _lse_fp64(dtype_code, backend):
+    """Whether a call of this dtype on this backend writes a float64 LSE:
+    a float64 call on the fused backend does (the descriptor's lse_dtype
+    FLASHCL_DTYPE_FP64, stored by the portable kernel), so that partial
+    results merged by their LSEs (:func:`combine_partials`, flashcl.cp's
+    ring) keep float64 accuracy. The reference backend writes a float32
+    LSE only (the library refuses an fp64 one there), and so do the other
+    dtypes, which accumulate in float32. backend: the _BACKENDS code;
+    "auto" resolves as the library resolves it (FLASHCL_BACKEND)."""
+    if dtype_code != _lib.DTYPE_FP64:
+        return False
+    if backend == _lib.BACKEND_AUTO:
+        return os.environ.get("FLASHCL_BACKEND", "") != "reference"
+    return backend == _lib.BACKEND_FUSED
 
 
 def _bhsd(name, shape, layout):
@@ -334,6 +351,10 @@ def _host(q, k, v, opts, extras, device, out, return_lse):
                 "out must be a writeable C-contiguous array (the host call "
                 "writes it packed)")
         o = out
+    if return_lse and _lse_fp64(p.dtype_code, opts.backend):
+        # the host call's lse is a float *: a float64 LSE comes through
+        # the enqueueing call, on buffers of the context (_Call)
+        return _host_fp64_lse(p, desc, device, q, k, v, o, extras)
     lse = np.empty(p.lse_shape, np.float32) if return_lse else None
 
     buffers = []
@@ -370,6 +391,29 @@ def _host(q, k, v, opts, extras, device, out, return_lse):
     finally:
         for mem in buffers:  # the host call has finished on the device
             _lib.clReleaseMemObject(mem)
+    return o, lse, None
+
+
+def _host_fp64_lse(p, desc, device, q, k, v, o, extras):
+    """A float64 NumPy call with its float64 LSE: q, k, v (packed, as the
+    host call reads them) and the variant tensors uploaded to buffers of
+    `device`'s cached context, flashcl_attention_forward on its queue, o
+    and lse read back."""
+    from ._inference import _Call  # it imports this module
+    call = _Call(False, device, None)
+    lse = np.empty(p.lse_shape, np.float64)
+    packed = lambda st: (0, 0, 0, 0)  # noqa: E731  (zero: packed in layout)
+    try:
+        desc.q = call.tensor("q", q, packed)
+        desc.k = call.tensor("k", k, packed)
+        desc.v = call.tensor("v", v, packed)
+        _, desc.o = call.output("out", p.o_shape, p.dtype, o)
+        _, desc.lse = call.output("lse", p.lse_shape, np.float64, lse)
+        desc.lse_dtype = _lib.DTYPE_FP64
+        _apply_views(desc, _variant_views(p, *extras, call.to_buffer))
+        call.run(desc)
+    finally:
+        call.release()
     return o, lse, None
 
 
@@ -438,7 +482,10 @@ def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
     else:
         _check_out(out, p, cla.Array, "PyOpenCL")
         o = out
-    lse = cla.empty(queue, p.lse_shape, np.float32) if return_lse else None
+    lse_fp64 = return_lse and _lse_fp64(p.dtype_code, opts.backend)
+    lse = (cla.empty(queue, p.lse_shape,
+                     np.float64 if lse_fp64 else np.float32)
+           if return_lse else None)
 
     events = list(wait_for or [])
     if o.size == 0:  # an empty problem: nothing to compute or enqueue
@@ -462,6 +509,8 @@ def _device(q, k, v, opts, extras, device, out, return_lse, wait_for):
     events.extend(o.events)
     if lse is not None:
         desc.lse = _lib.Tensor(lse.base_data.int_ptr, lse.offset)
+        if lse_fp64:
+            desc.lse_dtype = _lib.DTYPE_FP64
     _apply_views(desc, _variant_views(p, *extras, view))
 
     seen, wait = set(), []
@@ -523,7 +572,9 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
 
     NumPy arrays (or anything np.asarray takes) run through
     ``flashcl_attention_forward_host`` on ``device``'s cached context and
-    return NumPy arrays. ``pyopencl.array.Array`` inputs run through
+    return NumPy arrays (a float64 call with return_lse through
+    ``flashcl_attention_forward`` on buffers of that context: the host
+    call's lse is float32). ``pyopencl.array.Array`` inputs run through
     ``flashcl_attention_forward`` on ``q.queue`` with no copies (the cl_mem,
     offset and strides of each array, views included), after the arrays'
     events and ``wait_for``; the outputs are PyOpenCL arrays whose
@@ -551,7 +602,9 @@ def attention(q, k, v, *, causal=False, causal_align="bottom_right",
     mask: bool/uint8, same shape rules, True (non-zero) = attend.
     sinks: float32 [heads_q] attention-sink logits.
     return_lse: also return the log-sum-exp, float32 [batch, heads_q,
-    seqlen_q].
+    seqlen_q]; float64 for a float64 call (its LSE as the call computes
+    it, so that partial results merged by :func:`combine_partials` keep
+    float64 accuracy), except on the reference backend (float32 there).
     device: for NumPy inputs: None (FLASHCL_DEVICE, else the first GPU,
     else the first device), an index, a spec string ("pocl", "1:0",
     "gpu") or a :class:`flashcl.Device`.

@@ -197,6 +197,11 @@ def _device(ins, opts, extras, device, out, want_dsinks, nondeterministic,
     shapes = _Shapes(p)
     for name, x in (("o", o), ("do", do)):
         _check_like(name, x, shapes.o, p.dtype)
+    if p.dtype == np.float64 and np.dtype(lse.dtype) == np.float64:
+        # a float64 forward's float64 lse; the backward reads float32
+        _check_like("lse", lse, shapes.lse, np.float64)
+        lse = lse.astype(np.float32, queue=queue)
+        ins = (q, k, v, o, lse, do)
     _check_like("lse", lse, shapes.lse, np.float32)
     desc = p.desc(opts)
     ctx = context_for_queue(queue)
@@ -283,7 +288,9 @@ def attention_backward(q, k, v, o, lse, do, *, causal=False,
     or any O and LSE of the same function, such as ones merged by
     :func:`combine_partials`) and do is the loss's gradient with respect to
     o (o's shape and dtype). lse is float32 ``[batch, heads_q, seqlen_q]``
-    (NumPy: another float dtype is converted).
+    (NumPy: another float dtype is converted; a float64 call's float64
+    lse, as its forward returns it, is converted to the float32 the
+    library's backward reads, PyOpenCL ones on the queue).
 
     dq, dk, dv have q's, k's and v's shapes and dtype (GQA/MQA: dk and dv
     are summed over each KV head's query heads); dsinks is float32

@@ -43,6 +43,23 @@ def _partials_fp32(name, x, cl_mode, sixteen_bit=False):
     return x.astype(np.float32)
 
 
+def _partials_fp64(name, x, cl_mode):
+    """A float64 merge's partials (o_partial and lse_partial) are float64:
+    NumPy ones of another float dtype are converted; PyOpenCL ones are
+    used in place, so they must be float64 already."""
+    dt = np.dtype(x.dtype)
+    if dt == np.float64:
+        return x
+    if cl_mode or _dtype_code(dt) is None:
+        converted = "" if cl_mode else (
+            "; NumPy partials of another float dtype are converted")
+        raise DtypeUnsupportedError(
+            f"{name} has dtype {dt}: a float64 merge (dtype float64 with "
+            f"float64 partials) reads float64 o_partial and lse_partial"
+            f"{converted}")
+    return x.astype(np.float64)
+
+
 def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
                      return_lse=False, device=None, out=None, wait_for=None,
                      return_event=False):
@@ -60,8 +77,14 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
     natural logarithms as :func:`attention` returns them (return_lse=True).
     o_partial may also be float16 or bfloat16 (as a 16-bit
     :func:`attention` returns o; the merge still sums in float32).
+    With ``dtype=float64`` and float64 partials (o_partial or lse_partial
+    float64, as a float64 :func:`attention` returns them), the merge reads
+    both as float64, sums in float64 and returns a float64 lse: float64
+    accuracy end to end (a float32 LSE carries ~1e-7 relative rounding
+    into every weight).
     NumPy partials may be a list of P arrays, and of another float dtype
-    (converted to float32); PyOpenCL ones are used in place (any strides).
+    (converted to float32, or to float64 for a float64 merge); PyOpenCL
+    ones are used in place (any strides).
     A partial whose row saw no key (lse = -inf) weighs nothing; a row with
     no key at all gets o = 0 and lse = -inf.
     dtype: the output's (float32 by default; float16, ml_dtypes.bfloat16
@@ -69,7 +92,8 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
     :func:`attention`.
 
     Returns o ``[batch, seqlen_q, heads, head_dim_v]`` (in ``layout``), or
-    (o, lse) with return_lse, lse float32 ``[batch, heads, seqlen_q]``.
+    (o, lse) with return_lse, lse float32 ``[batch, heads, seqlen_q]``
+    (float64 for a float64 merge).
     """
     if layout not in _LAYOUTS:
         raise InvalidLayoutError(f"layout = {layout!r}: expected 'bnhd' or "
@@ -86,9 +110,16 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
         raise InvalidDimensionError(
             f"lse_partial has shape {lse_shape}, expected [P, batch, heads, "
             f"seqlen_q] = {[p, b, h, n]} (from o_partial)")
-    o_part = _partials_fp32("o_partial", o_part, cl_mode, sixteen_bit=True)
-    lse_part = _partials_fp32("lse_partial", lse_part, cl_mode)
     out_dt, code = _out_dtype(dtype)
+    fp64 = code == _lib.DTYPE_FP64 and any(
+        np.dtype(x.dtype) == np.float64 for x in (o_part, lse_part))
+    if fp64:
+        o_part, lse_part = (_partials_fp64(name, x, cl_mode) for name, x in
+                            (("o_partial", o_part), ("lse_partial", lse_part)))
+    else:
+        o_part = _partials_fp32("o_partial", o_part, cl_mode,
+                                sixteen_bit=True)
+        lse_part = _partials_fp32("lse_partial", lse_part, cl_mode)
 
     desc = _lib.CombineDesc()  # ctypes zero-fills
     desc.struct_size = ctypes.sizeof(_lib.CombineDesc)
@@ -96,6 +127,9 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
     desc.seqlen_q, desc.head_dim_v = n, dv
     desc.dtype, desc.layout = code, _LAYOUTS[layout]
     desc.partial_dtype = _dtype_code(np.dtype(o_part.dtype))
+    lse_dt = np.float64 if fp64 else np.float32
+    if fp64:
+        desc.lse_dtype = _lib.DTYPE_FP64
 
     steps = {}
 
@@ -129,7 +163,7 @@ def combine_partials(o_partial, lse_partial, *, dtype=None, layout="bnhd",
             desc.o.stride_dim = o_order(_element_strides("out", o))
         lse = None
         if return_lse:
-            lse, desc.lse = call.output("lse", (b, h, n), np.float32, None)
+            lse, desc.lse = call.output("lse", (b, h, n), lse_dt, None)
         call.events.extend(wait_for or [])
         event = call.run(desc, _lib.combine_partials)
     finally:

@@ -111,8 +111,8 @@ class AttentionDesc(Structure):
         ("v_scale", Tensor),
         ("k_zero", Tensor),
         ("v_zero", Tensor),
-        # the LSE's storage (fp32; fp64 for fp64 calls): not yet set by the
-        # Python calls, whose lse is float32
+        # the LSE's storage (fp32; fp64 for fp64 calls): set by attention()
+        # for a float64 call on the fused backend (its lse float64)
         ("lse_dtype", c_int),
     ]
 

@@ -18,16 +18,19 @@ travel as NumPy arrays (host memory). ``import flashcl.cp`` needs mpi4py;
                              layout="zigzag")
     o_whole = flashcl.cp.unshard(o, MPI.COMM_WORLD, layout="zigzag")
 
-:func:`attention_backward` gives the shard's gradients from the forward's
-o and lse, in both modes, summed in a fixed order (float32; float64 for
-float64). Both calls take ``[batch, rows, heads, dim]`` shards
-(``tensor_layout="bnhd"``, the default) or ``[batch, heads, rows, dim]``
-ones (``tensor_layout="bhnd"``, PyTorch's; shard them with ``axis=2``).
+:func:`attention` keeps float64 as float64 in both modes (the ring's
+partials merged through float64 LSEs). :func:`attention_backward` gives
+the shard's gradients from the forward's o and lse, in both modes, summed
+in a fixed order (float32; float64 for float64). Both calls take
+``[batch, rows, heads, dim]`` shards (``tensor_layout="bnhd"``, the
+default) or ``[batch, heads, rows, dim]`` ones (``tensor_layout="bhnd"``,
+PyTorch's; shard them with ``axis=2``).
 """
 import numpy as np
 from mpi4py import MPI  # noqa: F401  (the communicators' type)
 
-from ._attention import _is_cl
+from . import _lib
+from ._attention import _BACKENDS, _is_cl, _lse_fp64
 from ._attention import attention as _attention
 from ._backward import attention_backward as _attention_backward
 from ._combine import combine_partials
@@ -130,21 +133,26 @@ def attention(comm, q, k, v, *, mode="ring", layout="contiguous",
     rows * comm.size]`` (:func:`shard` with ``axis=-2`` cuts a whole one;
     the columns are the keys' positions); each call takes its chunks'
     rows and columns. Returns o (``q``'s dtype), or (o, lse) with
-    return_lse, lse float32 ``[batch, heads_q, rows]``. Every rank must call it (it is
-    collective). float64 in ring mode is refused here: the package's
-    calls return float32 lse, and merging the steps' partials through
-    them would cut float64 to float32 accuracy (``"allgather"`` takes
-    float64; libflashcl_mpi's ring merges through float64 LSEs).
+    return_lse, lse ``[batch, heads_q, rows]``, float32, or float64 for
+    float64. Every rank must call it (it is collective). float64 in ring
+    mode stays float64 end to end, as in libflashcl_mpi: each step's call
+    returns its partial o and its lse in float64, and
+    :func:`flashcl.combine_partials` merges them in float64 through those
+    float64 LSEs (float32 LSEs would carry ~1e-7 relative rounding into
+    every merge weight). The reference backend writes float32 LSEs only,
+    so float64 in ring mode on it is refused (``"allgather"`` takes it:
+    one call per query chunk, nothing merged).
     """
     _check_mode(mode)
     (q, k, v), queue = _to_host((q, k, v))
     q, k, v = _rows_second(tensor_layout, (q, k, v))
-    if mode == "ring" and q.dtype == np.float64:
+    if (mode == "ring" and q.dtype == np.float64
+            and not _lse_fp64(_lib.DTYPE_FP64, _backend_code(backend))):
         raise UnsupportedError(
-            "float64 in ring mode: the package's calls return float32 lse, "
-            "and merging the steps' partials through them would cut float64 "
-            "to float32 accuracy; mode='allgather' computes float64 (the C "
-            "library's ring merges through float64 LSEs)")
+            "float64 in ring mode on the reference backend: it writes "
+            "float32 LSEs, and merging the steps' partials through them "
+            "would cut float64 to float32 accuracy; backend='fused' merges "
+            "through float64 LSEs, mode='allgather' merges nothing")
     _agree(comm, q, k, v, *(x for x in (bias, mask) if x is not None))
     rows = q.shape[1]
     total = rows * comm.size
@@ -208,6 +216,13 @@ def _to_queue(queue, arrays):
     import pyopencl.array as cla
     return tuple(cla.to_device(queue, np.ascontiguousarray(a))
                  for a in arrays)
+
+
+def _backend_code(backend):
+    """backend's _BACKENDS code (an unknown name: 'auto' here; the calls
+    refuse it by name)."""
+    return _BACKENDS.get("auto" if backend is None else backend,
+                         _lib.BACKEND_AUTO)
 
 
 def _check_mode(mode):
@@ -293,6 +308,8 @@ def _ring(comm, q, k, v, mine, at, total, layout, sinks, scores, kw):
         if step + 1 < comm.size:
             block = comm.recv(source=prev, tag=step)
             request.wait()
+    # float64: the partials and their lse are float64 (attention's
+    # float64 LSE), and combine_partials merges them in float64
     dtype = q.dtype
     return [combine_partials([o for o, _ in p],
                              [lse for _, lse in p], dtype=dtype,

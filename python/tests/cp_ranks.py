@@ -1,7 +1,8 @@
 """Run under mpirun by test_cp.py: every rank makes the whole inputs from
 one seed, computes the single-device call, then its shard through
 flashcl.cp.attention, and compares its rows (and a second call's bits);
-then the same for flashcl.cp.attention_backward.
+float64 in both modes against the float64 NumPy oracle; then the same for
+flashcl.cp.attention_backward.
 Exits non-zero on any rank's failure; rank 0 prints the counts."""
 import sys
 
@@ -10,6 +11,7 @@ from mpi4py import MPI
 
 import flashcl
 import flashcl.cp as cp
+from reference import attention_ref
 
 comm = MPI.COMM_WORLD
 failures = []
@@ -55,6 +57,36 @@ for dtype in (np.float32, np.float16):
                 if not np.array_equal(cp.unshard(got, comm, layout=layout)
                                       .shape, whole.shape):
                     failures.append(f"{name}: unshard shape")
+# float64: both modes against the float64 NumPy oracle at 1e-10 of the
+# output's scale, o and lse (the ring's partials merged through float64
+# LSEs: float32 ones give ~1e-7, test_cp.py shows it on one rank)
+F64TOL = 1e-10
+fp64 = [d for d in flashcl.devices() if d.selected][0].fp64
+for kw in (cases[2], cases[3], cases[4]) if fp64 else ():
+    q, k, v = (2 * rng.standard_normal((2, N, h, D)) for h in (H, HKV, HKV))
+    want_o, want_lse = attention_ref(q, k, v, **kw)
+    for layout in ("contiguous", "zigzag"):
+        mine = [cp.shard(x, comm, layout=layout) for x in (q, k, v)]
+        for mode in ("ring", "allgather"):
+            call = dict(mode=mode, layout=layout, return_lse=True,
+                        **sharded(kw, layout))
+            o, lse = cp.attention(comm, *mine, **call)
+            again = cp.attention(comm, *mine, **call)
+            name = f"float64 {list(kw)} {layout} {mode}"
+            checks += 3
+            for g, w, what in ((o, want_o, "o"), (lse, want_lse, "lse")):
+                w = cp.shard(w, comm, layout=layout,
+                             axis=1 if what == "o" else 2)
+                fin = np.isfinite(w)
+                err = np.abs(g[fin] - w[fin]).max()
+                if g.dtype != np.float64 or not np.array_equal(
+                        g[~fin], w[~fin]) or not err <= F64TOL * max(
+                            1.0, np.abs(w[fin]).max()):
+                    failures.append(f"{name}: {what} ({g.dtype}) max error "
+                                    f"{err:.3g}")
+            if o.tobytes() + lse.tobytes() != again[0].tobytes() + \
+                    again[1].tobytes():
+                failures.append(f"{name}: two calls gave other bits")
 # the backward: the shard's gradients against the single-device backward's
 # rows, fp32 (the sums are float32 whatever the dtype), twice the same bits;
 # with sinks also dsinks, the whole sequence's on every rank

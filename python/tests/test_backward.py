@@ -222,6 +222,30 @@ def test_pyopencl_matches_host(cl_queue, rng):
         np.testing.assert_array_equal(g.get(), h)
 
 
+def test_float64_lse_taken(device, cl_queue, rng):
+    """A float64 forward returns a float64 lse; the backward takes it as it
+    comes (converted to the float32 it reads, NumPy and PyOpenCL alike):
+    the same gradients as from that lse cut to float32 by hand."""
+    import pyopencl.array as cla
+    if not device.fp64:
+        pytest.skip("no cl_khr_fp64")
+    q, k, v, do = _case(rng, "float64")
+    o, lse = flashcl.attention(q, k, v, causal=True, return_lse=True)
+    assert lse.dtype == np.float64
+    want = flashcl.attention_backward(q, k, v, o, lse.astype(np.float32), do,
+                                      causal=True)
+    host = flashcl.attention_backward(q, k, v, o, lse, do, causal=True)
+    dev_in = [cla.to_device(cl_queue, np.ascontiguousarray(x))
+              for x in (q, k, v)]
+    o_cl, lse_cl = flashcl.attention(*dev_in, causal=True, return_lse=True)
+    assert lse_cl.dtype == np.float64
+    got = flashcl.attention_backward(*dev_in, o_cl, lse_cl,
+                                     cla.to_device(cl_queue, do), causal=True)
+    for w, h, g in zip(want, host, got):
+        np.testing.assert_array_equal(h, w)
+        np.testing.assert_allclose(g.get(), w, rtol=1e-13, atol=1e-13)
+
+
 @pytest.mark.parametrize("backend", ["auto", "reference"])
 def test_varlen_matches_each_sequence(device, rng, backend):
     """A packed batch's gradients are each sequence's own: lengths of 0

@@ -109,6 +109,54 @@ def test_pyopencl_views(cl_queue, rng):
         flashcl.combine_partials(do.astype(np.float64), dl)
 
 
+@pytest.mark.parametrize("layout", ["bnhd", "bhnd"])
+def test_float64_merge(rng, device, cl_queue, layout):
+    """float64 partials with dtype=float64 merge in float64 through their
+    float64 LSEs (NumPy and PyOpenCL, outputs poisoned): o and lse within
+    1e-12 of the formula, lse float64; the same partials with their LSEs
+    cut to float32 miss that by orders. float32 partials keep the float32
+    merge and lse."""
+    import pyopencl.array as cla
+    if not device.fp64:
+        pytest.skip("no cl_khr_fp64")
+    p, b, h, n, d = 3, 2, 3, 5, 16
+    o_part, lse_part = random_partials(rng, p, b, h, n, d)
+    o_part, lse_part = o_part.astype(np.float64), lse_part.astype(np.float64)
+    lse_part += rng.standard_normal(lse_part.shape) * 1e-3  # not float32
+    want_o, want_lse = combine_ref(o_part, lse_part)
+    if layout == "bnhd":
+        o_part = np.ascontiguousarray(o_part.transpose(0, 1, 3, 2, 4))
+        want_o = want_o.transpose(0, 2, 1, 3)
+    out = np.full(want_o.shape, np.nan)
+    o, lse = flashcl.combine_partials(list(o_part), lse_part,
+                                      dtype=np.float64, layout=layout,
+                                      out=out, return_lse=True, device=device)
+    assert o is out and lse.dtype == np.float64
+    assert rel_err(o, want_o) <= TOL["float64"]
+    assert rel_err(lse, want_lse) <= TOL["float64"]
+    cut = flashcl.combine_partials(o_part, lse_part.astype(np.float32),
+                                   dtype=np.float64, layout=layout,
+                                   device=device)  # float64 o: float64 merge
+    assert rel_err(cut, want_o) > 1000 * TOL["float64"]
+
+    do, dl = (cla.to_device(cl_queue, x) for x in (o_part, lse_part))
+    out_cl = cla.to_device(cl_queue, np.full(want_o.shape, np.nan))
+    o_cl, lse_cl = flashcl.combine_partials(do, dl, dtype=np.float64,
+                                            layout=layout, out=out_cl,
+                                            return_lse=True)
+    assert o_cl is out_cl and lse_cl.dtype == np.float64
+    assert rel_err(o_cl.get(), want_o) <= TOL["float64"]
+    assert rel_err(lse_cl.get(), want_lse) <= TOL["float64"]
+    with pytest.raises(flashcl.DtypeUnsupportedError, match="lse_partial"):
+        flashcl.combine_partials(do, dl.astype(np.float32), dtype=np.float64,
+                                 layout=layout)
+    _, lse32 = flashcl.combine_partials(o_part.astype(np.float32),
+                                        lse_part.astype(np.float32),
+                                        dtype=np.float64, layout=layout,
+                                        return_lse=True, device=device)
+    assert lse32.dtype == np.float32
+
+
 def test_bad_arguments(rng):
     o_part, lse_part = random_partials(rng, 2, 1, 2, 3, 8)
     o_part = o_part.transpose(0, 1, 3, 2, 4)  # bnhd, the default

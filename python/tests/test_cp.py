@@ -12,6 +12,7 @@ from mpi4py import MPI
 import flashcl
 import flashcl.cp as cp
 from conftest import randn
+from reference import attention_ref
 
 
 @pytest.mark.parametrize("mode", ["ring", "allgather"])
@@ -38,22 +39,19 @@ def test_one_rank_backward_is_the_whole_call(rng, device, mode, kw):
 
 @pytest.mark.parametrize("mode", ["ring", "allgather"])
 def test_one_rank_float64(rng, device, mode):
-    """float64: the backward's sums in float64 (float32 sums miss 1e-12 by
-    orders); the ring forward refuses it (float32 lse merge), the
-    all-gather computes it."""
+    """float64: the forward in float64 in both modes, its lse float64; the
+    backward's sums in float64 (float32 sums miss 1e-12 by orders)."""
     if not device.fp64:
         pytest.skip("the device lacks cl_khr_fp64 (test_errors covers it)")
     q, k, v, do = (randn(rng, (1, 32, 2, 16), "float64") for _ in range(4))
     kw = dict(causal=True, sinks=np.array([0.5, -1.0], np.float32))
     o, lse = flashcl.attention(q, k, v, device=device, return_lse=True, **kw)
-    if mode == "ring":
-        with pytest.raises(flashcl.UnsupportedError, match="float32 lse"):
-            cp.attention(MPI.COMM_SELF, q, k, v, mode=mode, device=device,
-                         **kw)
-    else:
-        got = cp.attention(MPI.COMM_SELF, q, k, v, mode=mode, device=device,
-                           **kw)
-        np.testing.assert_allclose(got, o, rtol=1e-12, atol=1e-12)
+    assert lse.dtype == np.float64
+    got, got_lse = cp.attention(MPI.COMM_SELF, q, k, v, mode=mode,
+                                device=device, return_lse=True, **kw)
+    assert got.dtype == np.float64 and got_lse.dtype == np.float64
+    np.testing.assert_allclose(got, o, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got_lse, lse, rtol=1e-12, atol=1e-12)
     whole = flashcl.attention_backward(q, k, v, o, lse, do, device=device,
                                        return_dsinks=True, **kw)
     got = cp.attention_backward(MPI.COMM_SELF, q, k, v, o, lse, do,
@@ -63,6 +61,64 @@ def test_one_rank_float64(rng, device, mode):
         assert g.dtype == np.float64
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got[3], whole[3], rtol=1e-6, atol=1e-6)
+
+
+FP64_TOL = 1e-10  # of max |o|: 1e-6 of float32's epsilon (1.2e-7)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(causal=True, alibi_slopes=np.array([0.25, 0.0625], np.float32),
+         sinks=np.array([0.5, -1.0], np.float32)),
+    dict(window=(20, 9), softcap=4.0)])
+def test_float64_ring_merges_through_float64_lse(rng, device, monkeypatch,
+                                                  kw):
+    """float64 in ring mode against the float64 NumPy oracle at 1e-10 of
+    the output's scale: zigzag shards, so that a query chunk's partials
+    (one per key chunk it sees) are merged by combine_partials. The same
+    ring with its partial LSEs cut to float32 before the merge misses the
+    tolerance by orders: the test sees the LSEs' precision."""
+    if not device.fp64:
+        pytest.skip("the device lacks cl_khr_fp64 (test_errors covers it)")
+    assert FP64_TOL < np.finfo(np.float32).eps / 1000
+    # logits of a few units: the LSEs' float32 rounding is visible
+    q, k, v = (randn(rng, (2, 48, 2, 16), "float64", scale=2.0)
+               for _ in range(3))
+    want_o, want_lse = attention_ref(q, k, v, **kw)
+    scale = np.abs(want_o).max()
+    call = dict(mode="ring", layout="zigzag", device=device,
+                return_lse=True, **kw)
+    o, lse = cp.attention(MPI.COMM_SELF, q, k, v, **call)
+    assert o.dtype == np.float64 and lse.dtype == np.float64
+    err = np.abs(o - want_o).max() / scale
+    assert err <= FP64_TOL, err
+    assert np.abs(lse - want_lse).max() <= FP64_TOL * np.abs(want_lse).max()
+
+    merges = []
+
+    def float32_lse(o_part, lse_part, **kw2):
+        merges.append(len(lse_part))
+        cut = [x.astype(np.float32).astype(np.float64) for x in lse_part]
+        return flashcl.combine_partials(o_part, cut, **kw2)
+    monkeypatch.setattr(cp, "combine_partials", float32_lse)
+    o32 = cp.attention(MPI.COMM_SELF, q, k, v, **call)[0]
+    assert max(merges) >= 2  # some query chunk merged several partials
+    err32 = np.abs(o32 - want_o).max() / scale
+    assert err32 > 100 * FP64_TOL, err32
+
+
+def test_float64_ring_refused_on_the_reference_backend(rng, device):
+    """The reference backend writes float32 LSEs: a float64 ring merge
+    through them would be float32-accurate, so it is refused."""
+    if not device.fp64:
+        pytest.skip("the device lacks cl_khr_fp64 (test_errors covers it)")
+    q = randn(rng, (1, 32, 2, 16), "float64")
+    with pytest.raises(flashcl.UnsupportedError, match="float32 LSEs"):
+        cp.attention(MPI.COMM_SELF, q, q, q, causal=True, device=device,
+                     backend="reference")
+    got = cp.attention(MPI.COMM_SELF, q, q, q, causal=True, device=device,
+                       backend="reference", mode="allgather")
+    np.testing.assert_allclose(got, attention_ref(q, q, q, causal=True)[0],
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_pyopencl_arrays(rng, device, cl_queue):

@@ -26,9 +26,13 @@ def check(dtype, q, k, v, backend="auto", **kw):
     o, lse = flashcl.attention(q, k, v, return_lse=True, out=out,
                                backend=backend, **kw)
     assert o is out and o.dtype == dtype_of(dtype)
-    assert lse.dtype == np.float32 and lse.shape == lse_ref.shape
+    # a float64 call's LSE is float64 (the reference backend's float32)
+    lse64 = dtype == "float64" and backend != "reference"
+    assert lse.dtype == (np.float64 if lse64 else np.float32)
+    assert lse.shape == lse_ref.shape
     assert rel_err(o, o_ref) <= TOL[dtype], rel_err(o, o_ref)
-    assert rel_err(lse, lse_ref) <= max(TOL[dtype], 1e-6)
+    assert rel_err(lse, lse_ref) <= (TOL[dtype] if lse64
+                                     else max(TOL[dtype], 1e-6))
     return o, lse
 
 
@@ -143,6 +147,30 @@ def test_all_variants_together_bf16(rng):
 def test_reference_backend(rng):
     q, k, v = make(rng, "float32", "bnhd", 1, 2, 1, 24, 40, 32)
     check("float32", q, k, v, causal=True, backend="reference")
+
+
+@pytest.mark.parametrize("backend", ["auto", "fused", "reference"])
+def test_float64_lse(rng, device, backend):
+    """float64: the LSE in float64 at the float64 tolerance (1e-12, far
+    below float32's 1.2e-7 epsilon), variants and an empty key range
+    included; the reference backend writes float32 (its LSE's only
+    storage)."""
+    if not device.fp64:
+        pytest.skip("no cl_khr_fp64")
+    q, k, v = make(rng, "float64", "bnhd", 2, 4, 2, 32, 48, 32)
+    q *= 2.0  # logits of a few units: a float32 LSE misses 1e-12
+    _, lse = check("float64", q, k, v, backend=backend, causal=True,
+                   window=(20, 0), alibi_slopes=randn(rng, (4,), "float32"),
+                   bias=randn(rng, (32, 48), "float32"),
+                   mask=rng.uniform(size=(32, 48)) > 0.1,
+                   sinks=np.array([0.5, -1.0, 0.0, 2.0], np.float32))
+    if backend != "reference":
+        ref = attention_ref(q, k, v)[1]
+        lse = flashcl.attention(q, k, v, return_lse=True, backend=backend)[1]
+        assert rel_err(lse, ref) <= TOL["float64"]
+        assert rel_err(lse.astype(np.float32), ref) > 1000 * TOL["float64"]
+    _, lse = check("float64", q, k[:, :0], v[:, :0], backend=backend)
+    assert np.all(lse == -np.inf)
 
 
 def test_non_contiguous_inputs(rng):
