@@ -779,6 +779,72 @@ START_TEST(backward_plans_for_an_h200)
 }
 END_TEST
 
+/* FLASHCL_NVB_TILE's seven fields (warps, rows, keys, key tiles, row
+ * tiles, row stages, key stages) on an H200 at D = 128: taken when the
+ * tiles fit, which the kernel's own local-memory rule confirms, and
+ * ignored (the default stays) when they do not: a second row stage of 4
+ * warps of 16 keys needs 52 KiB, 3 warps 44 KiB. */
+START_TEST(backward_forced_tiles_fit_local_memory)
+{
+    static const struct {
+        const char *tile;
+        bool taken;
+        int key_block, row_block;
+    } tiles[] = {
+        {"4,16,32,1,1,2,1", false, 64, 64},
+        {"3,16,32,1,1,2,2", true, 48, 48},
+        {"4,16,32,1,2,1,2", true, 64, 128},
+        {"4,16,32,2,1,1,1", false, 64, 64},
+        {"4,16,32,1,1,3,1", false, 64, 64},
+        {"4,16,32", true, 64, 64},
+    };
+    const device_caps caps = h200(ctx);
+    const bwd_plan_case *c = &bwd_cases[3]; /* fp16 D128 causal, nv_mma */
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; ++i) {
+        cl_mem owned[5];
+        flashcl_attention_desc d =
+            desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
+        setenv("FLASHCL_NVB_TILE", tiles[i].tile, 1);
+        problem p;
+        const flashcl_status st =
+            problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
+        nv_bwd_plan plan;
+        if (st == FLASHCL_SUCCESS)
+            nv_mma_bwd_plan(&caps, &p, NULL, &plan);
+        unsetenv("FLASHCL_NVB_TILE");
+        for (int o = 0; o < 5; ++o)
+            if (owned[o])
+                clReleaseMemObject(owned[o]);
+        ck_assert_int_eq(st, FLASHCL_SUCCESS);
+        ck_assert(plan.chosen);
+        const bool taken = !strcmp(plan.reason, "FLASHCL_NVB_TILE");
+        ck_assert_msg(taken == tiles[i].taken, "%s: taken %d",
+                      tiles[i].tile, taken);
+        ck_assert_int_eq(nv_bwd_key_block(&plan), tiles[i].key_block);
+        ck_assert_int_eq(nv_bwd_row_block(&plan), tiles[i].row_block);
+        char options[1024];
+        ck_assert(nv_mma_bwd_options(&caps, &p, &plan, options,
+                                     sizeof options));
+        ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) ==
+                          0,
+                      "%s: flash_bwd_mma.cl rejects %s", tiles[i].tile,
+                      options);
+        if (tiles[i].taken)
+            continue;
+        /* what the host refused, the kernel refuses too (the 3-stage
+         * and the 2-key-tile cases are outside its legal values) */
+        nv_bwd_plan refused = plan;
+        sscanf(tiles[i].tile, "%d,%d,%d,%d,%d,%d,%d", &refused.warps,
+               &refused.rows, &refused.keys, &refused.key_tiles,
+               &refused.row_tiles, &refused.row_stages, &refused.key_stages);
+        if (nv_mma_bwd_options(&caps, &p, &refused, options, sizeof options))
+            ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, true) !=
+                              0,
+                          "%s: accepted beyond local memory", tiles[i].tile);
+    }
+}
+END_TEST
+
 /* A quantized cache's decode on the H200 (issue 45): the split-KV path on
  * the kernel an unquantized call would take, each dequantizing as it loads
  * (cl/common/kv_load.clh): the tensor-core kernel for a GQA decode,
@@ -900,6 +966,7 @@ int main(void)
     TCase *tc = tcase_create("nv_plans");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
+    tcase_add_test(tc, backward_forced_tiles_fit_local_memory);
     tcase_add_loop_test(tc, backward_plans_for_an_h200, 0,
                         (int)LENGTH(bwd_cases));
     tcase_add_test(tc, preprocess_can_fail);

@@ -33,37 +33,53 @@ static const char *build_failed_here(const device_caps *caps, char *why,
 
 static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
 
+int nv_bwd_key_block(const nv_bwd_plan *plan)
+{
+    return plan->warps * 16 * plan->key_tiles;
+}
+
+int nv_bwd_row_block(const nv_bwd_plan *plan)
+{
+    return plan->warps * 16 * plan->row_tiles;
+}
+
 /* Local memory of each kernel (flash_bwd_mma.cl's #error checks). */
 static uint64_t dkdv_bytes(const nv_bwd_plan *t)
 {
     const uint64_t pitches = (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
-    return 2 * (uint64_t)(t->warps * 16) * pitches +
-           2 * (uint64_t)t->rows * pitches + 8 * (uint64_t)t->rows;
+    return 2 * (uint64_t)nv_bwd_key_block(t) * pitches +
+           (uint64_t)t->row_stages *
+               (2 * (uint64_t)t->rows * pitches + 8 * (uint64_t)t->rows);
 }
 
 static uint64_t dq_bytes(const nv_bwd_plan *t)
 {
-    return 2 * (uint64_t)t->keys *
+    return (uint64_t)t->key_stages * 2 * (uint64_t)t->keys *
            (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
 }
+
+static bool in_range(int x, int lo, int hi) { return x >= lo && x <= hi; }
 
 static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
 {
     const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
-    return t->warps >= 1 && t->warps <= 8 && t->rows >= 16 &&
-           t->rows <= 64 && t->rows % 16 == 0 && t->keys >= 16 &&
-           t->keys <= 64 && t->keys % 16 == 0 &&
+    return in_range(t->warps, 1, 8) && in_range(t->key_tiles, 1, 2) &&
+           in_range(t->row_tiles, 1, 2) && in_range(t->rows, 16, 64) &&
+           t->rows % 16 == 0 && in_range(t->keys, 16, 64) &&
+           t->keys % 16 == 0 && in_range(t->row_stages, 1, 2) &&
+           in_range(t->key_stages, 1, 2) &&
            (!caps->max_work_group ||
             (size_t)t->warps * 32 <= caps->max_work_group) &&
            dkdv_bytes(t) <= limit && dq_bytes(t) <= limit;
 }
 
-/* The default tiles: 4 warps (64 keys, 64 rows a work-group); the dK/dV
- * kernel's query step as large as local memory allows up to 32 rows (its
- * K and V block takes most of it at D = 128); 32 keys a dQ step (its Q
- * and dO fragments take 64 registers at D = 128; ptxas: 254 registers,
- * no spills). FLASHCL_NVB_TILE=warps,rows,keys overrides them when
- * legal (experiments). */
+/* The default tiles: 4 warps of one 16-key or 16-row tile (64 keys, 64
+ * rows a work-group); the dK/dV kernel's query step as large as local
+ * memory allows up to 32 rows (its K and V block takes most of it at D =
+ * 128); 32 keys a dQ step (its Q and dO fragments take 64 registers at
+ * D = 128; ptxas: 254 registers, no spills); one stage each.
+ * FLASHCL_NVB_TILE=warps,rows,keys[,key_tiles,row_tiles,row_stages,
+ * key_stages] overrides them when legal (experiments). */
 static bool modifies_scores(const problem *p)
 {
     return variant_active(p, VARIANT_SOFTCAP) ||
@@ -71,10 +87,28 @@ static bool modifies_scores(const problem *p)
            variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK);
 }
 
+static void forced_tiles(const device_caps *caps, nv_bwd_plan *t)
+{
+    const char *text = dev_getenv("FLASHCL_NVB_TILE");
+    nv_bwd_plan forced = *t;
+    if (!text)
+        return;
+    const int n = sscanf(text, "%d,%d,%d,%d,%d,%d,%d", &forced.warps,
+                         &forced.rows, &forced.keys, &forced.key_tiles,
+                         &forced.row_tiles, &forced.row_stages,
+                         &forced.key_stages);
+    if ((n == 3 || n == 7) && tiles_fit(caps, &forced)) {
+        forced.reason = "FLASHCL_NVB_TILE";
+        *t = forced;
+    }
+}
+
 static void choose_tiles(const device_caps *caps, const problem *p,
                          nv_bwd_plan *t)
 {
     t->warps = 4;
+    t->key_tiles = t->row_tiles = 1;
+    t->row_stages = t->key_stages = 1;
     /* dQ at D = 128 with every score modifier on: 32 keys spilled (ptxas
      * sm_90: 12 bytes), 16 did not */
     t->keys = t->dim_padded > 64 && modifies_scores(p) ? 16 : 32;
@@ -85,14 +119,7 @@ static void choose_tiles(const device_caps *caps, const problem *p,
         t->reason = "default: 4 warps, 16 query rows a dK/dV step (32 "
                     "exceed local memory)";
     }
-    const char *text = dev_getenv("FLASHCL_NVB_TILE");
-    nv_bwd_plan forced = *t;
-    if (text && sscanf(text, "%d,%d,%d", &forced.warps, &forced.rows,
-                       &forced.keys) == 3 &&
-        tiles_fit(caps, &forced)) {
-        forced.reason = "FLASHCL_NVB_TILE";
-        *t = forced;
-    }
+    forced_tiles(caps, t);
 }
 
 static bool rows_aligned(const problem *p, const tensor_view *const grads[4])
@@ -190,8 +217,12 @@ static bool emit_options(const device_caps *caps, const problem *p,
         .HEAD_DIM = plan->dim_padded,
         .HEAD_DIM_V = plan->dim_v_padded,
         .NVB_WARPS = plan->warps,
+        .NVB_KEY_TILES = plan->key_tiles,
+        .NVB_ROW_TILES = plan->row_tiles,
         .NVB_ROWS = plan->rows,
         .NVB_KEYS = plan->keys,
+        .NVB_ROW_STAGES = plan->row_stages,
+        .NVB_KEY_STAGES = plan->key_stages,
         .LOCAL_MEM_BYTES = local_mem_switch(caps)};
     const nv_bwd_switches *values = &switches; /* SWITCH_EMIT's names */
     switch_fault found = {NULL, 0}, *fault = &found;
@@ -240,8 +271,11 @@ void nv_mma_bwd_log(const nv_bwd_plan *plan)
         return;
     if (plan->chosen)
         fprintf(stderr, "flashcl: backward dK/dV and dQ on nv_mma (%d warps, "
-                        "%d rows, %d keys: %s)\n",
-                plan->warps, plan->rows, plan->keys, plan->reason);
+                        "%d keys and %d rows a work-group, %d rows and %d "
+                        "keys a step, %d and %d stages: %s)\n",
+                plan->warps, nv_bwd_key_block(plan), nv_bwd_row_block(plan),
+                plan->rows, plan->keys, plan->row_stages, plan->key_stages,
+                plan->reason);
     else
         fprintf(stderr, "flashcl: backward on portable (%s)\n",
                 plan->why_not);
@@ -253,14 +287,17 @@ bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
     snprintf(info->path, sizeof info->path, "nv_mma");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd_mma.cl");
     info->head_dim_padded = plan->dim_padded;
-    info->block_m = plan->warps * 16;
+    info->block_m = nv_bwd_key_block(plan);
     info->block_n = plan->rows;
     info->work_group_size = plan->warps * 32;
     snprintf(info->reason, sizeof info->reason,
              "flashcl_bwd_delta (portable), flashcl_bwd_dkdv and "
-             "flashcl_bwd_dq on mma.sync: %d keys or rows a work-group, %d "
-             "query rows a dK/dV step, %d keys a dQ step (%s)",
-             plan->warps * 16, plan->rows, plan->keys, plan->reason);
+             "flashcl_bwd_dq on mma.sync: %d keys a dK/dV work-group, %d "
+             "query rows a step (%d stages); %d rows a dQ work-group, %d "
+             "keys a step (%d stages) (%s)",
+             nv_bwd_key_block(plan), plan->rows, plan->row_stages,
+             nv_bwd_row_block(plan), plan->keys, plan->key_stages,
+             plan->reason);
     return nv_mma_bwd_options(caps, p, plan, info->build_options,
                               sizeof info->build_options);
 }
