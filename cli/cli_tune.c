@@ -8,10 +8,13 @@
  * chosen) and timed by profiling events (median after warm-up). The JSON
  * it writes after every candidate (atomically) is also what a rerun
  * resumes from and what FLASHCL_TUNING_FILE and scripts/tuning_db.py read
- * (docs/tuning.md). */
+ * (docs/tuning.md). `--backward` searches the tensor-core backward's tiles
+ * instead (path "nv_mma_bwd"): gradients checked against the float64
+ * gradient oracle, the backward call timed. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_backward.h"
 #include "cli_device.h"
 #include "cli_problem.h"
 #include "cli_report.h"
@@ -55,7 +58,29 @@ typedef struct tune_options {
     int reps, warmup;
     const char *output;
     bool fresh, inject_wrong, no_progress;
+    bool backward; /* the tensor-core backward's tiles (BACKWARD_PATH) */
 } tune_options;
+
+/* `--backward` tunes one "path": the tensor-core backward's tiles, filed
+ * under this name (src/paths/nv_mma_bwd_tiles.h), timed on backward
+ * calls. */
+#define BACKWARD_PATH "nv_mma_bwd"
+
+/* What the run tunes: the forward paths, or the backward alone. */
+static int tuned_count(const tune_options *o)
+{
+    return o->backward ? 1 : num_paths();
+}
+
+static const char *tuned_name(const tune_options *o, int i)
+{
+    return o->backward ? BACKWARD_PATH : flashcl_path_name(i);
+}
+
+static bool tuned_wanted(const tune_options *o, int i)
+{
+    return o->backward || o->paths[i];
+}
 
 /* ---- options -------------------------------------------------------- */
 
@@ -177,6 +202,12 @@ static const cli_option tune_table[] = {
      TUNE(CLI_FLAG, inject_wrong), 0, 0, NULL, NULL},
     {"no-progress", NULL, "no progress on stderr", TUNE(CLI_FLAG, no_progress),
      0, 0, NULL, NULL},
+    {"backward", NULL, "tune the tensor-core backward's tiles (path\n"
+                       "nv_mma_bwd: fp16/bf16 on NVIDIA cc >= 8.0, or\n"
+                       "FLASHCL_NV_EMULATE=1) on backward calls instead of\n"
+                       "the forward paths (--path is ignored; default\n"
+                       "dtype fp16, GPU fp16,bf16)",
+     TUNE(CLI_FLAG, backward), 0, 0, NULL, NULL},
     CLI_OPTIONS_END,
 };
 
@@ -195,8 +226,12 @@ const cli_command tune_command = {
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
-    "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_SPLIT_TILE, FLASHCL_SPLIT_LANES,\n"
-    "and FLASHCL_SPLIT_MMA are unset for the run.\n",
+    "--backward tunes the tensor-core backward's tiles the same way: each\n"
+    "candidate's dQ, dK and dV checked against the float64 gradient oracle,\n"
+    "its backward call timed by events after the forward it reads; winners\n"
+    "are filed under path nv_mma_bwd.\n"
+    "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_NVB_TILE, FLASHCL_SPLIT_TILE,\n"
+    "FLASHCL_SPLIT_LANES and FLASHCL_SPLIT_MMA are unset for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -643,10 +678,110 @@ static void append_schedule(candidate *c, const flashcl_variant_info *info)
                  info->num_splits, info->num_splits == 1 ? "" : "s");
 }
 
+/* "ran warps 4, key_tiles 1, ...": the backward's planned tunables, from
+ * its build options (two sets that ran the same tiles say the same). */
+static void backward_tiles_text(const flashcl_variant_info *info, char *buf,
+                                size_t cap)
+{
+    flashcl_tunable tn;
+    size_t len = (size_t)snprintf(buf, cap, "ran");
+    for (int i = 0; flashcl_path_tunable(BACKWARD_PATH, i, &tn) ==
+                        FLASHCL_SUCCESS && len < cap;
+         ++i) {
+        int v = 0;
+        if (option_value(tn.name, info, &v))
+            len += (size_t)snprintf(buf + len, cap - len, "%s %s %d",
+                                    i ? "," : "", tn.name, v);
+    }
+}
+
+/* A set the plan took as forced, else "illegal" with the plan's why. */
+static bool forced_taken(const flashcl_variant_info *info, candidate *c,
+                         flashcl_context *ctx)
+{
+    if (!strncmp(info->tuning, "forced candidate", 16))
+        return true;
+    /* the why, not the set again (the candidate's params are it) */
+    const char *why = strstr(flashcl_context_last_error(ctx), " refused for ");
+    if (!why)
+        return fail(c, "illegal", "refused by the path", ctx);
+    snprintf(c->status, sizeof c->status, "illegal");
+    snprintf(c->reason, sizeof c->reason, "refused by the path:%.170s",
+             why + 12);
+    return false;
+}
+
+/* The backward's device time on the timed problem (the forward it reads
+ * first, untimed in this figure), median of --reps after --warmup; NaN
+ * when a call fails. */
+static double backward_median(tune_state *t, shape_run *r)
+{
+    backward_timing bt;
+    char why[200];
+    return time_backward(t->ctx, &r->timed, FLASHCL_BACKEND_FUSED,
+                         t->o->warmup, t->o->reps, &bt, why,
+                         sizeof why) == FLASHCL_SUCCESS
+               ? bt.backward_ms
+               : NAN;
+}
+
+/* measure's backward (--backward): forces the set on path nv_mma_bwd,
+ * checks dQ, dK and dV of the check problem against the float64 gradient
+ * oracle (its first call, the kernels' compile included, is compile_ms),
+ * then times the backward alone on the timed problem. */
+static bool measure_backward(tune_state *t, shape_run *r, const char *forced,
+                             candidate *c)
+{
+    flashcl_context *ctx = t->ctx;
+    flashcl_attention_desc timed = problem_desc(&r->timed,
+                                                FLASHCL_BACKEND_FUSED);
+    flashcl_attention_desc check = problem_desc(&r->check,
+                                                FLASHCL_BACKEND_FUSED);
+    flashcl_variant_info info, check_info;
+    if (flashcl_context_force_tiles(ctx, c->path, forced) != FLASHCL_SUCCESS ||
+        flashcl_describe_backward(ctx, &timed, NULL, &info) != FLASHCL_SUCCESS)
+        return fail(c, "error", "describe", ctx);
+    c->head_dim_padded = info.head_dim_padded;
+    if (strcmp(info.kernel_file, "flash_bwd_mma.cl") != 0)
+        return fail(c, "gone", "the backward stopped running here", NULL);
+    if (!forced_taken(&info, c, ctx))
+        return false;
+    if (flashcl_describe_backward(ctx, &check, NULL, &check_info) !=
+            FLASHCL_SUCCESS ||
+        strcmp(info.build_options, check_info.build_options) != 0)
+        return fail(c, "error", "the check problem plans other tiles", NULL);
+    backward_result res;
+    char why[200] = "";
+    memset(&res, 0, sizeof res);
+    if (problem_run(ctx, &r->check, FLASHCL_BACKEND_FUSED) != FLASHCL_SUCCESS)
+        return fail(c, "error", "check forward", ctx);
+    if (problem_backward(ctx, &r->check, 1, &res, why, sizeof why) !=
+        FLASHCL_SUCCESS)
+        return fail(c, "error", why[0] ? why : "check backward", NULL);
+    c->compile_ms = res.first_call_ms;
+    c->error_o = fmax(res.dq_error, fmax(res.dk_error, res.dv_error));
+    if (!res.pass) {
+        snprintf(c->status, sizeof c->status, "invalid");
+        snprintf(c->reason, sizeof c->reason,
+                 "wrong gradients: dQ %.3g, dK %.3g, dV %.3g against the "
+                 "float64 oracle (tolerance %.3g)", res.dq_error,
+                 res.dk_error, res.dv_error, grad_tolerance(r->shape.dtype));
+        return false;
+    }
+    c->median_ms = backward_median(t, r);
+    if (!isfinite(c->median_ms))
+        return fail(c, "error", "timing", ctx);
+    snprintf(c->status, sizeof c->status, "ok");
+    backward_tiles_text(&info, c->reason, sizeof c->reason);
+    return true;
+}
+
 /* Forces, plans, compiles, checks and times one candidate into *c. */
 static bool measure(tune_state *t, shape_run *r, const char *forced,
                     candidate *c)
 {
+    if (t->o->backward)
+        return measure_backward(t, r, forced, c);
     flashcl_context *ctx = t->ctx;
     flashcl_attention_desc timed = problem_desc(&r->timed,
                                                 FLASHCL_BACKEND_FUSED);
@@ -661,17 +796,8 @@ static bool measure(tune_state *t, shape_run *r, const char *forced,
      * failed patched build falls back for the rest of the process) */
     if (strcmp(info.path, c->path) != 0)
         return fail(c, "gone", "the path stopped running here", NULL);
-    if (strncmp(info.tuning, "forced candidate", 16) != 0) {
-        /* the why, not the set again (the candidate's params are it) */
-        const char *why = strstr(flashcl_context_last_error(ctx),
-                                 " refused for ");
-        if (!why)
-            return fail(c, "illegal", "refused by the path", ctx);
-        snprintf(c->status, sizeof c->status, "illegal");
-        snprintf(c->reason, sizeof c->reason, "refused by the path:%.170s",
-                 why + 12);
+    if (!forced_taken(&info, c, ctx))
         return false;
-    }
     if (flashcl_prepare(ctx, &timed, &c->compile_ms) != FLASHCL_SUCCESS)
         return fail(c, "error", "compile", ctx);
     if (flashcl_describe_variant(ctx, &check, &check_info) !=
@@ -785,6 +911,11 @@ static int enumerate(const space *s, const flashcl_variant_info *table,
 
 static void apply_defaults(tune_options *o, bool cpu)
 {
+    if (!o->num_dtypes && o->backward) { /* its kernels: 16-bit only */
+        o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_FP16;
+        if (!cpu)
+            o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_BF16;
+    }
     if (!o->num_dtypes) {
         o->dtypes[o->num_dtypes++] = cpu ? FLASHCL_DTYPE_FP32
                                          : FLASHCL_DTYPE_FP16;
@@ -879,7 +1010,18 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
     candidate key;
     candidate_key(r, path, "", true, &key);
     memset(table, 0, sizeof *table);
-    if (flashcl_context_force_tiles(t->ctx, path, "") == FLASHCL_SUCCESS &&
+    if (t->o->backward) {
+        if (flashcl_context_force_tiles(t->ctx, path, "") ==
+                FLASHCL_SUCCESS &&
+            flashcl_describe_backward(t->ctx, &desc, NULL, table) ==
+                FLASHCL_SUCCESS &&
+            !strcmp(table->kernel_file, "flash_bwd_mma.cl"))
+            return true;
+        snprintf(key.reason, sizeof key.reason, "%.190s",
+                 table->skipped[0] ? table->skipped
+                                   : flashcl_context_last_error(t->ctx));
+    } else if (flashcl_context_force_tiles(t->ctx, path, "") ==
+                   FLASHCL_SUCCESS &&
         flashcl_describe_variant(t->ctx, &desc, table) == FLASHCL_SUCCESS &&
         !strcmp(table->path, path)) {
         if (strcmp(path, "split_kv") != 0 &&
@@ -910,6 +1052,24 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
         t->cands[t->count++] = key;
     }
     return false;
+}
+
+/* A measured candidate's median once more (NaN: a call failed). */
+static double time_again(tune_state *t, shape_run *r, const candidate *c)
+{
+    if (flashcl_context_force_tiles(t->ctx, c->path, c->params) !=
+        FLASHCL_SUCCESS)
+        return NAN;
+    if (t->o->backward)
+        return backward_median(t, r);
+    flashcl_attention_desc desc = problem_desc(&r->timed,
+                                               FLASHCL_BACKEND_FUSED);
+    timed_call call = {t->ctx, &desc};
+    timing_result time;
+    return timing_repeat(t->o->warmup, t->o->reps, one_call, &call, &time) ==
+                   0
+               ? time.median_ms
+               : NAN;
 }
 
 #define CONFIRM_TOP 3
@@ -943,20 +1103,9 @@ static void confirm(tune_state *t, shape_run *r, candidate *table)
     if (n < 2)
         return;
     double samples[CONFIRM_TOP + 1][CONFIRM_ROUNDS];
-    flashcl_attention_desc desc = problem_desc(&r->timed,
-                                               FLASHCL_BACKEND_FUSED);
-    timed_call call = {t->ctx, &desc};
     for (int round = 0; round < CONFIRM_ROUNDS; ++round)
-        for (int i = 0; i < n; ++i) {
-            timing_result time;
-            samples[i][round] = NAN;
-            if (flashcl_context_force_tiles(t->ctx, picked[i]->path,
-                                            picked[i]->params) ==
-                    FLASHCL_SUCCESS &&
-                timing_repeat(t->o->warmup, t->o->reps, one_call, &call,
-                              &time) == 0)
-                samples[i][round] = time.median_ms;
-        }
+        for (int i = 0; i < n; ++i)
+            samples[i][round] = time_again(t, r, picked[i]);
     for (int i = 0; i < n; ++i)
         picked[i]->confirm_ms = timing_median(samples[i], CONFIRM_ROUNDS);
     if (!save(t))
@@ -1075,8 +1224,8 @@ static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
                      bool runs[][MAX_PATHS])
 {
     int total = 0;
-    for (int p = 0; p < num_paths(); ++p) {
-        if (!t->o->paths[p])
+    for (int p = 0; p < tuned_count(t->o); ++p) {
+        if (!tuned_wanted(t->o, p))
             continue;
         static char why[MAX_SHAPES][200];
         int skipped = 0, same = 0, first = -1;
@@ -1087,7 +1236,7 @@ static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
             r.timed.spec = shapes[i].timed;
             r.timed.dtype = shapes[i].dtype;
             flashcl_variant_info table;
-            runs[i][p] = path_runs(t, &r, flashcl_path_name(p), &table, why[i],
+            runs[i][p] = path_runs(t, &r, tuned_name(t->o, p), &table, why[i],
                                    sizeof why[i]);
             total += runs[i][p];
             if (runs[i][p])
@@ -1097,14 +1246,14 @@ static int plan_runs(tune_state *t, const tune_shape *shapes, int count,
             same += !strcmp(why[first], why[i]);
         }
         if (skipped && skipped == count && same == count)
-            fprintf(stderr, "flashcl tune: skipped %s: %s\n", flashcl_path_name(p),
+            fprintf(stderr, "flashcl tune: skipped %s: %s\n", tuned_name(t->o, p),
                     why[first]);
         else
             for (int i = 0; skipped && i < count; ++i)
                 if (!runs[i][p])
                     fprintf(stderr, "flashcl tune: skipped %s for %s D=%d%s "
                             "%s: %s\n",
-                            flashcl_path_name(p), dtype_name(shapes[i].dtype),
+                            tuned_name(t->o, p), dtype_name(shapes[i].dtype),
                             shapes[i].head_dim,
                             shapes[i].causal ? " causal" : "",
                             seq_names[shapes[i].seq], why[i]);
@@ -1129,7 +1278,7 @@ static void run_all(tune_state *t, bool cpu)
         r.shape = shapes[i];
         char why[256];
         int paths_left = 0;
-        for (int p = 0; p < num_paths(); ++p)
+        for (int p = 0; p < tuned_count(t->o); ++p)
             paths_left += runs[i][p];
         if (!paths_left) {
             --shapes_left;
@@ -1142,11 +1291,11 @@ static void run_all(tune_state *t, bool cpu)
         }
         const double now = timing_host_ms();
         double shape_end = now + (end - now) / shapes_left--;
-        for (int p = 0; p < num_paths(); ++p) {
+        for (int p = 0; p < tuned_count(t->o); ++p) {
             if (!runs[i][p])
                 continue;
             const double at = timing_host_ms();
-            tune_path(t, &r, flashcl_path_name(p),
+            tune_path(t, &r, tuned_name(t->o, p),
                       at + (shape_end - at) / paths_left--, &bar, ++step);
         }
         shape_release(&r);
@@ -1176,8 +1325,8 @@ int cmd_tune(int argc, char **argv)
     }
     /* the run forces its own candidates */
     static const char *const knobs[] = {
-        "FLASHCL_TILES",      "FLASHCL_NV_TILE",   "FLASHCL_SPLIT_TILE",
-        "FLASHCL_SPLIT_LANES", "FLASHCL_SPLIT_MMA"};
+        "FLASHCL_TILES",       "FLASHCL_NV_TILE",  "FLASHCL_NVB_TILE",
+        "FLASHCL_SPLIT_TILE",  "FLASHCL_SPLIT_LANES", "FLASHCL_SPLIT_MMA"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
         unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,

@@ -896,7 +896,8 @@ typedef struct flashcl_tunable {
 FLASHCL_API const char *flashcl_path_name(int index);
 
 /** The `index`-th (0-based) tunable of the kernel path called `path`
- *  ("portable", "subgroup", "amd_mfma", "nv_mma"). Fails with
+ *  ("portable", "subgroup", "amd_mfma", "nv_mma"), or of the tensor-core
+ *  backward's tiles, `path` "nv_mma_bwd" (not a forward path). Fails with
  *  FLASHCL_ERROR_INVALID_VALUE for an unknown path or past its last
  *  tunable. */
 FLASHCL_API flashcl_status flashcl_path_tunable(const char *path, int index,
@@ -909,7 +910,9 @@ FLASHCL_API flashcl_status flashcl_path_tunable(const char *path, int index,
  *  them against the device: an illegal set is refused, the call runs the
  *  path's own tiles and its last-error text says why
  *  (flashcl_describe_variant shows which ran, compiling nothing). `path`
- *  NULL clears it. Do not call it while other threads use `ctx`. Fails
+ *  "nv_mma_bwd" forces the tensor-core backward's tiles instead
+ *  (flashcl_describe_backward shows them; forward calls plan as unforced).
+ *  `path` NULL clears it. Do not call it while other threads use `ctx`. Fails
  *  with FLASHCL_ERROR_INVALID_VALUE for an unknown path. */
 FLASHCL_API flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
                                                        const char *path,

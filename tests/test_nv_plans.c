@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static device_caps h200(const flashcl_context *ctx)
 {
@@ -845,6 +846,187 @@ START_TEST(backward_forced_tiles_fit_local_memory)
 }
 END_TEST
 
+/* The backward's tunables in the tuning database (issue 48): path
+ * "nv_mma_bwd" in FLASHCL_TUNING_FILE (the compiled database has no such
+ * entry yet) changes the plan's tiles; an entry the kernel cannot take
+ * (8 warps of 2 key tiles: 256 keys of K and V, 136 KiB at D = 128) is
+ * refused with a note and the defaults run; the tuner's forced set
+ * outranks the file, FLASHCL_NVB_TILE outranks both, FLASHCL_TUNING=off
+ * ignores the file. Every declared value is one of the kernel's legal
+ * switch values. */
+static nv_bwd_plan bwd_plan_with(const device_caps *caps, const char *forced,
+                                 problem *out)
+{
+    const bwd_plan_case *c = &bwd_cases[1]; /* fp16 D128 causal, unforced */
+    begin_call(ctx); /* the call's notes, as an API call starts them */
+    cl_mem owned[5];
+    flashcl_attention_desc d =
+        desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
+    problem p;
+    const flashcl_status st =
+        problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
+    nv_bwd_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if (st == FLASHCL_SUCCESS)
+        nv_mma_bwd_plan_forced(caps, &p, NULL, forced, &plan);
+    for (int o = 0; o < 5; ++o)
+        if (owned[o])
+            clReleaseMemObject(owned[o]);
+    ck_assert_msg(st == FLASHCL_SUCCESS, "%.300s",
+                  flashcl_context_last_error(ctx));
+    ck_assert(plan.chosen);
+    char options[1024];
+    ck_assert(nv_mma_bwd_options(caps, &p, &plan, options, sizeof options));
+    ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) == 0,
+                  "flash_bwd_mma.cl rejects %s", options);
+    if (out)
+        *out = p;
+    return plan;
+}
+
+static void write_bwd_entry(const char *file, const char *params)
+{
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"format\": \"flashcl-tuning-1\", \"winners\": [{\"path\": "
+               "\"nv_mma_bwd\", \"dtype\": \"fp16\", \"vendor\": \"nvidia\", "
+               "\"arch\": \"sm_90\", \"device\": \"*\", \"head_dim\": 128, "
+               "\"causal\": -1, \"seq\": \"*\", \"params\": \"%s\", "
+               "\"median_ms\": 1.5, \"measured_on\": \"test\"}]}\n",
+            params);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(backward_tuning_entries)
+{
+    const device_caps caps = h200(ctx);
+    char file[] = "/tmp/flashcl-bwd-tuning-XXXXXX";
+    const int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setenv("FLASHCL_TUNING_FILE", file, 1);
+
+    /* no entry: the defaults */
+    write_bwd_entry(file, "");
+    nv_bwd_plan plan = bwd_plan_with(&caps, NULL, NULL);
+    ck_assert_int_eq(plan.warps, 4);
+    ck_assert_int_eq(plan.rows, 16);
+    ck_assert_int_eq(plan.keys, 32);
+    ck_assert_int_eq(plan.row_stages, 1);
+
+    /* a legal entry: its tiles, named in describe's reason and tuning */
+    write_bwd_entry(file, "warps=2,rows=16,keys=16,row_stages=2");
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    ck_assert_int_eq(plan.warps, 2);
+    ck_assert_int_eq(plan.rows, 16);
+    ck_assert_int_eq(plan.keys, 16);
+    ck_assert_int_eq(plan.row_stages, 2);
+    ck_assert_int_eq(plan.key_tiles, 1);
+    ck_assert_str_eq(plan.reason, "tuning DB");
+    ck_assert_msg(strstr(plan.origin, "FLASHCL_TUNING_FILE") &&
+                      strstr(plan.origin, "nv_mma_bwd"),
+                  "%s", plan.origin);
+    {
+        const bwd_plan_case *c = &bwd_cases[1];
+        cl_mem owned[5];
+        flashcl_attention_desc d =
+            desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
+        problem p;
+        ck_assert_int_eq(problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p),
+                         FLASHCL_SUCCESS);
+        flashcl_variant_info info;
+        memset(&info, 0, sizeof info);
+        ck_assert(nv_mma_bwd_describe(&caps, &p, &plan, &info));
+        for (int o = 0; o < 5; ++o)
+            if (owned[o])
+                clReleaseMemObject(owned[o]);
+        ck_assert_msg(strstr(info.reason, "(FLASHCL_TUNING_FILE"), "%s",
+                      info.reason);
+        ck_assert_str_eq(info.tuning, plan.origin);
+        ck_assert_int_eq(info.work_group_size, 64);
+    }
+
+    /* the tuner's forced set outranks the file */
+    plan = bwd_plan_with(&caps, "warps=1,keys=48", NULL);
+    ck_assert_int_eq(plan.warps, 1);
+    ck_assert_int_eq(plan.keys, 48);
+    ck_assert_int_eq(plan.rows, 16); /* the default's */
+    ck_assert_str_eq(plan.reason, "forced candidate");
+
+    /* FLASHCL_NVB_TILE outranks the file */
+    setenv("FLASHCL_NVB_TILE", "4,16,32", 1);
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    unsetenv("FLASHCL_NVB_TILE");
+    ck_assert_str_eq(plan.reason, "FLASHCL_NVB_TILE");
+    ck_assert_str_eq(plan.origin, "");
+    ck_assert_int_eq(plan.warps, 4);
+
+    /* FLASHCL_TUNING=off: the defaults */
+    setenv("FLASHCL_TUNING", "off", 1);
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    unsetenv("FLASHCL_TUNING");
+    ck_assert_int_eq(plan.warps, 4);
+    ck_assert_str_eq(plan.origin, "");
+
+    /* an entry beyond local memory: refused with a note, the defaults run */
+    write_bwd_entry(file, "warps=8,key_tiles=2");
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    ck_assert_int_eq(plan.warps, 4);
+    ck_assert_int_eq(plan.key_tiles, 1);
+    ck_assert_int_eq(plan.rows, 16);
+    ck_assert_str_eq(plan.origin, "");
+    ck_assert_msg(strstr(flashcl_context_last_error(ctx),
+                         "refused for nv_mma_bwd"),
+                  "%s", flashcl_context_last_error(ctx));
+    /* a value outside the switches (3 stages): refused too */
+    write_bwd_entry(file, "row_stages=3");
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    ck_assert_int_eq(plan.row_stages, 1);
+    ck_assert_str_eq(plan.origin, "");
+    /* a name the backward does not declare: ignored */
+    write_bwd_entry(file, "block_m=64");
+    plan = bwd_plan_with(&caps, NULL, NULL);
+    ck_assert_str_eq(plan.origin, "");
+    unsetenv("FLASHCL_TUNING_FILE");
+    unlink(file);
+
+    /* the declared tunables, through the public API, are the kernel's
+     * switches: each value alone passes the switch list's check */
+    static const char *const names[] = {"warps", "key_tiles", "row_tiles",
+                                        "rows", "keys", "row_stages",
+                                        "key_stages"};
+    problem base_p;
+    const nv_bwd_plan base = bwd_plan_with(&caps, NULL, &base_p);
+    for (int i = 0; i < 7; ++i) {
+        flashcl_tunable t;
+        ck_assert_int_eq(flashcl_path_tunable("nv_mma_bwd", i, &t),
+                         FLASHCL_SUCCESS);
+        ck_assert_str_eq(t.name, names[i]);
+        ck_assert_int_ge(t.count, 2);
+        for (int v = 0; v < t.count; ++v) {
+            nv_bwd_plan one = base;
+            int *field[] = {&one.warps, &one.key_tiles, &one.row_tiles,
+                            &one.rows, &one.keys, &one.row_stages,
+                            &one.key_stages};
+            *field[i] = t.values[v];
+            char options[1024];
+            ck_assert_msg(nv_mma_bwd_options(&caps, &base_p, &one, options,
+                                             sizeof options),
+                          "%s=%d is not a legal switch value", names[i],
+                          t.values[v]);
+        }
+    }
+    flashcl_tunable past;
+    ck_assert_int_eq(flashcl_path_tunable("nv_mma_bwd", 7, &past),
+                     FLASHCL_ERROR_INVALID_VALUE);
+    /* the forward's paths do not take the backward's forced set */
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, "nv_mma_bwd", "warps=2"),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, NULL, NULL),
+                     FLASHCL_SUCCESS);
+}
+END_TEST
+
 /* A quantized cache's decode on the H200 (issue 45): the split-KV path on
  * the kernel an unquantized call would take, each dequantizing as it loads
  * (cl/common/kv_load.clh): the tensor-core kernel for a GQA decode,
@@ -969,6 +1151,7 @@ int main(void)
     tcase_add_test(tc, backward_forced_tiles_fit_local_memory);
     tcase_add_loop_test(tc, backward_plans_for_an_h200, 0,
                         (int)LENGTH(bwd_cases));
+    tcase_add_test(tc, backward_tuning_entries);
     tcase_add_test(tc, preprocess_can_fail);
     tcase_add_test(tc, plan_error_fails_the_build);
     tcase_add_test(tc, first_refusal_stands);

@@ -6,6 +6,7 @@
 #include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/nv_mma_bwd.h"
+#include "paths/nv_mma_bwd_tiles.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "paths/switches.h"
@@ -308,7 +309,14 @@ static bwd_plan plan_backward(flashcl_context *ctx, const problem *p,
                                          w ? &w->d_q : NULL,
                                          w ? &w->d_k : NULL,
                                          w ? &w->d_v : NULL};
-    nv_mma_bwd_plan(&ctx->caps, p, grads, &plan.nv);
+    /* the tuner's forced set for the backward (flashcl tune --backward) */
+    char forced[sizeof ctx->forced_tiles];
+    const char *spec = context_forced_tiles(ctx, forced, sizeof forced);
+    const size_t key = strlen(NV_MMA_BWD_TUNING_PATH);
+    const bool mine = spec && !strncmp(spec, NV_MMA_BWD_TUNING_PATH, key) &&
+                      spec[key] == ':';
+    nv_mma_bwd_plan_forced(&ctx->caps, p, grads, mine ? spec + key + 1 : NULL,
+                           &plan.nv);
     /* Oclgrind, a CPU to the planner, checks the other row counts so. */
     const char *rows = dev_getenv("FLASHCL_BWD_ROWS");
     if (rows && atoi(rows) >= 1 && atoi(rows) <= 4)

@@ -122,7 +122,7 @@ flashcl_status flashcl_context_force_tiles(flashcl_context *ctx,
     begin_call(ctx);
     char spec[sizeof ctx->forced_tiles] = "";
     if (path) {
-        if (!find_path(path))
+        if (!find_tuned_path(path))
             return set_error(ctx, FLASHCL_ERROR_INVALID_VALUE,
                              "no kernel path is called \"%.64s\"", path);
         const int n = snprintf(spec, sizeof spec, "%s:%s", path,
@@ -147,7 +147,7 @@ const char *flashcl_path_name(int index)
 flashcl_status flashcl_path_tunable(const char *path, int index,
                                     flashcl_tunable *out)
 {
-    const kernel_path *kp = find_path(path);
+    const kernel_path *kp = find_tuned_path(path);
     if (!path || !out)
         return FLASHCL_ERROR_NULL_ARGUMENT;
     if (!kp || index < 0 || (size_t)index >= kp->tunable_count)

@@ -5,8 +5,10 @@
 #include "core/dev_env.h"
 #include "core/options_buf.h"
 #include "paths/nv_common.h"
+#include "paths/nv_mma_bwd_tiles.h"
 #include "paths/path.h"
 #include "paths/switches.h"
+#include "paths/tuning.h"
 #include "problem/variants.h"
 #include "nvidia/flash_bwd_mma_switches.clh"
 
@@ -87,10 +89,13 @@ static bool modifies_scores(const problem *p)
            variant_active(p, VARIANT_BIAS) || variant_active(p, VARIANT_MASK);
 }
 
-static void forced_tiles(const device_caps *caps, nv_bwd_plan *t)
+/* FLASHCL_NVB_TILE over the defaults `base` (its three-field form keeps
+ * their tiles and stages), replacing *t when legal. */
+static void forced_tiles(const device_caps *caps, const nv_bwd_plan *base,
+                         nv_bwd_plan *t)
 {
     const char *text = dev_getenv("FLASHCL_NVB_TILE");
-    nv_bwd_plan forced = *t;
+    nv_bwd_plan forced = *base;
     if (!text)
         return;
     const int n = sscanf(text, "%d,%d,%d,%d,%d,%d,%d", &forced.warps,
@@ -99,12 +104,57 @@ static void forced_tiles(const device_caps *caps, nv_bwd_plan *t)
                          &forced.key_stages);
     if ((n == 3 || n == 7) && tiles_fit(caps, &forced)) {
         forced.reason = "FLASHCL_NVB_TILE";
+        forced.origin[0] = '\0';
         *t = forced;
     }
 }
 
+/* The tuning key of the backward (nv_mma_bwd_tiles.h): not a forward
+ * path (no list holds it), only what tuning_choose, flashcl_path_tunable
+ * and flashcl_context_force_tiles read of one. */
+const kernel_path nv_mma_bwd_tuning = {
+    .name = NV_MMA_BWD_TUNING_PATH,
+    .summary = "the tensor-core backward's tiles (flashcl tune --backward)",
+    .tunables = nv_mma_bwd_tunables,
+    .tunable_count = sizeof nv_mma_bwd_tunables / sizeof nv_mma_bwd_tunables[0],
+};
+
+/* The tuner's forced set, else FLASHCL_TUNING_FILE's or the compiled
+ * database's entry for path "nv_mma_bwd", over the defaults in *t; a set
+ * tiles_fit refuses is noted (the call's last-error text) and the next
+ * source, finally the defaults, runs. */
+static void tuned_tiles(const device_caps *caps, const problem *p,
+                        const char *forced, nv_bwd_plan *t)
+{
+    const int dim = t->dim_padded > t->dim_v_padded ? t->dim_padded
+                                                    : t->dim_v_padded;
+    tuning_choice c;
+    int next = 0;
+    while (tuning_choose(caps, &nv_mma_bwd_tuning, p, dim, forced, &next,
+                         &c)) {
+        nv_bwd_plan tuned = *t;
+        const tile_params *v = &c.params;
+        tuned.warps = tile_params_get(v, "warps", t->warps);
+        tuned.key_tiles = tile_params_get(v, "key_tiles", t->key_tiles);
+        tuned.row_tiles = tile_params_get(v, "row_tiles", t->row_tiles);
+        tuned.rows = tile_params_get(v, "rows", t->rows);
+        tuned.keys = tile_params_get(v, "keys", t->keys);
+        tuned.row_stages = tile_params_get(v, "row_stages", t->row_stages);
+        tuned.key_stages = tile_params_get(v, "key_stages", t->key_stages);
+        if (tiles_fit(caps, &tuned)) {
+            tuned.reason = c.forced ? "forced candidate" : "tuning DB";
+            snprintf(tuned.origin, sizeof tuned.origin, "%s", c.origin);
+            *t = tuned;
+            return;
+        }
+        tuning_refused(&c, NV_MMA_BWD_TUNING_PATH,
+                       "outside the kernel's switches, or its local memory "
+                       "or work-group size exceeds the device's");
+    }
+}
+
 static void choose_tiles(const device_caps *caps, const problem *p,
-                         nv_bwd_plan *t)
+                         const char *forced, nv_bwd_plan *t)
 {
     t->warps = 4;
     t->key_tiles = t->row_tiles = 1;
@@ -119,7 +169,9 @@ static void choose_tiles(const device_caps *caps, const problem *p,
         t->reason = "default: 4 warps, 16 query rows a dK/dV step (32 "
                     "exceed local memory)";
     }
-    forced_tiles(caps, t);
+    const nv_bwd_plan defaults = *t;
+    tuned_tiles(caps, p, forced, t);
+    forced_tiles(caps, &defaults, t);
 }
 
 static bool rows_aligned(const problem *p, const tensor_view *const grads[4])
@@ -171,13 +223,20 @@ static const char *refusal(const device_caps *caps, const problem *p,
 void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
                      const tensor_view *const grads[4], nv_bwd_plan *plan)
 {
+    nv_mma_bwd_plan_forced(caps, p, grads, NULL, plan);
+}
+
+void nv_mma_bwd_plan_forced(const device_caps *caps, const problem *p,
+                            const tensor_view *const grads[4],
+                            const char *forced, nv_bwd_plan *plan)
+{
     memset(plan, 0, sizeof *plan);
     plan->dim_padded = round16(p->head_dim);
     plan->dim_v_padded = round16(p->head_dim_v);
     char failed[200];
     const char *why = refusal(caps, p, grads, failed, sizeof failed);
     if (!why) {
-        choose_tiles(caps, p, plan);
+        choose_tiles(caps, p, forced, plan);
         if (!tiles_fit(caps, plan))
             why = "its smallest tiles exceed this device's local memory or "
                   "work-group size";
@@ -275,7 +334,7 @@ void nv_mma_bwd_log(const nv_bwd_plan *plan)
                         "keys a step, %d and %d stages: %s)\n",
                 plan->warps, nv_bwd_key_block(plan), nv_bwd_row_block(plan),
                 plan->rows, plan->keys, plan->row_stages, plan->key_stages,
-                plan->reason);
+                plan->origin[0] ? plan->origin : plan->reason);
     else
         fprintf(stderr, "flashcl: backward on portable (%s)\n",
                 plan->why_not);
@@ -294,10 +353,12 @@ bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
              "flashcl_bwd_delta (portable), flashcl_bwd_dkdv and "
              "flashcl_bwd_dq on mma.sync: %d keys a dK/dV work-group, %d "
              "query rows a step (%d stages); %d rows a dQ work-group, %d "
-             "keys a step (%d stages) (%s)",
+             "keys a step (%d stages) (%.60s)",
              nv_bwd_key_block(plan), plan->rows, plan->row_stages,
              nv_bwd_row_block(plan), plan->keys, plan->key_stages,
-             plan->reason);
+             /* the whole origin in `tuning` */
+             plan->origin[0] ? plan->origin : plan->reason);
+    snprintf(info->tuning, sizeof info->tuning, "%s", plan->origin);
     return nv_mma_bwd_options(caps, p, plan, info->build_options,
                               sizeof info->build_options);
 }

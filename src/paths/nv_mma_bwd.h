@@ -17,6 +17,9 @@ typedef struct nv_bwd_plan {
     int key_stages; /* dQ: key buffers (2: copies overlap) */
     int dim_padded, dim_v_padded; /* head dims rounded up to 16 */
     const char *reason; /* why these tiles */
+    /* The tuning entry (or the tuner's forced set) behind the tiles, ""
+     * for the defaults: describe's reason and `tuning` name it. */
+    char origin[300];
     char why_not[256];  /* when not chosen: why ("" when never tried) */
 } nv_bwd_plan;
 
@@ -26,6 +29,21 @@ typedef struct nv_bwd_plan {
  * or nv_wgmma, or FLASHCL_PORTABLE_ONLY, keeps it off. */
 void nv_mma_bwd_plan(const device_caps *caps, const problem *p,
                      const tensor_view *const grads[4], nv_bwd_plan *plan);
+
+/* nv_mma_bwd_plan with the tuner's forced set for path "nv_mma_bwd"
+ * (flashcl_context_force_tiles' params; NULL: none): the tiles come from
+ * it, else from FLASHCL_TUNING_FILE's or the compiled database's entry
+ * for "nv_mma_bwd", else the defaults; a set the kernel cannot take is
+ * refused with a note in the last-error text. FLASHCL_NVB_TILE, when
+ * legal, still wins. */
+void nv_mma_bwd_plan_forced(const device_caps *caps, const problem *p,
+                            const tensor_view *const grads[4],
+                            const char *forced, nv_bwd_plan *plan);
+
+/* The backward's tuning key (nv_mma_bwd_tiles.h): name "nv_mma_bwd" and
+ * its tunables; in no list of forward paths. */
+struct kernel_path;
+extern const struct kernel_path nv_mma_bwd_tuning;
 
 /* Its build options into options[cap], every switch checked against
  * cl/nvidia/flash_bwd_mma_switches.clh; false when one is illegal or they

@@ -3,6 +3,7 @@
  * everything, last. */
 #include "core/dev_env.h"
 #include "paths/path.h"
+#include "paths/nv_mma_bwd.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,13 @@ const kernel_path *find_path(const char *name)
     return NULL;
 }
 
+const kernel_path *find_tuned_path(const char *name)
+{
+    if (name && !strcmp(name, nv_mma_bwd_tuning.name))
+        return &nv_mma_bwd_tuning;
+    return find_path(name);
+}
+
 void choose_plan(const device_caps *caps, const problem *p, kernel_plan *plan,
                  char *skipped, size_t skipped_cap)
 {
@@ -129,6 +137,11 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         memcpy(forced_name, forced_spec, (size_t)(colon - forced_spec));
         forced_name[colon - forced_spec] = '\0';
         forced_tiles = colon + 1;
+    }
+    if (forced_name[0] && !find_path(forced_name)) {
+        /* the backward's tuning key ("nv_mma_bwd"): not the forward's */
+        forced_name[0] = '\0';
+        forced_tiles = NULL;
     }
     if (skipped && skipped_cap)
         skipped[0] = '\0';
