@@ -906,13 +906,15 @@ START_TEST(backward_tuning_entries)
     close(fd);
     setenv("FLASHCL_TUNING_FILE", file, 1);
 
-    /* no entry: the defaults */
+    /* an entry of params "" (the defaults won): the defaults' tiles,
+     * named as the entry's */
     write_bwd_entry(file, "");
     nv_bwd_plan plan = bwd_plan_with(&caps, NULL, NULL);
     ck_assert_int_eq(plan.warps, 4);
     ck_assert_int_eq(plan.rows, 16);
     ck_assert_int_eq(plan.keys, 32);
     ck_assert_int_eq(plan.row_stages, 1);
+    ck_assert_str_eq(plan.reason, "tuning DB");
 
     /* a legal entry: its tiles, named in describe's reason and tuning */
     write_bwd_entry(file, "warps=2,rows=16,keys=16,row_stages=2");
