@@ -678,7 +678,7 @@ static void append_schedule(candidate *c, const flashcl_variant_info *info)
                  info->num_splits, info->num_splits == 1 ? "" : "s");
 }
 
-/* "ran warps 4, key_tiles 1, ...": the backward's planned tunables, from
+/* "ran warps 4, rows 32, ...": the backward's planned tunables, from
  * its build options (two sets that ran the same tiles say the same). */
 static void backward_tiles_text(const flashcl_variant_info *info, char *buf,
                                 size_t cap)
@@ -725,6 +725,28 @@ static double backward_median(tune_state *t, shape_run *r)
                : NAN;
 }
 
+/* The candidate's tiles forced, and the timed problem's plan (the
+ * backward's when t->o->backward) described into *info; false (c failed)
+ * when either fails. */
+static bool force_and_describe(tune_state *t, shape_run *r,
+                               const char *forced, candidate *c,
+                               flashcl_variant_info *info)
+{
+    flashcl_attention_desc timed = problem_desc(&r->timed,
+                                                FLASHCL_BACKEND_FUSED);
+    const flashcl_status described =
+        flashcl_context_force_tiles(t->ctx, c->path, forced) !=
+                FLASHCL_SUCCESS
+            ? FLASHCL_ERROR_INVALID_VALUE
+        : t->o->backward
+            ? flashcl_describe_backward(t->ctx, &timed, NULL, info)
+            : flashcl_describe_variant(t->ctx, &timed, info);
+    if (described != FLASHCL_SUCCESS)
+        return fail(c, "error", "describe", t->ctx);
+    c->head_dim_padded = info->head_dim_padded;
+    return true;
+}
+
 /* measure's backward (--backward): forces the set on path nv_mma_bwd,
  * checks dQ, dK and dV of the check problem against the float64 gradient
  * oracle (its first call, the kernels' compile included, is compile_ms),
@@ -733,15 +755,11 @@ static bool measure_backward(tune_state *t, shape_run *r, const char *forced,
                              candidate *c)
 {
     flashcl_context *ctx = t->ctx;
-    flashcl_attention_desc timed = problem_desc(&r->timed,
-                                                FLASHCL_BACKEND_FUSED);
     flashcl_attention_desc check = problem_desc(&r->check,
                                                 FLASHCL_BACKEND_FUSED);
     flashcl_variant_info info, check_info;
-    if (flashcl_context_force_tiles(ctx, c->path, forced) != FLASHCL_SUCCESS ||
-        flashcl_describe_backward(ctx, &timed, NULL, &info) != FLASHCL_SUCCESS)
-        return fail(c, "error", "describe", ctx);
-    c->head_dim_padded = info.head_dim_padded;
+    if (!force_and_describe(t, r, forced, c, &info))
+        return false;
     if (strcmp(info.kernel_file, "flash_bwd_mma.cl") != 0)
         return fail(c, "gone", "the backward stopped running here", NULL);
     if (!forced_taken(&info, c, ctx))
@@ -788,10 +806,8 @@ static bool measure(tune_state *t, shape_run *r, const char *forced,
     flashcl_attention_desc check = problem_desc(&r->check,
                                                 FLASHCL_BACKEND_FUSED);
     flashcl_variant_info info, check_info;
-    if (flashcl_context_force_tiles(ctx, c->path, forced) != FLASHCL_SUCCESS ||
-        flashcl_describe_variant(ctx, &timed, &info) != FLASHCL_SUCCESS)
-        return fail(c, "error", "describe", ctx);
-    c->head_dim_padded = info.head_dim_padded;
+    if (!force_and_describe(t, r, forced, c, &info))
+        return false;
     /* path_runs saw the path run this shape: it stopped (nv_wgmma after a
      * failed patched build falls back for the rest of the process) */
     if (strcmp(info.path, c->path) != 0)

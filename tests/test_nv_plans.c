@@ -727,27 +727,39 @@ static const bwd_plan_case bwd_cases[] = {
      "nv_mma", false, 0, 0},
 };
 
-START_TEST(backward_plans_for_an_h200)
+/* Case c's backward plan on caps, planned with the environment variable
+ * `name` set to `value` (not set when value is NULL); *p its problem. */
+static nv_bwd_plan bwd_plan_of(const device_caps *caps,
+                               const bwd_plan_case *c, const char *name,
+                               const char *value, problem *p)
 {
-    const bwd_plan_case *c = &bwd_cases[_i];
-    const device_caps caps = h200(ctx);
     cl_mem owned[5];
     flashcl_attention_desc d =
         desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
-    if (c->force)
-        setenv("FLASHCL_PATH", c->force, 1);
-    problem p;
+    if (value)
+        setenv(name, value, 1);
     const flashcl_status st =
-        problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
+        problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, p);
     nv_bwd_plan plan;
+    memset(&plan, 0, sizeof plan);
     if (st == FLASHCL_SUCCESS)
-        nv_mma_bwd_plan(&caps, &p, NULL, &plan);
-    unsetenv("FLASHCL_PATH");
+        nv_mma_bwd_plan(caps, p, NULL, &plan);
+    unsetenv(name);
     for (int i = 0; i < 5; ++i)
         if (owned[i])
             clReleaseMemObject(owned[i]);
     ck_assert_msg(st == FLASHCL_SUCCESS, "%s: %.300s", c->fwd.name,
                   flashcl_context_last_error(ctx));
+    return plan;
+}
+
+START_TEST(backward_plans_for_an_h200)
+{
+    const bwd_plan_case *c = &bwd_cases[_i];
+    const device_caps caps = h200(ctx);
+    problem p;
+    const nv_bwd_plan plan = bwd_plan_of(&caps, c, "FLASHCL_PATH", c->force,
+                                         &p);
     printf("backward %-36s %s %s\n", c->fwd.name,
            plan.chosen ? "nv_mma" : "portable", plan.why_not);
     ck_assert_msg(plan.chosen == c->chosen, "%s: chosen %d (%s)",
@@ -756,6 +768,9 @@ START_TEST(backward_plans_for_an_h200)
         return;
     ck_assert_int_eq(plan.rows, c->rows);
     ck_assert_int_eq(plan.keys, c->keys);
+    /* two key stages fit every default tile here (1-3 % on an H200) */
+    ck_assert_int_eq(plan.key_stages, 2);
+    ck_assert_int_eq(plan.row_stages, 1);
     char options[1024];
     ck_assert(nv_mma_bwd_options(&caps, &p, &plan, options, sizeof options));
     ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) == 0,
@@ -780,49 +795,35 @@ START_TEST(backward_plans_for_an_h200)
 }
 END_TEST
 
-/* FLASHCL_NVB_TILE's seven fields (warps, rows, keys, key tiles, row
- * tiles, row stages, key stages) on an H200 at D = 128: taken when the
- * tiles fit, which the kernel's own local-memory rule confirms, and
- * ignored (the default stays) when they do not: a second row stage of 4
- * warps of 16 keys needs 52 KiB, 3 warps 44 KiB. */
+/* FLASHCL_NVB_TILE's five fields (warps, rows, keys, row stages, key
+ * stages) on an H200 at D = 128: taken when the tiles fit, which the
+ * kernel's own local-memory rule confirms, and ignored (the defaults stay)
+ * when they do not: a second row stage of 4 warps of 16 keys needs 52
+ * KiB, 3 warps 44 KiB. */
 START_TEST(backward_forced_tiles_fit_local_memory)
 {
     static const struct {
         const char *tile;
         bool taken;
-        int key_block, row_block;
+        int warps, row_stages, key_stages;
     } tiles[] = {
-        {"4,16,32,1,1,2,1", false, 64, 64},
-        {"3,16,32,1,1,2,2", true, 48, 48},
-        {"4,16,32,1,2,1,2", true, 64, 128},
-        {"4,16,32,2,1,1,1", false, 64, 64},
-        {"4,16,32,1,1,3,1", false, 64, 64},
-        {"4,16,32", true, 64, 64},
+        {"4,16,32,2,1", false, 4, 1, 2}, {"3,16,32,2,2", true, 3, 2, 2},
+        {"4,16,32,1,1", true, 4, 1, 1},  {"8,16,32,1,1", false, 4, 1, 2},
+        {"4,16,32,3,1", false, 4, 1, 2}, {"4,16,32", true, 4, 1, 2},
     };
     const device_caps caps = h200(ctx);
     const bwd_plan_case *c = &bwd_cases[3]; /* fp16 D128 causal, nv_mma */
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; ++i) {
-        cl_mem owned[5];
-        flashcl_attention_desc d =
-            desc_of(&c->fwd, flashcl_context_cl_context(ctx), owned);
-        setenv("FLASHCL_NVB_TILE", tiles[i].tile, 1);
         problem p;
-        const flashcl_status st =
-            problem_from_desc(ctx, &d, PROBLEM_FOR_PLANNING, &p);
-        nv_bwd_plan plan;
-        if (st == FLASHCL_SUCCESS)
-            nv_mma_bwd_plan(&caps, &p, NULL, &plan);
-        unsetenv("FLASHCL_NVB_TILE");
-        for (int o = 0; o < 5; ++o)
-            if (owned[o])
-                clReleaseMemObject(owned[o]);
-        ck_assert_int_eq(st, FLASHCL_SUCCESS);
+        const nv_bwd_plan plan =
+            bwd_plan_of(&caps, c, "FLASHCL_NVB_TILE", tiles[i].tile, &p);
         ck_assert(plan.chosen);
         const bool taken = !strcmp(plan.reason, "FLASHCL_NVB_TILE");
         ck_assert_msg(taken == tiles[i].taken, "%s: taken %d",
                       tiles[i].tile, taken);
-        ck_assert_int_eq(nv_bwd_key_block(&plan), tiles[i].key_block);
-        ck_assert_int_eq(nv_bwd_row_block(&plan), tiles[i].row_block);
+        ck_assert_int_eq(plan.warps, tiles[i].warps);
+        ck_assert_int_eq(plan.row_stages, tiles[i].row_stages);
+        ck_assert_int_eq(plan.key_stages, tiles[i].key_stages);
         char options[1024];
         ck_assert(nv_mma_bwd_options(&caps, &p, &plan, options,
                                      sizeof options));
@@ -833,11 +834,10 @@ START_TEST(backward_forced_tiles_fit_local_memory)
         if (tiles[i].taken)
             continue;
         /* what the host refused, the kernel refuses too (the 3-stage
-         * and the 2-key-tile cases are outside its legal values) */
+         * case is outside its legal values) */
         nv_bwd_plan refused = plan;
-        sscanf(tiles[i].tile, "%d,%d,%d,%d,%d,%d,%d", &refused.warps,
-               &refused.rows, &refused.keys, &refused.key_tiles,
-               &refused.row_tiles, &refused.row_stages, &refused.key_stages);
+        sscanf(tiles[i].tile, "%d,%d,%d,%d,%d", &refused.warps, &refused.rows,
+               &refused.keys, &refused.row_stages, &refused.key_stages);
         if (nv_mma_bwd_options(&caps, &p, &refused, options, sizeof options))
             ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, true) !=
                               0,
@@ -923,7 +923,6 @@ START_TEST(backward_tuning_entries)
     ck_assert_int_eq(plan.rows, 16);
     ck_assert_int_eq(plan.keys, 16);
     ck_assert_int_eq(plan.row_stages, 2);
-    ck_assert_int_eq(plan.key_tiles, 1);
     ck_assert_str_eq(plan.reason, "tuning DB");
     ck_assert_msg(strstr(plan.origin, "FLASHCL_TUNING_FILE") &&
                       strstr(plan.origin, "nv_mma_bwd"),
@@ -949,7 +948,7 @@ START_TEST(backward_tuning_entries)
     }
 
     /* the tuner's forced set outranks the file */
-    plan = bwd_plan_with(&caps, "warps=1,keys=48", NULL);
+    plan = bwd_plan_with(&caps, "warps=1,keys=48,key_stages=1", NULL);
     ck_assert_int_eq(plan.warps, 1);
     ck_assert_int_eq(plan.keys, 48);
     ck_assert_int_eq(plan.rows, 16); /* the default's */
@@ -971,10 +970,9 @@ START_TEST(backward_tuning_entries)
     ck_assert_str_eq(plan.origin, "");
 
     /* an entry beyond local memory: refused with a note, the defaults run */
-    write_bwd_entry(file, "warps=8,key_tiles=2");
+    write_bwd_entry(file, "warps=8,rows=32");
     plan = bwd_plan_with(&caps, NULL, NULL);
     ck_assert_int_eq(plan.warps, 4);
-    ck_assert_int_eq(plan.key_tiles, 1);
     ck_assert_int_eq(plan.rows, 16);
     ck_assert_str_eq(plan.origin, "");
     ck_assert_msg(strstr(flashcl_context_last_error(ctx),
@@ -994,12 +992,11 @@ START_TEST(backward_tuning_entries)
 
     /* the declared tunables, through the public API, are the kernel's
      * switches: each value alone passes the switch list's check */
-    static const char *const names[] = {"warps", "key_tiles", "row_tiles",
-                                        "rows", "keys", "row_stages",
-                                        "key_stages"};
+    static const char *const names[] = {"warps", "rows", "keys",
+                                        "row_stages", "key_stages"};
     problem base_p;
     const nv_bwd_plan base = bwd_plan_with(&caps, NULL, &base_p);
-    for (int i = 0; i < 7; ++i) {
+    for (int i = 0; i < 5; ++i) {
         flashcl_tunable t;
         ck_assert_int_eq(flashcl_path_tunable("nv_mma_bwd", i, &t),
                          FLASHCL_SUCCESS);
@@ -1007,9 +1004,8 @@ START_TEST(backward_tuning_entries)
         ck_assert_int_ge(t.count, 2);
         for (int v = 0; v < t.count; ++v) {
             nv_bwd_plan one = base;
-            int *field[] = {&one.warps, &one.key_tiles, &one.row_tiles,
-                            &one.rows, &one.keys, &one.row_stages,
-                            &one.key_stages};
+            int *field[] = {&one.warps, &one.rows, &one.keys,
+                            &one.row_stages, &one.key_stages};
             *field[i] = t.values[v];
             char options[1024];
             ck_assert_msg(nv_mma_bwd_options(&caps, &base_p, &one, options,
@@ -1019,7 +1015,7 @@ START_TEST(backward_tuning_entries)
         }
     }
     flashcl_tunable past;
-    ck_assert_int_eq(flashcl_path_tunable("nv_mma_bwd", 7, &past),
+    ck_assert_int_eq(flashcl_path_tunable("nv_mma_bwd", 5, &past),
                      FLASHCL_ERROR_INVALID_VALUE);
     /* the forward's paths do not take the backward's forced set */
     ck_assert_int_eq(flashcl_context_force_tiles(ctx, "nv_mma_bwd", "warps=2"),

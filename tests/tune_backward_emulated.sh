@@ -26,7 +26,7 @@ cat "$dir/first.log"
 python3 - "$dir/bwd.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
-legal = {"warps": {1, 2, 4, 8}, "key_tiles": {1, 2}, "row_tiles": {1, 2},
+legal = {"warps": {1, 2, 4, 8},
          "rows": {16, 32, 48, 64}, "keys": {16, 32, 48, 64},
          "row_stages": {1, 2}, "key_stages": {1, 2}}
 def params(text):

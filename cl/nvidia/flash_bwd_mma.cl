@@ -5,23 +5,20 @@
  * come from the portable program (cl/portable/flash_bwd.cl), whose argument
  * list (flash_bwd_args.clh) these kernels share, so one host fills both.
  *
- *   flashcl_bwd_dkdv  a work-group owns FLASHCL_NVB_WARPS * 16 *
- *                     FLASHCL_NVB_KEY_TILES keys of one KV head (16 per
- *                     key tile, the mma's M side); it loops over the query
- *                     heads of the group in order, then over
+ *   flashcl_bwd_dkdv  a work-group owns FLASHCL_NVB_WARPS * 16 keys of one
+ *                     KV head (16 per warp, the mma's M side); it loops
+ *                     over the query heads of the group in order, then over
  *                     FLASHCL_NVB_ROWS query rows at a time that see the
  *                     block, recomputing S^T = K Q^T and dP^T = V dO^T,
  *                     P^T = exp(S^T - LSE), dS^T = P^T (dP^T - Delta), and
  *                     accumulating dV += P^T dO and dK += dS^T Q in
  *                     registers;
- *   flashcl_bwd_dq    a work-group owns FLASHCL_NVB_WARPS * 16 *
- *                     FLASHCL_NVB_ROW_TILES query rows of one head (Q and
- *                     dO stay in registers as A fragments); it loops over
- *                     FLASHCL_NVB_KEYS keys at a time: dQ += dS K.
- * A warp with two tiles reads each B fragment (Q, dO; K, V) once for both:
- * with one, mma.sync on Hopper waits on local memory's bandwidth rather
- * than on the tensor cores (each m16n8k16 takes 256 bytes of ldmatrix).
- * With two stages (FLASHCL_NVB_ROW_STAGES, FLASHCL_NVB_KEY_STAGES) the
+ *   flashcl_bwd_dq    a work-group owns FLASHCL_NVB_WARPS * 16 query rows of
+ *                     one head (Q and dO stay in registers as A fragments);
+ *                     it loops over FLASHCL_NVB_KEYS keys at a time:
+ *                     dQ += dS K.
+ * (Two 16-key or 16-row tiles a warp, each B fragment read once for both,
+ * ran 2-17 % slower on an H200: docs/experiments.md.) With two stages (FLASHCL_NVB_ROW_STAGES, FLASHCL_NVB_KEY_STAGES) the
  * next step's rows or keys are copied by cp.async while a step computes.
  * Every output element is summed by one lane in a fixed order: no atomics,
  * so the bits do not depend on scheduling (deterministic).
@@ -59,16 +56,13 @@ typedef float real_t;
 #define PV (DVP + 8)
 #define WARPS FLASHCL_NVB_WARPS
 #define WG (WARPS * 32)
-#define KT FLASHCL_NVB_KEY_TILES /* 16-key tiles per warp (dK/dV) */
-#define RT FLASHCL_NVB_ROW_TILES /* 16-row tiles per warp (dQ) */
-#define KEY_BLOCK (WARPS * 16 * KT) /* keys per dK/dV work-group */
-#define ROW_BLOCK (WARPS * 16 * RT) /* query rows per dQ work-group */
+#define BLOCK (WARPS * 16) /* keys (dK/dV) or query rows (dQ) per group */
 #define ROWS FLASHCL_NVB_ROWS
 #define KEYS FLASHCL_NVB_KEYS
 #define ROW_STAGES FLASHCL_NVB_ROW_STAGES
 #define KEY_STAGES FLASHCL_NVB_KEY_STAGES
 
-#if 2 * KEY_BLOCK * (PQ + PV) +                                                \
+#if 2 * BLOCK * (PQ + PV) +                                                \
         ROW_STAGES * (2 * ROWS * (PQ + PV) + 8 * ROWS) >                       \
     FLASHCL_LOCAL_MEM_BYTES
 #error "flash_bwd_mma: the dK/dV kernel's tiles exceed local memory"
@@ -160,7 +154,7 @@ inline void frag_a_of(uint a[4], const float lo[4], const float hi[4])
     a[3] = PACK(hi[2], hi[3]);
 }
 
-/* ACC[n] = 0 for the n8 tiles n < TILES (a macro, as MMA_MT). */
+/* ACC[n] = 0 for the n8 tiles n < TILES (a macro, as MMA_TILES). */
 #define ZERO_TILES(ACC, TILES)                                                 \
     _Pragma("unroll") for (int n = 0; n < (TILES); ++n)                        \
         (ACC)[n][0] = (ACC)[n][1] = (ACC)[n][2] = (ACC)[n][3] = 0;
@@ -266,19 +260,15 @@ inline float grad_score(float *p, float s, float d_p, float lse_i,
                (int)min(J, (long)seqlen_k - 1), diag,                          \
                scale FLASHCL_VARIANT_NAMES)
 
-/* ACC[m][n] += A[m] B over the m tiles m < MT and the n8 tiles n < TILES,
- * one B fragment (two n tiles) read for all m tiles: the reuse that keeps
- * the B reads below local memory's bandwidth. LOAD_B(bf, n0) reads the B
- * fragments of n tiles n0, n0 + 8. A macro: as a function it compiled
- * to other PTX. */
-#define MMA_MT(ACC, MT, TILES, A, LOAD_B)                                      \
+/* ACC[n] += A B over the n8 tiles n < TILES; LOAD_B(bf, n0) reads the B
+ * fragments of n tiles n0, n0 + 8. A macro: as a function it compiled to
+ * other PTX. */
+#define MMA_TILES(ACC, TILES, A, LOAD_B)                                       \
     _Pragma("unroll") for (int n = 0; n < (TILES); n += 2) {                   \
         uint bf[4];                                                            \
         LOAD_B(bf, n * 8);                                                     \
-        _Pragma("unroll") for (int m = 0; m < (MT); ++m) {                     \
-            MMA((ACC)[m][n], (A)[m], bf);                                      \
-            MMA((ACC)[m][n + 1], (A)[m], bf + 2);                              \
-        }                                                                      \
+        MMA((ACC)[n], A, bf);                                                  \
+        MMA((ACC)[n + 1], A, bf + 2);                                          \
     }
 
 /* One dK/dV step's query rows, [r0, r0 + ROWS) of head h, into stage
@@ -303,88 +293,79 @@ inline float grad_score(float *p, float s, float d_p, float lse_i,
     } while (0)
 
 /* The dK/dV kernel's work on one staged step (q_s, do_s, lse_s, delta_s
- * hold rows r0.. of head h): S^T, dP^T, P^T, dS^T of the warp's KT key
- * tiles, then dV += P^T dO and dK += dS^T Q. */
+ * hold rows r0.. of head h): S^T, dP^T, P^T, dS^T of the warp's 16 keys,
+ * then dV += P^T dO and dK += dS^T Q. */
 #define DKDV_STEP(q_s, do_s, lse_s, delta_s, h, r0)                            \
     do {                                                                       \
-        float s[KT][ROWS / 8][4], d_p[KT][ROWS / 8][4];                        \
-        _Pragma("unroll") for (int m = 0; m < KT; ++m) {                       \
-            ZERO_TILES(s[m], ROWS / 8)                                         \
-            ZERO_TILES(d_p[m], ROWS / 8)                                       \
-        }                                                                      \
+        float s[ROWS / 8][4], d_p[ROWS / 8][4];                                \
+        ZERO_TILES(s, ROWS / 8)                                                \
+        ZERO_TILES(d_p, ROWS / 8)                                              \
         _Pragma("unroll") for (int kk = 0; kk < DQK / 16; ++kk) {              \
-            uint a[KT][4];                                                     \
-            _Pragma("unroll") for (int m = 0; m < KT; ++m)                     \
-                frag_a_ld(a[m], k_s, PQ, key0 + 16 * m, kk * 16, g, t);        \
-            MMA_MT(s, KT, ROWS / 8, a, LOAD_Q_NK)                              \
+            uint a[4];                                                         \
+            frag_a_ld(a, k_s, PQ, key0, kk * 16, g, t);                        \
+            MMA_TILES(s, ROWS / 8, a, LOAD_Q_NK)                               \
         }                                                                      \
         _Pragma("unroll") for (int kk = 0; kk < DVP / 16; ++kk) {              \
-            uint a[KT][4];                                                     \
-            _Pragma("unroll") for (int m = 0; m < KT; ++m)                     \
-                frag_a_ld(a[m], v_s, PV, key0 + 16 * m, kk * 16, g, t);        \
-            MMA_MT(d_p, KT, ROWS / 8, a, LOAD_DO_NK)                           \
+            uint a[4];                                                         \
+            frag_a_ld(a, v_s, PV, key0, kk * 16, g, t);                        \
+            MMA_TILES(d_p, ROWS / 8, a, LOAD_DO_NK)                            \
         }                                                                      \
-        _Pragma("unroll") for (int m = 0; m < KT; ++m)                         \
         _Pragma("unroll") for (int n = 0; n < ROWS / 8; ++n)                   \
         _Pragma("unroll") for (int e = 0; e < 4; ++e) {                        \
-            const long j = j0 + key0 + 16 * m + g + (e >= 2 ? 8 : 0);          \
+            const long j = j0 + key0 + g + (e >= 2 ? 8 : 0);                   \
             const int il = n * 8 + 2 * t + (e & 1);                            \
             const long i = (r0) + il;                                          \
             const bool visible = SEES(lse_s[il] != -INFINITY, i, j);           \
             float p;                                                           \
-            d_p[m][n][e] = GRAD_SCORE(&p, s[m][n][e], d_p[m][n][e],            \
-                                      lse_s[il], delta_s[il], visible, i, j);  \
-            s[m][n][e] = p;                                                    \
+            d_p[n][e] = GRAD_SCORE(&p, s[n][e], d_p[n][e], lse_s[il],          \
+                                   delta_s[il], visible, i, j);                \
+            s[n][e] = p;                                                       \
         }                                                                      \
         _Pragma("unroll") for (int ks = 0; ks < ROWS / 16; ++ks) {             \
-            uint a_p[KT][4], a_ds[KT][4];                                      \
-            _Pragma("unroll") for (int m = 0; m < KT; ++m) {                   \
-                frag_a_of(a_p[m], s[m][2 * ks], s[m][2 * ks + 1]);             \
-                frag_a_of(a_ds[m], d_p[m][2 * ks], d_p[m][2 * ks + 1]);        \
-            }                                                                  \
-            MMA_MT(dv, KT, DVP / 8, a_p, LOAD_DO_KN)                           \
-            MMA_MT(dk, KT, DQK / 8, a_ds, LOAD_Q_KN)                           \
+            uint a_p[4], a_ds[4];                                              \
+            frag_a_of(a_p, s[2 * ks], s[2 * ks + 1]);                          \
+            frag_a_of(a_ds, d_p[2 * ks], d_p[2 * ks + 1]);                     \
+            MMA_TILES(dv, DVP / 8, a_p, LOAD_DO_KN)                            \
+            MMA_TILES(dk, DQK / 8, a_ds, LOAD_Q_KN)                            \
         }                                                                      \
     } while (0)
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) NV_KERNEL_ATTR void
 flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 {
-    __local ushort k_s[KEY_BLOCK * PQ] __attribute__((aligned(16)));
-    __local ushort v_s[KEY_BLOCK * PV] __attribute__((aligned(16)));
+    __local ushort k_s[BLOCK * PQ] __attribute__((aligned(16)));
+    __local ushort v_s[BLOCK * PV] __attribute__((aligned(16)));
     __local ushort q_s[ROW_STAGES][ROWS * PQ] __attribute__((aligned(16)));
     __local ushort do_s[ROW_STAGES][ROWS * PV] __attribute__((aligned(16)));
     __local float lse_s[ROW_STAGES][ROWS], delta_s[ROW_STAGES][ROWS];
     const int tid = get_local_id(0), warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
     const int hk = get_group_id(1), b = get_group_id(2);
-    const int key0 = warp * 16 * KT; /* the warp's keys in the block */
-    const long j0 = (long)get_group_id(0) * KEY_BLOCK;
-    float dk[KT][DQK / 8][4], dv[KT][DVP / 8][4];
-#pragma unroll
-    for (int m = 0; m < KT; ++m) {
-        ZERO_TILES(dk[m], DQK / 8)
-        ZERO_TILES(dv[m], DVP / 8)
-    }
+    const int key0 = warp * 16; /* the warp's keys in the block */
+    const long j0 = (long)get_group_id(0) * BLOCK;
+    float dk[DQK / 8][4], dv[DVP / 8][4];
+    ZERO_TILES(dk, DQK / 8)
+    ZERO_TILES(dv, DVP / 8)
     /* The query rows that see any key of the block, in steps of ROWS over
      * each query head of the group in order. */
     const band_range rows =
-        band_rows(j0, min(j0 + KEY_BLOCK, (long)seqlen_k) - 1, diag,
+        band_rows(j0, min(j0 + BLOCK, (long)seqlen_k) - 1, diag,
                   window_left, window_right, seqlen_q);
     const long row_lo = rows.begin, row_hi = rows.end - 1;
     const int per_head = row_hi >= row_lo ? (row_hi - row_lo) / ROWS + 1 : 0;
     const int steps = per_head * group_size;
-    load_tile(k_s, PQ, KEY_BLOCK, DQK, k, in_base.s1, k_stride, b, hk, j0,
+    load_tile(k_s, PQ, BLOCK, DQK, k, in_base.s1, k_stride, b, hk, j0,
               seqlen_k, head_dim);
-    load_tile(v_s, PV, KEY_BLOCK, DVP, v, in_base.s2, v_stride, b, hk, j0,
+    load_tile(v_s, PV, BLOCK, DVP, v, in_base.s2, v_stride, b, hk, j0,
               seqlen_k, head_dim_v);
     if (steps > 0) {
         STAGE_ROWS(q_s[0], do_s[0], hk * group_size, row_lo);
         if (tid < ROWS)
             ROW_STATS(lse_s[0][tid], delta_s[0][tid], hk * group_size,
                       row_lo, tid);
-    } else {
+    } else { /* no row sees the block: no copy may outlive the kernel */
         NV_CP_COMMIT();
+        NV_CP_WAIT_ALL();
     }
 #define LOAD_Q_NK(BF, N0) frag_b_nk2(BF, q_s[cur], PQ, N0, kk * 16, g, t)
 #define LOAD_DO_NK(BF, N0) frag_b_nk2(BF, do_s[cur], PV, N0, kk * 16, g, t)
@@ -426,24 +407,21 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
 #undef LOAD_Q_KN
 #undef LOAD_DO_KN
 #pragma unroll
-    for (int m = 0; m < KT; ++m)
+    for (int side = 0; side < 2; ++side) {
+        const long j = j0 + key0 + g + 8 * side;
+        if (j >= seqlen_k)
+            continue;
+        const ulong at_k = row_at(out_base.s2, d_k_stride, b, hk, j);
+        const ulong at_v = row_at(out_base.s3, d_v_stride, b, hk, j);
 #pragma unroll
-        for (int side = 0; side < 2; ++side) {
-            const long j = j0 + key0 + 16 * m + g + 8 * side;
-            if (j >= seqlen_k)
-                continue;
-            const ulong at_k = row_at(out_base.s2, d_k_stride, b, hk, j);
-            const ulong at_v = row_at(out_base.s3, d_v_stride, b, hk, j);
+        for (int n = 0; n < DQK / 8; ++n)
+            store_pair(d_k, at_k, n * 8 + 2 * t, head_dim,
+                       dk[n][2 * side] * scale, dk[n][2 * side + 1] * scale);
 #pragma unroll
-            for (int n = 0; n < DQK / 8; ++n)
-                store_pair(d_k, at_k, n * 8 + 2 * t, head_dim,
-                           dk[m][n][2 * side] * scale,
-                           dk[m][n][2 * side + 1] * scale);
-#pragma unroll
-            for (int n = 0; n < DVP / 8; ++n)
-                store_pair(d_v, at_v, n * 8 + 2 * t, head_dim_v,
-                           dv[m][n][2 * side], dv[m][n][2 * side + 1]);
-        }
+        for (int n = 0; n < DVP / 8; ++n)
+            store_pair(d_v, at_v, n * 8 + 2 * t, head_dim_v, dv[n][2 * side],
+                       dv[n][2 * side + 1]);
+    }
 }
 
 /* One dQ step's keys, [n0, n0 + KEYS), into stage buffers k_s, v_s; keys
@@ -458,46 +436,31 @@ flashcl_bwd_dkdv(FLASHCL_BWD_PARAMS)
     } while (0)
 
 /* The dQ kernel's work on one staged step (k_s, v_s hold keys n0..):
- * S, dP, dS of the warp's RT row tiles, then dQ += dS K. */
+ * S, dP, dS of the warp's 16 rows, then dQ += dS K. */
 #define DQ_STEP(k_s, v_s, n0)                                                  \
     do {                                                                       \
-        float s[RT][KEYS / 8][4], d_p[RT][KEYS / 8][4];                        \
-        _Pragma("unroll") for (int m = 0; m < RT; ++m) {                       \
-            ZERO_TILES(s[m], KEYS / 8)                                         \
-            ZERO_TILES(d_p[m], KEYS / 8)                                       \
-        }                                                                      \
-        _Pragma("unroll") for (int kk = 0; kk < DQK / 16; ++kk) {              \
-            uint a[RT][4];                                                     \
-            _Pragma("unroll") for (int m = 0; m < RT; ++m)                     \
-                _Pragma("unroll") for (int x = 0; x < 4; ++x)                  \
-                    a[m][x] = qf[m][kk][x];                                    \
-            MMA_MT(s, RT, KEYS / 8, a, LOAD_K_NK)                              \
-        }                                                                      \
-        _Pragma("unroll") for (int kk = 0; kk < DVP / 16; ++kk) {              \
-            uint a[RT][4];                                                     \
-            _Pragma("unroll") for (int m = 0; m < RT; ++m)                     \
-                _Pragma("unroll") for (int x = 0; x < 4; ++x)                  \
-                    a[m][x] = of[m][kk][x];                                    \
-            MMA_MT(d_p, RT, KEYS / 8, a, LOAD_V_NK)                            \
-        }                                                                      \
-        _Pragma("unroll") for (int m = 0; m < RT; ++m)                         \
+        float s[KEYS / 8][4], d_p[KEYS / 8][4];                                \
+        ZERO_TILES(s, KEYS / 8)                                                \
+        ZERO_TILES(d_p, KEYS / 8)                                              \
+        _Pragma("unroll") for (int kk = 0; kk < DQK / 16; ++kk)                \
+            MMA_TILES(s, KEYS / 8, qf[kk], LOAD_K_NK)                          \
+        _Pragma("unroll") for (int kk = 0; kk < DVP / 16; ++kk)                \
+            MMA_TILES(d_p, KEYS / 8, of[kk], LOAD_V_NK)                        \
         _Pragma("unroll") for (int n = 0; n < KEYS / 8; ++n)                   \
         _Pragma("unroll") for (int e = 0; e < 4; ++e) {                        \
             const int side = e >> 1;                                           \
-            const long i = rows[m][side];                                      \
+            const long i = rows[side];                                         \
             const long j = (n0) + n * 8 + 2 * t + (e & 1);                     \
             const bool visible =                                               \
-                SEES(j <= key_hi && row_lse[m][side] != -INFINITY, i, j);      \
+                SEES(j <= key_hi && row_lse[side] != -INFINITY, i, j);         \
             float p;                                                           \
-            s[m][n][e] = GRAD_SCORE(&p, s[m][n][e], d_p[m][n][e],              \
-                                    row_lse[m][side], row_delta[m][side],      \
-                                    visible, i, j);                            \
+            s[n][e] = GRAD_SCORE(&p, s[n][e], d_p[n][e], row_lse[side],        \
+                                 row_delta[side], visible, i, j);              \
         }                                                                      \
         _Pragma("unroll") for (int ks = 0; ks < KEYS / 16; ++ks) {             \
-            uint a_ds[RT][4];                                                  \
-            _Pragma("unroll") for (int m = 0; m < RT; ++m)                     \
-                frag_a_of(a_ds[m], s[m][2 * ks], s[m][2 * ks + 1]);            \
-            MMA_MT(dq, RT, DQK / 8, a_ds, LOAD_K_KN)                           \
+            uint a_ds[4];                                                      \
+            frag_a_of(a_ds, s[2 * ks], s[2 * ks + 1]);                         \
+            MMA_TILES(dq, DQK / 8, a_ds, LOAD_K_KN)                            \
         }                                                                      \
     } while (0)
 
@@ -510,39 +473,34 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
     const int g = lane >> 2, t = lane & 3;
     const int h = get_group_id(1), b = get_group_id(2);
     const int hk = h / group_size;
-    const long i0 = (long)get_group_id(0) * ROW_BLOCK;
-    /* This lane's rows: g and g + 8 of each of the warp's RT row tiles,
-     * with their Q and dO as A fragments for the whole kernel. */
-    long rows[RT][2];
-    float row_lse[RT][2], row_delta[RT][2];
-    uint qf[RT][DQK / 16][4], of[RT][DVP / 16][4];
+    const long i0 = (long)get_group_id(0) * BLOCK;
+    /* This lane's two rows (g and g + 8 of the warp's 16). */
+    long rows[2];
+    float row_lse[2], row_delta[2];
 #pragma unroll
-    for (int m = 0; m < RT; ++m) {
-#pragma unroll
-        for (int side = 0; side < 2; ++side) {
-            rows[m][side] = i0 + (warp * RT + m) * 16 + g + 8 * side;
-            const long i = min(rows[m][side], (long)seqlen_q - 1);
-            const float l = ROW_LSE(b, h, i);
-            row_lse[m][side] = rows[m][side] < seqlen_q ? l : -INFINITY;
-            row_delta[m][side] = ROW_DELTA(b, h, i);
-        }
-        const long lo = min(rows[m][0], (long)seqlen_q - 1),
-                   hi = min(rows[m][1], (long)seqlen_q - 1);
-        const ulong q_lo = row_at(in_base.s0, q_stride, b, h, lo);
-        const ulong q_hi = row_at(in_base.s0, q_stride, b, h, hi);
-        const ulong o_lo = row_at(out_base.s0, d_o_stride, b, h, lo);
-        const ulong o_hi = row_at(out_base.s0, d_o_stride, b, h, hi);
-        const int w_lo = rows[m][0] < seqlen_q, w_hi = rows[m][1] < seqlen_q;
-        ROW_FRAGS(qf[m], DQK / 16, q, q_lo, q_hi, w_lo, w_hi, head_dim)
-        ROW_FRAGS(of[m], DVP / 16, d_o, o_lo, o_hi, w_lo, w_hi, head_dim_v)
+    for (int side = 0; side < 2; ++side) {
+        rows[side] = i0 + warp * 16 + g + 8 * side;
+        const long i = min(rows[side], (long)seqlen_q - 1);
+        const float l = ROW_LSE(b, h, i);
+        row_lse[side] = rows[side] < seqlen_q ? l : -INFINITY;
+        row_delta[side] = ROW_DELTA(b, h, i);
     }
-    float dq[RT][DQK / 8][4];
-#pragma unroll
-    for (int m = 0; m < RT; ++m)
-        ZERO_TILES(dq[m], DQK / 8)
+    /* Q and dO of the warp's rows as A fragments, for the whole kernel. */
+    uint qf[DQK / 16][4], of[DVP / 16][4];
+    const long lo = min(rows[0], (long)seqlen_q - 1),
+               hi = min(rows[1], (long)seqlen_q - 1);
+    const ulong q_lo = row_at(in_base.s0, q_stride, b, h, lo);
+    const ulong q_hi = row_at(in_base.s0, q_stride, b, h, hi);
+    const ulong o_lo = row_at(out_base.s0, d_o_stride, b, h, lo);
+    const ulong o_hi = row_at(out_base.s0, d_o_stride, b, h, hi);
+    const int w_lo = rows[0] < seqlen_q, w_hi = rows[1] < seqlen_q;
+    ROW_FRAGS(qf, DQK / 16, q, q_lo, q_hi, w_lo, w_hi, head_dim)
+    ROW_FRAGS(of, DVP / 16, d_o, o_lo, o_hi, w_lo, w_hi, head_dim_v)
+    float dq[DQK / 8][4];
+    ZERO_TILES(dq, DQK / 8)
     /* The keys any row of the block sees, KEYS a step. */
     const band_range keys =
-        band_keys(i0, min(i0 + ROW_BLOCK, (long)seqlen_q) - 1, diag,
+        band_keys(i0, min(i0 + BLOCK, (long)seqlen_q) - 1, diag,
                   window_left, window_right, seqlen_k);
     const long key_lo = keys.begin, key_hi = keys.end - 1;
     const int steps = key_hi >= key_lo ? (key_hi - key_lo) / KEYS + 1 : 0;
@@ -572,19 +530,15 @@ flashcl_bwd_dq(FLASHCL_BWD_PARAMS)
 #undef LOAD_V_NK
 #undef LOAD_K_KN
 #pragma unroll
-    for (int m = 0; m < RT; ++m)
+    for (int side = 0; side < 2; ++side) {
+        if (rows[side] >= seqlen_q)
+            continue;
+        const ulong at = row_at(out_base.s1, d_q_stride, b, h, rows[side]);
 #pragma unroll
-        for (int side = 0; side < 2; ++side) {
-            if (rows[m][side] >= seqlen_q)
-                continue;
-            const ulong at =
-                row_at(out_base.s1, d_q_stride, b, h, rows[m][side]);
-#pragma unroll
-            for (int n = 0; n < DQK / 8; ++n)
-                store_pair(d_q, at, n * 8 + 2 * t, head_dim,
-                           dq[m][n][2 * side] * scale,
-                           dq[m][n][2 * side + 1] * scale);
-        }
+        for (int n = 0; n < DQK / 8; ++n)
+            store_pair(d_q, at, n * 8 + 2 * t, head_dim,
+                       dq[n][2 * side] * scale, dq[n][2 * side + 1] * scale);
+    }
 }
 
 #endif /* FLASHCL_NV_MMA */

@@ -428,17 +428,17 @@ static flashcl_status enqueue_step(flashcl_context *ctx,
 }
 
 /* The dK/dV step (over keys) or the dQ step (over queries): kernel
- * nv_kernel of the mma.sync program where there is one (`nv_block` keys
- * or rows a work-group), else kernel `kernel` of the portable program. */
-static launch_step gradient_step(int kernel, int nv_kernel, int nv_block,
-                                 size_t rows, size_t heads, size_t batch,
+ * nv_kernel of the mma.sync program where there is one, else kernel
+ * `kernel` of the portable program. */
+static launch_step gradient_step(int kernel, int nv_kernel, size_t rows,
+                                 size_t heads, size_t batch,
                                  compiled_program *program,
                                  compiled_program *nv_program,
                                  const bwd_plan *plan)
 {
     if (nv_program)
         return (launch_step){nv_kernel, rows, heads, batch, nv_program,
-                             plan->nv.warps * 32, nv_block};
+                             plan->nv.warps * 32, plan->nv.warps * 16};
     return (launch_step){kernel, rows, heads, batch, program, plan->BWD_WG,
                          plan->BWD_WG * plan->BWD_ROWS};
 }
@@ -461,16 +461,14 @@ static flashcl_status enqueue_all(flashcl_context *ctx, cl_command_queue queue,
         steps[count++] =
             (launch_step){KERNEL_DELTA, nq, hq, b, program, wg, wg};
     if (nk)
-        steps[count++] =
-            gradient_step(KERNEL_DKDV, 0, nv_bwd_key_block(&plan->nv), nk,
-                          hkv, b, program, nv_program, plan);
+        steps[count++] = gradient_step(KERNEL_DKDV, 0, nk, hkv, b, program,
+                                       nv_program, plan);
     if (nq && plan->BWD_FUSED_DQ)
         steps[count++] =
             (launch_step){KERNEL_DQ_SUM, nq, hq, b, program, wg, wg};
     else if (nq)
-        steps[count++] =
-            gradient_step(KERNEL_DQ, 1, nv_bwd_row_block(&plan->nv), nq, hq,
-                          b, program, nv_program, plan);
+        steps[count++] = gradient_step(KERNEL_DQ, 1, nq, hq, b, program,
+                                       nv_program, plan);
     if (want_sinks)
         steps[count++] =
             (launch_step){KERNEL_DSINKS, hq, 1, 1, program, wg, wg};

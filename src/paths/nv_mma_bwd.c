@@ -35,21 +35,11 @@ static const char *build_failed_here(const device_caps *caps, char *why,
 
 static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
 
-int nv_bwd_key_block(const nv_bwd_plan *plan)
-{
-    return plan->warps * 16 * plan->key_tiles;
-}
-
-int nv_bwd_row_block(const nv_bwd_plan *plan)
-{
-    return plan->warps * 16 * plan->row_tiles;
-}
-
 /* Local memory of each kernel (flash_bwd_mma.cl's #error checks). */
 static uint64_t dkdv_bytes(const nv_bwd_plan *t)
 {
     const uint64_t pitches = (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
-    return 2 * (uint64_t)nv_bwd_key_block(t) * pitches +
+    return 2 * (uint64_t)(t->warps * 16) * pitches +
            (uint64_t)t->row_stages *
                (2 * (uint64_t)t->rows * pitches + 8 * (uint64_t)t->rows);
 }
@@ -65,8 +55,7 @@ static bool in_range(int x, int lo, int hi) { return x >= lo && x <= hi; }
 static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
 {
     const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
-    return in_range(t->warps, 1, 8) && in_range(t->key_tiles, 1, 2) &&
-           in_range(t->row_tiles, 1, 2) && in_range(t->rows, 16, 64) &&
+    return in_range(t->warps, 1, 8) && in_range(t->rows, 16, 64) &&
            t->rows % 16 == 0 && in_range(t->keys, 16, 64) &&
            t->keys % 16 == 0 && in_range(t->row_stages, 1, 2) &&
            in_range(t->key_stages, 1, 2) &&
@@ -75,13 +64,14 @@ static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
            dkdv_bytes(t) <= limit && dq_bytes(t) <= limit;
 }
 
-/* The default tiles: 4 warps of one 16-key or 16-row tile (64 keys, 64
- * rows a work-group); the dK/dV kernel's query step as large as local
- * memory allows up to 32 rows (its K and V block takes most of it at D =
- * 128); 32 keys a dQ step (its Q and dO fragments take 64 registers at
- * D = 128; ptxas: 254 registers, no spills); one stage each.
- * FLASHCL_NVB_TILE=warps,rows,keys[,key_tiles,row_tiles,row_stages,
- * key_stages] overrides them when legal (experiments). */
+/* The default tiles: 4 warps (64 keys, 64 rows a work-group); the dK/dV
+ * kernel's query step as large as local memory allows up to 32 rows (its
+ * K and V block takes most of it at D = 128), one stage; 32 keys a dQ
+ * step (its Q and dO fragments take 64 registers at D = 128; ptxas: 254
+ * registers, no spills), two stages where they fit (on an H200 1-3 % above
+ * one, docs/experiments.md "tensor-core backward").
+ * FLASHCL_NVB_TILE=warps,rows,keys[,row_stages,key_stages] overrides them
+ * when legal (experiments). */
 static bool modifies_scores(const problem *p)
 {
     return variant_active(p, VARIANT_SOFTCAP) ||
@@ -98,11 +88,10 @@ static void forced_tiles(const device_caps *caps, const nv_bwd_plan *base,
     nv_bwd_plan forced = *base;
     if (!text)
         return;
-    const int n = sscanf(text, "%d,%d,%d,%d,%d,%d,%d", &forced.warps,
-                         &forced.rows, &forced.keys, &forced.key_tiles,
-                         &forced.row_tiles, &forced.row_stages,
+    const int n = sscanf(text, "%d,%d,%d,%d,%d", &forced.warps,
+                         &forced.rows, &forced.keys, &forced.row_stages,
                          &forced.key_stages);
-    if ((n == 3 || n == 7) && tiles_fit(caps, &forced)) {
+    if ((n == 3 || n == 5) && tiles_fit(caps, &forced)) {
         forced.reason = "FLASHCL_NVB_TILE";
         forced.origin[0] = '\0';
         *t = forced;
@@ -135,8 +124,6 @@ static void tuned_tiles(const device_caps *caps, const problem *p,
         nv_bwd_plan tuned = *t;
         const tile_params *v = &c.params;
         tuned.warps = tile_params_get(v, "warps", t->warps);
-        tuned.key_tiles = tile_params_get(v, "key_tiles", t->key_tiles);
-        tuned.row_tiles = tile_params_get(v, "row_tiles", t->row_tiles);
         tuned.rows = tile_params_get(v, "rows", t->rows);
         tuned.keys = tile_params_get(v, "keys", t->keys);
         tuned.row_stages = tile_params_get(v, "row_stages", t->row_stages);
@@ -157,8 +144,8 @@ static void choose_tiles(const device_caps *caps, const problem *p,
                          const char *forced, nv_bwd_plan *t)
 {
     t->warps = 4;
-    t->key_tiles = t->row_tiles = 1;
-    t->row_stages = t->key_stages = 1;
+    t->row_stages = 1;
+    t->key_stages = 2;
     /* dQ at D = 128 with every score modifier on: 32 keys spilled (ptxas
      * sm_90: 12 bytes), 16 did not */
     t->keys = t->dim_padded > 64 && modifies_scores(p) ? 16 : 32;
@@ -169,6 +156,8 @@ static void choose_tiles(const device_caps *caps, const problem *p,
         t->reason = "default: 4 warps, 16 query rows a dK/dV step (32 "
                     "exceed local memory)";
     }
+    if (!tiles_fit(caps, t))
+        t->key_stages = 1;
     const nv_bwd_plan defaults = *t;
     tuned_tiles(caps, p, forced, t);
     forced_tiles(caps, &defaults, t);
@@ -276,8 +265,6 @@ static bool emit_options(const device_caps *caps, const problem *p,
         .HEAD_DIM = plan->dim_padded,
         .HEAD_DIM_V = plan->dim_v_padded,
         .NVB_WARPS = plan->warps,
-        .NVB_KEY_TILES = plan->key_tiles,
-        .NVB_ROW_TILES = plan->row_tiles,
         .NVB_ROWS = plan->rows,
         .NVB_KEYS = plan->keys,
         .NVB_ROW_STAGES = plan->row_stages,
@@ -330,10 +317,9 @@ void nv_mma_bwd_log(const nv_bwd_plan *plan)
         return;
     if (plan->chosen)
         fprintf(stderr, "flashcl: backward dK/dV and dQ on nv_mma (%d warps, "
-                        "%d keys and %d rows a work-group, %d rows and %d "
-                        "keys a step, %d and %d stages: %s)\n",
-                plan->warps, nv_bwd_key_block(plan), nv_bwd_row_block(plan),
-                plan->rows, plan->keys, plan->row_stages, plan->key_stages,
+                        "%d rows and %d keys a step, %d and %d stages: %s)\n",
+                plan->warps, plan->rows, plan->keys, plan->row_stages,
+                plan->key_stages,
                 plan->origin[0] ? plan->origin : plan->reason);
     else
         fprintf(stderr, "flashcl: backward on portable (%s)\n",
@@ -346,16 +332,16 @@ bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
     snprintf(info->path, sizeof info->path, "nv_mma");
     snprintf(info->kernel_file, sizeof info->kernel_file, "flash_bwd_mma.cl");
     info->head_dim_padded = plan->dim_padded;
-    info->block_m = nv_bwd_key_block(plan);
+    info->block_m = plan->warps * 16;
     info->block_n = plan->rows;
     info->work_group_size = plan->warps * 32;
     snprintf(info->reason, sizeof info->reason,
              "flashcl_bwd_delta (portable), flashcl_bwd_dkdv and "
-             "flashcl_bwd_dq on mma.sync: %d keys a dK/dV work-group, %d "
-             "query rows a step (%d stages); %d rows a dQ work-group, %d "
-             "keys a step (%d stages) (%.60s)",
-             nv_bwd_key_block(plan), plan->rows, plan->row_stages,
-             nv_bwd_row_block(plan), plan->keys, plan->key_stages,
+             "flashcl_bwd_dq on mma.sync: %d keys or rows a work-group, %d "
+             "query rows a dK/dV step (%d stages), %d keys a dQ step (%d "
+             "stages) (%.60s)",
+             plan->warps * 16, plan->rows, plan->row_stages, plan->keys,
+             plan->key_stages,
              /* the whole origin in `tuning` */
              plan->origin[0] ? plan->origin : plan->reason);
     snprintf(info->tuning, sizeof info->tuning, "%s", plan->origin);

@@ -8,9 +8,7 @@
 
 typedef struct nv_bwd_plan {
     bool chosen;
-    int warps;      /* per work-group */
-    int key_tiles;  /* 16-key tiles per warp of the dK/dV kernel */
-    int row_tiles;  /* 16-row tiles per warp of the dQ kernel */
+    int warps;      /* per work-group; 16 keys (dK/dV) or rows (dQ) each */
     int rows;       /* query rows per step of the dK/dV kernel */
     int keys;       /* keys per step of the dQ kernel */
     int row_stages; /* dK/dV: query-row buffers (2: copies overlap) */
@@ -61,10 +59,6 @@ flashcl_status nv_mma_bwd_program(flashcl_context *ctx, const problem *p,
  * build options do not fit. */
 bool nv_mma_bwd_describe(const device_caps *caps, const problem *p,
                          const nv_bwd_plan *plan, flashcl_variant_info *info);
-
-/* Keys per dK/dV work-group and query rows per dQ work-group. */
-int nv_bwd_key_block(const nv_bwd_plan *plan);
-int nv_bwd_row_block(const nv_bwd_plan *plan);
 
 /* With FLASHCL_VERBOSE: which kernels the backward runs, and why. */
 void nv_mma_bwd_log(const nv_bwd_plan *plan);

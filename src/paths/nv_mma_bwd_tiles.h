@@ -1,8 +1,8 @@
 /* What `flashcl tune --backward` searches for the tensor-core backward
- * (cl/nvidia/flash_bwd_mma.cl, src/paths/nv_mma_bwd.c): the seven fields
+ * (cl/nvidia/flash_bwd_mma.cl, src/paths/nv_mma_bwd.c): the five fields
  * of FLASHCL_NVB_TILE, as the switches of
- * cl/nvidia/flash_bwd_mma_switches.clh name them (NVB_WARPS,
- * NVB_KEY_TILES, ...). Legality: tiles_fit in nv_mma_bwd.c (the kernel's
+ * cl/nvidia/flash_bwd_mma_switches.clh name them (NVB_WARPS, NVB_ROWS,
+ * ...). Legality: tiles_fit in nv_mma_bwd.c (the kernel's
  * #error rules: each kernel's local memory, the work-group limit). The
  * tuning database and FLASHCL_TUNING_FILE file them under path
  * "nv_mma_bwd" (no forward path has that name); the defaults are
@@ -16,8 +16,6 @@
 
 static const tunable nv_mma_bwd_tunables[] = {
     {"warps", {1, 2, 4, 8}, 4},
-    {"key_tiles", {1, 2}, 2},
-    {"row_tiles", {1, 2}, 2},
     {"rows", {16, 32, 48, 64}, 4},
     {"keys", {16, 32, 48, 64}, 4},
     {"row_stages", {1, 2}, 2},
