@@ -51,7 +51,7 @@ for c in table + measured:
 # the nearest set is the defaults again (the table), the next one differs
 assert measured[0]["reason"] == table[0]["reason"], measured
 assert measured[1]["reason"] != table[0]["reason"], measured
-assert len(params(measured[1]["params"])) == 7
+assert len(params(measured[1]["params"])) == 5
 wins = doc["winners"]
 assert len(wins) == 1, wins
 w = wins[0]
