@@ -3,13 +3,14 @@
  * how much of it hides behind the attention.
  *
  *   mpirun -np R flashcl-cp-bench [seqlen_total] [heads] [head_dim]
- *                                 [causal] [reps]
+ *                                 [causal] [reps] [fp32|bf16]
  *
  * Five timings per rank, interleaved, each the median of `reps` calls
  * after one warm-up, every call started together (MPI_Barrier) and timed on the
  * host (MPI_Wtime: the ring blocks until its result is in host-visible
  * memory, so the host clock is the one that sees the exchange):
- *   ring      the call itself (fp32, zig-zag shards when causal);
+ *   ring      the call itself (fp32 by default, or bf16 as a GPU ring
+ *             runs; zig-zag shards when causal);
  *   compute   what the ring computes, without the exchange: each step's
  *             upload of a K/V block and its chunk calls, as the ring
  *             makes them;
@@ -68,8 +69,8 @@ typedef struct setup {
 
 static flashcl_context *ctx;
 
-/* The staging mode's call dtype (fp32, or bf16 as a GPU ring would run);
- * the ring modes stay fp32. */
+/* The call dtype: fp32, or bf16 as a ring on GPUs runs (the tensor-core
+ * kernels take 16-bit storage only). */
 static flashcl_dtype call_dtype = FLASHCL_DTYPE_FP32;
 
 static size_t call_elem(void)
@@ -300,6 +301,7 @@ static void run_merge(const setup *s, void *arg)
     m.heads = d->heads_q;
     m.seqlen_q = s->n;
     m.head_dim_v = d->head_dim;
+    m.dtype = m.partial_dtype = call_dtype; /* as the ring merges */
     m.o_partial.buffer = s->o_parts;
     m.o_partial_stride = (size_t)(s->n * d->heads_q * d->head_dim);
     m.lse_partial.buffer = s->lse_parts;
@@ -445,6 +447,8 @@ int main(int argc, char **argv)
     const int64_t dim = argc > 3 ? atoll(argv[3]) : 64;
     const int causal = argc > 4 ? atoi(argv[4]) : 0;
     const int reps = argc > 5 ? atoi(argv[5]) : 5;
+    if (argc > 6 && strcmp(argv[6], "bf16") == 0)
+        call_dtype = FLASHCL_DTYPE_BF16;
     if (flashcl_context_create(&ctx, NULL) != FLASHCL_SUCCESS) {
         fprintf(stderr, "no OpenCL device: %s\n", flashcl_last_create_error());
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -465,15 +469,15 @@ int main(int argc, char **argv)
         printf("ranks,seqlen_total,heads,head_dim,causal,block_MiB,ring_ms,"
                "compute_ms,lockstep_ms,merge_ms,exchange_ms,exposed_ms,"
                "exchange_share,"
-               "overlap,device\n");
+               "overlap,dtype,device\n");
         const double exposed = ring - compute - merge;
         const double overlap = exchange > 0 ? 1 - exposed / exchange : 0;
         printf("%d,%lld,%lld,%lld,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,"
-               "%.2f,%s\n",
+               "%.2f,%s,%s\n",
                s.ranks, (long long)total, (long long)heads, (long long)dim,
                causal, (double)s.kv_bytes / 1048576.0, ring, compute,
                lockstep, merge, exchange, exposed, exchange / ring, overlap,
-               device);
+               call_dtype == FLASHCL_DTYPE_BF16 ? "bf16" : "fp32", device);
     }
     free(blocks[0]);
     free(blocks[1]);
