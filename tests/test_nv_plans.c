@@ -799,7 +799,8 @@ END_TEST
  * stages) on an H200 at D = 128: taken when the tiles fit, which the
  * kernel's own local-memory rule confirms, and ignored (the defaults stay)
  * when they do not: a second row stage of 4 warps of 16 keys needs 52
- * KiB, 3 warps 44 KiB. */
+ * KiB, 3 warps 44 KiB; or when a tunable is outside the values the
+ * switch list declares. */
 START_TEST(backward_forced_tiles_fit_local_memory)
 {
     static const struct {
@@ -810,6 +811,9 @@ START_TEST(backward_forced_tiles_fit_local_memory)
         {"4,16,32,2,1", false, 4, 1, 2}, {"3,16,32,2,2", true, 3, 2, 2},
         {"4,16,32,1,1", true, 4, 1, 1},  {"8,16,32,1,1", false, 4, 1, 2},
         {"4,16,32,3,1", false, 4, 1, 2}, {"4,16,32", true, 4, 1, 2},
+        /* within local memory but outside the switch list's values: rows
+         * a multiple of 16, keys at most 64 */
+        {"2,24,32", false, 4, 1, 2},     {"2,16,80", false, 4, 1, 2},
     };
     const device_caps caps = h200(ctx);
     const bwd_plan_case *c = &bwd_cases[3]; /* fp16 D128 causal, nv_mma */

@@ -50,15 +50,25 @@ static uint64_t dq_bytes(const nv_bwd_plan *t)
            (uint64_t)(t->dim_padded + t->dim_v_padded + 16);
 }
 
-static bool in_range(int x, int lo, int hi) { return x >= lo && x <= hi; }
+/* The kernels' switch values (cl/nvidia/flash_bwd_mma_switches.clh). */
+typedef struct nv_bwd_switches {
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_FIELD)
+} nv_bwd_switches;
 
+/* The tunables within the legal values the switch list declares, the
+ * work-group within the device's, and both kernels within local memory. */
 static bool tiles_fit(const device_caps *caps, const nv_bwd_plan *t)
 {
     const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
-    return in_range(t->warps, 1, 8) && in_range(t->rows, 16, 64) &&
-           t->rows % 16 == 0 && in_range(t->keys, 16, 64) &&
-           t->keys % 16 == 0 && in_range(t->row_stages, 1, 2) &&
-           in_range(t->key_stages, 1, 2) &&
+    const nv_bwd_switches tunables = {.NVB_WARPS = t->warps,
+                                      .NVB_ROWS = t->rows,
+                                      .NVB_KEYS = t->keys,
+                                      .NVB_ROW_STAGES = t->row_stages,
+                                      .NVB_KEY_STAGES = t->key_stages};
+    const nv_bwd_switches *values = &tunables; /* SWITCH_CHECK_TUNABLE's */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    FLASHCL_NV_BWD_SWITCHES(SWITCH_CHECK_TUNABLE)
+    return !found.name &&
            (!caps->max_work_group ||
             (size_t)t->warps * 32 <= caps->max_work_group) &&
            dkdv_bytes(t) <= limit && dq_bytes(t) <= limit;
@@ -236,11 +246,6 @@ void nv_mma_bwd_plan_forced(const device_caps *caps, const problem *p,
     }
     plan->chosen = true;
 }
-
-/* The kernels' switch values (cl/nvidia/flash_bwd_mma_switches.clh). */
-typedef struct nv_bwd_switches {
-    FLASHCL_NV_BWD_SWITCHES(SWITCH_FIELD)
-} nv_bwd_switches;
 
 /* The kernel checks its tiles against this; beyond 1 MiB (its legal
  * range) no tile it takes comes near the limit. */

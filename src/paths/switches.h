@@ -46,4 +46,17 @@ typedef struct switch_fault {
         options_add(out, " -DFLASHCL_" #switch_name "=%d", value);             \
     }
 
+/* The first tunable of a list outside its legal values into the
+ * switch_fault `fault`, from `values` as SWITCH_EMIT reads it: a tile set
+ * is checked against the kernel's declaration, not a copy of its ranges. */
+#define SWITCH_IS_TUNABLE_TUNABLE 1
+#define SWITCH_IS_TUNABLE_DERIVED 0
+#define SWITCH_IS_TUNABLE_VARIANT 0
+#define SWITCH_CHECK_TUNABLE(switch_name, default_value, legal, kind, meaning) \
+    if (SWITCH_IS_TUNABLE_##kind) {                                            \
+        const int value = values->switch_name;                                 \
+        if (!(SWITCH_LEGAL_##legal) && !fault->name)                           \
+            *fault = (switch_fault){"FLASHCL_" #switch_name, value};           \
+    }
+
 #endif
