@@ -753,13 +753,17 @@ static nv_bwd_plan bwd_plan_of(const device_caps *caps,
     return plan;
 }
 
+/* The path's own table (the databases off: the shipped entries are
+ * backward_shipped_entries_for_an_h200's). */
 START_TEST(backward_plans_for_an_h200)
 {
     const bwd_plan_case *c = &bwd_cases[_i];
     const device_caps caps = h200(ctx);
     problem p;
+    setenv("FLASHCL_TUNING", "off", 1);
     const nv_bwd_plan plan = bwd_plan_of(&caps, c, "FLASHCL_PATH", c->force,
                                          &p);
+    unsetenv("FLASHCL_TUNING");
     printf("backward %-36s %s %s\n", c->fwd.name,
            plan.chosen ? "nv_mma" : "portable", plan.why_not);
     ck_assert_msg(plan.chosen == c->chosen, "%s: chosen %d (%s)",
@@ -817,6 +821,7 @@ START_TEST(backward_forced_tiles_fit_local_memory)
     };
     const device_caps caps = h200(ctx);
     const bwd_plan_case *c = &bwd_cases[3]; /* fp16 D128 causal, nv_mma */
+    setenv("FLASHCL_TUNING", "off", 1); /* a refused set: the table's */
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; ++i) {
         problem p;
         const nv_bwd_plan plan =
@@ -847,14 +852,50 @@ START_TEST(backward_forced_tiles_fit_local_memory)
                               0,
                           "%s: accepted beyond local memory", tiles[i].tile);
     }
+    unsetenv("FLASHCL_TUNING");
+}
+END_TEST
+
+/* The shipped database (tuning/nvidia-h100-nv_mma_bwd.json, made by
+ * `flashcl tune --backward` on an H100): an H200 (sm_90, no entry of its own) takes the
+ * architecture-level entry of its dtype, head dim and causality, and the
+ * plan holds the tiles its origin names; each builds. */
+START_TEST(backward_shipped_entries_for_an_h200)
+{
+    const device_caps caps = h200(ctx);
+    static const int chosen[] = {0, 1, 2, 3}; /* bf16/fp16 D 64/128 */
+    for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; ++i) {
+        const bwd_plan_case *c = &bwd_cases[chosen[i]];
+        problem p;
+        const nv_bwd_plan plan =
+            bwd_plan_of(&caps, c, "FLASHCL_PATH", c->force, &p);
+        ck_assert(plan.chosen);
+        char level[96], tiles[128];
+        snprintf(level, sizeof level, "architecture level (nv_mma_bwd/%s/",
+                 c->fwd.dtype == FLASHCL_DTYPE_BF16 ? "bf16" : "fp16");
+        snprintf(tiles, sizeof tiles,
+                 "warps=%d,rows=%d,keys=%d,row_stages=%d,key_stages=%d",
+                 plan.warps, plan.rows, plan.keys, plan.row_stages,
+                 plan.key_stages);
+        ck_assert_msg(strstr(plan.origin, "tuning DB") &&
+                          strstr(plan.origin, level) &&
+                          strstr(plan.origin, tiles),
+                      "%s: %s (plan %s)", c->fwd.name, plan.origin, tiles);
+        char options[1024];
+        ck_assert(
+            nv_mma_bwd_options(&caps, &p, &plan, options, sizeof options));
+        ck_assert_msg(preprocess_with("flash_bwd_mma.cl", options, false) ==
+                          0,
+                      "%s: flash_bwd_mma.cl rejects %s", c->fwd.name, options);
+    }
 }
 END_TEST
 
 /* The backward's tunables in the tuning database (issue 48): path
- * "nv_mma_bwd" in FLASHCL_TUNING_FILE (the compiled database has no such
- * entry yet) changes the plan's tiles; an entry the kernel cannot take
- * (8 warps of 2 key tiles: 256 keys of K and V, 136 KiB at D = 128) is
- * refused with a note and the defaults run; the tuner's forced set
+ * "nv_mma_bwd" in FLASHCL_TUNING_FILE changes the plan's tiles; an entry
+ * the kernel cannot take (8 warps of 32 rows: 85 KiB at D = 128) is
+ * refused with a note and the next source, the compiled database's entry
+ * (compiled_db_entry), runs; the tuner's forced set
  * outranks the file, FLASHCL_NVB_TILE outranks both, FLASHCL_TUNING=off
  * ignores the file. Every declared value is one of the kernel's legal
  * switch values. */
@@ -886,6 +927,15 @@ static nv_bwd_plan bwd_plan_with(const device_caps *caps, const char *forced,
     if (out)
         *out = p;
     return plan;
+}
+
+/* A plan from the compiled database's entry, not the file's (the file's
+ * entry was refused or ignored). */
+static void compiled_db_entry(const nv_bwd_plan *plan)
+{
+    ck_assert_msg(strstr(plan->origin, "tuning DB") &&
+                      !strstr(plan->origin, "FLASHCL_TUNING_FILE"),
+                  "%s", plan->origin);
 }
 
 static void write_bwd_entry(const char *file, const char *params)
@@ -973,24 +1023,24 @@ START_TEST(backward_tuning_entries)
     ck_assert_int_eq(plan.warps, 4);
     ck_assert_str_eq(plan.origin, "");
 
-    /* an entry beyond local memory: refused with a note, the defaults run */
+    /* an entry beyond local memory: refused with a note, the compiled
+     * database's entry runs */
     write_bwd_entry(file, "warps=8,rows=32");
     plan = bwd_plan_with(&caps, NULL, NULL);
-    ck_assert_int_eq(plan.warps, 4);
-    ck_assert_int_eq(plan.rows, 16);
-    ck_assert_str_eq(plan.origin, "");
+    ck_assert_int_ne(plan.warps, 8);
+    compiled_db_entry(&plan);
     ck_assert_msg(strstr(flashcl_context_last_error(ctx),
                          "refused for nv_mma_bwd"),
                   "%s", flashcl_context_last_error(ctx));
     /* a value outside the switches (3 stages): refused too */
     write_bwd_entry(file, "row_stages=3");
     plan = bwd_plan_with(&caps, NULL, NULL);
-    ck_assert_int_eq(plan.row_stages, 1);
-    ck_assert_str_eq(plan.origin, "");
+    ck_assert_int_ne(plan.row_stages, 3);
+    compiled_db_entry(&plan);
     /* a name the backward does not declare: ignored */
     write_bwd_entry(file, "block_m=64");
     plan = bwd_plan_with(&caps, NULL, NULL);
-    ck_assert_str_eq(plan.origin, "");
+    compiled_db_entry(&plan);
     unsetenv("FLASHCL_TUNING_FILE");
     unlink(file);
 
@@ -1151,6 +1201,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plans_for_an_h200, 0, (int)LENGTH(cases));
     tcase_add_test(tc, backward_forced_tiles_fit_local_memory);
+    tcase_add_test(tc, backward_shipped_entries_for_an_h200);
     tcase_add_loop_test(tc, backward_plans_for_an_h200, 0,
                         (int)LENGTH(bwd_cases));
     tcase_add_test(tc, backward_tuning_entries);
