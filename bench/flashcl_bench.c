@@ -60,6 +60,10 @@ typedef struct bench_row {
     /* --backward: its median, TFLOP/s (FA's 2.5 x forward convention) and
      * its time over the forward's; 0 without --backward. */
     double bwd_median_ms, bwd_tflops, bwd_ratio;
+    /* The forward and the backward in one timed interval, as FA2's
+     * benchmark_fwd_bwd times them; TFLOP/s on its convention (3.5 x the
+     * forward's FLOPs). */
+    double fwdbwd_median_ms, fwdbwd_tflops;
 } bench_row;
 
 /* A comma list of ints into out; -1 (with a message naming `what`) when
@@ -160,7 +164,9 @@ static void usage(void)
            "  --check ROWS         every row, its variant too: relative L2 error of ROWS "
            "sampled output rows vs the float64 oracle (prints check| lines)\n"
            "  --backward           also time flashcl_attention_backward "
-           "after each forward (bwd columns; --check compares dQ, dK, dV)\n"
+           "after each forward (bwd columns, and the forward and backward\n"
+           "                       in one timed interval: fwd+bwd, FLOPs 3.5x the\n"
+           "                       forward's; --check compares dQ, dK, dV)\n"
            "  --describe           per row, what ran (path, tiles, the tuning "
            "database entry; prints describe| lines)\n");
 }
@@ -889,6 +895,8 @@ typedef struct timed_call {
     /* Set: the backward is timed instead, its outputs poisoned (NaN)
      * before each call's marker, outside the timed interval. */
     const flashcl_backward_desc *bwd;
+    /* With bwd: the forward is enqueued first, in the same interval. */
+    int with_forward;
     flashcl_status status;
     /* The call's last command alone (its start to its end), per call:
      * with split-KV, the merge kernel, or the attention kernel when it
@@ -929,6 +937,12 @@ static int one_event_call(void *arg, double *ms)
         return 1;
     if (clEnqueueMarkerWithWaitList(queue, 0, NULL, &before) != CL_SUCCESS)
         return 1;
+    if (t->bwd && t->with_forward &&
+        flashcl_attention_forward(t->ctx, NULL, t->desc, 0, NULL, NULL) !=
+            FLASHCL_SUCCESS) {
+        clReleaseEvent(before);
+        return 1;
+    }
     t->status = t->bwd ? flashcl_attention_backward(t->ctx, NULL, t->desc,
                                                     t->bwd, 0, NULL, &event)
                        : flashcl_attention_forward(t->ctx, NULL, t->desc, 0,
@@ -1154,6 +1168,14 @@ static int time_backward(flashcl_context *ctx, const bench_options *opt,
          * the backward counts 2.5 x the forward's FLOPs. */
         row->bwd_tflops = row->tflops * 2.5 * row->median_ms / time.median_ms;
         row->bwd_ratio = time.median_ms / row->median_ms;
+        call.with_forward = 1;
+        call.calls = 0;
+        if (timing_repeat(opt->warmup, opt->reps, one_event_call, &call,
+                          &time) != 0)
+            return -1;
+        row->fwdbwd_median_ms = time.median_ms;
+        row->fwdbwd_tflops =
+            row->tflops * 3.5 * row->median_ms / time.median_ms;
         return 0;
     }
     fprintf(stderr, "flashcl-bench: backward: %s: %s\n",
@@ -1376,8 +1398,9 @@ static void print_row(FILE *csv, const bench_row *r, int backward)
            r->seqlen, r->batch, r->heads, r->median_ms, r->min_ms, r->tflops,
            r->tflops * 1e3, r->gbps);
     if (backward)
-        printf(" %10.3f | %9.4f | %6.2f |", r->bwd_median_ms, r->bwd_tflops,
-               r->bwd_ratio);
+        printf(" %10.3f | %9.4f | %6.2f | %10.3f | %9.4f |", r->bwd_median_ms,
+               r->bwd_tflops, r->bwd_ratio, r->fwdbwd_median_ms,
+               r->fwdbwd_tflops);
     printf("\n");
     fflush(stdout);
     if (!csv)
@@ -1387,8 +1410,9 @@ static void print_row(FILE *csv, const bench_row *r, int backward)
             r->heads, r->first_call_ms, r->median_ms, r->min_ms, r->tflops,
             r->gbps);
     if (backward)
-        fprintf(csv, ",%.4f,%.6f,%.4f", r->bwd_median_ms, r->bwd_tflops,
-                r->bwd_ratio);
+        fprintf(csv, ",%.4f,%.6f,%.4f,%.4f,%.6f", r->bwd_median_ms,
+                r->bwd_tflops, r->bwd_ratio, r->fwdbwd_median_ms,
+                r->fwdbwd_tflops);
     fprintf(csv, "\n");
 }
 
@@ -1459,8 +1483,10 @@ static void print_header(flashcl_context *ctx, bench_options *opt)
     printf("| variant | dtype | D | causal | N | B | H | median ms | min ms | "
            "TFLOP/s | GFLOP/s | GB/s |%s\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|%s\n",
-           opt->backward ? " bwd median ms | bwd TFLOP/s | bwd/fwd |" : "",
-           opt->backward ? "---|---|---|" : "");
+           opt->backward ? " bwd median ms | bwd TFLOP/s | bwd/fwd | "
+                           "fwd+bwd median ms | fwd+bwd TFLOP/s |"
+                         : "",
+           opt->backward ? "---|---|---|---|---|" : "");
 }
 
 /* ---- decode (issue 11) ---------------------------------------------- */
@@ -1860,7 +1886,9 @@ int main(int argc, char **argv)
         fprintf(csv, "variant,dtype,head_dim,causal,seqlen,batch,heads,"
                      "first_call_ms,"
                      "median_ms,min_ms,tflops,gbps%s\n",
-                opt.backward ? ",bwd_median_ms,bwd_tflops,bwd_fwd_ratio" : "");
+                opt.backward ? ",bwd_median_ms,bwd_tflops,bwd_fwd_ratio,"
+                               "fwdbwd_median_ms,fwdbwd_tflops"
+                             : "");
     static row_log log; /* large: not on the stack */
     sweep(ctx, &opt, csv, &log);
     print_first_calls(&log);

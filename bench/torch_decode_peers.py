@@ -13,6 +13,10 @@ around the call, median of 50): the L2 then holds clean lines, where
 do_bench's zeroing flush leaves it dirty; flashcl-bench --busy-kind read
 does the same.
 
+--flex adds FlexAttention (torch.compile of flex_attention, no block
+mask, enable_gqa), the peer issue 44 names for few-query decode; its
+compile time is outside the timing.
+
 GB/s counts K, V, Q and O once, as flashcl-bench does. Writes CSV:
 dtype,head_dim,batch,heads_q,heads_kv,seqlen_k,nq,backend,median_ms,gbs,error
 """
@@ -65,7 +69,13 @@ def main():
     ap.add_argument("--dtype", default="bf16,fp16")
     ap.add_argument("--nq", type=int, default=1)
     ap.add_argument("--flush", choices=("write", "read"), default="write")
+    ap.add_argument("--flex", action="store_true",
+                    help="also time FlexAttention (compiled)")
     args = ap.parse_args()
+    flex = None
+    if args.flex:
+        from torch.nn.attention.flex_attention import flex_attention
+        flex = torch.compile(flex_attention, dynamic=False)
     timed = median_ms if args.flush == "write" else median_ms_read_flush
     dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
     torch.manual_seed(0)
@@ -84,8 +94,13 @@ def main():
                 elem = q.element_size()
                 total = (2 * b * hkv * nk * d + 2 * b * hq * nq * d) * elem
                 causal = nq > 1
-                for name, backend in BACKENDS.items():
+                peers = dict(BACKENDS)
+                if flex is not None:
+                    peers["flex"] = None
+                for name, backend in peers.items():
                     def call():
+                        if backend is None:  # FlexAttention, no mask
+                            return flex(q, k, v, enable_gqa=hq != hkv)
                         with sdpa_kernel(backend):
                             # bottom-right causal for Nq > 1 is not what
                             # is_causal means in SDPA (top-left); decode

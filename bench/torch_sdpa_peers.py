@@ -15,9 +15,11 @@ the events, as do_bench does), median and min of --reps after --warmup.
 The CSV then has flashcl-bench --backward's columns, the backend in the
 variant column (torch_flash, ...), so the two runs sit side by side:
 variant,dtype,head_dim,causal,seqlen,batch,heads,first_call_ms,median_ms,
-min_ms,tflops,gbps,bwd_median_ms,bwd_tflops,bwd_fwd_ratio
+min_ms,tflops,gbps,bwd_median_ms,bwd_tflops,bwd_fwd_ratio,fwdbwd_median_ms,
+fwdbwd_tflops
 (backward FLOPs: FlashAttention's 2.5 x the forward's 4 B H N^2 D, halved
-for causal). Importing this file needs no torch; running it does.
+for causal; fwd+bwd: a forward and its backward in one timed interval, as
+FA2's benchmark_fwd_bwd, 3.5 x the forward's FLOPs). Importing this file needs no torch; running it does.
 """
 import argparse
 import csv
@@ -90,17 +92,26 @@ def backward_row(name, backend, dn, dtype, d, causal, n, b, h, args):
 
         bwd_ms, _ = event_times(lambda: out.backward(d_o, retain_graph=True),
                                 args.reps, args.warmup, clear_grads)
+
+        def forward_backward():
+            F.scaled_dot_product_attention(
+                q, k, v, is_causal=bool(causal)).backward(d_o)
+
+        both_ms, _ = event_times(forward_backward, args.reps, args.warmup,
+                                 clear_grads)
     tf = fwd_flops / (fwd_ms * 1e-3) / 1e12
     gbps = 4.0 * b * h * n * d * q.element_size() / (fwd_ms * 1e-3) / 1e9
     bwd_tf = 2.5 * fwd_flops / (bwd_ms * 1e-3) / 1e12
     return ["torch_" + name, dn, d, causal, n, b, h, f"{first_ms:.4f}", f"{fwd_ms:.4f}",
             f"{fwd_min:.4f}", f"{tf:.6f}", f"{gbps:.3f}", f"{bwd_ms:.4f}",
-            f"{bwd_tf:.6f}", f"{bwd_ms / fwd_ms:.4f}"]
+            f"{bwd_tf:.6f}", f"{bwd_ms / fwd_ms:.4f}", f"{both_ms:.4f}",
+            f"{3.5 * fwd_flops / (both_ms * 1e-3) / 1e12:.6f}"]
 
 
 BWD_HEADER = ["variant", "dtype", "head_dim", "causal", "seqlen", "batch", "heads",
               "first_call_ms", "median_ms", "min_ms", "tflops", "gbps",
-              "bwd_median_ms", "bwd_tflops", "bwd_fwd_ratio"]
+              "bwd_median_ms", "bwd_tflops", "bwd_fwd_ratio",
+              "fwdbwd_median_ms", "fwdbwd_tflops"]
 
 
 def backward_sweep(args, dtypes):
