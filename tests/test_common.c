@@ -833,6 +833,10 @@ tolerance tolerance_for_desc(ref_dtype dtype,
         flashcl_describe_variant(shared_context(), &views, &info) ==
             FLASHCL_SUCCESS &&
         rounds_p_before_pv(info.kernel_file)) {
+        /* fp32 without allow_tf32 runs there split into TF32 high and
+         * low parts (3xTF32): fp32's own tolerance */
+        if (dtype == REF_FP32 && !desc->allow_tf32)
+            return tol;
         if (dtype == REF_FP32) {
             /* TF32 (allow_tf32, NVIDIA only): Q, K, V and P carry 10
              * mantissa bits, so fp16's tolerance plus the rounding of the

@@ -58,6 +58,7 @@ typedef struct plan_case {
     int seqlen_q;            /* 0: NQ */
     int varlen;              /* packed: cu_seqlens_q/k, maxima VQ and VK */
     const char *force;       /* FLASHCL_PATH, or NULL */
+    int allow_tf32;          /* fp32: one TF32 product (else exact) */
     const char *tiles;       /* a forced candidate ("path:params"), or NULL */
     const char *path;        /* the path the plan must take */
     const char *want[6];     /* in its options */
@@ -70,6 +71,33 @@ typedef struct plan_case {
 #define THREE_CONSUMERS_64_KEYS "nv_wgmma:warpgroups=3,block_n=64,ring=7"
 
 static const plan_case cases[] = {
+    /* fp32 (issue 44): exact (3xTF32) on nv_mma by default, one TF32
+     * product with allow_tf32, the portable kernel when forced or above
+     * D 128 */
+    {.name = "fp32 D64: exact 3xTF32 on nv_mma by default", .head_dim = 64,
+     .dtype = FLASHCL_DTYPE_FP32, .window_left = -2, .path = "nv_mma",
+     .want = {"-DFLASHCL_DTYPE=0", "-DFLASHCL_NV_EXACT=1",
+              "-DFLASHCL_BLOCK_M=64", "-DFLASHCL_BLOCK_N=32",
+              "-DFLASHCL_NV_EMULATE=0", "-DFLASHCL_NV_SM=90"}},
+    {.name = "fp32 D128 causal: exact, 16 rows a warp", .head_dim = 128,
+     .causal = 1, .dtype = FLASHCL_DTYPE_FP32, .window_left = -2,
+     .path = "nv_mma",
+     .want = {"-DFLASHCL_NV_EXACT=1", "-DFLASHCL_BLOCK_M=64",
+              "-DFLASHCL_WG_SIZE=128", "-DFLASHCL_CAUSAL=1"}},
+    {.name = "fp32 D128 allow_tf32: one TF32 product", .head_dim = 128,
+     .dtype = FLASHCL_DTYPE_FP32, .window_left = -2, .allow_tf32 = 1,
+     .path = "nv_mma", .want = {"-DFLASHCL_NV_EXACT=0", "-DFLASHCL_DTYPE=0"}},
+    {.name = "fp32 D64 allow_tf32: its own tile", .head_dim = 64,
+     .dtype = FLASHCL_DTYPE_FP32, .window_left = -2, .allow_tf32 = 1,
+     .path = "nv_mma",
+     .want = {"-DFLASHCL_NV_EXACT=0", "-DFLASHCL_BLOCK_M=128"}},
+    {.name = "fp32 D64 FLASHCL_PATH=portable: the portable kernel",
+     .head_dim = 64, .dtype = FLASHCL_DTYPE_FP32, .window_left = -2,
+     .force = "portable", .path = "portable"},
+    {.name = "fp32 D256: exact mode refuses, portable runs it",
+     .head_dim = 256, .dtype = FLASHCL_DTYPE_FP32, .window_left = -2,
+     .path = "portable",
+     .skipped = "exact fp32 (3xTF32) runs head dims up to 128"},
     {.name = "plain causal fp16 D128, 777 rows: the default, persistent",
      .head_dim = 128, .causal = 1, .dtype = FLASHCL_DTYPE_FP16,
      .window_left = -2, .persist = 2, .path = "nv_wgmma",
@@ -426,6 +454,7 @@ static flashcl_attention_desc desc_of(const plan_case *c, cl_context cl,
         d.window_right = c->window_right;
     }
     d.softcap = c->softcap;
+    d.allow_tf32 = c->allow_tf32;
     memset(owned, 0, 5 * sizeof owned[0]);
     if (c->varlen) { /* planning reads only the maxima, not the sums */
         d.cu_seqlens_q.buffer = d.cu_seqlens_k.buffer = owned[4] =
@@ -695,7 +724,7 @@ typedef struct bwd_plan_case {
 
 #define BWD_CASE(name, d, dv, causal, dtype, wl, cap, alibi, bias, mask)      \
     {name, d, dv, causal, 0, dtype, wl, wl == -2 ? -2 : 0, cap, alibi, bias,   \
-     mask, 0, 0, 0, 0, NULL, NULL, "", {NULL}, {NULL}, NULL}
+     mask, 0, 0, 0, 0, NULL, 0, NULL, "", {NULL}, {NULL}, NULL}
 static const bwd_plan_case bwd_cases[] = {
     /* the default since its suite passed on a GPU (H100, 2026-12-07) */
     {BWD_CASE("bf16 D64 unforced", 64, 64, 0, FLASHCL_DTYPE_BF16, -2, 0, 0, 0,

@@ -81,8 +81,8 @@
 #define NV_VARLEN_PARAMS
 #endif
 
-__kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1))) void
-flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
+__kernel __attribute__((reqd_work_group_size(FLASHCL_WG_SIZE, 1, 1)))
+NV_KERNEL_ATTR void flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
 {
     __local uint4 smem[NV_SMEM_BYTES / 16] __attribute__((aligned(16)));
 #if FLASHCL_NV_FIXUP
@@ -194,7 +194,13 @@ flashcl_attention_fwd(FLASHCL_FWD_PARAMS NV_VARLEN_PARAMS)
 #include "mma_q_setup.clh"
 
     /* ---- local memory: K and V tiles, padded rows --------------------- */
+#if FLASHCL_NV_EMULATE
+    /* emulated ldmatrix and cp.async take offsets into smem */
+#define NV_EMUL_SMEM ((__local uchar *)smem)
+    const uint sbase = 0;
+#else
     const uint sbase = (uint)(size_t)smem;
+#endif
     /* ldmatrix row addresses of this lane inside a tile: lanes 8i..8i+7
      * point at rows of matrix i. */
     const int mi = lane >> 3, mr = lane & 7;

@@ -17,6 +17,18 @@
 
 static int round16(int64_t d) { return (int)((d + 15) / 16 * 16); }
 
+static bool hardware(const device_caps *caps)
+{
+    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8;
+}
+
+/* Local memory the kernel is planned for: the device's, or NVIDIA's 48 KiB
+ * when emulated (the tiles the GPU would run). */
+static uint64_t local_limit(const device_caps *caps)
+{
+    return hardware(caps) && caps->local_mem ? caps->local_mem : 49152;
+}
+
 /* The padded size a problem's tiles are chosen by: the larger head dim. */
 static int tile_dim(const problem *p)
 {
@@ -24,8 +36,15 @@ static int tile_dim(const problem *p)
     return dq > dv ? dq : dv;
 }
 
-/* fp32 storage runs here only as TF32, on its own tiles. */
-static bool tf32(const problem *p) { return p->dtype == FLASHCL_DTYPE_FP32; }
+/* fp32 storage runs on TF32 tensor cores, on its own tiles: with
+ * allow_tf32 one mma a product (NV_TILE_TF32), else each operand split
+ * into TF32 high and low parts and three mma (NV_TILE_EXACT). */
+static int tf32(const problem *p)
+{
+    if (p->dtype != FLASHCL_DTYPE_FP32)
+        return NV_TILE_16BIT;
+    return p->allow_tf32 ? NV_TILE_TF32 : NV_TILE_EXACT;
+}
 
 static const nv_tile *lookup(const problem *p)
 {
@@ -48,7 +67,7 @@ static bool legal_tile(const device_caps *caps, const problem *p, int bm,
     const uint64_t one_stage =
         (uint64_t)bn * ((uint64_t)round16(p->head_dim) * esz + 16) +
         (uint64_t)bn * ((uint64_t)round16(p->head_dim_v) * esz + 16);
-    const uint64_t limit = caps->local_mem ? caps->local_mem : 49152;
+    const uint64_t limit = local_limit(caps);
     if (warps < 1 || warps > 16 || (bm != warps * 16 && bm != warps * 32))
         snprintf(why, cap, "block_m %d is not 16 or 32 rows per warp of %d "
                  "warps", bm, warps);
@@ -122,9 +141,11 @@ static bool refuse(char *why, size_t cap, const char *text)
     return false;
 }
 
+/* FLASHCL_NV_EMULATE=1 on Intel's CPU runtime: the tests run the kernel's
+ * lane logic there (cl/nvidia/nv_mma.clh). */
 static bool serves(const device_caps *caps)
 {
-    return caps->klass == DEVICE_CLASS_GPU_NVIDIA && caps->nv_cc_major >= 8;
+    return hardware(caps) || nv_emulated(caps);
 }
 
 static bool nv_mma_can_run(const device_caps *caps, const problem *p,
@@ -132,7 +153,8 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
 {
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
-                                "8.0");
+                                "8.0 (nor FLASHCL_NV_EMULATE=1 on Intel's "
+                                "CPU runtime)");
     /* What this kernel cannot compute goes to the split-KV kernels: a
      * forced split, KV cache, varlen or paged KV; so do the decodes
      * split_kv_decode_reason names. */
@@ -144,20 +166,21 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
     const char *decode = forced ? NULL : split_kv_decode_reason(caps, p);
     if (decode)
         return refuse(why, cap, decode);
-    if (p->dtype == FLASHCL_DTYPE_FP32 && !p->allow_tf32)
-        return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
-                                "allow_tf32 on TF32 tensor cores; exact fp32 "
-                                "runs on the portable kernel)");
     if (p->dtype != FLASHCL_DTYPE_FP16 && p->dtype != FLASHCL_DTYPE_BF16 &&
         p->dtype != FLASHCL_DTYPE_FP32)
-        return refuse(why, cap, "fp16/bf16 storage only (fp32 with "
-                                "allow_tf32)");
+        return refuse(why, cap, "fp16, bf16 or fp32 storage only");
     if (variants_refused(p, nv_mma_path.variants, why, cap))
         return false;
-    if (tf32(p) && tile_dim(p) > 128)
+    if (tf32(p) == NV_TILE_TF32 && tile_dim(p) > 128)
         return refuse(why, cap, "TF32 runs head dims up to 128 (fp32 rows "
                                 "of 256 leave too few registers and local "
                                 "memory)");
+    if (tf32(p) == NV_TILE_EXACT && tile_dim(p) > 128)
+        return refuse(why, cap, "exact fp32 (3xTF32) runs head dims up to "
+                                "128: above, O's fp32 accumulators and the "
+                                "split operands of 16 rows a warp exceed "
+                                "255 registers; the portable kernel runs "
+                                "it");
     if (p->head_dim > 256 || p->head_dim_v > 256 || !lookup(p)) {
         snprintf(why, cap, "no tile entry for head_dim %lld / head_dim_v %lld "
                  "(1..256)", (long long)p->head_dim, (long long)p->head_dim_v);
@@ -273,12 +296,17 @@ static nv_mma_switches plan_switches(const device_caps *caps,
         .DTYPE = (int)p->dtype,
         .CAUSAL = p->right >= 0,
         .NV_MMA = 1,
-        .NV_SM = (int)(caps->nv_cc_major * 10 + caps->nv_cc_minor),
+        .NV_EMULATE = !hardware(caps),
+        .NV_EXACT = tf32(p) == NV_TILE_EXACT,
+        /* emulated: the kernel an sm_80 with NVIDIA's 48 KiB would run */
+        .NV_SM = hardware(caps)
+                     ? (int)(caps->nv_cc_major * 10 + caps->nv_cc_minor)
+                     : 80,
         .NV_DQ = (int)p->head_dim,
         .NV_DV = (int)p->head_dim_v,
         /* the row max is taken before scaling only for scale > 0 */
         .NV_PRESCALE = !(p->scale > 0),
-        .LOCAL_MEM_BYTES = caps->local_mem ? (int)caps->local_mem : 49152,
+        .LOCAL_MEM_BYTES = (int)local_limit(caps),
         .NV_VARLEN = varlen,
         .NV_VARLEN_TOP_LEFT = varlen && p->infer.top_left,
         .NV_SEQ_FIRST = plan_varlen_seq_first(p)};
@@ -382,7 +410,8 @@ static bool offer(const device_caps *caps, char *out, size_t cap)
                  "sm_90a PTX",
                  cc);
     else if (cc >= 80)
-        snprintf(out, cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16)", cc);
+        snprintf(out, cap, "sm_%u: mma.sync m16n8k16 (fp16/bf16), m16n8k8 "
+                 "(tf32; exact fp32 as 3xTF32)", cc);
     else if (cc >= 70)
         snprintf(out, cap, "sm_%u: mma.sync m8n8k4 (fp16)", cc);
     else
@@ -398,7 +427,8 @@ const kernel_path nv_mma_path = {
     "nv_mma", VARIANTS_ALL,
     "inline-PTX mma.sync kernel for fp16/bf16 (head dims 1-256 padded to "
     "16, D_v != D; causal, windows, top-left causal, ALiBi, bias, mask, "
-    "softcap, sinks) and, with allow_tf32, fp32 as TF32 (head dims up to "
-    "128)",
+    "softcap, sinks) and fp32 on TF32 tensor cores (head dims up to 128): "
+    "exact by default (3xTF32: operands split into high and low parts), "
+    "one TF32 product with allow_tf32",
     serves, nv_mma_can_run, nv_mma_plan, nv_mma_launch, nv_mma_tunables,
     sizeof nv_mma_tunables / sizeof nv_mma_tunables[0], offer};

@@ -22,10 +22,15 @@ static const tunable nv_mma_tunables[] = {
     {"warps", {1, 2, 4, 8}, 4},
 };
 
+/* What the tensor cores multiply: fp16/bf16; fp32 as one TF32 product
+ * (allow_tf32); fp32 split into TF32 high and low parts, three products
+ * (exact fp32, the default for fp32). */
+enum { NV_TILE_16BIT, NV_TILE_TF32, NV_TILE_EXACT };
+
 typedef struct nv_tile {
     int head_dim; /* padded, multiple of 16; entries ascending */
     int causal;   /* -1: either */
-    int tf32;     /* 1: fp32 storage on TF32 (allow_tf32) */
+    int tf32;     /* NV_TILE_16BIT, NV_TILE_TF32 or NV_TILE_EXACT */
     int block_m, block_n, warps;
     const char *reason;
 } nv_tile;
@@ -43,8 +48,14 @@ static const nv_tile nv_tiles[] = {
     /* TF32 (fp32 storage, allow_tf32): 4-byte rows double the local
      * memory of a tile, and Q's fragments take twice the registers (sweep
      * of 2026-12-01, docs/experiments.md). */
-    {64, -1, 1, 128, 32, 4, TILE_REASON("nv_mma.tf32-d64")},
-    {128, -1, 1, 64, 32, 4, TILE_REASON("nv_mma.tf32-d128")},
+    {64, -1, NV_TILE_TF32, 128, 32, 4, TILE_REASON("nv_mma.tf32-d64")},
+    {128, -1, NV_TILE_TF32, 64, 32, 4, TILE_REASON("nv_mma.tf32-d128")},
+    /* Exact fp32 (3xTF32): 16 rows a warp, since Q's fp32 words, the
+     * split K/V words and O's accumulators of 32 rows would not fit in
+     * 255 registers; 32-key tiles keep S small. Not yet measured on a
+     * GPU (ptxas's registers: docs/experiments.md). */
+    {64, -1, NV_TILE_EXACT, 64, 32, 4, TILE_REASON("nv_mma.exact-d64")},
+    {128, -1, NV_TILE_EXACT, 64, 32, 4, TILE_REASON("nv_mma.exact-d128")},
 };
 
 #endif /* FLASHCL_NV_MMA_TILES_H */
