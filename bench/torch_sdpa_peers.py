@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Time torch SDPA (FLASH_ATTENTION and CUDNN_ATTENTION backends) on the
 FlashAttention-2 protocol shapes, in the same run as flashcl-bench.
+--dtype fp32 rows time torch's fp32 backends instead (EFFICIENT_ATTENTION,
+MATH, and CUDNN_ATTENTION / FLASH_ATTENTION where they take fp32; a
+backend that refuses gives NaN), with TF32 off (matmul and cuDNN), so
+that they compute what flashcl's exact fp32 computes; MATH is skipped
+above --math-max B*H*N*N scores.
 
 batch * seqlen = tokens, heads = hidden / D, layout [B, H, N, D], random
 normal inputs, median of triton.testing.do_bench (CUDA events) when triton
@@ -159,16 +164,22 @@ def main():
     ap.add_argument("--reps", type=int, default=30, help="--backward: timed reps")
     ap.add_argument("--warmup", type=int, default=5, help="--backward: warm-up calls")
     ap.add_argument("--math-max", type=float, default=2**30,
-                    help="--backward: skip MATH above this many B*H*N*N scores")
+                    help="skip MATH above this many B*H*N*N scores")
     args = ap.parse_args()
     if torch is None:
         sys.exit("torch_sdpa_peers.py: needs torch (with CUDA)")
-    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16,
+              "fp32": torch.float32}
+    # fp32 peers in fp32: TF32 would change their numbers (issue 44)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     if args.backward:
         backward_sweep(args, dtypes)
         return
-    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backends16 = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    backends32 = {"efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH,
+                  "cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     torch.manual_seed(0)
     with open(args.csv, "w", newline="") as f:
         w = csv.writer(f)
@@ -181,7 +192,10 @@ def main():
                         h = args.hidden // d
                         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=dtypes[dn]) for _ in range(3))
                         flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+                        backends = backends32 if dn == "fp32" else backends16
                         for name, be in backends.items():
+                            if name == "math" and b * h * n * n > args.math_max:
+                                continue
                             try:
                                 with sdpa_kernel(be):
                                     fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))

@@ -60,6 +60,15 @@ nvidia_forward_checks() {
         step "${suite}_$path" 150 "$BUILD/tests/$suite"
     done
   done
+  # fp32 on nv_mma: exact (3xTF32) without allow_tf32 (issue 44); fp32
+  # above head dim 128 it declines
+  for suite in test_forward test_variants test_semantics; do
+    FLASHCL_PATH=nv_mma FLASHCL_EXPECT_PATH=nv_mma:fp32 \
+      FLASHCL_EXPECT_PATH_EXCEPT="16-byte-aligned rows;runs head dims up to 128" \
+      step "${suite}_nv_mma_fp32" 150 "$BUILD/tests/$suite"
+  done
+  FLASHCL_TEST_ACCURACY=nv_exact FLASHCL_EXPECT_PATH=nv_mma:fp32 \
+    step test_accuracy_nv_exact 150 "$BUILD/tests/test_accuracy"
 }
 nvidia_backward_checks() {
   step test_backward 200 "$BUILD/tests/test_backward"

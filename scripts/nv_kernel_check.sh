@@ -5,7 +5,7 @@
 # scripts/setup.sh --test installs for the AMD check) in the configurations the
 # host plans: every bias/mask reading (vector runs a tile ahead or at their
 # tile, pairs through the key permutation, the old layout), the heads-first
-# grid, TF32, the fix-up pass, the split kernel with and without its own
+# grid, TF32 and exact fp32 (3xTF32: three times the TF32 build's mma), the fix-up pass, the split kernel with and without its own
 # merge. A configuration fails when it does not compile (an #error, a
 # macro that breaks in that combination) or when the PTX lacks what the
 # configuration is for: mma.sync always, 16- or 8-byte global loads for
@@ -95,6 +95,32 @@ check "bias+mask, the layout of before" $fwd \
   "$nv $d128 $t64x32 -DFLASHCL_DTYPE=1 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 -DFLASHCL_NV_KEY_PERM=0"
 check "TF32 bias+mask D64" $fwd \
   "$nv $d64 $t128x32 -DFLASHCL_DTYPE=0 -DFLASHCL_BIAS=1 -DFLASHCL_MASK=1 $vec" 'tf32' "$v16"
+
+# Exact fp32 (FLASHCL_NV_EXACT, 3xTF32): three m16n8k8 mma (lo*hi, hi*lo,
+# hi*hi) for each one of the same configuration's one-product TF32 build,
+# and the split's cvt.rna.tf32; with and without the compensated sums.
+exact_ratio() {
+  local label=$1 opts=$2 one three
+  built=$((built + 1))
+  if ! ptx_of $fwd "$opts -DFLASHCL_NV_EXACT=0"; then
+    echo "FAIL $label (TF32 build): does not compile"; head -5 "$tmp/err"; failed=1; return
+  fi
+  one=$(grep -c 'mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32' "$tmp/k.ptx" || true)
+  if ! ptx_of $fwd "$opts -DFLASHCL_NV_EXACT=1 ${3-}"; then
+    echo "FAIL $label: does not compile"; head -5 "$tmp/err"; failed=1; return
+  fi
+  [ -z "${NV_PTX_DUMP-}" ] || cp "$tmp/k.ptx" "$NV_PTX_DUMP/$(printf %02d "$built").ptx"
+  three=$(grep -c 'mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32' "$tmp/k.ptx" || true)
+  if [ "$one" -eq 0 ] || [ "$three" -ne $((3 * one)) ]; then
+    echo "FAIL $label: $three tf32 mma, not 3 x $one"; failed=1; return
+  fi
+  if ! grep -qE 'cvt\.rna\.tf32\.f32' "$tmp/k.ptx"; then
+    echo "FAIL $label: PTX lacks cvt.rna.tf32.f32"; failed=1; return
+  fi
+  echo "ok   $label ($three mma = 3 x $one)"
+}
+exact_ratio "exact fp32 D128 causal (3xTF32)" "$nv $d128 $t64x32 -DFLASHCL_DTYPE=0 -DFLASHCL_CAUSAL=1"
+exact_ratio "exact fp32 D64, compensated sums" "$nv $d64 $t64x32 -DFLASHCL_DTYPE=0" "-DFLASHCL_NV_COMPENSATE=1"
 
 check "varlen bf16 D128 causal window softcap sinks alibi" $fwd \
   "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1 -DFLASHCL_ALIBI=1"

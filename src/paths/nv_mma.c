@@ -280,6 +280,20 @@ static void extras_switches(const problem *p, const kernel_plan *plan,
     values->NV_HEADS_FIRST = plan_extras_heads_first(p);
 }
 
+/* Exact fp32 adds O tile by tile with a compensation term (the error
+ * then stays flat in seqlen_k) where its registers fit: D_v <= 64 (ptxas,
+ * sm_90, 64x32 tiles: 166 registers, 234 causal, no spills). At D_v 128
+ * O's compensation takes 64 more registers: 255 and 244-368 bytes of
+ * spills in every tile and Q split tried (16/32-key tiles, 4-16 Q slices
+ * in registers), so O is one fp32 sum there, as on the portable kernel
+ * on GPUs. FLASHCL_NV_COMPENSATE=0 turns it off (comparisons). */
+static bool compensated(const problem *p)
+{
+    const char *env = dev_getenv("FLASHCL_NV_COMPENSATE");
+    return tf32(p) == NV_TILE_EXACT && round16(p->head_dim_v) <= 64 &&
+           !(env && !strcmp(env, "0"));
+}
+
 /* Every switch of the kernel's list for this plan (the fix-up pass's
  * aside: NV_FIXUP 0). */
 static nv_mma_switches plan_switches(const device_caps *caps,
@@ -298,6 +312,7 @@ static nv_mma_switches plan_switches(const device_caps *caps,
         .NV_MMA = 1,
         .NV_EMULATE = !hardware(caps),
         .NV_EXACT = tf32(p) == NV_TILE_EXACT,
+        .NV_COMPENSATE = compensated(p),
         /* emulated: the kernel an sm_80 with NVIDIA's 48 KiB would run */
         .NV_SM = hardware(caps)
                      ? (int)(caps->nv_cc_major * 10 + caps->nv_cc_minor)
