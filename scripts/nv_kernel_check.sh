@@ -121,6 +121,7 @@ exact_ratio() {
 }
 exact_ratio "exact fp32 D128 causal (3xTF32)" "$nv $d128 $t64x32 -DFLASHCL_DTYPE=0 -DFLASHCL_CAUSAL=1"
 exact_ratio "exact fp32 D64, compensated sums" "$nv $d64 $t64x32 -DFLASHCL_DTYPE=0" "-DFLASHCL_NV_COMPENSATE=1"
+exact_ratio "exact fp32 D128 causal, bf16 compensation, 16-key tiles" "$nv $d128 $t64x16 -DFLASHCL_DTYPE=0 -DFLASHCL_CAUSAL=1" "-DFLASHCL_NV_COMPENSATE=2"
 
 check "varlen bf16 D128 causal window softcap sinks alibi" $fwd \
   "$nv $d128 $t128x32 -DFLASHCL_DTYPE=2 -DFLASHCL_NV_VARLEN=1 -DFLASHCL_NV_SEQ_FIRST=1 -DFLASHCL_CAUSAL=1 -DFLASHCL_WINDOW_LEFT=1 -DFLASHCL_SOFTCAP=1 -DFLASHCL_SINKS=1 -DFLASHCL_ALIBI=1"

@@ -83,9 +83,9 @@ static const plan_case cases[] = {
      .causal = 1, .dtype = FLASHCL_DTYPE_FP32, .window_left = -2,
      .path = "nv_mma",
      .want = {"-DFLASHCL_NV_EXACT=1", "-DFLASHCL_BLOCK_M=64",
-              "-DFLASHCL_WG_SIZE=128", "-DFLASHCL_CAUSAL=1",
-              /* O's compensation spills at D_v 128 */
-              "-DFLASHCL_NV_COMPENSATE=0"}},
+              "-DFLASHCL_BLOCK_N=16", "-DFLASHCL_CAUSAL=1",
+              /* O's compensation as bf16 pairs at D_v 128 (registers) */
+              "-DFLASHCL_NV_COMPENSATE=2"}},
     {.name = "fp32 D128 allow_tf32: one TF32 product", .head_dim = 128,
      .dtype = FLASHCL_DTYPE_FP32, .window_left = -2, .allow_tf32 = 1,
      .path = "nv_mma", .want = {"-DFLASHCL_NV_EXACT=0", "-DFLASHCL_DTYPE=0"}},

@@ -280,18 +280,19 @@ static void extras_switches(const problem *p, const kernel_plan *plan,
     values->NV_HEADS_FIRST = plan_extras_heads_first(p);
 }
 
-/* Exact fp32 adds O tile by tile with a compensation term (the error
- * then stays flat in seqlen_k) where its registers fit: D_v <= 64 (ptxas,
- * sm_90, 64x32 tiles: 166 registers, 234 causal, no spills). At D_v 128
- * O's compensation takes 64 more registers: 255 and 244-368 bytes of
- * spills in every tile and Q split tried (16/32-key tiles, 4-16 Q slices
- * in registers), so O is one fp32 sum there, as on the portable kernel
- * on GPUs. FLASHCL_NV_COMPENSATE=0 turns it off (comparisons). */
-static bool compensated(const problem *p)
+/* Exact fp32 adds O tile by tile with a compensation term, so that the
+ * error stays flat in seqlen_k: 1, an fp32 term, for D_v <= 64 (ptxas,
+ * sm_90, 64x32 tiles: 166 registers, 234 causal, no spills); 2, a bf16
+ * term, above (fp32 terms at D_v 128 spilled 244-368 bytes in every tile
+ * and Q split tried; bf16 ones with 16-key tiles and 4 Q slices in
+ * registers: 228 / 249 registers, no spills). FLASHCL_NV_COMPENSATE=0
+ * turns it off (comparisons). */
+static int compensated(const problem *p)
 {
     const char *env = dev_getenv("FLASHCL_NV_COMPENSATE");
-    return tf32(p) == NV_TILE_EXACT && round16(p->head_dim_v) <= 64 &&
-           !(env && !strcmp(env, "0"));
+    if (tf32(p) != NV_TILE_EXACT || (env && !strcmp(env, "0")))
+        return 0;
+    return round16(p->head_dim_v) <= 64 ? 1 : 2;
 }
 
 /* Every switch of the kernel's list for this plan (the fix-up pass's

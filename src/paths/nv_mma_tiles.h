@@ -51,11 +51,12 @@ static const nv_tile nv_tiles[] = {
     {64, -1, NV_TILE_TF32, 128, 32, 4, TILE_REASON("nv_mma.tf32-d64")},
     {128, -1, NV_TILE_TF32, 64, 32, 4, TILE_REASON("nv_mma.tf32-d128")},
     /* Exact fp32 (3xTF32): 16 rows a warp, since Q's fp32 words, the
-     * split K/V words and O's accumulators of 32 rows would not fit in
-     * 255 registers; 32-key tiles keep S small. Not yet measured on a
-     * GPU (ptxas's registers: docs/experiments.md). */
+     * split K/V words and O's accumulators and compensation terms of 32
+     * rows would not fit in 255 registers; 32-key tiles keep S small,
+     * 16-key ones at D 128 make room for O's compensation. Not yet
+     * measured on a GPU (ptxas's registers: docs/experiments.md). */
     {64, -1, NV_TILE_EXACT, 64, 32, 4, TILE_REASON("nv_mma.exact-d64")},
-    {128, -1, NV_TILE_EXACT, 64, 32, 4, TILE_REASON("nv_mma.exact-d128")},
+    {128, -1, NV_TILE_EXACT, 64, 16, 4, TILE_REASON("nv_mma.exact-d128")},
 };
 
 #endif /* FLASHCL_NV_MMA_TILES_H */
