@@ -38,16 +38,23 @@ bool driver_failure_here(driver_failure *f, const device_caps *caps,
     return failed;
 }
 
-bool nv_emulated(const device_caps *caps)
+static bool emulated_as(const device_caps *caps, const char *value)
 {
     const char *env = dev_getenv("FLASHCL_NV_EMULATE");
-    if (!env || strcmp(env, "1") != 0 || !caps->has_intel_subgroups ||
+    if (!env || strcmp(env, value) != 0 || !caps->has_intel_subgroups ||
         !caps->has_reqd_subgroup_size)
         return false;
     for (cl_uint i = 0; i < caps->subgroup_size_count; ++i)
         if (caps->subgroup_sizes[i] == 32)
             return true;
     return false;
+}
+
+bool nv_emulated(const device_caps *caps) { return emulated_as(caps, "1"); }
+
+bool nv_emulated_forward(const device_caps *caps)
+{
+    return emulated_as(caps, "forward");
 }
 
 bool plan_extras_heads_first(const problem *p)

@@ -14,6 +14,10 @@
  * has them, such as Intel's CPU runtime, so that CI runs their lane
  * logic (the split-KV mma kernel, the tensor-core backward). */
 bool nv_emulated(const device_caps *caps);
+/* FLASHCL_NV_EMULATE=forward: the mma.sync forward kernel's PTX emulated
+ * likewise (alone: the suites run with "1" call the forward too, and
+ * would run it emulated, slowly). */
+bool nv_emulated_forward(const device_caps *caps);
 
 /* A kernel route that failed to build on a device and driver, recorded
  * process-wide so that later plans there take the fallback at once (a

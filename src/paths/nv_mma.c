@@ -141,11 +141,11 @@ static bool refuse(char *why, size_t cap, const char *text)
     return false;
 }
 
-/* FLASHCL_NV_EMULATE=1 on Intel's CPU runtime: the tests run the kernel's
- * lane logic there (cl/nvidia/nv_mma.clh). */
+/* FLASHCL_NV_EMULATE=forward on Intel's CPU runtime: the tests run the
+ * kernel's lane logic there (cl/nvidia/nv_mma.clh). */
 static bool serves(const device_caps *caps)
 {
-    return hardware(caps) || nv_emulated(caps);
+    return hardware(caps) || nv_emulated_forward(caps);
 }
 
 static bool nv_mma_can_run(const device_caps *caps, const problem *p,
@@ -153,8 +153,8 @@ static bool nv_mma_can_run(const device_caps *caps, const problem *p,
 {
     if (!serves(caps))
         return refuse(why, cap, "not an NVIDIA GPU of compute capability >= "
-                                "8.0 (nor FLASHCL_NV_EMULATE=1 on Intel's "
-                                "CPU runtime)");
+                                "8.0 (nor FLASHCL_NV_EMULATE=forward on "
+                                "Intel's CPU runtime)");
     /* What this kernel cannot compute goes to the split-KV kernels: a
      * forced split, KV cache, varlen or paged KV; so do the decodes
      * split_kv_decode_reason names. */
