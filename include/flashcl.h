@@ -359,8 +359,10 @@ typedef struct flashcl_attention_desc {
      *  has them (NVIDIA `mma.sync` m16n8k8 tf32: Q, K, V and P rounded to
      *  10 mantissa bits, fp32 accumulation; relative error about 1e-3,
      *  between bf16's and fp32's), as PyTorch's `allow_tf32`. Zero (the
-     *  default): fp32 is computed in fp32. Paths without TF32 compute
-     *  exact fp32 either way. Ignored for other dtypes. */
+     *  default): fp32 is computed to fp32 accuracy (on NVIDIA sm_80+ by
+     *  the same tensor cores, each operand split into TF32 high and low
+     *  parts, three products). Paths without TF32 compute exact fp32
+     *  either way. Ignored for other dtypes. */
     int allow_tf32;
 
     /* ---- inference (issue 11): split-KV, KV cache, varlen, paged KV ----
