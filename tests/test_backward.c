@@ -1238,6 +1238,19 @@ START_TEST(test_tuning_entries)
     make_setup(&tuned, &c, 48);
     check_setup(&tuned, "the FLASHCL_TUNING_FILE entry's plan");
 
+    /* a fused dQ past the scratch limit (1 byte): the entry's other
+     * switches stay, dQ made apart */
+    write_portable_entry(file, "wg=16,rows=2,vec=4,tile=8,fused_dq=1");
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 1),
+                     FLASHCL_SUCCESS);
+    describe_portable(&s, &info);
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(info.work_group_size, 16);
+    ck_assert_msg(strstr(info.build_options, "-DFLASHCL_BWD_FUSED_DQ=0") &&
+                      strstr(info.tuning, "FLASHCL_TUNING_FILE"),
+                  "%s / %s", info.build_options, info.tuning);
+
     /* refused, with a note: rows outside the switch list's RANGE(1, 4);
      * 1024 rows a group (the plan's limit); a tile not a multiple of the
      * vector (the kernel's #error) */

@@ -282,8 +282,9 @@ static bool fused_dq_fits(flashcl_context *ctx, const problem *p,
 /* A tuned set's legality: the tunables within the values the switch list
  * declares (not a copy of its ranges), the kernel's rule that the tile is
  * a multiple of the vector, the work-group within the device's, the tiles
- * within local memory, the fused dQ's parts within their limits, and at
- * most 512 rows a group (PoCL keeps every work-item's private arrays on
+ * within local memory, the fused dQ's parts within their limits (its
+ * caller turns a fused dQ that does not fit off first), and at most 512
+ * rows a group (PoCL keeps every work-item's private arrays on
  * one thread's stack: 1024 overflowed it, plan_backward's comment). */
 static bool portable_bwd_fits(flashcl_context *ctx, const problem *p,
                               const bwd_plan *plan, size_t real_size)
@@ -327,6 +328,11 @@ static void tuned_backward(flashcl_context *ctx, const problem *p,
         /* the padded dims follow the vector (the kernel's #error rule) */
         tuned.HEAD_DIM = padded_dim(p->head_dim, tuned.BWD_VEC);
         tuned.HEAD_DIM_V = padded_dim(p->head_dim_v, tuned.BWD_VEC);
+        /* The parts' scratch grows with B H N: an entry tuned on one
+         * problem keeps its other switches on a larger one, dQ apart, as
+         * the hand rules fall back. */
+        if (tuned.BWD_FUSED_DQ && !fused_dq_fits(ctx, p, &tuned, real_size))
+            tuned.BWD_FUSED_DQ = 0;
         if (portable_bwd_fits(ctx, p, &tuned, real_size)) {
             snprintf(tuned.origin, sizeof tuned.origin, "%s", c.origin);
             *plan = tuned;
