@@ -8,9 +8,10 @@
  * chosen) and timed by profiling events (median after warm-up). The JSON
  * it writes after every candidate (atomically) is also what a rerun
  * resumes from and what FLASHCL_TUNING_FILE and scripts/tuning_db.py read
- * (docs/tuning.md). `--backward` searches the tensor-core backward's tiles
- * instead (path "nv_mma_bwd"): gradients checked against the float64
- * gradient oracle, the backward call timed. */
+ * (docs/tuning.md). `--backward` searches the backward's tunables
+ * instead (path "nv_mma_bwd" where the tensor-core backward runs the
+ * shape, "portable_bwd" where the portable one does): gradients checked
+ * against the float64 gradient oracle, the backward call timed. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "cli_args.h"
@@ -58,23 +59,38 @@ typedef struct tune_options {
     int reps, warmup;
     const char *output;
     bool fresh, inject_wrong, no_progress;
-    bool backward; /* the tensor-core backward's tiles (BACKWARD_PATH) */
+    bool backward; /* the backward's tunables (backward_keys) */
 } tune_options;
 
-/* `--backward` tunes one "path": the tensor-core backward's tiles, filed
- * under this name (src/paths/nv_mma_bwd_tiles.h), timed on backward
- * calls. */
-#define BACKWARD_PATH "nv_mma_bwd"
+/* `--backward` tunes the backward's "paths": the tensor-core backward's
+ * tiles (src/paths/nv_mma_bwd_tiles.h) and the portable backward's
+ * tunables (src/paths/portable_bwd_tiles.h), each filed under its name
+ * and tuned on the shapes its kernels (kernel file) run here, timed on
+ * backward calls. */
+static const struct {
+    const char *name, *kernel_file;
+} backward_keys[] = {{"nv_mma_bwd", "flash_bwd_mma.cl"},
+                     {"portable_bwd", "flash_bwd.cl"}};
+#define BACKWARD_KEYS ((int)(sizeof backward_keys / sizeof backward_keys[0]))
 
-/* What the run tunes: the forward paths, or the backward alone. */
+/* The kernel file the backward key `path` runs. */
+static const char *backward_kernel(const char *path)
+{
+    for (int i = 0; i < BACKWARD_KEYS; ++i)
+        if (!strcmp(path, backward_keys[i].name))
+            return backward_keys[i].kernel_file;
+    return "";
+}
+
+/* What the run tunes: the forward paths, or the backward's keys. */
 static int tuned_count(const tune_options *o)
 {
-    return o->backward ? 1 : num_paths();
+    return o->backward ? BACKWARD_KEYS : num_paths();
 }
 
 static const char *tuned_name(const tune_options *o, int i)
 {
-    return o->backward ? BACKWARD_PATH : flashcl_path_name(i);
+    return o->backward ? backward_keys[i].name : flashcl_path_name(i);
 }
 
 static bool tuned_wanted(const tune_options *o, int i)
@@ -202,11 +218,13 @@ static const cli_option tune_table[] = {
      TUNE(CLI_FLAG, inject_wrong), 0, 0, NULL, NULL},
     {"no-progress", NULL, "no progress on stderr", TUNE(CLI_FLAG, no_progress),
      0, 0, NULL, NULL},
-    {"backward", NULL, "tune the tensor-core backward's tiles (path\n"
-                       "nv_mma_bwd: fp16/bf16 on NVIDIA cc >= 8.0, or\n"
-                       "FLASHCL_NV_EMULATE=1) on backward calls instead of\n"
-                       "the forward paths (--path is ignored; default\n"
-                       "dtype fp16, GPU fp16,bf16)",
+    {"backward", NULL, "tune the backward on backward calls instead of\n"
+                       "the forward paths: path nv_mma_bwd (the\n"
+                       "tensor-core tiles: fp16/bf16 on NVIDIA cc >= 8.0,\n"
+                       "or FLASHCL_NV_EMULATE=1) where it runs the shape,\n"
+                       "portable_bwd (the portable kernels' switches)\n"
+                       "elsewhere (--path is ignored; default dtype CPU\n"
+                       "fp32, GPU fp16,bf16)",
      TUNE(CLI_FLAG, backward), 0, 0, NULL, NULL},
     CLI_OPTIONS_END,
 };
@@ -226,12 +244,14 @@ const cli_command tune_command = {
     "candidate (time, or why illegal/invalid) and the winners, which\n"
     "FLASHCL_TUNING_FILE reads as a user database and\n"
     "scripts/tuning_db.py compiles into the library (docs/tuning.md).\n"
-    "--backward tunes the tensor-core backward's tiles the same way: each\n"
-    "candidate's dQ, dK and dV checked against the float64 gradient oracle,\n"
-    "its backward call timed by events after the forward it reads; winners\n"
-    "are filed under path nv_mma_bwd.\n"
+    "--backward tunes the backward the same way: each candidate's dQ, dK\n"
+    "and dV checked against the float64 gradient oracle, its backward call\n"
+    "timed by events after the forward it reads; winners are filed under\n"
+    "path nv_mma_bwd where the tensor-core backward runs the shape, else\n"
+    "portable_bwd (the portable backward's TUNABLE switches).\n"
     "FLASHCL_TILES, FLASHCL_NV_TILE, FLASHCL_NVB_TILE, FLASHCL_SPLIT_TILE,\n"
-    "FLASHCL_SPLIT_LANES and FLASHCL_SPLIT_MMA are unset for the run.\n",
+    "FLASHCL_SPLIT_LANES, FLASHCL_SPLIT_MMA, FLASHCL_BWD_ROWS and\n"
+    "FLASHCL_BWD_FUSED_DQ are unset for the run.\n",
     tune_table};
 
 /* ---- shapes --------------------------------------------------------- */
@@ -680,12 +700,13 @@ static void append_schedule(candidate *c, const flashcl_variant_info *info)
 
 /* "ran warps 4, rows 32, ...": the backward's planned tunables, from
  * its build options (two sets that ran the same tiles say the same). */
-static void backward_tiles_text(const flashcl_variant_info *info, char *buf,
+static void backward_tiles_text(const char *path,
+                                const flashcl_variant_info *info, char *buf,
                                 size_t cap)
 {
     flashcl_tunable tn;
     size_t len = (size_t)snprintf(buf, cap, "ran");
-    for (int i = 0; flashcl_path_tunable(BACKWARD_PATH, i, &tn) ==
+    for (int i = 0; flashcl_path_tunable(path, i, &tn) ==
                         FLASHCL_SUCCESS && len < cap;
          ++i) {
         int v = 0;
@@ -747,7 +768,7 @@ static bool force_and_describe(tune_state *t, shape_run *r,
     return true;
 }
 
-/* measure's backward (--backward): forces the set on path nv_mma_bwd,
+/* measure's backward (--backward): forces the set on its backward key,
  * checks dQ, dK and dV of the check problem against the float64 gradient
  * oracle (its first call, the kernels' compile included, is compile_ms),
  * then times the backward alone on the timed problem. */
@@ -760,13 +781,17 @@ static bool measure_backward(tune_state *t, shape_run *r, const char *forced,
     flashcl_variant_info info, check_info;
     if (!force_and_describe(t, r, forced, c, &info))
         return false;
-    if (strcmp(info.kernel_file, "flash_bwd_mma.cl") != 0)
+    if (strcmp(info.kernel_file, backward_kernel(c->path)) != 0)
         return fail(c, "gone", "the backward stopped running here", NULL);
     if (!forced_taken(&info, c, ctx))
         return false;
+    /* The portable backward's hand rules size the work-group by the
+     * sequence (no padding rows): the table's check runs its own rules,
+     * a forced set's must run that set. */
     if (flashcl_describe_backward(ctx, &check, NULL, &check_info) !=
             FLASHCL_SUCCESS ||
-        strcmp(info.build_options, check_info.build_options) != 0)
+        (!c->table &&
+         strcmp(info.build_options, check_info.build_options) != 0))
         return fail(c, "error", "the check problem plans other tiles", NULL);
     backward_result res;
     char why[200] = "";
@@ -790,7 +815,7 @@ static bool measure_backward(tune_state *t, shape_run *r, const char *forced,
     if (!isfinite(c->median_ms))
         return fail(c, "error", "timing", ctx);
     snprintf(c->status, sizeof c->status, "ok");
-    backward_tiles_text(&info, c->reason, sizeof c->reason);
+    backward_tiles_text(c->path, &info, c->reason, sizeof c->reason);
     return true;
 }
 
@@ -927,10 +952,9 @@ static int enumerate(const space *s, const flashcl_variant_info *table,
 
 static void apply_defaults(tune_options *o, bool cpu)
 {
-    if (!o->num_dtypes && o->backward) { /* its kernels: 16-bit only */
+    if (!o->num_dtypes && o->backward && !cpu) { /* the tensor cores' */
         o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_FP16;
-        if (!cpu)
-            o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_BF16;
+        o->dtypes[o->num_dtypes++] = FLASHCL_DTYPE_BF16;
     }
     if (!o->num_dtypes) {
         o->dtypes[o->num_dtypes++] = cpu ? FLASHCL_DTYPE_FP32
@@ -1031,8 +1055,17 @@ static bool path_runs(tune_state *t, shape_run *r, const char *path,
                 FLASHCL_SUCCESS &&
             flashcl_describe_backward(t->ctx, &desc, NULL, table) ==
                 FLASHCL_SUCCESS &&
-            !strcmp(table->kernel_file, "flash_bwd_mma.cl"))
+            !strcmp(table->kernel_file, backward_kernel(path)))
             return true;
+        /* the other backward key's shape: its own, not a skip to file */
+        for (int i = 0; i < BACKWARD_KEYS; ++i)
+            if (strcmp(path, backward_keys[i].name) != 0 &&
+                !strcmp(table->kernel_file, backward_keys[i].kernel_file)) {
+                if (why)
+                    snprintf(why, why_cap, "the %s backward runs it here",
+                             backward_keys[i].name);
+                return false;
+            }
         snprintf(key.reason, sizeof key.reason, "%.190s",
                  table->skipped[0] ? table->skipped
                                    : flashcl_context_last_error(t->ctx));
@@ -1342,7 +1375,8 @@ int cmd_tune(int argc, char **argv)
     /* the run forces its own candidates */
     static const char *const knobs[] = {
         "FLASHCL_TILES",       "FLASHCL_NV_TILE",  "FLASHCL_NVB_TILE",
-        "FLASHCL_SPLIT_TILE",  "FLASHCL_SPLIT_LANES", "FLASHCL_SPLIT_MMA"};
+        "FLASHCL_SPLIT_TILE",  "FLASHCL_SPLIT_LANES", "FLASHCL_SPLIT_MMA",
+        "FLASHCL_BWD_ROWS",    "FLASHCL_BWD_FUSED_DQ"};
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; ++i)
         unsetenv(knobs[i]);
     flashcl_context *ctx = open_device("tune", common.device, common.json,

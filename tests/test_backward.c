@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { TAIL = 64 }; /* poisoned bytes past each output view */
 
@@ -1166,6 +1167,122 @@ START_TEST(test_fp64_lse_refused)
 }
 END_TEST
 
+/* ---- the portable backward's tuning key ---------------------------- */
+
+static void write_portable_entry(const char *file, const char *params)
+{
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{\"format\": \"flashcl-tuning-1\", \"winners\": [{\"path\": "
+               "\"portable_bwd\", \"dtype\": \"fp32\", \"vendor\": \"*\", "
+               "\"arch\": \"*\", \"device\": \"*\", \"head_dim\": 64, "
+               "\"causal\": -1, \"seq\": \"*\", \"params\": \"%s\", "
+               "\"median_ms\": 1.5, \"measured_on\": \"test\"}]}\n",
+            params);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void describe_portable(setup *s, flashcl_variant_info *info)
+{
+    ck_assert_int_eq(flashcl_describe_backward(shared_context(), &s->desc,
+                                               &s->bwd, info),
+                     FLASHCL_SUCCESS);
+    ck_assert_str_eq(info->kernel_file, "flash_bwd.cl");
+}
+
+/* Path "portable_bwd" of the tuning database: an entry in
+ * FLASHCL_TUNING_FILE replaces the hand rules' switches (named in
+ * describe's tuning and reason) and its gradients pass the oracle; one
+ * outside the switch list's values or the plan's limits is refused with
+ * a note; FLASHCL_TUNING=off and the tuner's forced set outrank it. */
+START_TEST(test_tuning_entries)
+{
+    if (getenv("FLASHCL_BACKEND") || getenv("FLASHCL_PATH"))
+        return; /* the portable plan's choice only */
+    flashcl_context *ctx = shared_context();
+    const bwd_case c = cases[0]; /* fp32, D 64 */
+    char file[] = "/tmp/flashcl-portable-bwd-XXXXXX";
+    const int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    setup s;
+    make_setup(&s, &c, 47);
+    flashcl_variant_info rules, info;
+    setenv("FLASHCL_TUNING", "off", 1);
+    describe_portable(&s, &rules);
+    ck_assert_str_eq(rules.tuning, "");
+
+    setenv("FLASHCL_TUNING_FILE", file, 1);
+    write_portable_entry(file, "wg=16,rows=2,vec=4,tile=8,fused_dq=0,"
+                               "dq_in_memory=0,prefetch=0");
+    describe_portable(&s, &info); /* still off */
+    ck_assert_str_eq(info.build_options, rules.build_options);
+    ck_assert_str_eq(info.tuning, "");
+    unsetenv("FLASHCL_TUNING");
+    describe_portable(&s, &info);
+    const char *wanted[] = {"-DFLASHCL_BWD_WG=16 ", "-DFLASHCL_BWD_ROWS=2 ",
+                            "-DFLASHCL_BWD_VEC=4 ", "-DFLASHCL_BWD_TILE=8 ",
+                            "-DFLASHCL_BWD_FUSED_DQ=0",
+                            "-DFLASHCL_BWD_DQ_IN_MEMORY=0 ",
+                            "-DFLASHCL_BWD_PREFETCH=0 "};
+    for (size_t i = 0; i < LENGTH(wanted); ++i)
+        ck_assert_msg(strstr(info.build_options, wanted[i]), "%s not in %s",
+                      wanted[i], info.build_options);
+    ck_assert_int_eq(info.work_group_size, 16);
+    ck_assert_msg(strstr(info.tuning, "FLASHCL_TUNING_FILE") &&
+                      strstr(info.tuning, "portable_bwd"),
+                  "%s", info.tuning);
+    ck_assert_msg(strstr(info.reason, "(FLASHCL_TUNING_FILE"), "%s",
+                  info.reason);
+    setup tuned = s;
+    make_setup(&tuned, &c, 48);
+    check_setup(&tuned, "the FLASHCL_TUNING_FILE entry's plan");
+
+    /* a fused dQ past the scratch limit (1 byte): the entry's other
+     * switches stay, dQ made apart */
+    write_portable_entry(file, "wg=16,rows=2,vec=4,tile=8,fused_dq=1");
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 1),
+                     FLASHCL_SUCCESS);
+    describe_portable(&s, &info);
+    ck_assert_int_eq(flashcl_context_set_split_scratch_limit(ctx, 0),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(info.work_group_size, 16);
+    ck_assert_msg(strstr(info.build_options, "-DFLASHCL_BWD_FUSED_DQ=0") &&
+                      strstr(info.tuning, "FLASHCL_TUNING_FILE"),
+                  "%s / %s", info.build_options, info.tuning);
+
+    /* refused, with a note: rows outside the switch list's RANGE(1, 4);
+     * 1024 rows a group (the plan's limit); a tile not a multiple of the
+     * vector (the kernel's #error) */
+    const char *refused[] = {"wg=16,rows=5", "wg=256,rows=4",
+                             "vec=16,tile=8"};
+    for (size_t i = 0; i < LENGTH(refused); ++i) {
+        write_portable_entry(file, refused[i]);
+        describe_portable(&s, &info);
+        ck_assert_msg(!strcmp(info.build_options, rules.build_options),
+                      "%s was taken: %s", refused[i], info.build_options);
+        ck_assert_msg(strstr(flashcl_context_last_error(ctx),
+                             "refused for portable_bwd"),
+                      "%s: %s", refused[i], flashcl_context_last_error(ctx));
+    }
+
+    /* the tuner's forced set outranks the file */
+    write_portable_entry(file, "wg=16");
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, "portable_bwd",
+                                                 "wg=32,rows=1"),
+                     FLASHCL_SUCCESS);
+    describe_portable(&s, &info);
+    ck_assert_int_eq(flashcl_context_force_tiles(ctx, NULL, NULL),
+                     FLASHCL_SUCCESS);
+    ck_assert_int_eq(info.work_group_size, 32);
+    ck_assert_msg(!strncmp(info.tuning, "forced candidate", 16), "%s",
+                  info.tuning);
+    unsetenv("FLASHCL_TUNING_FILE");
+    unlink(file);
+    free_setup(&s);
+}
+END_TEST
+
 int main(void)
 {
     const test_entry gradients[] = {
@@ -1179,6 +1296,7 @@ int main(void)
         {test_describe, 0},
         {test_forced_path, 0},
         {test_fp64_lse_refused, 0},
+        {test_tuning_entries, 0},
     };
     const test_entry varlen[] = {
         {test_varlen, (int)LENGTH(varlen_cases)},

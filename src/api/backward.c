@@ -7,6 +7,8 @@
 #include "paths/path.h"
 #include "paths/nv_mma_bwd.h"
 #include "paths/nv_mma_bwd_tiles.h"
+#include "paths/portable_bwd_tiles.h"
+#include "paths/tuning.h"
 #include "problem/problem.h"
 #include "problem/variants.h"
 #include "paths/switches.h"
@@ -227,6 +229,9 @@ static cl_int set_args(cl_kernel kernel, const bwd_args *a,
 typedef struct bwd_plan {
     FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_FIELD)
     nv_bwd_plan nv; /* nv.chosen: dK/dV and dQ on the tensor-core kernels */
+    /* The tuning entry (or the tuner's forced set) behind the tunables,
+     * "" for the hand rules: describe's reason and `tuning` name it. */
+    char origin[300];
 } bwd_plan;
 
 static int padded_dim(int64_t dim, int vec)
@@ -274,6 +279,81 @@ static bool fused_dq_fits(flashcl_context *ctx, const problem *p,
            fused_dq_part_bytes(p, plan, real_size) <= cap;
 }
 
+/* A tuned set's legality: the tunables within the values the switch list
+ * declares (not a copy of its ranges), the kernel's rule that the tile is
+ * a multiple of the vector, the work-group within the device's, the tiles
+ * within local memory, the fused dQ's parts within their limits (its
+ * caller turns a fused dQ that does not fit off first), and at most 512
+ * rows a group (PoCL keeps every work-item's private arrays on
+ * one thread's stack: 1024 overflowed it, plan_backward's comment). */
+static bool portable_bwd_fits(flashcl_context *ctx, const problem *p,
+                              const bwd_plan *plan, size_t real_size)
+{
+    const bwd_plan *values = plan; /* SWITCH_CHECK_TUNABLE's */
+    switch_fault found = {NULL, 0}, *fault = &found;
+    FLASHCL_PORTABLE_BWD_SWITCHES(SWITCH_CHECK_TUNABLE)
+    return !found.name && plan->BWD_TILE % plan->BWD_VEC == 0 &&
+           plan->BWD_WG * plan->BWD_ROWS <= 512 &&
+           (size_t)plan->BWD_WG <= ctx->caps.max_work_group &&
+           bwd_local_bytes(plan, real_size) <= ctx->caps.local_mem &&
+           (!plan->BWD_FUSED_DQ || fused_dq_fits(ctx, p, plan, real_size));
+}
+
+/* The tuner's forced set, else FLASHCL_TUNING_FILE's or the compiled
+ * database's entry for path "portable_bwd", over the hand rules' plan; a
+ * set portable_bwd_fits refuses is noted (the call's last-error text)
+ * and the next source, finally the hand rules, runs. */
+static void tuned_backward(flashcl_context *ctx, const problem *p,
+                           const char *forced, bwd_plan *plan)
+{
+    const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
+    const int dim =
+        plan->HEAD_DIM > plan->HEAD_DIM_V ? plan->HEAD_DIM : plan->HEAD_DIM_V;
+    tuning_choice c;
+    int next = 0;
+    while (tuning_choose(&ctx->caps, &portable_bwd_tuning, p, dim, forced,
+                         &next, &c)) {
+        bwd_plan tuned = *plan;
+        const tile_params *v = &c.params;
+        tuned.BWD_WG = tile_params_get(v, "wg", plan->BWD_WG);
+        tuned.BWD_ROWS = tile_params_get(v, "rows", plan->BWD_ROWS);
+        tuned.BWD_VEC = tile_params_get(v, "vec", plan->BWD_VEC);
+        tuned.BWD_TILE = tile_params_get(v, "tile", plan->BWD_TILE);
+        tuned.BWD_FUSED_DQ = tile_params_get(v, "fused_dq",
+                                             plan->BWD_FUSED_DQ);
+        tuned.BWD_DQ_IN_MEMORY =
+            tile_params_get(v, "dq_in_memory", plan->BWD_DQ_IN_MEMORY);
+        tuned.BWD_PREFETCH = tile_params_get(v, "prefetch",
+                                             plan->BWD_PREFETCH);
+        /* the padded dims follow the vector (the kernel's #error rule) */
+        tuned.HEAD_DIM = padded_dim(p->head_dim, tuned.BWD_VEC);
+        tuned.HEAD_DIM_V = padded_dim(p->head_dim_v, tuned.BWD_VEC);
+        /* The parts' scratch grows with B H N: an entry tuned on one
+         * problem keeps its other switches on a larger one, dQ apart, as
+         * the hand rules fall back. */
+        if (tuned.BWD_FUSED_DQ && !fused_dq_fits(ctx, p, &tuned, real_size))
+            tuned.BWD_FUSED_DQ = 0;
+        if (portable_bwd_fits(ctx, p, &tuned, real_size)) {
+            snprintf(tuned.origin, sizeof tuned.origin, "%s", c.origin);
+            *plan = tuned;
+            return;
+        }
+        tuning_refused(&c, PORTABLE_BWD_TUNING_PATH,
+                       "outside the kernel's switches, or its work-group, "
+                       "local memory or fused dQ's scratch exceeds the "
+                       "device's");
+    }
+}
+
+/* The tuner's forced set for the backward key `key` (flashcl tune
+ * --backward), NULL when the forced set is another path's. */
+static const char *forced_for(const char *spec, const char *key)
+{
+    const size_t n = strlen(key);
+    return spec && !strncmp(spec, key, n) && spec[n] == ':' ? spec + n + 1
+                                                            : NULL;
+}
+
 /* CPUs: vectors as wide as the forward's (16 on AVX-512), tiles of two
  * vectors (their four copies of Q and dO, 32 KiB at D = 64, stay in the
  * L1 cache), 128 work-items of 4 keys or rows each: 512 share the tile
@@ -304,7 +384,7 @@ static bwd_plan plan_backward(flashcl_context *ctx, const problem *p,
                      p->right >= 0 ? 1 : 0,
                      p->infer.varlen_q ? 1 : 0,
                      p->infer.kv == KV_VARLEN ? 1 : 0, cpu_only ? 1 : 0,
-                     cpu ? 1 : 0, 0, {0}};
+                     cpu ? 1 : 0, 0, {0}, ""};
     const tensor_view *const grads[4] = {w ? &w->d_o : NULL,
                                          w ? &w->d_q : NULL,
                                          w ? &w->d_k : NULL,
@@ -312,10 +392,8 @@ static bwd_plan plan_backward(flashcl_context *ctx, const problem *p,
     /* the tuner's forced set for the backward (flashcl tune --backward) */
     char forced[sizeof ctx->forced_tiles];
     const char *spec = context_forced_tiles(ctx, forced, sizeof forced);
-    const size_t key = strlen(NV_MMA_BWD_TUNING_PATH);
-    const bool mine = spec && !strncmp(spec, NV_MMA_BWD_TUNING_PATH, key) &&
-                      spec[key] == ':';
-    nv_mma_bwd_plan_forced(&ctx->caps, p, grads, mine ? spec + key + 1 : NULL,
+    nv_mma_bwd_plan_forced(&ctx->caps, p, grads,
+                           forced_for(spec, NV_MMA_BWD_TUNING_PATH),
                            &plan.nv);
     /* Oclgrind, a CPU to the planner, checks the other row counts so. */
     const char *rows = dev_getenv("FLASHCL_BWD_ROWS");
@@ -342,6 +420,11 @@ static bwd_plan plan_backward(flashcl_context *ctx, const problem *p,
     const bool want_fused = fused ? atoi(fused) == 1 : cpu_only;
     plan.BWD_FUSED_DQ = want_fused && !plan.nv.chosen &&
                         fused_dq_fits(ctx, p, &plan, real_size);
+    /* The developer knobs above are experiments on the hand rules: a
+     * database entry would silently replace what they ask for. */
+    if (!plan.nv.chosen && !rows && !fused)
+        tuned_backward(ctx, p, forced_for(spec, PORTABLE_BWD_TUNING_PATH),
+                       &plan);
     return plan;
 }
 
@@ -527,6 +610,13 @@ static flashcl_status run_backward(flashcl_context *ctx,
     if (status == FLASHCL_SUCCESS)
         status = build_program(ctx, p, &plan, &program);
     nv_mma_bwd_log(&plan.nv);
+    if (!plan.nv.chosen && verbose_enabled())
+        fprintf(stderr, "flashcl: portable backward: %d work-items of %d "
+                        "rows, tiles of %d, vectors of %d, fused dQ %d, dQ "
+                        "in memory %d, prefetch %d (%s)\n",
+                plan.BWD_WG, plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC,
+                plan.BWD_FUSED_DQ, plan.BWD_DQ_IN_MEMORY, plan.BWD_PREFETCH,
+                plan.origin[0] ? plan.origin : "hand rules");
     if (status != FLASHCL_SUCCESS)
         return status;
     const size_t real_size = p->dtype == FLASHCL_DTYPE_FP64 ? 8 : 4;
@@ -647,14 +737,17 @@ static flashcl_status describe_plan(flashcl_context *ctx, const problem *p,
     info->vector_width = plan.BWD_VEC;
     snprintf(info->reason, sizeof info->reason,
              "%s, %s, %s%s%s: %d rows or keys per work-item, tiles of %d "
-             "rows in local memory, vectors of %d",
+             "rows in local memory, vectors of %d (%.60s)",
              bwd_kernel_names[0],
              plan.BWD_FUSED_DQ ? "flashcl_bwd_dkdv (and dQ's part per key "
                                  "block)"
                                : bwd_kernel_names[1],
              bwd_kernel_names[plan.BWD_FUSED_DQ ? KERNEL_DQ_SUM : KERNEL_DQ],
              want_sinks ? ", " : "", want_sinks ? bwd_kernel_names[3] : "",
-             plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC);
+             plan.BWD_ROWS, plan.BWD_TILE, plan.BWD_VEC,
+             /* the whole origin in `tuning` */
+             plan.origin[0] ? plan.origin : "hand rules");
+    snprintf(info->tuning, sizeof info->tuning, "%s", plan.origin);
     snprintf(info->skipped, sizeof info->skipped, "%s", plan.nv.why_not);
     return FLASHCL_SUCCESS;
 }

@@ -158,9 +158,9 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
 bool forced_path_unknown(char *why, size_t cap);
 /* The path called `name` (NULL: none). */
 const kernel_path *find_path(const char *name);
-/* find_path, or the tensor-core backward's tuning key "nv_mma_bwd"
- * (nv_mma_bwd.h), for what tunes tiles: flashcl_path_tunable and
- * flashcl_context_force_tiles. */
+/* find_path, or the backward's tuning keys "nv_mma_bwd" (nv_mma_bwd.h)
+ * and "portable_bwd" (portable_bwd_tiles.h), for what tunes tiles:
+ * flashcl_path_tunable and flashcl_context_force_tiles. */
 const kernel_path *find_tuned_path(const char *name);
 /* The ordered path list: its length, and its i-th path (NULL past the
  * end). */

@@ -4,6 +4,7 @@
 #include "core/dev_env.h"
 #include "paths/path.h"
 #include "paths/nv_mma_bwd.h"
+#include "paths/portable_bwd_tiles.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,10 +114,25 @@ const kernel_path *find_path(const char *name)
     return NULL;
 }
 
+/* The portable backward's tuning key (portable_bwd_tiles.h; planned in
+ * src/api/backward.c): not a
+ * forward path, only what tuning_choose, flashcl_path_tunable and
+ * flashcl_context_force_tiles read of one. */
+const kernel_path portable_bwd_tuning = {
+    .name = PORTABLE_BWD_TUNING_PATH,
+    .summary = "the portable backward's tunables (flashcl tune --backward "
+               "where the tensor-core backward does not run)",
+    .tunables = portable_bwd_tunables,
+    .tunable_count =
+        sizeof portable_bwd_tunables / sizeof portable_bwd_tunables[0],
+};
+
 const kernel_path *find_tuned_path(const char *name)
 {
     if (name && !strcmp(name, nv_mma_bwd_tuning.name))
         return &nv_mma_bwd_tuning;
+    if (name && !strcmp(name, portable_bwd_tuning.name))
+        return &portable_bwd_tuning;
     return find_path(name);
 }
 
@@ -139,7 +155,8 @@ void choose_plan_forced(const device_caps *caps, const problem *p,
         forced_tiles = colon + 1;
     }
     if (forced_name[0] && !find_path(forced_name)) {
-        /* the backward's tuning key ("nv_mma_bwd"): not the forward's */
+        /* the backward's tuning keys ("nv_mma_bwd", "portable_bwd"): not
+         * the forward's */
         forced_name[0] = '\0';
         forced_tiles = NULL;
     }
