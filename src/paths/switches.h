@@ -35,28 +35,30 @@ typedef struct switch_fault {
 #define SWITCH_EMITTED_DERIVED 1
 #define SWITCH_EMITTED_VARIANT 0
 
-/* " -DFLASHCL_<name>=<value>" from `values` (a pointer to the list's
- * struct) into the options_buf `out`; the first illegal value into the
- * switch_fault `fault`. */
+/* Switch `switch_name`'s value in `values` (a pointer to the list's
+ * struct) as `value`, the first illegal one into the switch_fault
+ * `fault`. */
+#define SWITCH_VALUE_CHECKED(switch_name, legal)                               \
+    const int value = values->switch_name;                                     \
+    if (!(SWITCH_LEGAL_##legal) && !fault->name)                               \
+        *fault = (switch_fault){"FLASHCL_" #switch_name, value};
+
+/* " -DFLASHCL_<name>=<value>" into the options_buf `out`, each value
+ * checked. */
 #define SWITCH_EMIT(switch_name, default_value, legal, kind, meaning)          \
     if (SWITCH_EMITTED_##kind) {                                               \
-        const int value = values->switch_name;                                 \
-        if (!(SWITCH_LEGAL_##legal) && !fault->name)                           \
-            *fault = (switch_fault){"FLASHCL_" #switch_name, value};           \
+        SWITCH_VALUE_CHECKED(switch_name, legal)                               \
         options_add(out, " -DFLASHCL_" #switch_name "=%d", value);             \
     }
 
-/* The first tunable of a list outside its legal values into the
- * switch_fault `fault`, from `values` as SWITCH_EMIT reads it: a tile set
- * is checked against the kernel's declaration, not a copy of its ranges. */
+/* The tunables alone checked, as SWITCH_EMIT checks them: a tile set is
+ * held to the kernel's declaration, not to a copy of its ranges. */
 #define SWITCH_IS_TUNABLE_TUNABLE 1
 #define SWITCH_IS_TUNABLE_DERIVED 0
 #define SWITCH_IS_TUNABLE_VARIANT 0
 #define SWITCH_CHECK_TUNABLE(switch_name, default_value, legal, kind, meaning) \
     if (SWITCH_IS_TUNABLE_##kind) {                                            \
-        const int value = values->switch_name;                                 \
-        if (!(SWITCH_LEGAL_##legal) && !fault->name)                           \
-            *fault = (switch_fault){"FLASHCL_" #switch_name, value};           \
+        SWITCH_VALUE_CHECKED(switch_name, legal)                               \
     }
 
 #endif
